@@ -1,0 +1,262 @@
+/**
+ * Turns an upstream body into evidence the rules can read: error codes, the paths a
+ * validation error names, the human-readable messages, and numeric fields.
+ *
+ * Bodies arrive as JSON, JSON arrays, JSON re-wrapped as a string inside `message`
+ * (LiteLLM, OpenRouter), Python reprs pasted into a message, SSE or NDJSON events,
+ * HTML pages and plain text. Everything here is bounded so that a hostile or broken
+ * body costs at most a few passes over its first megabytes.
+ */
+import type { StatedLimits } from './types.js';
+
+export interface Evidence {
+  /** Lower-cased values of code-like keys (code, type, status, ...), from every error object. */
+  codes: string[];
+  /** Request paths an error blames (`param`, or `Invalid 'x'` in the message). */
+  paths: string[];
+  /** Message-like strings, joined by newlines, at most MAX_SCAN_CHARS long. */
+  text: string;
+  /** Numbers servers report as fields rather than prose (llama.cpp). */
+  fields: StatedLimits;
+  /** Whether an error object / error event was seen (matters for 200 bodies and stream events). */
+  carriesError: boolean;
+}
+
+/** Phrase matching never looks past this many characters of message text. */
+export const MAX_SCAN_CHARS = 64 * 1024;
+/** Bodies are truncated upstream at ~1 MiB; anything beyond this is not parsed. */
+const MAX_PARSE_CHARS = 2 * 1024 * 1024;
+/** JSON nesting walked; real error envelopes are less than 6 deep. */
+const MAX_DEPTH = 16;
+/** JSON found inside a string inside JSON, re-parsed at most this many levels. */
+const MAX_NESTED_JSON = 3;
+/** JSON nodes visited per body, so a huge array of objects cannot stall the relay. */
+const MAX_NODES = 5000;
+/** SSE events / NDJSON lines looked at; the error is always among the first ones. */
+const MAX_EVENTS = 16;
+/** Lines read from an SSE text: enough for MAX_EVENTS events with comments and ids. */
+const MAX_SSE_LINES = 512;
+
+const TEXT_KEYS = new Set([
+  'message', 'error', 'detail', 'details', 'msg', 'error_message', 'errormessage',
+  'description', 'raw', 'title',
+]);
+const CODE_KEYS = new Set([
+  'code', 'type', 'error_type', 'errortype', 'error_code', 'errorcode', 'status', '__type', 'reason',
+]);
+const FIELD_KEYS: Readonly<Record<string, keyof StatedLimits>> = {
+  n_prompt_tokens: 'promptTokens',
+  n_ctx: 'limitTokens',
+};
+
+// For Python reprs (`{'code': 'context_length_exceeded'}`) and truncated JSON that did not parse.
+const QUOTED_CODE = /["'](?:code|type)["']\s*:\s*["']([A-Za-z0-9_.\-]{1,64})["']/g;
+const QUOTED_PARAM = /["']param["']\s*:\s*["']([^"'\n]{1,200})["']/g;
+// OpenAI names the offending field this way: "Invalid 'tools[0].function.name': string too long".
+const INVALID_PATH = /Invalid '([^'\n]{1,200})'/g;
+const ERROR_KEY = /["'](?:error|exception)["']\s*:|["']type["']\s*:\s*["']error["']/;
+
+class Collector {
+  readonly codes: string[] = [];
+  readonly paths: string[] = [];
+  readonly fields: StatedLimits = {};
+  private readonly texts: string[] = [];
+  private textChars = 0;
+  private nodes = 0;
+  carriesError = false;
+
+  evidence(): Evidence {
+    return {
+      codes: this.codes,
+      paths: this.paths,
+      text: this.texts.join('\n'),
+      fields: this.fields,
+      carriesError: this.carriesError,
+    };
+  }
+
+  /** `textual`: a string met here is a message (top level, or inside a `message`/`details` array). */
+  walk(value: unknown, depth: number, nested: number, textual = true): void {
+    if (depth > MAX_DEPTH || ++this.nodes > MAX_NODES) return;
+    if (Array.isArray(value)) {
+      for (let i = 0; i < value.length && this.nodes <= MAX_NODES; i++) {
+        this.walk(value[i], depth + 1, nested, textual);
+      }
+      return;
+    }
+    if (typeof value === 'string') {
+      if (textual) this.addText(value, nested);
+      return;
+    }
+    if (value === null || typeof value !== 'object') return;
+    const obj = value as Record<string, unknown>;
+    // Only the envelope can say "this is an error": deeper objects may be tool inputs
+    // or echoed content of a successful answer (`{"message": "..."}` in a tool call).
+    if (depth <= 1 && nested === 0 && isErrorCarrier(obj)) this.carriesError = true;
+    for (const key of Object.keys(obj)) {
+      if (this.nodes > MAX_NODES) return;
+      this.visitEntry(key.toLowerCase(), obj[key], depth, nested);
+    }
+  }
+
+  private visitEntry(key: string, v: unknown, depth: number, nested: number): void {
+    if (typeof v === 'string') {
+      if (CODE_KEYS.has(key)) this.addCode(v);
+      if (key === 'param') this.paths.push(v.slice(0, 200));
+      if (TEXT_KEYS.has(key)) this.addText(v, nested);
+    } else if (typeof v === 'number') {
+      if (CODE_KEYS.has(key)) this.addCode(String(v));
+      const field = FIELD_KEYS[key];
+      if (field !== undefined && Number.isSafeInteger(v) && v >= 0) this.fields[field] ??= v;
+    } else if (v !== null && typeof v === 'object') {
+      this.walk(v, depth + 1, nested, TEXT_KEYS.has(key));
+    }
+  }
+
+  private addCode(v: string): void {
+    if (v.length <= 100) this.codes.push(v.toLowerCase());
+  }
+
+  /** A message: kept for phrase matching, scanned for repr codes, and re-parsed if it wraps JSON. */
+  addText(s: string, nested: number): void {
+    const room = MAX_SCAN_CHARS - this.textChars;
+    if (room <= 0 || s.length === 0) return;
+    const piece = s.length > room ? s.slice(0, room) : s;
+    this.texts.push(piece);
+    this.textChars += piece.length + 1;
+    this.scanQuoted(piece);
+    if (nested < MAX_NESTED_JSON) this.parseEmbedded(s, nested + 1);
+  }
+
+  private scanQuoted(s: string): void {
+    for (const m of s.matchAll(QUOTED_CODE)) this.addCode(m[1]);
+    for (const m of s.matchAll(QUOTED_PARAM)) this.paths.push(m[1]);
+    for (const m of s.matchAll(INVALID_PATH)) this.paths.push(m[1]);
+  }
+
+  /** `ConnectionError: {"object":"error",...}` or `{"type":"error",...}. Received Model Group=...` */
+  private parseEmbedded(s: string, nested: number): void {
+    const start = firstIndexOf(s, '{', '[');
+    if (start < 0) return;
+    const end = Math.max(s.lastIndexOf('}'), s.lastIndexOf(']'));
+    if (end <= start || end - start > MAX_PARSE_CHARS) return;
+    const parsed = tryParse(s.slice(start, end + 1));
+    if (parsed !== undefined && typeof parsed === 'object') this.walk(parsed, 0, nested);
+  }
+
+  /** Text that looks like JSON but did not parse (truncated body, partial chunk). */
+  addBrokenJson(s: string): void {
+    if (ERROR_KEY.test(s.slice(0, MAX_SCAN_CHARS))) this.carriesError = true;
+    this.addText(s, MAX_NESTED_JSON);
+  }
+}
+
+/** An object that reports a failure rather than content. */
+function isErrorCarrier(obj: Record<string, unknown>): boolean {
+  const err = obj.error;
+  if (err !== undefined && err !== null && err !== false && err !== '') return true;
+  if (obj.type === 'error' || obj.object === 'error') return true;
+  // AWS restJson, Cohere v1, TGI and API Gateway put the text in a bare top-level `message`.
+  return typeof obj.message === 'string' && !('choices' in obj) && !('delta' in obj);
+}
+
+function firstIndexOf(s: string, a: string, b: string): number {
+  const i = s.indexOf(a);
+  const j = s.indexOf(b);
+  if (i < 0) return j;
+  if (j < 0) return i;
+  return Math.min(i, j);
+}
+
+function tryParse(s: string): unknown {
+  try {
+    return JSON.parse(s) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+function looksLikeJson(s: string): boolean {
+  const c = s.charCodeAt(0);
+  return c === 0x7b /* { */ || c === 0x5b /* [ */ || c === 0x22; /* " */
+}
+
+const SSE_FIELD = /(?:^|\n)(?:data|event):/;
+
+/**
+ * Evidence from a whole response body or from one stream event.
+ * `plainTextIsError`: a non-JSON body of an error response is the error text itself;
+ * a non-JSON stream chunk counts only if it says "error".
+ */
+export function gatherEvidence(body: string, plainTextIsError: boolean): Evidence {
+  const c = new Collector();
+  const text = body.length > MAX_PARSE_CHARS ? body.slice(0, MAX_PARSE_CHARS) : body;
+  const trimmed = text.trim();
+  if (looksLikeJson(trimmed)) {
+    readJsonOrLines(c, trimmed);
+  } else if (SSE_FIELD.test(trimmed.slice(0, 4096))) {
+    readSse(c, trimmed);
+  } else {
+    c.addText(trimmed, 0);
+    c.carriesError = plainTextIsError || /\berror\b/i.test(trimmed.slice(0, MAX_SCAN_CHARS));
+  }
+  return c.evidence();
+}
+
+function readJsonOrLines(c: Collector, s: string): void {
+  const parsed = tryParse(s);
+  if (parsed !== undefined) {
+    c.walk(parsed, 0, 0);
+    return;
+  }
+  const lines = s.split('\n', MAX_EVENTS + 1).slice(0, MAX_EVENTS);
+  let any = false;
+  if (lines.length > 1) {
+    for (const line of lines) {
+      const v = tryParse(line.trim());
+      if (v !== undefined) {
+        any = true;
+        c.walk(v, 0, 0);
+      }
+    }
+  }
+  if (!any) c.addBrokenJson(s);
+}
+
+/** Server-sent events: `event: error` marks an error; each `data:` payload is read as JSON. */
+function readSse(c: Collector, s: string): void {
+  let name = '';
+  let data: string[] = [];
+  let events = 0;
+  const flush = (): void => {
+    if (data.length > 0 || name !== '') readSseEvent(c, name, data.join('\n'));
+    name = '';
+    data = [];
+    events++;
+  };
+  for (const raw of s.split(/\r\n|\r|\n/, MAX_SSE_LINES)) {
+    if (events >= MAX_EVENTS) return;
+    if (raw === '') {
+      flush();
+      continue;
+    }
+    const colon = raw.indexOf(':');
+    const field = colon < 0 ? raw : raw.slice(0, colon);
+    let value = colon < 0 ? '' : raw.slice(colon + 1);
+    if (value.startsWith(' ')) value = value.slice(1);
+    if (field === 'data') data.push(value);
+    else if (field === 'event') name = value;
+  }
+  if (events < MAX_EVENTS) flush();
+}
+
+function readSseEvent(c: Collector, name: string, data: string): void {
+  const isError = name.toLowerCase() === 'error';
+  if (isError) c.carriesError = true;
+  const payload = data.trim();
+  if (payload === '' || payload === '[DONE]') return;
+  const parsed = looksLikeJson(payload) ? tryParse(payload) : undefined;
+  if (parsed !== undefined) c.walk(parsed, 0, 0);
+  else if (looksLikeJson(payload)) c.addBrokenJson(payload);
+  else if (isError) c.addText(payload, 0);
+}

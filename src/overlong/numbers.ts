@@ -1,0 +1,151 @@
+/**
+ * The numbers an overflow message states, and the one decision they support:
+ * whether the requested completion leaves no room for any prompt, in which case
+ * compacting the prompt cannot help and lowering max_tokens is the fix.
+ */
+import type { StatedLimits } from './types.js';
+
+type Field = keyof StatedLimits;
+
+interface NumberPattern {
+  pattern: RegExp;
+  /** The field each capture group fills, in order; `undefined` skips a group. */
+  fields: readonly (Field | undefined)[];
+}
+
+// Every pattern is a literal phrase around bounded digit runs: no nested quantifiers.
+const NUMBER_PATTERNS: readonly NumberPattern[] = [
+  // OpenAI, Azure, DeepSeek, vLLM, FastChat, OpenRouter ("This endpoint's ...")
+  { pattern: /maximum context length is (\d{1,12}) tokens/i, fields: ['limitTokens'] },
+  { pattern: /messages resulted in (?:over )?(\d{1,12}) tokens/i, fields: ['promptTokens'] },
+  { pattern: /\((\d{1,12}) in the messages, (\d{1,12}) in the completion\)/i, fields: ['promptTokens', 'completionTokens'] },
+  { pattern: /\((\d{1,12}) in your prompt; (\d{1,12}) for the completion\)/i, fields: ['promptTokens', 'completionTokens'] },
+  { pattern: /\((\d{1,12}) of text input(?:, (\d{1,12}) in the output)?\)/i, fields: ['promptTokens', 'completionTokens'] },
+  // vLLM >= 0.10; the "characters" variant states no input tokens, only the output request
+  {
+    pattern: /requested (\d{1,12}) output tokens and your prompt contains (?:at least )?(\d{1,12}) input tokens/i,
+    fields: ['completionTokens', 'promptTokens'],
+  },
+  { pattern: /requested (\d{1,12}) output tokens/i, fields: ['completionTokens'] },
+  { pattern: /your request has (\d{1,12}) input tokens/i, fields: ['promptTokens'] },
+  { pattern: /'max_tokens' or 'max_completion_tokens' is too large: (\d{1,12})/i, fields: ['completionTokens'] },
+  // Anthropic (also through Bedrock and OpenRouter)
+  { pattern: /prompt is too long: (\d{1,12}) tokens > (\d{1,12}) maximum/i, fields: ['promptTokens', 'limitTokens'] },
+  {
+    pattern: /exceed context limit: (\d{1,12}) \+ (\d{1,12}) > (\d{1,12})/i,
+    fields: ['promptTokens', 'completionTokens', 'limitTokens'],
+  },
+  // Fireworks
+  {
+    pattern: /prompt is too long: (\d{1,12}), model maximum context length: (\d{1,12})/i,
+    fields: ['promptTokens', 'limitTokens'],
+  },
+  // Gemini API and Vertex AI
+  {
+    pattern: /input token count \((\d{1,12})\) exceeds the maximum number of tokens allowed \((\d{1,12})\)/i,
+    fields: ['promptTokens', 'limitTokens'],
+  },
+  { pattern: /input token count exceeds the maximum number of tokens allowed \(?(\d{1,12})/i, fields: ['limitTokens'] },
+  {
+    pattern: /input token count is (\d{1,12}) but model only supports up to (\d{1,12})/i,
+    fields: ['promptTokens', 'limitTokens'],
+  },
+  // Mistral
+  { pattern: /prompt contains (\d{1,12}) tokens/i, fields: ['promptTokens'] },
+  { pattern: /too large for model with (\d{1,12}) maximum context length/i, fields: ['limitTokens'] },
+  // TGI, Together
+  {
+    pattern: /must be <= (\d{1,12})\. Given: (\d{1,12}) `?inputs`? tokens and (\d{1,12}) `?max_new_tokens`?/i,
+    fields: ['limitTokens', 'promptTokens', 'completionTokens'],
+  },
+  // Cohere v1 counts prompt and prediction together, so only the limit is usable
+  { pattern: /\(prompt and prediction\) cannot exceed (\d{1,12})/i, fields: ['limitTokens'] },
+  // DashScope
+  { pattern: /range of input length should be \[\d{1,12}, ?(\d{1,12})\]/i, fields: ['limitTokens'] },
+  // llama.cpp (older builds state the numbers only as JSON fields, see evidence.ts)
+  {
+    pattern: /request \((\d{1,12}) tokens\) exceeds the available context size \((\d{1,12}) tokens\)/i,
+    fields: ['promptTokens', 'limitTokens'],
+  },
+  // LM Studio
+  { pattern: /n_keep: (\d{1,12}) ?>= ?n_ctx: (\d{1,12})/i, fields: ['promptTokens', 'limitTokens'] },
+  { pattern: /trying to keep the first (\d{1,12}) tokens/i, fields: ['promptTokens'] },
+  { pattern: /context length of only (\d{1,12}) tokens/i, fields: ['limitTokens'] },
+  // xAI
+  {
+    pattern: /maximum prompt length is (\d{1,12}) but the request contains (\d{1,12}) tokens/i,
+    fields: ['limitTokens', 'promptTokens'],
+  },
+  {
+    pattern: /current message \((\d{1,12}) tokens\) exceeds budget \((\d{1,12}) tokens\)/i,
+    fields: ['promptTokens', 'limitTokens'],
+  },
+  // SGLang
+  {
+    pattern: /the input \((\d{1,12}) tokens\) is longer than the model.{1,3}s context length \((\d{1,12}) tokens\)/i,
+    fields: ['promptTokens', 'limitTokens'],
+  },
+  { pattern: /maximum context length of (\d{1,12}) tokens/i, fields: ['limitTokens'] },
+  {
+    pattern: /(\d{1,12}) tokens from the input messages and (\d{1,12}) tokens for the completion/i,
+    fields: ['promptTokens', 'completionTokens'],
+  },
+  // OpenAI / Azure (gpt-5 input cap)
+  { pattern: /configured limit of (\d{1,12}) tokens/i, fields: ['limitTokens'] },
+  // OpenAI embeddings
+  { pattern: /requested (\d{1,12}) tokens, max (\d{1,12}) tokens per request/i, fields: ['promptTokens', 'limitTokens'] },
+  // Moonshot ("requested" there may include max_tokens, so it is not taken as the prompt)
+  { pattern: /exceeded model token limit: (\d{1,12})/i, fields: ['limitTokens'] },
+  // Cerebras ("current length" may include max_tokens, likewise)
+  { pattern: /current length is \d{1,12} while limit is (\d{1,12})/i, fields: ['limitTokens'] },
+  // GLM-compatible endpoint
+  {
+    pattern: /number of input tokens \((\d{1,12})\) has exceeded max_prompt_tokens \((\d{1,12})\)/i,
+    fields: ['promptTokens', 'limitTokens'],
+  },
+  // Body-size limits (Google front end, AWS API Gateway)
+  {
+    pattern: /maximum request body size (\d{1,15}) exceeded, actual body size (\d{1,15})/i,
+    fields: ['limitBytes', 'bodyBytes'],
+  },
+  { pattern: /content length exceeded (\d{1,15}) bytes/i, fields: ['limitBytes'] },
+];
+
+/** The numbers stated in `text`, the first statement of each winning; `fields` fill the gaps. */
+export function extractLimits(text: string, fields: StatedLimits): StatedLimits {
+  const limits: StatedLimits = {};
+  for (const { pattern, fields: names } of NUMBER_PATTERNS) {
+    const m = pattern.exec(text);
+    if (m === null) continue;
+    names.forEach((name, i) => {
+      const n = toCount(m[i + 1]);
+      if (name !== undefined && n !== undefined) limits[name] ??= n;
+    });
+  }
+  for (const key of Object.keys(fields) as Field[]) limits[key] ??= fields[key];
+  return limits;
+}
+
+function toCount(digits: string | undefined): number | undefined {
+  if (digits === undefined) return undefined;
+  const n = Number(digits);
+  return Number.isSafeInteger(n) ? n : undefined;
+}
+
+/**
+ * Below this many tokens of room, no compacted conversation (system prompt, a summary,
+ * the last user turn) fits next to the requested completion. Scaled down for tiny windows.
+ */
+export const MIN_PROMPT_ROOM_TOKENS = 256;
+
+/**
+ * True when max_tokens alone (nearly) fills the window: the overflow is cured by
+ * lowering max_tokens, never by compacting the prompt. Input + max_tokens overflows
+ * where real room remains for the prompt stay overlong (both fixes work).
+ */
+export function completionCrowdsOutPrompt(limits: StatedLimits): boolean {
+  const { limitTokens: limit, completionTokens: completion } = limits;
+  if (limit === undefined || completion === undefined || limit <= 0) return false;
+  const minRoom = Math.max(1, Math.min(MIN_PROMPT_ROOM_TOKENS, Math.floor(limit / 16)));
+  return limit - completion < minRoom;
+}
