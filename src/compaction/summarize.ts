@@ -1,0 +1,136 @@
+import type { Dispatcher } from 'undici';
+import { COMBINE_NOTE, DEFAULT_SUMMARY_PROMPT, PARTIAL_NOTE } from './prompt.js';
+import { chunkTranscript, renderTranscript } from './transcript.js';
+import type { ChatMessage } from './types.js';
+
+export interface SummarizerSettings {
+  /** OpenAI base URL, e.g. https://api.openai.com/v1. */
+  url: string;
+  model: string;
+  /** Headers that authenticate the call (never sent anywhere but `url`). */
+  auth: Record<string, string>;
+  timeoutMs: number;
+  maxInputTokens: number;
+  /** The most tokens one summary may take. */
+  maxSummaryTokens: number;
+  /** `max_tokens` or `max_completion_tokens`: whichever the client's own request used. */
+  maxTokensField: 'max_tokens' | 'max_completion_tokens';
+  prompt?: string;
+  dispatcher: Dispatcher;
+}
+
+export interface SummaryResult {
+  text: string;
+  calls: number;
+}
+
+export type SummarizerFailureKind = 'timeout' | 'unreachable' | 'rejected' | 'bad_response' | 'aborted';
+
+export class SummarizerError extends Error {
+  constructor(
+    readonly kind: SummarizerFailureKind,
+    message: string,
+    readonly calls: number,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** Characters per token assumed when sizing the summarizer's input: conservative for code and JSON. */
+const CHARS_PER_TOKEN = 3;
+/** At most this many summarizer calls run at once when a long middle is split into chunks. */
+const PARALLEL_CALLS = 4;
+
+/**
+ * Condenses `messages` with an OpenAI-compatible chat call. A middle larger than the
+ * summarizer's input window is split into chunks that fit, each summarised, then combined
+ * (map-reduce), so that even a 7 MB history compacts. The whole run shares one deadline.
+ */
+export async function summarize(messages: ChatMessage[], s: SummarizerSettings, signal: AbortSignal): Promise<SummaryResult> {
+  const deadline = AbortSignal.any([signal, AbortSignal.timeout(s.timeoutMs)]);
+  const counter = { calls: 0 };
+  const budget = Math.max(2_000, (s.maxInputTokens - s.maxSummaryTokens) * CHARS_PER_TOKEN - 4_000);
+  const rendered = renderTranscript(messages, Math.floor(budget / 2));
+  try {
+    let pieces = chunkTranscript(rendered, budget);
+    let note: (i: number, n: number) => string = PARTIAL_NOTE;
+    // Each round shrinks the material by about chunk-size / summary-size; it ends in a few rounds.
+    while (pieces.length > 1) {
+      const summaries = await mapLimited(pieces, PARALLEL_CALLS, (piece, i) =>
+        call(s, `${note(i + 1, pieces.length)}\n\n${piece}`, deadline, counter),
+      );
+      pieces = chunkTranscript(summaries, budget);
+      note = () => COMBINE_NOTE;
+      if (pieces.length === 1) return { text: await call(s, `${COMBINE_NOTE}\n\n${pieces[0]}`, deadline, counter), calls: counter.calls };
+    }
+    return { text: await call(s, pieces[0] ?? '', deadline, counter), calls: counter.calls };
+  } catch (err) {
+    throw asSummarizerError(err, signal, counter.calls);
+  }
+}
+
+async function call(s: SummarizerSettings, transcript: string, signal: AbortSignal, counter: { calls: number }): Promise<string> {
+  counter.calls++;
+  const url = new URL(`${s.url.replace(/\/+$/, '')}/chat/completions`);
+  const body = JSON.stringify({
+    model: s.model,
+    messages: [
+      { role: 'system', content: s.prompt ?? DEFAULT_SUMMARY_PROMPT },
+      { role: 'user', content: `<conversation>\n${transcript}\n</conversation>` },
+    ],
+    [s.maxTokensField]: s.maxSummaryTokens,
+    stream: false,
+  });
+  const res = await s.dispatcher.request({
+    origin: url.origin,
+    path: url.pathname + url.search,
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json', 'x-gateway-compaction': 'summarizer', ...s.auth },
+    body,
+    signal,
+  });
+  const text = await res.body.text();
+  if (res.statusCode >= 400) {
+    throw new SummarizerError('rejected', `summarizer answered ${res.statusCode}: ${text.slice(0, 300)}`, counter.calls);
+  }
+  const content = summaryContent(text);
+  if (!content) throw new SummarizerError('bad_response', `summarizer answer had no text: ${text.slice(0, 300)}`, counter.calls);
+  return content;
+}
+
+function summaryContent(text: string): string | undefined {
+  try {
+    const json = JSON.parse(text) as { choices?: Array<{ message?: { content?: unknown } }> };
+    const content = json.choices?.[0]?.message?.content;
+    return typeof content === 'string' && content.trim() ? content.trim() : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+async function mapLimited<T, R>(items: T[], limit: number, fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
+  const results = new Array<R>(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      results[i] = await fn(items[i], i);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return results;
+}
+
+function asSummarizerError(err: unknown, clientSignal: AbortSignal, calls: number): SummarizerError {
+  if (err instanceof SummarizerError) return err;
+  if (clientSignal.aborted) return new SummarizerError('aborted', 'the client went away', calls, { cause: err });
+  const name = (err as Error)?.name;
+  const code = (err as { code?: string })?.code ?? '';
+  if (name === 'TimeoutError' || name === 'AbortError' || code === 'UND_ERR_ABORTED' || code.includes('TIMEOUT')) {
+    return new SummarizerError('timeout', 'the summarizer did not answer in time', calls, { cause: err });
+  }
+  return new SummarizerError('unreachable', `the summarizer could not be reached (${code || (err as Error)?.message})`, calls, {
+    cause: err,
+  });
+}

@@ -1,0 +1,125 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import { configSchema, type Config } from './schema.js';
+
+export class ConfigError extends Error {
+  readonly code = 'GW_CONFIG_INVALID';
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+  }
+}
+
+type Env = Record<string, string | undefined>;
+type Tree = Record<string, unknown>;
+
+/** Environment variables and the config key each one sets, with how to read its value. */
+const ENV_KEYS: Array<[name: string, path: string, kind: 'string' | 'int' | 'list']> = [
+  ['HOST', 'server.host', 'string'],
+  ['PORT', 'server.port', 'int'],
+  ['BODY_LIMIT_BYTES', 'server.bodyLimitBytes', 'int'],
+  ['SHUTDOWN_GRACE_MS', 'server.shutdownGraceMs', 'int'],
+  ['UPSTREAM_URL', 'upstream.url', 'string'],
+  ['UPSTREAM_API_KEY', 'upstream.apiKey', 'string'],
+  ['UPSTREAM_FIRST_BYTE_TIMEOUT_MS', 'upstream.firstByteTimeoutMs', 'int'],
+  ['UPSTREAM_IDLE_TIMEOUT_MS', 'upstream.idleTimeoutMs', 'int'],
+  ['GATEWAY_API_KEYS', 'auth.keys', 'list'],
+  ['LOG_LEVEL', 'log.level', 'string'],
+  ['COMPACTION_STRATEGY', 'compaction.strategy', 'string'],
+  ['COMPACTION_MAX_REPLAYS', 'compaction.maxReplays', 'int'],
+  ['COMPACTION_KEEP_RECENT', 'compaction.keepRecent', 'int'],
+  ['SUMMARIZER_URL', 'summarizer.url', 'string'],
+  ['SUMMARIZER_MODEL', 'summarizer.model', 'string'],
+  ['SUMMARIZER_API_KEY', 'summarizer.apiKey', 'string'],
+  ['SUMMARIZER_TIMEOUT_MS', 'summarizer.timeoutMs', 'int'],
+];
+
+export const ENV_NAMES = ENV_KEYS.map(([name]) => name);
+
+/**
+ * Defaults < file (`--config FILE`, else CONFIG, else `defaultFile` if it exists) < environment. Validated once; the result is frozen.
+ * Throws ConfigError listing every problem, key by key.
+ */
+export function loadConfig(argv: readonly string[], env: Env, defaultFile?: string): Readonly<Config> {
+  const file = configPath(argv, env) ?? (defaultFile && existsSync(defaultFile) ? defaultFile : undefined);
+  const tree: Tree = file ? readConfigFile(file) : {};
+  const fromEnv = new Map<string, string>();
+  for (const [name, path, kind] of ENV_KEYS) {
+    const raw = env[name];
+    if (raw === undefined || raw === '') continue;
+    setPath(tree, path, envValue(raw, kind));
+    fromEnv.set(path, name);
+  }
+  return validateConfig(tree, fromEnv);
+}
+
+export function validateConfig(input: unknown, fromEnv = new Map<string, string>()): Readonly<Config> {
+  const result = configSchema.safeParse(input);
+  if (!result.success) {
+    throw new ConfigError(
+      result.error.issues.map((issue) => {
+        const keys = 'keys' in issue && Array.isArray(issue.keys) ? issue.keys : [];
+        const path = [...issue.path, ...keys].join('.') || '(root)';
+        const envName = fromEnv.get(issue.path.join('.'));
+        return `${path}${envName ? ` (from ${envName})` : ''}: ${issue.message}`;
+      }),
+    );
+  }
+  return deepFreeze(result.data);
+}
+
+function configPath(argv: readonly string[], env: Env): string | undefined {
+  const i = argv.indexOf('--config');
+  if (i >= 0) {
+    const value = argv[i + 1];
+    if (!value) throw new ConfigError(['--config needs a file path']);
+    return value;
+  }
+  const inline = argv.find((a) => a.startsWith('--config='));
+  if (inline) return inline.slice('--config='.length);
+  return env.CONFIG || undefined;
+}
+
+function readConfigFile(file: string): Tree {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new ConfigError([`config file ${file}: ${(err as Error).message}`]);
+  }
+  let parsed: unknown;
+  try {
+    parsed = parseYaml(text) ?? {};
+  } catch (err) {
+    throw new ConfigError([`config file ${file}: not valid YAML/JSON: ${(err as Error).message}`]);
+  }
+  if (typeof parsed !== 'object' || Array.isArray(parsed) || parsed === null) {
+    throw new ConfigError([`config file ${file}: must be a mapping of keys to values`]);
+  }
+  return parsed as Tree;
+}
+
+function envValue(raw: string, kind: 'string' | 'int' | 'list'): unknown {
+  if (kind === 'list') return raw.split(',').map((s) => s.trim()).filter(Boolean);
+  // A non-numeric value stays a string so the schema reports it against its key.
+  if (kind === 'int') return /^-?\d+$/.test(raw.trim()) ? Number(raw.trim()) : raw;
+  return raw;
+}
+
+function setPath(tree: Tree, path: string, value: unknown): void {
+  const keys = path.split('.');
+  let node = tree;
+  for (const key of keys.slice(0, -1)) {
+    const next = node[key];
+    if (typeof next !== 'object' || next === null || Array.isArray(next)) node[key] = {};
+    node = node[key] as Tree;
+  }
+  node[keys[keys.length - 1]] = value;
+}
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null) {
+    for (const child of Object.values(value)) deepFreeze(child);
+    Object.freeze(value);
+  }
+  return value;
+}

@@ -1,0 +1,106 @@
+import { z } from 'zod';
+
+export const MiB = 1024 * 1024;
+
+export const DEFAULTS = {
+  host: '127.0.0.1',
+  port: 8080,
+  bodyLimitBytes: 64 * MiB,
+  shutdownGraceMs: 30_000,
+  upstreamUrl: 'https://api.openai.com/v1',
+  connectTimeoutMs: 10_000,
+  // A 100k-token prompt can take minutes before its first token.
+  firstByteTimeoutMs: 600_000,
+  idleTimeoutMs: 300_000,
+  errorBodyLimitBytes: 1 * MiB,
+  keepRecent: 6,
+  maxReplays: 1,
+  summarizerTimeoutMs: 60_000,
+  summarizerMaxInputTokens: 60_000,
+  summarizerMaxSummaryTokens: 2_000,
+} as const;
+
+const httpUrl = z
+  .string()
+  .url()
+  .refine((u) => /^https?:\/\//i.test(u), 'must be an http:// or https:// URL');
+
+const positiveInt = z.number().int().positive();
+
+const server = z
+  .object({
+    host: z.string().min(1).default(DEFAULTS.host),
+    port: z.number().int().min(0).max(65535).default(DEFAULTS.port),
+    bodyLimitBytes: positiveInt.default(DEFAULTS.bodyLimitBytes),
+    shutdownGraceMs: z.number().int().min(0).default(DEFAULTS.shutdownGraceMs),
+  })
+  .strict();
+
+const upstream = z
+  .object({
+    url: httpUrl.default(DEFAULTS.upstreamUrl),
+    apiKey: z.string().min(1).optional(),
+    connectTimeoutMs: positiveInt.default(DEFAULTS.connectTimeoutMs),
+    firstByteTimeoutMs: positiveInt.default(DEFAULTS.firstByteTimeoutMs),
+    idleTimeoutMs: positiveInt.default(DEFAULTS.idleTimeoutMs),
+    errorBodyLimitBytes: positiveInt.default(DEFAULTS.errorBodyLimitBytes),
+  })
+  .strict();
+
+const auth = z
+  .object({
+    keys: z.array(z.string().min(1)).default([]),
+  })
+  .strict();
+
+const log = z
+  .object({
+    level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  })
+  .strict();
+
+const compaction = z
+  .object({
+    maxReplays: z.number().int().min(0).max(1).default(DEFAULTS.maxReplays),
+    strategy: z.enum(['summarize', 'fallback']).default('summarize'),
+    keepRecent: z.number().int().min(1).max(1000).default(DEFAULTS.keepRecent),
+    summaryRole: z.enum(['user', 'system', 'developer', 'assistant']).default('user'),
+  })
+  .strict();
+
+const summarizer = z
+  .object({
+    url: httpUrl.optional(),
+    model: z.string().min(1).optional(),
+    apiKey: z.string().min(1).optional(),
+    timeoutMs: positiveInt.default(DEFAULTS.summarizerTimeoutMs),
+    maxInputTokens: z.number().int().min(1000).default(DEFAULTS.summarizerMaxInputTokens),
+    maxSummaryTokens: z.number().int().min(100).default(DEFAULTS.summarizerMaxSummaryTokens),
+    prompt: z.string().min(1).optional(),
+  })
+  .strict();
+
+export const configSchema = z
+  .object({
+    server: server.default(() => server.parse({})),
+    upstream: upstream.default(() => upstream.parse({})),
+    auth: auth.default(() => auth.parse({})),
+    log: log.default(() => log.parse({})),
+    compaction: compaction.default(() => compaction.parse({})),
+    summarizer: summarizer.default(() => summarizer.parse({})),
+  })
+  .strict()
+  .superRefine((config, ctx) => {
+    // With gateway keys, the client's Authorization carries a gateway key, which is never forwarded.
+    if (config.auth.keys.length > 0 && !config.upstream.apiKey) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['upstream', 'apiKey'],
+        message: 'is required when auth.keys is set (the gateway key is not forwarded upstream)',
+      });
+    }
+  });
+
+export type Config = z.infer<typeof configSchema>;
+/** What a caller may pass: every key optional, as in a config file. */
+export type ConfigInput = z.input<typeof configSchema>;

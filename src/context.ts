@@ -1,0 +1,15 @@
+/** What the gateway learns about one request while serving it; read by the request log and metrics. */
+export interface RequestNotes {
+  route: string;
+  upstreamStatus?: number;
+  upstreamTtfbMs?: number;
+  streamed?: boolean;
+  /** The x-gateway-compaction header value when the rescue path ran. */
+  compaction?: string;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    notes: RequestNotes;
+  }
+}

@@ -1,0 +1,68 @@
+/**
+ * Every error the gateway itself answers with. Callers and tests match on `code`; the README
+ * lists each one with what to do. Upstream errors are never rewritten into these.
+ */
+export const ERRORS = {
+  invalid_json: { status: 400, type: 'invalid_request_error', message: 'The request body is not valid JSON.' },
+  bad_request: { status: 400, type: 'invalid_request_error', message: 'The request is malformed.' },
+  invalid_path: { status: 400, type: 'invalid_request_error', message: 'The request path is not allowed.' },
+  invalid_api_key: { status: 401, type: 'authentication_error', message: 'Missing or invalid gateway API key.' },
+  not_found: { status: 404, type: 'invalid_request_error', message: 'Unknown route.' },
+  request_too_large: { status: 413, type: 'invalid_request_error', message: "The request body is larger than the gateway's limit." },
+  unsupported_media_type: { status: 415, type: 'invalid_request_error', message: 'Unsupported content type or encoding.' },
+  upstream_unreachable: { status: 502, type: 'upstream_error', message: 'The upstream could not be reached.' },
+  upstream_bad_response: { status: 502, type: 'upstream_error', message: 'The upstream failed while answering.' },
+  upstream_timeout: { status: 504, type: 'upstream_error', message: 'The upstream did not answer in time.' },
+  shutting_down: { status: 503, type: 'server_error', message: 'The gateway is shutting down.' },
+  internal_error: { status: 500, type: 'server_error', message: 'The gateway failed unexpectedly.' },
+} as const satisfies Record<string, { status: number; type: string; message: string }>;
+
+export type ErrorCode = keyof typeof ERRORS;
+
+export class GatewayError extends Error {
+  readonly status: number;
+  readonly type: string;
+  readonly param: string | null;
+
+  constructor(
+    readonly code: ErrorCode,
+    message?: string,
+    options?: { cause?: unknown; param?: string },
+  ) {
+    super(message ?? ERRORS[code].message, { cause: options?.cause });
+    this.status = ERRORS[code].status;
+    this.type = ERRORS[code].type;
+    this.param = options?.param ?? null;
+  }
+
+  toJSON(): OpenAIErrorBody {
+    return errorBody(this.code, this.message, this.param);
+  }
+}
+
+export interface OpenAIErrorBody {
+  error: { message: string; type: string; code: string; param: string | null };
+}
+
+export function errorBody(code: ErrorCode, message?: string, param: string | null = null): OpenAIErrorBody {
+  return { error: { message: message ?? ERRORS[code].message, type: ERRORS[code].type, code, param } };
+}
+
+/** undici error codes, translated once: what the caller of the gateway should see. */
+export function fromUpstreamFailure(err: unknown): GatewayError {
+  const code = (err as { code?: string } | null)?.code ?? '';
+  const detail = (err as Error | null)?.message ?? String(err);
+  if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
+    return new GatewayError('upstream_timeout', `The upstream did not answer in time (${code}).`, { cause: err });
+  }
+  if (code === 'UND_ERR_CONNECT_TIMEOUT') {
+    return new GatewayError('upstream_unreachable', `Connecting to the upstream timed out (${code}).`, { cause: err });
+  }
+  if (
+    code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EHOSTUNREACH' ||
+    code === 'ENETUNREACH' || code === 'UND_ERR_SOCKET' || code === 'ECONNRESET' || code === 'EPIPE'
+  ) {
+    return new GatewayError('upstream_unreachable', `The upstream could not be reached (${code}: ${detail}).`, { cause: err });
+  }
+  return new GatewayError('upstream_bad_response', `The upstream failed while answering (${code || detail}).`, { cause: err });
+}

@@ -1,0 +1,106 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Dispatcher } from 'undici';
+import type { Config } from '../config/schema.js';
+import { GatewayError } from '../errors.js';
+import type { Metrics } from '../metrics.js';
+import { callUpstream } from '../upstream/client.js';
+import { requestHeadersForUpstream } from '../upstream/headers.js';
+import { inspect, type InspectedAnswer } from '../upstream/inspect.js';
+import { ClientResponse } from '../upstream/relay.js';
+import type { UpstreamTarget } from '../upstream/target.js';
+import { readChatRequest } from './chat-body.js';
+import { rescue } from './rescue.js';
+
+export interface ChatDeps {
+  config: Readonly<Config>;
+  dispatcher: Dispatcher;
+  target: UpstreamTarget;
+  metrics: Metrics;
+}
+
+export const CHAT_ROUTE = '/v1/chat/completions';
+
+/** Sends one attempt upstream and reads just enough of the answer to judge it. */
+export type Attempt = (body: Buffer, headers: Record<string, string | string[]>) => Promise<InspectedAnswer>;
+
+export async function chatRoutes(app: FastifyInstance, deps: ChatDeps): Promise<void> {
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: deps.config.server.bodyLimitBytes }, (_req, body, done) =>
+    done(null, body),
+  );
+  app.post(CHAT_ROUTE, (request, reply) => handleChat(deps, request, reply));
+}
+
+/**
+ * The story of a chat request: attempt -> overlong and nothing sent yet? -> compact and attempt
+ * once more -> relay. The client's bytes go upstream unchanged, and no status is written to the
+ * client before the upstream's answer has been seen.
+ */
+async function handleChat(deps: ChatDeps, request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  const body = request.body as Buffer;
+  const chat = readChatRequest(body, request.headers['content-encoding']);
+  reply.hijack();
+  const client = new ClientResponse(reply.raw, request.id);
+  const abort = abortWhenClientLeaves(reply);
+  const headers = requestHeadersForUpstream(request.headers, request.id, { apiKey: deps.config.upstream.apiKey });
+  const send: Attempt = (bytes, h) => attempt(deps, request, bytes, h, abort.signal);
+  try {
+    const first = await send(body, headers);
+    const verdict = first.verdict;
+    if (verdict.overlong && !client.committed) {
+      const rescued = await rescue({ deps, request, chat, body, headers, first, verdict, send, signal: abort.signal });
+      await client.relay(rescued.answer.answer, rescued.answer.held, { 'x-gateway-compaction': rescued.header });
+      return;
+    }
+    await client.relay(first.answer, first.held);
+  } catch (err) {
+    failed(request, client, abort.signal, err);
+  }
+}
+
+async function attempt(
+  deps: ChatDeps,
+  request: FastifyRequest,
+  body: Buffer,
+  headers: Record<string, string | string[]>,
+  signal: AbortSignal,
+): Promise<InspectedAnswer> {
+  const answer = await callUpstream(deps.dispatcher, {
+    target: deps.target,
+    path: `${deps.target.basePath}/chat/completions`,
+    method: 'POST',
+    headers,
+    body,
+    signal,
+  });
+  request.notes.upstreamStatus = answer.status;
+  request.notes.upstreamTtfbMs = answer.ttfbMs;
+  request.notes.streamed = String(answer.headers['content-type'] ?? '').includes('text/event-stream');
+  deps.metrics.upstreamTtfb.observe({ route: CHAT_ROUTE }, answer.ttfbMs / 1000);
+  return inspect(answer, deps.config.upstream.errorBodyLimitBytes);
+}
+
+/** Aborts upstream and summarizer work the moment the client disconnects before its answer ends. */
+function abortWhenClientLeaves(reply: FastifyReply): AbortController {
+  const abort = new AbortController();
+  reply.raw.once('close', () => {
+    if (!reply.raw.writableFinished) abort.abort(new Error('client disconnected'));
+  });
+  return abort;
+}
+
+function failed(request: FastifyRequest, client: ClientResponse, signal: AbortSignal, err: unknown): void {
+  if (signal.aborted || client.gone) {
+    request.log.info({ reason: (err as Error)?.message }, 'client disconnected; upstream work aborted');
+    return;
+  }
+  if (client.committed) {
+    // The status is out: the only honest signal left is to cut the connection.
+    request.log.warn({ err }, 'upstream failed after the response started; closing the connection');
+    client.sendError(new GatewayError('upstream_bad_response'));
+    return;
+  }
+  const gatewayError = err instanceof GatewayError ? err : new GatewayError('internal_error', undefined, { cause: err });
+  request.log.warn({ err, code: gatewayError.code }, 'answering with a gateway error');
+  client.sendError(gatewayError);
+}

@@ -1,0 +1,113 @@
+import type { FastifyRequest } from 'fastify';
+import { compact, type CompactionResult } from '../compaction/index.js';
+import { compactionHeader, countCompaction, countRescue, logDecision, type RescueRecord, type ReplayResult } from '../compaction/report.js';
+import type { OverlongReason, StatedLimits } from '../overlong/types.js';
+import type { InspectedAnswer } from '../upstream/inspect.js';
+import type { Attempt, ChatDeps } from './chat.js';
+import type { ChatRequest } from './chat-body.js';
+
+export interface RescueInput {
+  deps: ChatDeps;
+  request: FastifyRequest;
+  chat: ChatRequest;
+  body: Buffer;
+  headers: Record<string, string | string[]>;
+  /** The first attempt, judged overlong, with nothing sent to the client yet. */
+  first: InspectedAnswer;
+  verdict: { reason: OverlongReason; limits: StatedLimits };
+  send: Attempt;
+  signal: AbortSignal;
+}
+
+export interface Rescued {
+  /** What the client gets: the replay's answer, or the first attempt's when there was no replay. */
+  answer: InspectedAnswer;
+  header: string;
+}
+
+const CREDENTIAL_HEADERS = ['authorization', 'api-key', 'x-api-key'];
+
+/**
+ * One rejection costs at most one compaction and one replay. When the gateway cannot help
+ * (opted out, nothing worth shrinking), the client gets the upstream's own error untouched.
+ */
+export async function rescue(input: RescueInput): Promise<Rescued> {
+  const { deps, request, first } = input;
+  const { reason, limits } = input.verdict;
+  const record: RescueRecord = { outcome: 'disabled', reason, rejectedStatus: first.answer.status };
+  deps.metrics.overlong.inc({ reason });
+
+  if (!replayAllowed(input)) return passThrough(input, record);
+
+  const started = performance.now();
+  const compaction: CompactionResult = await compact({
+    request: input.chat.json!,
+    bodyBytes: input.body.length,
+    reason,
+    limits,
+    config: deps.config,
+    dispatcher: deps.dispatcher,
+    upstreamUrl: deps.config.upstream.url,
+    requestAuth: credentials(input.headers),
+    signal: input.signal,
+  });
+  record.compaction = compaction;
+  record.durationMs = performance.now() - started;
+  countCompaction(deps.metrics, compaction, record.durationMs);
+  if (compaction.outcome !== 'compacted') {
+    record.outcome = 'not_shrunk';
+    return passThrough(input, record);
+  }
+
+  record.outcome = 'replayed';
+  logDecision(request.log, record);
+  first.answer.body.destroy();
+  let replay: InspectedAnswer;
+  try {
+    replay = await input.send(compaction.body, { ...input.headers, 'x-gateway-compaction': compactionHeader(record) });
+  } catch (err) {
+    record.outcome = 'replay_failed';
+    countRescue(deps.metrics, record, 'failed');
+    // The replay never got an answer: the upstream's own first answer is the truest thing to give.
+    if (input.signal.aborted || !first.held.complete) throw err;
+    request.log.warn({ err }, 'the replay failed before the upstream answered; passing the original rejection through');
+    return finish(request, record, first);
+  }
+  const result = replayResult(replay);
+  if (result !== 'success') record.outcome = 'replay_failed';
+  record.replayStatus = replay.answer.status;
+  countRescue(deps.metrics, record, result);
+  return finish(request, record, replay);
+}
+
+function replayAllowed({ deps, chat, request }: RescueInput): boolean {
+  const optOut = String(request.headers['x-gateway-compaction'] ?? '').trim().toLowerCase() === 'off';
+  return deps.config.compaction.maxReplays > 0 && !optOut && chat.json !== null;
+}
+
+function passThrough(input: RescueInput, record: RescueRecord): Rescued {
+  logDecision(input.request.log, record);
+  countRescue(input.deps.metrics, record);
+  return finish(input.request, record, input.first);
+}
+
+function finish(request: FastifyRequest, record: RescueRecord, answer: InspectedAnswer): Rescued {
+  const header = compactionHeader(record);
+  request.notes.compaction = header;
+  return { answer, header };
+}
+
+function replayResult(replay: InspectedAnswer): ReplayResult {
+  if (replay.verdict.overlong) return 'still_overlong';
+  return replay.answer.status >= 400 ? 'upstream_error' : 'success';
+}
+
+/** The credentials the request itself used upstream: the summarizer's default. */
+function credentials(headers: Record<string, string | string[]>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of CREDENTIAL_HEADERS) {
+    const value = headers[name];
+    if (typeof value === 'string') out[name] = value;
+  }
+  return out;
+}

@@ -1,0 +1,133 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyRequest } from 'fastify';
+import type { Dispatcher } from 'undici';
+import type { DestinationStream } from 'pino';
+import './context.js';
+import { createKeyCheck } from './auth.js';
+import type { Config } from './config/schema.js';
+import { GatewayError, errorBody } from './errors.js';
+import { loggerOptions } from './logging.js';
+import { createMetrics, type Metrics } from './metrics.js';
+import { chatRoutes } from './routes/chat.js';
+import { healthRoutes } from './routes/health.js';
+import { passthroughRoutes } from './routes/passthrough.js';
+import { createDispatcher } from './upstream/client.js';
+import { parseTarget } from './upstream/target.js';
+
+export interface ServerDeps {
+  /** Where log lines go (default stdout); tests capture them here. */
+  logStream?: DestinationStream;
+  /** The undici dispatcher for upstream calls (default: one keep-alive Agent built from config). */
+  dispatcher?: Dispatcher;
+  metrics?: Metrics;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Begin shutdown: readiness fails from now on. */
+    startDraining(): void;
+  }
+}
+
+const REQUEST_ID = /^[\w.:@/+=-]{1,128}$/;
+
+/** Builds the gateway; never listens by itself. */
+export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): FastifyInstance {
+  const metrics = deps.metrics ?? createMetrics();
+  const ownDispatcher = !deps.dispatcher;
+  const dispatcher = deps.dispatcher ?? createDispatcher(config.upstream);
+  const target = parseTarget(config.upstream.url);
+  let draining = false;
+
+  const app = Fastify({
+    logger: { ...loggerOptions(config.log.level), ...(deps.logStream ? { stream: deps.logStream } : {}) },
+    // One line per request, written by the onResponse hook below with the upstream's figures.
+    logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
+    requestIdHeader: false,
+    genReqId: (req: IncomingMessage) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+    },
+    bodyLimit: config.server.bodyLimitBytes,
+  });
+
+  app.decorate('startDraining', () => {
+    draining = true;
+  });
+  app.decorateRequest('notes', null as never);
+  app.addHook('onRequest', async (request, reply) => {
+    request.notes = { route: request.routeOptions.url ?? 'unmatched' };
+    reply.header('x-request-id', request.id);
+  });
+  if (config.auth.keys.length > 0) addKeyCheck(app, config.auth.keys);
+  // After a hijack (the chat route), reply.statusCode still reads the raw response's status.
+  app.addHook('onResponse', async (request, reply) => recordRequest(metrics, request, reply.statusCode, reply.elapsedTime));
+
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const gatewayError = toGatewayError(error);
+    if (gatewayError.status >= 500) request.log.error({ err: error }, 'request failed');
+    reply.code(gatewayError.status).send(gatewayError.toJSON());
+  });
+  app.setNotFoundHandler((request, reply) => {
+    reply.code(404).send(errorBody('not_found', `Unknown route: ${request.method} ${request.url.split('?')[0]}.`));
+  });
+
+  app.register(healthRoutes, { metrics, isDraining: () => draining });
+  app.register(chatRoutes, { config, dispatcher, target, metrics });
+  app.register(passthroughRoutes, { config, dispatcher, target });
+  if (ownDispatcher) app.addHook('onClose', async () => dispatcher.close());
+  return app;
+}
+
+function addKeyCheck(app: FastifyInstance, keys: readonly string[]): void {
+  const check = createKeyCheck(keys);
+  app.addHook('onRequest', async (request) => {
+    if (!request.url.startsWith('/v1/') && request.url !== '/v1') return;
+    if (!check(request.headers.authorization)) throw new GatewayError('invalid_api_key');
+  });
+}
+
+function recordRequest(
+  metrics: Metrics,
+  request: FastifyRequest,
+  status: number,
+  elapsedMs: number,
+): void {
+  const notes = request.notes;
+  const code = status;
+  const route = notes?.route ?? 'unmatched';
+  metrics.requests.inc({ route, method: request.method, status_class: `${Math.floor(code / 100)}xx` });
+  metrics.duration.observe({ route }, elapsedMs / 1000);
+  request.log.info(
+    {
+      method: request.method,
+      path: request.url.split('?')[0],
+      status: code,
+      durationMs: Math.round(elapsedMs * 10) / 10,
+      upstreamStatus: notes?.upstreamStatus,
+      upstreamTtfbMs: notes?.upstreamTtfbMs === undefined ? undefined : Math.round(notes.upstreamTtfbMs * 10) / 10,
+      streamed: notes?.streamed,
+      compaction: notes?.compaction,
+    },
+    'request completed',
+  );
+}
+
+function toGatewayError(error: FastifyError): GatewayError {
+  if (error instanceof GatewayError) return error;
+  switch (error.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new GatewayError('request_too_large', undefined, { cause: error });
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return new GatewayError('unsupported_media_type', error.message, { cause: error });
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return new GatewayError('invalid_json', error.message, { cause: error });
+  }
+  if (typeof error.statusCode === 'number' && error.statusCode >= 400 && error.statusCode < 500) {
+    return new GatewayError('bad_request', error.message, { cause: error });
+  }
+  return new GatewayError('internal_error', undefined, { cause: error });
+}

@@ -1,0 +1,75 @@
+import type { Readable } from 'node:stream';
+import zlib from 'node:zlib';
+
+export interface HeldBody {
+  /** The bytes read so far, exactly as the upstream sent them. */
+  bytes: Buffer;
+  /** True when the stream ended within the limit; otherwise the rest is still in the stream. */
+  complete: boolean;
+}
+
+/**
+ * Reads up to `limit` bytes and stops there, leaving the stream paused so the rest can still be
+ * relayed. (A `for await` loop would destroy the stream on `break`.)
+ */
+export function holdBody(body: Readable, limit: number): Promise<HeldBody> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const finish = (complete: boolean) => {
+      body.off('data', onData).off('end', onEnd).off('error', onError);
+      resolve({ bytes: chunks.length === 1 ? chunks[0] : Buffer.concat(chunks), complete });
+    };
+    const onData = (chunk: Buffer) => {
+      chunks.push(chunk);
+      size += chunk.length;
+      if (size >= limit) {
+        body.pause();
+        finish(false);
+      }
+    };
+    const onEnd = () => finish(true);
+    const onError = (err: Error) => {
+      body.off('data', onData).off('end', onEnd).off('error', onError);
+      reject(err);
+    };
+    body.on('data', onData).on('end', onEnd).on('error', onError);
+  });
+}
+
+/** Waits for the first chunk of a body (or its end), leaving the stream paused. */
+export function firstChunk(body: Readable): Promise<HeldBody> {
+  return holdBody(body, 1);
+}
+
+/**
+ * Decodes a held (possibly truncated) error body as text for the classifier. Unknown encodings
+ * and corrupt data give what could be decoded, never an exception.
+ */
+export function decodeText(bytes: Buffer, contentEncoding: string | string[] | undefined): string {
+  const encoding = String(contentEncoding ?? '').trim().toLowerCase();
+  // A truncated body is normal here: flush what the decoder has instead of failing.
+  const opts = { finishFlush: zlib.constants.Z_SYNC_FLUSH };
+  try {
+    if (encoding === 'gzip' || encoding === 'x-gzip') return zlib.gunzipSync(bytes, opts).toString('utf8');
+    if (encoding === 'deflate') return inflateEither(bytes);
+    if (encoding === 'br') {
+      return zlib.brotliDecompressSync(bytes, { finishFlush: zlib.constants.BROTLI_OPERATION_FLUSH }).toString('utf8');
+    }
+    const zstd = (zlib as { zstdDecompressSync?: (b: Buffer) => Buffer }).zstdDecompressSync;
+    if (encoding === 'zstd' && zstd) return zstd(bytes).toString('utf8');
+  } catch {
+    return '';
+  }
+  return bytes.toString('utf8');
+}
+
+function inflateEither(bytes: Buffer): string {
+  const opts = { finishFlush: zlib.constants.Z_SYNC_FLUSH };
+  try {
+    return zlib.inflateSync(bytes, opts).toString('utf8');
+  } catch {
+    // Some servers send raw deflate without the zlib wrapper.
+    return zlib.inflateRawSync(bytes, opts).toString('utf8');
+  }
+}

@@ -1,0 +1,51 @@
+import { Agent, type Dispatcher } from 'undici';
+import type { Config } from '../config/schema.js';
+import { fromUpstreamFailure } from '../errors.js';
+import type { UpstreamTarget } from './target.js';
+
+/** One keep-alive dispatcher for every upstream call the gateway makes. */
+export function createDispatcher(upstream: Config['upstream']): Dispatcher {
+  return new Agent({
+    connect: { timeout: upstream.connectTimeoutMs },
+    headersTimeout: upstream.firstByteTimeoutMs,
+    bodyTimeout: upstream.idleTimeoutMs,
+    keepAliveTimeout: 30_000,
+    connections: null,
+  });
+}
+
+export interface UpstreamCall {
+  target: UpstreamTarget;
+  path: string;
+  method: 'POST' | 'GET';
+  headers: Record<string, string | string[]>;
+  body: Buffer | string;
+  signal: AbortSignal;
+}
+
+export interface UpstreamAnswer {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: Dispatcher.ResponseData['body'];
+  /** Milliseconds from sending the request to receiving the response headers. */
+  ttfbMs: number;
+}
+
+/** Sends one request; undici failures come back as GatewayError (502/504), cause kept. */
+export async function callUpstream(dispatcher: Dispatcher, call: UpstreamCall): Promise<UpstreamAnswer> {
+  const started = performance.now();
+  try {
+    const res = await dispatcher.request({
+      origin: call.target.origin,
+      path: call.path,
+      method: call.method,
+      headers: call.headers,
+      body: call.body,
+      signal: call.signal,
+    });
+    return { status: res.statusCode, headers: res.headers, body: res.body, ttfbMs: performance.now() - started };
+  } catch (err) {
+    if (call.signal.aborted) throw err;
+    throw fromUpstreamFailure(err);
+  }
+}

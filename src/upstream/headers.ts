@@ -1,0 +1,91 @@
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+import zlib from 'node:zlib';
+
+/** RFC 9110 hop-by-hop headers, plus `host`, which undici sets from the upstream origin. */
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'host',
+  'http2-settings',
+]);
+
+type HeaderValue = string | string[] | number | undefined;
+type Headers = Record<string, HeaderValue>;
+
+function unsafe(value: HeaderValue): boolean {
+  if (Array.isArray(value)) return value.some((v) => /[\r\n]/.test(v));
+  return typeof value === 'string' && /[\r\n]/.test(value);
+}
+
+/** Copies headers minus hop-by-hop ones, those the Connection header names, and any holding CR/LF. */
+export function endToEnd(headers: Headers, drop: ReadonlySet<string> = new Set()): Record<string, string | string[]> {
+  const named = String(headers.connection ?? '')
+    .split(',')
+    .map((h) => h.trim().toLowerCase())
+    .filter(Boolean);
+  const out: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    const key = name.toLowerCase();
+    if (value === undefined || HOP_BY_HOP.has(key) || drop.has(key) || named.includes(key) || unsafe(value)) continue;
+    out[key] = typeof value === 'number' ? String(value) : value;
+  }
+  return out;
+}
+
+export interface CredentialOptions {
+  /** Sent as `Authorization: Bearer <key>` instead of whatever the client sent. */
+  apiKey?: string;
+}
+
+const CLIENT_CREDENTIALS = ['authorization', 'api-key', 'x-api-key'];
+
+/** The headers a chat request carries upstream. The body goes separately, so its length is undici's. */
+export function requestHeadersForUpstream(
+  incoming: IncomingHttpHeaders,
+  requestId: string,
+  credentials: CredentialOptions,
+): Record<string, string | string[]> {
+  const headers = endToEnd(incoming, DROP_TO_UPSTREAM);
+  if (credentials.apiKey) {
+    for (const name of CLIENT_CREDENTIALS) delete headers[name];
+    headers.authorization = `Bearer ${credentials.apiKey}`;
+  }
+  if (typeof headers['accept-encoding'] === 'string') {
+    headers['accept-encoding'] = decodableEncodings(headers['accept-encoding']);
+  }
+  headers['x-request-id'] = requestId;
+  return headers;
+}
+
+const DROP_TO_UPSTREAM = new Set(['content-length', 'x-gateway-compaction', 'x-request-id']);
+
+/**
+ * The gateway must be able to read an error body to classify it, so it only lets the upstream
+ * pick an encoding it can decode (Node 20's zlib has no zstd).
+ */
+const CAN_ZSTD = typeof (zlib as { zstdDecompressSync?: unknown }).zstdDecompressSync === 'function';
+
+export function decodableEncodings(acceptEncoding: string): string {
+  if (CAN_ZSTD) return acceptEncoding;
+  const kept = acceptEncoding
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s && !/^zstd\b/i.test(s));
+  return kept.length > 0 ? kept.join(', ') : 'identity';
+}
+
+/** The upstream's response headers as the client sees them. */
+export function responseHeadersForClient(upstream: Headers, requestId: string): OutgoingHttpHeaders {
+  const headers: OutgoingHttpHeaders = endToEnd(upstream);
+  const theirs = headers['x-request-id'];
+  if (theirs !== undefined && theirs !== requestId) headers['x-upstream-request-id'] = theirs;
+  headers['x-request-id'] = requestId;
+  return headers;
+}

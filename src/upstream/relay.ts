@@ -1,0 +1,63 @@
+import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import { pipeline } from 'node:stream/promises';
+import type { Readable } from 'node:stream';
+import type { GatewayError } from '../errors.js';
+import { responseHeadersForClient } from './headers.js';
+import type { HeldBody } from './body.js';
+
+/**
+ * The only code that writes to the client on the chat route, and so the one place that knows
+ * whether anything was sent yet. Everything before the first write may still change its mind
+ * (classify, compact, replay); nothing after it may.
+ */
+export class ClientResponse {
+  constructor(
+    private readonly res: ServerResponse,
+    private readonly requestId: string,
+  ) {}
+
+  /** Has any byte of the response (status line included) left for the client? */
+  get committed(): boolean {
+    return this.res.headersSent;
+  }
+
+  /** The client went away; nothing more can be sent. */
+  get gone(): boolean {
+    return this.res.destroyed || this.res.writableEnded;
+  }
+
+  /**
+   * Relays an upstream answer: its status and end-to-end headers, the bytes already held, then the
+   * rest of its body as it arrives (backpressure through pipeline; each chunk its own write).
+   */
+  async relay(
+    answer: { status: number; headers: Record<string, string | string[] | undefined>; body: Readable },
+    held: HeldBody,
+    extra: OutgoingHttpHeaders = {},
+  ): Promise<void> {
+    const headers = { ...responseHeadersForClient(answer.headers, this.requestId), ...extra };
+    this.res.writeHead(answer.status, headers);
+    if (held.complete) {
+      this.res.end(held.bytes);
+      return;
+    }
+    if (held.bytes.length > 0) this.res.write(held.bytes);
+    await pipeline(answer.body, this.res);
+  }
+
+  /** The gateway's own error, in OpenAI's shape. Only possible while nothing was sent. */
+  sendError(err: GatewayError, extra: OutgoingHttpHeaders = {}): void {
+    if (this.committed) {
+      this.res.destroy(err);
+      return;
+    }
+    const body = JSON.stringify(err.toJSON());
+    this.res.writeHead(err.status, {
+      'content-type': 'application/json; charset=utf-8',
+      'content-length': Buffer.byteLength(body),
+      'x-request-id': this.requestId,
+      ...extra,
+    });
+    this.res.end(body);
+  }
+}

@@ -1,0 +1,46 @@
+import { GatewayError } from '../errors.js';
+
+/** The provider's OpenAI base URL, split into what undici needs. */
+export interface UpstreamTarget {
+  origin: string;
+  /** The base path without a trailing slash, e.g. `/openai/v1` or `/v1`. */
+  basePath: string;
+}
+
+export function parseTarget(url: string): UpstreamTarget {
+  const parsed = new URL(url);
+  return { origin: parsed.origin, basePath: parsed.pathname.replace(/\/+$/, '') };
+}
+
+const DOT_SEGMENT = /(^|\/)\.\.?(\/|$)/;
+
+/**
+ * Refuses paths that a server could resolve outside the base path once it decodes them:
+ * `.`/`..` segments in raw or percent-encoded form, encoded slashes and backslashes.
+ * `path` is the part after the gateway's `/v1`, without the query string.
+ */
+export function assertSafePath(path: string): void {
+  let decoded: string;
+  try {
+    decoded = decodeURIComponent(path);
+  } catch (cause) {
+    throw new GatewayError('invalid_path', 'The request path is not valid percent-encoding.', { cause });
+  }
+  if (
+    DOT_SEGMENT.test(path) ||
+    DOT_SEGMENT.test(decoded) ||
+    decoded.includes('\\') ||
+    /%2f|%5c|%00/i.test(path) ||
+    decoded.includes('\0')
+  ) {
+    throw new GatewayError('invalid_path');
+  }
+}
+
+/** `/v1/<rest>?<query>` on the gateway becomes `<basePath>/<rest>?<query>` upstream. */
+export function upstreamPath(target: UpstreamTarget, gatewayUrl: string): string {
+  const rest = gatewayUrl.slice('/v1'.length);
+  const q = rest.indexOf('?');
+  assertSafePath(q >= 0 ? rest.slice(0, q) : rest);
+  return target.basePath + rest;
+}

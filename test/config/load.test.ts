@@ -1,0 +1,70 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../src/config/load.js';
+
+function file(text: string, name = 'gw.yaml'): string {
+  const path = join(mkdtempSync(join(tmpdir(), 'gw-config-')), name);
+  writeFileSync(path, text);
+  return path;
+}
+
+function problems(fn: () => unknown): string[] {
+  try {
+    fn();
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return (err as ConfigError).problems;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('loadConfig', () => {
+  it('has working defaults', () => {
+    const config = loadConfig([], {});
+    expect(config.server).toMatchObject({ host: '127.0.0.1', port: 8080, bodyLimitBytes: 64 * 1024 * 1024 });
+    expect(config.upstream.url).toBe('https://api.openai.com/v1');
+    expect(Object.isFrozen(config.upstream)).toBe(true);
+  });
+
+  it('layers defaults < file < environment', () => {
+    const path = file('server:\n  port: 9000\n  host: 0.0.0.0\nupstream:\n  url: http://localhost:11434/v1\n');
+    const config = loadConfig(['--config', path], { PORT: '9100', GATEWAY_API_KEYS: ' a , b ,', UPSTREAM_API_KEY: 'k' });
+    expect(config.server.port).toBe(9100);
+    expect(config.server.host).toBe('0.0.0.0');
+    expect(config.upstream.url).toBe('http://localhost:11434/v1');
+    expect(config.auth.keys).toEqual(['a', 'b']);
+    expect(loadConfig([], { CONFIG: path }).server.port).toBe(9000);
+  });
+
+  it('reads JSON config files too', () => {
+    const path = file('{"upstream": {"url": "https://api.groq.com/openai/v1"}}', 'gw.json');
+    expect(loadConfig([`--config=${path}`], {}).upstream.url).toBe('https://api.groq.com/openai/v1');
+  });
+
+  it('rejects unknown keys and bad values, naming every one', () => {
+    const path = file('server:\n  port: 70000\n  prot: 1\nupstream:\n  url: ftp://x\ncolour: blue\n');
+    const list = problems(() => loadConfig(['--config', path], { LOG_LEVEL: 'loud' }));
+    const text = list.join('\n');
+    expect(text).toMatch(/server\.port/);
+    expect(text).toMatch(/server\.prot/);
+    expect(text).toMatch(/upstream\.url/);
+    expect(text).toMatch(/colour/);
+    expect(text).toMatch(/log\.level \(from LOG_LEVEL\)/);
+    expect(list.length).toBeGreaterThanOrEqual(5);
+  });
+
+  it('names the environment variable of a bad value', () => {
+    expect(problems(() => loadConfig([], { PORT: 'eighty' })).join()).toMatch(/server\.port \(from PORT\)/);
+  });
+
+  it('refuses gateway keys without an upstream key (the gateway key is never forwarded)', () => {
+    expect(problems(() => loadConfig([], { GATEWAY_API_KEYS: 'a' })).join()).toMatch(/upstream\.apiKey: is required when auth\.keys is set/);
+  });
+
+  it('reports an unreadable or malformed file', () => {
+    expect(problems(() => loadConfig(['--config', '/nonexistent/gw.yaml'], {})).join()).toMatch(/nonexistent/);
+    expect(problems(() => loadConfig(['--config', file('a: [1, 2')], {})).join()).toMatch(/not valid YAML/);
+  });
+});

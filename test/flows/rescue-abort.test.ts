@@ -1,0 +1,40 @@
+import { afterEach, expect, it } from 'vitest';
+import { startGateway, type TestGateway } from '../helpers/gateway.js';
+import { startProvider, type FakeProvider } from '../helpers/provider.js';
+import type { Received } from '../helpers/fake-upstream.js';
+import { agentRequest } from '../helpers/rescue.js';
+
+let provider: FakeProvider;
+let gateway: TestGateway;
+afterEach(async () => {
+  await gateway.close();
+  await provider.close();
+});
+
+it('the client aborting during compaction cancels the summarizer call and sends no replay', async () => {
+  let summarizing!: (req: Received) => void;
+  const summarizerCalled = new Promise<Received>((r) => (summarizing = r));
+  provider = await startProvider({
+    limitBytes: 60_000,
+    summarizer: async (req) => {
+      summarizing(req);
+      await req.aborted; // hangs until the gateway gives up on it
+    },
+  });
+  gateway = await startGateway({ upstream: { url: provider.baseUrl }, summarizer: { maxInputTokens: 500_000 } });
+  const controller = new AbortController();
+  const pending = fetch(`${gateway.baseUrl}/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(agentRequest(60)),
+    signal: controller.signal,
+  }).catch((e) => e);
+  const summarizerRequest = await summarizerCalled;
+  controller.abort();
+  await pending;
+  await summarizerRequest.aborted; // resolves only if the gateway closed the summarizer request
+  // Give a wrongly-sent replay time to arrive before counting.
+  await new Promise((r) => setTimeout(r, 200));
+  expect(provider.chatCalls()).toHaveLength(1);
+  expect(provider.summarizerCalls()).toHaveLength(1);
+});

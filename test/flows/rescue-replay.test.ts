@@ -1,0 +1,87 @@
+import OpenAI from 'openai';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startGateway, postChat, type TestGateway } from '../helpers/gateway.js';
+import { startProvider, type FakeProvider, type RejectStyle } from '../helpers/provider.js';
+import { agentRequest, expectValidReplay, parseCompactionHeader } from '../helpers/rescue.js';
+
+let provider: FakeProvider;
+let gateway: TestGateway;
+afterEach(async () => {
+  await gateway.close();
+  await provider.close();
+});
+
+const LIMIT = 60_000;
+
+async function setup(style: RejectStyle) {
+  provider = await startProvider({ limitBytes: LIMIT, style });
+  // A window wide enough that the whole middle goes to the summarizer in one call.
+  gateway = await startGateway({ upstream: { url: provider.baseUrl }, summarizer: { maxInputTokens: 500_000 } });
+}
+
+describe.each<[RejectStyle, string]>([
+  ['json_413', 'body_too_large'],
+  ['nginx_413', 'body_too_large'],
+  ['openai_400', 'context_length'],
+  ['anthropic_400', 'context_length'],
+  ['sse_in_band', 'context_length'],
+])('an overlong rejection (%s)', (style, reason) => {
+  it('costs one compaction and one replay; the client gets 200, the answer and the header', async () => {
+    await setup(style);
+    const body = agentRequest(60);
+    expect(JSON.stringify(body).length).toBeGreaterThan(LIMIT);
+    const res = await postChat(gateway, body, { authorization: 'Bearer sk-client' });
+
+    expect(res.status).toBe(200);
+    expect(res.json.choices[0].message.content).toBe('rescued answer');
+    expect(res.text).not.toMatch(/context length|too large|Too Large/i);
+    const calls = provider.chatCalls();
+    expect(calls).toHaveLength(2);
+    expect(provider.summarizerCalls()).toHaveLength(1);
+    expectValidReplay(calls[0], calls[1]);
+    expect(calls[1].body.length).toBeLessThanOrEqual(LIMIT);
+
+    const header = parseCompactionHeader(res.headers.get('x-gateway-compaction'));
+    expect(header).toMatchObject({ outcome: 'replayed', reason, strategy: 'summarize' });
+    expect(header['messages-before']).toBe(body.messages.length);
+    expect(header['messages-after']).toBe(calls[1].json.messages.length);
+    expect(header['bytes-before']).toBe(calls[0].body.length);
+    expect(header['bytes-after']).toBe(calls[1].body.length);
+    expect(Number(header['tokens-after'])).toBeLessThan(Number(header['tokens-before']));
+    expect(header['summarizer-ms']).toBeGreaterThanOrEqual(0);
+
+    const warn = gateway.logLines().filter((l) => l.level === 40 && /overlong/.test(l.msg));
+    expect(warn).toHaveLength(1);
+    expect(warn[0].msg).toMatch(/compacted \d+ messages into \d+ \(.+ -> .+, summarize, .+\), replaying once/);
+  });
+
+  it('rescues a streaming request: the replayed stream reaches the client intact', async () => {
+    await setup(style);
+    const sdk = new OpenAI({ baseURL: gateway.baseUrl, apiKey: 'sk-client', maxRetries: 0 });
+    const { data: stream, response } = await sdk.chat.completions
+      .create({ ...(agentRequest(60) as any), stream: true, stream_options: { include_usage: true } })
+      .withResponse();
+    const chunks = [];
+    for await (const chunk of stream as any) chunks.push(chunk);
+    expect(chunks.map((c: any) => c.choices[0]?.delta?.content ?? '').join('')).toBe('rescued answer');
+    expect(chunks.at(-1).usage.total_tokens).toBeGreaterThan(0);
+    expect(parseCompactionHeader(response.headers.get('x-gateway-compaction')).outcome).toBe('replayed');
+    const calls = provider.chatCalls();
+    expect(calls).toHaveLength(2);
+    expect(calls[1].json.stream).toBe(true);
+    expect(calls[1].json.stream_options).toEqual({ include_usage: true });
+    expectValidReplay(calls[0], calls[1]);
+  });
+});
+
+it('counts the rescue in metrics', async () => {
+  await setup('openai_400');
+  await postChat(gateway, agentRequest(60));
+  const metrics = await (await fetch(`${gateway.origin}/metrics`)).text();
+  expect(metrics).toMatch(/gateway_overlong_rejections_total\{reason="context_length"\} 1/);
+  expect(metrics).toMatch(/gateway_compactions_total\{strategy="summarize",outcome="replayed"\} 1/);
+  expect(metrics).toMatch(/gateway_replays_total\{result="success"\} 1/);
+  expect(metrics).toMatch(/gateway_summarizer_calls_total 1/);
+  expect(metrics).toMatch(/gateway_compaction_duration_seconds_count 1/);
+  expect(metrics).toMatch(/gateway_compaction_request_bytes_count\{stage="after"\} 1/);
+});

@@ -1,0 +1,68 @@
+import type { AddressInfo } from 'node:net';
+import { Writable } from 'node:stream';
+import type { FastifyInstance } from 'fastify';
+import { validateConfig } from '../../src/config/load.js';
+import type { ConfigInput } from '../../src/config/schema.js';
+import { buildServer } from '../../src/server.js';
+
+export interface TestGateway {
+  app: FastifyInstance;
+  /** http://127.0.0.1:PORT */
+  origin: string;
+  /** origin + '/v1': what an agent's base URL is set to. */
+  baseUrl: string;
+  /** Every log line written so far, raw. */
+  logText(): string;
+  logLines(): any[];
+  close(): Promise<void>;
+}
+
+/** Builds the real gateway with injected config, listening on a loopback port 0. */
+export async function startGateway(config: ConfigInput): Promise<TestGateway> {
+  const chunks: string[] = [];
+  const logStream = new Writable({
+    write(chunk, _enc, done) {
+      chunks.push(chunk.toString());
+      done();
+    },
+  });
+  const merged = { ...config, log: { level: 'info' as const, ...config.log }, server: { port: 0, ...config.server } };
+  const app = buildServer(validateConfig(merged), { logStream });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  const { port } = app.server.address() as AddressInfo;
+  const origin = `http://127.0.0.1:${port}`;
+  return {
+    app,
+    origin,
+    baseUrl: `${origin}/v1`,
+    logText: () => chunks.join(''),
+    logLines: () =>
+      chunks
+        .join('')
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => JSON.parse(line)),
+    close: () => app.close(),
+  };
+}
+
+/** POSTs a chat body (string or object) to the gateway and reads the whole answer. */
+export async function postChat(
+  gateway: { baseUrl: string },
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; headers: Headers; text: string; json: any }> {
+  const res = await fetch(`${gateway.baseUrl}/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: typeof body === 'string' || body instanceof Uint8Array ? body : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: res.status, headers: res.headers, text, json };
+}

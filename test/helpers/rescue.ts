@@ -1,0 +1,54 @@
+import { expect } from 'vitest';
+import type { ChatMessage } from '../../src/compaction/types.js';
+import { validateCompaction } from '../../src/compaction/validate.js';
+import { agentConversation } from '../compaction/conversations.js';
+import type { Received } from './fake-upstream.js';
+
+/** A realistic agent request: system prompt, tools with a strict schema, a long tool-call history. */
+export function agentRequest(turns: number, extra: Record<string, unknown> = {}, toolOutputBytes = 2_000) {
+  return {
+    model: 'fake-model',
+    messages: agentConversation({ turns, toolOutputBytes, seed: turns, endWith: 'tool' }),
+    tools: [
+      {
+        type: 'function',
+        function: {
+          name: 'read_file',
+          description: 'Read a file',
+          strict: true,
+          parameters: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'], additionalProperties: false },
+        },
+      },
+    ],
+    max_tokens: 500,
+    temperature: 0.2,
+    ...extra,
+  };
+}
+
+/** Parses an RFC 8941 dictionary of tokens and integers, as the gateway writes it. */
+export function parseCompactionHeader(value: string | null): Record<string, string | number> {
+  expect(value, 'x-gateway-compaction header').toBeTruthy();
+  const out: Record<string, string | number> = {};
+  for (const member of value!.split(',')) {
+    const match = /^\s*([a-z*][a-z0-9_.*-]*)=([A-Za-z*][\w:/!#$%&'*+.^`|~-]*|-?\d{1,15})\s*$/.exec(member);
+    expect(match, `dictionary member ${JSON.stringify(member)}`).not.toBeNull();
+    out[match![1]] = /^-?\d+$/.test(match![2]) ? Number(match![2]) : match![2];
+  }
+  return out;
+}
+
+/** Checks a replayed request against the rejected one: valid, smaller, same parameters. */
+export function expectValidReplay(rejected: Received, replay: Received): void {
+  const original = rejected.json.messages as ChatMessage[];
+  const compacted = replay.json.messages as ChatMessage[];
+  expect(validateCompaction(original, compacted)).toEqual([]);
+  expect(compacted.length).toBeLessThan(original.length);
+  expect(replay.body.length).toBeLessThan(rejected.body.length);
+  const { messages: _a, ...paramsBefore } = rejected.json;
+  const { messages: _b, ...paramsAfter } = replay.json;
+  expect(paramsAfter).toEqual(paramsBefore);
+  expect(Object.keys(replay.json)).toEqual(Object.keys(rejected.json));
+  expect(replay.headers.authorization).toBe(rejected.headers.authorization);
+  expect(replay.headers['x-gateway-compaction']).toMatch(/outcome=replayed/);
+}
