@@ -1,0 +1,18 @@
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { expect, it } from 'vitest';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+
+it('npm run demo works offline and shows a rescued overflow', async () => {
+  const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', 'scripts/demo.ts'], {
+    cwd: root,
+    timeout: 30_000,
+    env: { PATH: process.env.PATH ?? '' },
+  });
+  expect(stdout).toMatch(/the provider rejected it: 400 "This model's maximum context length is 2000 tokens/);
+  expect(stdout).toMatch(/x-gateway-compaction: outcome=replayed, reason=context_length, strategy=summarize/);
+  expect(stdout).toMatch(/gateway_replays_total\{result="success"\} [1-9]/);
+  expect(stdout).not.toMatch(/-> [45]\d\d/);
+});
