@@ -56,8 +56,10 @@ for (let turn = 1; turn <= TURNS; turn++) {
 const metrics = await (await fetch(`${gateway}/metrics`)).text();
 console.log('\nThe gateway\u2019s metrics about it:');
 for (const line of metrics.split('\n')) {
-  if (/^gateway_(overlong|compactions|replays|summarizer_calls)_/.test(line) || /^gateway_compaction_request_bytes_sum/.test(line)) console.log(`  ${line}`);
+  if (/^gateway_(overlong|compactions|replays|summarizer_calls|memory_lookups|memory_summarizer_calls_saved|learned_context)_/.test(line) || /^gateway_compaction_request_bytes_sum/.test(line)) console.log(`  ${line}`);
 }
-console.log('\nThe agent never saw an error: each overflow cost one compaction and one replay.');
+console.log('\nThe agent never saw an error: each overflow cost one compaction and one replay, and the');
+console.log('turns after the first overflow reused the remembered summary (memory=hit) instead of');
+console.log('summarising again. With compaction.proactive: true they would skip the rejection too.');
 await app.close();
 await provider.close();

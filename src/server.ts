@@ -8,6 +8,7 @@ import { createKeyCheck } from './auth.js';
 import type { Config } from './config/schema.js';
 import { GatewayError, errorBody } from './errors.js';
 import { loggerOptions } from './logging.js';
+import { createMemory } from './memory/index.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { chatRoutes } from './routes/chat.js';
 import { healthRoutes } from './routes/health.js';
@@ -74,7 +75,9 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
   });
 
   app.register(healthRoutes, { metrics, isDraining: () => draining });
-  app.register(chatRoutes, { config, dispatcher, target, metrics });
+  const memory = createMemory(config, metrics.registry, app.log);
+  app.register(chatRoutes, { config, dispatcher, target, metrics, memory });
+  if (memory) app.addHook('onClose', async () => memory.close());
   app.register(passthroughRoutes, { config, dispatcher, target });
   if (ownDispatcher) app.addHook('onClose', async () => dispatcher.close());
   return app;

@@ -23,7 +23,7 @@ interface Regions {
 /** What to keep, condense and shrink so that the request fits `targetBytes`; or why it cannot. */
 export function planCompaction(input: PlanInput): Plan | PlanFailure {
   const { messages, targetBytes } = input;
-  const { headEnd, tailStart, lastUser } = findRegions(messages, input.keepRecent);
+  const { headEnd, tailStart, lastUser } = findRegions(messages, input.keepRecent, input.keepFirst);
   const isPinned = lastUser >= headEnd && lastUser < tailStart;
   const middle = range(headEnd, tailStart).filter((i) => i !== lastUser);
   const kept = [...range(0, headEnd), ...(isPinned ? [lastUser] : []), ...range(tailStart, messages.length)];
@@ -66,8 +66,8 @@ export function assemble(plan: Plan, summary: ChatMessage | null): ChatMessage[]
   return [...plan.head, ...(summary ? [summary] : []), ...plan.pinned, ...plan.tail];
 }
 
-function findRegions(messages: ChatMessage[], keepRecent: number): Regions {
-  const headEnd = leadingInstructionsEnd(messages);
+function findRegions(messages: ChatMessage[], keepRecent: number, keepFirst?: number): Regions {
+  const headEnd = keepFirst ?? leadingInstructionsEnd(messages);
   const keep = Number.isFinite(keepRecent) ? Math.max(0, Math.floor(keepRecent)) : 0;
   let tailStart = Math.max(headEnd, messages.length - keep);
   // A tool result must stay right after the assistant message that called it, so a tail
@@ -81,7 +81,8 @@ function isToolResult(message: ChatMessage): boolean {
   return message.role === 'tool' || message.role === 'function';
 }
 
-function leadingInstructionsEnd(messages: ChatMessage[]): number {
+/** How many leading system/developer messages there are: the prompt-cache prefix. */
+export function leadingInstructionsEnd(messages: ChatMessage[]): number {
   let i = 0;
   while (i < messages.length && (messages[i].role === 'system' || messages[i].role === 'developer')) i++;
   return i;

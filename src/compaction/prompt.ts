@@ -12,6 +12,8 @@ Keep, in this order:
 4. Work completed so far, and its current state.
 5. What is still pending or was about to be done next.
 
+If the conversation begins with a summary of the earlier conversation, your summary replaces both it and the messages after it: carry its details forward.
+
 Rules: be factual and specific; do not invent anything; omit greetings, pleasantries and repetition; do not address the user; prefer short bullet points under those headings. Write in the language of the conversation.`;
 
 export const PARTIAL_NOTE = (part: number, parts: number) =>

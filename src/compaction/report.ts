@@ -3,14 +3,17 @@ import type { Metrics } from '../metrics.js';
 import type { OverlongReason } from '../overlong/types.js';
 import type { CompactionResult } from './index.js';
 
-export type Outcome = 'replayed' | 'replay_failed' | 'not_shrunk' | 'disabled';
+export type Outcome = 'replayed' | 'replay_failed' | 'not_shrunk' | 'disabled' | 'compacted';
 export type ReplayResult = 'success' | 'upstream_error' | 'still_overlong' | 'failed';
 
 /** Everything one rescue did, as the header, the log line and the metrics tell it. */
 export interface RescueRecord {
   outcome: Outcome;
-  reason: OverlongReason;
-  rejectedStatus: number;
+  /** What set the compaction off: an overlong rejection, or memory before the first attempt. */
+  trigger: 'rejected' | 'proactive';
+  /** Absent for a proactive compaction, which had no rejection. */
+  reason?: OverlongReason;
+  rejectedStatus?: number;
   compaction?: CompactionResult;
   durationMs?: number;
   replayStatus?: number;
@@ -24,7 +27,9 @@ export function compactionHeader(r: RescueRecord): string {
   const c = r.compaction;
   const fields: Array<[string, string | number | undefined]> = [
     ['outcome', r.outcome],
+    ['trigger', r.trigger],
     ['reason', r.reason],
+    ['memory', c?.outcome === 'compacted' ? c.memory : undefined],
     ['strategy', c?.outcome === 'compacted' ? c.strategy : undefined],
     ['why', c?.outcome === 'not_shrunk' ? c.why : undefined],
     ['messages-before', c?.messagesBefore],
@@ -46,8 +51,11 @@ export function compactionHeader(r: RescueRecord): string {
 /** The one WARN line a rescue writes when it decides, with the numbers in the sentence. */
 export function logDecision(log: FastifyBaseLogger, r: RescueRecord): void {
   const c = r.compaction;
-  const rejected = `upstream rejected the request as overlong (${r.rejectedStatus} ${r.reason})`;
-  const fields = { compaction: { ...r, compaction: c && { ...c, body: undefined } } };
+  const rejected =
+    r.trigger === 'proactive'
+      ? 'request extends a conversation compacted before'
+      : `upstream rejected the request as overlong (${r.rejectedStatus} ${r.reason})`;
+  const fields = { compaction: { ...r, compaction: c && { ...c, body: undefined, newSpan: undefined } } };
   if (r.outcome === 'disabled') {
     log.warn(fields, `${rejected}: compaction is disabled for this request; passing the upstream error through`);
   } else if (c?.outcome === 'not_shrunk') {
@@ -55,9 +63,11 @@ export function logDecision(log: FastifyBaseLogger, r: RescueRecord): void {
   } else if (c?.outcome === 'compacted') {
     const took = c.summarizerMs !== undefined ? `, ${seconds(c.summarizerMs)}` : '';
     const fellBack = c.summarizerFailure ? ` after the summarizer failed (${c.summarizerFailure})` : '';
+    const reused = c.memory === 'hit' ? ', reusing a remembered summary' : '';
+    const then = r.trigger === 'proactive' ? 'sending it compacted' : 'replaying once';
     log.warn(
       fields,
-      `${rejected}: compacted ${c.messagesBefore} messages into ${c.messagesAfter} (${size(c.bytesBefore)} -> ${size(c.bytesAfter)}, ${c.strategy}${took})${fellBack}, replaying once`,
+      `${rejected}: compacted ${c.messagesBefore} messages into ${c.messagesAfter} (${size(c.bytesBefore)} -> ${size(c.bytesAfter)}, ${c.strategy}${took}${reused})${fellBack}, ${then}`,
     );
   }
 }

@@ -45,13 +45,21 @@ const PARALLEL_CALLS = 4;
 /**
  * Condenses `messages` with an OpenAI-compatible chat call. A middle larger than the
  * summarizer's input window is split into chunks that fit, each summarised, then combined
- * (map-reduce), so that even a 7 MB history compacts. The whole run shares one deadline.
+ * (map-reduce), so that even a 7 MB history compacts. The whole run shares one deadline. With a
+ * previous summary, the result condenses it and the new messages together.
  */
-export async function summarize(messages: ChatMessage[], s: SummarizerSettings, signal: AbortSignal): Promise<SummaryResult> {
+export async function summarize(
+  messages: ChatMessage[],
+  s: SummarizerSettings,
+  signal: AbortSignal,
+  previousSummary?: string,
+): Promise<SummaryResult> {
   const deadline = AbortSignal.any([signal, AbortSignal.timeout(s.timeoutMs)]);
   const counter = { calls: 0 };
   const budget = Math.max(2_000, (s.maxInputTokens - s.maxSummaryTokens) * CHARS_PER_TOKEN - 4_000);
   const rendered = renderTranscript(messages, Math.floor(budget / 2));
+  // Incremental: the summarizer reads its earlier summary, never the messages it condensed.
+  if (previousSummary) rendered.unshift(`[summary of the earlier conversation]\n${previousSummary}`);
   try {
     let pieces = chunkTranscript(rendered, budget);
     let note: (i: number, n: number) => string = PARTIAL_NOTE;

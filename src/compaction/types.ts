@@ -23,6 +23,11 @@ export interface PlanInput {
   targetBytes: number;
   /** Bytes to set aside for the summary message that will replace the middle. */
   summaryReserveBytes: number;
+  /**
+   * Leading messages kept as they are. Default: the leading system/developer messages; with a
+   * remembered summary, those plus the summary and the messages pinned after it.
+   */
+  keepFirst?: number;
 }
 
 /**

@@ -10,10 +10,11 @@ export class ConfigError extends Error {
 }
 
 type Env = Record<string, string | undefined>;
+type EnvKind = 'string' | 'int' | 'list' | 'bool';
 type Tree = Record<string, unknown>;
 
 /** Environment variables and the config key each one sets, with how to read its value. */
-const ENV_KEYS: Array<[name: string, path: string, kind: 'string' | 'int' | 'list']> = [
+const ENV_KEYS: Array<[name: string, path: string, kind: EnvKind]> = [
   ['HOST', 'server.host', 'string'],
   ['PORT', 'server.port', 'int'],
   ['BODY_LIMIT_BYTES', 'server.bodyLimitBytes', 'int'],
@@ -27,6 +28,11 @@ const ENV_KEYS: Array<[name: string, path: string, kind: 'string' | 'int' | 'lis
   ['COMPACTION_STRATEGY', 'compaction.strategy', 'string'],
   ['COMPACTION_MAX_REPLAYS', 'compaction.maxReplays', 'int'],
   ['COMPACTION_KEEP_RECENT', 'compaction.keepRecent', 'int'],
+  ['COMPACTION_PROACTIVE', 'compaction.proactive', 'bool'],
+  ['MEMORY_ENABLED', 'memory.enabled', 'bool'],
+  ['MEMORY_REDIS_URL', 'memory.redisUrl', 'string'],
+  ['MEMORY_MAX_BYTES', 'memory.maxBytes', 'int'],
+  ['MEMORY_TTL_SECONDS', 'memory.ttlSeconds', 'int'],
   ['SUMMARIZER_URL', 'summarizer.url', 'string'],
   ['SUMMARIZER_MODEL', 'summarizer.model', 'string'],
   ['SUMMARIZER_API_KEY', 'summarizer.apiKey', 'string'],
@@ -98,8 +104,9 @@ function readConfigFile(file: string): Tree {
   return parsed as Tree;
 }
 
-function envValue(raw: string, kind: 'string' | 'int' | 'list'): unknown {
+function envValue(raw: string, kind: EnvKind): unknown {
   if (kind === 'list') return raw.split(',').map((s) => s.trim()).filter(Boolean);
+  if (kind === 'bool') return /^(true|1|yes|on)$/i.test(raw.trim()) ? true : /^(false|0|no|off)$/i.test(raw.trim()) ? false : raw;
   // A non-numeric value stays a string so the schema reports it against its key.
   if (kind === 'int') return /^-?\d+$/.test(raw.trim()) ? Number(raw.trim()) : raw;
   return raw;

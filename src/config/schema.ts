@@ -18,6 +18,8 @@ export const DEFAULTS = {
   summarizerTimeoutMs: 60_000,
   summarizerMaxInputTokens: 60_000,
   summarizerMaxSummaryTokens: 2_000,
+  memoryMaxBytes: 64 * MiB,
+  memoryTtlSeconds: 24 * 60 * 60,
 } as const;
 
 const httpUrl = z
@@ -65,6 +67,19 @@ const compaction = z
     strategy: z.enum(['summarize', 'fallback']).default('summarize'),
     keepRecent: z.number().int().min(1).max(1000).default(DEFAULTS.keepRecent),
     summaryRole: z.enum(['user', 'system', 'developer', 'assistant']).default('user'),
+    proactive: z.boolean().default(false),
+  })
+  .strict();
+
+const memory = z
+  .object({
+    enabled: z.boolean().default(true),
+    maxBytes: positiveInt.default(DEFAULTS.memoryMaxBytes),
+    ttlSeconds: positiveInt.default(DEFAULTS.memoryTtlSeconds),
+    redisUrl: z
+      .string()
+      .refine((u) => /^rediss?:\/\//i.test(u), 'must be a redis:// or rediss:// URL')
+      .optional(),
   })
   .strict();
 
@@ -88,6 +103,7 @@ export const configSchema = z
     log: log.default(() => log.parse({})),
     compaction: compaction.default(() => compaction.parse({})),
     summarizer: summarizer.default(() => summarizer.parse({})),
+    memory: memory.default(() => memory.parse({})),
   })
   .strict()
   .superRefine((config, ctx) => {

@@ -8,14 +8,18 @@ import { requestHeadersForUpstream } from '../upstream/headers.js';
 import { inspect, type InspectedAnswer } from '../upstream/inspect.js';
 import { ClientResponse } from '../upstream/relay.js';
 import type { UpstreamTarget } from '../upstream/target.js';
+import type { CompactionMemory } from '../memory/index.js';
 import { readChatRequest } from './chat-body.js';
-import { rescue } from './rescue.js';
+import { compactProactively } from './memory.js';
+import { optedOut, rescue } from './rescue.js';
 
 export interface ChatDeps {
   config: Readonly<Config>;
   dispatcher: Dispatcher;
   target: UpstreamTarget;
   metrics: Metrics;
+  /** What the gateway remembers of past compactions; null when memory is off. */
+  memory: CompactionMemory | null;
 }
 
 export const CHAT_ROUTE = '/v1/chat/completions';
@@ -45,14 +49,23 @@ async function handleChat(deps: ChatDeps, request: FastifyRequest, reply: Fastif
   const headers = requestHeadersForUpstream(request.headers, request.id, { apiKey: deps.config.upstream.apiKey });
   const send: Attempt = (bytes, h) => attempt(deps, request, bytes, h, abort.signal);
   try {
-    const first = await send(body, headers);
+    const proactive = deps.config.compaction.proactive && !optedOut(request)
+      ? await compactProactively(deps, request, chat, body, headers, abort.signal)
+      : null;
+    const firstBody = proactive?.body ?? body;
+    const first = await send(firstBody, proactive ? { ...headers, 'x-gateway-compaction': proactive.header } : headers);
     const verdict = first.verdict;
     if (verdict.overlong && !client.committed) {
-      const rescued = await rescue({ deps, request, chat, body, headers, first, verdict, send, signal: abort.signal });
+      const rescued = await rescue({
+        deps, request, chat, body, headers, first, verdict, send,
+        signal: abort.signal,
+        rejectedBytes: firstBody.length,
+        skipMemory: proactive !== null,
+      });
       await client.relay(rescued.answer.answer, rescued.answer.held, { 'x-gateway-compaction': rescued.header });
       return;
     }
-    await client.relay(first.answer, first.held);
+    await client.relay(first.answer, first.held, proactive ? { 'x-gateway-compaction': proactive.header } : {});
   } catch (err) {
     failed(request, client, abort.signal, err);
   }

@@ -1,22 +1,29 @@
 import type { FastifyRequest } from 'fastify';
-import { compact, type CompactionResult } from '../compaction/index.js';
+import { compact, requestedCompletion, type CompactionResult } from '../compaction/index.js';
 import { compactionHeader, countCompaction, countRescue, logDecision, type RescueRecord, type ReplayResult } from '../compaction/report.js';
+import { sizeTarget } from '../compaction/target.js';
 import type { OverlongReason, StatedLimits } from '../overlong/types.js';
 import type { InspectedAnswer } from '../upstream/inspect.js';
 import type { Attempt, ChatDeps } from './chat.js';
 import type { ChatRequest } from './chat-body.js';
+import { learnFrom, recallFor, rememberSpan } from './memory.js';
 
 export interface RescueInput {
   deps: ChatDeps;
   request: FastifyRequest;
   chat: ChatRequest;
+  /** The client's original body. */
   body: Buffer;
+  /** The body the upstream rejected: the original, or a proactively compacted one. */
+  rejectedBytes: number;
   headers: Record<string, string | string[]>;
   /** The first attempt, judged overlong, with nothing sent to the client yet. */
   first: InspectedAnswer;
   verdict: { reason: OverlongReason; limits: StatedLimits };
   send: Attempt;
   signal: AbortSignal;
+  /** Set after a proactive compaction was rejected: memory already had its say. */
+  skipMemory: boolean;
 }
 
 export interface Rescued {
@@ -25,8 +32,6 @@ export interface Rescued {
   header: string;
 }
 
-const CREDENTIAL_HEADERS = ['authorization', 'api-key', 'x-api-key'];
-
 /**
  * One rejection costs at most one compaction and one replay. When the gateway cannot help
  * (opted out, nothing worth shrinking), the client gets the upstream's own error untouched.
@@ -34,22 +39,26 @@ const CREDENTIAL_HEADERS = ['authorization', 'api-key', 'x-api-key'];
 export async function rescue(input: RescueInput): Promise<Rescued> {
   const { deps, request, first } = input;
   const { reason, limits } = input.verdict;
-  const record: RescueRecord = { outcome: 'disabled', reason, rejectedStatus: first.answer.status };
+  const record: RescueRecord = { outcome: 'disabled', trigger: 'rejected', reason, rejectedStatus: first.answer.status };
   deps.metrics.overlong.inc({ reason });
+  await learnFrom(deps, input.chat, reason, limits, input.rejectedBytes);
 
   if (!replayAllowed(input)) return passThrough(input, record);
 
+  const json = input.chat.json!;
   const started = performance.now();
+  const recalled = input.skipMemory ? null : await recallFor(deps, request, json);
+  const target = sizeTarget(reason, limits, input.rejectedBytes, requestedCompletion(json));
   const compaction: CompactionResult = await compact({
-    request: input.chat.json!,
+    request: json,
     bodyBytes: input.body.length,
-    reason,
-    limits,
+    target,
     config: deps.config,
     dispatcher: deps.dispatcher,
     upstreamUrl: deps.config.upstream.url,
     requestAuth: credentials(input.headers),
     signal: input.signal,
+    recalled: recalled?.entry,
   });
   record.compaction = compaction;
   record.durationMs = performance.now() - started;
@@ -58,6 +67,7 @@ export async function rescue(input: RescueInput): Promise<Rescued> {
     record.outcome = 'not_shrunk';
     return passThrough(input, record);
   }
+  await rememberSpan(deps, request, json, compaction, recalled, target.bodyBytes);
 
   record.outcome = 'replayed';
   logDecision(request.log, record);
@@ -80,9 +90,12 @@ export async function rescue(input: RescueInput): Promise<Rescued> {
   return finish(request, record, replay);
 }
 
+export function optedOut(request: FastifyRequest): boolean {
+  return String(request.headers['x-gateway-compaction'] ?? '').trim().toLowerCase() === 'off';
+}
+
 function replayAllowed({ deps, chat, request }: RescueInput): boolean {
-  const optOut = String(request.headers['x-gateway-compaction'] ?? '').trim().toLowerCase() === 'off';
-  return deps.config.compaction.maxReplays > 0 && !optOut && chat.json !== null;
+  return deps.config.compaction.maxReplays > 0 && !optedOut(request) && chat.json !== null;
 }
 
 function passThrough(input: RescueInput, record: RescueRecord): Rescued {
@@ -102,8 +115,10 @@ function replayResult(replay: InspectedAnswer): ReplayResult {
   return replay.answer.status >= 400 ? 'upstream_error' : 'success';
 }
 
+const CREDENTIAL_HEADERS = ['authorization', 'api-key', 'x-api-key'];
+
 /** The credentials the request itself used upstream: the summarizer's default. */
-function credentials(headers: Record<string, string | string[]>): Record<string, string> {
+export function credentials(headers: Record<string, string | string[]>): Record<string, string> {
   const out: Record<string, string> = {};
   for (const name of CREDENTIAL_HEADERS) {
     const value = headers[name];

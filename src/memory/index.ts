@@ -1,0 +1,162 @@
+import type { FastifyBaseLogger } from 'fastify';
+import { Counter, Gauge, type Registry } from 'prom-client';
+import type { Config } from '../config/schema.js';
+import type { ChatMessage } from '../compaction/types.js';
+import { chainDigests, sessionKey } from './fingerprint.js';
+import { LocalStore, RedisStore, type LearnedLimit, type MemoryEntry, type MemoryStore } from './store.js';
+
+export type { LearnedLimit, MemoryEntry } from './store.js';
+
+/** A remembered compaction that this request extends. */
+export interface Recalled {
+  session: string;
+  entry: MemoryEntry;
+}
+
+/** The request with a remembered span replaced by its summary. */
+export interface RecalledView {
+  messages: ChatMessage[];
+  /** Leading messages to keep as they are: instructions, the summary, pinned messages. */
+  keepFirst: number;
+  /** Maps an index in `messages` (at or after keepFirst) back to the original request. */
+  originalIndex: (i: number) => number;
+}
+
+/**
+ * What the gateway remembers between requests: compactions per conversation (so a session that
+ * overflowed once is not summarised from scratch every turn) and the limits rejections stated.
+ * Every store failure is a miss: the gateway keeps working without memory, and says so once.
+ */
+export class CompactionMemory {
+  private storeDown = false;
+  private readonly lookups: Counter<'result'>;
+  private readonly saved: Counter;
+  private readonly proactive: Counter;
+  private readonly errors: Counter<'operation'>;
+  private readonly limitTokens: Gauge<'model'>;
+  private readonly limitBytes: Gauge<'model'>;
+
+  constructor(
+    private readonly store: MemoryStore,
+    registry: Registry,
+    private readonly log: FastifyBaseLogger,
+    private readonly upstream: string,
+  ) {
+    this.lookups = new Counter({
+      name: 'gateway_memory_lookups_total',
+      help: 'Compaction memory lookups for requests to compact, by result (hit: a remembered summary was reused).',
+      labelNames: ['result'] as const,
+      registers: [registry],
+    });
+    this.saved = new Counter({
+      name: 'gateway_memory_summarizer_calls_saved_total',
+      help: 'Summarizer calls not made because a remembered summary was reused.',
+      registers: [registry],
+    });
+    this.proactive = new Counter({
+      name: 'gateway_proactive_compactions_total',
+      help: 'Requests compacted before their first attempt (compaction.proactive), skipping a sure rejection.',
+      registers: [registry],
+    });
+    this.errors = new Counter({
+      name: 'gateway_memory_store_errors_total',
+      help: 'Compaction memory store operations that failed (e.g. Redis down); each counts as a miss.',
+      labelNames: ['operation'] as const,
+      registers: [registry],
+    });
+    this.limitTokens = new Gauge({
+      name: 'gateway_learned_context_limit_tokens',
+      help: 'Context window a rejection stated, per model.',
+      labelNames: ['model'] as const,
+      registers: [registry],
+    });
+    this.limitBytes = new Gauge({
+      name: 'gateway_learned_body_limit_bytes',
+      help: 'Request body limit a 413 stated, per model.',
+      labelNames: ['model'] as const,
+      registers: [registry],
+    });
+  }
+
+  /** The newest remembered compaction whose span this request repeats exactly, if any. */
+  async recall(tenant: string, messages: ChatMessage[], headEnd: number): Promise<Recalled | null> {
+    const session = sessionKey(tenant, this.upstream, messages, headEnd);
+    const entries = await this.guard('read', () => this.store.entries(session), []);
+    const after = messages.length - headEnd;
+    // A span must leave something after it: the request the agent added since.
+    const usable = entries.filter((e) => e.spanLength < after).sort((a, b) => b.spanLength - a.spanLength);
+    if (usable.length === 0) return null;
+    const chain = chainDigests(messages, headEnd, usable[0].spanLength);
+    const entry = usable.find((e) => chain[e.spanLength - 1] === e.spanDigest);
+    return entry ? { session, entry } : null;
+  }
+
+  countLookup(hit: Recalled | null): void {
+    this.lookups.inc({ result: hit ? 'hit' : 'miss' });
+    if (hit) this.saved.inc(hit.entry.summarizerCalls);
+  }
+
+  countProactive(): void {
+    this.proactive.inc();
+  }
+
+  async remember(session: string, entry: MemoryEntry): Promise<void> {
+    await this.guard('write', () => this.store.remember(session, entry), undefined);
+  }
+
+  session(tenant: string, messages: ChatMessage[], headEnd: number): string {
+    return sessionKey(tenant, this.upstream, messages, headEnd);
+  }
+
+  async limitFor(model: string): Promise<LearnedLimit | undefined> {
+    return this.guard('read', () => this.store.limit(model), undefined);
+  }
+
+  async learn(model: string, limit: LearnedLimit): Promise<void> {
+    if (limit.limitTokens) this.limitTokens.set({ model }, limit.limitTokens);
+    if (limit.limitBytes) this.limitBytes.set({ model }, limit.limitBytes);
+    await this.guard('write', () => this.store.learn(model, limit), undefined);
+  }
+
+  close(): Promise<void> {
+    return this.store.close();
+  }
+
+  private async guard<T>(operation: 'read' | 'write', fn: () => Promise<T>, fallback: T): Promise<T> {
+    try {
+      const value = await fn();
+      if (this.storeDown) {
+        this.storeDown = false;
+        this.log.info('compaction memory store is reachable again');
+      }
+      return value;
+    } catch (err) {
+      this.errors.inc({ operation });
+      if (!this.storeDown) {
+        this.storeDown = true;
+        this.log.warn({ err: (err as Error).message }, 'compaction memory store failed; going on without memory until it is back');
+      }
+      return fallback;
+    }
+  }
+}
+
+/** The request as it reads with a remembered span replaced by its summary (pinned messages kept). */
+export function applyRecalled(messages: ChatMessage[], headEnd: number, entry: MemoryEntry): RecalledView {
+  const pinned = entry.pinnedOffsets.map((o) => messages[headEnd + o]);
+  const keepFirst = headEnd + 1 + pinned.length;
+  const rest = headEnd + entry.spanLength;
+  return {
+    messages: [...messages.slice(0, headEnd), entry.summary, ...pinned, ...messages.slice(rest)],
+    keepFirst,
+    originalIndex: (i) => rest + (i - keepFirst),
+  };
+}
+
+export function createMemory(config: Readonly<Config>, registry: Registry, log: FastifyBaseLogger): CompactionMemory | null {
+  if (!config.memory.enabled) return null;
+  const store = config.memory.redisUrl
+    ? new RedisStore(config.memory.redisUrl, config.memory.ttlSeconds)
+    : new LocalStore(config.memory.maxBytes, config.memory.ttlSeconds);
+  return new CompactionMemory(store, registry, log, config.upstream.url);
+}

@@ -1,0 +1,94 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { agentConversation } from '../compaction/conversations.js';
+import { postChat, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { startProvider, type FakeProvider } from '../helpers/provider.js';
+import { HAVE_REDIS, startRedis, type TestRedis } from '../helpers/redis.js';
+import { parseCompactionHeader } from '../helpers/rescue.js';
+
+// Real redis-server, not mocked. CI installs it; a machine without it skips these loudly,
+// except under CI, where a missing redis-server is a failure.
+if (!HAVE_REDIS && process.env.CI) throw new Error('redis-server is not installed, and CI needs the Redis tests to run');
+if (!HAVE_REDIS) console.warn('redis-server not found on PATH: skipping the Redis memory tests (apt-get install redis-server)');
+
+const LIMIT = 60_000;
+const request = (turns: number) => ({
+  model: 'fake-model',
+  messages: agentConversation({ turns, toolOutputBytes: 1_500, seed: 42, imageBytes: 0 }),
+});
+const overflowAt = (() => {
+  let n = 10;
+  while (JSON.stringify(request(n)).length <= LIMIT) n++;
+  return n;
+})();
+
+let provider: FakeProvider;
+let redis: TestRedis;
+const gateways: TestGateway[] = [];
+afterEach(async () => {
+  for (const g of gateways.splice(0)) await g.close();
+  await provider.close();
+  await redis.stop();
+});
+
+async function replica(): Promise<TestGateway> {
+  const g = await startGateway({
+    upstream: { url: provider.baseUrl },
+    summarizer: { maxInputTokens: 500_000 },
+    memory: { redisUrl: redis.url },
+  });
+  gateways.push(g);
+  return g;
+}
+
+const send = (g: TestGateway, turns: number) => postChat(g, request(turns), { authorization: 'Bearer sk-shared' });
+
+describe.skipIf(!HAVE_REDIS)('compaction memory in Redis', () => {
+  it('a summary made through one replica is reused through another', async () => {
+    redis = await startRedis();
+    provider = await startProvider({ limitBytes: LIMIT });
+    const [a, b] = [await replica(), await replica()];
+
+    const first = await send(a, overflowAt);
+    expect(parseCompactionHeader(first.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'replayed', memory: 'miss' });
+    expect(provider.summarizerCalls()).toHaveLength(1);
+
+    const second = await send(b, overflowAt + 1);
+    expect(second.status).toBe(200);
+    expect(parseCompactionHeader(second.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'replayed', memory: 'hit' });
+    expect(provider.summarizerCalls()).toHaveLength(1);
+  });
+
+  it('with Redis stopped mid-test, requests still succeed (without memory), and it is counted', async () => {
+    redis = await startRedis();
+    provider = await startProvider({ limitBytes: LIMIT });
+    const g = await replica();
+    expect((await send(g, overflowAt)).status).toBe(200);
+
+    await redis.stop();
+    const started = performance.now();
+    const res = await send(g, overflowAt + 1);
+    expect(res.status).toBe(200);
+    expect(parseCompactionHeader(res.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'replayed', memory: 'miss' });
+    expect(performance.now() - started).toBeLessThan(5_000);
+    const metrics = await (await fetch(`${g.origin}/metrics`)).text();
+    expect(metrics).toMatch(/gateway_memory_store_errors_total\{operation="read"\} [1-9]/);
+    const warnings = g.logLines().filter((l) => /memory store failed/.test(l.msg));
+    expect(warnings).toHaveLength(1);
+
+    // a normal request is not slowed or broken either
+    expect((await postChat(g, request(3))).status).toBe(200);
+    // and memory comes back with Redis (empty after its restart: a miss remembers, then a hit)
+    await redis.start();
+    let turn = overflowAt + 2;
+    await expect
+      .poll(
+        async () => {
+          const r = await send(g, turn++);
+          return parseCompactionHeader(r.headers.get('x-gateway-compaction')).memory;
+        },
+        { timeout: 10_000, interval: 300 },
+      )
+      .toBe('hit');
+    expect(g.logLines().some((l) => /memory store is reachable again/.test(l.msg))).toBe(true);
+  });
+});
