@@ -7,6 +7,7 @@
  * HTML pages and plain text. Everything here is bounded so that a hostile or broken
  * body costs at most a few passes over its first megabytes.
  */
+import { createParser } from 'eventsource-parser';
 import type { StatedLimits } from './types.js';
 
 export interface Evidence {
@@ -34,8 +35,8 @@ const MAX_NESTED_JSON = 3;
 const MAX_NODES = 5000;
 /** SSE events / NDJSON lines looked at; the error is always among the first ones. */
 const MAX_EVENTS = 16;
-/** Lines read from an SSE text: enough for MAX_EVENTS events with comments and ids. */
-const MAX_SSE_LINES = 512;
+/** Characters of an SSE text read: enough for MAX_EVENTS events with comments and ids. */
+const MAX_SSE_CHARS = 64 * 1024;
 
 const TEXT_KEYS = new Set([
   'message', 'error', 'detail', 'details', 'msg', 'error_message', 'errormessage',
@@ -223,31 +224,19 @@ function readJsonOrLines(c: Collector, s: string): void {
   if (!any) c.addBrokenJson(s);
 }
 
-/** Server-sent events: `event: error` marks an error; each `data:` payload is read as JSON. */
+/**
+ * Server-sent events (parsed by eventsource-parser): `event: error` marks an error; each `data:`
+ * payload is read as JSON. A last event without its closing blank line still counts.
+ */
 function readSse(c: Collector, s: string): void {
-  let name = '';
-  let data: string[] = [];
   let events = 0;
-  const flush = (): void => {
-    if (data.length > 0 || name !== '') readSseEvent(c, name, data.join('\n'));
-    name = '';
-    data = [];
-    events++;
-  };
-  for (const raw of s.split(/\r\n|\r|\n/, MAX_SSE_LINES)) {
-    if (events >= MAX_EVENTS) return;
-    if (raw === '') {
-      flush();
-      continue;
-    }
-    const colon = raw.indexOf(':');
-    const field = colon < 0 ? raw : raw.slice(0, colon);
-    let value = colon < 0 ? '' : raw.slice(colon + 1);
-    if (value.startsWith(' ')) value = value.slice(1);
-    if (field === 'data') data.push(value);
-    else if (field === 'event') name = value;
-  }
-  if (events < MAX_EVENTS) flush();
+  const parser = createParser({
+    onEvent: (event) => {
+      if (events++ < MAX_EVENTS) readSseEvent(c, event.event ?? '', event.data);
+    },
+  });
+  parser.feed(s.slice(0, MAX_SSE_CHARS));
+  parser.feed('\n\n');
 }
 
 function readSseEvent(c: Collector, name: string, data: string): void {
