@@ -1,22 +1,7 @@
-import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { classifyResponse, classifyStreamEvent, type StatedLimits, type Verdict } from '../../src/overlong/classify.js';
+import { fixtures, type ErrorFixture as Fixture } from '../helpers/fixtures.js';
 
-interface Fixture {
-  id: string;
-  provider: string;
-  status: number;
-  content_type: string;
-  body: string;
-  overlong: boolean;
-  in_stream: boolean;
-  source: string;
-  notes: string;
-}
-
-const fixtures = JSON.parse(
-  fs.readFileSync(new URL('../fixtures/upstream-errors.json', import.meta.url), 'utf8'),
-) as Fixture[];
 const byId = new Map(fixtures.map((f) => [f.id, f]));
 
 function classifyFixture(f: Fixture): Verdict {
