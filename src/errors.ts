@@ -9,6 +9,7 @@ export const ERRORS = {
   invalid_api_key: { status: 401, type: 'authentication_error', message: 'Missing or invalid gateway API key.' },
   not_found: { status: 404, type: 'invalid_request_error', message: 'Unknown route.' },
   request_too_large: { status: 413, type: 'invalid_request_error', message: "The request body is larger than the gateway's limit." },
+  headers_too_large: { status: 431, type: 'invalid_request_error', message: 'The request line or headers are larger than the gateway accepts.' },
   unsupported_media_type: { status: 415, type: 'invalid_request_error', message: 'Unsupported content type or encoding.' },
   upstream_unreachable: { status: 502, type: 'upstream_error', message: 'The upstream could not be reached.' },
   upstream_bad_response: { status: 502, type: 'upstream_error', message: 'The upstream failed while answering.' },

@@ -1,4 +1,6 @@
 #!/usr/bin/env node
+import type { Server } from 'node:http';
+import type { Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { ConfigError, loadConfig } from './config/load.js';
 import { buildServer } from './server.js';
@@ -17,8 +19,9 @@ async function main(): Promise<void> {
     throw err;
   }
   const app = buildServer(config);
+  const closeIdle = idleConnectionCloser(app.server);
   await app.listen({ host: config.server.host, port: config.server.port });
-  app.log.info({ upstream: config.upstream.url, compaction: config.compaction.strategy }, 'gateway ready');
+  app.log.info({ upstream: loggableUrl(config.upstream.url), compaction: config.compaction.strategy }, 'gateway ready');
 
   let stopping = false;
   const stop = (signal: string) => {
@@ -31,8 +34,8 @@ async function main(): Promise<void> {
       process.exit(1);
     }, config.server.shutdownGraceMs);
     timer.unref();
-    // Kept-alive connections go as soon as they fall idle (a stream that was running ends).
-    setInterval(() => app.server.closeIdleConnections(), 100).unref();
+    // Connections go as soon as they fall idle (a stream that was running ends).
+    setInterval(closeIdle, 100).unref();
     app.close().then(
       () => process.exit(0),
       (err) => {
@@ -43,6 +46,37 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+}
+
+/**
+ * Closes every connection without a request in progress. `server.closeIdleConnections()` alone
+ * misses connections that never sent a request (a pre-connecting client or load balancer, a
+ * client that gave up before sending), and one of those held shutdown for the whole grace period.
+ */
+function idleConnectionCloser(server: Server): () => void {
+  const open = new Set<Socket>();
+  const busy = new Set<Socket>();
+  server.on('connection', (socket: Socket) => {
+    open.add(socket);
+    socket.once('close', () => {
+      open.delete(socket);
+      busy.delete(socket);
+    });
+  });
+  server.on('request', (req, res) => {
+    busy.add(req.socket);
+    res.once('close', () => busy.delete(req.socket));
+  });
+  return () => {
+    server.closeIdleConnections();
+    for (const socket of open) if (!busy.has(socket)) socket.destroy();
+  };
+}
+
+/** A URL without what may hold a secret: userinfo (`https://user:key@host`) and the query (`?api-key=`). */
+function loggableUrl(url: string): string {
+  const parsed = new URL(url);
+  return `${parsed.origin}${parsed.pathname}`;
 }
 
 main().catch((err) => {

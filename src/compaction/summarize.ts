@@ -54,7 +54,11 @@ export async function summarize(
   signal: AbortSignal,
   previousSummary?: string,
 ): Promise<SummaryResult> {
-  const deadline = AbortSignal.any([signal, AbortSignal.timeout(s.timeoutMs)]);
+  // A timer of our own, not AbortSignal.timeout: on Node 20 that signal can be garbage-collected
+  // before it fires, and a stalled summarizer would then hold the client forever.
+  const timeout = new AbortController();
+  const timer = setTimeout(() => timeout.abort(new DOMException('the summarizer did not answer in time', 'TimeoutError')), s.timeoutMs);
+  const deadline = AbortSignal.any([signal, timeout.signal]);
   const counter = { calls: 0 };
   const budget = Math.max(2_000, (s.maxInputTokens - s.maxSummaryTokens) * CHARS_PER_TOKEN - 4_000);
   const rendered = renderTranscript(messages, Math.floor(budget / 2));
@@ -75,6 +79,8 @@ export async function summarize(
     return { text: await call(s, pieces[0] ?? '', deadline, counter), calls: counter.calls };
   } catch (err) {
     throw asSummarizerError(err, signal, counter.calls);
+  } finally {
+    clearTimeout(timer);
   }
 }
 
@@ -98,13 +104,32 @@ async function call(s: SummarizerSettings, transcript: string, signal: AbortSign
     body,
     signal,
   });
-  const text = await res.body.text();
+  const text = await boundedText(res.body, answerLimit(s), counter.calls);
   if (res.statusCode >= 400) {
     throw new SummarizerError('rejected', `summarizer answered ${res.statusCode}: ${text.slice(0, 300)}`, counter.calls);
   }
   const content = summaryContent(text);
   if (!content) throw new SummarizerError('bad_response', `summarizer answer had no text: ${text.slice(0, 300)}`, counter.calls);
   return content;
+}
+
+/** A summary is a few thousand tokens; an answer far past that is not one. */
+function answerLimit(s: SummarizerSettings): number {
+  return Math.max(64 * 1024, s.maxSummaryTokens * 16);
+}
+
+async function boundedText(body: Dispatcher.ResponseData['body'], limit: number, calls: number): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    size += (chunk as Buffer).length;
+    if (size > limit) {
+      body.destroy();
+      throw new SummarizerError('bad_response', `summarizer answer exceeded ${limit} bytes`, calls);
+    }
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 function summaryContent(text: string): string | undefined {

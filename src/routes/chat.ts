@@ -11,7 +11,7 @@ import type { UpstreamTarget } from '../upstream/target.js';
 import type { CompactionMemory } from '../memory/index.js';
 import { readChatRequest } from './chat-body.js';
 import { compactProactively } from './memory.js';
-import { optedOut, rescue } from './rescue.js';
+import { optedOut, replayHeaders, rescue } from './rescue.js';
 
 export interface ChatDeps {
   config: Readonly<Config>;
@@ -42,7 +42,7 @@ export async function chatRoutes(app: FastifyInstance, deps: ChatDeps): Promise<
  */
 async function handleChat(deps: ChatDeps, request: FastifyRequest, reply: FastifyReply): Promise<void> {
   const body = request.body as Buffer;
-  const chat = readChatRequest(body, request.headers['content-encoding']);
+  const chat = readChatRequest(body, request.headers['content-encoding'], deps.config.server.bodyLimitBytes);
   reply.hijack();
   const client = new ClientResponse(reply.raw, request.id);
   const abort = abortWhenClientLeaves(reply);
@@ -50,16 +50,16 @@ async function handleChat(deps: ChatDeps, request: FastifyRequest, reply: Fastif
   const send: Attempt = (bytes, h) => attempt(deps, request, bytes, h, abort.signal);
   try {
     const proactive = deps.config.compaction.proactive && !optedOut(request)
-      ? await compactProactively(deps, request, chat, body, headers, abort.signal)
+      ? await compactProactively(deps, request, chat, headers, abort.signal)
       : null;
     const firstBody = proactive?.body ?? body;
-    const first = await send(firstBody, proactive ? { ...headers, 'x-gateway-compaction': proactive.header } : headers);
+    const first = await send(firstBody, proactive ? replayHeaders(headers, proactive.header) : headers);
     const verdict = first.verdict;
     if (verdict.overlong && !client.committed) {
       const rescued = await rescue({
-        deps, request, chat, body, headers, first, verdict, send,
+        deps, request, chat, headers, first, verdict, send,
         signal: abort.signal,
-        rejectedBytes: firstBody.length,
+        rejectedBytes: proactive ? proactive.body.length : chat.bytes,
         skipMemory: proactive !== null,
       });
       await client.relay(rescued.answer.answer, rescued.answer.held, { 'x-gateway-compaction': rescued.header });

@@ -80,7 +80,6 @@ export async function compactProactively(
   deps: ChatDeps,
   request: FastifyRequest,
   chat: ChatRequest,
-  body: Buffer,
   headers: Record<string, string | string[]>,
   signal: AbortSignal,
 ): Promise<Proactive | null> {
@@ -89,7 +88,8 @@ export async function compactProactively(
   const model = typeof json.model === 'string' ? json.model : '';
   const learned = model ? await deps.memory.limitFor(model) : undefined;
   const requested = requestedCompletion(json);
-  const over = learned ? overLearnedLimit(learned, body.length, requested) : false;
+  const bytes = chat.bytes;
+  const over = learned ? overLearnedLimit(learned, bytes, requested) : false;
   // Under a known limit, the request fits as it is, remembered or not.
   if (learned && (learned.limitTokens || learned.limitBytes) && !over) return null;
   const recalled = await deps.memory.recall(tenantOf(request.headers), json.messages, leadingInstructionsEnd(json.messages));
@@ -97,10 +97,10 @@ export async function compactProactively(
   deps.memory.countLookup(recalled);
 
   const started = performance.now();
-  const target = over ? learnedTarget(learned!, body.length, requested) : rememberedTarget(recalled!, body.length);
+  const target = over ? learnedTarget(learned!, bytes, requested) : rememberedTarget(recalled!, bytes);
   const compaction = await compact({
     request: json,
-    bodyBytes: body.length,
+    bodyBytes: bytes,
     target,
     config: deps.config,
     dispatcher: deps.dispatcher,

@@ -28,7 +28,7 @@ export async function passthroughRoutes(app: FastifyInstance, deps: PassthroughD
     preHandler: async (request) => {
       const url = request.raw.url ?? '';
       const q = url.indexOf('?');
-      assertSafePath(q >= 0 ? url.slice(0, q) : url);
+      assertPassthroughPath(q >= 0 ? url.slice(0, q) : url);
     },
     replyOptions: {
       rewriteRequestHeaders: (request, headers) => {
@@ -57,3 +57,17 @@ export async function passthroughRoutes(app: FastifyInstance, deps: PassthroughD
 }
 
 const DROP = new Set(['x-request-id', 'x-gateway-compaction']);
+
+/** `%252e`, `%252f`, `%255c`, `%2500`: a dot, slash, backslash or NUL for a server that decodes twice. */
+const DOUBLE_ENCODED = /%25(2e|2f|5c|00)/i;
+
+/**
+ * The router matches percent-decoded paths, so `/%76%31/models` reaches this route, while the
+ * gateway-key check reads the raw URL. Only the literal `/v1/` prefix is served (the bare base
+ * URL holds nothing an agent needs), and nothing that turns into a traversal when decoded twice.
+ */
+export function assertPassthroughPath(path: string): void {
+  if (!path.startsWith('/v1/')) throw new GatewayError('not_found', `Unknown route: ${path}.`);
+  if (DOUBLE_ENCODED.test(path)) throw new GatewayError('invalid_path');
+  assertSafePath(path);
+}

@@ -12,9 +12,7 @@ export interface RescueInput {
   deps: ChatDeps;
   request: FastifyRequest;
   chat: ChatRequest;
-  /** The client's original body. */
-  body: Buffer;
-  /** The body the upstream rejected: the original, or a proactively compacted one. */
+  /** Size of the body the upstream rejected: the original (decoded), or a proactively compacted one. */
   rejectedBytes: number;
   headers: Record<string, string | string[]>;
   /** The first attempt, judged overlong, with nothing sent to the client yet. */
@@ -51,7 +49,7 @@ export async function rescue(input: RescueInput): Promise<Rescued> {
   const target = sizeTarget(reason, limits, input.rejectedBytes, requestedCompletion(json));
   const compaction: CompactionResult = await compact({
     request: json,
-    bodyBytes: input.body.length,
+    bodyBytes: input.chat.bytes,
     target,
     config: deps.config,
     dispatcher: deps.dispatcher,
@@ -74,7 +72,7 @@ export async function rescue(input: RescueInput): Promise<Rescued> {
   first.answer.body.destroy();
   let replay: InspectedAnswer;
   try {
-    replay = await input.send(compaction.body, { ...input.headers, 'x-gateway-compaction': compactionHeader(record) });
+    replay = await input.send(compaction.body, replayHeaders(input.headers, compactionHeader(record)));
   } catch (err) {
     record.outcome = 'replay_failed';
     countRescue(deps.metrics, record, 'failed');
@@ -88,6 +86,12 @@ export async function rescue(input: RescueInput): Promise<Rescued> {
   record.replayStatus = replay.answer.status;
   countRescue(deps.metrics, record, result);
   return finish(request, record, replay);
+}
+
+/** The request's own headers, marked; the compacted body is plain JSON, whatever the client's encoding. */
+export function replayHeaders(headers: Record<string, string | string[]>, header: string): Record<string, string | string[]> {
+  const { 'content-encoding': _encoding, ...rest } = headers;
+  return { ...rest, 'x-gateway-compaction': header };
 }
 
 export function optedOut(request: FastifyRequest): boolean {

@@ -1,5 +1,6 @@
 import type { Readable } from 'node:stream';
 import zlib from 'node:zlib';
+import { fromUpstreamFailure } from '../errors.js';
 
 export interface HeldBody {
   /** The bytes read so far, exactly as the upstream sent them. */
@@ -10,7 +11,8 @@ export interface HeldBody {
 
 /**
  * Reads up to `limit` bytes and stops there, leaving the stream paused so the rest can still be
- * relayed. (A `for await` loop would destroy the stream on `break`.)
+ * relayed. (A `for await` loop would destroy the stream on `break`.) A body that fails before
+ * then (idle timeout, reset) rejects with the gateway's own error, as the call itself would.
  */
 export function holdBody(body: Readable, limit: number): Promise<HeldBody> {
   return new Promise((resolve, reject) => {
@@ -31,7 +33,7 @@ export function holdBody(body: Readable, limit: number): Promise<HeldBody> {
     const onEnd = () => finish(true);
     const onError = (err: Error) => {
       body.off('data', onData).off('end', onEnd).off('error', onError);
-      reject(err);
+      reject(fromUpstreamFailure(err));
     };
     body.on('data', onData).on('end', onEnd).on('error', onError);
   });

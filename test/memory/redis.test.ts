@@ -90,5 +90,5 @@ describe.skipIf(!HAVE_REDIS)('compaction memory in Redis', () => {
       )
       .toBe('hit');
     expect(g.logLines().some((l) => /memory store is reachable again/.test(l.msg))).toBe(true);
-  });
+  }, 40_000);
 });

@@ -1,0 +1,46 @@
+import { beforeEach, expect, it, vi } from 'vitest';
+
+// Count the comparisons createKeyCheck makes, without changing what they return.
+const compare = vi.hoisted(() => ({ calls: [] as Array<[number, number]> }));
+vi.mock('node:crypto', async (importOriginal) => {
+  const crypto = await importOriginal<typeof import('node:crypto')>();
+  return {
+    ...crypto,
+    timingSafeEqual: (a: NodeJS.ArrayBufferView, b: NodeJS.ArrayBufferView) => {
+      compare.calls.push([a.byteLength, b.byteLength]);
+      return crypto.timingSafeEqual(a, b);
+    },
+  };
+});
+
+const { createKeyCheck } = await import('../../src/auth.js');
+
+const KEYS = ['gw-first-key-1111111111', 'gw-second-key-2222222222', 'k'];
+const check = createKeyCheck(KEYS);
+
+beforeEach(() => {
+  compare.calls.length = 0;
+});
+
+/*
+ * Constant time: whatever the presented token (right, wrong, a prefix, one byte off, very long),
+ * the check hashes it and compares it with every configured key, each time over 32 bytes, so
+ * neither how far a guess matched nor which key it matched shows in the timing.
+ */
+it.each([
+  ['the first key', `Bearer ${KEYS[0]}`, true],
+  ['the last key', `Bearer ${KEYS[2]}`, true],
+  ['a wrong key', 'Bearer nope', false],
+  ['a prefix of a key', `Bearer ${KEYS[1].slice(0, 10)}`, false],
+  ['a key off by its last byte', `Bearer ${KEYS[0].slice(0, -1)}2`, false],
+  ['a key and more', `Bearer ${KEYS[0]}${KEYS[1]}`, false],
+  ['a 1 MB token', `Bearer ${'x'.repeat(1_000_000)}`, false],
+])('%s: every key compared, over equal lengths', (_name, authorization, ok) => {
+  expect(check(authorization)).toBe(ok);
+  expect(compare.calls).toHaveLength(KEYS.length);
+  for (const [a, b] of compare.calls) expect([a, b]).toEqual([32, 32]);
+});
+
+it.each([undefined, '', 'Bearer', 'Bearer   ', 'Basic abc', 'gw-first-key-1111111111'])('no Bearer token (%j): refused', (authorization) => {
+  expect(check(authorization)).toBe(false);
+});
