@@ -1,13 +1,14 @@
 import { randomUUID } from 'node:crypto';
-import type { IncomingMessage } from 'node:http';
-import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyRequest } from 'fastify';
+import { STATUS_CODES, type IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Dispatcher } from 'undici';
-import type { DestinationStream } from 'pino';
+import type { DestinationStream, Logger } from 'pino';
 import './context.js';
 import { createKeyCheck } from './auth.js';
 import type { Config } from './config/schema.js';
-import { GatewayError, errorBody } from './errors.js';
-import { loggerOptions } from './logging.js';
+import { ERRORS, GatewayError, errorBody } from './errors.js';
+import { accessLogger, loggerOptions, stdoutDestination } from './logging.js';
 import { createMemory } from './memory/index.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { chatRoutes } from './routes/chat.js';
@@ -39,10 +40,12 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
   const ownDispatcher = !deps.dispatcher;
   const dispatcher = deps.dispatcher ?? createDispatcher(config.upstream);
   const target = parseTarget(config.upstream.url);
+  const logStream = deps.logStream ?? stdoutDestination();
+  const accessLog = accessLogger(config.log.level, logStream);
   let draining = false;
 
   const app = Fastify({
-    logger: { ...loggerOptions(config.log.level), ...(deps.logStream ? { stream: deps.logStream } : {}) },
+    logger: { ...loggerOptions(config.log.level), stream: logStream },
     // One line per request, written by the onResponse hook below with the upstream's figures.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
     requestIdHeader: false,
@@ -51,19 +54,30 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
     },
     bodyLimit: config.server.bodyLimitBytes,
+    clientErrorHandler: answerClientError,
+    // Errors fastify raises before routing (a path that is not valid percent-encoding).
+    frameworkErrors: (error, _request, reply) => {
+      const code = error.code === 'FST_ERR_BAD_URL' ? 'invalid_path' : 'bad_request';
+      (reply as FastifyReply).code(400).send(errorBody(code, `${ERRORS[code].message} (${error.message})`));
+    },
   });
 
   app.decorate('startDraining', () => {
     draining = true;
   });
   app.decorateRequest('notes', null as never);
-  app.addHook('onRequest', async (request, reply) => {
+  // Callback hooks, not async ones: they run on every request, and a promise each is not free.
+  app.addHook('onRequest', (request, reply, done) => {
     request.notes = { route: request.routeOptions.url ?? 'unmatched' };
     reply.header('x-request-id', request.id);
+    done();
   });
   if (config.auth.keys.length > 0) addKeyCheck(app, config.auth.keys);
   // After a hijack (the chat route), reply.statusCode still reads the raw response's status.
-  app.addHook('onResponse', async (request, reply) => recordRequest(metrics, request, reply.statusCode, reply.elapsedTime));
+  app.addHook('onResponse', (request, reply, done) => {
+    recordRequest(metrics, accessLog, request, reply.statusCode, reply.elapsedTime);
+    done();
+  });
 
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const gatewayError = toGatewayError(error);
@@ -83,16 +97,21 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
   return app;
 }
 
+/** Probes stay open; every other route, matched or not, needs a gateway key. */
+const OPEN_ROUTES = new Set(['/healthz', '/readyz', '/metrics']);
+
 function addKeyCheck(app: FastifyInstance, keys: readonly string[]): void {
   const check = createKeyCheck(keys);
   app.addHook('onRequest', async (request) => {
-    if (!request.url.startsWith('/v1/') && request.url !== '/v1') return;
+    // The matched route, not the raw URL: the router decodes it (/%76%31/… is /v1/…).
+    if (OPEN_ROUTES.has(request.routeOptions.url ?? '')) return;
     if (!check(request.headers.authorization)) throw new GatewayError('invalid_api_key');
   });
 }
 
 function recordRequest(
   metrics: Metrics,
+  accessLog: Logger,
   request: FastifyRequest,
   status: number,
   elapsedMs: number,
@@ -102,10 +121,11 @@ function recordRequest(
   const route = notes?.route ?? 'unmatched';
   metrics.requests.inc({ route, method: request.method, status_class: `${Math.floor(code / 100)}xx` });
   metrics.duration.observe({ route }, elapsedMs / 1000);
-  request.log.info(
+  accessLog.info(
     {
+      requestId: request.id,
       method: request.method,
-      path: request.url.split('?')[0],
+      path: pathOf(request.url),
       status: code,
       durationMs: Math.round(elapsedMs * 10) / 10,
       upstreamStatus: notes?.upstreamStatus,
@@ -114,6 +134,29 @@ function recordRequest(
       compaction: notes?.compaction,
     },
     'request completed',
+  );
+}
+
+function pathOf(url: string): string {
+  const query = url.indexOf('?');
+  return query < 0 ? url : url.slice(0, query);
+}
+
+/**
+ * Requests Node's parser refuses before any route runs (CR/LF or NUL in a header, oversized
+ * headers) still get an OpenAI-shaped answer, then the connection closes.
+ */
+function answerClientError(err: Error & { code?: string }, socket: Duplex): void {
+  if (!socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const code = err.code === 'HPE_HEADER_OVERFLOW' ? 'headers_too_large' : 'bad_request';
+  const body = JSON.stringify(errorBody(code));
+  const status = ERRORS[code].status;
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json; charset=utf-8\r\n` +
+      `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
   );
 }
 

@@ -19,21 +19,41 @@ const HOP_BY_HOP = new Set([
 type HeaderValue = string | string[] | number | undefined;
 type Headers = Record<string, HeaderValue>;
 
+const CR_OR_LF = /[\r\n]/;
+const NONE: ReadonlySet<string> = new Set();
+// What nearly every request and answer says, parsed once.
+const USUAL_CONNECTION = new Map<HeaderValue, ReadonlySet<string>>([
+  ['keep-alive', new Set(['keep-alive'])],
+  ['close', new Set(['close'])],
+]);
+
 function unsafe(value: HeaderValue): boolean {
-  if (Array.isArray(value)) return value.some((v) => /[\r\n]/.test(v));
-  return typeof value === 'string' && /[\r\n]/.test(value);
+  if (Array.isArray(value)) return value.some((v) => CR_OR_LF.test(v));
+  return typeof value === 'string' && CR_OR_LF.test(value);
+}
+
+/** The header names a Connection header lists, which end at this hop too. */
+function connectionNamed(connection: HeaderValue): ReadonlySet<string> {
+  if (connection === undefined) return NONE;
+  const usual = USUAL_CONNECTION.get(connection);
+  if (usual) return usual;
+  return new Set(
+    String(connection)
+      .split(',')
+      .map((h) => h.trim().toLowerCase())
+      .filter(Boolean),
+  );
 }
 
 /** Copies headers minus hop-by-hop ones, those the Connection header names, and any holding CR/LF. */
-export function endToEnd(headers: Headers, drop: ReadonlySet<string> = new Set()): Record<string, string | string[]> {
-  const named = String(headers.connection ?? '')
-    .split(',')
-    .map((h) => h.trim().toLowerCase())
-    .filter(Boolean);
+export function endToEnd(headers: Headers, drop: ReadonlySet<string> = NONE): Record<string, string | string[]> {
+  const named = connectionNamed(headers.connection);
   const out: Record<string, string | string[]> = {};
-  for (const [name, value] of Object.entries(headers)) {
+  // Runs on every request and every answer: no entries arrays, no Connection parsing when absent.
+  for (const name of Object.keys(headers)) {
+    const value = headers[name];
     const key = name.toLowerCase();
-    if (value === undefined || HOP_BY_HOP.has(key) || drop.has(key) || named.includes(key) || unsafe(value)) continue;
+    if (value === undefined || HOP_BY_HOP.has(key) || drop.has(key) || named.has(key) || unsafe(value)) continue;
     out[key] = typeof value === 'number' ? String(value) : value;
   }
   return out;
@@ -72,8 +92,20 @@ const DROP_TO_UPSTREAM = new Set(['content-length', 'x-gateway-compaction', 'x-r
  */
 const CAN_ZSTD = typeof (zlib as { zstdDecompressSync?: unknown }).zstdDecompressSync === 'function';
 
+let lastAccepted: string | undefined;
+let lastDecodable = '';
+
 export function decodableEncodings(acceptEncoding: string): string {
   if (CAN_ZSTD) return acceptEncoding;
+  // A client sends the same Accept-Encoding every time: remember the last answer.
+  if (acceptEncoding !== lastAccepted) {
+    lastDecodable = withoutZstd(acceptEncoding);
+    lastAccepted = acceptEncoding;
+  }
+  return lastDecodable;
+}
+
+function withoutZstd(acceptEncoding: string): string {
   const kept = acceptEncoding
     .split(',')
     .map((s) => s.trim())

@@ -1,5 +1,4 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
-import { pipeline } from 'node:stream/promises';
 import type { Readable } from 'node:stream';
 import type { GatewayError } from '../errors.js';
 import { responseHeadersForClient } from './headers.js';
@@ -28,7 +27,7 @@ export class ClientResponse {
 
   /**
    * Relays an upstream answer: its status and end-to-end headers, the bytes already held, then the
-   * rest of its body as it arrives (backpressure through pipeline; each chunk its own write).
+   * rest of its body as it arrives (backpressure through pipe; each chunk its own write).
    */
   async relay(
     answer: { status: number; headers: Record<string, string | string[] | undefined>; body: Readable },
@@ -42,7 +41,7 @@ export class ClientResponse {
       return;
     }
     if (held.bytes.length > 0) this.res.write(held.bytes);
-    await pipeline(answer.body, this.res);
+    await pipeBody(answer.body, this.res);
   }
 
   /** The gateway's own error, in OpenAI's shape. Only possible while nothing was sent. */
@@ -60,4 +59,34 @@ export class ClientResponse {
     });
     this.res.end(body);
   }
+}
+
+/**
+ * `body.pipe(res)`, settled as `pipeline` settles: resolves once `res` has finished; when the
+ * body fails or the client leaves first, destroys both (the upstream request is aborted) and
+ * rejects. `pipeline` (an AbortController, a DOMException and two end-of-stream watchers per
+ * call) cost a small request 10% more CPU than these three listeners.
+ */
+function pipeBody(body: Readable, res: ServerResponse): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const settle = (err?: Error) => {
+      body.off('error', settle);
+      res.off('finish', finish).off('close', close);
+      if (!err) return resolve();
+      // Without an error argument: nobody listens for 'error' on them any more.
+      body.destroy();
+      res.destroy();
+      reject(err);
+    };
+    const finish = () => settle();
+    const close = () => settle(prematureClose());
+    body.on('error', settle);
+    res.on('finish', finish).on('close', close);
+    body.pipe(res);
+  });
+}
+
+/** What `pipeline` rejects with when the client goes away mid-answer. */
+function prematureClose(): Error {
+  return Object.assign(new Error('Premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' });
 }
