@@ -1,0 +1,111 @@
+import v8 from 'node:v8';
+import { Agent } from 'undici';
+import { importDist } from './dist.js';
+import { bigAgentRequest } from './requests.js';
+import { median } from './stats.js';
+
+/*
+ * The rescue path's pure part in a fresh process started with --expose-gc: plan and compact the
+ * 7 MB, 2,000-message agent conversation with the deterministic fallback (no network), the
+ * way the route calls it after a 400 context_length_exceeded from a 128k-token model. The
+ * compaction code is the built dist/, as in production.
+ */
+
+export interface CompactResult {
+  bodyBytes: number;
+  messages: number;
+  messagesAfter: number;
+  bytesAfter: number;
+  runs: number;
+  medianMs: number;
+  minMs: number;
+  /** JSON.parse of the body, which the rescue path does before it can compact. */
+  parseMedianMs: number;
+  /** Highest heap use during one compaction above the heap in use before it (garbage included). */
+  peakExtraHeapBytes: number;
+  /** Everything one compaction allocated on the heap. */
+  allocatedBytes: number;
+}
+
+const { compact, requestedCompletion } = await importDist<typeof import('../src/compaction/index.js')>('compaction/index');
+const { sizeTarget } = await importDist<typeof import('../src/compaction/target.js')>('compaction/target');
+const { validateConfig } = await importDist<typeof import('../src/config/load.js')>('config/load');
+
+const { runs, warmups } = JSON.parse(process.argv[2] ?? '{}') as { runs: number; warmups: number };
+const gc = (globalThis as { gc?: () => void }).gc;
+if (!gc) throw new Error('run with --expose-gc');
+
+const original = bigAgentRequest();
+const body = Buffer.from(JSON.stringify(original));
+const config = validateConfig({ compaction: { strategy: 'fallback' } });
+const dispatcher = new Agent();
+const base = {
+  bodyBytes: body.length,
+  // What the classifier reads off the provider's error: a 128k window, the prompt's token count.
+  target: sizeTarget('context_length', { limitTokens: 128_000, promptTokens: Math.ceil(body.length / 4) }, body.length, requestedCompletion(original)),
+  config,
+  dispatcher,
+  upstreamUrl: 'http://127.0.0.1:9/v1',
+  requestAuth: {},
+  signal: new AbortController().signal,
+};
+
+/** Each compaction gets the request freshly parsed, as the route does: nothing carries over between runs. */
+function parsed(): { request: Record<string, unknown>; ms: number } {
+  const started = performance.now();
+  const request = JSON.parse(body.toString('utf8')) as Record<string, unknown>;
+  return { request, ms: performance.now() - started };
+}
+
+for (let i = 0; i < warmups; i++) await compact({ ...base, request: parsed().request });
+const times: number[] = [];
+const parses: number[] = [];
+let last;
+for (let i = 0; i < runs; i++) {
+  const { request, ms } = parsed();
+  parses.push(ms);
+  gc();
+  const started = performance.now();
+  last = await compact({ ...base, request });
+  times.push(performance.now() - started);
+}
+if (last?.outcome !== 'compacted') throw new Error(`compaction did not compact: ${JSON.stringify(last)}`);
+
+const memory = [];
+for (let i = 0; i < 3; i++) memory.push(await measureMemory());
+const result: CompactResult = {
+  bodyBytes: body.length,
+  messages: (original.messages as unknown[]).length,
+  messagesAfter: last.messagesAfter,
+  bytesAfter: last.bytesAfter,
+  runs,
+  medianMs: median(times),
+  minMs: Math.min(...times),
+  parseMedianMs: median(parses),
+  peakExtraHeapBytes: median(memory.map((m) => m.peak)),
+  allocatedBytes: median(memory.map((m) => m.allocated)),
+};
+process.send!({ type: 'result', result }, () => process.exit(0));
+
+/** Heap figures of one compaction, read from V8's own record of every GC that ran during it. */
+async function measureMemory(): Promise<{ peak: number; allocated: number }> {
+  const { request } = parsed();
+  gc!();
+  const before = v8.getHeapStatistics().used_heap_size;
+  const profiler = new v8.GCProfiler();
+  profiler.start();
+  await compact({ ...base, request });
+  const after = v8.getHeapStatistics().used_heap_size;
+  const { statistics } = profiler.stop();
+  let peak = after;
+  let allocated = 0;
+  let from = before;
+  for (const gcEvent of statistics) {
+    const used = gcEvent.beforeGC.heapStatistics.usedHeapSize;
+    peak = Math.max(peak, used);
+    allocated += used - from;
+    from = gcEvent.afterGC.heapStatistics.usedHeapSize;
+  }
+  allocated += after - from;
+  return { peak: peak - before, allocated };
+}

@@ -1,0 +1,258 @@
+import { request } from 'undici';
+import { buildDist } from './dist.js';
+import { runLoad, type LoadResult } from './load.js';
+import { machineBusyMs, ownCpuMs } from './machine.js';
+import { startProcess, type BenchProcess } from './procs.js';
+import { measureRescue, type RescueResult } from './rescue.js';
+import { agentChatBody, CHAT_PATH, SDK_HEADERS, smallChatBody, streamChatBody } from './requests.js';
+import { runStreams, type StreamResult } from './streams.js';
+import type { UpstreamConfig } from './upstream-config.js';
+
+export type Target = 'floor' | 'gateway' | 'direct';
+export type ScenarioName = 'small' | 'large' | 'stream';
+
+export interface BenchOptions {
+  /** Rounds per scenario; each round runs every target once, in alternating order. */
+  rounds: number;
+  /** Length of one target's run in a round. */
+  seconds: number;
+  /** An unrecorded run per target before a scenario's rounds (JIT, connection pools). */
+  warmupSeconds: number;
+  scenarios: ScenarioName[];
+  /** Also run the clients straight at the fake upstream, for reference. */
+  direct: boolean;
+  smallConnections: number;
+  largeConnections: number;
+  largeBytes: number;
+  streamConcurrency: number;
+  streamEvents: number;
+  streamGapMs: number;
+  answerBytes: number;
+  /** The rescue path (compaction timing and memory, rescued requests end to end); null skips it. */
+  rescue: { compactRuns: number; requests: number; summaryDelayMs: number } | null;
+  /** Runs during which other processes used over a tenth of a core are run again, this many times at most. */
+  disturbedRetries: number;
+  /** Compile src/ to dist/ first (the test suite's smoke run relies on `pretest` instead). */
+  build: boolean;
+  log: (line: string) => void;
+}
+
+const BASE = {
+  scenarios: ['small', 'large', 'stream'] as ScenarioName[],
+  smallConnections: 32,
+  largeConnections: 8,
+  largeBytes: 1024 * 1024,
+  streamConcurrency: 16,
+  streamEvents: 50,
+  streamGapMs: 5,
+  answerBytes: 800,
+  log: (line: string) => process.stderr.write(`${line}\n`),
+};
+
+export const PRESETS = {
+  full: {
+    ...BASE,
+    rounds: 5,
+    seconds: 3,
+    warmupSeconds: 2,
+    direct: true,
+    rescue: { compactRuns: 15, requests: 3, summaryDelayMs: 100 },
+    disturbedRetries: 2,
+    build: true,
+  },
+  quick: {
+    ...BASE,
+    rounds: 2,
+    seconds: 1,
+    warmupSeconds: 1,
+    direct: false,
+    rescue: { compactRuns: 5, requests: 1, summaryDelayMs: 100 },
+    disturbedRetries: 1,
+    build: true,
+  },
+  /** The test suite's smoke run: numbers, not meaningful ones. */
+  smoke: {
+    ...BASE,
+    rounds: 1,
+    seconds: 1,
+    warmupSeconds: 0,
+    direct: false,
+    scenarios: ['small'] as ScenarioName[],
+    rescue: null,
+    disturbedRetries: 0,
+    build: false,
+  },
+} satisfies Record<string, BenchOptions>;
+
+/** One target's run in one round. Stream runs fill `stream`; load runs fill `load`. */
+export interface Run {
+  load?: LoadResult;
+  stream?: StreamResult;
+  /** Proxy CPU time (user + system) per request or stream, in microseconds; NaN for `direct`. */
+  cpuUsPerRequest: number;
+  /** CPU used meanwhile by processes other than the bench's, in cores (NaN off Linux). */
+  foreignCores: number;
+}
+
+export interface ScenarioResult {
+  name: ScenarioName;
+  runs: Record<Target, Run[]>;
+}
+
+export interface BenchResult {
+  options: BenchOptions;
+  startedAt: Date;
+  elapsedS: number;
+  scenarios: ScenarioResult[];
+  peakRssBytes: { floor: number; gateway: number };
+  rescue: RescueResult | null;
+}
+
+export async function runBench(options: BenchOptions): Promise<BenchResult> {
+  const startedAt = new Date();
+  const began = performance.now();
+  if (options.build) {
+    options.log('bench: building dist/ (the gateway is measured as it ships)');
+    buildDist();
+  }
+  const upstreamConfig: UpstreamConfig = {
+    answerBytes: options.answerBytes,
+    streamEvents: options.streamEvents,
+    streamGapMs: options.streamGapMs,
+    summaryDelayMs: 0,
+  };
+  const started: BenchProcess[] = [];
+  const start = async (name: string, script: string, config: unknown) => {
+    const proc = await startProcess(name, script, config);
+    started.push(proc);
+    return proc;
+  };
+  try {
+    const upstream = await start('upstream', 'upstream.ts', upstreamConfig);
+    const procs = {
+      upstream,
+      floor: await start('floor', 'floor.ts', { upstream: upstream.origin }),
+      gateway: await start('gateway', 'gateway.ts', { upstream: { url: `${upstream.origin}/v1` }, log: { level: 'info' } }),
+    };
+    const targets: Target[] = options.direct ? ['floor', 'gateway', 'direct'] : ['floor', 'gateway'];
+    const origin = (t: Target) => (t === 'direct' ? procs.upstream : procs[t]).origin;
+    await checkTargets(targets.map(origin));
+    const scenarios: ScenarioResult[] = [];
+    const all = [procs.upstream, procs.floor, procs.gateway];
+    for (const name of options.scenarios) {
+      scenarios.push(await runScenario(name, targets, origin, (t) => (t === 'direct' ? null : procs[t]), all, options));
+    }
+    const peakRssBytes = { floor: (await procs.floor.stats()).maxRssBytes, gateway: (await procs.gateway.stats()).maxRssBytes };
+    for (const proc of started.splice(0)) await proc.stop();
+    const rescue = options.rescue ? await measureRescue({ ...options.rescue, log: options.log }) : null;
+    return { options, startedAt, elapsedS: (performance.now() - began) / 1000, scenarios, peakRssBytes, rescue };
+  } finally {
+    for (const proc of started) await proc.stop();
+  }
+}
+
+async function runScenario(
+  name: ScenarioName,
+  targets: Target[],
+  origin: (t: Target) => string,
+  proxy: (t: Target) => BenchProcess | null,
+  all: BenchProcess[],
+  options: BenchOptions,
+): Promise<ScenarioResult> {
+  const runs: Record<Target, Run[]> = { floor: [], gateway: [], direct: [] };
+  const once = makeRun(name, all, options);
+  if (options.warmupSeconds > 0) {
+    for (const t of targets) await once(origin(t), null, options.warmupSeconds);
+  }
+  for (let round = 0; round < options.rounds; round++) {
+    // A B, B A, A B...: a drift in the machine's speed weighs on both targets alike.
+    const order = round % 2 === 0 ? targets : [...targets].reverse();
+    for (const t of order) {
+      let run = await once(origin(t), proxy(t), options.seconds);
+      // Another process took a share of the two cores: that run says little; run it again.
+      for (let retry = 0; retry < options.disturbedRetries && run.foreignCores > DISTURBED_CORES; retry++) {
+        options.log(`${name} round ${round + 1}/${options.rounds} ${t.padEnd(7)} disturbed (${describe(run)}); again`);
+        run = await once(origin(t), proxy(t), options.seconds);
+      }
+      runs[t].push(run);
+      options.log(`${name} round ${round + 1}/${options.rounds} ${t.padEnd(7)} ${describe(run)}`);
+    }
+  }
+  return { name, runs };
+}
+
+/** Other processes using more than this share of a core make a run worth repeating. */
+export const DISTURBED_CORES = 0.1;
+
+/**
+ * A function that runs the scenario once against one target, measuring the proxy's CPU and
+ * whatever CPU the machine spent outside the bench's processes meanwhile.
+ */
+function makeRun(name: ScenarioName, all: BenchProcess[], options: BenchOptions) {
+  const small = smallChatBody();
+  const large = name === 'large' ? agentChatBody(options.largeBytes) : '';
+  const streamed = streamChatBody();
+  return async (origin: string, proxy: BenchProcess | null, seconds: number): Promise<Run> => {
+    const before = await proxy?.stats();
+    const accounted = await benchCpuMs(all);
+    const machine = machineBusyMs();
+    const started = performance.now();
+    const url = `${origin}${CHAT_PATH}`;
+    let run: Run;
+    if (name === 'stream') {
+      const stream = await runStreams({
+        url,
+        body: streamed,
+        headers: SDK_HEADERS,
+        concurrency: options.streamConcurrency,
+        seconds,
+        events: options.streamEvents,
+        gapMs: options.streamGapMs,
+      });
+      run = { stream, cpuUsPerRequest: Number.NaN, foreignCores: Number.NaN };
+    } else {
+      const body = name === 'small' ? small : large;
+      const connections = name === 'small' ? options.smallConnections : options.largeConnections;
+      run = { load: await runLoad({ url, body, headers: SDK_HEADERS, connections, seconds }), cpuUsPerRequest: Number.NaN, foreignCores: Number.NaN };
+    }
+    const elapsedMs = performance.now() - started;
+    const machineAfter = machineBusyMs();
+    if (machine !== undefined && machineAfter !== undefined) {
+      run.foreignCores = Math.max(0, machineAfter - machine - ((await benchCpuMs(all)) - accounted)) / elapsedMs;
+    }
+    const after = await proxy?.stats();
+    const count = run.load?.responses ?? run.stream?.streams ?? 0;
+    if (before && after && count > 0) run.cpuUsPerRequest = ((after.cpuMs - before.cpuMs) * 1000) / count;
+    return run;
+  };
+}
+
+/** CPU time of the bench's own processes: the load generator (this one) and its children. */
+async function benchCpuMs(all: BenchProcess[]): Promise<number> {
+  let total = ownCpuMs();
+  for (const proc of all) total += (await proc.stats()).cpuMs;
+  return total;
+}
+
+function describe(run: Run): string {
+  const foreign = Number.isNaN(run.foreignCores) ? '' : ` other processes ${(run.foreignCores * 100).toFixed(0)}% of a core`;
+  const cpu = (Number.isNaN(run.cpuUsPerRequest) ? '' : ` cpu ${run.cpuUsPerRequest.toFixed(0)} us/req`) + foreign;
+  if (run.load) {
+    const l = run.load;
+    return `${l.rps.toFixed(0)} req/s p50 ${l.p50Ms.toFixed(2)} ms p99 ${l.p99Ms.toFixed(2)} ms${cpu}${l.failures ? ` FAILURES ${l.failures}` : ''}`;
+  }
+  const s = run.stream!;
+  return `${s.streams} streams ttfb p50 ${s.ttfbP50Ms.toFixed(2)} ms total p50 ${s.totalP50Ms.toFixed(1)} ms chunk delay p99 ${s.chunkDelayP99Ms.toFixed(2)} ms reads/event ${s.readsPerEvent.toFixed(3)}${cpu}${s.failures ? ` FAILURES ${s.failures}` : ''}`;
+}
+
+/** Every target must answer a small request with a 200 and the same bytes before anything is timed. */
+async function checkTargets(origins: string[]): Promise<void> {
+  const answers: string[] = [];
+  for (const origin of origins) {
+    const res = await request(`${origin}${CHAT_PATH}`, { method: 'POST', headers: SDK_HEADERS, body: smallChatBody() });
+    const text = await res.body.text();
+    if (res.statusCode !== 200) throw new Error(`${origin} answered ${res.statusCode}: ${text.slice(0, 300)}`);
+    answers.push(text);
+  }
+  if (new Set(answers).size !== 1) throw new Error('the targets answered the same request differently');
+}

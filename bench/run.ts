@@ -1,0 +1,49 @@
+import { writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { PRESETS, runBench, type BenchOptions } from './harness.js';
+import { renderReport } from './report.js';
+
+/*
+ * npm run bench [-- --quick] [-- --out FILE]
+ * The full run writes BENCHMARKS.md at the repository root; --quick only prints (unless --out).
+ */
+
+const USAGE = 'usage: npm run bench [-- --quick] [-- --out FILE]';
+/** Whatever happens, the run ends: children exit when this process does. */
+const HARD_LIMIT_MS = 10 * 60_000;
+
+async function main(argv: string[]): Promise<number> {
+  const unknown = argv.filter((a, i) => !['--quick', '--out'].includes(a) && argv[i - 1] !== '--out');
+  if (unknown.length > 0) {
+    process.stderr.write(`${USAGE}\n`);
+    return 2;
+  }
+  const quick = argv.includes('--quick');
+  const outIndex = argv.indexOf('--out');
+  const out = outIndex >= 0 ? argv[outIndex + 1] : quick ? undefined : fileURLToPath(new URL('../BENCHMARKS.md', import.meta.url));
+  const options: BenchOptions = quick ? PRESETS.quick : PRESETS.full;
+
+  setTimeout(() => {
+    process.stderr.write(`bench: still running after ${HARD_LIMIT_MS / 1000} s; giving up\n`);
+    process.exit(1);
+  }, HARD_LIMIT_MS).unref();
+
+  const result = await runBench(options);
+  const { markdown, verdicts } = renderReport(result);
+  process.stdout.write(`${markdown}\n`);
+  if (out) {
+    writeFileSync(out, markdown);
+    process.stderr.write(`bench: wrote ${out}\n`);
+  }
+  const missed = verdicts.filter((v) => !v.met);
+  process.stderr.write(`bench: ${verdicts.length - missed.length} of ${verdicts.length} targets met in ${Math.round(result.elapsedS)} s\n`);
+  return 0;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err) => {
+    process.stderr.write(`bench: ${(err as Error).stack ?? err}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,26 @@
+import { expect, it } from 'vitest';
+import { PRESETS, runBench } from '../../bench/harness.js';
+import { renderReport } from '../../bench/report.js';
+
+/*
+ * The benchmark harness in its quickest mode (one round of one second, small requests only),
+ * so that `npm run bench` cannot rot unnoticed. It checks that numbers come out, never what
+ * they are: timings on a shared CI machine mean nothing.
+ */
+
+it('runs the floor and the gateway and produces figures for both', async () => {
+  const result = await runBench({ ...PRESETS.smoke, log: () => {} });
+  const [small] = result.scenarios;
+  expect(small.name).toBe('small');
+  for (const target of ['floor', 'gateway'] as const) {
+    const [run] = small.runs[target];
+    expect(run.load!.responses).toBeGreaterThan(0);
+    expect(run.load!.failures).toBe(0);
+    for (const figure of [run.load!.rps, run.load!.p50Ms, run.load!.p99Ms, run.cpuUsPerRequest]) {
+      expect(Number.isFinite(figure) && figure > 0).toBe(true);
+    }
+  }
+  expect(result.peakRssBytes.gateway).toBeGreaterThan(0);
+  const { markdown } = renderReport(result);
+  expect(markdown).toContain('| throughput (req/s) |');
+}, 60_000);
