@@ -1,6 +1,6 @@
 import type { ChatMessage, Plan, PlanFailure, PlanInput } from './types.js';
 import { shrinkTail } from './shrink.js';
-import { arrayBytes, jsonBytes } from './size.js';
+import { arrayBytes, messageBytes } from './size.js';
 
 /*
  * Deciding what survives compaction. Regions, in the original order:
@@ -29,7 +29,7 @@ export function planCompaction(input: PlanInput): Plan | PlanFailure {
   const kept = [...range(0, headEnd), ...(isPinned ? [lastUser] : []), ...range(tailStart, messages.length)];
   const summaryCost = middle.length > 0 ? input.summaryReserveBytes + 1 : 0;
 
-  const before = arrayBytes(kept.map((i) => jsonBytes(messages[i]))) + summaryCost;
+  const before = arrayBytes(kept.map((i) => messageBytes(messages[i]))) + summaryCost;
   const shrunk = shrinkTail(messages.slice(tailStart), lastUser - tailStart, before - targetBytes);
   const after = before - shrunk.savedBytes;
 
@@ -56,7 +56,7 @@ function outweighs(messages: ChatMessage[], middle: number[], bytes: number): bo
   let total = 0;
   for (const i of middle) {
     if (total > bytes) return true;
-    total += jsonBytes(messages[i]) + 1;
+    total += messageBytes(messages[i]) + 1;
   }
   return total > bytes;
 }

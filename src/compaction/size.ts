@@ -13,9 +13,25 @@ export function arrayBytes(elementBytes: readonly number[]): number {
   return total;
 }
 
+/**
+ * Each message's JSON size, measured once: a compaction measures the same messages in the plan,
+ * the assembly and the validation, and a 7 MB history serialised each time was most of its time
+ * and peak memory. Compaction never mutates a message (a changed one is a new object).
+ */
+const measured = new WeakMap<object, number>();
+
+export function messageBytes(message: ChatMessage): number {
+  let bytes = measured.get(message);
+  if (bytes === undefined) {
+    bytes = jsonBytes(message);
+    measured.set(message, bytes);
+  }
+  return bytes;
+}
+
 /** Exactly `jsonBytes(messages)`, but from per-message sizes, the way the planner counts. */
 export function messagesBytes(messages: readonly ChatMessage[]): number {
-  return arrayBytes(messages.map(jsonBytes));
+  return arrayBytes(messages.map(messageBytes));
 }
 
 /*

@@ -1,6 +1,6 @@
 import type { ChatMessage } from './types.js';
 import { formatCount } from './shrink.js';
-import { jsonBytes } from './size.js';
+import { messagesBytes } from './size.js';
 
 /*
  * The guard run before a compacted request is replayed. It checks the promises compaction makes,
@@ -52,8 +52,8 @@ function unansweredProblems(original: ChatMessage[], compacted: ChatMessage[]): 
 }
 
 function sizeProblems(original: ChatMessage[], compacted: ChatMessage[]): string[] {
-  const before = jsonBytes(original);
-  const after = jsonBytes(compacted);
+  const before = messagesBytes(original);
+  const after = messagesBytes(compacted);
   if (after < before) return [];
   return [`compacted messages are ${formatCount(after)} bytes, not smaller than the original ${formatCount(before)}`];
 }
