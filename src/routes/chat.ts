@@ -4,6 +4,7 @@ import type { Config } from '../config/schema.js';
 import { GatewayError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import { callUpstream } from '../upstream/client.js';
+import { ClientGone } from '../upstream/client-gone.js';
 import { requestHeadersForUpstream } from '../upstream/headers.js';
 import { inspect, type InspectedAnswer } from '../upstream/inspect.js';
 import { ClientResponse } from '../upstream/relay.js';
@@ -45,12 +46,12 @@ async function handleChat(deps: ChatDeps, request: FastifyRequest, reply: Fastif
   const chat = readChatRequest(body, request.headers['content-encoding'], deps.config.server.bodyLimitBytes);
   reply.hijack();
   const client = new ClientResponse(reply.raw, request.id);
-  const abort = abortWhenClientLeaves(reply);
+  const gone = whenClientLeaves(reply);
   const headers = requestHeadersForUpstream(request.headers, request.id, { apiKey: deps.config.upstream.apiKey });
-  const send: Attempt = (bytes, h) => attempt(deps, request, bytes, h, abort.signal);
+  const send: Attempt = (bytes, h) => attempt(deps, request, bytes, h, gone);
   try {
     const proactive = deps.config.compaction.proactive && !optedOut(request)
-      ? await compactProactively(deps, request, chat, headers, abort.signal)
+      ? await compactProactively(deps, request, chat, headers, gone.signal)
       : null;
     const firstBody = proactive?.body ?? body;
     const first = await send(firstBody, proactive ? replayHeaders(headers, proactive.header) : headers);
@@ -58,7 +59,7 @@ async function handleChat(deps: ChatDeps, request: FastifyRequest, reply: Fastif
     if (verdict.overlong && !client.committed) {
       const rescued = await rescue({
         deps, request, chat, headers, first, verdict, send,
-        signal: abort.signal,
+        signal: gone.signal,
         rejectedBytes: proactive ? proactive.body.length : chat.bytes,
         skipMemory: proactive !== null,
       });
@@ -67,7 +68,7 @@ async function handleChat(deps: ChatDeps, request: FastifyRequest, reply: Fastif
     }
     await client.relay(first.answer, first.held, proactive ? { 'x-gateway-compaction': proactive.header } : {});
   } catch (err) {
-    failed(request, client, abort.signal, err);
+    failed(request, client, gone, err);
   }
 }
 
@@ -76,7 +77,7 @@ async function attempt(
   request: FastifyRequest,
   body: Buffer,
   headers: Record<string, string | string[]>,
-  signal: AbortSignal,
+  gone: ClientGone,
 ): Promise<InspectedAnswer> {
   const answer = await callUpstream(deps.dispatcher, {
     target: deps.target,
@@ -84,7 +85,7 @@ async function attempt(
     method: 'POST',
     headers,
     body,
-    signal,
+    signal: gone,
   });
   request.notes.upstreamStatus = answer.status;
   request.notes.upstreamTtfbMs = answer.ttfbMs;
@@ -94,16 +95,16 @@ async function attempt(
 }
 
 /** Aborts upstream and summarizer work the moment the client disconnects before its answer ends. */
-function abortWhenClientLeaves(reply: FastifyReply): AbortController {
-  const abort = new AbortController();
+function whenClientLeaves(reply: FastifyReply): ClientGone {
+  const gone = new ClientGone();
   reply.raw.once('close', () => {
-    if (!reply.raw.writableFinished) abort.abort(new Error('client disconnected'));
+    if (!reply.raw.writableFinished) gone.abort();
   });
-  return abort;
+  return gone;
 }
 
-function failed(request: FastifyRequest, client: ClientResponse, signal: AbortSignal, err: unknown): void {
-  if (signal.aborted || client.gone) {
+function failed(request: FastifyRequest, client: ClientResponse, gone: ClientGone, err: unknown): void {
+  if (gone.aborted || client.gone) {
     request.log.info({ reason: (err as Error)?.message }, 'client disconnected; upstream work aborted');
     return;
   }

@@ -20,7 +20,8 @@ export interface UpstreamCall {
   method: 'POST' | 'GET';
   headers: Record<string, string | string[]>;
   body: Buffer | string;
-  signal: AbortSignal;
+  /** Cancels the request: an AbortSignal, or an EventEmitter with `aborted` (see client-gone.ts). */
+  signal: AbortSignal | (import('node:events').EventEmitter & { readonly aborted: boolean });
 }
 
 export interface UpstreamAnswer {
