@@ -41,6 +41,10 @@ export function holdBody(body: Readable, limit: number): Promise<HeldBody> {
 
 /** Waits for the first chunk of a body (or its end), leaving the stream paused. */
 export function firstChunk(body: Readable): Promise<HeldBody> {
+  // Usually the first chunk came in with the headers and is buffered already: take it without a
+  // promise and three listeners per request (13 µs in the benchmark's profile).
+  const ready = body.readableLength > 0 ? (body.read() as Buffer | null) : null;
+  if (ready) return Promise.resolve({ bytes: ready, complete: false });
   return holdBody(body, 1);
 }
 
