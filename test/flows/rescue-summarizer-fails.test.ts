@@ -1,4 +1,4 @@
-import { createServer } from 'node:net';
+import { freePort } from '../helpers/ports.js';
 import { afterEach, expect, it } from 'vitest';
 import { json } from '../helpers/fake-upstream.js';
 import { postChat, startGateway, type TestGateway } from '../helpers/gateway.js';
@@ -13,11 +13,7 @@ afterEach(async () => {
 });
 
 async function deadUrl(): Promise<string> {
-  const server = createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((r) => server.close(() => r()));
-  return `http://127.0.0.1:${port}/v1`;
+  return `http://127.0.0.1:${await freePort()}/v1`;
 }
 
 async function expectFallbackReplay(failure: string) {

@@ -1,4 +1,4 @@
-import { createServer } from 'node:net';
+import { freePort as deadPort } from '../helpers/ports.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { json, sse, startFakeUpstream, streamEvents, type FakeUpstream } from '../helpers/fake-upstream.js';
 import { postChat, startGateway, type TestGateway } from '../helpers/gateway.js';
@@ -12,14 +12,6 @@ afterEach(async () => {
   gateway = upstream = undefined;
 });
 
-/** A loopback port with nothing listening on it. */
-async function deadPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((r) => server.close(() => r()));
-  return port;
-}
 
 describe('upstream failures', () => {
   it('upstream down -> 502 upstream_unreachable, on chat and passthrough', async () => {

@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
+import { freePort } from './ports.js';
 
 /** Whether a redis-server binary is on PATH (.ci/run installs one from Debian's packages). */
 export const HAVE_REDIS = spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status === 0;
@@ -10,14 +10,6 @@ export interface TestRedis {
   stop(): Promise<void>;
   /** Starts it again on the same port (after stop). */
   start(): Promise<void>;
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((r) => server.close(() => r()));
-  return port;
 }
 
 /** A real redis-server of its own on a loopback port, nothing persisted. */

@@ -1,17 +1,10 @@
-import { createServer as createNetServer, connect } from 'node:net';
+import { connect } from 'node:net';
 import type { ServerResponse } from 'node:http';
 import { expect } from 'vitest';
 import { Agent, request } from 'undici';
 import { completion, json, sse, streamEvents, type Handler } from '../helpers/fake-upstream.js';
 
-/** A loopback port with nothing listening on it. */
-export async function deadPort(): Promise<number> {
-  const server = createNetServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((r) => server.close(() => r()));
-  return port;
-}
+export { freePort as deadPort } from '../helpers/ports.js';
 
 /** The process's active handles and requests, counted by type (TCPSocketWrap, Timeout, ...). */
 export function resources(): Record<string, number> {
