@@ -97,14 +97,15 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
   return app;
 }
 
-/** Probes stay open; every other route, matched or not, needs a gateway key. */
-const OPEN_ROUTES = new Set(['/healthz', '/readyz', '/metrics']);
+
+/** Health probes and metric scrapes: open without a gateway key, and logged at debug. */
+const PROBES = new Set(['/healthz', '/readyz', '/metrics']);
 
 function addKeyCheck(app: FastifyInstance, keys: readonly string[]): void {
   const check = createKeyCheck(keys);
   app.addHook('onRequest', async (request) => {
     // The matched route, not the raw URL: the router decodes it (/%76%31/… is /v1/…).
-    if (OPEN_ROUTES.has(request.routeOptions.url ?? '')) return;
+    if (PROBES.has(request.routeOptions.url ?? '')) return;
     if (!check(request.headers.authorization)) throw new GatewayError('invalid_api_key');
   });
 }
@@ -121,20 +122,20 @@ function recordRequest(
   const route = notes?.route ?? 'unmatched';
   metrics.requests.inc({ route, method: request.method, status_class: `${Math.floor(code / 100)}xx` });
   metrics.duration.observe({ route }, elapsedMs / 1000);
-  accessLog.info(
-    {
-      requestId: request.id,
-      method: request.method,
-      path: pathOf(request.url),
-      status: code,
-      durationMs: Math.round(elapsedMs * 10) / 10,
-      upstreamStatus: notes?.upstreamStatus,
-      upstreamTtfbMs: notes?.upstreamTtfbMs === undefined ? undefined : Math.round(notes.upstreamTtfbMs * 10) / 10,
-      streamed: notes?.streamed,
-      compaction: notes?.compaction,
-    },
-    'request completed',
-  );
+  const fields = {
+    requestId: request.id,
+    method: request.method,
+    path: pathOf(request.url),
+    status: code,
+    durationMs: Math.round(elapsedMs * 10) / 10,
+    upstreamStatus: notes?.upstreamStatus,
+    upstreamTtfbMs: notes?.upstreamTtfbMs === undefined ? undefined : Math.round(notes.upstreamTtfbMs * 10) / 10,
+    streamed: notes?.streamed,
+    compaction: notes?.compaction,
+  };
+  // Probes and scrapes every few seconds would drown the access log: they log at debug.
+  if (PROBES.has(route)) accessLog.debug(fields, 'request completed');
+  else accessLog.info(fields, 'request completed');
 }
 
 function pathOf(url: string): string {

@@ -104,7 +104,9 @@ function whenClientLeaves(reply: FastifyReply): ClientGone {
 }
 
 function failed(request: FastifyRequest, client: ClientResponse, gone: ClientGone, err: unknown): void {
-  if (gone.aborted || client.gone) {
+  const clientLeft =
+    gone.aborted || (err as { code?: string })?.code === 'ERR_STREAM_PREMATURE_CLOSE' || (client.gone && !client.committed);
+  if (clientLeft) {
     request.log.info({ reason: (err as Error)?.message }, 'client disconnected; upstream work aborted');
     return;
   }
