@@ -1,4 +1,5 @@
 import type { Dispatcher } from 'undici';
+import { discard } from '../upstream/body.js';
 import { COMBINE_NOTE, DEFAULT_SUMMARY_PROMPT, PARTIAL_NOTE } from './prompt.js';
 import { chunkTranscript, renderTranscript } from './transcript.js';
 import type { ChatMessage } from './types.js';
@@ -124,7 +125,7 @@ async function boundedText(body: Dispatcher.ResponseData['body'], limit: number,
   for await (const chunk of body) {
     size += (chunk as Buffer).length;
     if (size > limit) {
-      body.destroy();
+      discard(body);
       throw new SummarizerError('bad_response', `summarizer answer exceeded ${limit} bytes`, calls);
     }
     chunks.push(chunk as Buffer);

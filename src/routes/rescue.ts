@@ -3,6 +3,7 @@ import { compact, requestedCompletion, type CompactionResult } from '../compacti
 import { compactionHeader, countCompaction, countRescue, logDecision, type RescueRecord, type ReplayResult } from '../compaction/report.js';
 import { sizeTarget } from '../compaction/target.js';
 import type { OverlongReason, StatedLimits } from '../overlong/types.js';
+import { discard } from '../upstream/body.js';
 import type { InspectedAnswer } from '../upstream/inspect.js';
 import type { Attempt, ChatDeps } from './chat.js';
 import type { ChatRequest } from './chat-body.js';
@@ -69,7 +70,7 @@ export async function rescue(input: RescueInput): Promise<Rescued> {
 
   record.outcome = 'replayed';
   logDecision(request.log, record);
-  first.answer.body.destroy();
+  discard(first.answer.body);
   let replay: InspectedAnswer;
   try {
     replay = await input.send(compaction.body, replayHeaders(input.headers, compactionHeader(record)));

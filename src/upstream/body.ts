@@ -39,6 +39,18 @@ export function holdBody(body: Readable, limit: number): Promise<HeldBody> {
   });
 }
 
+/**
+ * Drops what is left of an upstream body and aborts its request. undici's body reports an
+ * unfinished stream's destruction as an 'error' event; with nobody listening any more, that
+ * would be an uncaught exception, so it is heard and ignored here.
+ */
+export function discard(body: Readable): void {
+  body.on('error', ignore);
+  body.destroy();
+}
+
+function ignore(): void {}
+
 /** Waits for the first chunk of a body (or its end), leaving the stream paused. */
 export function firstChunk(body: Readable): Promise<HeldBody> {
   // Usually the first chunk came in with the headers and is buffered already: take it without a

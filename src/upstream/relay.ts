@@ -2,7 +2,7 @@ import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { GatewayError } from '../errors.js';
 import { responseHeadersForClient } from './headers.js';
-import type { HeldBody } from './body.js';
+import { discard, type HeldBody } from './body.js';
 
 /**
  * The only code that writes to the client on the chat route, and so the one place that knows
@@ -73,8 +73,7 @@ function pipeBody(body: Readable, res: ServerResponse): Promise<void> {
       body.off('error', settle);
       res.off('finish', finish).off('close', close);
       if (!err) return resolve();
-      // Without an error argument: nobody listens for 'error' on them any more.
-      body.destroy();
+      discard(body);
       res.destroy();
       reject(err);
     };
