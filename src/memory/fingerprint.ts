@@ -16,6 +16,18 @@ export function tenantOf(headers: Record<string, string | string[] | undefined>)
  * prompt-cache hints left out.
  */
 export function messageDigest(message: ChatMessage): string {
+  let digest = digests.get(message);
+  if (digest === undefined) {
+    digest = computeDigest(message);
+    digests.set(message, digest);
+  }
+  return digest;
+}
+
+/** A rescue looks a request's messages up, then remembers them: each is serialised and hashed once. */
+const digests = new WeakMap<object, string>();
+
+function computeDigest(message: ChatMessage): string {
   const identity = {
     role: message.role,
     name: message.name,
