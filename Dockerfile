@@ -2,7 +2,7 @@
 # compaction-gateway container image. Build: docker build -t compaction-gateway .
 # Run:   docker run -p 8080:8080 -e UPSTREAM_URL=https://api.openai.com/v1 compaction-gateway
 # Config: mount a YAML file at /app/config/default.yaml, or anywhere with CONFIG=/path/to/file.
-ARG NODE_VERSION=24
+ARG NODE_VERSION=26
 
 FROM node:${NODE_VERSION}-slim AS build
 WORKDIR /app
