@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Dispatcher } from 'undici';
 import type { Config } from '../config/schema.js';
 import { GatewayError, fromUpstreamFailure } from '../errors.js';
-import { decodableEncodings, endToEnd, responseHeadersForClient } from '../upstream/headers.js';
+import { DROP_FROM_STREAMED, requestHeadersForUpstream, responseHeadersForClient } from '../upstream/headers.js';
 import { assertSafePath, type UpstreamTarget } from '../upstream/target.js';
 
 export interface PassthroughDeps {
@@ -12,7 +12,6 @@ export interface PassthroughDeps {
   target: UpstreamTarget;
 }
 
-const CLIENT_CREDENTIALS = ['authorization', 'api-key', 'x-api-key'];
 
 /**
  * Every other /v1/* path (models, embeddings, completions, responses, audio, files...): bodies
@@ -32,15 +31,9 @@ export async function passthroughRoutes(app: FastifyInstance, deps: PassthroughD
     },
     replyOptions: {
       rewriteRequestHeaders: (request, headers) => {
-        const out: Record<string, string | string[]> = endToEnd(headers, DROP);
+        const out = requestHeadersForUpstream(headers, request.id, { apiKey: deps.config.upstream.apiKey }, DROP_FROM_STREAMED);
         // reply-from set host to the upstream's; keep it.
         out.host = String(headers.host);
-        if (deps.config.upstream.apiKey) {
-          for (const name of CLIENT_CREDENTIALS) delete out[name];
-          out.authorization = `Bearer ${deps.config.upstream.apiKey}`;
-        }
-        if (typeof out['accept-encoding'] === 'string') out['accept-encoding'] = decodableEncodings(out['accept-encoding']);
-        out['x-request-id'] = request.id;
         return out;
       },
       rewriteHeaders: (headers, request) => responseHeadersForClient(headers, request?.id ?? '') as typeof headers,
@@ -56,10 +49,6 @@ export async function passthroughRoutes(app: FastifyInstance, deps: PassthroughD
   });
 }
 
-const DROP = new Set(['x-request-id', 'x-gateway-compaction']);
-
-/** `%252e`, `%252f`, `%255c`, `%2500`: a dot, slash, backslash or NUL for a server that decodes twice. */
-const DOUBLE_ENCODED = /%25(2e|2f|5c|00)/i;
 
 /**
  * The router matches percent-decoded paths, so `/%76%31/models` reaches this route, while the
@@ -68,6 +57,5 @@ const DOUBLE_ENCODED = /%25(2e|2f|5c|00)/i;
  */
 export function assertPassthroughPath(path: string): void {
   if (!path.startsWith('/v1/')) throw new GatewayError('not_found', `Unknown route: ${path}.`);
-  if (DOUBLE_ENCODED.test(path)) throw new GatewayError('invalid_path');
   assertSafePath(path);
 }

@@ -4,6 +4,7 @@ import { compactionHeader, countCompaction, countRescue, logDecision, type Rescu
 import { sizeTarget } from '../compaction/target.js';
 import type { OverlongReason, StatedLimits } from '../overlong/types.js';
 import { discard } from '../upstream/body.js';
+import { CLIENT_CREDENTIALS } from '../upstream/headers.js';
 import type { InspectedAnswer } from '../upstream/inspect.js';
 import type { Attempt, ChatDeps } from './chat.js';
 import type { ChatRequest } from './chat-body.js';
@@ -120,12 +121,10 @@ function replayResult(replay: InspectedAnswer): ReplayResult {
   return replay.answer.status >= 400 ? 'upstream_error' : 'success';
 }
 
-const CREDENTIAL_HEADERS = ['authorization', 'api-key', 'x-api-key'];
-
 /** The credentials the request itself used upstream: the summarizer's default. */
 export function credentials(headers: Record<string, string | string[]>): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const name of CREDENTIAL_HEADERS) {
+  for (const name of CLIENT_CREDENTIALS) {
     const value = headers[name];
     if (typeof value === 'string') out[name] = value;
   }

@@ -64,15 +64,21 @@ export interface CredentialOptions {
   apiKey?: string;
 }
 
-const CLIENT_CREDENTIALS = ['authorization', 'api-key', 'x-api-key'];
+/** Where clients put their credentials: OpenAI's Bearer token, Azure's api-key, and x-api-key. */
+export const CLIENT_CREDENTIALS = ['authorization', 'api-key', 'x-api-key'] as const;
 
-/** The headers a chat request carries upstream. The body goes separately, so its length is undici's. */
+/**
+ * The headers a request carries upstream: end-to-end ones, the gateway's credentials if it has
+ * its own, only decodable encodings, and the request id. On the chat route the body goes
+ * separately, so its length is undici's; the passthrough keeps the client's.
+ */
 export function requestHeadersForUpstream(
   incoming: IncomingHttpHeaders,
   requestId: string,
   credentials: CredentialOptions,
+  drop: ReadonlySet<string> = DROP_TO_UPSTREAM,
 ): Record<string, string | string[]> {
-  const headers = endToEnd(incoming, DROP_TO_UPSTREAM);
+  const headers = endToEnd(incoming, drop);
   if (credentials.apiKey) {
     for (const name of CLIENT_CREDENTIALS) delete headers[name];
     headers.authorization = `Bearer ${credentials.apiKey}`;
@@ -85,6 +91,8 @@ export function requestHeadersForUpstream(
 }
 
 const DROP_TO_UPSTREAM = new Set(['content-length', 'x-gateway-compaction', 'x-request-id']);
+/** For a body streamed through untouched: its length stays the client's. */
+export const DROP_FROM_STREAMED = new Set(['x-gateway-compaction', 'x-request-id']);
 
 /**
  * The gateway must be able to read an error body to classify it, so it only lets the upstream

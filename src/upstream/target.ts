@@ -13,11 +13,14 @@ export function parseTarget(url: string): UpstreamTarget {
 }
 
 const DOT_SEGMENT = /(^|\/)\.\.?(\/|$)/;
+/** `%252e`, `%252f`, `%255c`, `%2500`: a dot, slash, backslash or NUL for a server that decodes twice. */
+const DOUBLE_ENCODED = /%25(2e|2f|5c|00)/i;
 
 /**
  * Refuses paths that a server could resolve outside the base path once it decodes them:
- * `.`/`..` segments in raw or percent-encoded form, encoded slashes and backslashes.
- * `path` is the part after the gateway's `/v1`, without the query string.
+ * `.`/`..` segments in raw or percent-encoded form, encoded slashes and backslashes, and their
+ * double-encoded forms.
+ * `path` is the request's path, without the query string.
  */
 export function assertSafePath(path: string): void {
   let decoded: string;
@@ -31,16 +34,9 @@ export function assertSafePath(path: string): void {
     DOT_SEGMENT.test(decoded) ||
     decoded.includes('\\') ||
     /%2f|%5c|%00/i.test(path) ||
+    DOUBLE_ENCODED.test(path) ||
     decoded.includes('\0')
   ) {
     throw new GatewayError('invalid_path');
   }
-}
-
-/** `/v1/<rest>?<query>` on the gateway becomes `<basePath>/<rest>?<query>` upstream. */
-export function upstreamPath(target: UpstreamTarget, gatewayUrl: string): string {
-  const rest = gatewayUrl.slice('/v1'.length);
-  const q = rest.indexOf('?');
-  assertSafePath(q >= 0 ? rest.slice(0, q) : rest);
-  return target.basePath + rest;
 }

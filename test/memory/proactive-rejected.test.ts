@@ -1,8 +1,8 @@
 import { afterEach, expect, it } from 'vitest';
-import { agentConversation } from '../compaction/conversations.js';
 import { postChat, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { startProvider, type FakeProvider, type ProviderOptions } from '../helpers/provider.js';
 import { expectValidReplay, parseCompactionHeader } from '../helpers/rescue.js';
+import { sessionRequest, firstOverflow } from './session.js';
 
 let provider: FakeProvider;
 let gateway: TestGateway;
@@ -11,10 +11,7 @@ afterEach(async () => {
   await provider.close();
 });
 
-const request = (turns: number) => ({
-  model: 'fake-model',
-  messages: agentConversation({ turns, toolOutputBytes: 1_500, seed: 42, imageBytes: 0 }),
-});
+const request = (turns: number) => sessionRequest(turns);
 
 it('a proactive compaction the provider still rejects gets one reactive rescue, not a loop', async () => {
   const options: ProviderOptions = { limitBytes: 60_000, style: 'openai_400' };
@@ -24,8 +21,7 @@ it('a proactive compaction the provider still rejects gets one reactive rescue, 
     summarizer: { maxInputTokens: 500_000 },
     compaction: { proactive: true },
   });
-  let n = 10;
-  while (JSON.stringify(request(n)).length <= options.limitBytes) n++;
+  const n = firstOverflow(options.limitBytes);
   expect((await postChat(gateway, request(n))).status).toBe(200);
 
   // The provider's window shrinks (another deployment behind the same URL, say): what memory

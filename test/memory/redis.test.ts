@@ -1,25 +1,17 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { agentConversation } from '../compaction/conversations.js';
 import { postChat, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { startProvider, type FakeProvider } from '../helpers/provider.js';
 import { HAVE_REDIS, startRedis, type TestRedis } from '../helpers/redis.js';
 import { parseCompactionHeader } from '../helpers/rescue.js';
+import { LIMIT, firstOverflow, sessionRequest } from './session.js';
 
 // Real redis-server, not mocked. CI installs it; a machine without it skips these loudly,
 // except under CI, where a missing redis-server is a failure.
 if (!HAVE_REDIS && process.env.CI) throw new Error('redis-server is not installed, and CI needs the Redis tests to run');
 if (!HAVE_REDIS) console.warn('redis-server not found on PATH: skipping the Redis memory tests (apt-get install redis-server)');
 
-const LIMIT = 60_000;
-const request = (turns: number) => ({
-  model: 'fake-model',
-  messages: agentConversation({ turns, toolOutputBytes: 1_500, seed: 42, imageBytes: 0 }),
-});
-const overflowAt = (() => {
-  let n = 10;
-  while (JSON.stringify(request(n)).length <= LIMIT) n++;
-  return n;
-})();
+const request = (turns: number) => sessionRequest(turns);
+const overflowAt = firstOverflow();
 
 let provider: FakeProvider;
 let redis: TestRedis;

@@ -3,6 +3,7 @@ import { agentConversation } from '../compaction/conversations.js';
 import { postChat, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { startProvider, type FakeProvider } from '../helpers/provider.js';
 import { expectValidReplay, parseCompactionHeader } from '../helpers/rescue.js';
+import { LIMIT, firstOverflow, sessionRequest } from './session.js';
 
 let provider: FakeProvider;
 let gateway: TestGateway;
@@ -11,12 +12,8 @@ afterEach(async () => {
   await provider.close();
 });
 
-const LIMIT = 60_000;
-const request = (turns: number) => ({
-  model: 'fake-model',
-  messages: agentConversation({ turns, toolOutputBytes: 1_500, seed: 42, imageBytes: 0 }),
-  max_tokens: 300,
-});
+const request = (turns: number) => sessionRequest(turns, { max_tokens: 300 });
+const overflowAt = () => firstOverflow(LIMIT, { max_tokens: 300 });
 
 /** The bytes of a replay body up to the end of its summary message (system prompt + summary). */
 function summaryPrefix(body: Buffer): string {
@@ -99,8 +96,7 @@ describe('a growing conversation, turn after turn', () => {
   it('with memory off, every overflowing turn is summarised from scratch', async () => {
     provider = await startProvider({ limitBytes: LIMIT, style: 'openai_400' });
     gateway = await startGateway({ upstream: { url: provider.baseUrl }, summarizer: { maxInputTokens: 500_000 }, memory: { enabled: false } });
-    let n = 10;
-    while (JSON.stringify(request(n)).length <= LIMIT) n++;
+    const n = overflowAt();
     for (let next = n; next < n + 4; next++) {
       const t = await turn(next);
       expect(t.summarizerCalls).toHaveLength(1);
@@ -115,8 +111,7 @@ describe('a growing conversation, turn after turn', () => {
       summarizer: { maxInputTokens: 500_000 },
       compaction: { proactive: true },
     });
-    let n = 10;
-    while (JSON.stringify(request(n)).length <= LIMIT) n++;
+    const n = overflowAt();
     const first = await turn(n);
     expect(first.header).toMatchObject({ outcome: 'replayed', trigger: 'rejected' });
     expect(first.chatCalls).toHaveLength(2);
@@ -140,8 +135,7 @@ describe('a growing conversation, turn after turn', () => {
       summarizer: { maxInputTokens: 500_000 },
       compaction: { proactive: true },
     });
-    let n = 10;
-    while (JSON.stringify(request(n)).length <= LIMIT) n++;
+    const n = overflowAt();
     await turn(n + 5); // rejected once: the error stated the window (15,000 tokens)
     const metrics = await (await fetch(`${gateway.origin}/metrics`)).text();
     expect(metrics).toMatch(/gateway_learned_context_limit_tokens\{model="fake-model"\} 15000/);
@@ -161,8 +155,7 @@ describe('tenants', () => {
   it('two clients with different keys and identical histories never share a summary', async () => {
     provider = await startProvider({ limitBytes: LIMIT, style: 'openai_400' });
     gateway = await startGateway({ upstream: { url: provider.baseUrl }, summarizer: { maxInputTokens: 500_000 } });
-    let n = 10;
-    while (JSON.stringify(request(n)).length <= LIMIT) n++;
+    const n = overflowAt();
     const a = await turn(n, { authorization: 'Bearer sk-tenant-a' });
     expect(a.header?.memory).toBe('miss');
     const b = await turn(n + 1, { authorization: 'Bearer sk-tenant-b' });
