@@ -47,7 +47,8 @@ for (let turn = 1; turn <= TURNS; turn++) {
   for (const entry of provider.log.slice(seen)) {
     if (entry.kind === 'chat' && entry.status !== 200) console.log(`         the provider rejected it: ${entry.status} "${entry.error}"`);
     if (entry.kind === 'summarizer') console.log(`         the gateway asked the summarizer to condense the middle (${entry.tokens} tokens in)`);
-    if (entry.kind === 'chat' && entry.status === 200) console.log(`         the gateway replayed it compacted (${entry.tokens} tokens): 200`);
+    const how = header.includes('trigger=proactive') ? 'sent it compacted ahead, knowing the conversation' : 'replayed it compacted';
+    if (entry.kind === 'chat' && entry.status === 200) console.log(`         the gateway ${how} (${entry.tokens} tokens): 200`);
   }
   console.log(`         x-gateway-compaction: ${header}`);
   console.log(`         log: ${warnings.at(-1)}`);
@@ -58,8 +59,8 @@ console.log('\nThe gateway\u2019s metrics about it:');
 for (const line of metrics.split('\n')) {
   if (/^gateway_(overlong|compactions|replays|summarizer_calls|memory_lookups|memory_summarizer_calls_saved|learned_context)_/.test(line) || /^gateway_compaction_request_bytes_sum/.test(line)) console.log(`  ${line}`);
 }
-console.log('\nThe agent never saw an error: each overflow cost one compaction and one replay, and the');
-console.log('turns after the first overflow reused the remembered summary (memory=hit) instead of');
-console.log('summarising again. With compaction.proactive: true they would skip the rejection too.');
+console.log('\nThe agent never saw an error: the overflow cost one compaction and one replay, and the');
+console.log('turns after it were sent compacted ahead with the remembered summary (memory=hit):');
+console.log('no second rejection, no second summary.');
 await app.close();
 await provider.close();

@@ -237,7 +237,13 @@ async function answer(req: IncomingMessage, res: ServerResponse, body: Buffer): 
     await new Promise<void>((r) => res.once('close', r));
     return;
   }
-  const json = JSON.parse(body.toString('utf8')) as { stream?: boolean };
+  let json: { stream?: boolean };
+  try {
+    json = JSON.parse(body.toString('utf8')) as { stream?: boolean };
+  } catch {
+    // What OpenAI answers: the gateway relays it, having never parsed the body itself.
+    return sendJson(res, 400, { error: { message: BAD_JSON, type: 'invalid_request_error', param: null, code: null } });
+  }
   if (json.stream) {
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
     for (const event of streamEvents(8)) {
@@ -251,6 +257,8 @@ async function answer(req: IncomingMessage, res: ServerResponse, body: Buffer): 
   await sleep(5 + Math.random() * 10);
   sendJson(res, 200, completion('a short answer'));
 }
+
+const BAD_JSON = 'We could not parse the JSON body of your request.';
 
 function sendJson(res: ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body);
@@ -381,7 +389,7 @@ async function one(agent: Agent, origin: string, kind: Kind, seq: number): Promi
       case 'bad_json': {
         const res = await post('{"model": "soak-model", "messages": [');
         const text = await res.body.text();
-        return res.statusCode === 400 && text.includes('"invalid_json"') ? done('invalid_json') : done(`unexpected:status_${res.statusCode}`, text.slice(0, 200));
+        return res.statusCode === 400 && text.includes(BAD_JSON) ? done('invalid_json') : done(`unexpected:status_${res.statusCode}`, text.slice(0, 200));
       }
       case 'models': {
         const res = await request(`${origin}/v1/models`, { dispatcher: agent, headers: { authorization: 'Bearer sk-soak' } });

@@ -1,6 +1,8 @@
 /** What the gateway learns about one request while serving it; read by the request log and metrics. */
 export interface RequestNotes {
   route: string;
+  /** The model the request names, when it could be read off cheaply (never parsed for it). */
+  model?: string;
   upstreamStatus?: number;
   upstreamTtfbMs?: number;
   streamed?: boolean;

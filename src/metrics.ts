@@ -28,20 +28,20 @@ export function createMetrics() {
 
   const overlong = new Counter({
     name: 'gateway_overlong_rejections_total',
-    help: 'Chat requests the upstream rejected as overlong (before any byte reached the client), by reason.',
-    labelNames: ['reason'] as const,
+    help: 'Requests the upstream rejected as overlong (before any byte reached the client), by API and reason.',
+    labelNames: ['api', 'reason'] as const,
     registers: [registry],
   });
   const compactions = new Counter({
     name: 'gateway_compactions_total',
-    help: 'Rescue attempts after an overlong rejection, by strategy (summarize, fallback, none) and outcome.',
-    labelNames: ['strategy', 'outcome'] as const,
+    help: 'Rescues and proactive compactions, by API, strategy (summarize, fallback, clamp, truncation, none) and outcome.',
+    labelNames: ['api', 'strategy', 'outcome'] as const,
     registers: [registry],
   });
   const replays = new Counter({
     name: 'gateway_replays_total',
-    help: 'Replays of compacted requests, by result (success, upstream_error, still_overlong, failed).',
-    labelNames: ['result'] as const,
+    help: 'Replays of rescued requests, by API and result (success, upstream_error, still_overlong, failed).',
+    labelNames: ['api', 'result'] as const,
     registers: [registry],
   });
   const compactionDuration = new Histogram({

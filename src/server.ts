@@ -11,9 +11,11 @@ import { ERRORS, GatewayError, errorBody } from './errors.js';
 import { accessLogger, loggerOptions, stdoutDestination } from './logging.js';
 import { createMemory } from './memory/index.js';
 import { createMetrics, type Metrics } from './metrics.js';
-import { chatRoutes } from './routes/chat.js';
+import { chatEndpoints } from './routes/chat.js';
 import { healthRoutes } from './routes/health.js';
 import { passthroughRoutes } from './routes/passthrough.js';
+import { rescuedRoutes } from './routes/rescued.js';
+import { responsesEndpoints } from './routes/responses.js';
 import { createDispatcher } from './upstream/client.js';
 import { parseTarget } from './upstream/target.js';
 
@@ -90,7 +92,7 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
 
   app.register(healthRoutes, { metrics, isDraining: () => draining });
   const memory = createMemory(config, metrics.registry, app.log);
-  app.register(chatRoutes, { config, dispatcher, target, metrics, memory });
+  app.register(rescuedRoutes, { deps: { config, dispatcher, target, metrics, memory }, endpoints: [...chatEndpoints, ...responsesEndpoints] });
   if (memory) app.addHook('onClose', async () => memory.close());
   app.register(passthroughRoutes, { config, dispatcher, target });
   if (ownDispatcher) app.addHook('onClose', async () => dispatcher.close());
@@ -131,6 +133,7 @@ function recordRequest(
     upstreamStatus: notes?.upstreamStatus,
     upstreamTtfbMs: notes?.upstreamTtfbMs === undefined ? undefined : Math.round(notes.upstreamTtfbMs * 10) / 10,
     streamed: notes?.streamed,
+    model: notes?.model,
     compaction: notes?.compaction,
   };
   // Probes and scrapes every few seconds would drown the access log: they log at debug.

@@ -1,6 +1,6 @@
-import type { ChatMessage } from './types.js';
-import { formatCount, isRecord } from './shrink.js';
-import { jsonBytes, messagesBytes, prefixWithinBytes } from './size.js';
+import type { Rendered } from '../dialects/types.js';
+import { formatCount } from './shrink.js';
+import { jsonBytes, prefixWithinBytes } from './size.js';
 
 /*
  * The summary used when the summarizer model fails: facts that can be read off the messages
@@ -23,24 +23,16 @@ interface Facts {
   paths: string[];
 }
 
-/** A deterministic digest of `middle`, escaping to at most `maxBytes` bytes. */
-export function fallbackSummaryText(middle: ChatMessage[], maxBytes: number): string {
-  return clampSummaryText(render(collectFacts(middle), maxBytes), maxBytes);
+/** A deterministic digest of the condensed items, escaping to at most `maxBytes` bytes. */
+export function fallbackSummaryText(middle: Rendered[], bytes: number, maxBytes: number): string {
+  return clampSummaryText(render(collectFacts(middle, bytes), maxBytes), maxBytes);
 }
 
-/** The message that replaces the condensed middle, marked as the gateway's. */
-export function summaryMessage(text: string, summarizedCount: number, role: string): ChatMessage {
+/** What the summary says it is, before the summary itself: the gateway's, and why it is there. */
+export function summaryIntro(summarizedCount: number, because: string): string {
   const which = summarizedCount === 1 ? 'earlier message' : `${formatCount(summarizedCount)} earlier messages`;
   const verb = summarizedCount === 1 ? 'was' : 'were';
-  const intro =
-    `[compaction-gateway] The ${which} of this conversation ${verb} condensed by the gateway ` +
-    `because the request exceeded the model's context limit. Summary:\n\n`;
-  return { role, content: intro + text };
-}
-
-/** How many escaped bytes of summary text fit so that the summary message is at most `reserveBytes`. */
-export function summaryTextBudget(reserveBytes: number, summarizedCount: number, role: string): number {
-  return Math.max(0, reserveBytes - jsonBytes(summaryMessage('', summarizedCount, role)));
+  return `[compaction-gateway] The ${which} of this conversation ${verb} condensed by the gateway because ${because}. Summary:\n\n`;
 }
 
 /** `text` cut at the end (with a marker) so that it escapes to at most `maxBytes`; for LLM summaries too. */
@@ -54,16 +46,15 @@ export function clampSummaryText(text: string, maxBytes: number): string {
 // ---------------------------------------------------------------------------------------------
 // Facts
 
-function collectFacts(middle: ChatMessage[]): Facts {
-  const facts: Facts = { messages: middle.length, tokens: 0, toolCalls: new Map(), userLines: [], paths: [] };
-  facts.tokens = Math.round(messagesBytes(middle) / 4);
+function collectFacts(middle: Rendered[], bytes: number): Facts {
+  const facts: Facts = { messages: middle.length, tokens: Math.round(bytes / 4), toolCalls: new Map(), userLines: [], paths: [] };
   const seenPaths = new Set<string>();
-  for (const message of middle) {
-    if (message.role === 'user') facts.userLines.push(firstLine(message.content));
-    for (const call of Array.isArray(message.tool_calls) ? message.tool_calls : []) {
-      const name = call?.function?.name ?? 'unnamed';
+  for (const item of middle) {
+    if (item.who === 'user') facts.userLines.push(firstLine(item.text));
+    for (const call of item.calls) {
+      const name = call.name || 'unnamed';
       facts.toolCalls.set(name, (facts.toolCalls.get(name) ?? 0) + 1);
-      for (const path of argumentPaths(call?.function?.arguments)) {
+      for (const path of argumentPaths(call.args)) {
         if (!seenPaths.has(path)) facts.paths.push(path);
         seenPaths.add(path);
       }
@@ -72,17 +63,10 @@ function collectFacts(middle: ChatMessage[]): Facts {
   return facts;
 }
 
-function firstLine(content: unknown): string {
-  const text = contentText(content);
+function firstLine(content: string): string {
+  const text = content.slice(0, 10_000);
   const line = text.split('\n').map((l) => l.trim()).find((l) => l !== '') ?? '(no text)';
   return line.length > USER_LINE_MAX_CHARS ? `${line.slice(0, USER_LINE_MAX_CHARS)}…` : line;
-}
-
-function contentText(content: unknown): string {
-  if (typeof content === 'string') return content.slice(0, 10_000);
-  if (!Array.isArray(content)) return '';
-  const texts = content.map((p: unknown) => (isRecord(p) && typeof p.text === 'string' ? p.text : ''));
-  return texts.join('\n').slice(0, 10_000);
 }
 
 /** String values under path-like keys of the top level of a JSON arguments object. */
@@ -94,9 +78,9 @@ function argumentPaths(args: unknown): string[] {
   } catch {
     return [];
   }
-  if (!isRecord(parsed)) return [];
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return [];
   const paths: string[] = [];
-  for (const [key, value] of Object.entries(parsed)) {
+  for (const [key, value] of Object.entries(parsed as Record<string, unknown>)) {
     if (!PATH_KEY.test(key)) continue;
     for (const v of Array.isArray(value) ? value : [value]) {
       if (typeof v === 'string' && v.trim() !== '' && v.length <= PATH_MAX_CHARS && !v.includes('\n')) paths.push(v.trim());

@@ -1,31 +1,44 @@
 import type { Dispatcher } from 'undici';
 import type { Config } from '../config/schema.js';
+import type { Conversation, Dialect, Entry, SummarizerWire } from '../dialects/types.js';
 import { applyRecalled, type MemoryEntry, type RecalledView } from '../memory/index.js';
-import { clampSummaryText, fallbackSummaryText, summaryMessage, summaryTextBudget } from './fallback.js';
-import { assemble, leadingInstructionsEnd, planCompaction } from './plan.js';
-import { messagesBytes } from './size.js';
+import { headEnd, openingEnd } from './conversation.js';
+import { clampSummaryText, fallbackSummaryText, summaryIntro } from './fallback.js';
+import { planCompaction } from './plan.js';
+import { itemsBytes, jsonBytes } from './size.js';
 import { SummarizerError, summarize, type SummarizerFailureKind } from './summarize.js';
 import type { SizeTarget } from './target.js';
-import { contentText } from './transcript.js';
-import type { ChatMessage, Plan } from './types.js';
+import type { Plan } from './types.js';
 import { validateCompaction } from './validate.js';
 
 export type Strategy = 'summarize' | 'fallback';
 export type NotShrunkWhy = 'no_messages' | 'nothing_to_shrink' | 'cannot_fit' | 'invalid_plan';
 
+/** Where and how the summarizer is called; the rescue picks the API. */
+export interface SummarizerTarget {
+  url: string;
+  model: string;
+  headers: Record<string, string>;
+  wire: SummarizerWire;
+}
+
 export interface CompactionInput {
-  /** The client's request, parsed. Never modified. */
+  dialect: Dialect;
+  /** The client's request, parsed, and its conversation. Never modified. */
   request: Record<string, unknown>;
+  conversation: Conversation;
   bodyBytes: number;
   target: SizeTarget;
   config: Readonly<Config>;
   dispatcher: Dispatcher;
-  /** The upstream base URL and the credentials the request used, for the summarizer's defaults. */
-  upstreamUrl: string;
-  requestAuth: Record<string, string>;
+  summarizer: SummarizerTarget;
   signal: AbortSignal;
+  /** Why the summary is there, in the words the summary's introduction uses. */
+  because: string;
   /** A remembered compaction whose span this request repeats: its summary stands in for the span. */
   recalled?: MemoryEntry | null;
+  /** Called when a summarizer run starts, and when it ends (ok, or why it fell back). */
+  onSummary?: (event: { phase: 'start'; items: number } | { phase: 'end'; ms: number; calls: number; failure?: SummarizerFailureKind }) => void;
 }
 
 export interface CompactionFigures {
@@ -36,10 +49,11 @@ export interface CompactionFigures {
 
 /** A new summary's span, for the memory: what a later turn of the conversation can reuse. */
 export interface NewSpan {
-  headEnd: number;
+  fixedEnd: number;
   spanLength: number;
   pinnedOffsets: number[];
-  summary: ChatMessage;
+  summary: unknown;
+  summaryText: string;
   summarizedCount: number;
   strategy: Strategy;
   summarizerCalls: number;
@@ -58,68 +72,76 @@ export type CompactionResult =
       summarizerFailure?: SummarizerFailureKind;
       /** Whether a remembered summary was reused. */
       memory: 'hit' | 'miss';
+      /** Kept contents shortened as the last resort. */
+      cut: number;
       newSpan?: NewSpan;
     })
   | (CompactionFigures & { outcome: 'not_shrunk'; why: NotShrunkWhy; summarizerCalls: 0 });
 
-/** The share of the messages budget a summary may take at most. */
+/** The share of the conversation budget a summary may take at most. */
 const SUMMARY_SHARE = 0.25;
 const BYTES_PER_SUMMARY_TOKEN = 4;
 
 /**
- * Plans a smaller `messages` array, fills the condensed middle with an LLM summary (or the
+ * Plans a smaller conversation, fills the condensed part with an LLM summary (or the
  * deterministic fallback) and returns the body to send. With a remembered compaction, its summary
- * stands in for the span it covers, and only what has aged out of the kept tail since is
- * summarised, together with that summary. Only the summarizer touches the network.
+ * stands in for the span it covers: reused as it is while the result fits, else only what has
+ * aged out since is summarised, together with that summary. Only the summarizer touches the network.
  */
 export async function compact(input: CompactionInput): Promise<CompactionResult> {
-  const messages = input.request.messages;
-  const figures = {
-    messagesBefore: Array.isArray(messages) ? messages.length : 0,
-    bytesBefore: input.bodyBytes,
-    tokensBefore: input.target.tokensBefore,
-  };
-  if (!isMessageArray(messages) || messages.length === 0) return notShrunk(figures, 'no_messages');
-
-  const headEnd = leadingInstructionsEnd(messages);
-  const view = input.recalled ? applyRecalled(messages, headEnd, input.recalled) : plainView(messages, headEnd);
-  const messagesTarget = input.target.bodyBytes - (input.bodyBytes - messagesBytes(messages));
-  if (input.recalled && messagesBytes(view.messages) <= messagesTarget) {
+  const { items } = input.conversation;
+  const figures = { messagesBefore: items.length, bytesBefore: input.bodyBytes, tokensBefore: input.target.tokensBefore };
+  const overhead = input.bodyBytes - itemsBytes(items);
+  const fixedEnd = keptPrefixEnd(input.conversation);
+  const view = input.recalled ? applyRecalled(items, fixedEnd, input.recalled) : plainView(items, fixedEnd);
+  const fitItems = input.target.fitBytes - overhead;
+  if (input.recalled && itemsBytes(view.items) < fitItems) {
     // The remembered summary alone brings it under: the same prefix bytes as last time.
-    return finish(input, figures, view.messages, { strategy: input.recalled.strategy, calls: 0 }, 'hit');
+    return finish(input, figures, view.items, { strategy: input.recalled.strategy, calls: 0 }, 'hit', 0);
   }
+  const entries = input.recalled ? view.items.map((item) => input.dialect.describe(item)) : input.conversation.entries;
+  // Aim low to leave room for the next turns; settle for what is known to fit when that fails.
+  const aimItems = input.target.aimBytes - overhead;
+  const plan = planAt(input, view, entries, aimItems) ?? planAt(input, view, entries, fitItems - 1);
+  if (!plan || 'failure' in plan) return notShrunk(figures, plan?.failure ?? 'cannot_fit');
 
-  const reserve = summaryReserve(input.config, messagesTarget);
+  const summary = await condense(plan, view, entries, input);
+  const summaryPart = summary.item ? [summary.item] : view.items.slice(fixedEnd, fixedEnd + (input.recalled ? 1 : 0));
+  const oldPins = input.recalled ? view.items.slice(fixedEnd + 1, view.keepFirst) : [];
+  const compacted = [...view.items.slice(0, fixedEnd), ...summaryPart, ...oldPins, ...plan.kept];
+  const newSpan = summary.item ? spanOf(view, plan, fixedEnd, summary, input.recalled) : undefined;
+  return finish(input, figures, compacted, summary, input.recalled ? 'hit' : 'miss', plan.cut, newSpan);
+}
+
+type Planned = Plan & { reserve: number };
+
+function planAt(input: CompactionInput, view: RecalledView, entries: readonly Entry[], targetBytes: number): Planned | { failure: NotShrunkWhy } | null {
+  const reserve = summaryReserve(input.config, targetBytes);
   const plan = planCompaction({
-    messages: view.messages,
-    keepRecent: input.config.compaction.keepRecent,
-    targetBytes: messagesTarget,
-    summaryReserveBytes: reserve,
+    items: view.items,
+    entries,
+    dialect: input.dialect,
     keepFirst: view.keepFirst,
+    keepRecent: input.config.compaction.keepRecent,
+    targetBytes,
+    summaryReserveBytes: reserve,
   });
-  if ('failure' in plan) return notShrunk(figures, plan.failure);
-
-  const summary = await condense(plan, reserve, input);
-  const compacted =
-    input.recalled && summary.message
-      ? [...messages.slice(0, headEnd), summary.message, ...view.messages.slice(headEnd + 1, view.keepFirst), ...plan.pinned, ...plan.tail]
-      : assemble(plan, summary.message);
-  const newSpan = summary.message ? spanOf(view, plan, headEnd, summary.message, summary, input.recalled) : undefined;
-  return finish(input, figures, compacted, summary, input.recalled ? 'hit' : 'miss', newSpan);
+  if ('failure' in plan) return plan.failure === 'cannot_fit' ? null : plan;
+  return { ...plan, reserve };
 }
 
 function finish(
   input: CompactionInput,
   figures: CompactionFigures,
-  compacted: ChatMessage[],
+  compacted: unknown[],
   summary: Pick<Condensed, 'strategy' | 'calls' | 'ms' | 'failure'>,
   memory: 'hit' | 'miss',
+  cut: number,
   newSpan?: NewSpan,
 ): CompactionResult {
-  const original = input.request.messages as ChatMessage[];
-  if (validateCompaction(original, compacted).length > 0) return notShrunk(figures, 'invalid_plan');
-  const body = Buffer.from(JSON.stringify({ ...input.request, messages: compacted }));
-  if (body.length > input.target.bodyBytes) return notShrunk(figures, 'cannot_fit');
+  if (validateCompaction(input.dialect, input.conversation.items, compacted).length > 0) return notShrunk(figures, 'invalid_plan');
+  const body = input.dialect.write(input.request, compacted);
+  if (body.length >= input.target.fitBytes) return notShrunk(figures, 'cannot_fit');
   return {
     ...figures,
     outcome: 'compacted',
@@ -132,102 +154,106 @@ function finish(
     summarizerCalls: summary.calls,
     summarizerFailure: summary.failure,
     memory,
+    cut,
     newSpan,
   };
 }
 
 interface Condensed {
-  message: ChatMessage | null;
+  item: unknown | null;
+  text: string;
+  count: number;
   strategy: Strategy;
   calls: number;
   ms?: number;
   failure?: SummarizerFailureKind;
 }
 
-/** The summary message for the plan's middle: from the summarizer, or the fallback if it fails. */
-async function condense(plan: Plan, reserve: number, input: CompactionInput): Promise<Condensed> {
+/** The summary item for the plan's middle: from the summarizer, or the fallback if it fails. */
+async function condense(plan: Planned, view: RecalledView, entries: readonly Entry[], input: CompactionInput): Promise<Condensed> {
   const { compaction } = input.config;
-  const previous = input.recalled ? summaryTextOf(input.recalled.summary) : undefined;
-  if (plan.middle.length === 0) return { message: null, strategy: input.recalled?.strategy ?? compaction.strategy, calls: 0 };
-  const count = plan.middle.length + (input.recalled?.summarizedCount ?? 0);
-  const budget = summaryTextBudget(reserve, count, compaction.summaryRole);
-  const wrap = (text: string) => summaryMessage(clampSummaryText(text, budget), count, compaction.summaryRole);
-  const fallback = () => wrap([previous, fallbackSummaryText(plan.middle, budget)].filter(Boolean).join('\n\n'));
-  if (compaction.strategy === 'fallback') return { message: fallback(), strategy: 'fallback', calls: 0 };
+  const recalled = input.recalled;
+  const none = { item: null, text: '', count: 0, strategy: recalled?.strategy ?? compaction.strategy, calls: 0 };
+  if (plan.middle.length === 0) return none;
+  // Opaque items (encrypted reasoning, compaction items) are dropped whole, never read.
+  const readable = plan.middle.filter((i) => entries[i].role !== 'opaque').map((i) => input.dialect.render(view.items[i]));
+  const count = plan.middle.length + (recalled?.summarizedCount ?? 0);
+  const intro = summaryIntro(count, input.because);
+  const role = compaction.summaryRole;
+  const budget = Math.max(0, plan.reserve - jsonBytes(input.dialect.summaryItem(intro, role)));
+  const made = (text: string, rest: Omit<Condensed, 'item' | 'text' | 'count'>): Condensed => {
+    const clamped = clampSummaryText(text, budget);
+    return { item: input.dialect.summaryItem(intro + clamped, role), text: clamped, count, ...rest };
+  };
+  const middleBytes = itemsBytes(plan.middle.map((i) => view.items[i]));
+  const fallback = () => [recalled?.summaryText, fallbackSummaryText(readable, middleBytes, budget)].filter(Boolean).join('\n\n');
+  if (compaction.strategy === 'fallback') return made(fallback(), { strategy: 'fallback', calls: 0 });
   const started = performance.now();
+  input.onSummary?.({ phase: 'start', items: readable.length });
   try {
     const settings = summarizerSettings(input, Math.floor(budget / BYTES_PER_SUMMARY_TOKEN));
-    const result = await summarize(plan.middle, settings, input.signal, previous);
-    return { message: wrap(result.text), strategy: 'summarize', calls: result.calls, ms: performance.now() - started };
+    const result = await summarize(readable, settings, input.signal, recalled?.summaryText);
+    const ms = performance.now() - started;
+    input.onSummary?.({ phase: 'end', ms, calls: result.calls });
+    return made(result.text, { strategy: 'summarize', calls: result.calls, ms });
   } catch (err) {
     if (!(err instanceof SummarizerError) || err.kind === 'aborted') throw err;
-    return { message: fallback(), strategy: 'fallback', calls: err.calls, ms: performance.now() - started, failure: err.kind };
+    const ms = performance.now() - started;
+    input.onSummary?.({ phase: 'end', ms, calls: err.calls, failure: err.kind });
+    return made(fallback(), { strategy: 'fallback', calls: err.calls, ms, failure: err.kind });
   }
 }
 
-/** The span of the original request that the new summary stands for, with its pinned messages. */
-function spanOf(
-  view: RecalledView,
-  plan: Plan,
-  headEnd: number,
-  summary: ChatMessage,
-  condensed: Condensed,
-  recalled: MemoryEntry | null | undefined,
-): NewSpan {
-  const spanEnd = view.originalIndex(view.keepFirst + plan.middle.length + plan.pinned.length);
-  const pinned = plan.pinned.map((m) => view.originalIndex(view.messages.indexOf(m, view.keepFirst)) - headEnd);
+/** The span of the original request that the new summary stands for, with its pinned items. */
+function spanOf(view: RecalledView, plan: Plan, fixedEnd: number, summary: Condensed, recalled: MemoryEntry | null | undefined): NewSpan {
+  const spanEnd = view.originalIndex(plan.tailStart);
   return {
-    headEnd,
-    spanLength: spanEnd - headEnd,
-    pinnedOffsets: [...(recalled?.pinnedOffsets ?? []), ...pinned],
-    summary,
-    summarizedCount: plan.middle.length + (recalled?.summarizedCount ?? 0),
-    strategy: condensed.strategy,
-    summarizerCalls: condensed.calls + (recalled?.summarizerCalls ?? 0),
+    fixedEnd,
+    spanLength: spanEnd - fixedEnd,
+    pinnedOffsets: [...(recalled?.pinnedOffsets ?? []), ...plan.pinned.map((i) => view.originalIndex(i) - fixedEnd)],
+    summary: summary.item,
+    summaryText: summary.text,
+    summarizedCount: summary.count,
+    strategy: summary.strategy,
+    summarizerCalls: summary.calls + (recalled?.summarizerCalls ?? 0),
   };
 }
 
-function plainView(messages: ChatMessage[], headEnd: number): RecalledView {
-  return { messages, keepFirst: headEnd, originalIndex: (i) => i };
+/**
+ * The instructions and the opening input are kept before the summary, unless the opening itself
+ * is large (a pasted file as the task): then it is condensed with the rest, and only the person's
+ * last input is kept whole. A fixed size, so that every turn of a conversation agrees on it (the
+ * compaction memory finds a conversation by that prefix).
+ */
+export function keptPrefixEnd(conversation: Conversation): number {
+  const head = headEnd(conversation.entries);
+  const opening = openingEnd(conversation.entries);
+  return itemsBytes(conversation.items.slice(head, opening)) > OPENING_MAX_BYTES ? head : opening;
 }
 
-/** The text of a summary message, without the gateway's introduction. */
-function summaryTextOf(message: ChatMessage): string {
-  const text = contentText(message.content);
-  const start = text.indexOf('Summary:\n\n');
-  return start >= 0 ? text.slice(start + 'Summary:\n\n'.length) : text;
+/** The largest opening input kept whole before the summary. */
+const OPENING_MAX_BYTES = 32 * 1024;
+
+function plainView(items: unknown[], fixedEnd: number): RecalledView {
+  return { items, keepFirst: fixedEnd, originalIndex: (i) => i };
 }
 
 function summarizerSettings(input: CompactionInput, maxSummaryTokens: number) {
   const s = input.config.summarizer;
   return {
-    url: s.url ?? input.upstreamUrl,
-    model: s.model ?? String(input.request.model ?? ''),
-    auth: s.apiKey ? { authorization: `Bearer ${s.apiKey}` } : input.requestAuth,
+    ...input.summarizer,
+    request: input.request,
     timeoutMs: s.timeoutMs,
     maxInputTokens: s.maxInputTokens,
     maxSummaryTokens: Math.max(64, Math.min(s.maxSummaryTokens, maxSummaryTokens)),
-    maxTokensField: 'max_completion_tokens' in input.request ? ('max_completion_tokens' as const) : ('max_tokens' as const),
     prompt: s.prompt,
     dispatcher: input.dispatcher,
   };
 }
 
-function summaryReserve(config: Readonly<Config>, messagesTarget: number): number {
+function summaryReserve(config: Readonly<Config>, targetBytes: number): number {
   const wanted = config.summarizer.maxSummaryTokens * BYTES_PER_SUMMARY_TOKEN + 1_000;
-  return Math.max(600, Math.min(wanted, Math.floor(messagesTarget * SUMMARY_SHARE)));
-}
-
-export function requestedCompletion(request: Record<string, unknown>): number | undefined {
-  const value = request.max_completion_tokens ?? request.max_tokens;
-  return typeof value === 'number' && value > 0 ? value : undefined;
-}
-
-export function isMessageArray(value: unknown): value is ChatMessage[] {
-  return (
-    Array.isArray(value) &&
-    value.every((m) => typeof m === 'object' && m !== null && !Array.isArray(m) && typeof (m as ChatMessage).role === 'string')
-  );
+  return Math.max(600, Math.min(wanted, Math.floor(targetBytes * SUMMARY_SHARE)));
 }
 
 function notShrunk(figures: CompactionFigures, why: NotShrunkWhy): CompactionResult {

@@ -1,98 +1,82 @@
-import type { ChatMessage, Plan, PlanFailure, PlanInput } from './types.js';
-import { shrinkTail } from './shrink.js';
-import { arrayBytes, messageBytes } from './size.js';
+import { lastOfRole, unitsOf } from './conversation.js';
+import { shrinkKept } from './shrink.js';
+import { itemBytes } from './size.js';
+import type { Plan, PlanFailure, PlanInput } from './types.js';
 
 /*
- * Deciding what survives compaction. Regions, in the original order:
+ * Deciding what survives compaction, after the first `keepFirst` items (kept as they are):
  *
- *   head    leading system/developer messages, kept as the very same objects (prompt cache prefix)
- *   middle  condensed into one summary
- *   pinned  the last user message, when it falls before the tail
- *   tail    the last `keepRecent` messages, widened so it never starts with a tool result
+ *   middle  condensed into one summary, from the oldest unit on
+ *   pinned  the last user input, when it falls before the tail: kept, after the summary
+ *   tail    the newest units, as many as fit (at most `keepRecent` items, at least the last unit)
  *
- * Kept messages are measured once each; everything after that is arithmetic on those numbers.
- * The summary counts as `summaryReserveBytes` (its whole JSON object) plus one comma.
+ * Nothing new is cut while something old can be condensed: the tail gives up its oldest units to
+ * the middle before any kept content is shortened, and shortening (shrink.ts) takes the oldest
+ * kept content first. Items are measured once each; the rest is arithmetic on those sizes. The
+ * summary counts as `summaryReserveBytes` plus one comma.
  */
 
-interface Regions {
-  headEnd: number;
-  tailStart: number;
-  lastUser: number;
+export function planCompaction(input: PlanInput): Plan | PlanFailure {
+  const { items, entries, keepFirst, targetBytes } = input;
+  const units = unitsOf(entries, keepFirst);
+  if (units.length === 0) return { failure: 'nothing_to_shrink' };
+  const lastUser = lastOfRole(entries, 'user', keepFirst);
+  const cost = (i: number) => itemBytes(items[i]) + 1;
+  const fixed = 1 + sum(range(0, keepFirst), cost);
+  const summaryCost = input.summaryReserveBytes + 1;
+
+  // Grow the tail from the last unit back while it fits beside the summary and the pinned input.
+  let first = units.length - 1;
+  const tailBytes = (from: number) => sum(range(units[from][0], items.length), cost);
+  const pinBytes = (from: number) => (lastUser >= 0 && lastUser < units[from][0] ? cost(lastUser) : 0);
+  const total = (from: number) => fixed + tailBytes(from) + pinBytes(from) + (hasMiddle(units, from, lastUser) ? summaryCost : 0);
+  while (first > 0) {
+    const wider = first - 1;
+    if (items.length - units[wider][0] > Math.max(input.keepRecent, units.at(-1)![1] - units.at(-1)![0])) break;
+    if (total(wider) > targetBytes) break;
+    first = wider;
+  }
+
+  const tailStart = units[first][0];
+  const middle = range(keepFirst, tailStart).filter((i) => i !== lastUser);
+  const pinned = lastUser >= keepFirst && lastUser < tailStart ? [lastUser] : [];
+  const kept = [...pinned, ...range(tailStart, items.length)].map((i) => items[i]);
+  const before = total(first);
+  // The person's last input is theirs: never cut (compaction condenses around it).
+  const lastUserKept = lastUser < keepFirst ? -1 : pinned.length > 0 ? 0 : pinned.length + lastUser - tailStart;
+  const shrunk = shrinkKept(kept, input.dialect, before - targetBytes, lastUserKept);
+  if (middle.length === 0 && shrunk.cut === 0) return { failure: 'nothing_to_shrink' };
+  if (before - shrunk.savedBytes > targetBytes) return { failure: 'cannot_fit' };
+  if (!outweighs(middle, cost, (middle.length > 0 ? summaryCost : 0) - shrunk.savedBytes)) return { failure: 'nothing_to_shrink' };
+  return { middle, pinned, tailStart, kept: shrunk.items, cut: shrunk.cut };
 }
 
-/** What to keep, condense and shrink so that the request fits `targetBytes`; or why it cannot. */
-export function planCompaction(input: PlanInput): Plan | PlanFailure {
-  const { messages, targetBytes } = input;
-  const { headEnd, tailStart, lastUser } = findRegions(messages, input.keepRecent, input.keepFirst);
-  const isPinned = lastUser >= headEnd && lastUser < tailStart;
-  const middle = range(headEnd, tailStart).filter((i) => i !== lastUser);
-  const kept = [...range(0, headEnd), ...(isPinned ? [lastUser] : []), ...range(tailStart, messages.length)];
-  const summaryCost = middle.length > 0 ? input.summaryReserveBytes + 1 : 0;
-
-  const before = arrayBytes(kept.map((i) => messageBytes(messages[i]))) + summaryCost;
-  const shrunk = shrinkTail(messages.slice(tailStart), lastUser - tailStart, before - targetBytes);
-  const after = before - shrunk.savedBytes;
-
-  const changedTail = shrunk.shrunkContents + shrunk.replacedImages > 0;
-  if (middle.length === 0 && !changedTail) return { failure: 'nothing_to_shrink' };
-  if (after > targetBytes) return { failure: 'cannot_fit' };
-  if (!outweighs(messages, middle, summaryCost - shrunk.savedBytes)) return { failure: 'nothing_to_shrink' };
-  return {
-    head: messages.slice(0, headEnd),
-    middle: middle.map((i) => messages[i]),
-    pinned: isPinned ? [messages[lastUser]] : [],
-    tail: shrunk.tail,
-    shrunkContents: shrunk.shrunkContents,
-    replacedImages: shrunk.replacedImages,
-  };
+function hasMiddle(units: Array<[number, number]>, first: number, lastUser: number): boolean {
+  const start = units[0][0];
+  const end = units[first][0];
+  return end - start > (lastUser >= start && lastUser < end ? 1 : 0);
 }
 
 /**
- * Whether the middle messages, each with its comma, take more than `bytes`: exactly the condition
- * for the compacted array to be smaller than the input. Measured lazily because the middle is
- * usually most of a multi-megabyte request and a few messages already settle it.
+ * Whether the middle items, each with its comma, take more than `bytes`: exactly the condition for
+ * the compacted list to be smaller than the input. Measured lazily: the middle is usually most of a
+ * multi-megabyte request and a few items already settle it.
  */
-function outweighs(messages: ChatMessage[], middle: number[], bytes: number): boolean {
+function outweighs(middle: number[], cost: (i: number) => number, bytes: number): boolean {
   let total = 0;
   for (const i of middle) {
     if (total > bytes) return true;
-    total += messageBytes(messages[i]) + 1;
+    total += cost(i);
   }
   return total > bytes;
 }
 
-/** The compacted messages: `[...head, summary?, ...pinned, ...tail]`. */
-export function assemble(plan: Plan, summary: ChatMessage | null): ChatMessage[] {
-  return [...plan.head, ...(summary ? [summary] : []), ...plan.pinned, ...plan.tail];
+function sum(indices: number[], f: (i: number) => number): number {
+  let total = 0;
+  for (const i of indices) total += f(i);
+  return total;
 }
 
-function findRegions(messages: ChatMessage[], keepRecent: number, keepFirst?: number): Regions {
-  const headEnd = keepFirst ?? leadingInstructionsEnd(messages);
-  const keep = Number.isFinite(keepRecent) ? Math.max(0, Math.floor(keepRecent)) : 0;
-  let tailStart = Math.max(headEnd, messages.length - keep);
-  // A tool result must stay right after the assistant message that called it, so a tail
-  // starting inside a run of tool results grows back to that assistant message.
-  while (tailStart > headEnd && tailStart < messages.length && isToolResult(messages[tailStart])) tailStart--;
-  return { headEnd, tailStart, lastUser: lastIndexOfRole(messages, 'user') };
-}
-
-/** `function` is the legacy (pre-tool_calls) form of a tool result, paired the same way. */
-function isToolResult(message: ChatMessage): boolean {
-  return message.role === 'tool' || message.role === 'function';
-}
-
-/** How many leading system/developer messages there are: the prompt-cache prefix. */
-export function leadingInstructionsEnd(messages: ChatMessage[]): number {
-  let i = 0;
-  while (i < messages.length && (messages[i].role === 'system' || messages[i].role === 'developer')) i++;
-  return i;
-}
-
-function lastIndexOfRole(messages: ChatMessage[], role: string): number {
-  for (let i = messages.length - 1; i >= 0; i--) if (messages[i].role === role) return i;
-  return -1;
-}
-
-function range(start: number, end: number): number[] {
+export function range(start: number, end: number): number[] {
   return Array.from({ length: Math.max(0, end - start) }, (_, k) => start + k);
 }

@@ -1,5 +1,3 @@
-import type { ChatMessage } from './types.js';
-
 /** UTF-8 byte length of `JSON.stringify(value)`; 0 for what JSON cannot represent (undefined). */
 export function jsonBytes(value: unknown): number {
   const json: string | undefined = JSON.stringify(value);
@@ -14,24 +12,25 @@ export function arrayBytes(elementBytes: readonly number[]): number {
 }
 
 /**
- * Each message's JSON size, measured once: a compaction measures the same messages in the plan,
- * the assembly and the validation, and a 7 MB history serialised each time was most of its time
- * and peak memory. Compaction never mutates a message (a changed one is a new object).
+ * Each item's JSON size, measured once: a compaction measures the same items in the plan, the
+ * assembly and the validation, and a 7 MB history serialised each time was most of its time and
+ * peak memory. Compaction never mutates an item (a changed one is a new object).
  */
 const measured = new WeakMap<object, number>();
 
-export function messageBytes(message: ChatMessage): number {
-  let bytes = measured.get(message);
+export function itemBytes(item: unknown): number {
+  if (typeof item !== 'object' || item === null) return jsonBytes(item);
+  let bytes = measured.get(item);
   if (bytes === undefined) {
-    bytes = jsonBytes(message);
-    measured.set(message, bytes);
+    bytes = jsonBytes(item);
+    measured.set(item, bytes);
   }
   return bytes;
 }
 
-/** Exactly `jsonBytes(messages)`, but from per-message sizes, the way the planner counts. */
-export function messagesBytes(messages: readonly ChatMessage[]): number {
-  return arrayBytes(messages.map(messageBytes));
+/** Exactly `jsonBytes(items)`, but from per-item sizes, the way the planner counts. */
+export function itemsBytes(items: readonly unknown[]): number {
+  return arrayBytes(items.map(itemBytes));
 }
 
 /*

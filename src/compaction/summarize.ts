@@ -1,21 +1,23 @@
 import type { Dispatcher } from 'undici';
 import { discard } from '../upstream/body.js';
 import { COMBINE_NOTE, DEFAULT_SUMMARY_PROMPT, PARTIAL_NOTE } from './prompt.js';
+import type { Rendered, SummarizerWire } from '../dialects/types.js';
 import { chunkTranscript, renderTranscript } from './transcript.js';
-import type { ChatMessage } from './types.js';
 
 export interface SummarizerSettings {
-  /** OpenAI base URL, e.g. https://api.openai.com/v1. */
+  /** The API's base URL, e.g. https://api.openai.com/v1. */
   url: string;
   model: string;
-  /** Headers that authenticate the call (never sent anywhere but `url`). */
-  auth: Record<string, string>;
+  /** Headers that authenticate the call (never sent anywhere but `url`), and any the API requires. */
+  headers: Record<string, string>;
+  /** How a call is made in the summarizer's API (chat, responses or messages). */
+  wire: SummarizerWire;
+  /** The request being rescued: the summarizer call follows its conventions where the API has a choice. */
+  request: Record<string, unknown>;
   timeoutMs: number;
   maxInputTokens: number;
   /** The most tokens one summary may take. */
   maxSummaryTokens: number;
-  /** `max_tokens` or `max_completion_tokens`: whichever the client's own request used. */
-  maxTokensField: 'max_tokens' | 'max_completion_tokens';
   prompt?: string;
   dispatcher: Dispatcher;
 }
@@ -44,13 +46,13 @@ const CHARS_PER_TOKEN = 3;
 const PARALLEL_CALLS = 4;
 
 /**
- * Condenses `messages` with an OpenAI-compatible chat call. A middle larger than the
+ * Condenses `items` with one call in the summarizer's API. A middle larger than the
  * summarizer's input window is split into chunks that fit, each summarised, then combined
  * (map-reduce), so that even a 7 MB history compacts. The whole run shares one deadline. With a
  * previous summary, the result condenses it and the new messages together.
  */
 export async function summarize(
-  messages: ChatMessage[],
+  items: Rendered[],
   s: SummarizerSettings,
   signal: AbortSignal,
   previousSummary?: string,
@@ -62,7 +64,7 @@ export async function summarize(
   const deadline = AbortSignal.any([signal, timeout.signal]);
   const counter = { calls: 0 };
   const budget = Math.max(2_000, (s.maxInputTokens - s.maxSummaryTokens) * CHARS_PER_TOKEN - 4_000);
-  const rendered = renderTranscript(messages, Math.floor(budget / 2));
+  const rendered = renderTranscript(items, Math.floor(budget / 2));
   // Incremental: the summarizer reads its earlier summary, never the messages it condensed.
   if (previousSummary) rendered.unshift(`[summary of the earlier conversation]\n${previousSummary}`);
   try {
@@ -87,21 +89,21 @@ export async function summarize(
 
 async function call(s: SummarizerSettings, transcript: string, signal: AbortSignal, counter: { calls: number }): Promise<string> {
   counter.calls++;
-  const url = new URL(`${s.url.replace(/\/+$/, '')}/chat/completions`);
-  const body = JSON.stringify({
-    model: s.model,
-    messages: [
-      { role: 'system', content: s.prompt ?? DEFAULT_SUMMARY_PROMPT },
-      { role: 'user', content: `<conversation>\n${transcript}\n</conversation>` },
-    ],
-    [s.maxTokensField]: s.maxSummaryTokens,
-    stream: false,
-  });
+  const url = new URL(`${s.url.replace(/\/+$/, '')}${s.wire.path}`);
+  const body = JSON.stringify(
+    s.wire.body({
+      model: s.model,
+      instructions: s.prompt ?? DEFAULT_SUMMARY_PROMPT,
+      transcript: `<conversation>\n${transcript}\n</conversation>`,
+      maxTokens: s.maxSummaryTokens,
+      request: s.request,
+    }),
+  );
   const res = await s.dispatcher.request({
     origin: url.origin,
     path: url.pathname + url.search,
     method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json', 'x-gateway-compaction': 'summarizer', ...s.auth },
+    headers: { 'content-type': 'application/json', accept: 'application/json', 'x-gateway-compaction': 'summarizer', ...s.headers },
     body,
     signal,
   });
@@ -109,7 +111,7 @@ async function call(s: SummarizerSettings, transcript: string, signal: AbortSign
   if (res.statusCode >= 400) {
     throw new SummarizerError('rejected', `summarizer answered ${res.statusCode}: ${text.slice(0, 300)}`, counter.calls);
   }
-  const content = summaryContent(text);
+  const content = summaryContent(s.wire, text);
   if (!content) throw new SummarizerError('bad_response', `summarizer answer had no text: ${text.slice(0, 300)}`, counter.calls);
   return content;
 }
@@ -133,10 +135,9 @@ async function boundedText(body: Dispatcher.ResponseData['body'], limit: number,
   return Buffer.concat(chunks).toString('utf8');
 }
 
-function summaryContent(text: string): string | undefined {
+function summaryContent(wire: SummarizerWire, text: string): string | undefined {
   try {
-    const json = JSON.parse(text) as { choices?: Array<{ message?: { content?: unknown } }> };
-    const content = json.choices?.[0]?.message?.content;
+    const content = wire.text(JSON.parse(text));
     return typeof content === 'string' && content.trim() ? content.trim() : undefined;
   } catch {
     return undefined;

@@ -1,53 +1,161 @@
 import type { OverlongReason, StatedLimits } from '../overlong/types.js';
 
+/*
+ * How big a request may be. Two numbers: what is known to fit (a body at or above it is never
+ * sent), and where a new compaction aims, a share of the limit, so that the next turns of the
+ * conversation fit under the same summary without another one. Every rejection teaches a bound:
+ * a stated limit is the limit; a refused body of N bytes says the limit is below N.
+ */
+
+export type LimitSource = 'stated' | 'learned' | 'default';
+
 export interface SizeTarget {
-  /** The replayed body must not exceed this many bytes. */
-  bodyBytes: number;
-  /** How many body bytes one token takes in this request, as far as the error tells. */
+  /** A body must be smaller than this to be sent. */
+  fitBytes: number;
+  /** A new compaction aims at or under this. */
+  aimBytes: number;
+  /** How many body bytes one token takes in this request, as far as anything tells. */
   bytesPerToken: number;
-  /** The rejected prompt's size in tokens: stated by the error, or estimated. */
+  /** The request's size in tokens: stated by the error, or estimated. */
   tokensBefore: number;
+  /** Where the limit came from: this error's numbers, what earlier rejections taught, or a guess. */
+  source: LimitSource;
 }
 
-/** Aim this far under a stated limit: token counts are estimates, and tokenisers differ. */
-const HEADROOM = 0.85;
-/** With no numbers to go on, halve the request. */
-const BLIND_SHRINK = 0.5;
+/** What earlier rejections taught about one upstream and model. */
+export interface Bounds {
+  limitTokens?: number;
+  bytesPerToken?: number;
+  /** Whether that error counted the requested completion in its total. */
+  completionCounted?: boolean;
+  limitBytes?: number;
+  /** The smallest body the upstream refused as too large. */
+  refusedBytes?: number;
+}
+
+/** Stay this far under a limit believed exact: token counts are estimates, tokenisers differ. */
+const HEADROOM = 0.9;
+/** A stated byte limit is exact; a little room for the headers some proxies count in. */
+const BYTE_HEADROOM = 0.98;
+/** Under a refused size that states no limit, only this share is believed to fit. */
+const REFUSED_SHARE = 0.9;
 /**
  * A 413 that states no limit: the most common body limit in front of APIs is nginx's default
- * client_max_body_size of 1 MiB, so aim under it, unless the request was far bigger than that
- * (then a tenth of it). Only oversized recent contents are cut to reach it.
+ * client_max_body_size of 1 MiB, so a huge refused body aims under it (or a tenth of it).
  */
 const COMMON_BODY_LIMIT = 0.9 * 1024 * 1024;
-const BLIND_413_SHARE = 0.1;
-/** Whatever the numbers say, a replay is at most this share of the rejected body. */
+const BIG_BODY_SHARE = 0.1;
+/** With no numbers at all: halve the request, and believe 80% of it would have fitted. */
+const BLIND_AIM = 0.5;
+const BLIND_FIT = 0.8;
+/** A new compaction is at most this share of the rejected body, whatever the numbers say. */
 const MAX_SHARE = 0.8;
 /** Without a stated prompt size: bytes per token assumed, low on purpose (code and JSON tokenise densely). */
-const DEFAULT_BYTES_PER_TOKEN = 3;
+export const DEFAULT_BYTES_PER_TOKEN = 3;
+
+export interface Rejection {
+  reason: OverlongReason;
+  limits: StatedLimits;
+  /** Size of the body the upstream refused. */
+  bodyBytes: number;
+  /** Completion tokens the request asked for. */
+  requested: number | undefined;
+}
+
+/** The target after a rejection, with what was learned before (the smaller bound wins). */
+export function sizeTarget(rejection: Rejection, learned: Bounds | undefined, ratio: number): SizeTarget {
+  const { limits, bodyBytes } = rejection;
+  const stated = statedBounds(rejection);
+  // A limit this error states is the truth now; what was learned adds only what it does not say.
+  const bounds = { ...smallest(stated, learned ?? {}), ...definedOnly(stated) };
+  const bytesPerToken = limits.promptTokens ? clamp(bodyBytes / limits.promptTokens, 1, 8) : bounds.bytesPerToken ?? DEFAULT_BYTES_PER_TOKEN;
+  const tokensBefore = limits.promptTokens ?? Math.round(bodyBytes / bytesPerToken);
+  const target = fromBounds(bounds, bytesPerToken, rejection.requested, ratio, bodyBytes);
+  const source: LimitSource = stated.limitTokens || stated.limitBytes ? 'stated' : target ? 'learned' : 'default';
+  const fit = target?.fit ?? bodyBytes * BLIND_FIT;
+  const aim = Math.min(target?.aim ?? bodyBytes * BLIND_AIM, bodyBytes * MAX_SHARE);
+  return finish(fit, aim, bytesPerToken, tokensBefore, source);
+}
+
+/** The target for a request sent compacted before any rejection: learned bounds only. */
+export function learnedTarget(bodyBytes: number, learned: Bounds, ratio: number, requested: number | undefined): SizeTarget | null {
+  const bytesPerToken = learned.bytesPerToken ?? DEFAULT_BYTES_PER_TOKEN;
+  const tokensBefore = Math.round(bodyBytes / bytesPerToken);
+  const target = fromBounds(learned, bytesPerToken, requested, ratio, Infinity);
+  return target ? finish(target.fit, target.aim, bytesPerToken, tokensBefore, 'learned') : null;
+}
+
+function finish(fit: number, aim: number, bytesPerToken: number, tokensBefore: number, source: LimitSource): SizeTarget {
+  const fitBytes = Math.floor(fit);
+  return { fitBytes, aimBytes: Math.floor(Math.min(aim, fitBytes)), bytesPerToken, tokensBefore, source };
+}
+
+/** What this rejection itself says: a stated window or body limit, and a refused size for a 413. */
+function statedBounds({ reason, limits, bodyBytes }: Rejection): Bounds {
+  if (reason === 'body_too_large') return limits.limitBytes ? { limitBytes: limits.limitBytes } : { refusedBytes: bodyBytes };
+  if (!limits.limitTokens) return {};
+  return { limitTokens: limits.limitTokens, completionCounted: completionCounted(limits) };
+}
+
+function definedOnly(bounds: Bounds): Bounds {
+  return Object.fromEntries(Object.entries(bounds).filter(([, v]) => v !== undefined));
+}
+
+/** The tighter of two sets of bounds, field by field. */
+export function smallest(a: Bounds, b: Bounds): Bounds {
+  const min = (x?: number, y?: number) => (x === undefined ? y : y === undefined ? x : Math.min(x, y));
+  const tokensFromA = a.limitTokens !== undefined && (b.limitTokens === undefined || a.limitTokens <= b.limitTokens);
+  return {
+    limitTokens: min(a.limitTokens, b.limitTokens),
+    completionCounted: tokensFromA ? a.completionCounted : b.completionCounted,
+    bytesPerToken: a.bytesPerToken ?? b.bytesPerToken,
+    limitBytes: min(a.limitBytes, b.limitBytes),
+    refusedBytes: min(a.refusedBytes, b.refusedBytes),
+  };
+}
+
+function fromBounds(
+  bounds: Bounds,
+  bytesPerToken: number,
+  requested: number | undefined,
+  ratio: number,
+  rejectedBytes: number,
+): { fit: number; aim: number } | null {
+  const candidates: Array<{ fit: number; aim: number }> = [];
+  if (bounds.limitTokens) {
+    const completion = bounds.completionCounted ? requested ?? 0 : 0;
+    const room = Math.max(0, bounds.limitTokens - completion) * bytesPerToken;
+    candidates.push({ fit: room * HEADROOM, aim: room * ratio });
+  }
+  if (bounds.limitBytes) candidates.push({ fit: bounds.limitBytes * BYTE_HEADROOM, aim: bounds.limitBytes * ratio });
+  if (bounds.refusedBytes) {
+    const refused = bounds.refusedBytes;
+    candidates.push({ fit: Math.min(refused * REFUSED_SHARE, refused - 1), aim: Math.min(refused * ratio, Math.max(COMMON_BODY_LIMIT, refused * BIG_BODY_SHARE)) });
+  }
+  if (candidates.length === 0) return null;
+  return {
+    fit: Math.min(...candidates.map((c) => c.fit), rejectedBytes - 1),
+    aim: Math.min(...candidates.map((c) => c.aim)),
+  };
+}
 
 /**
- * How small the replay must be. From a context-length error with numbers: under the stated window
- * minus the completion it must leave room for, converted to bytes with this request's own
- * bytes-per-token ratio. From a 413: under the stated body limit, or well under the rejected size.
+ * The lossless remedy: when the numbers show the prompt fits and only prompt plus the requested
+ * completion does not, the completion limit lowered to what fits (with a margin). Null when the
+ * numbers do not show that, or the lowered limit would fall below `floor`.
  */
-export function sizeTarget(
-  reason: OverlongReason,
-  limits: StatedLimits,
-  bodyBytes: number,
-  requestedCompletionTokens: number | undefined,
-): SizeTarget {
-  const bytesPerToken = limits.promptTokens ? clamp(bodyBytes / limits.promptTokens, 1, 8) : DEFAULT_BYTES_PER_TOKEN;
-  const tokensBefore = limits.promptTokens ?? Math.round(bodyBytes / bytesPerToken);
-  let target = bodyBytes * BLIND_SHRINK;
-  if (reason === 'context_length' && limits.limitTokens) {
-    const completion = limits.completionTokens ?? requestedCompletionTokens ?? 0;
-    target = Math.max(0, limits.limitTokens - completion) * HEADROOM * bytesPerToken;
-  } else if (reason === 'body_too_large') {
-    target = limits.limitBytes
-      ? limits.limitBytes * HEADROOM
-      : Math.min(target, Math.max(COMMON_BODY_LIMIT, bodyBytes * BLIND_413_SHARE));
-  }
-  return { bodyBytes: Math.floor(Math.min(target, bodyBytes * MAX_SHARE)), bytesPerToken, tokensBefore };
+export function clampedCompletion(reason: OverlongReason, limits: StatedLimits, requested: number | undefined, floor: number): number | null {
+  if (reason !== 'context_length' || !completionCounted(limits) || !requested) return null;
+  const { limitTokens, promptTokens } = limits;
+  if (!limitTokens || !promptTokens || promptTokens >= limitTokens) return null;
+  const margin = Math.max(64, Math.ceil(limitTokens * 0.01));
+  const room = limitTokens - promptTokens - margin;
+  return room < requested && room >= floor ? room : null;
+}
+
+/** Whether the error's numbers include the requested completion (it states one, or says so). */
+function completionCounted(limits: StatedLimits): boolean {
+  return (limits as { completionCounted?: boolean }).completionCounted === true || limits.completionTokens !== undefined;
 }
 
 function clamp(value: number, min: number, max: number): number {

@@ -1,42 +1,19 @@
-import type { ChatMessage } from './types.js';
+import type { Rendered } from '../dialects/types.js';
 
 /**
- * Renders messages as plain text for the summarizer: who said what, tool calls with their
- * arguments, tool results. Images become a marker; any single message is capped so that one
- * huge tool output cannot crowd the rest of its chunk out.
+ * Renders items as plain text for the summarizer: who said what, tool calls with their arguments,
+ * tool results. Any single item is capped so that one huge tool output cannot crowd the rest of
+ * its chunk out.
  */
-export function renderTranscript(messages: ChatMessage[], perMessageChars: number): string[] {
-  return messages.map((m) => clip(renderMessage(m), perMessageChars));
+export function renderTranscript(items: Rendered[], perItemChars: number): string[] {
+  return items.map((item) => clip(renderItem(item), perItemChars));
 }
 
-function renderMessage(m: ChatMessage): string {
-  const who = m.name ? `${m.role} (${m.name})` : m.role;
+function renderItem(item: Rendered): string {
   const parts: string[] = [];
-  const text = contentText(m.content);
-  if (m.role === 'tool') return `[tool result${m.tool_call_id ? ` ${m.tool_call_id}` : ''}]\n${text}`;
-  if (text) parts.push(text);
-  for (const call of m.tool_calls ?? []) {
-    parts.push(`-> calls ${call.function?.name ?? 'tool'}(${call.function?.arguments ?? ''}) [${call.id}]`);
-  }
-  return `[${who}]\n${parts.join('\n')}`;
-}
-
-export function contentText(content: unknown): string {
-  if (typeof content === 'string') return content;
-  if (!Array.isArray(content)) return content == null ? '' : JSON.stringify(content);
-  return content
-    .map((part) => {
-      if (typeof part === 'string') return part;
-      if (part && typeof part === 'object') {
-        const p = part as Record<string, unknown>;
-        if (typeof p.text === 'string') return p.text;
-        if (typeof p.type === 'string' && /image|audio|file/.test(p.type)) return `[${p.type}]`;
-        if (typeof p.refusal === 'string') return p.refusal;
-      }
-      return '';
-    })
-    .filter(Boolean)
-    .join('\n');
+  if (item.text) parts.push(item.text);
+  for (const call of item.calls) parts.push(`-> calls ${call.name}(${call.args}) [${call.id}]`);
+  return `[${item.who}]\n${parts.join('\n')}`;
 }
 
 function clip(text: string, max: number): string {

@@ -1,96 +1,81 @@
-import type { ChatMessage } from './types.js';
+import type { Dialect, Entry } from '../dialects/types.js';
+import { headEnd } from './conversation.js';
 import { formatCount } from './shrink.js';
-import { messagesBytes } from './size.js';
+import { itemsBytes } from './size.js';
 
 /*
- * The guard run before a compacted request is replayed. It checks the promises compaction makes,
- * independently of how the plan was made. Tool-call pairing problems are only reported when
- * compaction caused them: an original that already had an orphan or an unanswered call is the
+ * The guard run before a compacted request is sent. It checks the promises compaction makes,
+ * independently of how the plan was made, for any API. Tool-call pairing and wire problems are
+ * only reported when compaction caused them: an original that already had an orphan is the
  * client's business, and refusing to replay it would not help anyone.
  */
 
+type Checked = Pick<Dialect, 'describe' | 'problems'>;
+
 /** Human-readable problems with `compacted` as a replacement for `original`; empty when valid. */
-export function validateCompaction(original: ChatMessage[], compacted: ChatMessage[]): string[] {
+export function validateCompaction(dialect: Checked, original: readonly unknown[], compacted: readonly unknown[]): string[] {
+  const before = original.map((item) => dialect.describe(item));
+  const after = compacted.map((item) => dialect.describe(item));
   return [
-    ...headProblems(original, compacted),
-    ...lastUserProblems(original, compacted),
-    ...orphanProblems(original, compacted),
-    ...unansweredProblems(original, compacted),
+    ...headProblems(original, compacted, headEnd(before)),
+    ...lastUserProblems(original, before, compacted, after),
+    ...newOnly(orphans(before), orphans(after), (id) => `a tool result for call ${JSON.stringify(id)} has no earlier call with that id`),
+    ...newOnly(unanswered(before), unanswered(after), (id) => `tool call ${JSON.stringify(id)} is not followed by its result`),
+    ...newOnly(dialect.problems([...original]), dialect.problems([...compacted]), (p) => p),
     ...sizeProblems(original, compacted),
   ];
 }
 
-function headProblems(original: ChatMessage[], compacted: ChatMessage[]): string[] {
+function headProblems(original: readonly unknown[], compacted: readonly unknown[], end: number): string[] {
   const problems: string[] = [];
-  for (let i = 0; i < original.length && isInstruction(original[i]); i++) {
-    if (i >= compacted.length || !sameMessage(original[i], compacted[i])) {
-      problems.push(`leading ${original[i].role} message #${i} is not kept byte-identical at position ${i}`);
+  for (let i = 0; i < end; i++) {
+    if (i >= compacted.length || !same(original[i], compacted[i])) {
+      problems.push(`leading instruction #${i} is not kept byte-identical at position ${i}`);
     }
   }
   return problems;
 }
 
-function lastUserProblems(original: ChatMessage[], compacted: ChatMessage[]): string[] {
-  const lastUser = original.findLast((m) => m.role === 'user');
-  if (lastUser === undefined) return [];
-  const kept = compacted.some((m) => m.role === 'user' && sameMessage(lastUser, m));
-  return kept ? [] : ['the last user message of the original is missing or changed'];
+function lastUserProblems(original: readonly unknown[], before: Entry[], compacted: readonly unknown[], after: Entry[]): string[] {
+  const index = before.findLastIndex((e) => e.role === 'user');
+  if (index < 0) return [];
+  const kept = compacted.some((item, i) => after[i].role === 'user' && same(original[index], item));
+  return kept ? [] : ['the last user input of the original is missing or changed'];
 }
 
-function orphanProblems(original: ChatMessage[], compacted: ChatMessage[]): string[] {
-  const alreadyOrphaned = new Set(orphanedIds(original));
-  return orphanedIds(compacted)
-    .filter((id) => !alreadyOrphaned.has(id))
-    .map((id) => `tool message for call ${JSON.stringify(id)} has no earlier assistant tool call with that id`);
-}
-
-function unansweredProblems(original: ChatMessage[], compacted: ChatMessage[]): string[] {
-  const alreadyUnanswered = new Set(unansweredIds(original));
-  return unansweredIds(compacted)
-    .filter((id) => !alreadyUnanswered.has(id))
-    .map((id) => `assistant tool call ${JSON.stringify(id)} is not followed by its tool result`);
-}
-
-function sizeProblems(original: ChatMessage[], compacted: ChatMessage[]): string[] {
-  const before = messagesBytes(original);
-  const after = messagesBytes(compacted);
+function sizeProblems(original: readonly unknown[], compacted: readonly unknown[]): string[] {
+  const before = itemsBytes(original);
+  const after = itemsBytes(compacted);
   if (after < before) return [];
-  return [`compacted messages are ${formatCount(after)} bytes, not smaller than the original ${formatCount(before)}`];
+  return [`the compacted conversation is ${formatCount(after)} bytes, not smaller than the original ${formatCount(before)}`];
 }
 
-/** tool_call_ids of tool messages that no earlier assistant message asked for. */
-function orphanedIds(messages: ChatMessage[]): string[] {
+function newOnly(before: string[], after: string[], say: (x: string) => string): string[] {
+  const known = new Set(before);
+  return after.filter((x) => !known.has(x)).map(say);
+}
+
+/** Ids answered by an item with no earlier call for them. */
+function orphans(entries: Entry[]): string[] {
   const called = new Set<string>();
-  const orphans: string[] = [];
-  for (const message of messages) {
-    for (const id of callIds(message)) called.add(id);
-    if (message.role === 'tool' && !called.has(String(message.tool_call_id))) orphans.push(String(message.tool_call_id));
+  const out: string[] = [];
+  for (const entry of entries) {
+    for (const id of entry.calls) called.add(id);
+    for (const id of entry.answers) if (!called.has(id)) out.push(id);
   }
-  return orphans;
+  return out;
 }
 
-/** Ids of assistant tool calls without a tool result in the run of tool messages right after. */
-function unansweredIds(messages: ChatMessage[]): string[] {
-  const unanswered: string[] = [];
-  messages.forEach((message, i) => {
-    const waiting = new Set(callIds(message));
-    for (let j = i + 1; j < messages.length && messages[j].role === 'tool'; j++) {
-      waiting.delete(String(messages[j].tool_call_id));
-    }
-    unanswered.push(...waiting);
-  });
-  return unanswered;
+/** Ids called with no answer later in the conversation. */
+function unanswered(entries: Entry[]): string[] {
+  const open = new Map<string, number>();
+  for (const entry of entries) {
+    for (const id of entry.calls) open.set(id, (open.get(id) ?? 0) + 1);
+    for (const id of entry.answers) open.delete(id);
+  }
+  return [...open.keys()];
 }
 
-function callIds(message: ChatMessage): string[] {
-  if (message.role !== 'assistant' || !Array.isArray(message.tool_calls)) return [];
-  return message.tool_calls.map((call) => String(call?.id));
-}
-
-function isInstruction(message: ChatMessage): boolean {
-  return message.role === 'system' || message.role === 'developer';
-}
-
-function sameMessage(a: ChatMessage, b: ChatMessage): boolean {
+function same(a: unknown, b: unknown): boolean {
   return a === b || JSON.stringify(a) === JSON.stringify(b);
 }

@@ -18,6 +18,10 @@ export const DEFAULTS = {
   summarizerTimeoutMs: 60_000,
   summarizerMaxInputTokens: 60_000,
   summarizerMaxSummaryTokens: 2_000,
+  // A new compaction aims at this share of the limit, so the next turns fit under the same summary.
+  targetRatio: 0.6,
+  // A completion limit lowered below this is no help: compact instead.
+  minCompletionTokens: 1024,
   memoryMaxBytes: 64 * MiB,
   memoryTtlSeconds: 24 * 60 * 60,
 } as const;
@@ -67,7 +71,9 @@ const compaction = z
     strategy: z.enum(['summarize', 'fallback']).default('summarize'),
     keepRecent: z.number().int().min(1).max(1000).default(DEFAULTS.keepRecent),
     summaryRole: z.enum(['user', 'system', 'developer', 'assistant']).default('user'),
-    proactive: z.boolean().default(false),
+    proactive: z.boolean().default(true),
+    targetRatio: z.number().min(0.2).max(0.95).default(DEFAULTS.targetRatio),
+    minCompletionTokens: z.number().int().min(1).default(DEFAULTS.minCompletionTokens),
   })
   .strict();
 
@@ -86,6 +92,8 @@ const memory = z
 const summarizer = z
   .object({
     url: httpUrl.optional(),
+    /** The summarizer's API; by default the API of the request being rescued. */
+    api: z.enum(['chat', 'responses', 'messages']).optional(),
     model: z.string().min(1).optional(),
     apiKey: z.string().min(1).optional(),
     timeoutMs: positiveInt.default(DEFAULTS.summarizerTimeoutMs),

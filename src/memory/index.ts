@@ -1,7 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Config } from '../config/schema.js';
-import type { ChatMessage } from '../compaction/types.js';
 import { chainDigests, sessionKey } from './fingerprint.js';
 import { LocalStore, RedisStore, type LearnedLimit, type MemoryEntry, type MemoryStore } from './store.js';
 
@@ -15,10 +14,10 @@ export interface Recalled {
 
 /** The request with a remembered span replaced by its summary. */
 export interface RecalledView {
-  messages: ChatMessage[];
-  /** Leading messages to keep as they are: instructions, the summary, pinned messages. */
+  items: unknown[];
+  /** Leading items to keep as they are: the kept prefix, the summary, pinned items. */
   keepFirst: number;
-  /** Maps an index in `messages` (at or after keepFirst) back to the original request. */
+  /** Maps an index in `items` (at or after keepFirst) back to the original request. */
   originalIndex: (i: number) => number;
 }
 
@@ -72,21 +71,21 @@ export class CompactionMemory {
     });
     this.limitBytes = new Gauge({
       name: 'gateway_learned_body_limit_bytes',
-      help: 'Request body limit a 413 stated, per model.',
+      help: 'Request body limit a 413 stated, or the smallest body refused when none was stated, per model.',
       labelNames: ['model'] as const,
       registers: [registry],
     });
   }
 
   /** The newest remembered compaction whose span this request repeats exactly, if any. */
-  async recall(tenant: string, messages: ChatMessage[], headEnd: number): Promise<Recalled | null> {
-    const session = sessionKey(tenant, this.upstream, messages, headEnd);
+  async recall(tenant: string, api: string, items: readonly unknown[], fixedEnd: number): Promise<Recalled | null> {
+    const session = this.session(tenant, api, items, fixedEnd);
     const entries = await this.guard('read', () => this.store.entries(session), []);
-    const after = messages.length - headEnd;
+    const after = items.length - fixedEnd;
     // A span must leave something after it: the request the agent added since.
     const usable = entries.filter((e) => e.spanLength < after).sort((a, b) => b.spanLength - a.spanLength);
     if (usable.length === 0) return null;
-    const chain = chainDigests(messages, headEnd, usable[0].spanLength);
+    const chain = chainDigests(items, fixedEnd, usable[0].spanLength);
     const entry = usable.find((e) => chain[e.spanLength - 1] === e.spanDigest);
     return entry ? { session, entry } : null;
   }
@@ -100,22 +99,41 @@ export class CompactionMemory {
     this.proactive.inc();
   }
 
-  async remember(session: string, entry: MemoryEntry): Promise<void> {
-    await this.guard('write', () => this.store.remember(session, entry), undefined);
+  /** Remembers what a new summary stands for: the span of `items` after the kept prefix, by digest. */
+  async remember(session: string, tenant: string, items: readonly unknown[], fixedEnd: number, entry: Omit<MemoryEntry, 'spanDigest'>): Promise<void> {
+    const spanDigest = chainDigests(items, fixedEnd, entry.spanLength).at(-1);
+    if (!spanDigest) return;
+    await this.guard('write', async () => {
+      await this.store.remember(session, { ...entry, spanDigest });
+      await this.store.markTenant(tenant);
+    }, undefined);
   }
 
-  session(tenant: string, messages: ChatMessage[], headEnd: number): string {
-    return sessionKey(tenant, this.upstream, messages, headEnd);
+  /** Whether anything is remembered for this tenant: only then is a request read before its first attempt. */
+  async knowsTenant(tenant: string): Promise<boolean> {
+    return this.guard('read', () => this.store.hasTenant(tenant), false);
   }
 
+  session(tenant: string, api: string, items: readonly unknown[], fixedEnd: number): string {
+    return sessionKey(tenant, this.upstream, api, items, fixedEnd);
+  }
+
+  /** What rejections taught about this upstream and model. */
   async limitFor(model: string): Promise<LearnedLimit | undefined> {
-    return this.guard('read', () => this.store.limit(model), undefined);
+    return this.guard('read', () => this.store.limit(this.limitKey(model)), undefined);
   }
 
   async learn(model: string, limit: LearnedLimit): Promise<void> {
-    if (limit.limitTokens) this.limitTokens.set({ model }, limit.limitTokens);
-    if (limit.limitBytes) this.limitBytes.set({ model }, limit.limitBytes);
-    await this.guard('write', () => this.store.learn(model, limit), undefined);
+    const key = this.limitKey(model);
+    await this.guard('write', () => this.store.learn(key, limit), undefined);
+    const known = await this.guard('read', () => this.store.limit(key), undefined);
+    const bytes = known?.limitBytes ?? known?.refusedBytes;
+    if (known?.limitTokens) this.limitTokens.set({ model }, known.limitTokens);
+    if (bytes) this.limitBytes.set({ model }, bytes);
+  }
+
+  private limitKey(model: string): string {
+    return `${this.upstream}\0${model}`;
   }
 
   close(): Promise<void> {
@@ -141,13 +159,13 @@ export class CompactionMemory {
   }
 }
 
-/** The request as it reads with a remembered span replaced by its summary (pinned messages kept). */
-export function applyRecalled(messages: ChatMessage[], headEnd: number, entry: MemoryEntry): RecalledView {
-  const pinned = entry.pinnedOffsets.map((o) => messages[headEnd + o]);
-  const keepFirst = headEnd + 1 + pinned.length;
-  const rest = headEnd + entry.spanLength;
+/** The request as it reads with a remembered span replaced by its summary (pinned items kept). */
+export function applyRecalled(items: readonly unknown[], fixedEnd: number, entry: MemoryEntry): RecalledView {
+  const pinned = entry.pinnedOffsets.map((o) => items[fixedEnd + o]);
+  const keepFirst = fixedEnd + 1 + pinned.length;
+  const rest = fixedEnd + entry.spanLength;
   return {
-    messages: [...messages.slice(0, headEnd), entry.summary, ...pinned, ...messages.slice(rest)],
+    items: [...items.slice(0, fixedEnd), entry.summary, ...pinned, ...items.slice(rest)],
     keepFirst,
     originalIndex: (i) => rest + (i - keepFirst),
   };

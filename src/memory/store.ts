@@ -1,33 +1,30 @@
 import { Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
-import type { ChatMessage } from '../compaction/types.js';
+import { smallest, type Bounds } from '../compaction/target.js';
 
 /** One remembered compaction of a conversation. */
 export interface MemoryEntry {
-  /** How many messages after the leading instructions the summary stands for (pinned ones included). */
+  /** How many items after the kept prefix (instructions, opening input) the summary stands for, pinned ones included. */
   spanLength: number;
-  /** Chain digest of those messages (see fingerprint.ts): reuse needs an exact match. */
+  /** Chain digest of those items (see fingerprint.ts): reuse needs an exact match. */
   spanDigest: string;
-  /** Offsets within the span of messages kept verbatim right after the summary (the pinned user message). */
+  /** Offsets within the span of items kept verbatim right after the summary (the pinned user input). */
   pinnedOffsets: number[];
-  /** The exact summary message that replaced the span. */
-  summary: ChatMessage;
-  /** How many messages the summary condenses. */
+  /** The exact summary item that replaced the span, and its text (for an incremental summary). */
+  summary: unknown;
+  summaryText: string;
+  /** How many items the summary condenses. */
   summarizedCount: number;
   strategy: 'summarize' | 'fallback';
   /** Summarizer calls it took to make, from scratch: what a reuse saves. */
   summarizerCalls: number;
-  /** The body size the compaction aimed under. */
-  bodyTargetBytes: number;
+  /** What was known to fit when it was made, and where it aimed. */
+  fitBytes: number;
+  aimBytes: number;
   createdAt: number;
 }
 
-/** What a rejection said about a model's limits. */
-export interface LearnedLimit {
-  limitTokens?: number;
-  bytesPerToken?: number;
-  limitBytes?: number;
-}
+export type LearnedLimit = Bounds;
 
 export interface MemoryStore {
   /** The session's entries, newest first. */
@@ -35,7 +32,16 @@ export interface MemoryStore {
   remember(session: string, entry: MemoryEntry): Promise<void>;
   limit(model: string): Promise<LearnedLimit | undefined>;
   learn(model: string, limit: LearnedLimit): Promise<void>;
+  /** Marks a tenant as having remembered compactions, and asks whether one has. */
+  markTenant(tenant: string): Promise<void>;
+  hasTenant(tenant: string): Promise<boolean>;
   close(): Promise<void>;
+}
+
+/** Bounds only tighten: the smaller limit wins, a newer bytes-per-token ratio replaces the old. */
+function merged(old: LearnedLimit | undefined, learned: LearnedLimit): LearnedLimit {
+  const bounds = smallest(learned, old ?? {});
+  return Object.fromEntries(Object.entries(bounds).filter(([, v]) => v !== undefined)) as LearnedLimit;
 }
 
 /** Entries kept per conversation: later turns extend the newest; older ones rarely match again. */
@@ -71,7 +77,15 @@ export class LocalStore implements MemoryStore {
   }
 
   async learn(model: string, limit: LearnedLimit): Promise<void> {
-    this.cache.set(`l:${model}`, { ...(await this.limit(model)), ...limit });
+    this.cache.set(`l:${model}`, merged(await this.limit(model), limit));
+  }
+
+  async markTenant(tenant: string): Promise<void> {
+    this.cache.set(`t:${tenant}`, {});
+  }
+
+  async hasTenant(tenant: string): Promise<boolean> {
+    return this.cache.has(`t:${tenant}`);
   }
 
   async close(): Promise<void> {
@@ -89,7 +103,7 @@ export class RedisStore implements MemoryStore {
   constructor(
     url: string,
     private readonly ttlSeconds: number,
-    private readonly prefix = 'compaction-gateway:v1:',
+    private readonly prefix = 'compaction-gateway:v2:',
   ) {
     this.redis = new Redis(url, {
       enableOfflineQueue: false,
@@ -119,8 +133,16 @@ export class RedisStore implements MemoryStore {
   }
 
   async learn(model: string, limit: LearnedLimit): Promise<void> {
-    const merged = { ...(await this.limit(model)), ...limit };
-    await this.redis.set(`${this.prefix}l:${model}`, JSON.stringify(merged), 'EX', this.ttlSeconds);
+    const value = merged(await this.limit(model), limit);
+    await this.redis.set(`${this.prefix}l:${model}`, JSON.stringify(value), 'EX', this.ttlSeconds);
+  }
+
+  async markTenant(tenant: string): Promise<void> {
+    await this.redis.set(`${this.prefix}t:${tenant}`, '1', 'EX', this.ttlSeconds);
+  }
+
+  async hasTenant(tenant: string): Promise<boolean> {
+    return (await this.redis.exists(`${this.prefix}t:${tenant}`)) === 1;
   }
 
   async close(): Promise<void> {

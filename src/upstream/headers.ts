@@ -59,9 +59,14 @@ export function endToEnd(headers: Headers, drop: ReadonlySet<string> = NONE): Re
   return out;
 }
 
+/** How an API carries a key: OpenAI's Bearer token, or Anthropic's x-api-key. */
+export type CredentialStyle = 'bearer' | 'x-api-key';
+
 export interface CredentialOptions {
-  /** Sent as `Authorization: Bearer <key>` instead of whatever the client sent. */
+  /** Sent instead of whatever credentials the client sent. */
   apiKey?: string;
+  /** `Authorization: Bearer <key>` (the default) or `x-api-key: <key>`. */
+  style?: CredentialStyle;
 }
 
 /** Where clients put their credentials: OpenAI's Bearer token, Azure's api-key, and x-api-key. */
@@ -81,7 +86,8 @@ export function requestHeadersForUpstream(
   const headers = endToEnd(incoming, drop);
   if (credentials.apiKey) {
     for (const name of CLIENT_CREDENTIALS) delete headers[name];
-    headers.authorization = `Bearer ${credentials.apiKey}`;
+    if (credentials.style === 'x-api-key') headers['x-api-key'] = credentials.apiKey;
+    else headers.authorization = `Bearer ${credentials.apiKey}`;
   }
   if (typeof headers['accept-encoding'] === 'string') {
     headers['accept-encoding'] = decodableEncodings(headers['accept-encoding']);

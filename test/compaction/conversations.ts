@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import type { ChatMessage, ToolCall } from '../../src/compaction/types.js';
+import type { ChatMessage, ToolCall } from '../../src/dialects/chat.js';
 
 /*
  * Builders of realistic agent conversations, shared by the compaction tests, flow tests and the

@@ -12,11 +12,11 @@ it('npm run demo works offline and shows a rescued overflow', async () => {
     env: { PATH: process.env.PATH ?? '' },
   });
   expect(stdout).toMatch(/the provider rejected it: 400 "This model's maximum context length is 2000 tokens/);
-  expect(stdout).toMatch(/x-gateway-compaction: outcome=replayed, trigger=rejected, reason=context_length, memory=miss, strategy=summarize/);
-  // the next overflowing turn reuses the summary: no second summarizer call
-  expect(stdout).toMatch(/x-gateway-compaction: outcome=replayed, trigger=rejected, reason=context_length, memory=hit/);
+  expect(stdout).toMatch(/x-gateway-compaction: outcome=replayed, trigger=rejected, reason=context_length, limit=stated, memory=miss, strategy=summarize/);
+  // the next overflowing turn is sent compacted ahead with the remembered summary: no second summarizer call
+  expect(stdout).toMatch(/x-gateway-compaction: outcome=compacted, trigger=proactive, limit=learned, memory=hit/);
   expect(stdout).toMatch(/gateway_summarizer_calls_total 1\n/);
   expect(stdout).toMatch(/gateway_memory_lookups_total\{result="hit"\} [1-9]/);
-  expect(stdout).toMatch(/gateway_replays_total\{result="success"\} [1-9]/);
+  expect(stdout).toMatch(/gateway_replays_total\{api="chat",result="success"\} [1-9]/);
   expect(stdout).not.toMatch(/-> [45]\d\d/);
 });

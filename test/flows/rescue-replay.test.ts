@@ -52,7 +52,7 @@ describe.each<[RejectStyle, string]>([
 
     const warn = gateway.logLines().filter((l) => l.level === 40 && /overlong/.test(l.msg));
     expect(warn).toHaveLength(1);
-    expect(warn[0].msg).toMatch(/compacted \d+ messages into \d+ \(.+ -> .+, summarize, .+\), replaying once/);
+    expect(warn[0].msg).toMatch(/compacted \d+ items into \d+ \(.+ -> .+, summarize, .+\), replaying once/);
   });
 
   it('rescues a streaming request: the replayed stream reaches the client intact', async () => {
@@ -78,9 +78,9 @@ it('counts the rescue in metrics', async () => {
   await setup('openai_400');
   await postChat(gateway, agentRequest(60));
   const metrics = await (await fetch(`${gateway.origin}/metrics`)).text();
-  expect(metrics).toMatch(/gateway_overlong_rejections_total\{reason="context_length"\} 1/);
-  expect(metrics).toMatch(/gateway_compactions_total\{strategy="summarize",outcome="replayed"\} 1/);
-  expect(metrics).toMatch(/gateway_replays_total\{result="success"\} 1/);
+  expect(metrics).toMatch(/gateway_overlong_rejections_total\{api="chat",reason="context_length"\} 1/);
+  expect(metrics).toMatch(/gateway_compactions_total\{api="chat",strategy="summarize",outcome="replayed"\} 1/);
+  expect(metrics).toMatch(/gateway_replays_total\{api="chat",result="success"\} 1/);
   expect(metrics).toMatch(/gateway_summarizer_calls_total 1/);
   expect(metrics).toMatch(/gateway_compaction_duration_seconds_count 1/);
   expect(metrics).toMatch(/gateway_compaction_request_bytes_count\{stage="after"\} 1/);

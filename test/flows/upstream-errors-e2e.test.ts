@@ -19,7 +19,13 @@ beforeAll(async () => {
     res.writeHead(current.status, { 'content-type': sentContentType(current), 'x-fixture': current.id });
     res.end(current.body);
   });
-  gateway = await startGateway({ upstream: { url: upstream.baseUrl }, summarizer: { maxInputTokens: 500_000 } });
+  gateway = await startGateway({
+    upstream: { url: upstream.baseUrl },
+    summarizer: { maxInputTokens: 500_000 },
+    // Every fixture is its own rescue, from its own provider: what one fixture's error taught
+    // (a remembered summary, a stated limit) says nothing about the next one's.
+    memory: { enabled: false },
+  });
 });
 afterAll(async () => {
   await gateway.close();

@@ -1,4 +1,5 @@
 import { freePort as deadPort } from '../helpers/ports.js';
+import { parseCompactionHeader } from '../helpers/rescue.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { json, sse, startFakeUpstream, streamEvents, type FakeUpstream } from '../helpers/fake-upstream.js';
 import { postChat, startGateway, type TestGateway } from '../helpers/gateway.js';
@@ -106,14 +107,27 @@ describe('upstream failures', () => {
 });
 
 describe('bad requests', () => {
-  it.each(['{"model":', 'not json', ''])('invalid JSON %j -> 400 invalid_json in OpenAI shape, no upstream call', async (body) => {
-    upstream = await startFakeUpstream();
+  it.each(['{"model":', 'not json', ''])('invalid JSON %j is the upstream\'s to answer: relayed to it untouched, its answer to the client', async (body) => {
+    const answer = '{"error":{"message":"We could not parse the JSON body of your request.","type":"invalid_request_error","param":null,"code":null}}';
+    upstream = await startFakeUpstream((_req, res) => json(res, 400, answer));
     gateway = await startGateway({ upstream: { url: upstream.baseUrl } });
     const res = await postChat(gateway, body);
+    expect(upstream.received).toHaveLength(1);
+    expect(upstream.received[0].body.toString()).toBe(body);
     expect(res.status).toBe(400);
-    expect(res.json.error).toMatchObject({ code: 'invalid_json', type: 'invalid_request_error', param: null });
-    expect(res.headers.get('content-type')).toContain('application/json');
-    expect(upstream.received.length).toBe(0);
+    expect(res.text).toBe(answer);
+    expect(res.headers.get('x-gateway-compaction')).toBeNull();
+  });
+
+  it('an invalid JSON body the upstream calls overlong cannot be compacted: its error passes through', async () => {
+    const answer = JSON.stringify({ error: { message: "This model's maximum context length is 10 tokens.", code: 'context_length_exceeded' } });
+    upstream = await startFakeUpstream((_req, res) => json(res, 400, answer));
+    gateway = await startGateway({ upstream: { url: upstream.baseUrl } });
+    const res = await postChat(gateway, '{"model":"m","messages":[');
+    expect(upstream.received).toHaveLength(1);
+    expect(res.status).toBe(400);
+    expect(res.text).toBe(answer);
+    expect(parseCompactionHeader(res.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'not_shrunk', why: 'no_messages' });
   });
 
   it('a body over the gateway limit -> 413 request_too_large', async () => {

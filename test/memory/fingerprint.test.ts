@@ -1,14 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { chainDigests, messageDigest, sessionKey, tenantOf } from '../../src/memory/fingerprint.js';
+import { chainDigests, itemDigest, sessionKey, tenantOf } from '../../src/memory/fingerprint.js';
 import { LocalStore, type MemoryEntry } from '../../src/memory/store.js';
 
 describe('fingerprints', () => {
   it('ignore key order and prompt-cache hints, not content', () => {
     const a = { role: 'user', content: [{ type: 'text', text: 'hi', cache_control: { type: 'ephemeral' } }] };
     const b = { content: [{ text: 'hi', type: 'text' }], role: 'user' };
-    expect(messageDigest(a)).toBe(messageDigest(b));
-    expect(messageDigest({ role: 'user', content: 'hi' })).not.toBe(messageDigest({ role: 'user', content: 'hi ' }));
-    expect(messageDigest({ role: 'user', content: 'hi' })).not.toBe(messageDigest({ role: 'assistant', content: 'hi' }));
+    expect(itemDigest(a)).toBe(itemDigest(b));
+    expect(itemDigest({ role: 'user', content: 'hi' })).not.toBe(itemDigest({ role: 'user', content: 'hi ' }));
+    expect(itemDigest({ role: 'user', content: 'hi' })).not.toBe(itemDigest({ role: 'assistant', content: 'hi' }));
   });
 
   it('chain digests identify a whole prefix, and only that prefix', () => {
@@ -28,7 +28,9 @@ describe('fingerprints', () => {
     expect(a).not.toContain('sk-AAAA');
     expect(tenantOf({ 'api-key': 'azure-key' })).not.toBe(tenantOf({}));
     const msgs = [{ role: 'system', content: 's' }, { role: 'user', content: 'task' }];
-    expect(sessionKey(a, 'u', msgs, 1)).not.toBe(sessionKey(b, 'u', msgs, 1));
+    expect(sessionKey(a, 'u', 'chat', msgs, 2)).not.toBe(sessionKey(b, 'u', 'chat', msgs, 2));
+    // the same conversation in another API is another session
+    expect(sessionKey(a, 'u', 'chat', msgs, 2)).not.toBe(sessionKey(a, 'u', 'responses', msgs, 2));
   });
 });
 
@@ -38,10 +40,12 @@ describe('the in-process store', () => {
     spanDigest: `d${spanLength}`,
     pinnedOffsets: [],
     summary: { role: 'user', content: 'x'.repeat(size) },
+    summaryText: 'x'.repeat(size),
     summarizedCount: spanLength,
     strategy: 'summarize',
     summarizerCalls: 1,
-    bodyTargetBytes: 1000,
+    fitBytes: 1000,
+    aimBytes: 600,
     createdAt: 0,
   });
 
@@ -56,6 +60,22 @@ describe('the in-process store', () => {
     for (let i = 0; i < 10; i++) await store.remember(`s${i}`, entry(1, 1_000));
     expect(await store.entries('s0')).toEqual([]);
     expect(await store.entries('s9')).toHaveLength(1);
+  });
+
+  it('learned bounds only tighten', async () => {
+    const store = new LocalStore(1_000_000, 60);
+    await store.learn('m', { refusedBytes: 102_733 });
+    await store.learn('m', { refusedBytes: 150_000, limitTokens: 37_000 });
+    await store.learn('m', { refusedBytes: 92_100 });
+    expect(await store.limit('m')).toEqual({ refusedBytes: 92_100, limitTokens: 37_000 });
+  });
+
+  it('remembers which tenants have compactions', async () => {
+    const store = new LocalStore(1_000_000, 60);
+    expect(await store.hasTenant('t1')).toBe(false);
+    await store.markTenant('t1');
+    expect(await store.hasTenant('t1')).toBe(true);
+    expect(await store.hasTenant('t2')).toBe(false);
   });
 
   it('forgets after its TTL', async () => {

@@ -3,14 +3,15 @@ import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import { Agent } from 'undici';
 import { describe, expect, it } from 'vitest';
-import { compact, requestedCompletion } from '../../src/compaction/index.js';
+import { compact } from '../../src/compaction/index.js';
 import { jsonBytes } from '../../src/compaction/size.js';
 import { sizeTarget } from '../../src/compaction/target.js';
 import { validateCompaction } from '../../src/compaction/validate.js';
 import { validateConfig } from '../../src/config/load.js';
 import { GatewayError } from '../../src/errors.js';
 import { classifyResponse, classifyStreamEvent } from '../../src/overlong/classify.js';
-import { readChatRequest } from '../../src/routes/chat-body.js';
+import { readIncoming } from '../../src/rescue/request.js';
+import { chat } from '../../src/dialects/chat.js';
 import { assertPassthroughPath } from '../../src/routes/passthrough.js';
 import { decodeText, holdBody } from '../../src/upstream/body.js';
 import { conversationArb, deepFreeze } from '../compaction/conversations.js';
@@ -83,23 +84,27 @@ describe('compaction end to end (deterministic fallback, no network)', () => {
         const body = Buffer.from(JSON.stringify(json));
         const limitTokens = Math.max(1, Math.floor((body.length * shrinkTo) / 4));
         const limits = reason === 'context_length' ? { limitTokens, promptTokens: Math.ceil(body.length / 4) } : { limitBytes: Math.floor(body.length * shrinkTo) };
-        const target = sizeTarget(reason, limits, body.length, requestedCompletion(json));
+        const target = sizeTarget({ reason, limits, bodyBytes: body.length, requested: chat.completion(json) }, undefined, 0.6);
+        const conversation = chat.read(json);
+        if (!conversation) return;
         const result = await compact({
+          dialect: chat,
           request: json,
+          conversation,
           bodyBytes: body.length,
           target,
           config,
           dispatcher,
-          upstreamUrl: 'http://127.0.0.1:9/v1',
-          requestAuth: {},
+          summarizer: { url: 'http://127.0.0.1:9/v1', model: 'm', headers: {}, wire: chat.summarizer },
           signal: new AbortController().signal,
+          because: 'a test',
         });
         outcomes.set(result.outcome === 'compacted' ? 'compacted' : result.why, (outcomes.get(result.outcome === 'compacted' ? 'compacted' : result.why) ?? 0) + 1);
         if (result.outcome !== 'compacted') return;
         const replay = JSON.parse(result.body.toString('utf8'));
         expect(result.body.length).toBeLessThan(body.length);
-        expect(result.body.length).toBeLessThanOrEqual(target.bodyBytes);
-        expect(validateCompaction(messages, replay.messages)).toEqual([]);
+        expect(result.body.length).toBeLessThan(target.fitBytes);
+        expect(validateCompaction(chat, messages, replay.messages)).toEqual([]);
         expect(jsonBytes(replay.messages)).toBeLessThan(jsonBytes(messages));
         const { messages: _a, ...before } = json;
         const { messages: _b, ...after } = replay;
@@ -142,7 +147,7 @@ describe('holdBody', () => {
   });
 });
 
-describe('readChatRequest on any bytes', () => {
+describe('readIncoming on any bytes', () => {
   const bodies = fc.oneof(
     fc.uint8Array({ maxLength: 500 }).map((b) => Buffer.from(b)),
     fc.jsonValue().map((v) => Buffer.from(JSON.stringify(v) ?? 'null')),
@@ -151,22 +156,18 @@ describe('readChatRequest on any bytes', () => {
   );
   const encodings = fc.constantFrom(undefined, 'identity', 'gzip', 'deflate', 'br', 'gzip, br', 'x-unknown', '');
 
-  it('returns a request or throws a GatewayError, never anything else', () => {
+  it('never throws: a body it cannot read is simply not compactable', () => {
     fc.assert(
       fc.property(bodies, encodings, fc.boolean(), (raw, encoding, encode) => {
         let body = raw;
         if (encode && encoding === 'gzip') body = gzipSync(raw);
         if (encode && encoding === 'br') body = brotliCompressSync(raw);
         if (encode && encoding === 'deflate') body = deflateSync(raw);
-        try {
-          const chat = readChatRequest(body, encoding, 64 * 1024);
-          expect(typeof chat.stream).toBe('boolean');
-          const json = chat.json;
-          if (json !== null) expect(typeof json === 'object' && !Array.isArray(json)).toBe(true);
-        } catch (err) {
-          expect(err).toBeInstanceOf(GatewayError);
-          expect([400, 413, 415]).toContain((err as GatewayError).status);
-        }
+        const incoming = readIncoming(body, encoding, 64 * 1024);
+        expect(incoming.raw).toBe(body);
+        const json = incoming.json;
+        if (json !== null) expect(typeof json === 'object' && !Array.isArray(json)).toBe(true);
+        expect(incoming.bytes).toBeLessThanOrEqual(64 * 1024 + body.length);
       }),
       { numRuns: 3000 },
     );

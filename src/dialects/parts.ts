@@ -1,0 +1,56 @@
+/*
+ * Small readers shared by the dialects: they look at plain JSON values, not at any one API.
+ */
+
+export type Json = Record<string, unknown>;
+
+export function isRecord(value: unknown): value is Json {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+export function str(value: unknown): string | undefined {
+  return typeof value === 'string' ? value : undefined;
+}
+
+/** An image carrying its data inline (a data: URL or long base64), not a short link. */
+export function hasInlineData(value: unknown, depth = 0): boolean {
+  if (typeof value === 'string') return value.startsWith('data:') || value.length > 1024;
+  if (!isRecord(value) || depth > 3) return false;
+  return Object.values(value).some((v) => hasInlineData(v, depth + 1));
+}
+
+/** The texts of a content value: a string, or parts with `text` (other parts as a short marker). */
+export function partsText(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return content == null ? '' : JSON.stringify(content);
+  return content
+    .map((part) => {
+      if (typeof part === 'string') return part;
+      if (!isRecord(part)) return '';
+      if (typeof part.text === 'string') return part.text;
+      if (typeof part.refusal === 'string') return part.refusal;
+      if (typeof part.type === 'string' && /image|audio|file|document/.test(part.type)) return `[${part.type}]`;
+      return '';
+    })
+    .filter(Boolean)
+    .join('\n');
+}
+
+export function positiveInt(value: unknown): number | undefined {
+  return typeof value === 'number' && Number.isInteger(value) && value > 0 ? value : undefined;
+}
+
+/** Serialises `request` with `field` set to `value`, keeping the key order as sent. */
+export function withField(request: Json, field: string, value: unknown): Buffer {
+  return Buffer.from(JSON.stringify({ ...request, [field]: value }));
+}
+
+/** Credentials and a header the API requires, copied from the rescued request for the summarizer. */
+export function pickHeaders(headers: Record<string, string | string[]>, names: readonly string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of names) {
+    const value = headers[name];
+    if (typeof value === 'string') out[name] = value;
+  }
+  return out;
+}

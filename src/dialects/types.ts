@@ -1,0 +1,88 @@
+/*
+ * What the rescue core knows of a conversation, whatever API it came in. A dialect is the only
+ * code that knows a wire format: it reads a request into wire items plus one neutral `Entry` per
+ * item, writes a compacted list of items back into the request, and says which answers and
+ * stream events can carry an overflow. The planner, memory, size target and report see only
+ * entries and opaque items, never a field name of any API.
+ */
+
+export type Api = 'chat' | 'responses' | 'messages';
+
+/**
+ * What an item is to compaction. `instruction`: system/developer text (a leading run of them is
+ * kept byte-identical); `user`: a person's input; `assistant`: the model's turn; `tool`: tool
+ * results; `opaque`: provider state (encrypted reasoning, compaction items) nobody may read.
+ */
+export type Role = 'instruction' | 'user' | 'assistant' | 'tool' | 'opaque';
+
+export interface Entry {
+  role: Role;
+  /** Tool call ids this item issues. */
+  calls: readonly string[];
+  /** Tool call ids this item answers: never kept without the item that issued them. */
+  answers: readonly string[];
+  /** Belongs to the item after it (a reasoning item before its call or message): kept or dropped with it. */
+  joinsNext: boolean;
+}
+
+/** A piece of an item that compaction may shorten, found by its path inside the item. */
+export type Slot =
+  | { kind: 'text'; path: readonly (string | number)[]; text: string }
+  | { kind: 'image'; path: readonly (string | number)[]; value: unknown; placeholder: (label: string) => unknown };
+
+/** An item as the summarizer and the fallback digest read it. */
+export interface Rendered {
+  who: string;
+  text: string;
+  calls: { id: string; name: string; args: string }[];
+}
+
+/** A request's conversation: the wire array it lives in, and what each element is. */
+export interface Conversation {
+  items: unknown[];
+  entries: Entry[];
+}
+
+/** What a stream event means before anything was relayed. */
+export type StreamEventKind = 'preamble' | 'output' | 'failure';
+
+/** How a summarizer call is made in one API. */
+export interface SummarizerWire {
+  /** Path under the summarizer's base URL, e.g. `/chat/completions`. */
+  path: string;
+  body(o: { model: string; instructions: string; transcript: string; maxTokens: number; request: Record<string, unknown> }): unknown;
+  /** The summary text of a successful answer. */
+  text(answer: unknown): string | undefined;
+  /** Headers the API needs besides credentials, from the request's own when it has them. */
+  headers(requestHeaders: Record<string, string | string[]>): Record<string, string>;
+}
+
+export interface Dialect {
+  api: Api;
+  /** The request's conversation, or null when it has none the gateway can compact. */
+  read(request: Record<string, unknown>): Conversation | null;
+  /** The request with its conversation replaced, every other field as sent. */
+  write(request: Record<string, unknown>, items: unknown[]): Buffer;
+  describe(item: unknown): Entry;
+  render(item: unknown): Rendered;
+  /** What may be shortened in this item; none for items that must stay byte-identical. */
+  slots(item: unknown): Slot[];
+  /** The item that carries a summary, with the given role (the config's, where the API allows it). */
+  summaryItem(text: string, role: string): unknown;
+  /** Completion tokens the request asks for, and the request with that number lowered (null: cannot). */
+  completion(request: Record<string, unknown>): number | undefined;
+  withCompletion(request: Record<string, unknown>, tokens: number): Buffer | null;
+  /** Wire-level validity of a compacted conversation (alternation, block order); empty when valid. */
+  problems(items: unknown[]): string[];
+  /**
+   * Stream events before the first one that carries output can be held and the answer still
+   * changed. Null: the first chunk decides, as in chat completions.
+   */
+  streamEvent: ((event: string | undefined, data: string) => StreamEventKind) | null;
+  /**
+   * A request whose history lives upstream (the Responses API's previous_response_id) cannot be
+   * compacted here; this is the one replay that can still help, or null.
+   */
+  serverSideRescue(request: Record<string, unknown>): Buffer | null;
+  summarizer: SummarizerWire;
+}

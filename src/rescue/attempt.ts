@@ -1,0 +1,21 @@
+import { callUpstream } from '../upstream/client.js';
+import { inspect, type InspectedAnswer } from '../upstream/inspect.js';
+import type { RescueContext } from './context.js';
+
+/** Sends one attempt upstream and reads just enough of the answer to judge it. */
+export async function attempt(ctx: RescueContext, body: Buffer, headers: Record<string, string | string[]>): Promise<InspectedAnswer> {
+  const { deps } = ctx;
+  const answer = await callUpstream(deps.dispatcher, {
+    target: deps.target,
+    path: ctx.path,
+    method: 'POST',
+    headers,
+    body,
+    signal: ctx.gone,
+  });
+  ctx.notes.upstreamStatus = answer.status;
+  ctx.notes.upstreamTtfbMs = answer.ttfbMs;
+  ctx.notes.streamed = String(answer.headers['content-type'] ?? '').includes('text/event-stream');
+  deps.metrics.upstreamTtfb.observe({ route: ctx.notes.route ?? ctx.dialect.api }, answer.ttfbMs / 1000);
+  return inspect(answer, deps.config.upstream.errorBodyLimitBytes, ctx.dialect.streamEvent);
+}

@@ -1,0 +1,53 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Dispatcher } from 'undici';
+import type { Config } from '../config/schema.js';
+import type { Dialect } from '../dialects/types.js';
+import type { CompactionMemory } from '../memory/index.js';
+import type { Metrics } from '../metrics.js';
+import type { ClientGone } from '../upstream/client-gone.js';
+import type { UpstreamTarget } from '../upstream/target.js';
+import type { IncomingRequest } from './request.js';
+
+/** What every rescuable route shares: built once in server.ts. */
+export interface RescueDeps {
+  config: Readonly<Config>;
+  dispatcher: Dispatcher;
+  target: UpstreamTarget;
+  metrics: Metrics;
+  /** What the gateway remembers of past compactions; null when memory is off. */
+  memory: CompactionMemory | null;
+}
+
+/** One request on its way through the rescue. */
+export interface RescueContext {
+  deps: RescueDeps;
+  dialect: Dialect;
+  /** The upstream path the request goes to (base path included) and its query. */
+  path: string;
+  incoming: IncomingRequest;
+  /** The headers sent upstream (credentials already the gateway's or the client's). */
+  headers: Record<string, string | string[]>;
+  /** The client's own request headers, for the tenant and opt-out. */
+  clientHeaders: Record<string, string | string[] | undefined>;
+  log: FastifyBaseLogger;
+  /** Fires when the client leaves: cancels upstream and summarizer work. */
+  gone: ClientGone;
+  notes: { compaction?: string; upstreamStatus?: number; upstreamTtfbMs?: number; streamed?: boolean; route?: string };
+}
+
+/** The header that marks a request as already handled by a gateway, or opts a request out. */
+export const COMPACTION_HEADER = 'x-gateway-compaction';
+
+export function optedOut(ctx: Pick<RescueContext, 'clientHeaders'>): boolean {
+  return String(ctx.clientHeaders[COMPACTION_HEADER] ?? '').trim().toLowerCase() === 'off';
+}
+
+/** The request's own headers, marked; a changed body is plain JSON, whatever the client's encoding. */
+export function markedHeaders(headers: Record<string, string | string[]>, header: string): Record<string, string | string[]> {
+  const { 'content-encoding': _encoding, ...rest } = headers;
+  return { ...rest, [COMPACTION_HEADER]: header };
+}
+
+export function modelOf(json: Record<string, unknown> | null): string | undefined {
+  return typeof json?.model === 'string' ? json.model : undefined;
+}

@@ -1,0 +1,194 @@
+import { compact, type SummarizerTarget } from '../compaction/index.js';
+import { clampedCompletion, sizeTarget } from '../compaction/target.js';
+import { DIALECTS } from '../dialects/index.js';
+import type { Conversation } from '../dialects/types.js';
+import type { Verdict } from '../overlong/types.js';
+import { discard } from '../upstream/body.js';
+import { CLIENT_CREDENTIALS } from '../upstream/headers.js';
+import type { InspectedAnswer } from '../upstream/inspect.js';
+import { attempt } from './attempt.js';
+import { markedHeaders, optedOut, type RescueContext } from './context.js';
+import { compactAhead, learnedBounds, learnFrom, recallFor, rememberSpan } from './memory.js';
+import { compactionHeader, countCompaction, countRescue, logDecision, seconds, type RescueRecord, type ReplayResult } from './report.js';
+
+/*
+ * The rescue, written once for every API: attempt -> overlong and nothing sent yet? -> make the
+ * request smaller -> replay once -> record. The dialect in the context is the only part that
+ * knows the wire format.
+ */
+
+/** What the client gets: the answer to relay, and the header that records what was done. */
+export interface Outcome {
+  answer: InspectedAnswer;
+  header?: string;
+}
+
+/**
+ * The first attempt (compacted ahead when memory says it extends a compacted conversation), and
+ * the rescue when it is refused as overlong while nothing was sent. `committed` is the relay's
+ * one check of whether any byte reached the client.
+ */
+export async function serve(ctx: RescueContext, committed: () => boolean): Promise<Outcome> {
+  const config = ctx.deps.config;
+  const ahead = config.compaction.proactive && config.compaction.maxReplays > 0 && !optedOut(ctx) ? await compactAhead(ctx, () => summarizerFor(ctx)) : null;
+  const first = await attempt(ctx, ahead?.body ?? ctx.incoming.raw, ahead ? markedHeaders(ctx.headers, ahead.header) : ctx.headers);
+  if (!first.verdict.overlong || committed()) return { answer: first, header: ahead?.header };
+  const rejectedBytes = ahead ? ahead.body.length : ctx.incoming.bytes;
+  return rescue(ctx, first, first.verdict, rejectedBytes, ahead !== null);
+}
+
+/**
+ * One rejection costs at most one remedy and one replay. When the gateway cannot help (opted
+ * out, nothing worth shrinking, a body it cannot read), the client gets the upstream's own error.
+ */
+async function rescue(
+  ctx: RescueContext,
+  first: InspectedAnswer,
+  verdict: Extract<Verdict, { overlong: true }>,
+  rejectedBytes: number,
+  afterAhead: boolean,
+): Promise<Outcome> {
+  const { deps, dialect } = ctx;
+  const { reason, limits } = verdict;
+  const record: RescueRecord = { api: dialect.api, outcome: 'disabled', trigger: 'rejected', reason, rejectedStatus: first.answer.status };
+  deps.metrics.overlong.inc({ api: dialect.api, reason });
+  const json = ctx.incoming.json;
+  if (json) await learnFrom(ctx, verdict, rejectedBytes);
+  if (deps.config.compaction.maxReplays === 0 || optedOut(ctx)) return passThrough(ctx, record, first);
+  if (!json) return notShrunk(ctx, record, first, 'no_messages', rejectedBytes);
+
+  // Lossless first: the prompt fits, only prompt plus the requested completion does not.
+  const requested = dialect.completion(json);
+  const lowered = clampedCompletion(reason, limits, requested, deps.config.compaction.minCompletionTokens);
+  const clamped = lowered !== null ? dialect.withCompletion(json, lowered) : null;
+  if (clamped && requested) {
+    Object.assign(record, { remedy: 'clamp', limit: 'stated', completion: { before: requested, after: lowered } });
+    return replay(ctx, record, first, clamped);
+  }
+  const conversation = dialect.read(json);
+  if (!conversation) {
+    const truncated = dialect.serverSideRescue(json);
+    if (!truncated) return notShrunk(ctx, record, first, 'no_messages', rejectedBytes);
+    record.remedy = 'truncation';
+    return replay(ctx, record, first, truncated);
+  }
+  return compactAndReplay(ctx, record, first, verdict, conversation, rejectedBytes, afterAhead);
+}
+
+async function compactAndReplay(
+  ctx: RescueContext,
+  record: RescueRecord,
+  first: InspectedAnswer,
+  verdict: Extract<Verdict, { overlong: true }>,
+  conversation: Conversation,
+  rejectedBytes: number,
+  afterAhead: boolean,
+): Promise<Outcome> {
+  const { deps, dialect } = ctx;
+  const json = ctx.incoming.json!;
+  const started = performance.now();
+  const rejection = { reason: verdict.reason, limits: verdict.limits, bodyBytes: rejectedBytes, requested: dialect.completion(json) };
+  const target = sizeTarget(rejection, await learnedBounds(ctx), deps.config.compaction.targetRatio);
+  // After a compaction ahead was refused too, memory has had its say: start from the request.
+  const recalled = afterAhead ? null : await recallFor(ctx, conversation);
+  const compaction = await compact({
+    dialect,
+    request: json,
+    conversation,
+    bodyBytes: ctx.incoming.bytes,
+    target,
+    config: deps.config,
+    dispatcher: deps.dispatcher,
+    summarizer: summarizerFor(ctx),
+    signal: ctx.gone.signal,
+    because: verdict.reason === 'body_too_large' ? "the request exceeded the upstream's size limit" : "the request exceeded the model's context window",
+    recalled: recalled?.entry,
+    onSummary: (e) => logSummary(ctx, e),
+  });
+  Object.assign(record, { remedy: 'compaction', compaction, limit: target.source, durationMs: performance.now() - started });
+  countCompaction(deps.metrics, compaction, record.durationMs!);
+  if (compaction.outcome !== 'compacted') {
+    record.outcome = 'not_shrunk';
+    return passThrough(ctx, record, first);
+  }
+  await rememberSpan(ctx, conversation, compaction, recalled, target);
+  return replay(ctx, record, first, compaction.body);
+}
+
+async function replay(ctx: RescueContext, record: RescueRecord, first: InspectedAnswer, body: Buffer): Promise<Outcome> {
+  record.outcome = 'replayed';
+  logDecision(ctx.log, record);
+  discard(first.answer.body);
+  let answer: InspectedAnswer;
+  try {
+    answer = await attempt(ctx, body, markedHeaders(ctx.headers, compactionHeader(record)));
+  } catch (err) {
+    record.outcome = 'replay_failed';
+    countRescue(ctx.deps.metrics, record, 'failed');
+    // The replay never got an answer: the upstream's own first answer is the truest thing to give.
+    if (ctx.gone.aborted || !first.held.complete) throw err;
+    ctx.log.warn({ err: (err as Error).message }, 'the replay failed before the upstream answered; passing the original rejection through');
+    return finish(ctx, record, first);
+  }
+  const result = replayResult(answer);
+  if (result !== 'success') record.outcome = 'replay_failed';
+  record.replayStatus = answer.answer.status;
+  countRescue(ctx.deps.metrics, record, result);
+  return finish(ctx, record, answer);
+}
+
+function notShrunk(ctx: RescueContext, record: RescueRecord, first: InspectedAnswer, why: 'no_messages', bytes: number): Outcome {
+  record.outcome = 'not_shrunk';
+  record.compaction = { outcome: 'not_shrunk', why, summarizerCalls: 0, messagesBefore: 0, bytesBefore: bytes, tokensBefore: 0 };
+  return passThrough(ctx, record, first);
+}
+
+function passThrough(ctx: RescueContext, record: RescueRecord, first: InspectedAnswer): Outcome {
+  logDecision(ctx.log, record);
+  countRescue(ctx.deps.metrics, record);
+  return finish(ctx, record, first);
+}
+
+function finish(ctx: RescueContext, record: RescueRecord, answer: InspectedAnswer): Outcome {
+  const header = compactionHeader(record);
+  ctx.notes.compaction = header;
+  return { answer, header };
+}
+
+function replayResult(replay: InspectedAnswer): ReplayResult {
+  if (replay.verdict.overlong) return 'still_overlong';
+  return replay.answer.status >= 400 ? 'upstream_error' : 'success';
+}
+
+/**
+ * Where summaries come from: the configured summarizer, or by default the upstream itself in the
+ * API of the request being rescued, with the request's own credentials.
+ */
+function summarizerFor(ctx: RescueContext): SummarizerTarget {
+  const s = ctx.deps.config.summarizer;
+  const wire = DIALECTS[s.api ?? ctx.dialect.api].summarizer;
+  const model = s.model ?? String(ctx.incoming.json?.model ?? '');
+  const own = s.apiKey ? keyHeaders(s.api ?? ctx.dialect.api, s.apiKey) : credentials(ctx.headers);
+  return { url: s.url ?? ctx.deps.config.upstream.url, model, wire, headers: { ...wire.headers(ctx.headers), ...own } };
+}
+
+function keyHeaders(api: string, key: string): Record<string, string> {
+  return api === 'messages' ? { 'x-api-key': key } : { authorization: `Bearer ${key}` };
+}
+
+/** The credentials the request itself used upstream: the summarizer's default. */
+function credentials(headers: Record<string, string | string[]>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of CLIENT_CREDENTIALS) {
+    const value = headers[name];
+    if (typeof value === 'string') out[name] = value;
+  }
+  return out;
+}
+
+function logSummary(ctx: RescueContext, e: Parameters<NonNullable<Parameters<typeof compact>[0]['onSummary']>>[0]): void {
+  const api = ctx.dialect.api;
+  if (e.phase === 'start') ctx.log.info({ api, items: e.items }, `summarizing ${e.items} items for a compaction`);
+  else if (e.failure) ctx.log.warn({ api, ms: Math.round(e.ms), calls: e.calls, failure: e.failure }, `summarizer failed (${e.failure}) after ${seconds(e.ms)}; using the deterministic digest`);
+  else ctx.log.info({ api, ms: Math.round(e.ms), calls: e.calls }, `summary ready in ${seconds(e.ms)} (${e.calls} summarizer call${e.calls === 1 ? '' : 's'})`);
+}

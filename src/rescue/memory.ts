@@ -1,0 +1,139 @@
+import { compact, keptPrefixEnd, type CompactionResult, type SummarizerTarget } from '../compaction/index.js';
+import { learnedTarget, smallest, type Bounds, type SizeTarget } from '../compaction/target.js';
+import type { Conversation } from '../dialects/types.js';
+import { tenantOf } from '../memory/fingerprint.js';
+import type { Recalled } from '../memory/index.js';
+import type { Verdict } from '../overlong/types.js';
+import { modelOf, type RescueContext } from './context.js';
+import { compactionHeader, countCompaction, logDecision, type RescueRecord } from './report.js';
+
+/*
+ * The rescue's use of the compaction memory: what a rejection teaches, which remembered summary a
+ * request extends, and sending a request compacted before its first attempt when it extends one
+ * (it would surely be refused again). Every store failure counts as a miss: the gateway keeps
+ * working without memory.
+ */
+
+/** A rejection teaches a bound, per upstream and model: a stated limit, or a refused size. */
+export async function learnFrom(ctx: RescueContext, verdict: Extract<Verdict, { overlong: true }>, rejectedBytes: number): Promise<void> {
+  const model = modelOf(ctx.incoming.json);
+  if (!ctx.deps.memory || !model) return;
+  const { reason, limits } = verdict;
+  const learned: Bounds = {};
+  if (reason === 'context_length' && limits.limitTokens) {
+    learned.limitTokens = limits.limitTokens;
+    learned.completionCounted = (limits as { completionCounted?: boolean }).completionCounted === true || limits.completionTokens !== undefined;
+    if (limits.promptTokens) learned.bytesPerToken = rejectedBytes / limits.promptTokens;
+  }
+  if (reason === 'body_too_large') {
+    if (limits.limitBytes) learned.limitBytes = limits.limitBytes;
+    else if (rejectedBytes > 0) learned.refusedBytes = rejectedBytes;
+  }
+  if (Object.keys(learned).length > 0) await ctx.deps.memory.learn(model, learned);
+}
+
+export async function learnedBounds(ctx: RescueContext): Promise<Bounds | undefined> {
+  const model = modelOf(ctx.incoming.json);
+  return ctx.deps.memory && model ? ctx.deps.memory.limitFor(model) : undefined;
+}
+
+/** The remembered compaction this conversation extends, counted as a hit or a miss. */
+export async function recallFor(ctx: RescueContext, conversation: Conversation): Promise<Recalled | null> {
+  const memory = ctx.deps.memory;
+  if (!memory) return null;
+  const recalled = await memory.recall(tenantOf(ctx.clientHeaders), ctx.dialect.api, conversation.items, keptPrefixEnd(conversation));
+  memory.countLookup(recalled);
+  return recalled;
+}
+
+/** Remembers the span a new summary stands for, so later turns of the conversation reuse it. */
+export async function rememberSpan(
+  ctx: RescueContext,
+  conversation: Conversation,
+  compaction: CompactionResult,
+  recalled: Recalled | null,
+  target: SizeTarget,
+): Promise<void> {
+  const memory = ctx.deps.memory;
+  if (!memory || compaction.outcome !== 'compacted' || !compaction.newSpan) return;
+  const span = compaction.newSpan;
+  const tenant = tenantOf(ctx.clientHeaders);
+  const session = recalled?.session ?? memory.session(tenant, ctx.dialect.api, conversation.items, span.fixedEnd);
+  await memory.remember(session, tenant, conversation.items, span.fixedEnd, {
+    spanLength: span.spanLength,
+    pinnedOffsets: span.pinnedOffsets,
+    summary: span.summary,
+    summaryText: span.summaryText,
+    summarizedCount: span.summarizedCount,
+    strategy: span.strategy,
+    summarizerCalls: span.summarizerCalls,
+    fitBytes: target.fitBytes,
+    aimBytes: target.aimBytes,
+    createdAt: Date.now(),
+  });
+}
+
+export interface Proactive {
+  body: Buffer;
+  header: string;
+}
+
+/**
+ * A request that extends a remembered compaction is sent compacted before its first attempt: the
+ * remembered summary as it is while the result fits what is known to fit, else extended. Learned
+ * limits set the target; they never trigger a compaction on their own. Returns null when the
+ * request should go as the client sent it.
+ */
+export async function compactAhead(ctx: RescueContext, summarizer: () => SummarizerTarget): Promise<Proactive | null> {
+  const memory = ctx.deps.memory;
+  // Only a tenant with something remembered has its body parsed before the first attempt.
+  if (!memory || !(await memory.knowsTenant(tenantOf(ctx.clientHeaders)))) return null;
+  const json = ctx.incoming.json;
+  const conversation = json ? ctx.dialect.read(json) : null;
+  if (!json || !conversation) return null;
+  const recalled = await memory.recall(tenantOf(ctx.clientHeaders), ctx.dialect.api, conversation.items, keptPrefixEnd(conversation));
+  if (!recalled) return null;
+  memory.countLookup(recalled);
+
+  const started = performance.now();
+  const bytes = ctx.incoming.bytes;
+  const target = aheadTarget(recalled, bytes, await learnedBounds(ctx), ctx);
+  const compaction = await compact({
+    dialect: ctx.dialect,
+    request: json,
+    conversation,
+    bodyBytes: bytes,
+    target,
+    config: ctx.deps.config,
+    dispatcher: ctx.deps.dispatcher,
+    summarizer: summarizer(),
+    signal: ctx.gone.signal,
+    because: "the conversation had outgrown the upstream's limit before",
+    recalled: recalled.entry,
+  });
+  const durationMs = performance.now() - started;
+  countCompaction(ctx.deps.metrics, compaction, durationMs);
+  if (compaction.outcome !== 'compacted') return null;
+  await rememberSpan(ctx, conversation, compaction, recalled, target);
+  memory.countProactive();
+  const record: RescueRecord = { api: ctx.dialect.api, outcome: 'compacted', trigger: 'proactive', compaction, limit: 'learned', durationMs };
+  logDecision(ctx.log, record);
+  const header = compactionHeader(record);
+  ctx.notes.compaction = header;
+  return { body: compaction.body, header };
+}
+
+/** What the remembered compaction knew to fit, tightened by anything learned since. */
+function aheadTarget(recalled: Recalled, bytes: number, learned: Bounds | undefined, ctx: RescueContext): SizeTarget {
+  const remembered = { fitBytes: recalled.entry.fitBytes, aimBytes: recalled.entry.aimBytes };
+  const ratio = ctx.deps.config.compaction.targetRatio;
+  const fromLearned = learned ? learnedTarget(bytes, smallest(learned, {}), ratio, ctx.dialect.completion(ctx.incoming.json ?? {})) : null;
+  const fitBytes = Math.min(remembered.fitBytes, fromLearned?.fitBytes ?? Infinity);
+  return {
+    fitBytes,
+    aimBytes: Math.min(remembered.aimBytes, fromLearned?.aimBytes ?? Infinity, fitBytes),
+    bytesPerToken: learned?.bytesPerToken ?? 3,
+    tokensBefore: Math.round(bytes / (learned?.bytesPerToken ?? 3)),
+    source: 'learned',
+  };
+}

@@ -1,0 +1,146 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { CompactionResult } from '../compaction/index.js';
+import type { LimitSource } from '../compaction/target.js';
+import type { Api } from '../dialects/types.js';
+import type { Metrics } from '../metrics.js';
+import type { OverlongReason } from '../overlong/types.js';
+
+export type Outcome = 'replayed' | 'replay_failed' | 'not_shrunk' | 'disabled' | 'compacted';
+export type ReplayResult = 'success' | 'upstream_error' | 'still_overlong' | 'failed';
+/** What made the replay smaller: a lowered completion limit, the upstream's own truncation, or compaction. */
+export type Remedy = 'clamp' | 'truncation' | 'compaction';
+
+/** Everything one rescue did, as the header, the log line and the metrics tell it. */
+export interface RescueRecord {
+  api: Api;
+  outcome: Outcome;
+  /** What set it off: an overlong rejection, or memory before the first attempt. */
+  trigger: 'rejected' | 'proactive';
+  /** Absent for a proactive compaction, which had no rejection. */
+  reason?: OverlongReason;
+  rejectedStatus?: number;
+  remedy?: Remedy;
+  compaction?: CompactionResult;
+  /** The completion limit before and after a clamp. */
+  completion?: { before: number; after: number };
+  limit?: LimitSource;
+  durationMs?: number;
+  replayStatus?: number;
+}
+
+/**
+ * The `x-gateway-compaction` value: an RFC 8941 dictionary of tokens and integers, e.g.
+ * `outcome=replayed, reason=context_length, strategy=summarize, messages-before=212, ...`.
+ */
+export function compactionHeader(r: RescueRecord): string {
+  const c = r.compaction;
+  const done = c?.outcome === 'compacted' ? c : undefined;
+  const fields: Array<[string, string | number | undefined]> = [
+    ['outcome', r.outcome],
+    ['trigger', r.trigger],
+    ['reason', r.reason],
+    ['limit', r.limit],
+    ['memory', done?.memory],
+    ['strategy', strategyOf(r)],
+    ['why', c?.outcome === 'not_shrunk' ? c.why : undefined],
+    ['messages-before', c?.messagesBefore],
+    ['messages-after', done?.messagesAfter],
+    ['bytes-before', c?.bytesBefore],
+    ['bytes-after', done?.bytesAfter],
+    ['tokens-before', c?.tokensBefore],
+    ['tokens-after', done?.tokensAfter],
+    ['completion-before', r.completion?.before],
+    ['completion-after', r.completion?.after],
+    ['cut', done ? done.cut : undefined],
+    ['summarizer-ms', done?.summarizerMs],
+    ['summarizer-failure', done?.summarizerFailure],
+    ['replay-status', r.replayStatus],
+  ];
+  return fields
+    .filter(([, v]) => v !== undefined)
+    .map(([k, v]) => `${k}=${typeof v === 'number' ? Math.round(v) : v}`)
+    .join(', ');
+}
+
+function strategyOf(r: RescueRecord): string | undefined {
+  if (r.remedy === 'clamp' || r.remedy === 'truncation') return r.remedy;
+  return r.compaction?.outcome === 'compacted' ? r.compaction.strategy : undefined;
+}
+
+/** The one WARN line a rescue writes when it decides, with the numbers in the sentence. */
+export function logDecision(log: FastifyBaseLogger, r: RescueRecord): void {
+  const c = r.compaction;
+  const fields = { compaction: flat(r) };
+  const what =
+    r.trigger === 'proactive'
+      ? `${r.api} request extends a conversation compacted before (remembered summary)`
+      : `upstream rejected the ${r.api} request as overlong (${r.rejectedStatus} ${r.reason}, limit ${r.limit ?? 'unknown'})`;
+  if (r.outcome === 'disabled') {
+    log.warn(fields, `${what}: compaction is off for this request; passing the upstream error through`);
+  } else if (r.remedy === 'clamp') {
+    log.warn(fields, `${what}: the prompt fits; lowered the completion limit from ${r.completion?.before} to ${r.completion?.after}, replaying once`);
+  } else if (r.remedy === 'truncation') {
+    log.warn(fields, `${what}: its history is held upstream (previous_response_id); replaying once with truncation "auto"`);
+  } else if (c?.outcome === 'not_shrunk') {
+    log.warn(fields, `${what}: no useful compaction (${c.why}, ${c.messagesBefore} items, ${size(c.bytesBefore)}); passing the upstream error through`);
+  } else if (c?.outcome === 'compacted') {
+    const took = c.summarizerMs !== undefined ? `, ${seconds(c.summarizerMs)}` : '';
+    const fellBack = c.summarizerFailure ? ` after the summarizer failed (${c.summarizerFailure})` : '';
+    const memory = c.memory === 'hit' ? (c.summarizerCalls === 0 ? ', remembered summary reused as it was' : ', remembered summary extended') : '';
+    const cut = c.cut > 0 ? `, ${c.cut} kept contents cut to fit` : '';
+    const then = r.trigger === 'proactive' ? 'sending it compacted' : 'replaying once';
+    log.warn(
+      fields,
+      `${what}: compacted ${c.messagesBefore} items into ${c.messagesAfter} (${size(c.bytesBefore)} -> ${size(c.bytesAfter)}, ${c.strategy}${took}${memory}${cut})${fellBack}, ${then}`,
+    );
+  }
+}
+
+/** The log object: one level, rounded, nothing large. */
+function flat(r: RescueRecord): Record<string, unknown> {
+  const c = r.compaction;
+  const { compaction: _c, completion, durationMs, ...rest } = r;
+  const figures = c
+    ? Object.fromEntries(
+        Object.entries(c)
+          .filter(([k, v]) => k !== 'body' && k !== 'newSpan' && v !== undefined)
+          .map(([k, v]) => [k === 'outcome' ? 'compaction' : k, typeof v === 'number' ? Math.round(v) : v]),
+      )
+    : {};
+  return {
+    ...rest,
+    ...figures,
+    strategy: strategyOf(r),
+    completionBefore: completion?.before,
+    completionAfter: completion?.after,
+    durationMs: durationMs === undefined ? undefined : Math.round(durationMs),
+  };
+}
+
+export function countRescue(metrics: Metrics, r: RescueRecord, replay?: ReplayResult): void {
+  metrics.compactions.inc({ api: r.api, strategy: strategyOf(r) ?? 'none', outcome: r.outcome });
+  if (replay) metrics.replays.inc({ api: r.api, result: replay });
+}
+
+/** Counted when the decision is made, before the replay's answer is known. */
+export function countCompaction(metrics: Metrics, c: CompactionResult, durationMs: number): void {
+  metrics.compactionDuration.observe(durationMs / 1000);
+  if (c.summarizerCalls > 0) metrics.summarizerCalls.inc(c.summarizerCalls);
+  if (c.outcome !== 'compacted') return;
+  if (c.summarizerFailure) metrics.summarizerFailures.inc({ kind: c.summarizerFailure });
+  if (c.summarizerMs !== undefined) metrics.summarizerDuration.observe(c.summarizerMs / 1000);
+  metrics.compactionBytes.observe({ stage: 'before' }, c.bytesBefore);
+  metrics.compactionBytes.observe({ stage: 'after' }, c.bytesAfter);
+  metrics.compactionTokens.observe({ stage: 'before' }, c.tokensBefore);
+  metrics.compactionTokens.observe({ stage: 'after' }, c.tokensAfter);
+}
+
+function size(bytes: number): string {
+  if (bytes >= 1e6) return `${(bytes / 1e6).toFixed(2)} MB`;
+  if (bytes >= 1e3) return `${Math.round(bytes / 1e3)} KB`;
+  return `${bytes} B`;
+}
+
+export function seconds(ms: number): string {
+  return ms >= 1000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms)} ms`;
+}

@@ -1,0 +1,91 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Dialect } from '../dialects/types.js';
+import { GatewayError } from '../errors.js';
+import type { RescueDeps } from '../rescue/context.js';
+import { serve } from '../rescue/index.js';
+import { peekModel, readIncoming } from '../rescue/request.js';
+import { ClientGone } from '../upstream/client-gone.js';
+import { requestHeadersForUpstream, type CredentialStyle } from '../upstream/headers.js';
+import { ClientResponse } from '../upstream/relay.js';
+
+/** One API's rescued endpoint: where it listens, where it goes upstream, and its dialect. */
+export interface RescuedEndpoint {
+  path: string;
+  /** The path under the upstream base URL, e.g. `/chat/completions`. */
+  upstreamPath: string;
+  dialect: Dialect;
+  /** How the gateway's own upstream key is sent on this API. */
+  credentials?: CredentialStyle;
+}
+
+/** Registers rescued endpoints; their bodies arrive as raw bytes, never parsed on the way in. */
+export async function rescuedRoutes(app: FastifyInstance, opts: { deps: RescueDeps; endpoints: RescuedEndpoint[] }): Promise<void> {
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: opts.deps.config.server.bodyLimitBytes }, (_req, body, done) =>
+    done(null, body),
+  );
+  for (const endpoint of opts.endpoints) app.post(endpoint.path, (request, reply) => handle(opts.deps, endpoint, request, reply));
+}
+
+/**
+ * The client's bytes go upstream unchanged, and no status is written to the client before the
+ * upstream's answer has been seen (and, when it was refused as overlong, rescued).
+ */
+async function handle(deps: RescueDeps, endpoint: RescuedEndpoint, request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  const raw = request.body as Buffer | undefined;
+  request.notes.model = peekModel(raw);
+  reply.hijack();
+  const client = new ClientResponse(reply.raw, request.id);
+  const gone = whenClientLeaves(reply);
+  const query = request.url.indexOf('?');
+  const ctx = {
+    deps,
+    dialect: endpoint.dialect,
+    path: `${deps.target.basePath}${endpoint.upstreamPath}${query >= 0 ? request.url.slice(query) : ''}`,
+    incoming: readIncoming(raw, header(request.headers['content-encoding']), deps.config.server.bodyLimitBytes),
+    headers: requestHeadersForUpstream(request.headers, request.id, { apiKey: deps.config.upstream.apiKey, style: endpoint.credentials }),
+    clientHeaders: request.headers,
+    log: request.log,
+    gone,
+    notes: request.notes,
+  };
+  try {
+    const outcome = await serve(ctx, () => client.committed);
+    await client.relay(outcome.answer.answer, outcome.answer.held, outcome.header ? { 'x-gateway-compaction': outcome.header } : {});
+  } catch (err) {
+    failed(request, client, gone, err);
+  }
+}
+
+function header(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value.join(',') : value;
+}
+
+/** Aborts upstream and summarizer work the moment the client disconnects before its answer ends. */
+function whenClientLeaves(reply: FastifyReply): ClientGone {
+  const gone = new ClientGone();
+  reply.raw.once('close', () => {
+    if (!reply.raw.writableFinished) gone.abort();
+  });
+  return gone;
+}
+
+function failed(request: FastifyRequest, client: ClientResponse, gone: ClientGone, err: unknown): void {
+  const clientLeft =
+    gone.aborted || (err as { code?: string })?.code === 'ERR_STREAM_PREMATURE_CLOSE' || (client.gone && !client.committed);
+  if (clientLeft) {
+    request.log.info({ reason: (err as Error)?.message }, 'client disconnected; upstream work aborted');
+    return;
+  }
+  if (client.committed) {
+    // The status is out: the only honest signal left is to cut the connection.
+    request.log.warn({ reason: (err as Error)?.message }, 'upstream failed after the response started; closing the connection');
+    client.sendError(new GatewayError('upstream_bad_response'));
+    return;
+  }
+  const gatewayError = err instanceof GatewayError ? err : new GatewayError('internal_error', undefined, { cause: err });
+  const fields = { code: gatewayError.code, status: gatewayError.status, reason: gatewayError.message };
+  if (gatewayError.code === 'internal_error') request.log.error({ ...fields, err }, `answering ${gatewayError.status} ${gatewayError.code}`);
+  else request.log.warn(fields, `answering ${gatewayError.status} ${gatewayError.code}: ${gatewayError.message}`);
+  client.sendError(gatewayError);
+}
