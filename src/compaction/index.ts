@@ -100,9 +100,10 @@ export async function compact(input: CompactionInput): Promise<CompactionResult>
     return finish(input, figures, view.items, { strategy: input.recalled.strategy, calls: 0 }, 'hit', 0);
   }
   const entries = input.recalled ? view.items.map((item) => input.dialect.describe(item)) : input.conversation.entries;
-  // Aim low to leave room for the next turns; settle for what is known to fit when that fails.
-  const aimItems = input.target.aimBytes - overhead;
-  const plan = planAt(input, view, entries, aimItems) ?? planAt(input, view, entries, fitItems - 1);
+  // Aim low to leave room for the next turns; but settle for what is known to fit rather than
+  // cut kept content, or when the aim cannot be reached at all.
+  const atAim = planAt(input, view, entries, input.target.aimBytes - overhead);
+  const plan = atAim && !('failure' in atAim) && atAim.cut === 0 ? atAim : fewerCuts(atAim, planAt(input, view, entries, fitItems - 1));
   if (!plan || 'failure' in plan) return notShrunk(figures, plan?.failure ?? 'cannot_fit');
 
   const summary = await condense(plan, view, entries, input);
@@ -128,6 +129,14 @@ function planAt(input: CompactionInput, view: RecalledView, entries: readonly En
   });
   if ('failure' in plan) return plan.failure === 'cannot_fit' ? null : plan;
   return { ...plan, reserve };
+}
+
+type Attempted = Planned | { failure: NotShrunkWhy } | null;
+
+function fewerCuts(atAim: Attempted, atFit: Attempted): Attempted {
+  if (!atAim || 'failure' in atAim) return atFit ?? atAim;
+  if (!atFit || 'failure' in atFit) return atAim;
+  return atFit.cut < atAim.cut ? atFit : atAim;
 }
 
 function finish(

@@ -71,7 +71,7 @@ export function sizeTarget(rejection: Rejection, learned: Bounds | undefined, ra
   const bytesPerToken = limits.promptTokens ? clamp(bodyBytes / limits.promptTokens, 1, 8) : bounds.bytesPerToken ?? DEFAULT_BYTES_PER_TOKEN;
   const tokensBefore = limits.promptTokens ?? Math.round(bodyBytes / bytesPerToken);
   const target = fromBounds(bounds, bytesPerToken, rejection.requested, ratio, bodyBytes);
-  const source: LimitSource = stated.limitTokens || stated.limitBytes ? 'stated' : target ? 'learned' : 'default';
+  const source: LimitSource = stated.limitTokens || stated.limitBytes ? 'stated' : learnedAnything(learned) || stated.refusedBytes ? 'learned' : 'default';
   const fit = target?.fit ?? bodyBytes * BLIND_FIT;
   const aim = Math.min(target?.aim ?? bodyBytes * BLIND_AIM, bodyBytes * MAX_SHARE);
   return finish(fit, aim, bytesPerToken, tokensBefore, source);
@@ -92,9 +92,15 @@ function finish(fit: number, aim: number, bytesPerToken: number, tokensBefore: n
 
 /** What this rejection itself says: a stated window or body limit, and a refused size for a 413. */
 function statedBounds({ reason, limits, bodyBytes }: Rejection): Bounds {
-  if (reason === 'body_too_large') return limits.limitBytes ? { limitBytes: limits.limitBytes } : { refusedBytes: bodyBytes };
-  if (!limits.limitTokens) return {};
-  return { limitTokens: limits.limitTokens, completionCounted: completionCounted(limits) };
+  if (reason === 'body_too_large' && limits.limitBytes) return { limitBytes: limits.limitBytes };
+  if (reason === 'context_length' && limits.limitTokens) return { limitTokens: limits.limitTokens, completionCounted: completionCounted(limits) };
+  // No number stated: the refused size itself is the bound (for a context error, as bytes of
+  // this model's requests, which grow with their tokens).
+  return { refusedBytes: bodyBytes };
+}
+
+function learnedAnything(learned: Bounds | undefined): boolean {
+  return Boolean(learned && (learned.limitTokens || learned.limitBytes || learned.refusedBytes));
 }
 
 function definedOnly(bounds: Bounds): Bounds {

@@ -25,10 +25,9 @@ export async function learnFrom(ctx: RescueContext, verdict: Extract<Verdict, { 
     learned.completionCounted = (limits as { completionCounted?: boolean }).completionCounted === true || limits.completionTokens !== undefined;
     if (limits.promptTokens) learned.bytesPerToken = rejectedBytes / limits.promptTokens;
   }
-  if (reason === 'body_too_large') {
-    if (limits.limitBytes) learned.limitBytes = limits.limitBytes;
-    else if (rejectedBytes > 0) learned.refusedBytes = rejectedBytes;
-  }
+  if (reason === 'body_too_large' && limits.limitBytes) learned.limitBytes = limits.limitBytes;
+  // No number stated: the refused size is the bound.
+  if (!learned.limitTokens && !learned.limitBytes && rejectedBytes > 0) learned.refusedBytes = rejectedBytes;
   if (Object.keys(learned).length > 0) await ctx.deps.memory.learn(model, learned);
 }
 

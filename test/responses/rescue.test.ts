@@ -1,0 +1,166 @@
+import OpenAI from 'openai';
+import { afterEach, describe, expect, it } from 'vitest';
+import { validateCompaction } from '../../src/compaction/validate.js';
+import { responses as dialect } from '../../src/dialects/responses.js';
+import type { Received } from '../helpers/fake-upstream.js';
+import { startGateway, type TestGateway } from '../helpers/gateway.js';
+import { startResponsesProvider, type ResponsesProvider, type ResponsesReject } from '../helpers/responses-provider.js';
+import { parseCompactionHeader } from '../helpers/rescue.js';
+import { sessionBody, withReasoning } from '../helpers/sessions.js';
+
+/*
+ * The Responses API (Codex CLI) through the gateway, with the official SDK as the client: every
+ * way an upstream says "too long" is rescued with one compaction and one replay.
+ */
+
+let provider: ResponsesProvider;
+let gateway: TestGateway;
+afterEach(async () => {
+  await gateway?.close();
+  await provider?.close();
+});
+
+/** Codex's 8th request of a real session (115 KB), with encrypted reasoning before each call. */
+const codexRequest = (stream: boolean) => ({ ...withReasoning(sessionBody('codex', '08-main.json')), stream });
+const LIMIT = 100_000;
+
+async function setup(style: ResponsesReject, config: Record<string, unknown> = {}) {
+  provider = await startResponsesProvider({ limitBytes: LIMIT, style });
+  gateway = await startGateway({ upstream: { url: provider.baseUrl }, summarizer: { maxInputTokens: 500_000 }, ...config });
+  return new OpenAI({ baseURL: gateway.baseUrl, apiKey: 'sk-codex', maxRetries: 0 });
+}
+
+/** What a replay must be: valid for the API, smaller, every other field exactly as sent. */
+export function expectValidResponsesReplay(rejected: Received, replay: Received, limit = LIMIT): void {
+  expect(validateCompaction(dialect, rejected.json.input, replay.json.input)).toEqual([]);
+  expect(replay.body.length).toBeLessThan(limit);
+  const { input: _a, ...before } = rejected.json;
+  const { input: _b, ...after } = replay.json;
+  expect(after).toEqual(before);
+  expect(Object.keys(replay.json)).toEqual(Object.keys(rejected.json));
+  // The instruction prefix (the developer messages) is byte-identical and first.
+  expect(JSON.stringify(replay.json.input.slice(0, 2))).toBe(JSON.stringify(rejected.json.input.slice(0, 2)));
+  // Reasoning items kept are byte-identical to one sent; none is ever invented or edited.
+  const sent = new Set(rejected.json.input.filter((i: any) => i.type === 'reasoning').map((i: any) => JSON.stringify(i)));
+  for (const item of replay.json.input.filter((i: any) => i.type === 'reasoning')) expect(sent.has(JSON.stringify(item))).toBe(true);
+  // The newest function call output, the one the model has not seen yet, is kept whole.
+  expect(JSON.stringify(replay.json.input.at(-1))).toBe(JSON.stringify(rejected.json.input.at(-1)));
+  // No output without its call, no call without its output.
+  const calls = new Set(replay.json.input.filter((i: any) => i.type === 'function_call').map((i: any) => i.call_id));
+  const outputs = new Set(replay.json.input.filter((i: any) => i.type === 'function_call_output').map((i: any) => i.call_id));
+  expect([...outputs].filter((id) => !calls.has(id))).toEqual([]);
+  expect([...calls].filter((id) => !outputs.has(id))).toEqual([]);
+}
+
+function expectRescued(header: string | null, reason: string) {
+  expect(parseCompactionHeader(header)).toMatchObject({ outcome: 'replayed', reason, strategy: 'summarize' });
+  const [rejected, replay] = provider.calls();
+  expect(provider.calls()).toHaveLength(2);
+  expect(provider.summarizerCalls()).toHaveLength(1);
+  expectValidResponsesReplay(rejected, replay);
+  // The summarizer spoke the request's own API, with the request's credentials.
+  const summarizer = provider.summarizerCalls()[0];
+  expect(summarizer.url).toBe('/v1/responses');
+  expect(summarizer.headers.authorization).toBe('Bearer sk-codex');
+  // It never reads encrypted reasoning.
+  expect(summarizer.body.toString()).not.toContain('opaque');
+  expect(summarizer.body.toString()).not.toContain('encrypted_content');
+}
+
+const REASON: Record<ResponsesReject, string> = {
+  openai_400: 'context_length',
+  json_413: 'body_too_large',
+  failed_in_stream: 'context_length',
+  error_event_in_stream: 'context_length',
+};
+
+describe.each(Object.keys(REASON) as ResponsesReject[])('an overflow (%s)', (style) => {
+  it('responses.create, not streaming: the answer, one summary, one replay', async () => {
+    const sdk = await setup(style);
+    const { data, response } = await sdk.responses.create(codexRequest(false) as any).withResponse();
+    expect((data as any).output_text).toBe('rescued answer');
+    expectRescued(response.headers.get('x-gateway-compaction'), REASON[style]);
+  });
+
+  it('responses.create, streaming: every event of the replayed stream reaches the client', async () => {
+    const sdk = await setup(style);
+    const { data: stream, response } = await sdk.responses.create(codexRequest(true) as any).withResponse();
+    const types: string[] = [];
+    let text = '';
+    for await (const event of stream as any) {
+      types.push(event.type);
+      if (event.type === 'response.output_text.delta') text += event.delta;
+    }
+    expect(text).toBe('rescued answer');
+    expect(types[0]).toBe('response.created');
+    expect(types.at(-1)).toBe('response.completed');
+    expect(types).not.toContain('response.failed');
+    expectRescued(response.headers.get('x-gateway-compaction'), REASON[style]);
+  });
+
+  it('responses.stream: the final response is the replay\'s', async () => {
+    const sdk = await setup(style);
+    const stream = sdk.responses.stream(codexRequest(true) as any);
+    const final = await stream.finalResponse();
+    expect(final.output_text).toBe('rescued answer');
+    expect(provider.calls()).toHaveLength(2);
+  });
+});
+
+it('Codex\'s own compaction call (/v1/responses/compact) is rescued the same way', async () => {
+  await setup('openai_400');
+  const res = await fetch(`${gateway.baseUrl}/responses/compact`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: 'Bearer sk-codex' },
+    body: JSON.stringify({ ...codexRequest(false), stream: undefined }),
+  });
+  expect(res.status).toBe(200);
+  expect(parseCompactionHeader(res.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'replayed' });
+  expect(provider.calls().map((c) => c.url)).toEqual(['/v1/responses/compact', '/v1/responses/compact']);
+});
+
+it('a request whose history is held upstream (previous_response_id) is replayed once with truncation "auto"', async () => {
+  const sdk = await setup('openai_400');
+  const body = { model: 'fake-model', previous_response_id: 'resp_earlier', input: [{ type: 'message', role: 'user', content: 'x'.repeat(LIMIT) }] };
+  // The fake refuses by size, so the replay is refused too: what matters is what was sent.
+  const err = await sdk.responses.create(body as any).catch((e) => e);
+  expect(err.status).toBe(400);
+  const [first, replay] = provider.calls();
+  expect(provider.calls()).toHaveLength(2);
+  expect(first.json.truncation).toBeUndefined();
+  expect(replay.json).toEqual({ ...body, truncation: 'auto' });
+  expect(parseCompactionHeader(err.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'replay_failed', strategy: 'truncation' });
+  expect(provider.summarizerCalls()).toHaveLength(0);
+});
+
+it('a request that already asked for truncation "auto" is passed through with its error', async () => {
+  const sdk = await setup('openai_400');
+  const body = { model: 'fake-model', previous_response_id: 'resp_earlier', truncation: 'auto', input: 'x'.repeat(LIMIT) };
+  const err = await sdk.responses.create(body as any).catch((e) => e);
+  expect(err.status).toBe(400);
+  expect(provider.calls()).toHaveLength(1);
+  expect(parseCompactionHeader(err.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'not_shrunk', why: 'no_messages' });
+});
+
+it('counts the rescue with api="responses"', async () => {
+  const sdk = await setup('openai_400');
+  await sdk.responses.create(codexRequest(false) as any);
+  const metrics = await (await fetch(`${gateway.origin}/metrics`)).text();
+  expect(metrics).toMatch(/gateway_overlong_rejections_total\{api="responses",reason="context_length"\} 1/);
+  expect(metrics).toMatch(/gateway_replays_total\{api="responses",result="success"\} 1/);
+  const warn = gateway.logLines().filter((l) => l.level === 40 && /overlong/.test(l.msg));
+  expect(warn).toHaveLength(1);
+  expect(warn[0].msg).toMatch(/upstream rejected the responses request as overlong \(400 context_length/);
+});
+
+it('with the smallest tail (keepRecent 1), the newest output still keeps its call and that call\'s reasoning', async () => {
+  const sdk = await setup('openai_400', { compaction: { keepRecent: 1 } });
+  const { response } = await sdk.responses.create(codexRequest(false) as any).withResponse();
+  expect(parseCompactionHeader(response.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'replayed' });
+  const [rejected, replay] = provider.calls();
+  expectValidResponsesReplay(rejected, replay);
+  const tail = replay.json.input.slice(-3);
+  expect(tail.map((i: any) => i.type)).toEqual(['reasoning', 'function_call', 'function_call_output']);
+  expect(tail[1].call_id).toBe(tail[2].call_id);
+  expect(tail[0]).toEqual(rejected.json.input.at(-3));
+});
