@@ -19,7 +19,7 @@ export const DEFAULTS = {
   summarizerMaxInputTokens: 60_000,
   summarizerMaxSummaryTokens: 2_000,
   // A new compaction aims at this share of the limit, so the next turns fit under the same summary.
-  targetRatio: 0.6,
+  targetRatio: 0.5,
   // A completion limit lowered below this is no help: compact instead.
   minCompletionTokens: 1024,
   memoryMaxBytes: 64 * MiB,
