@@ -59,7 +59,11 @@ export function validateKubernetesObject(doc: unknown): string[] {
     );
   }
   // The validator collects all errors, so it has read every declared field even when some failed.
-  for (const path of present) if (!read.has(path)) problems.push(`${path}: unknown field`);
+  // Inside an unknown field everything is unread: name only the outermost.
+  const unknown = [...present].filter((path) => !read.has(path));
+  for (const path of unknown) {
+    if (!unknown.some((outer) => path.startsWith(`${outer}/`))) problems.push(`${path}: unknown field`);
+  }
   return problems;
 }
 
