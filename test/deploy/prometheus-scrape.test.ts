@@ -179,8 +179,9 @@ async function waitFor<T>(what: string, probe: () => Promise<T | undefined>): Pr
       const value = await probe();
       if (value !== undefined) return value;
     } catch (err) {
+      // A process that has exited will not become ready: say so at once.
+      if (/exited/.test(String((err as Error).message))) throw err;
       last = err;
-      if (/exited/.test(String((err as Error).message))) break;
     }
     await new Promise((r) => setTimeout(r, 200));
   }
