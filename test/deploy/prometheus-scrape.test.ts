@@ -18,8 +18,9 @@ import { agentRequest, parseCompactionHeader } from '../helpers/rescue.js';
 const DEPLOY = fileURLToPath(new URL('../../deploy/', import.meta.url));
 const HAVE_PROMETHEUS = spawnSync('prometheus', ['--version'], { stdio: 'ignore' }).status === 0;
 const IN_CI = Boolean(process.env.CI);
-/** Every wait in this file polls at most this long. */
+/** Every wait in this file polls at most this long; a test or hook has room for two waits. */
 const WAIT_MS = 30_000;
+const TEST_MS = 2 * WAIT_MS + 10_000;
 
 if (!HAVE_PROMETHEUS && !IN_CI) {
   console.warn('test/deploy/prometheus-scrape.test.ts skipped: no prometheus binary on PATH (apt-get install prometheus; .ci/run installs it)');
@@ -84,14 +85,14 @@ describe.skipIf(!HAVE_PROMETHEUS && !IN_CI)('Prometheus scraping a gateway throu
       const res = await fetch(`${api}/-/ready`).catch(() => undefined);
       return res?.status === 200 || undefined;
     });
-  });
+  }, TEST_MS);
 
   afterAll(async () => {
     await stopProcess(prometheus);
     await gateway?.close();
     await upstream?.close();
     if (dir) rmSync(dir, { recursive: true, force: true });
-  });
+  }, TEST_MS);
 
   it('reads the rescue back as gateway_replays_total{result="success"} through /api/v1/query', async () => {
     const res = await postChat(gateway, agentRequest(40), { authorization: 'Bearer sk-client' });
@@ -114,7 +115,7 @@ describe.skipIf(!HAVE_PROMETHEUS && !IN_CI)('Prometheus scraping a gateway throu
     expect(up.value[1]).toBe('1');
     const [overlong] = await query('sum(gateway_overlong_rejections_total{job="compaction-gateway",reason="body_too_large"})');
     expect(overlong.value[1]).toBe('1');
-  });
+  }, TEST_MS);
 
   it('evaluates every alert rule against the gateway\'s series without an error', async () => {
     const expected = (readFileSync(join(DEPLOY, 'prometheus', 'alerts.yaml'), 'utf8').match(/^\s+- alert: /gm) ?? []).length;
@@ -129,7 +130,7 @@ describe.skipIf(!HAVE_PROMETHEUS && !IN_CI)('Prometheus scraping a gateway throu
     }
     // Nothing is wrong in this run: the gateway is up, one replay succeeded.
     expect(rules.filter((r: any) => r.state !== 'inactive').map((r: any) => r.name)).toEqual([]);
-  });
+  }, TEST_MS);
 
   it('runs every query of the Grafana dashboard, and the rescue shows on its panels', async () => {
     const dashboard = JSON.parse(readFileSync(join(DEPLOY, 'grafana', 'compaction-gateway.json'), 'utf8'));
@@ -156,7 +157,7 @@ describe.skipIf(!HAVE_PROMETHEUS && !IN_CI)('Prometheus scraping a gateway throu
     const ratio = queries.find((q) => /Replay success ratio/.test(q.where))!;
     const [r] = (await getJson(`${api}/api/v1/query?query=${encodeURIComponent(ratio.expr)}`)).data.result;
     expect(r.value[1]).toBe('1');
-  });
+  }, TEST_MS);
 
   async function query(promql: string): Promise<any[]> {
     const body = await getJson(`${api}/api/v1/query?query=${encodeURIComponent(promql)}`);
