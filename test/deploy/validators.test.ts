@@ -4,9 +4,11 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
+import { validateComposeFile } from '../../scripts/deploy/compose-schema.js';
 import { validateKubernetesObject } from '../../scripts/deploy/kubernetes.js';
 import { dashboardQueries, metricNames } from '../../scripts/deploy/promql.js';
 
+const COMPOSE = fileURLToPath(new URL('../../deploy/compose/docker-compose.yaml', import.meta.url));
 const SIDECAR = fileURLToPath(new URL('../../deploy/kubernetes/sidecar/agent.yaml', import.meta.url));
 const DASHBOARD = fileURLToPath(new URL('../../deploy/grafana/compaction-gateway.json', import.meta.url));
 
@@ -45,6 +47,23 @@ describe('Kubernetes validation', () => {
     expect(validateKubernetesObject(d)).toContain('/spec must have required property selector');
     expect(validateKubernetesObject({ apiVersion: 'apps/v1', kind: 'Deploymnt' })).toEqual(['kind Deploymnt does not exist in apps/v1']);
     expect(validateKubernetesObject({ apiVersion: 'apps/v1beta1', kind: 'Deployment' })[0]).toMatch(/^apiVersion apps\/v1beta1: not one/);
+  });
+});
+
+describe('Compose Specification validation', () => {
+  const compose = () => parseAllDocuments(readFileSync(COMPOSE, 'utf8'))[0].toJS();
+
+  it('accepts deploy/compose/docker-compose.yaml as it is', () => {
+    expect(validateComposeFile(compose())).toEqual([]);
+  });
+
+  it('rejects a misspelt key and a bad depends_on condition', () => {
+    const c = compose();
+    c.services.gateway.stop_grace_periode = c.services.gateway.stop_grace_period;
+    c.services.agent.depends_on.gateway.condition = 'service_healty';
+    const problems = validateComposeFile(c);
+    expect(problems).toContain('/services/gateway: must NOT have additional properties (stop_grace_periode)');
+    expect(problems).toContain('/services/agent/depends_on/gateway/condition: must be equal to one of the allowed values (service_started, service_healthy, service_completed_successfully)');
   });
 });
 
