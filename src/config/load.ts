@@ -10,7 +10,7 @@ export class ConfigError extends Error {
 }
 
 type Env = Record<string, string | undefined>;
-type EnvKind = 'string' | 'int' | 'list' | 'bool';
+type EnvKind = 'string' | 'int' | 'number' | 'list' | 'bool';
 type Tree = Record<string, unknown>;
 
 /** Environment variables and the config key each one sets, with how to read its value. */
@@ -29,11 +29,14 @@ const ENV_KEYS: Array<[name: string, path: string, kind: EnvKind]> = [
   ['COMPACTION_MAX_REPLAYS', 'compaction.maxReplays', 'int'],
   ['COMPACTION_KEEP_RECENT', 'compaction.keepRecent', 'int'],
   ['COMPACTION_PROACTIVE', 'compaction.proactive', 'bool'],
+  ['COMPACTION_TARGET_RATIO', 'compaction.targetRatio', 'number'],
+  ['COMPACTION_MIN_COMPLETION_TOKENS', 'compaction.minCompletionTokens', 'int'],
   ['MEMORY_ENABLED', 'memory.enabled', 'bool'],
   ['MEMORY_REDIS_URL', 'memory.redisUrl', 'string'],
   ['MEMORY_MAX_BYTES', 'memory.maxBytes', 'int'],
   ['MEMORY_TTL_SECONDS', 'memory.ttlSeconds', 'int'],
   ['SUMMARIZER_URL', 'summarizer.url', 'string'],
+  ['SUMMARIZER_API', 'summarizer.api', 'string'],
   ['SUMMARIZER_MODEL', 'summarizer.model', 'string'],
   ['SUMMARIZER_API_KEY', 'summarizer.apiKey', 'string'],
   ['SUMMARIZER_TIMEOUT_MS', 'summarizer.timeoutMs', 'int'],
@@ -109,6 +112,7 @@ function envValue(raw: string, kind: EnvKind): unknown {
   if (kind === 'bool') return /^(true|1|yes|on)$/i.test(raw.trim()) ? true : /^(false|0|no|off)$/i.test(raw.trim()) ? false : raw;
   // A non-numeric value stays a string so the schema reports it against its key.
   if (kind === 'int') return /^-?\d+$/.test(raw.trim()) ? Number(raw.trim()) : raw;
+  if (kind === 'number') return /^-?\d+(\.\d+)?$/.test(raw.trim()) ? Number(raw.trim()) : raw;
   return raw;
 }
 
