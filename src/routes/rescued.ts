@@ -38,12 +38,15 @@ async function handle(deps: RescueDeps, endpoint: RescuedEndpoint, request: Fast
   const client = new ClientResponse(reply.raw, request.id);
   const gone = whenClientLeaves(reply);
   const query = request.url.indexOf('?');
+  const headers = requestHeadersForUpstream(request.headers, request.id, { apiKey: deps.config.upstream.apiKey, style: endpoint.credentials });
+  // A stream whose failure may come after its preamble must be readable event by event.
+  if (endpoint.dialect.streamEvent && headers['accept-encoding'] !== undefined) headers['accept-encoding'] = 'identity';
   const ctx = {
     deps,
     dialect: endpoint.dialect,
     path: `${deps.target.basePath}${endpoint.upstreamPath}${query >= 0 ? request.url.slice(query) : ''}`,
     incoming: readIncoming(raw, header(request.headers['content-encoding']), deps.config.server.bodyLimitBytes),
-    headers: requestHeadersForUpstream(request.headers, request.id, { apiKey: deps.config.upstream.apiKey, style: endpoint.credentials }),
+    headers,
     clientHeaders: request.headers,
     log: request.log,
     gone,

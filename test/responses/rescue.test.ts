@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import OpenAI from 'openai';
 import { afterEach, describe, expect, it } from 'vitest';
 import { validateCompaction } from '../../src/compaction/validate.js';
@@ -163,4 +164,19 @@ it('with the smallest tail (keepRecent 1), the newest output still keeps its cal
   expect(tail.map((i: any) => i.type)).toEqual(['reasoning', 'function_call', 'function_call_output']);
   expect(tail[1].call_id).toBe(tail[2].call_id);
   expect(tail[0]).toEqual(rejected.json.input.at(-3));
+});
+
+it('Codex\'s own headers reach the upstream as sent, on the first attempt and the replay; its stream is asked for uncompressed', async () => {
+  await setup('openai_400');
+  const recorded = JSON.parse(readFileSync(new URL('../fixtures/agent-sessions/codex/headers.json', import.meta.url), 'utf8')).headers;
+  const { host: _h, 'content-length': _l, ...sent } = recorded;
+  const res = await fetch(`${gateway.baseUrl}/responses`, { method: 'POST', headers: { ...sent, authorization: 'Bearer sk-codex' }, body: JSON.stringify(codexRequest(true)) });
+  await res.text();
+  expect(res.status).toBe(200);
+  for (const call of provider.calls()) {
+    for (const name of ['x-codex-beta-features', 'x-codex-window-id', 'x-codex-turn-metadata', 'x-client-request-id', 'session-id', 'thread-id', 'originator', 'user-agent', 'accept']) {
+      expect(call.headers[name], name).toBe(sent[name]);
+    }
+    expect(call.headers['accept-encoding']).toBe('identity');
+  }
 });
