@@ -1,3 +1,5 @@
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { startGateway } from '../test/helpers/gateway.js';
 import { limitAt, replaySession, startAgentUpstream, turnsOf, type Agent, type LimitStyle, type SessionReport } from '../test/helpers/session-replay.js';
 
@@ -7,6 +9,19 @@ import { limitAt, replaySession, startAgentUpstream, turnsOf, type Agent, type L
  * 413 that states no limit, and a 400 that states the window), with a scripted summarizer.
  * Loopback only; every loop is bounded by the session's length.
  */
+
+export const AGENTS_START = '<!-- bench:agents start -->';
+export const AGENTS_END = '<!-- bench:agents end -->';
+const AGENTS_INTRO = `## Real agent sessions (\`npm run bench:agents\`)
+
+Each recorded session (the exact bodies pi, opencode, Codex CLI and Claude Code sent; see
+test/fixtures/agent-sessions) replayed turn by turn through the gateway, against an upstream that
+refuses any body past the size of the session's 8th request: an nginx 413 page that states no
+limit, or a 400 that states the window. The summarizer is scripted; everything runs on loopback.
+"stable prefix": compacted turns whose request, up to and including the summary, was
+byte-identical to the previous compacted turn's. "sent at/over a refused size": bodies the gateway
+made (replays, compactions ahead) at or over a size the upstream had already refused. Targets:
+<= 0.35 summarizer calls per overflowing turn, the last item whole, no cut, every turn answered.`;
 
 export const AGENTS: Agent[] = ['pi', 'opencode', 'codex', 'claude', 'pi-long'];
 export const STYLES: LimitStyle[] = ['413', 'window'];
@@ -35,13 +50,32 @@ export const HEADER =
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   const only = process.argv.slice(2).filter((a) => !a.startsWith('-')) as Agent[];
-  console.log(HEADER);
+  const rows = [HEADER];
+  const print = (line: string) => {
+    rows.push(line);
+    console.log(line);
+  };
+  print(HEADER);
+  rows.pop();
   for (const agent of only.length ? only : AGENTS) {
     if (agent === 'claude' && !(await hasMessages())) continue;
-    for (const style of STYLES) console.log(row(await runSession(agent, style)));
+    for (const style of STYLES) print(row(await runSession(agent, style)));
   }
   // The long session behind an nginx that refuses anything over 92,000 bytes and says no number.
-  console.log(row(await runSession('pi-long', '413', {}, 92_000)));
+  print(row(await runSession('pi-long', '413', {}, 92_000)).replace('| pi-long | 413 |', '| pi-long | 413 at 92,000 B |'));
+  if (only.length === 0) writeSection(rows.join('\n'));
+}
+
+/** Replaces the agent-sessions section of BENCHMARKS.md (`npm run bench` keeps it). */
+function writeSection(table: string): void {
+  const file = fileURLToPath(new URL('../BENCHMARKS.md', import.meta.url));
+  const text = existsSync(file) ? readFileSync(file, 'utf8') : '';
+  const section = `${AGENTS_START}\n${AGENTS_INTRO}\n\n${table}\n${AGENTS_END}`;
+  const at = text.indexOf(AGENTS_START);
+  const end = text.indexOf(AGENTS_END);
+  const next = at >= 0 && end > at ? text.slice(0, at) + section + text.slice(end + AGENTS_END.length) : `${text.trimEnd()}\n\n${section}\n`;
+  writeFileSync(file, next);
+  console.error(`bench:agents: wrote ${file}`);
 }
 
 async function hasMessages(): Promise<boolean> {

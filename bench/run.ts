@@ -1,6 +1,7 @@
-import { writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { PRESETS, runBench, type BenchOptions } from './harness.js';
+import { AGENTS_END, AGENTS_START } from './agents.js';
 import { renderReport } from './report.js';
 
 /*
@@ -32,12 +33,20 @@ async function main(argv: string[]): Promise<number> {
   const { markdown, verdicts } = renderReport(result);
   process.stdout.write(`${markdown}\n`);
   if (out) {
-    writeFileSync(out, markdown);
+    writeFileSync(out, keepAgentsSection(out, markdown));
     process.stderr.write(`bench: wrote ${out}\n`);
   }
   const missed = verdicts.filter((v) => !v.met);
   process.stderr.write(`bench: ${verdicts.length - missed.length} of ${verdicts.length} targets met in ${Math.round(result.elapsedS)} s\n`);
   return 0;
+}
+
+/** The agent-sessions section comes from `npm run bench:agents`: a full run keeps it. */
+function keepAgentsSection(file: string, markdown: string): string {
+  const old = existsSync(file) ? readFileSync(file, 'utf8') : '';
+  const at = old.indexOf(AGENTS_START);
+  const end = old.indexOf(AGENTS_END);
+  return at >= 0 && end > at ? `${markdown.trimEnd()}\n\n${old.slice(at, end + AGENTS_END.length)}\n` : markdown;
 }
 
 main(process.argv.slice(2)).then(
