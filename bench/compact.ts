@@ -27,7 +27,8 @@ export interface CompactResult {
   allocatedBytes: number;
 }
 
-const { compact, requestedCompletion } = await importDist<typeof import('../src/compaction/index.js')>('compaction/index');
+const { compact } = await importDist<typeof import('../src/compaction/index.js')>('compaction/index');
+const { chat } = await importDist<typeof import('../src/dialects/chat.js')>('dialects/chat');
 const { sizeTarget } = await importDist<typeof import('../src/compaction/target.js')>('compaction/target');
 const { validateConfig } = await importDist<typeof import('../src/config/load.js')>('config/load');
 
@@ -40,33 +41,39 @@ const body = Buffer.from(JSON.stringify(original));
 const config = validateConfig({ compaction: { strategy: 'fallback' } });
 const dispatcher = new Agent();
 const base = {
+  dialect: chat,
   bodyBytes: body.length,
   // What the classifier reads off the provider's error: a 128k window, the prompt's token count.
-  target: sizeTarget('context_length', { limitTokens: 128_000, promptTokens: Math.ceil(body.length / 4) }, body.length, requestedCompletion(original)),
+  target: sizeTarget(
+    { reason: 'context_length', limits: { limitTokens: 128_000, promptTokens: Math.ceil(body.length / 4) }, bodyBytes: body.length, requested: chat.completion(original) },
+    undefined,
+    config.compaction.targetRatio,
+  ),
   config,
   dispatcher,
-  upstreamUrl: 'http://127.0.0.1:9/v1',
-  requestAuth: {},
+  summarizer: { url: 'http://127.0.0.1:9/v1', model: 'm', headers: {}, wire: chat.summarizer },
+  because: "the request exceeded the model's context window",
   signal: new AbortController().signal,
 };
 
-/** Each compaction gets the request freshly parsed, as the route does: nothing carries over between runs. */
-function parsed(): { request: Record<string, unknown>; ms: number } {
+/** Each compaction gets the request freshly parsed and read, as the rescue does: nothing carries over between runs. */
+function parsed(): { request: Record<string, unknown>; conversation: NonNullable<ReturnType<typeof chat.read>>; ms: number } {
   const started = performance.now();
   const request = JSON.parse(body.toString('utf8')) as Record<string, unknown>;
-  return { request, ms: performance.now() - started };
+  const conversation = chat.read(request)!;
+  return { request, conversation, ms: performance.now() - started };
 }
 
-for (let i = 0; i < warmups; i++) await compact({ ...base, request: parsed().request });
+for (let i = 0; i < warmups; i++) await compact({ ...base, ...parsed() });
 const times: number[] = [];
 const parses: number[] = [];
 let last;
 for (let i = 0; i < runs; i++) {
-  const { request, ms } = parsed();
+  const { request, conversation, ms } = parsed();
   parses.push(ms);
   gc();
   const started = performance.now();
-  last = await compact({ ...base, request });
+  last = await compact({ ...base, request, conversation });
   times.push(performance.now() - started);
 }
 if (last?.outcome !== 'compacted') throw new Error(`compaction did not compact: ${JSON.stringify(last)}`);
@@ -89,12 +96,12 @@ process.send!({ type: 'result', result }, () => process.exit(0));
 
 /** Heap figures of one compaction, read from V8's own record of every GC that ran during it. */
 async function measureMemory(): Promise<{ peak: number; allocated: number }> {
-  const { request } = parsed();
+  const { request, conversation } = parsed();
   gc!();
   const before = v8.getHeapStatistics().used_heap_size;
   const profiler = new v8.GCProfiler();
   profiler.start();
-  await compact({ ...base, request });
+  await compact({ ...base, request, conversation });
   const after = v8.getHeapStatistics().used_heap_size;
   const { statistics } = profiler.stop();
   let peak = after;
