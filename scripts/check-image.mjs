@@ -380,6 +380,9 @@ async function startContainer({ port, configFile }) {
     // The host's network namespace, so the container reaches the fake upstream on loopback;
     // HOST=127.0.0.1 keeps the gateway itself off the machine's other interfaces.
     '--network=host',
+    // Should the image ignore the mounted config, the built-in upstream must not be tried
+    // for real: its name resolves to loopback, where nothing answers on 443.
+    '--add-host', 'api.openai.com:127.0.0.1',
     '-e', 'HOST=127.0.0.1',
     '-e', `PORT=${port}`,
     '-v', `${configFile}:/app/config/default.yaml:ro`,
@@ -456,13 +459,13 @@ async function checkHealthcheck(ctx) {
 
 /** The gateway process itself (PID 1) is uid 1000, and the image says USER node. */
 async function checkNonRoot(ctx) {
-  const user = ctx.info.Config?.User;
-  if (user !== 'node') fail(`the image's USER is ${JSON.stringify(user)}, expected "node"`);
   const status = await exec(ctx.name, ['cat', '/proc/1/status']);
   const uids = /^Uid:\s+(.+)$/m.exec(status.stdout)?.[1].trim().split(/\s+/);
   if (!uids || uids.some((uid) => uid !== '1000')) fail(`PID 1 runs with uids ${JSON.stringify(uids)}, expected all 1000`);
   const cmdline = (await exec(ctx.name, ['cat', '/proc/1/cmdline'])).stdout.split('\0').filter(Boolean).join(' ');
   if (!/^node dist\/main\.js/.test(cmdline)) fail(`PID 1 is \`${cmdline}\`, not the gateway`);
+  const user = ctx.info.Config?.User;
+  if (user !== 'node') fail(`the image's USER is ${JSON.stringify(user)}, expected "node"`);
   return `USER node; PID 1 \`${cmdline}\` has uid 1000 (real, effective, saved, fs)`;
 }
 
@@ -483,7 +486,10 @@ async function checkNoDevDependencies(ctx) {
   const result = await exec(ctx.name, ['node', '-e', script], JSON.stringify({ dev, prod }));
   if (result.code !== 0) fail(`listing /app/node_modules failed: ${result.stderr.trim()}`);
   const { shipped, missing } = JSON.parse(result.stdout);
-  if (shipped.length) fail(`${shipped.length} dev-only packages in the image: ${shipped.slice(0, 10).join(', ')}`);
+  // The project's own devDependencies first: they are the ones a reader recognises.
+  const direct = new Set(Object.keys(pkg.devDependencies ?? {}).map((name) => `node_modules/${name}`));
+  shipped.sort((a, b) => direct.has(b) - direct.has(a));
+  if (shipped.length) fail(`${shipped.length} dev-only packages in the image: ${shipped.slice(0, 10).join(', ')}, …`);
   if (missing.length) fail(`dependencies missing from the image: ${missing.join(', ')}`);
   const named = Object.keys(pkg.devDependencies ?? {}).join(', ');
   return `none of the lockfile's ${dev.length} dev-only packages (${named}, …); all ${prod.length} dependencies present`;
