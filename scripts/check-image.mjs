@@ -22,7 +22,7 @@
 // Usage: npm run check:image        (exit 0 when every check passed)
 import { spawn, spawnSync } from 'node:child_process';
 import { cp, mkdir, mkdtemp, readFile, readdir, writeFile } from 'node:fs/promises';
-import { existsSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -59,27 +59,73 @@ const fail = (message) => {
 // ---------------------------------------------------------------------------------------------
 // Clean-up: whatever happens, the containers this run started and its temporary folder go.
 
-const live = { containers: new Set(), workDir: null, servers: new Set(), env: process.env };
+const live = { containers: new Set(), children: new Set(), workDir: null, env: process.env, buildBaseline: null };
 
+/** Synchronous: it also runs from the 'exit' handler, where nothing asynchronous finishes. */
 function cleanup() {
+  for (const child of live.children) killGroup(child, 'SIGKILL');
+  live.children.clear();
   for (const name of live.containers) {
-    // Synchronous: this also runs from the 'exit' handler, where nothing asynchronous finishes.
     spawnSync('podman', [...PODMAN_GLOBAL, 'rm', '--force', '--time', '0', name], { env: live.env, stdio: 'ignore', timeout: 30_000 });
   }
   live.containers.clear();
-  for (const server of live.servers) server.closeAllConnections?.(), server.close();
-  live.servers.clear();
-  if (live.workDir) rmSync(live.workDir, { recursive: true, force: true });
+  if (live.workDir) {
+    unmountUnder(live.workDir);
+    try {
+      // Retries: a build step that is still dying may write to the npm cache copy meanwhile.
+      rmSync(live.workDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
+    } catch (err) {
+      console.error(`[check-image] could not remove ${live.workDir}: ${err.message}`);
+    }
+  }
   live.workDir = null;
 }
 
+/**
+ * On Ctrl-C or a kill: the children lead their own process groups (see run), so the signal does
+ * not reach them by itself. They get SIGTERM and a few seconds to end; an interrupted podman
+ * build leaves its working containers behind, which go too. A second signal exits at once.
+ */
+async function interrupted(signal) {
+  if (live.interrupted) process.exit(1);
+  live.interrupted = true;
+  console.error(`[check-image] ${signal}: cleaning up`);
+  const children = [...live.children];
+  const ended = () => Promise.all(children.map((child) => (child.exitCode === null && child.signalCode === null ? new Promise((resolve) => child.once('exit', resolve)) : null)));
+  for (const child of children) killGroup(child, 'SIGTERM');
+  await Promise.race([ended(), sleep(10_000)]);
+  for (const child of children) killGroup(child, 'SIGKILL');
+  await Promise.race([ended(), sleep(2_000)]);
+  if (live.buildBaseline) {
+    await removeBuildLeftovers(live.buildBaseline).catch((err) => console.error(`[check-image] could not remove the build's containers: ${err.message}`));
+  }
+  console.error('[check-image] interrupted');
+  process.exit(1);
+}
+
 process.on('exit', cleanup);
-for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
-  process.on(signal, () => {
-    console.error(`[check-image] ${signal}: cleaning up`);
-    cleanup();
-    process.exit(1);
-  });
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, interrupted);
+
+function killGroup(child, signal) {
+  try {
+    process.kill(-child.pid, signal);
+  } catch {
+    // already gone
+  }
+}
+
+/**
+ * A debootstrap that was killed leaves /proc and /sys mounted inside its root: unmount them
+ * before deleting the folder, so the deletion never walks into the host's own /proc or /sys.
+ */
+function unmountUnder(dir) {
+  const mounts = existsSync('/proc/self/mounts') ? readFileSync('/proc/self/mounts', 'utf8') : '';
+  const inside = mounts
+    .split('\n')
+    .map((line) => line.split(' ')[1])
+    .filter((point) => point?.startsWith(`${dir}/`))
+    .sort((a, b) => b.length - a.length);
+  for (const point of inside) spawnSync('umount', ['--lazy', point], { stdio: 'ignore', timeout: 10_000 });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -99,6 +145,7 @@ function run(cmd, args, { timeoutMs = LIMITS.commandMs, input, env = live.env } 
   if (budget <= 0) fail(`overall time limit of ${LIMITS.totalMs / 60_000} min exceeded before: ${cmd} ${args.join(' ')}`);
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, { env, detached: true, stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+    live.children.add(child);
     const out = { stdout: '', stderr: '' };
     // Only the end of a long output is kept: it is what explains a failure.
     const keep = (key) => (chunk) => (out[key] = (out[key] + chunk).slice(-200_000));
@@ -108,18 +155,17 @@ function run(cmd, args, { timeoutMs = LIMITS.commandMs, input, env = live.env } 
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
-      try {
-        process.kill(-child.pid, 'SIGKILL');
-      } catch {
-        // already gone
-      }
+      killGroup(child, 'SIGTERM');
+      setTimeout(() => killGroup(child, 'SIGKILL'), 5_000).unref();
     }, budget);
     child.on('error', (err) => {
       clearTimeout(timer);
+      live.children.delete(child);
       reject(new CheckFailure(`cannot run ${cmd}: ${err.message}`));
     });
     child.on('close', (code, signal) => {
       clearTimeout(timer);
+      live.children.delete(child);
       if (timedOut) reject(new CheckFailure(`${cmd} ${args.slice(0, 4).join(' ')}… did not finish within ${seconds(budget)}`));
       else resolve({ code: code ?? 128, signal, ...out });
     });
@@ -232,8 +278,21 @@ async function copyNpmCache(workDir) {
   if (!existsSync(join(cacache, 'index-v5'))) fail(`no npm cache at ${cacache}: run \`npm ci\` in this clone first`);
   const copy = join(workDir, 'npm-cache');
   await mkdir(copy);
-  await cp(cacache, join(copy, '_cacache'), { recursive: true });
+  // Not _cacache/tmp: npm's half-written files, which another npm may remove as we copy.
+  const tmp = join(cacache, 'tmp');
+  await cp(cacache, join(copy, '_cacache'), { recursive: true, filter: (source) => source !== tmp });
   return copy;
+}
+
+/** The ids of podman's build (working) containers, which `podman ps --external` lists. */
+async function buildContainers() {
+  const result = await mustPodman('podman ps --external', ['ps', '--all', '--external', '--quiet', '--no-trunc']);
+  return new Set(result.stdout.split('\n').filter(Boolean));
+}
+
+async function removeBuildLeftovers(baseline) {
+  const leftovers = [...(await buildContainers())].filter((id) => !baseline.has(id));
+  if (leftovers.length) await podman(['rm', '--force', ...leftovers]);
 }
 
 async function imageId(ref) {
@@ -243,11 +302,12 @@ async function imageId(ref) {
 
 async function buildImage(npmCache) {
   const previous = await imageId(IMAGE);
+  live.buildBaseline = await buildContainers();
   say(`building ${IMAGE} from the Dockerfile (offline, Node ${NODE_MAJOR} base)`);
   const t0 = Date.now();
   // --layers=false: every step really runs (no layer reused from an earlier build) and no
   // intermediate image is left behind. --format docker: the OCI format drops HEALTHCHECK.
-  await mustPodman(
+  const build = mustPodman(
     'podman build',
     [
       'build',
@@ -265,10 +325,18 @@ async function buildImage(npmCache) {
     ],
     { timeoutMs: LIMITS.buildMs },
   );
+  // A build that failed or was killed may leave its working containers behind.
+  await build.catch(async (err) => {
+    await removeBuildLeftovers(live.buildBaseline);
+    throw err;
+  });
   const buildMs = Date.now() - t0;
   const current = await imageId(IMAGE);
+  // podman build stopped by a signal can exit 0: without a new image, the checks would look at
+  // an old one. (--layers=false makes every build a new image.)
+  if (!current || current === previous) fail(`podman build exited 0 but ${IMAGE} is ${current ? 'the previous image' : 'missing'}`);
   // The image the tag pointed at before is now unnamed: remove it, unless a container uses it.
-  if (previous && previous !== current) await podman(['rmi', previous]);
+  if (previous) await podman(['rmi', previous]);
   const [info] = JSON.parse((await mustPodman('podman image inspect', ['image', 'inspect', IMAGE])).stdout);
   say(`built in ${seconds(buildMs)}, ${megabytes(info.Size)}`);
   return { buildMs, info };
@@ -304,7 +372,6 @@ async function startFakeUpstream() {
     res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(completion(call.json?.model)));
   });
   await new Promise((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve));
-  live.servers.add(server);
   return { port: server.address().port, calls, chatCalls: () => calls.filter((c) => c.url === '/v1/chat/completions') };
 }
 
@@ -603,6 +670,7 @@ async function main() {
 main().then(
   (code) => process.exit(code),
   (err) => {
+    if (live.interrupted) return; // interrupted() ends the process once it has cleaned up
     console.error(`[check-image] FAILED: ${err instanceof CheckFailure ? err.message : (err.stack ?? err)}`);
     process.exit(1);
   },
