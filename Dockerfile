@@ -3,8 +3,14 @@
 # Run:   docker run -p 8080:8080 -e UPSTREAM_URL=https://api.openai.com/v1 compaction-gateway
 # Config: mount a YAML file at /app/config/default.yaml, or anywhere with CONFIG=/path/to/file.
 ARG NODE_VERSION=26
+# Unset by default. An offline build passes them to npm (npm reads npm_config_* from the
+# environment): --build-arg npm_config_cache=/npm-cache --build-arg npm_config_offline=true
+# with a copy of an npm cache mounted there (-v CACHE:/npm-cache). Declared in each stage,
+# since an ARG only reaches the RUN steps of the stage that declares it.
 
 FROM node:${NODE_VERSION}-slim AS build
+ARG npm_config_cache
+ARG npm_config_offline
 WORKDIR /app
 COPY package.json package-lock.json tsconfig.json ./
 RUN npm ci --no-audit --no-fund
@@ -12,6 +18,8 @@ COPY src ./src
 RUN npm run build
 
 FROM node:${NODE_VERSION}-slim AS runtime
+ARG npm_config_cache
+ARG npm_config_offline
 ENV NODE_ENV=production HOST=0.0.0.0 PORT=8080
 WORKDIR /app
 COPY package.json package-lock.json ./

@@ -1,0 +1,677 @@
+#!/usr/bin/env node
+// Builds the real container image with podman and checks the running container.
+//
+// `npm run check:docker` replays the Dockerfile in folders; it cannot see a wrong COPY, a file
+// missing from the image, a permission problem as USER node, or a HEALTHCHECK that fails inside
+// the container. This script builds the project's own Dockerfile, unchanged but for build args,
+// and checks what a sidecar user relies on: the probes answer, the HEALTHCHECK passes inside the
+// container, the process is not root, no devDependency shipped, a mounted config file is used, a
+// rescue works end to end, and `podman stop` drains and exits 0.
+//
+// This machine reaches no image registry, only Debian's mirror and the npm registry. So:
+// - the base image is made here, once, with debootstrap (Debian 13 ships Node 20.19) and imported
+//   as docker.io/library/node:20-slim; later runs reuse it;
+// - the build runs with --network=none and npm installs offline from a copy of the host's npm
+//   cache, which the host's own `npm ci` filled (run it first).
+// The image users build stays node:26-slim: only this check passes NODE_VERSION=20.
+//
+// Needs root (apt-get, rootful podman). Installs podman, runc and debootstrap when missing.
+// Every test request goes to 127.0.0.1: the container shares the host's network namespace and
+// the fake upstream listens on loopback only.
+//
+// Usage: npm run check:image        (exit 0 when every check passed)
+import { spawn, spawnSync } from 'node:child_process';
+import { cp, mkdir, mkdtemp, readFile, readdir, writeFile } from 'node:fs/promises';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+
+const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url));
+const IMAGE = 'localhost/compaction-gateway:check';
+const BASE_IMAGE = 'docker.io/library/node:20-slim';
+const NODE_MAJOR = '20';
+const DEBIAN_SUITE = 'trixie';
+const FALLBACK_MIRROR = 'http://deb.debian.org/debian';
+// On these machines podman only works with runc and without systemd's cgroup manager.
+const PODMAN_GLOBAL = ['--runtime', 'runc', '--cgroup-manager=cgroupfs'];
+const LIMITS = Object.freeze({
+  totalMs: 45 * 60_000,
+  aptMs: 15 * 60_000,
+  debootstrapMs: 20 * 60_000,
+  importMs: 10 * 60_000,
+  buildMs: 15 * 60_000,
+  commandMs: 60_000,
+  startMs: 60_000,
+  requestMs: 15_000,
+  stopGraceS: 30,
+});
+// How long the fake upstream holds the in-flight request used to see `podman stop` drain.
+const SLOW_ANSWER_MS = 3_000;
+
+class CheckFailure extends Error {}
+const fail = (message) => {
+  throw new CheckFailure(message);
+};
+
+// ---------------------------------------------------------------------------------------------
+// Clean-up: whatever happens, the containers this run started and its temporary folder go.
+
+const live = { containers: new Set(), children: new Set(), workDir: null, env: process.env, buildBaseline: null };
+
+/** Synchronous: it also runs from the 'exit' handler, where nothing asynchronous finishes. */
+function cleanup() {
+  for (const child of live.children) killGroup(child, 'SIGKILL');
+  live.children.clear();
+  for (const name of live.containers) {
+    spawnSync('podman', [...PODMAN_GLOBAL, 'rm', '--force', '--time', '0', name], { env: live.env, stdio: 'ignore', timeout: 30_000 });
+  }
+  live.containers.clear();
+  if (live.workDir) {
+    unmountUnder(live.workDir);
+    try {
+      // Retries: a build step that is still dying may write to the npm cache copy meanwhile.
+      rmSync(live.workDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
+    } catch (err) {
+      console.error(`[check-image] could not remove ${live.workDir}: ${err.message}`);
+    }
+  }
+  live.workDir = null;
+}
+
+/**
+ * On Ctrl-C or a kill: the children lead their own process groups (see run), so the signal does
+ * not reach them by itself. They get SIGTERM and a few seconds to end; an interrupted podman
+ * build leaves its working containers behind, which go too. A second signal exits at once.
+ */
+async function interrupted(signal) {
+  if (live.interrupted) process.exit(1);
+  live.interrupted = true;
+  console.error(`[check-image] ${signal}: cleaning up`);
+  const children = [...live.children];
+  const ended = () => Promise.all(children.map((child) => (child.exitCode === null && child.signalCode === null ? new Promise((resolve) => child.once('exit', resolve)) : null)));
+  for (const child of children) killGroup(child, 'SIGTERM');
+  await Promise.race([ended(), sleep(10_000)]);
+  for (const child of children) killGroup(child, 'SIGKILL');
+  await Promise.race([ended(), sleep(2_000)]);
+  if (live.buildBaseline) {
+    await removeBuildLeftovers(live.buildBaseline).catch((err) => console.error(`[check-image] could not remove the build's containers: ${err.message}`));
+  }
+  console.error('[check-image] interrupted');
+  process.exit(1);
+}
+
+process.on('exit', cleanup);
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, interrupted);
+
+function killGroup(child, signal) {
+  try {
+    process.kill(-child.pid, signal);
+  } catch {
+    // already gone
+  }
+}
+
+/**
+ * A debootstrap that was killed leaves /proc and /sys mounted inside its root: unmount them
+ * before deleting the folder, so the deletion never walks into the host's own /proc or /sys.
+ */
+function unmountUnder(dir) {
+  const mounts = existsSync('/proc/self/mounts') ? readFileSync('/proc/self/mounts', 'utf8') : '';
+  const inside = mounts
+    .split('\n')
+    .map((line) => line.split(' ')[1])
+    .filter((point) => point?.startsWith(`${dir}/`))
+    .sort((a, b) => b.length - a.length);
+  for (const point of inside) spawnSync('umount', ['--lazy', point], { stdio: 'ignore', timeout: 10_000 });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running commands, each bounded in time.
+
+const started = Date.now();
+const say = (message) => console.log(`[check-image] ${message}`);
+const seconds = (ms) => `${(ms / 1000).toFixed(1)} s`;
+
+/**
+ * Runs a command to its end and resolves { code, stdout, stderr }; never rejects for a non-zero
+ * exit. The child leads its own process group so a time-out also ends what it started (apt's
+ * dpkg, debootstrap's chroot, the shell pipeline of the import).
+ */
+function run(cmd, args, { timeoutMs = LIMITS.commandMs, input, env = live.env } = {}) {
+  const budget = Math.min(timeoutMs, started + LIMITS.totalMs - Date.now());
+  if (budget <= 0) fail(`overall time limit of ${LIMITS.totalMs / 60_000} min exceeded before: ${cmd} ${args.join(' ')}`);
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { env, detached: true, stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+    live.children.add(child);
+    const out = { stdout: '', stderr: '' };
+    // Only the end of a long output is kept: it is what explains a failure.
+    const keep = (key) => (chunk) => (out[key] = (out[key] + chunk).slice(-200_000));
+    child.stdout.setEncoding('utf8').on('data', keep('stdout'));
+    child.stderr.setEncoding('utf8').on('data', keep('stderr'));
+    if (input !== undefined) child.stdin.end(input);
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      killGroup(child, 'SIGTERM');
+      setTimeout(() => killGroup(child, 'SIGKILL'), 5_000).unref();
+    }, budget);
+    child.on('error', (err) => {
+      clearTimeout(timer);
+      live.children.delete(child);
+      reject(new CheckFailure(`cannot run ${cmd}: ${err.message}`));
+    });
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      live.children.delete(child);
+      if (timedOut) reject(new CheckFailure(`${cmd} ${args.slice(0, 4).join(' ')}… did not finish within ${seconds(budget)}`));
+      else resolve({ code: code ?? 128, signal, ...out });
+    });
+  });
+}
+
+/** Runs a command that must succeed; on failure the message carries the end of its output. */
+async function must(what, cmd, args, options) {
+  const result = await run(cmd, args, options);
+  if (result.code !== 0) fail(`${what} failed (exit ${result.code}):\n${tail(result.stderr || result.stdout)}`);
+  return result;
+}
+
+const tail = (text, lines = 30) => text.trimEnd().split('\n').slice(-lines).join('\n');
+const podman = (args, options) => run('podman', [...PODMAN_GLOBAL, ...args], options);
+const mustPodman = (what, args, options) => must(what, 'podman', [...PODMAN_GLOBAL, ...args], options);
+
+// ---------------------------------------------------------------------------------------------
+// The engine: podman, runc and debootstrap from Debian, and a containers.conf that works here.
+
+function onPath(name) {
+  return spawnSync('sh', ['-c', `command -v ${name}`], { stdio: 'ignore' }).status === 0;
+}
+
+async function installTools() {
+  const missing = ['podman', 'runc', 'debootstrap'].filter((name) => !onPath(name));
+  if (!missing.length) return say('podman, runc and debootstrap are installed');
+  say(`installing ${missing.join(', ')} with apt-get`);
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  await must('apt-get update', 'apt-get', ['update', '-qq'], { timeoutMs: LIMITS.aptMs, env });
+  await must('apt-get install', 'apt-get', ['install', '-y', '-qq', 'podman', 'runc', 'debootstrap'], { timeoutMs: LIMITS.aptMs, env });
+}
+
+/**
+ * The container's default ulimits are ones this sandbox refuses to set, so the run fails unless
+ * containers.conf empties the list; CONTAINERS_CONF points every podman command at this file.
+ */
+async function writeContainersConf(dir) {
+  const file = join(dir, 'containers.conf');
+  await writeFile(file, '[containers]\ndefault_ulimits = []\n');
+  live.env = { ...process.env, CONTAINERS_CONF: file };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The base image: Debian with Node 20 and a `node` user, as node:20-slim has.
+
+/** The Debian mirror apt already uses (deb822 .sources or one-line .list), without security. */
+async function debianMirror() {
+  const files = ['/etc/apt/sources.list'];
+  const dir = '/etc/apt/sources.list.d';
+  if (existsSync(dir)) {
+    for (const name of (await readdir(dir)).sort()) if (/\.(list|sources)$/.test(name)) files.push(join(dir, name));
+  }
+  for (const file of files.filter(existsSync)) {
+    const text = await readFile(file, 'utf8');
+    const uris = file.endsWith('.sources')
+      ? text.split(/\n\s*\n/).filter((block) => /^Types:.*\bdeb\b/im.test(block)).flatMap((block) => (/^URIs:\s*(.+)$/im.exec(block)?.[1] ?? '').split(/\s+/))
+      : [...text.matchAll(/^\s*deb\s+(?:\[[^\]]*\]\s+)?(\S+)/gm)].map((m) => m[1]);
+    const mirror = uris.find((uri) => /^https?:\/\/\S+\/debian\/?$/.test(uri));
+    if (mirror) return mirror.replace(/\/$/, '');
+  }
+  return FALLBACK_MIRROR;
+}
+
+async function ensureBaseImage(workDir) {
+  if ((await podman(['image', 'exists', BASE_IMAGE])).code === 0) {
+    say(`base image ${BASE_IMAGE} exists: reused`);
+    return 'reused';
+  }
+  const t0 = Date.now();
+  const mirror = await debianMirror();
+  const rootfs = join(workDir, 'rootfs');
+  say(`base image ${BASE_IMAGE} missing: debootstrap ${DEBIAN_SUITE} from ${mirror}, then nodejs and npm (a few minutes)`);
+  await must('debootstrap', 'debootstrap', ['--variant=minbase', '--include=ca-certificates', DEBIAN_SUITE, rootfs, mirror], {
+    timeoutMs: LIMITS.debootstrapMs,
+  });
+  // Not debootstrap --include=nodejs,npm: its own resolver leaves some of npm's ~300 node-*
+  // dependencies out (node-cli-table3, node-cssesc, …) and fails configuring npm. apt resolves them.
+  const aptEnv = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  await must('apt-get update in the base', 'chroot', [rootfs, 'apt-get', 'update', '-qq'], { timeoutMs: LIMITS.aptMs, env: aptEnv });
+  await must('apt-get install nodejs npm in the base', 'chroot', [rootfs, 'apt-get', 'install', '-y', '-qq', '--no-install-recommends', 'nodejs', 'npm'], {
+    timeoutMs: LIMITS.aptMs,
+    env: aptEnv,
+  });
+  // The official image's user, whose uid the Dockerfile's `USER node` and volume owners expect.
+  await must('groupadd node', 'chroot', [rootfs, 'groupadd', '--gid', '1000', 'node']);
+  await must('useradd node', 'chroot', [rootfs, 'useradd', '--uid', '1000', '--gid', 'node', '--create-home', '--shell', '/bin/bash', 'node']);
+  // As the slim images do: no package archives, no package lists.
+  await must('apt-get clean in the base', 'chroot', [rootfs, 'apt-get', 'clean']);
+  rmSync(join(rootfs, 'var/lib/apt/lists'), { recursive: true, force: true });
+  await mkdir(join(rootfs, 'var/lib/apt/lists/partial'), { recursive: true });
+  // The tag promises Node 20: a Debian that moved on would make every later check misleading.
+  const version = (await must('node --version in the base', 'chroot', [rootfs, 'node', '--version'])).stdout.trim();
+  if (!version.startsWith(`v${NODE_MAJOR}.`)) fail(`debootstrap's ${DEBIAN_SUITE} has Node ${version}, not ${NODE_MAJOR}.x`);
+  await must('podman import', 'bash', ['-c', 'set -o pipefail; tar -C "$1" -c . | podman "${@:3}" import - "$2"', 'import', rootfs, BASE_IMAGE, ...PODMAN_GLOBAL], {
+    timeoutMs: LIMITS.importMs,
+  });
+  rmSync(rootfs, { recursive: true, force: true });
+  say(`base image built (Node ${version}) in ${seconds(Date.now() - t0)}`);
+  return `built in ${seconds(Date.now() - t0)}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The project's image.
+
+/** A copy of the host's npm cache: the build may write to it, and the runtime stage cleans it. */
+async function copyNpmCache(workDir) {
+  const cache = (await must('npm config get cache', 'npm', ['config', 'get', 'cache'])).stdout.trim();
+  const cacache = join(cache, '_cacache');
+  if (!existsSync(join(cacache, 'index-v5'))) fail(`no npm cache at ${cacache}: run \`npm ci\` in this clone first`);
+  const copy = join(workDir, 'npm-cache');
+  await mkdir(copy);
+  // Not _cacache/tmp: npm's half-written files, which another npm may remove as we copy.
+  const tmp = join(cacache, 'tmp');
+  await cp(cacache, join(copy, '_cacache'), { recursive: true, filter: (source) => source !== tmp });
+  return copy;
+}
+
+/** The ids of podman's build (working) containers, which `podman ps --external` lists. */
+async function buildContainers() {
+  const result = await mustPodman('podman ps --external', ['ps', '--all', '--external', '--quiet', '--no-trunc']);
+  return new Set(result.stdout.split('\n').filter(Boolean));
+}
+
+async function removeBuildLeftovers(baseline) {
+  const leftovers = [...(await buildContainers())].filter((id) => !baseline.has(id));
+  if (leftovers.length) await podman(['rm', '--force', ...leftovers]);
+}
+
+async function imageId(ref) {
+  const result = await podman(['image', 'inspect', '--format', '{{.Id}}', ref]);
+  return result.code === 0 ? result.stdout.trim() : null;
+}
+
+async function buildImage(npmCache) {
+  const previous = await imageId(IMAGE);
+  live.buildBaseline = await buildContainers();
+  say(`building ${IMAGE} from the Dockerfile (offline, Node ${NODE_MAJOR} base)`);
+  const t0 = Date.now();
+  // --layers=false: every step really runs (no layer reused from an earlier build) and no
+  // intermediate image is left behind. --format docker: the OCI format drops HEALTHCHECK.
+  const build = mustPodman(
+    'podman build',
+    [
+      'build',
+      '--format', 'docker',
+      '--network=none',
+      '--pull=never',
+      '--layers=false',
+      '--build-arg', `NODE_VERSION=${NODE_MAJOR}`,
+      '--build-arg', 'npm_config_cache=/npm-cache',
+      '--build-arg', 'npm_config_offline=true',
+      '-v', `${npmCache}:/npm-cache`,
+      '-t', IMAGE,
+      '-f', join(REPO_ROOT, 'Dockerfile'),
+      REPO_ROOT,
+    ],
+    { timeoutMs: LIMITS.buildMs },
+  );
+  // A build that failed or was killed may leave its working containers behind.
+  await build.catch(async (err) => {
+    await removeBuildLeftovers(live.buildBaseline);
+    throw err;
+  });
+  const buildMs = Date.now() - t0;
+  const current = await imageId(IMAGE);
+  // podman build stopped by a signal can exit 0: without a new image, the checks would look at
+  // an old one. (--layers=false makes every build a new image.)
+  if (!current || current === previous) fail(`podman build exited 0 but ${IMAGE} is ${current ? 'the previous image' : 'missing'}`);
+  // The image the tag pointed at before is now unnamed: remove it, unless a container uses it.
+  if (previous) await podman(['rmi', previous]);
+  const [info] = JSON.parse((await mustPodman('podman image inspect', ['image', 'inspect', IMAGE])).stdout);
+  say(`built in ${seconds(buildMs)}, ${megabytes(info.Size)}`);
+  return { buildMs, info };
+}
+
+const megabytes = (bytes) => `${(bytes / 1_000_000).toFixed(0)} MB`;
+
+// ---------------------------------------------------------------------------------------------
+// A fake upstream on the host's loopback: the first chat request is refused as too large, the
+// replay answered; a request for model `slow` is answered late, to be in flight during a stop.
+
+async function startFakeUpstream() {
+  const calls = [];
+  let rejected = false;
+  const server = createServer(async (req, res) => {
+    const chunks = [];
+    for await (const chunk of req) chunks.push(chunk);
+    const body = Buffer.concat(chunks).toString('utf8');
+    const call = { method: req.method, url: req.url, body, json: safeJson(body) };
+    calls.push(call);
+    if (req.method !== 'POST' || req.url !== '/v1/chat/completions') {
+      res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"message":"not found"}}');
+      return;
+    }
+    if (call.json?.model === 'slow') await sleep(SLOW_ANSWER_MS);
+    else if (!rejected) {
+      rejected = true;
+      // nginx's own page for client_max_body_size, as a proxy in front of a provider sends it.
+      const page = '<html>\r\n<head><title>413 Request Entity Too Large</title></head>\r\n<body>\r\n<center><h1>413 Request Entity Too Large</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n';
+      res.writeHead(413, { 'content-type': 'text/html' }).end(page);
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(completion(call.json?.model)));
+  });
+  await new Promise((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve));
+  return { port: server.address().port, calls, chatCalls: () => calls.filter((c) => c.url === '/v1/chat/completions') };
+}
+
+const safeJson = (text) => {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+};
+
+function completion(model) {
+  return {
+    id: 'chatcmpl-check',
+    object: 'chat.completion',
+    created: Math.floor(Date.now() / 1000),
+    model: model ?? 'unknown',
+    choices: [{ index: 0, message: { role: 'assistant', content: `answer from the fake upstream (${model})` }, finish_reason: 'stop' }],
+    usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
+  };
+}
+
+/** A long agent session: a system prompt, 40 turns with 3 KB tool-ish outputs, a final question. */
+function agentConversation() {
+  const messages = [{ role: 'system', content: 'You are a coding agent working in /srv/project.' }];
+  for (let turn = 0; turn < 40; turn++) {
+    messages.push({ role: 'user', content: `Step ${turn}: read src/file${turn}.ts and report.` });
+    messages.push({ role: 'assistant', content: `Contents of src/file${turn}.ts:\n${`export const value${turn} = ${turn};\n`.repeat(100)}` });
+  }
+  messages.push({ role: 'user', content: 'Now summarise what the files export.' });
+  return { model: 'check-model', messages, max_tokens: 200 };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The container.
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject).listen(0, '127.0.0.1', () => {
+      const { port } = probe.address();
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * The mounted config sets what only the file sets here: the upstream (no UPSTREAM_URL is passed)
+ * and the fallback strategy (no summarizer is needed, and the header shows it). server.host and
+ * server.port would be overridden by the image's own HOST and PORT, so those come from -e.
+ */
+async function writeGatewayConfig(workDir, upstreamPort) {
+  const file = join(workDir, 'gateway.yaml');
+  const yaml = [
+    '# written by scripts/check-image.mjs',
+    'upstream:',
+    `  url: http://127.0.0.1:${upstreamPort}/v1`,
+    'compaction:',
+    '  strategy: fallback',
+    'server:',
+    `  shutdownGraceMs: ${(LIMITS.stopGraceS - 10) * 1000}`,
+    '',
+  ].join('\n');
+  await writeFile(file, yaml, { mode: 0o644 });
+  return file;
+}
+
+async function startContainer({ port, configFile }) {
+  const name = `check-image-${process.pid}-${Date.now().toString(36)}`;
+  live.containers.add(name);
+  await mustPodman('podman run', [
+    'run', '--detach', '--name', name,
+    // The host's network namespace, so the container reaches the fake upstream on loopback;
+    // HOST=127.0.0.1 keeps the gateway itself off the machine's other interfaces.
+    '--network=host',
+    // Should the image ignore the mounted config, the built-in upstream must not be tried
+    // for real: its name resolves to loopback, where nothing answers on 443.
+    '--add-host', 'api.openai.com:127.0.0.1',
+    '-e', 'HOST=127.0.0.1',
+    '-e', `PORT=${port}`,
+    '-v', `${configFile}:/app/config/default.yaml:ro`,
+    IMAGE,
+  ]);
+  return name;
+}
+
+async function containerState(name) {
+  const result = await podman(['inspect', '--format', '{{.State.Status}} {{.State.ExitCode}}', name]);
+  const [status, exitCode] = result.stdout.trim().split(' ');
+  return { status, exitCode: Number(exitCode) };
+}
+
+async function logsOf(name) {
+  const result = await podman(['logs', name]);
+  return tail(`${result.stdout}${result.stderr}`, 20);
+}
+
+async function waitUntilServing(name, origin) {
+  const deadline = Date.now() + LIMITS.startMs;
+  while (Date.now() < deadline) {
+    const { status } = await containerState(name);
+    if (status !== 'running') fail(`the container is ${status} instead of running; its log:\n${await logsOf(name)}`);
+    const res = await get(`${origin}/healthz`, 1_000).catch(() => null);
+    if (res?.status === 200) return;
+    await sleep(250);
+  }
+  fail(`/healthz did not answer 200 within ${seconds(LIMITS.startMs)}; the container's log:\n${await logsOf(name)}`);
+}
+
+function get(url, timeoutMs = LIMITS.requestMs) {
+  return fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
+}
+
+function postChat(origin, body) {
+  return fetch(`${origin}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: 'Bearer sk-placeholder' },
+    body: JSON.stringify(body),
+    signal: AbortSignal.timeout(LIMITS.requestMs),
+  });
+}
+
+/** Runs a command inside the container, as its own user (node) unless told otherwise. */
+const exec = (name, args, input) => podman(['exec', ...(input === undefined ? [] : ['-i']), name, ...args], { input });
+
+// ---------------------------------------------------------------------------------------------
+// The checks. Each returns a one-line finding, or throws with what it saw instead.
+
+async function checkProbes(ctx) {
+  const found = [];
+  for (const [path, expected] of [['/healthz', 'ok'], ['/readyz', 'ready']]) {
+    const res = await get(`${ctx.origin}${path}`);
+    const body = await res.text();
+    if (res.status !== 200 || safeJson(body)?.status !== expected) fail(`${path} answered ${res.status} ${body.slice(0, 200)}`);
+    found.push(`${path} 200 ${expected}`);
+  }
+  return found.join(', ');
+}
+
+/** The image's own HEALTHCHECK (kept only by the docker format), run by podman inside the container. */
+async function checkHealthcheck(ctx) {
+  const test = ctx.info.Healthcheck?.Test ?? ctx.info.Config?.Healthcheck?.Test;
+  if (!Array.isArray(test) || test[0] !== 'CMD') fail(`the image has no HEALTHCHECK CMD (got ${JSON.stringify(test)})`);
+  const result = await podman(['healthcheck', 'run', ctx.name]);
+  const said = (result.stdout + result.stderr).trim();
+  if (result.code !== 0) fail(`podman healthcheck run exited ${result.code}: ${said}`);
+  // The same command by hand, so a healthcheck podman skipped cannot pass unseen.
+  const byHand = await exec(ctx.name, test.slice(1));
+  if (byHand.code !== 0) fail(`the HEALTHCHECK command exited ${byHand.code} inside the container: ${byHand.stderr.trim()}`);
+  return `podman healthcheck run: ${said || 'exit 0'}; \`${test[1]} ${test[2]} …\` by hand: exit 0`;
+}
+
+/** The gateway process itself (PID 1) is uid 1000, and the image says USER node. */
+async function checkNonRoot(ctx) {
+  const status = await exec(ctx.name, ['cat', '/proc/1/status']);
+  const uids = /^Uid:\s+(.+)$/m.exec(status.stdout)?.[1].trim().split(/\s+/);
+  if (!uids || uids.some((uid) => uid !== '1000')) fail(`PID 1 runs with uids ${JSON.stringify(uids)}, expected all 1000`);
+  const cmdline = (await exec(ctx.name, ['cat', '/proc/1/cmdline'])).stdout.split('\0').filter(Boolean).join(' ');
+  if (!/^node dist\/main\.js/.test(cmdline)) fail(`PID 1 is \`${cmdline}\`, not the gateway`);
+  const user = ctx.info.Config?.User;
+  if (user !== 'node') fail(`the image's USER is ${JSON.stringify(user)}, expected "node"`);
+  return `USER node; PID 1 \`${cmdline}\` has uid 1000 (real, effective, saved, fs)`;
+}
+
+/**
+ * Every package the lockfile marks dev-only must be absent from /app/node_modules, and every
+ * direct dependency present (so a wrong path cannot make the first half pass by itself).
+ */
+async function checkNoDevDependencies(ctx) {
+  const lock = JSON.parse(await readFile(join(REPO_ROOT, 'package-lock.json'), 'utf8'));
+  const pkg = JSON.parse(await readFile(join(REPO_ROOT, 'package.json'), 'utf8'));
+  const dev = Object.entries(lock.packages).filter(([path, meta]) => path && meta.dev).map(([path]) => path);
+  const prod = Object.keys(pkg.dependencies ?? {}).map((name) => `node_modules/${name}`);
+  const script = `
+    const { existsSync } = require('node:fs');
+    const { dev, prod } = JSON.parse(require('node:fs').readFileSync(0, 'utf8'));
+    const at = (p) => existsSync('/app/' + p + '/package.json');
+    console.log(JSON.stringify({ shipped: dev.filter(at), missing: prod.filter((p) => !at(p)) }));`;
+  const result = await exec(ctx.name, ['node', '-e', script], JSON.stringify({ dev, prod }));
+  if (result.code !== 0) fail(`listing /app/node_modules failed: ${result.stderr.trim()}`);
+  const { shipped, missing } = JSON.parse(result.stdout);
+  // The project's own devDependencies first: they are the ones a reader recognises.
+  const direct = new Set(Object.keys(pkg.devDependencies ?? {}).map((name) => `node_modules/${name}`));
+  shipped.sort((a, b) => direct.has(b) - direct.has(a));
+  if (shipped.length) fail(`${shipped.length} dev-only packages in the image: ${shipped.slice(0, 10).join(', ')}, …`);
+  if (missing.length) fail(`dependencies missing from the image: ${missing.join(', ')}`);
+  const named = Object.keys(pkg.devDependencies ?? {}).join(', ');
+  return `none of the lockfile's ${dev.length} dev-only packages (${named}, …); all ${prod.length} dependencies present`;
+}
+
+/** A 413 from the upstream named only in the mounted config becomes a 200 for the client. */
+async function checkRescue(ctx) {
+  const request = agentConversation();
+  const res = await postChat(ctx.origin, request);
+  const text = await res.text();
+  const header = res.headers.get('x-gateway-compaction') ?? '';
+  ctx.rescueHeader = header;
+  if (res.status !== 200) fail(`the client got ${res.status} (x-gateway-compaction: ${header || 'none'}): ${text.slice(0, 300)}`);
+  const fields = Object.fromEntries(header.split(',').map((member) => member.trim().split('=')));
+  if (fields.outcome !== 'replayed') fail(`x-gateway-compaction is "${header}", expected outcome=replayed`);
+  const calls = ctx.upstream.chatCalls();
+  if (calls.length !== 2) fail(`the fake upstream saw ${calls.length} chat requests, expected the original and one replay`);
+  const [first, replay] = calls.map((call) => call.json);
+  if (first.messages.length !== request.messages.length) fail('the first upstream request is not the client request');
+  if (!(replay.messages.length < first.messages.length)) fail(`the replay has ${replay.messages.length} messages, not fewer than ${first.messages.length}`);
+  if (JSON.stringify(replay.messages[0]) !== JSON.stringify(first.messages[0])) fail('the replay lost the system prompt');
+  if (JSON.stringify(replay.messages.at(-1)) !== JSON.stringify(first.messages.at(-1))) fail('the replay lost the last user message');
+  if (safeJson(text)?.choices?.[0]?.message?.content !== 'answer from the fake upstream (check-model)') fail(`unexpected answer: ${text.slice(0, 300)}`);
+  return `client 200; upstream 413 then 200; ${fields['messages-before']} -> ${fields['messages-after']} messages, ${fields['bytes-before']} -> ${fields['bytes-after']} bytes; x-gateway-compaction: outcome=${fields.outcome}, reason=${fields.reason}, strategy=${fields.strategy}`;
+}
+
+/** Only the mounted file names the upstream and the fallback strategy; both took effect. */
+async function checkMountedConfig(ctx) {
+  if (!ctx.rescueHeader) fail('no x-gateway-compaction header to look at (see the rescue check)');
+  const strategy = /strategy=(\w+)/.exec(ctx.rescueHeader)?.[1];
+  if (strategy !== 'fallback') fail(`strategy=${strategy} in x-gateway-compaction; the mounted config says fallback`);
+  const seen = ctx.upstream.chatCalls().length;
+  if (!seen) fail('the upstream from the mounted config received nothing');
+  const mounts = await podman(['inspect', '--format', '{{range .Mounts}}{{.Destination}} {{end}}', ctx.name]);
+  return `upstream.url (127.0.0.1:${ctx.upstream.port}) got ${seen} requests and strategy=fallback, both from ${mounts.stdout.trim()}`;
+}
+
+/** SIGTERM with a request in flight: the answer still arrives, then the process exits 0. */
+async function checkStopDrains(ctx) {
+  const before = ctx.upstream.chatCalls().length;
+  const pending = postChat(ctx.origin, { model: 'slow', messages: [{ role: 'user', content: 'in flight during stop' }] }).then(
+    async (res) => ({ status: res.status, text: await res.text() }),
+    (err) => ({ status: 0, text: String(err) }),
+  );
+  const deadline = Date.now() + LIMITS.requestMs;
+  while (ctx.upstream.chatCalls().length === before && Date.now() < deadline) await sleep(20);
+  if (ctx.upstream.chatCalls().length === before) fail('the slow request never reached the upstream');
+  const t0 = Date.now();
+  const stop = await podman(['stop', '--time', String(LIMITS.stopGraceS), ctx.name], { timeoutMs: (LIMITS.stopGraceS + 30) * 1000 });
+  const stopMs = Date.now() - t0;
+  const answer = await pending;
+  if (stop.code !== 0) fail(`podman stop exited ${stop.code}: ${stop.stderr.trim()}`);
+  const { status, exitCode } = await containerState(ctx.name);
+  if (answer.status !== 200) fail(`the request in flight at the stop got ${answer.status}: ${answer.text.slice(0, 200)}`);
+  if (status !== 'exited' || exitCode !== 0) fail(`after podman stop the container is ${status} with exit code ${exitCode}; its log:\n${await logsOf(ctx.name)}`);
+  if (stopMs >= LIMITS.stopGraceS * 1000) fail(`podman stop took ${seconds(stopMs)}: the gateway ignored SIGTERM and was killed`);
+  const log = await logsOf(ctx.name);
+  if (!/shutting down/.test(log)) fail(`the log does not show a graceful shutdown:\n${log}`);
+  return `in-flight request answered 200 during the stop; exit code 0 after ${seconds(stopMs)}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+async function main() {
+  if (process.platform !== 'linux') fail('needs Linux (podman with runc)');
+  if (process.getuid() !== 0) fail('needs root: it installs packages with apt-get and runs rootful podman');
+  live.workDir = await mkdtemp(join(tmpdir(), 'check-image-'));
+  await installTools();
+  await writeContainersConf(live.workDir);
+  const base = await ensureBaseImage(live.workDir);
+  const npmCache = await copyNpmCache(live.workDir);
+  const { buildMs, info } = await buildImage(npmCache);
+
+  const upstream = await startFakeUpstream();
+  const port = await freePort();
+  const configFile = await writeGatewayConfig(live.workDir, upstream.port);
+  const name = await startContainer({ port, configFile });
+  const ctx = { name, info, upstream, origin: `http://127.0.0.1:${port}` };
+  const t0 = Date.now();
+  await waitUntilServing(name, ctx.origin);
+  say(`container ${name} serving on 127.0.0.1:${port} after ${seconds(Date.now() - t0)}`);
+
+  const results = [];
+  const check = async (label, fn) => {
+    // A failed check is recorded and the next one still runs: one run shows every problem.
+    try {
+      results.push({ label, ok: true, detail: await fn(ctx) });
+    } catch (err) {
+      results.push({ label, ok: false, detail: err instanceof CheckFailure ? err.message : String(err?.stack ?? err) });
+    }
+    const last = results.at(-1);
+    say(`${last.ok ? 'PASS' : 'FAIL'} ${label}: ${last.detail}`);
+  };
+  await check('probes', checkProbes);
+  await check('HEALTHCHECK inside the container', checkHealthcheck);
+  await check('non-root', checkNonRoot);
+  await check('no devDependencies', checkNoDevDependencies);
+  await check('rescue end to end', checkRescue);
+  await check('mounted config used', checkMountedConfig);
+  await check('podman stop drains, exit 0', checkStopDrains);
+
+  const failed = results.filter((r) => !r.ok);
+  console.log('');
+  console.log(`image ${IMAGE}: ${megabytes(info.Size)}, built in ${seconds(buildMs)} (base ${BASE_IMAGE}: ${base})`);
+  for (const r of results) console.log(`  ${r.ok ? 'ok  ' : 'FAIL'} ${r.label}`);
+  // Not the plain 'N passed, N failed' form: that line belongs to the test suite in .ci/run.
+  console.log(`check:image: ${failed.length ? `${failed.length} of ${results.length} checks FAILED` : `all ${results.length} checks passed`} in ${seconds(Date.now() - started)}`);
+  return failed.length ? 1 : 0;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err) => {
+    if (live.interrupted) return; // interrupted() ends the process once it has cleaned up
+    console.error(`[check-image] FAILED: ${err instanceof CheckFailure ? err.message : (err.stack ?? err)}`);
+    process.exit(1);
+  },
+);
