@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import { json, startFakeUpstream, type FakeUpstream, type Received } from './fake-upstream.js';
+import { completion, json, startFakeUpstream, type FakeUpstream, type Received } from './fake-upstream.js';
 
 /*
  * A scripted OpenAI Responses API upstream on a loopback port: answers JSON or an SSE stream of
@@ -91,7 +91,9 @@ export async function startResponsesProvider(options: ResponsesProviderOptions):
   const style = options.style ?? 'openai_400';
   const upstream = await startFakeUpstream((req, res) => {
     if (req.headers['x-gateway-compaction'] === 'summarizer') {
-      return json(res, 200, responseObject(options.summary ?? 'SUMMARY: the user asked for a review of every file.', 'completed', 'resp_summary'));
+      const summary = options.summary ?? 'SUMMARY: the user asked for a review of every file.';
+      if (req.url.endsWith('/chat/completions')) return json(res, 200, completion(summary, 'chatcmpl-summary'));
+      return json(res, 200, responseObject(summary, 'completed', 'resp_summary'));
     }
     const stream = req.json?.stream === true;
     if (req.body.length > options.limitBytes) return reject(res, style, stream);

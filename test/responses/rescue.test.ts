@@ -180,3 +180,16 @@ it('Codex\'s own headers reach the upstream as sent, on the first attempt and th
     expect(call.headers['accept-encoding']).toBe('identity');
   }
 });
+
+it('summarizer.api picks another API for the summarizer: a Responses rescue summarised through chat completions', async () => {
+  const sdk = await setup('openai_400', { summarizer: { maxInputTokens: 500_000, api: 'chat', model: 'summary-model' } });
+  const { response } = await sdk.responses.create(codexRequest(false) as any).withResponse();
+  expect(parseCompactionHeader(response.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'replayed', strategy: 'summarize' });
+  const [call] = provider.summarizerCalls();
+  expect(call.url).toBe('/v1/chat/completions');
+  expect(call.json.model).toBe('summary-model');
+  expect(call.json.messages.map((m: any) => m.role)).toEqual(['system', 'user']);
+  const replay = provider.calls()[1];
+  const summary = replay.json.input.find((i: any) => JSON.stringify(i).includes('[compaction-gateway]'));
+  expect(summary.content[0].text).toContain('SUMMARY: the user asked for a review of every file.');
+});
