@@ -100,11 +100,10 @@ export async function compact(input: CompactionInput): Promise<CompactionResult>
     return finish(input, figures, view.items, { strategy: input.recalled.strategy, calls: 0 }, 'hit', 0);
   }
   const entries = input.recalled ? view.items.map((item) => input.dialect.describe(item)) : input.conversation.entries;
-  // Aim low to leave room for the next turns; but settle for what is known to fit rather than
-  // cut kept content, or when the aim cannot be reached at all.
-  const atAim = planAt(input, view, entries, input.target.aimBytes - overhead);
-  const plan = atAim && !('failure' in atAim) && atAim.cut === 0 ? atAim : fewerCuts(atAim, planAt(input, view, entries, fitItems - 1));
-  if (!plan || 'failure' in plan) return notShrunk(figures, plan?.failure ?? 'cannot_fit');
+  // Aim low to leave room for the next turns (the tail stops growing there), but only what is
+  // known to fit is a reason to cut kept content.
+  const plan = planAt(input, view, entries, fitItems - 1, input.target.aimBytes - overhead);
+  if ('failure' in plan) return notShrunk(figures, plan.failure);
 
   const summary = await condense(plan, view, entries, input);
   const summaryPart = summary.item ? [summary.item] : view.items.slice(fixedEnd, fixedEnd + (input.recalled ? 1 : 0));
@@ -116,7 +115,7 @@ export async function compact(input: CompactionInput): Promise<CompactionResult>
 
 type Planned = Plan & { reserve: number };
 
-function planAt(input: CompactionInput, view: RecalledView, entries: readonly Entry[], targetBytes: number): Planned | { failure: NotShrunkWhy } | null {
+function planAt(input: CompactionInput, view: RecalledView, entries: readonly Entry[], targetBytes: number, aimBytes: number): Planned | { failure: NotShrunkWhy } {
   const reserve = summaryReserve(input.config, targetBytes);
   const plan = planCompaction({
     items: view.items,
@@ -125,18 +124,10 @@ function planAt(input: CompactionInput, view: RecalledView, entries: readonly En
     keepFirst: view.keepFirst,
     keepRecent: input.config.compaction.keepRecent,
     targetBytes,
+    aimBytes,
     summaryReserveBytes: reserve,
   });
-  if ('failure' in plan) return plan.failure === 'cannot_fit' ? null : plan;
-  return { ...plan, reserve };
-}
-
-type Attempted = Planned | { failure: NotShrunkWhy } | null;
-
-function fewerCuts(atAim: Attempted, atFit: Attempted): Attempted {
-  if (!atAim || 'failure' in atAim) return atFit ?? atAim;
-  if (!atFit || 'failure' in atFit) return atAim;
-  return atFit.cut < atAim.cut ? atFit : atAim;
+  return 'failure' in plan ? plan : { ...plan, reserve };
 }
 
 function finish(

@@ -8,7 +8,8 @@ import type { Plan, PlanFailure, PlanInput } from './types.js';
  *
  *   middle  condensed into one summary, from the oldest unit on
  *   pinned  the last user input, when it falls before the tail: kept, after the summary
- *   tail    the newest units, as many as fit (at most `keepRecent` items, at least the last unit)
+ *   tail    the newest units, as many as fit under the aim (at most `keepRecent` items, at least
+ *           the last unit)
  *
  * Nothing new is cut while something old can be condensed: the tail gives up its oldest units to
  * the middle before any kept content is shortened, and shortening (shrink.ts) takes the oldest
@@ -30,10 +31,11 @@ export function planCompaction(input: PlanInput): Plan | PlanFailure {
   const tailBytes = (from: number) => sum(range(units[from][0], items.length), cost);
   const pinBytes = (from: number) => (lastUser >= 0 && lastUser < units[from][0] ? cost(lastUser) : 0);
   const total = (from: number) => fixed + tailBytes(from) + pinBytes(from) + (hasMiddle(units, from, lastUser) ? summaryCost : 0);
+  const aim = Math.min(input.aimBytes ?? targetBytes, targetBytes);
   while (first > 0) {
     const wider = first - 1;
     if (items.length - units[wider][0] > Math.max(input.keepRecent, units.at(-1)![1] - units.at(-1)![0])) break;
-    if (total(wider) > targetBytes) break;
+    if (total(wider) > aim) break;
     first = wider;
   }
 
@@ -44,7 +46,9 @@ export function planCompaction(input: PlanInput): Plan | PlanFailure {
   const before = total(first);
   // The person's last input is theirs: never cut (compaction condenses around it).
   const lastUserKept = lastUser < keepFirst ? -1 : pinned.length > 0 ? 0 : pinned.length + lastUser - tailStart;
-  const shrunk = shrinkKept(kept, input.dialect, before - targetBytes, lastUserKept);
+  // Over what is known to fit, cutting is unavoidable: then cut down to the aim, which is the
+  // better guess at the limit (a 413 states none) and leaves room for the next turns.
+  const shrunk = shrinkKept(kept, input.dialect, before > targetBytes ? before - aim : 0, lastUserKept);
   if (middle.length === 0 && shrunk.cut === 0) return { failure: 'nothing_to_shrink' };
   if (before - shrunk.savedBytes > targetBytes) return { failure: 'cannot_fit' };
   if (!outweighs(middle, cost, (middle.length > 0 ? summaryCost : 0) - shrunk.savedBytes)) return { failure: 'nothing_to_shrink' };

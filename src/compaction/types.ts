@@ -10,6 +10,11 @@ export interface PlanInput {
   keepRecent: number;
   /** UTF-8 byte size that JSON.stringify(compactedItems) must not exceed. */
   targetBytes: number;
+  /**
+   * Where the tail stops growing (default: targetBytes): below the hard target, so that the
+   * next turns fit under the same summary. Never a reason to cut anything.
+   */
+  aimBytes?: number;
   /** Bytes to set aside for the summary item that will replace the condensed part. */
   summaryReserveBytes: number;
 }
