@@ -27,8 +27,9 @@ export interface CompactResult {
   allocatedBytes: number;
 }
 
-const { compact, requestedCompletion } = await importDist<typeof import('../src/compaction/index.js')>('compaction/index');
+const { compact } = await importDist<typeof import('../src/compaction/index.js')>('compaction/index');
 const { sizeTarget } = await importDist<typeof import('../src/compaction/target.js')>('compaction/target');
+const { chat } = await importDist<typeof import('../src/dialects/chat.js')>('dialects/chat');
 const { validateConfig } = await importDist<typeof import('../src/config/load.js')>('config/load');
 
 const { runs, warmups } = JSON.parse(process.argv[2] ?? '{}') as { runs: number; warmups: number };
@@ -39,16 +40,30 @@ const original = bigAgentRequest();
 const body = Buffer.from(JSON.stringify(original));
 const config = validateConfig({ compaction: { strategy: 'fallback' } });
 const dispatcher = new Agent();
-const base = {
+// What the classifier reads off the provider's error: a 128k window, the prompt's token count.
+const rejection = {
+  reason: 'context_length' as const,
+  limits: { limitTokens: 128_000, promptTokens: Math.ceil(body.length / 4) },
   bodyBytes: body.length,
-  // What the classifier reads off the provider's error: a 128k window, the prompt's token count.
-  target: sizeTarget('context_length', { limitTokens: 128_000, promptTokens: Math.ceil(body.length / 4) }, body.length, requestedCompletion(original)),
+  requested: chat.completion(original),
+};
+const base = {
+  dialect: chat,
+  bodyBytes: body.length,
+  target: sizeTarget(rejection, undefined, config.compaction.targetRatio),
   config,
   dispatcher,
-  upstreamUrl: 'http://127.0.0.1:9/v1',
-  requestAuth: {},
+  summarizer: { url: 'http://127.0.0.1:9/v1', model: 'fake-model', headers: {}, wire: chat.summarizer },
   signal: new AbortController().signal,
+  because: "the request exceeded the model's context window",
 };
+
+/** What the rescue hands to compact(): the request and the conversation the dialect reads from it. */
+function input(request: Record<string, unknown>) {
+  const conversation = chat.read(request);
+  if (!conversation) throw new Error('the bench request has no conversation');
+  return { ...base, request, conversation };
+}
 
 /** Each compaction gets the request freshly parsed, as the route does: nothing carries over between runs. */
 function parsed(): { request: Record<string, unknown>; ms: number } {
@@ -57,7 +72,7 @@ function parsed(): { request: Record<string, unknown>; ms: number } {
   return { request, ms: performance.now() - started };
 }
 
-for (let i = 0; i < warmups; i++) await compact({ ...base, request: parsed().request });
+for (let i = 0; i < warmups; i++) await compact(input(parsed().request));
 const times: number[] = [];
 const parses: number[] = [];
 let last;
@@ -66,7 +81,7 @@ for (let i = 0; i < runs; i++) {
   parses.push(ms);
   gc();
   const started = performance.now();
-  last = await compact({ ...base, request });
+  last = await compact(input(request));
   times.push(performance.now() - started);
 }
 if (last?.outcome !== 'compacted') throw new Error(`compaction did not compact: ${JSON.stringify(last)}`);
@@ -94,7 +109,7 @@ async function measureMemory(): Promise<{ peak: number; allocated: number }> {
   const before = v8.getHeapStatistics().used_heap_size;
   const profiler = new v8.GCProfiler();
   profiler.start();
-  await compact({ ...base, request });
+  await compact(input(request));
   const after = v8.getHeapStatistics().used_heap_size;
   const { statistics } = profiler.stop();
   let peak = after;
