@@ -106,6 +106,14 @@ describe('shrinkKept', () => {
     expect(more.items[2]).not.toBe(kept[2]);
   });
 
+  it('cuts an older text before it replaces the newest item\u2019s image', () => {
+    const kept = [result('a', long(50_000)), result('b', [{ type: 'text', text: 'screenshot:' }, imagePart(20_000)])];
+    const out = shrinkKept(kept, chat, 10_000);
+    expect(out.cut).toBe(1);
+    expect(out.items[0]).not.toBe(kept[0]);
+    expect(out.items[1]).toBe(kept[1]);
+  });
+
   it('never touches the protected item (the last user input), even when it is the only big one', () => {
     const kept = [user(long(50_000)), result('a', long(50_000, 2))];
     const out = shrinkKept(kept, chat, 80_000, 0);

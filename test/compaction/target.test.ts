@@ -79,6 +79,19 @@ describe('learned bounds', () => {
     expect(sizeTarget(contextLength(windowOnly, 400_000, 32_000), loose, RATIO)).toEqual(sizeTarget(contextLength(windowOnly, 400_000, 32_000), undefined, RATIO));
   });
 
+  it('a window this error states replaces a learned one, looser or tighter: the error is the truth now', () => {
+    const stated = sizeTarget(contextLength(windowOnly, 400_000, 32_000), undefined, RATIO);
+    for (const limitTokens of [1_000_000, 16_000]) {
+      expect(sizeTarget(contextLength(windowOnly, 400_000, 32_000), { limitTokens, completionCounted: true }, RATIO)).toEqual(stated);
+    }
+  });
+
+  it('a learned body limit tightens a rejection that states none', () => {
+    const t = sizeTarget(tooLarge({}, 3_000_000), { limitBytes: 1_000_000 }, RATIO);
+    expect(t.fitBytes).toBe(980_000);
+    expect(t.aimBytes).toBe(600_000);
+  });
+
   it('a learned window counts the completion only if the error that taught it did', () => {
     const counted = learnedTarget(400_000, { limitTokens: 120_000, completionCounted: true, bytesPerToken: 4 }, RATIO, 32_000);
     const notCounted = learnedTarget(400_000, { limitTokens: 120_000, completionCounted: false, bytesPerToken: 4 }, RATIO, 32_000);
