@@ -99,6 +99,22 @@ describe('rule: chronological order: head, opening task, summary, recent', () =>
   });
 });
 
+describe('rule: the count of cut contents (the header\u2019s cut=N) is what was shortened', () => {
+  it.each([chat, responses])('$api', async (dialect) => {
+    const items =
+      dialect === chat
+        ? [system('rules'), user('task'), say('ok'), calls('a', 'b'), result('a', big(30_000, 'a')), result('b', big(30_000, 'b'))]
+        : [rSystem('rules'), rUser('task'), rSay('ok'), rCall('a'), rCall('b'), rOutput('a', big(30_000, 'a')), rOutput('b', big(30_000, 'b'))];
+    const { sent, result: r } = await compactTo(dialect, items, 20_000);
+    const text = JSON.stringify(sent);
+    const markers = text.match(/characters cut by compaction-gateway/g) ?? [];
+    expect(r.cut).toBe(2);
+    expect(markers).toHaveLength(2);
+    // Oldest first: a goes to its floor, b loses only what is still needed.
+    expect(text.match(/a{300}/g)!.join('').length).toBeLessThan(text.match(/b{300}/g)!.join('').length);
+  });
+});
+
 describe('rule: a huge opening is condensed, not kept before the summary', () => {
   const opening = (chars: number) => [system('rules'), user(big(chars, 't')), say('ok')];
 
