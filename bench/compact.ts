@@ -28,8 +28,8 @@ export interface CompactResult {
 }
 
 const { compact } = await importDist<typeof import('../src/compaction/index.js')>('compaction/index');
-const { chat } = await importDist<typeof import('../src/dialects/chat.js')>('dialects/chat');
 const { sizeTarget } = await importDist<typeof import('../src/compaction/target.js')>('compaction/target');
+const { chat } = await importDist<typeof import('../src/dialects/chat.js')>('dialects/chat');
 const { validateConfig } = await importDist<typeof import('../src/config/load.js')>('config/load');
 
 const { runs, warmups } = JSON.parse(process.argv[2] ?? '{}') as { runs: number; warmups: number };
@@ -40,40 +40,48 @@ const original = bigAgentRequest();
 const body = Buffer.from(JSON.stringify(original));
 const config = validateConfig({ compaction: { strategy: 'fallback' } });
 const dispatcher = new Agent();
+// What the classifier reads off the provider's error: a 128k window, the prompt's token count.
+const rejection = {
+  reason: 'context_length' as const,
+  limits: { limitTokens: 128_000, promptTokens: Math.ceil(body.length / 4) },
+  bodyBytes: body.length,
+  requested: chat.completion(original),
+};
 const base = {
   dialect: chat,
   bodyBytes: body.length,
-  // What the classifier reads off the provider's error: a 128k window, the prompt's token count.
-  target: sizeTarget(
-    { reason: 'context_length', limits: { limitTokens: 128_000, promptTokens: Math.ceil(body.length / 4) }, bodyBytes: body.length, requested: chat.completion(original) },
-    undefined,
-    config.compaction.targetRatio,
-  ),
+  target: sizeTarget(rejection, undefined, config.compaction.targetRatio),
   config,
   dispatcher,
-  summarizer: { url: 'http://127.0.0.1:9/v1', model: 'm', headers: {}, wire: chat.summarizer },
-  because: "the request exceeded the model's context window",
+  summarizer: { url: 'http://127.0.0.1:9/v1', model: 'fake-model', headers: {}, wire: chat.summarizer },
   signal: new AbortController().signal,
+  because: "the request exceeded the model's context window",
 };
 
-/** Each compaction gets the request freshly parsed and read, as the rescue does: nothing carries over between runs. */
-function parsed(): { request: Record<string, unknown>; conversation: NonNullable<ReturnType<typeof chat.read>>; ms: number } {
-  const started = performance.now();
-  const request = JSON.parse(body.toString('utf8')) as Record<string, unknown>;
-  const conversation = chat.read(request)!;
-  return { request, conversation, ms: performance.now() - started };
+/** What the rescue hands to compact(): the request and the conversation the dialect reads from it. */
+function input(request: Record<string, unknown>) {
+  const conversation = chat.read(request);
+  if (!conversation) throw new Error('the bench request has no conversation');
+  return { ...base, request, conversation };
 }
 
-for (let i = 0; i < warmups; i++) await compact({ ...base, ...parsed() });
+/** Each compaction gets the request freshly parsed, as the route does: nothing carries over between runs. */
+function parsed(): { request: Record<string, unknown>; ms: number } {
+  const started = performance.now();
+  const request = JSON.parse(body.toString('utf8')) as Record<string, unknown>;
+  return { request, ms: performance.now() - started };
+}
+
+for (let i = 0; i < warmups; i++) await compact(input(parsed().request));
 const times: number[] = [];
 const parses: number[] = [];
 let last;
 for (let i = 0; i < runs; i++) {
-  const { request, conversation, ms } = parsed();
+  const { request, ms } = parsed();
   parses.push(ms);
   gc();
   const started = performance.now();
-  last = await compact({ ...base, request, conversation });
+  last = await compact(input(request));
   times.push(performance.now() - started);
 }
 if (last?.outcome !== 'compacted') throw new Error(`compaction did not compact: ${JSON.stringify(last)}`);
@@ -96,12 +104,12 @@ process.send!({ type: 'result', result }, () => process.exit(0));
 
 /** Heap figures of one compaction, read from V8's own record of every GC that ran during it. */
 async function measureMemory(): Promise<{ peak: number; allocated: number }> {
-  const { request, conversation } = parsed();
+  const { request } = parsed();
   gc!();
   const before = v8.getHeapStatistics().used_heap_size;
   const profiler = new v8.GCProfiler();
   profiler.start();
-  await compact({ ...base, request, conversation });
+  await compact(input(request));
   const after = v8.getHeapStatistics().used_heap_size;
   const { statistics } = profiler.stop();
   let peak = after;

@@ -50,7 +50,8 @@ function collectFacts(middle: Rendered[], bytes: number): Facts {
   const facts: Facts = { messages: middle.length, tokens: Math.round(bytes / 4), toolCalls: new Map(), userLines: [], paths: [] };
   const seenPaths = new Set<string>();
   for (const item of middle) {
-    if (item.who === 'user') facts.userLines.push(firstLine(item.text));
+    // A dialect may add the sender's name: chat renders `name: "alice"` as "user (alice)".
+    if (item.who === 'user' || item.who.startsWith('user (')) facts.userLines.push(firstLine(item.text));
     for (const call of item.calls) {
       const name = call.name || 'unnamed';
       facts.toolCalls.set(name, (facts.toolCalls.get(name) ?? 0) + 1);

@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
 import { jsonBytes } from '../../src/compaction/size.js';
-import type { ChatMessage } from '../../src/compaction/types.js';
-import { agentConversation } from './conversations.js';
+import type { ChatMessage } from '../../src/dialects/chat.js';
+import { responses } from '../../src/dialects/responses.js';
+import { agentConversation, responsesConversationArb } from './conversations.js';
 
 /** Every tool result answers a call of the assistant message right before its run, and every call is answered. */
 function toolPairsProblems(messages: ChatMessage[]): string[] {
@@ -45,5 +47,36 @@ describe('agentConversation', () => {
     expect(loop.at(-1)?.role).toBe('tool');
     expect(toolPairsProblems(loop)).toEqual([]);
     expect(jsonBytes(loop)).toBeLessThan(20_000);
+  });
+});
+
+describe('responsesConversationArb', () => {
+  it('gives Responses input the API accepts: parallel calls then their outputs, reasoning before a turn', () => {
+    const seen = { reasoning: 0, parallel: 0, partsOutput: 0 };
+    fc.assert(
+      fc.property(responsesConversationArb, (items) => {
+        const conversation = responses.read({ model: 'm', input: items });
+        expect(conversation).not.toBeNull();
+        const entries = conversation!.entries;
+        const called = new Set<string>();
+        for (const e of entries) {
+          e.calls.forEach((id) => called.add(id));
+          for (const id of e.answers) expect(called.delete(id)).toBe(true);
+        }
+        expect([...called]).toEqual([]);
+        entries.forEach((e, i) => {
+          if (e.joinsNext) {
+            seen.reasoning++;
+            expect(entries[i + 1]?.role).toMatch(/assistant/);
+          }
+          if (e.calls.length > 0 && entries[i + 1]?.calls.length > 0) seen.parallel++;
+        });
+        if (items.some((i) => i.type === 'function_call_output' && Array.isArray(i.output))) seen.partsOutput++;
+      }),
+      { numRuns: 100, seed: 23 },
+    );
+    expect(seen.reasoning).toBeGreaterThan(20);
+    expect(seen.parallel).toBeGreaterThan(20);
+    expect(seen.partsOutput).toBeGreaterThan(10);
   });
 });

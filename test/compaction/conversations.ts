@@ -182,15 +182,22 @@ const stepArb: fc.Arbitrary<Step> = fc.oneof(
   fc.record({ kind: fc.constant('tools' as const), outputs: fc.array(charsArb, { minLength: 1, maxLength: 3 }) }),
 );
 
-/** Valid conversations: system messages, a first user message, then random steps. */
-export const conversationArb: fc.Arbitrary<ChatMessage[]> = fc
-  .record({
-    systems: fc.integer({ min: 0, max: 3 }),
-    first: charsArb,
-    steps: fc.array(stepArb, { minLength: 0, maxLength: 30 }),
-    seed: fc.integer({ min: 1, max: 1_000_000 }),
-  })
-  .map(({ systems, first, steps, seed }) => buildConversation(systems, first, steps, seed));
+const shapeArb = fc.record({
+  systems: fc.integer({ min: 0, max: 3 }),
+  first: charsArb,
+  steps: fc.array(stepArb, { minLength: 0, maxLength: 30 }),
+  seed: fc.integer({ min: 1, max: 1_000_000 }),
+  /** Responses only: a reasoning item before an assistant turn, and parallel calls sent as calls-then-results. */
+  reasoning: fc.boolean(),
+});
+
+/** Valid chat conversations: system messages, a first user message, then random steps. */
+export const conversationArb: fc.Arbitrary<ChatMessage[]> = shapeArb.map(({ systems, first, steps, seed }) => buildConversation(systems, first, steps, seed));
+
+/** The same shapes as Responses API input items: function_call / function_call_output, reasoning. */
+export const responsesConversationArb: fc.Arbitrary<ResponsesItem[]> = shapeArb.map(({ systems, first, steps, seed, reasoning }) =>
+  buildResponsesConversation(systems, first, steps, seed, reasoning),
+);
 
 function buildConversation(systems: number, first: number, steps: Step[], seed: number): ChatMessage[] {
   const r = rng(seed);
@@ -216,6 +223,61 @@ function buildStep(r: Rng, step: Step, s: number): ChatMessage[] {
   }));
   const results = calls.map((call, c) => ({ role: 'tool', tool_call_id: call.id, content: loremText(r, step.outputs[c]) }));
   return [{ role: 'assistant', content: null, tool_calls: calls }, ...results];
+}
+
+// ---------------------------------------------------------------------------------------------
+// The Responses API (input items)
+
+export type ResponsesItem = Record<string, unknown>;
+
+const inputText = (role: string, text: string) => ({ type: role === 'assistant' ? 'output_text' : 'input_text', text });
+
+export const rSystem = (text: string): ResponsesItem => ({ type: 'message', role: 'developer', content: [inputText('developer', text)] });
+export const rUser = (content: string | unknown[]): ResponsesItem => ({
+  type: 'message',
+  role: 'user',
+  content: typeof content === 'string' ? [inputText('user', content)] : content,
+});
+export const rSay = (text: string): ResponsesItem => ({ type: 'message', role: 'assistant', content: [inputText('assistant', text)] });
+/** A function_call item; its `id` is the item's, `call_id` what the output answers. */
+export const rCall = (id: string, name = 'read_file'): ResponsesItem => ({
+  type: 'function_call',
+  id: `fc_${id}`,
+  call_id: id,
+  name,
+  arguments: JSON.stringify({ path: `src/${id}.ts` }),
+});
+export const rOutput = (id: string, output: unknown = `output of ${id}`): ResponsesItem => ({ type: 'function_call_output', call_id: id, output });
+/** An encrypted reasoning item: opaque, and it belongs to the item after it. */
+export const rReasoning = (id: string): ResponsesItem => ({ type: 'reasoning', id: `rs_${id}`, summary: [], encrypted_content: `gAAAAB${'e'.repeat(300)}` });
+/** A Responses inline image part of `bytes` base64 characters. */
+export const rImagePart = (bytes: number): unknown => ({ type: 'input_image', image_url: `data:image/png;base64,${'A'.repeat(bytes)}` });
+
+function buildResponsesConversation(systems: number, first: number, steps: Step[], seed: number, reasoning: boolean): ResponsesItem[] {
+  const r = rng(seed);
+  const items: ResponsesItem[] = [];
+  for (let i = 0; i < systems; i++) items.push(rSystem(loremText(r, 200)));
+  items.push(rUser(loremText(r, first)));
+  steps.forEach((step, s) => items.push(...buildResponsesStep(r, step, s, reasoning)));
+  return items;
+}
+
+function buildResponsesStep(r: Rng, step: Step, s: number, reasoning: boolean): ResponsesItem[] {
+  const thought = reasoning && r.next() < 0.6 ? [rReasoning(`${s}`)] : [];
+  if (step.kind === 'text') return [...thought, rSay(loremText(r, step.chars))];
+  if (step.kind === 'user') {
+    const text = loremText(r, step.chars);
+    if (!step.image) return [rUser(text)];
+    return [rUser([inputText('user', text), { type: 'input_image', image_url: dataUrlImage(r, 2000) }])];
+  }
+  const ids = step.outputs.map((_, c) => `call_${s}_${c}`);
+  const calls = ids.map((id) => ({ ...rCall(id, r.pick(TOOLS)), arguments: JSON.stringify({ path: r.pick(FILES) }) }));
+  const outputs = ids.map((id, c) => {
+    const text = loremText(r, step.outputs[c]);
+    return rOutput(id, r.next() < 0.3 ? [inputText('user', text)] : text);
+  });
+  // Parallel calls come as every call item, then every output (what Codex sends).
+  return [...thought, ...calls, ...outputs];
 }
 
 // ---------------------------------------------------------------------------------------------

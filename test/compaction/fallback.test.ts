@@ -1,16 +1,15 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import {
-  clampSummaryText,
-  fallbackSummaryText,
-  summaryMessage,
-  summaryTextBudget,
-} from '../../src/compaction/fallback.js';
-import { jsonBytes, messagesBytes } from '../../src/compaction/size.js';
-import type { ChatMessage } from '../../src/compaction/types.js';
-import { agentConversation, calls, conversationArb, result, say, user } from './conversations.js';
+import { clampSummaryText, fallbackSummaryText, summaryIntro } from '../../src/compaction/fallback.js';
+import { itemsBytes, jsonBytes } from '../../src/compaction/size.js';
+import { chat, type ChatMessage } from '../../src/dialects/chat.js';
+import { responses } from '../../src/dialects/responses.js';
+import type { Dialect } from '../../src/dialects/types.js';
+import { agentConversation, calls, conversationArb, rCall, rOutput, rReasoning, rSay, rUser, responsesConversationArb, result, say, user } from './conversations.js';
 
 const escaped = (text: string): number => jsonBytes(text) - 2;
+const digest = (dialect: Dialect, items: unknown[], maxBytes: number): string =>
+  fallbackSummaryText(items.map((i) => dialect.render(i)), itemsBytes(items), maxBytes);
 
 function bashCall(id: string, command: string): ChatMessage {
   return { role: 'assistant', content: null, tool_calls: [{ id, type: 'function', function: { name: 'bash', arguments: JSON.stringify({ command }) } }] };
@@ -31,10 +30,9 @@ describe('fallbackSummaryText', () => {
   ];
 
   it('states what was omitted, the tool calls by name, the user requests and the paths', () => {
-    const text = fallbackSummaryText(middle, 10_000);
-    expect(text).toBe(
+    expect(digest(chat, middle, 10_000)).toBe(
       [
-        `10 messages (about ${Math.round(messagesBytes(middle) / 4)} tokens) were condensed without a model summary; what follows is a mechanical digest.`,
+        `10 messages (about ${Math.round(itemsBytes(middle) / 4)} tokens) were condensed without a model summary; what follows is a mechanical digest.`,
         'Tool calls: 4 (read_file 2, bash 1, write_file 1).',
         '',
         'Requests from the user, in order:',
@@ -51,14 +49,28 @@ describe('fallbackSummaryText', () => {
     );
   });
 
+  it('lists the requests of a user message that carries a name (agents send `name`)', () => {
+    const text = digest(chat, [user('Fix the login page', { name: 'alice' }), say('ok')], 10_000);
+    expect(text).toContain('Requests from the user, in order:\n- Fix the login page');
+  });
+
+  it('reads Responses items the same way, and never the reasoning items', () => {
+    const items = [rUser('Fix the failing test'), rReasoning('1'), rCall('one'), rCall('two'), rOutput('one'), rOutput('two'), rSay('done')];
+    const text = digest(responses, items.filter((i) => i.type !== 'reasoning'), 10_000);
+    expect(text).toContain('6 messages');
+    expect(text).toContain('Tool calls: 2 (read_file 2).');
+    expect(text).toContain('- Fix the failing test');
+    expect(text).toContain('- src/one.ts\n- src/two.ts');
+  });
+
   it('is deterministic', () => {
     const messages = agentConversation({ turns: 50, toolOutputBytes: 300, seed: 9 });
-    expect(fallbackSummaryText(messages, 3000)).toBe(fallbackSummaryText(structuredClone(messages), 3000));
+    expect(digest(chat, messages, 3000)).toBe(digest(chat, structuredClone(messages), 3000));
   });
 
   it('lists what fits and says how many more there were', () => {
     const many = Array.from({ length: 200 }, (_, i) => user(`request number ${i}`));
-    const text = fallbackSummaryText(many, 1000);
+    const text = digest(chat, many, 1000);
     expect(escaped(text)).toBeLessThanOrEqual(1000);
     expect(text).toContain('- request number 0\n');
     const more = /\.\.\. and (\d+) more$/.exec(text);
@@ -66,34 +78,38 @@ describe('fallbackSummaryText', () => {
     expect(text.split('\n').filter((l) => l.startsWith('- request')).length + Number(more![1])).toBe(200);
   });
 
-  it('never exceeds maxBytes, however small', () => {
+  it.each<[string, Dialect, fc.Arbitrary<unknown[]>]>([
+    ['chat', chat, conversationArb],
+    ['responses', responses, responsesConversationArb],
+  ])('%s: never exceeds maxBytes, however small', (_, dialect, conversations) => {
     fc.assert(
-      fc.property(conversationArb, fc.integer({ min: 0, max: 3000 }), (messages, maxBytes) => {
-        expect(escaped(fallbackSummaryText(messages, maxBytes))).toBeLessThanOrEqual(maxBytes);
+      fc.property(conversations, fc.integer({ min: 0, max: 3000 }), (items, maxBytes) => {
+        expect(escaped(digest(dialect, items, maxBytes))).toBeLessThanOrEqual(maxBytes);
       }),
-      { numRuns: 100 },
+      { numRuns: 60, seed: 5 },
     );
   });
 });
 
-describe('summaryMessage', () => {
-  it('wraps the text as a gateway summary of N earlier messages', () => {
-    const message = summaryMessage('the gist', 1234, 'user');
-    expect(message.role).toBe('user');
-    expect(message.content).toMatch(/^\[compaction-gateway\] The 1,234 earlier messages of this conversation were condensed by the gateway/);
-    expect(String(message.content).endsWith('Summary:\n\nthe gist')).toBe(true);
-    expect(summaryMessage('x', 1, 'system').content).toContain('The earlier message of this conversation was condensed');
+describe('summaryIntro', () => {
+  it('says the summary is the gateway\u2019s, how many earlier messages it stands for, and why', () => {
+    expect(summaryIntro(1234, 'the request exceeded the model\u2019s context window')).toBe(
+      '[compaction-gateway] The 1,234 earlier messages of this conversation were condensed by the gateway because the request exceeded the model\u2019s context window. Summary:\n\n',
+    );
+    expect(summaryIntro(1, 'x')).toContain('The earlier message of this conversation was condensed');
   });
 });
 
-describe('summaryTextBudget and clampSummaryText', () => {
-  it('together give a summary message of at most the reserve', () => {
+describe('clampSummaryText', () => {
+  it.each([chat, responses])('with the intro, gives a $api summary item of at most the reserve', (dialect) => {
     fc.assert(
-      fc.property(fc.string({ maxLength: 5000 }), fc.integer({ min: 250, max: 5000 }), fc.nat({ max: 5000 }), (text, reserve, n) => {
-        const budget = summaryTextBudget(reserve, n, 'user');
-        const message = summaryMessage(clampSummaryText(text, budget), n, 'user');
-        expect(jsonBytes(message)).toBeLessThanOrEqual(reserve);
+      fc.property(fc.string({ maxLength: 5000 }), fc.integer({ min: 400, max: 5000 }), fc.nat({ max: 5000 }), (text, reserve, n) => {
+        // How compact() sizes the summary item: the reserve less the item holding only the intro.
+        const intro = summaryIntro(n, 'a test');
+        const budget = Math.max(0, reserve - jsonBytes(dialect.summaryItem(intro, 'user')));
+        expect(jsonBytes(dialect.summaryItem(intro + clampSummaryText(text, budget), 'user'))).toBeLessThanOrEqual(reserve);
       }),
+      { seed: 3 },
     );
   });
 
@@ -102,5 +118,6 @@ describe('summaryTextBudget and clampSummaryText', () => {
     const clamped = clampSummaryText('x'.repeat(1000), 100);
     expect(clamped).toMatch(/^x+\n\[\.\.\. summary truncated by compaction-gateway \.\.\.\]$/);
     expect(escaped(clamped)).toBeLessThanOrEqual(100);
+    expect(clampSummaryText('y'.repeat(1000), 10)).toBe('y'.repeat(10));
   });
 });
