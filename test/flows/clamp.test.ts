@@ -110,7 +110,8 @@ it('the summary says what happened: a 413 is a size limit, a 400 a context windo
       if (isSummarizer(req)) return json(res, 200, completion('SUMMARY.'));
       if (upstream.received.filter((r) => !isSummarizer(r)).length === 1) {
         res.writeHead(status, { 'content-type': status === 413 ? 'text/html' : 'application/json' });
-        return res.end(text);
+        res.end(text);
+        return;
       }
       return json(res, 200, completion('rescued'));
     });

@@ -86,7 +86,10 @@ it('the preamble is held until the first output event, then everything is relaye
 it('a stream that fails as overlong inside its preamble is judged; a one-message request cannot be compacted, so the failure is relayed byte for byte', async () => {
   upstream = await startFakeUpstream((req, res) => {
     res.writeHead(200, { 'content-type': 'text/event-stream' });
-    if (req.headers['x-gateway-compaction'] === 'summarizer') return res.end();
+    if (req.headers['x-gateway-compaction'] === 'summarizer') {
+      res.end();
+      return;
+    }
     res.end((req.headers['x-gateway-compaction'] ? streamOf(['ok']) : failedInStream()).join(''));
   });
   // Nothing to compact in a one-message request: the point is the hold and the verdict.
