@@ -66,8 +66,10 @@ export interface Rejection {
 export function sizeTarget(rejection: Rejection, learned: Bounds | undefined, ratio: number): SizeTarget {
   const { limits, bodyBytes } = rejection;
   const stated = statedBounds(rejection);
-  // A limit this error states is the truth now; what was learned adds only what it does not say.
-  const bounds = { ...smallest(stated, learned ?? {}), ...definedOnly(stated) };
+  // A limit this error states is the truth now; what was learned adds only what it does not say
+  // (and of refused sizes, the smallest is the bound).
+  const { refusedBytes: _refused, ...statedLimits } = definedOnly(stated);
+  const bounds = { ...smallest(stated, learned ?? {}), ...statedLimits };
   const bytesPerToken = limits.promptTokens ? clamp(bodyBytes / limits.promptTokens, 1, 8) : bounds.bytesPerToken ?? DEFAULT_BYTES_PER_TOKEN;
   const tokensBefore = limits.promptTokens ?? Math.round(bodyBytes / bytesPerToken);
   const target = fromBounds(bounds, bytesPerToken, rejection.requested, ratio, bodyBytes);

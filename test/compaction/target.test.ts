@@ -43,8 +43,8 @@ describe('sizeTarget after a context-length 400', () => {
     expect(t.fitBytes).toBe(3_999_999);
   });
 
-  it('with no numbers: aims at half the request and believes 80% of it fits', () => {
-    expect(sizeTarget(contextLength({}, 1_000_000), undefined, RATIO)).toMatchObject({ fitBytes: 800_000, aimBytes: 500_000, source: 'default', bytesPerToken: 3 });
+  it('with no numbers: the refused size is the bound (a context error too): 90% of it fits, the aim is its share', () => {
+    expect(sizeTarget(contextLength({}, 1_000_000), undefined, RATIO)).toMatchObject({ fitBytes: 900_000, aimBytes: 600_000, source: 'learned', bytesPerToken: 3 });
   });
 });
 
