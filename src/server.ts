@@ -109,7 +109,7 @@ function addKeyCheck(app: FastifyInstance, keys: readonly string[]): void {
   app.addHook('onRequest', async (request) => {
     // The matched route, not the raw URL: the router decodes it (/%76%31/… is /v1/…).
     if (PROBES.has(request.routeOptions.url ?? '')) return;
-    if (!check(request.headers.authorization)) throw new GatewayError('invalid_api_key');
+    if (!check(request.headers.authorization, request.headers['x-api-key'])) throw new GatewayError('invalid_api_key');
   });
 }
 
