@@ -71,7 +71,7 @@ describe('messages dialect: what compaction may shorten', () => {
 describe('messages dialect: what goes on the wire', () => {
   const task = { role: 'user', content: [{ type: 'text', text: 'Review src/' }] };
   const env = { role: 'system', content: '# Environment' };
-  const summary = messages.summaryItem('SUMMARY', 'system');
+  const summary = messages.summaryItem('SUMMARY', 'system') as { role: string; content: Array<{ type: string; text: string }> };
 
   it('the summary is always a user turn, whatever role is configured', () => {
     expect(summary).toEqual({ role: 'user', content: [{ type: 'text', text: 'SUMMARY' }] });

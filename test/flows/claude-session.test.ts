@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { messages as dialect } from '../../src/dialects/messages.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
 import { parseCompactionHeader } from '../helpers/rescue.js';
-import { countBreakpoints, startAnthropic, summaryTurn, type AnthropicReject, type FakeAnthropic } from '../helpers/anthropic.js';
+import { countBreakpoints, expectWellFormed, startAnthropic, summaryTurn, type AnthropicReject, type FakeAnthropic } from '../helpers/anthropic.js';
 
 /*
  * The recorded Claude Code 2.1 session (13 requests, 49 KB to 227 KB, stream: true, one Read per
@@ -71,6 +71,7 @@ function expectCompactedTurn(turn: number, original: any, sent: any, record: Tur
   const header = parseCompactionHeader(record.header);
   expect(['replayed', 'compacted'], `turn ${turn}: ${record.header}`).toContain(header.outcome);
   expect(summaryTurn(sent)?.role, `turn ${turn}: the summary's turn`).toBe('user');
+  expectWellFormed(sent.messages);
   expect(dialect.problems(sent.messages), `turn ${turn}`).toEqual([]);
   // Claude Code's task, its system entry and its newest read are there as sent.
   expect(sent.messages[1]).toEqual(original.messages[1]);

@@ -30,7 +30,7 @@ it("forwards Claude Code's headers and query as sent, its x-api-key included", a
   await setup({});
   const res = await post('/v1/messages?beta=true', { 'x-api-key': CLIENT_KEY });
   expect(res.status).toBe(200);
-  expect((await res.json()).content[0].text).toBe('ok');
+  expect(((await res.json()) as any).content[0].text).toBe('ok');
   const got = upstream.received[0];
   expect(got.url).toBe('/v1/messages?beta=true');
   for (const name of ['anthropic-version', 'anthropic-beta', 'x-claude-code-session-id', 'x-app', 'user-agent', 'anthropic-dangerous-direct-browser-access']) {
@@ -59,7 +59,7 @@ it('accepts a gateway key as x-api-key or as a Bearer token, and refuses anythin
   expect((await post('/v1/messages/count_tokens', { 'x-api-key': GATEWAY_KEY })).status).toBe(200);
   const wrong = await post('/v1/messages', { 'x-api-key': `${GATEWAY_KEY}x` });
   expect(wrong.status).toBe(401);
-  expect((await wrong.json()).error.code).toBe('invalid_api_key');
+  expect(((await wrong.json()) as any).error.code).toBe('invalid_api_key');
   expect((await post('/v1/messages', {})).status).toBe(401);
   expect(upstream.received).toHaveLength(3);
   // the gateway key never goes upstream

@@ -144,15 +144,9 @@ export function countBreakpoints(body: any): number {
   return n;
 }
 
-/**
- * Checks a replayed Messages request against the rejected one, independently of the dialect's
- * own problems(): turns alternate from a user turn, every tool_result sits first in the message
- * right after its tool_use, no more breakpoints, every non-message field as sent, and every
- * assistant message with thinking byte-identical to one of the original's.
- */
-export function expectValidMessagesReplay(rejected: Received, replay: Received): void {
-  const original = rejected.json.messages as any[];
-  const sent = replay.json.messages as any[];
+/** What the API checks of any messages list: turns alternate from a user turn; every tool_result
+ * sits first in the message right after its tool_use, and every tool_use is answered there. */
+export function expectWellFormed(sent: any[]): void {
   const turns = sent.filter((m) => m.role !== 'system');
   expect(turns[0].role, 'the first turn').toBe('user');
   turns.forEach((m, i) => i > 0 && expect(m.role, `turn ${i}`).not.toBe(turns[i - 1].role));
@@ -167,6 +161,17 @@ export function expectValidMessagesReplay(rejected: Received, replay: Received):
       for (const use of blocks.filter((b: any) => b.type === 'tool_use')) expect(answered, `the answer to ${use.id}`).toContain(use.id);
     }
   });
+}
+
+/**
+ * Checks a replayed Messages request against the rejected one, independently of the dialect's
+ * own problems(): well formed, no more breakpoints, every non-message field as sent, and every
+ * assistant message with thinking byte-identical to one of the original's.
+ */
+export function expectValidMessagesReplay(rejected: Received, replay: Received): void {
+  const original = rejected.json.messages as any[];
+  const sent = replay.json.messages as any[];
+  expectWellFormed(sent);
   expect(countBreakpoints(replay.json)).toBeLessThanOrEqual(countBreakpoints(rejected.json));
   const thinking = (m: any) => Array.isArray(m.content) && m.content.some((b: any) => b.type === 'thinking' || b.type === 'redacted_thinking');
   const originals = new Set(original.filter(thinking).map((m) => JSON.stringify(m)));
