@@ -112,30 +112,32 @@ function asBlocks(content: unknown): unknown[] {
   return typeof content === 'string' && content !== '' ? [{ type: 'text', text: content }] : [];
 }
 
-/** One turn from two of the same role; a user turn's tool results stay first, in order. */
-function merge(a: Json, b: Json): Json {
-  const blocks = [...asBlocks(a.content), ...asBlocks(b.content)];
-  if (a.role !== 'user') return { ...a, content: blocks };
+/** One turn from a run of the same role; a user turn's tool results stay first, in order. */
+function merge(run: Json[]): Json {
+  const blocks = run.flatMap((m) => asBlocks(m.content));
+  if (run[0].role !== 'user') return { ...run[0], content: blocks };
   const isResult = (x: unknown) => isRecord(x) && x.type === 'tool_result';
-  return { ...a, content: [...blocks.filter(isResult), ...blocks.filter((x) => !isResult(x))] };
+  return { ...run[0], content: [...blocks.filter(isResult), ...blocks.filter((x) => !isResult(x))] };
 }
 
 /**
  * The messages as they go upstream: a user or assistant message following one of the same role
- * (system entries in between do not count) is merged into it. Messages not merged are the same
- * objects, byte-identical.
+ * (system entries in between do not count) is merged into it, each run once. Messages not merged
+ * are the same objects, byte-identical.
  */
 export function wireMessages(items: readonly unknown[]): unknown[] {
   const out: unknown[] = [];
+  const runs = new Map<number, Json[]>();
   let lastTurn = -1;
   for (const item of items) {
     if (isTurn(item) && lastTurn >= 0 && (out[lastTurn] as Json).role === item.role) {
-      out[lastTurn] = merge(out[lastTurn] as Json, item);
+      runs.get(lastTurn)!.push(item);
       continue;
     }
-    if (isTurn(item)) lastTurn = out.length;
+    if (isTurn(item)) runs.set((lastTurn = out.length), [item]);
     out.push(item);
   }
+  for (const [at, run] of runs) if (run.length > 1) out[at] = merge(run);
   return out;
 }
 

@@ -93,6 +93,12 @@ describe('messages dialect: what goes on the wire', () => {
     expect(wireMessages([{ role: 'user', content: 'a' }, { role: 'user', content: '' }])).toEqual([{ role: 'user', content: [{ type: 'text', text: 'a' }] }]);
   });
 
+  it('merges a whole run of same-role turns into its first, blocks in order', () => {
+    const said = (text: string) => ({ role: 'assistant', content: text });
+    const wire = wireMessages([task, said('one'), env, said('two'), said('three'), result('x')]);
+    expect(wire).toEqual([task, { role: 'assistant', content: ['one', 'two', 'three'].map((text) => ({ type: 'text', text })) }, env, result('x')]);
+  });
+
   it('write() replaces messages merged, every other field as sent and in its place', () => {
     const request = { model: 'm', system: [{ type: 'text', text: 's', cache_control: { type: 'ephemeral' } }], messages: [task], max_tokens: 10, unknown_field: { x: 1 } };
     const written = JSON.parse(messages.write(request, [task, env, summary, use('a'), result('a')]).toString());
