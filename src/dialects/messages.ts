@@ -275,7 +275,13 @@ export const messages: Dialect = {
     },
     headers: (requestHeaders) => {
       const version = requestHeaders['anthropic-version'];
-      return { 'anthropic-version': typeof version === 'string' ? version : DEFAULT_VERSION };
+      const headers: Record<string, string> = { 'anthropic-version': typeof version === 'string' ? version : DEFAULT_VERSION };
+      // The request's other betas change the request, not the call; an OAuth token (Claude Code
+      // signed in to a subscription) is refused without its own beta flag.
+      const beta = requestHeaders['anthropic-beta'];
+      const oauth = (typeof beta === 'string' ? beta.split(',') : []).map((b) => b.trim()).filter((b) => b.startsWith('oauth-'));
+      if (oauth.length > 0) headers['anthropic-beta'] = oauth.join(',');
+      return headers;
     },
   },
 };

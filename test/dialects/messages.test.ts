@@ -166,6 +166,11 @@ describe('messages dialect: completion, stream events, summarizer', () => {
     expect(wire.text({ content: [] })).toBeUndefined();
     expect(wire.headers({ 'anthropic-version': '2024-01-01', 'anthropic-beta': 'x' })).toEqual({ 'anthropic-version': '2024-01-01' });
     expect(wire.headers({})).toEqual({ 'anthropic-version': '2023-06-01' });
+    // Claude Code signed in with OAuth: the token needs its beta flag, the rest is the request's business.
+    expect(wire.headers({ 'anthropic-beta': 'claude-code-20250219, oauth-2025-04-20,context-management-2025-06-27' })).toEqual({
+      'anthropic-version': '2023-06-01',
+      'anthropic-beta': 'oauth-2025-04-20',
+    });
     expect(messages.serverSideRescue({ messages: [] })).toBeNull();
   });
 });
