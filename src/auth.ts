@@ -1,17 +1,21 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 
 /**
- * Checks a presented bearer token against the configured gateway keys. Both sides are hashed to
- * equal length and every key is compared, so timing says nothing about which bytes matched.
+ * Checks a presented gateway key against the configured ones: a Bearer token (OpenAI's SDKs,
+ * Claude Code with ANTHROPIC_AUTH_TOKEN) or an `x-api-key` (Anthropic's SDKs, Claude Code with
+ * ANTHROPIC_API_KEY); either may carry it. Every presented key is hashed to equal length and
+ * compared with every configured key, so timing says nothing about which bytes matched.
  */
-export function createKeyCheck(keys: readonly string[]): (authorization: string | undefined) => boolean {
+export function createKeyCheck(keys: readonly string[]): (authorization: string | undefined, apiKey?: string | string[]) => boolean {
   const digests = keys.map(sha256);
-  return (authorization) => {
-    const token = bearerToken(authorization);
-    if (token === undefined) return false;
-    const presented = sha256(token);
+  return (authorization, apiKey) => {
+    const presented = [bearerToken(authorization), typeof apiKey === 'string' && apiKey.trim() ? apiKey.trim() : undefined];
     let ok = false;
-    for (const digest of digests) ok = timingSafeEqual(presented, digest) || ok;
+    for (const token of presented) {
+      if (token === undefined) continue;
+      const digest = sha256(token);
+      for (const key of digests) ok = timingSafeEqual(digest, key) || ok;
+    }
     return ok;
   };
 }

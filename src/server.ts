@@ -13,6 +13,7 @@ import { createMemory } from './memory/index.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { chatEndpoints } from './routes/chat.js';
 import { healthRoutes } from './routes/health.js';
+import { messagesEndpoints } from './routes/messages.js';
 import { passthroughRoutes } from './routes/passthrough.js';
 import { rescuedRoutes } from './routes/rescued.js';
 import { responsesEndpoints } from './routes/responses.js';
@@ -92,7 +93,7 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
 
   app.register(healthRoutes, { metrics, isDraining: () => draining });
   const memory = createMemory(config, metrics.registry, app.log);
-  app.register(rescuedRoutes, { deps: { config, dispatcher, target, metrics, memory }, endpoints: [...chatEndpoints, ...responsesEndpoints] });
+  app.register(rescuedRoutes, { deps: { config, dispatcher, target, metrics, memory }, endpoints: [...chatEndpoints, ...responsesEndpoints, ...messagesEndpoints] });
   if (memory) app.addHook('onClose', async () => memory.close());
   app.register(passthroughRoutes, { config, dispatcher, target });
   if (ownDispatcher) app.addHook('onClose', async () => dispatcher.close());
@@ -108,7 +109,7 @@ function addKeyCheck(app: FastifyInstance, keys: readonly string[]): void {
   app.addHook('onRequest', async (request) => {
     // The matched route, not the raw URL: the router decodes it (/%76%31/… is /v1/…).
     if (PROBES.has(request.routeOptions.url ?? '')) return;
-    if (!check(request.headers.authorization)) throw new GatewayError('invalid_api_key');
+    if (!check(request.headers.authorization, request.headers['x-api-key'])) throw new GatewayError('invalid_api_key');
   });
 }
 

@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Dispatcher } from 'undici';
 import type { Config } from '../config/schema.js';
 import { GatewayError, fromUpstreamFailure } from '../errors.js';
-import { DROP_FROM_STREAMED, requestHeadersForUpstream, responseHeadersForClient } from '../upstream/headers.js';
+import { DROP_FROM_STREAMED, requestHeadersForUpstream, responseHeadersForClient, type CredentialStyle } from '../upstream/headers.js';
 import { assertSafePath, type UpstreamTarget } from '../upstream/target.js';
 
 export interface PassthroughDeps {
@@ -31,7 +31,8 @@ export async function passthroughRoutes(app: FastifyInstance, deps: PassthroughD
     },
     replyOptions: {
       rewriteRequestHeaders: (request, headers) => {
-        const out = requestHeadersForUpstream(headers, request.id, { apiKey: deps.config.upstream.apiKey }, DROP_FROM_STREAMED);
+        const style = credentialStyle(request.url);
+        const out = requestHeadersForUpstream(headers, request.id, { apiKey: deps.config.upstream.apiKey, style }, DROP_FROM_STREAMED);
         // reply-from set host to the upstream's; keep it.
         out.host = String(headers.host);
         return out;
@@ -58,4 +59,9 @@ export async function passthroughRoutes(app: FastifyInstance, deps: PassthroughD
 export function assertPassthroughPath(path: string): void {
   if (!path.startsWith('/v1/')) throw new GatewayError('not_found', `Unknown route: ${path}.`);
   assertSafePath(path);
+}
+
+/** Anthropic's own paths (count_tokens, batches) take the gateway's key as `x-api-key`, as /v1/messages does. */
+function credentialStyle(url: string): CredentialStyle | undefined {
+  return url === '/v1/messages' || url.startsWith('/v1/messages/') || url.startsWith('/v1/messages?') ? 'x-api-key' : undefined;
 }

@@ -44,3 +44,21 @@ it.each([
 it.each([undefined, '', 'Bearer', 'Bearer   ', 'Basic abc', 'gw-first-key-1111111111'])('no Bearer token (%j): refused', (authorization) => {
   expect(check(authorization)).toBe(false);
 });
+
+// Anthropic's clients send their key as x-api-key: the same check, the same comparisons.
+it.each([
+  ['the second key as x-api-key', undefined, KEYS[1], true],
+  ['a wrong x-api-key', undefined, 'nope', false],
+  ['a prefix as x-api-key', undefined, KEYS[1].slice(0, 10), false],
+])('%s: every key compared, over equal lengths', (_name, authorization, apiKey, ok) => {
+  expect(check(authorization, apiKey)).toBe(ok);
+  expect(compare.calls).toHaveLength(KEYS.length);
+  for (const [a, b] of compare.calls) expect([a, b]).toEqual([32, 32]);
+});
+
+it('a Bearer token and an x-api-key: either may be the key, both are compared with every key', () => {
+  expect(check('Bearer sk-ant-upstream', KEYS[0])).toBe(true);
+  expect(check(`Bearer ${KEYS[0]}`, 'sk-ant-upstream')).toBe(true);
+  expect(check('Bearer nope', 'nope')).toBe(false);
+  expect(compare.calls).toHaveLength(3 * 2 * KEYS.length);
+});

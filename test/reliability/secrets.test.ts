@@ -158,11 +158,13 @@ describe('the gateway keys', () => {
     ['the key plus a byte', { authorization: `Bearer ${GATEWAY_KEY}x` }, 401],
     ['the key in another case', { authorization: `Bearer ${GATEWAY_KEY.toUpperCase()}` }, 401],
     ['the key in api-key instead', { 'api-key': GATEWAY_KEY }, 401],
-    ['the key in x-api-key instead', { 'x-api-key': GATEWAY_KEY }, 401],
     ['the upstream key', { authorization: `Bearer ${UPSTREAM_KEY}` }, 401],
     ['the right key', { authorization: `Bearer ${GATEWAY_KEY}` }, 200],
     ['the second key', { authorization: `Bearer ${OTHER_KEY}` }, 200],
     ['lowercase bearer, extra spaces', { authorization: `bearer   ${GATEWAY_KEY}  ` }, 200],
+    // Anthropic's clients (Claude Code with ANTHROPIC_API_KEY) send it as x-api-key
+    ['the key in x-api-key instead', { 'x-api-key': GATEWAY_KEY }, 200],
+    ['a wrong x-api-key', { 'x-api-key': `${GATEWAY_KEY}x` }, 401],
   ])('%s, on chat and passthrough', async (_name, headers, status) => {
     const gw = await keyed();
     const res = await client.post(`${gw.baseUrl}/chat/completions`, chat, headers);

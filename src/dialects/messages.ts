@@ -1,0 +1,287 @@
+import type { Dialect, Entry, Rendered, Slot, StreamEventKind } from './types.js';
+import { isRecord, positiveInt, str, withField, type Json } from './parts.js';
+
+/*
+ * The Anthropic Messages API (Claude Code): the conversation is `messages`; the top-level `system`
+ * and `tools` are outside it and go back as sent. An assistant message issues calls with its
+ * `tool_use` blocks; the next user message answers them with `tool_result` blocks, which must come
+ * first in its content. Server tools (`server_tool_use` and their `*_tool_result`) are paired
+ * inside one assistant message, so nothing crosses messages for them. `thinking` and
+ * `redacted_thinking` blocks are signed: an assistant message holding one is never edited. A
+ * `role: "system"` entry inside `messages` (Claude Code sends one) is an instruction, kept in place.
+ *
+ * The API wants the first turn a user's and user and assistant turns alternating. Compaction
+ * puts a user-role summary between kept messages, so write() merges same-role neighbours (a
+ * system entry between them does not separate them); problems() checks what write() sends.
+ */
+
+const THINKING = new Set(['thinking', 'redacted_thinking']);
+const MEDIA = new Set(['image', 'document']);
+const PREAMBLE = new Set(['message_start', 'ping']);
+/** The API counts at most this many `cache_control` breakpoints over system, tools and messages. */
+export const MAX_BREAKPOINTS = 4;
+const DEFAULT_VERSION = '2023-06-01';
+
+function blocksOf(message: Json): unknown[] {
+  return Array.isArray(message.content) ? message.content : [];
+}
+
+function ofType(message: Json, type: string): Json[] {
+  return blocksOf(message).filter((b): b is Json => isRecord(b) && b.type === type);
+}
+
+function describe(item: unknown): Entry {
+  const m = isRecord(item) ? item : {};
+  const role = str(m.role);
+  if (role === 'system') return { role: 'instruction', calls: [], answers: [], joinsNext: false };
+  if (role === 'assistant') return { role: 'assistant', calls: ofType(m, 'tool_use').map((b) => String(b.id)), answers: [], joinsNext: false };
+  const answers = ofType(m, 'tool_result').map((b) => String(b.tool_use_id));
+  return { role: answers.length > 0 ? 'tool' : 'user', calls: [], answers, joinsNext: false };
+}
+
+/** The readable text of a content value: strings and text blocks; media as a short marker. */
+function contentText(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content
+    .map((b) => {
+      if (!isRecord(b)) return '';
+      if (b.type === 'text' && typeof b.text === 'string') return b.text;
+      if (b.type === 'tool_result') return contentText(b.content);
+      if (typeof b.type === 'string' && MEDIA.has(b.type)) return `[${b.type}]`;
+      return '';
+    })
+    .filter(Boolean)
+    .join('\n');
+}
+
+function render(item: unknown): Rendered {
+  const m = isRecord(item) ? item : {};
+  const role = str(m.role) ?? 'unknown';
+  const calls = blocksOf(m)
+    .filter((b): b is Json => isRecord(b) && (b.type === 'tool_use' || b.type === 'server_tool_use'))
+    .map((b) => ({ id: String(b.id), name: str(b.name) ?? 'tool', args: JSON.stringify(b.input ?? {}) }));
+  const answers = describe(m).answers;
+  const who = answers.length > 0 ? `tool result ${answers.join(', ')}` : role;
+  // Thinking is the model's signed state: it is not read, only kept or dropped with its message.
+  return { who, text: contentText(m.content), calls };
+}
+
+function slots(item: unknown): Slot[] {
+  if (!isRecord(item)) return [];
+  const content = item.content;
+  if (typeof content === 'string') return [{ kind: 'text', path: ['content'], text: content }];
+  if (!Array.isArray(content)) return [];
+  if (item.role === 'assistant' && content.some((b) => isRecord(b) && typeof b.type === 'string' && THINKING.has(b.type))) return [];
+  const out: Slot[] = [];
+  content.forEach((block, p) => {
+    if (!isRecord(block)) return;
+    if (block.type === 'tool_result') {
+      if (typeof block.content === 'string') out.push({ kind: 'text', path: ['content', p, 'content'], text: block.content });
+      else if (Array.isArray(block.content)) block.content.forEach((inner, q) => blockSlots(out, inner, ['content', p, 'content', q]));
+    } else {
+      blockSlots(out, block, ['content', p]);
+    }
+  });
+  return out;
+}
+
+/** A text block's text, a plain-text document's data, or a base64 image/document as a whole. */
+function blockSlots(out: Slot[], block: unknown, path: (string | number)[]): void {
+  if (!isRecord(block)) return;
+  const source = isRecord(block.source) ? block.source : undefined;
+  if (block.type === 'text' && typeof block.text === 'string') {
+    out.push({ kind: 'text', path: [...path, 'text'], text: block.text });
+  } else if (typeof block.type === 'string' && MEDIA.has(block.type) && source?.type === 'base64') {
+    out.push({ kind: 'image', path, value: block, placeholder: (text) => ({ type: 'text', text }) });
+  } else if (block.type === 'document' && source?.type === 'text' && typeof source.data === 'string') {
+    out.push({ kind: 'text', path: [...path, 'source', 'data'], text: source.data });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// What goes on the wire: same-role turns merged
+
+function isTurn(item: unknown): item is Json & { role: 'user' | 'assistant' } {
+  return isRecord(item) && (item.role === 'user' || item.role === 'assistant');
+}
+
+function asBlocks(content: unknown): unknown[] {
+  if (Array.isArray(content)) return content;
+  // An empty text block is refused by the API; an empty string carries nothing.
+  return typeof content === 'string' && content !== '' ? [{ type: 'text', text: content }] : [];
+}
+
+/** One turn from a run of the same role; a user turn's tool results stay first, in order. */
+function merge(run: Json[]): Json {
+  const blocks = run.flatMap((m) => asBlocks(m.content));
+  if (run[0].role !== 'user') return { ...run[0], content: blocks };
+  const isResult = (x: unknown) => isRecord(x) && x.type === 'tool_result';
+  return { ...run[0], content: [...blocks.filter(isResult), ...blocks.filter((x) => !isResult(x))] };
+}
+
+/**
+ * The messages as they go upstream: a user or assistant message following one of the same role
+ * (system entries in between do not count) is merged into it, each run once. Messages not merged
+ * are the same objects, byte-identical.
+ */
+export function wireMessages(items: readonly unknown[]): unknown[] {
+  const out: unknown[] = [];
+  const runs = new Map<number, Json[]>();
+  let lastTurn = -1;
+  for (const item of items) {
+    if (isTurn(item) && lastTurn >= 0 && (out[lastTurn] as Json).role === item.role) {
+      runs.get(lastTurn)!.push(item);
+      continue;
+    }
+    if (isTurn(item)) runs.set((lastTurn = out.length), [item]);
+    out.push(item);
+  }
+  for (const [at, run] of runs) if (run.length > 1) out[at] = merge(run);
+  return out;
+}
+
+/** What the API would refuse in these messages once written (ids, not positions, so that a
+ * problem the original already had is recognised as the same one). */
+function problems(items: unknown[]): string[] {
+  const messages = wireMessages(items);
+  const found: string[] = [];
+  const turns = messages.filter(isTurn);
+  if (turns.length > 0 && turns[0].role !== 'user') found.push('the first turn is not a user turn');
+  turns.forEach((m, i) => {
+    if (i > 0 && turns[i - 1].role === m.role) found.push(`two ${m.role} turns in a row`);
+  });
+  messages.forEach((m, i) => {
+    if (!isRecord(m)) return;
+    const previous = i > 0 && isRecord(messages[i - 1]) ? (messages[i - 1] as Json) : undefined;
+    const issued = new Set(previous?.role === 'assistant' ? ofType(previous, 'tool_use').map((b) => String(b.id)) : []);
+    let otherSeen = false;
+    for (const block of blocksOf(m)) {
+      if (!isRecord(block) || block.type !== 'tool_result') {
+        otherSeen = true;
+        continue;
+      }
+      const id = JSON.stringify(String(block.tool_use_id));
+      if (m.role !== 'user' || !issued.has(String(block.tool_use_id))) found.push(`the tool_result for ${id} is not right after its tool_use`);
+      if (otherSeen) found.push(`the tool_result for ${id} is not at the start of its message`);
+    }
+    const next = messages[i + 1];
+    if (m.role === 'assistant' && next !== undefined) {
+      const answered = new Set(isRecord(next) ? ofType(next, 'tool_result').map((b) => String(b.tool_use_id)) : []);
+      for (const use of ofType(m, 'tool_use')) {
+        if (!answered.has(String(use.id))) found.push(`the tool_use ${JSON.stringify(String(use.id))} is not answered in the next message`);
+      }
+    }
+  });
+  if (breakpoints(messages) > MAX_BREAKPOINTS) found.push(`more than ${MAX_BREAKPOINTS} cache_control breakpoints`);
+  return found;
+}
+
+// ---------------------------------------------------------------------------------------------
+// cache_control breakpoints
+
+function marked(block: unknown): boolean {
+  return isRecord(block) && block.cache_control != null;
+}
+
+/** Breakpoints in messages: on content blocks and on blocks inside tool results. */
+export function breakpoints(messages: readonly unknown[]): number {
+  let n = 0;
+  for (const m of messages) {
+    for (const block of isRecord(m) ? blocksOf(m) : []) {
+      if (marked(block)) n++;
+      if (isRecord(block) && Array.isArray(block.content)) n += block.content.filter(marked).length;
+    }
+  }
+  return n;
+}
+
+/** Breakpoints in a whole request: system blocks, tools and messages, as the API counts them. */
+export function requestBreakpoints(request: Json): number {
+  const system = Array.isArray(request.system) ? request.system.filter(marked).length : 0;
+  const tools = Array.isArray(request.tools) ? request.tools.filter(marked).length : 0;
+  return system + tools + breakpoints(Array.isArray(request.messages) ? request.messages : []);
+}
+
+/**
+ * Compaction only keeps, drops and merges blocks, so it cannot add a breakpoint; this makes that
+ * a guarantee of the wire format: any above the original's count are removed, oldest first (the
+ * newest one marks the longest prefix worth caching).
+ */
+function withinBreakpoints(original: Json, messages: unknown[]): unknown[] {
+  const before = Array.isArray(original.messages) ? breakpoints(original.messages) : 0;
+  let excess = breakpoints(messages) - before;
+  if (excess <= 0) return messages;
+  const strip = (block: unknown): unknown => {
+    if (!isRecord(block)) return block;
+    let out = block;
+    if (excess > 0 && marked(out)) {
+      const { cache_control: _dropped, ...rest } = out;
+      out = rest;
+      excess--;
+    }
+    return Array.isArray(out.content) && excess > 0 ? { ...out, content: out.content.map(strip) } : out;
+  };
+  return messages.map((m) => (excess > 0 && isRecord(m) && Array.isArray(m.content) ? { ...m, content: m.content.map(strip) } : m));
+}
+
+// ---------------------------------------------------------------------------------------------
+
+function streamEvent(event: string | undefined, data: string): StreamEventKind {
+  const type = event ?? /"type"\s*:\s*"([^"]+)"/.exec(data.slice(0, 200))?.[1];
+  if (type && PREAMBLE.has(type)) return 'preamble';
+  return type === 'error' ? 'failure' : 'output';
+}
+
+export const messages: Dialect = {
+  api: 'messages',
+  read(request) {
+    const list = request.messages;
+    if (!Array.isArray(list) || list.length === 0) return null;
+    if (!list.every((m) => isRecord(m) && typeof m.role === 'string')) return null;
+    return { items: list, entries: list.map(describe) };
+  },
+  write: (request, items) => Buffer.from(JSON.stringify({ ...request, messages: withinBreakpoints(request, wireMessages(items)) })),
+  describe,
+  render,
+  slots,
+  // The API has no system turn to spare for it: a summary is always the user's.
+  summaryItem: (text) => ({ role: 'user', content: [{ type: 'text', text }] }),
+  completion: (request) => positiveInt(request.max_tokens),
+  withCompletion(request, tokens) {
+    const thinking = isRecord(request.thinking) ? request.thinking : {};
+    // The thinking budget must stay below max_tokens: lowering it past that is refused.
+    const budget = positiveInt(thinking.budget_tokens);
+    return budget !== undefined && budget >= tokens ? null : withField(request, 'max_tokens', tokens);
+  },
+  problems,
+  streamEvent,
+  serverSideRescue: () => null,
+  summarizer: {
+    path: '/messages',
+    body: ({ model, instructions, transcript, maxTokens }) => ({
+      model,
+      system: instructions,
+      messages: [{ role: 'user', content: transcript }],
+      max_tokens: maxTokens,
+    }),
+    text(answer) {
+      const content = isRecord(answer) && Array.isArray(answer.content) ? answer.content : [];
+      const text = content
+        .filter((b): b is Json => isRecord(b) && b.type === 'text' && typeof b.text === 'string')
+        .map((b) => b.text as string)
+        .join('\n');
+      return text || undefined;
+    },
+    headers: (requestHeaders) => {
+      const version = requestHeaders['anthropic-version'];
+      const headers: Record<string, string> = { 'anthropic-version': typeof version === 'string' ? version : DEFAULT_VERSION };
+      // The request's other betas change the request, not the call; an OAuth token (Claude Code
+      // signed in to a subscription) is refused without its own beta flag.
+      const beta = requestHeaders['anthropic-beta'];
+      const oauth = (typeof beta === 'string' ? beta.split(',') : []).map((b) => b.trim()).filter((b) => b.startsWith('oauth-'));
+      if (oauth.length > 0) headers['anthropic-beta'] = oauth.join(',');
+      return headers;
+    },
+  },
+};

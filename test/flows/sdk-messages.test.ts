@@ -1,0 +1,148 @@
+import Anthropic from '@anthropic-ai/sdk';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startGateway, type TestGateway } from '../helpers/gateway.js';
+import { parseCompactionHeader } from '../helpers/rescue.js';
+import { countBreakpoints, expectValidMessagesReplay, startAnthropic, summaryTurn, tokensOf, type AnthropicReject, type FakeAnthropic } from '../helpers/anthropic.js';
+import { claudeRequest, type ClaudeRequestOptions } from '../helpers/claude-request.js';
+
+/*
+ * The official Anthropic SDK, pointed at the gateway as Claude Code is (base URL without /v1),
+ * against a fake Anthropic that refuses the request in each of the ways the API and its edge do.
+ * Every row: one rejected attempt, one replay, the client sees only the replay's answer.
+ */
+
+const API_KEY = 'sk-ant-test-placeholder';
+let upstream: FakeAnthropic;
+let gateway: TestGateway;
+afterEach(async () => {
+  await gateway?.close();
+  await upstream?.close();
+});
+
+const BODY = JSON.stringify(claudeRequest()).length;
+const WINDOW_BYTES = 80_000; // input_plus_max_tokens: a 20,000-token window, which the prompt alone fits
+
+async function setup(style: AnthropicReject, limitBytes: number) {
+  upstream = await startAnthropic({ style, limitBytes });
+  gateway = await startGateway({ upstream: { url: upstream.baseUrl } });
+}
+
+const sdk = () => new Anthropic({ baseURL: gateway.origin, apiKey: API_KEY, maxRetries: 0 });
+
+async function send(mode: 'create' | 'stream', params: Record<string, any>) {
+  if (mode === 'create') {
+    const { data, response } = await sdk().messages.create(params as any).withResponse();
+    return { message: data as Anthropic.Message, response };
+  }
+  const { data: stream, response } = await sdk().messages.stream(params as any).withResponse();
+  const events: string[] = [];
+  stream.on('streamEvent', (e) => events.push(e.type));
+  const message = await stream.finalMessage();
+  expect(events).toContain('content_block_delta');
+  return { message: message as Anthropic.Message, response };
+}
+
+async function replaysMetric(): Promise<string> {
+  const text = await (await fetch(`${gateway.origin}/metrics`)).text();
+  return text.split('\n').filter((l) => l.startsWith('gateway_replays_total{api="messages"')).join('\n');
+}
+
+async function expectOneReplay(response: Response, message: Anthropic.Message) {
+  const calls = upstream.messageCalls();
+  expect(calls).toHaveLength(2);
+  expect(calls.map((c) => c.url)).toEqual(['/v1/messages', '/v1/messages']);
+  const header = parseCompactionHeader(response.headers.get('x-gateway-compaction'));
+  expect(header.outcome).toBe('replayed');
+  expect(message.content).toEqual([{ type: 'text', text: 'rescued answer' }]);
+  // The replay's usage as the upstream reported it: the gateway leaves the answer untouched.
+  expect(message.usage.input_tokens).toBe(tokensOf(calls[1].body.length));
+  expect(await replaysMetric()).toBe('gateway_replays_total{api="messages",result="success"} 1');
+  const warnings = gateway.logLines().filter((l) => l.level === 40 && /^upstream rejected the messages request as overlong/.test(l.msg));
+  expect(warnings).toHaveLength(1);
+  expect(warnings[0].compaction).toMatchObject({ api: 'messages', outcome: 'replayed' });
+  return { header, rejected: calls[0], replay: calls[1] };
+}
+
+const compacted: Array<[AnthropicReject, 'create' | 'stream', number]> = [
+  ['prompt_too_long', 'create', Math.floor(BODY * 0.5)],
+  ['prompt_too_long', 'stream', Math.floor(BODY * 0.5)],
+  ['json_413', 'create', Math.floor(BODY * 0.7)],
+  ['json_413', 'stream', Math.floor(BODY * 0.7)],
+  ['edge_413', 'create', Math.floor(BODY * 0.7)],
+  ['edge_413', 'stream', Math.floor(BODY * 0.7)],
+  ['sse_error', 'stream', Math.floor(BODY * 0.5)],
+];
+
+describe('the Anthropic SDK through the gateway: overflows rescued by compaction', () => {
+  it.each(compacted)('%s, messages.%s', async (style, mode, limitBytes) => {
+    await setup(style, limitBytes);
+    const { message, response } = await send(mode, claudeRequest());
+    const { header, rejected, replay } = await expectOneReplay(response, message);
+    expect(header.reason).toBe(style.endsWith('413') ? 'body_too_large' : 'context_length');
+    expect(header.strategy).toBe('summarize');
+    expect(replay.body.length).toBeLessThanOrEqual(limitBytes);
+    expectValidMessagesReplay(rejected, replay);
+    expect(replay.json.stream).toBe(mode === 'stream' ? true : undefined);
+    // The summary is a user turn (here merged into the task's turn, before the system entry).
+    expect(summaryTurn(replay.json).role).toBe('user');
+    expect(replay.json.messages[0].content[0]).toEqual(rejected.json.messages[0].content[0]);
+    expect(replay.json.messages[1]).toEqual(rejected.json.messages[1]);
+    expect(JSON.stringify(replay.json.messages)).toContain('Now also check the tests, please.');
+    expect(countBreakpoints(rejected.json)).toBe(4);
+    // The summarizer spoke the Messages API with the request's own key and version.
+    const [summarizer] = upstream.summarizerCalls();
+    expect(summarizer.url).toBe('/v1/messages');
+    // (this SDK sends its key as a Bearer token; Claude Code as x-api-key: whichever came, it is reused)
+    expect(JSON.stringify([rejected.headers.authorization, rejected.headers['x-api-key']])).toContain(API_KEY);
+    expect(summarizer.headers.authorization).toBe(rejected.headers.authorization);
+    expect(summarizer.headers['x-api-key']).toBe(rejected.headers['x-api-key']);
+    expect(summarizer.headers['anthropic-version']).toBe(rejected.headers['anthropic-version']);
+    expect(Object.keys(summarizer.json)).toEqual(['model', 'system', 'messages', 'max_tokens']);
+    expect(summarizer.json.messages).toHaveLength(1);
+    expect(summarizer.json.messages[0].role).toBe('user');
+  });
+});
+
+describe('the Anthropic SDK through the gateway: prompt plus max_tokens over the window', () => {
+  it.each(['create', 'stream'] as const)('messages.%s: max_tokens lowered, messages untouched', async (mode) => {
+    await setup('input_plus_max_tokens', WINDOW_BYTES);
+    const { message, response } = await send(mode, claudeRequest());
+    const { header, rejected, replay } = await expectOneReplay(response, message);
+    expect(header.strategy).toBe('clamp');
+    expect(header['completion-before']).toBe(16_000);
+    const lowered = header['completion-after'] as number;
+    expect(lowered).toBeLessThan(16_000);
+    expect(lowered).toBeGreaterThan(4_000);
+    expect(replay.json).toEqual({ ...rejected.json, max_tokens: lowered });
+    expect(Object.keys(replay.json)).toEqual(Object.keys(rejected.json));
+    expect(upstream.summarizerCalls()).toHaveLength(0);
+  });
+
+  it('a thinking budget at or above the lowered max_tokens forbids the clamp: compacted instead', async () => {
+    await setup('input_plus_max_tokens', WINDOW_BYTES);
+    const { message, response } = await send('create', claudeRequest({ thinkingBudget: 12_000 }));
+    const { header, rejected, replay } = await expectOneReplay(response, message);
+    expect(header.strategy).toBe('summarize');
+    expect(replay.json.max_tokens).toBe(16_000);
+    expect(tokensOf(replay.body.length) + 16_000).toBeLessThanOrEqual(WINDOW_BYTES / 4);
+    expectValidMessagesReplay(rejected, replay);
+  });
+});
+
+describe('the last resort keeps signed thinking whole', () => {
+  const options: ClaudeRequestOptions = { lastResultBytes: 40_000, lastAssistantChars: 3_000 };
+
+  it('the newest tool result is cut to fit; the assistant turn with thinking beside it is byte-identical', async () => {
+    await setup('prompt_too_long', 24_000);
+    const { message, response } = await send('stream', claudeRequest(options));
+    const { header, rejected, replay } = await expectOneReplay(response, message);
+    expect(header.cut).toBeGreaterThan(0);
+    expectValidMessagesReplay(rejected, replay);
+    const original = rejected.json.messages as any[];
+    const sent = replay.json.messages as any[];
+    expect(sent.at(-2)).toEqual(original.at(-2));
+    expect(replay.body.includes(Buffer.from(JSON.stringify(original.at(-2))))).toBe(true);
+    expect(sent.at(-1).content[0].content.length).toBeLessThan(original.at(-1).content[0].content.length);
+    expect(sent.at(-1).content[0].content).toContain('characters cut by compaction-gateway');
+  });
+});
