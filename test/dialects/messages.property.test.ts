@@ -36,7 +36,7 @@ const requestArb = fc.record({
   reason: fc.constantFrom('context_length' as const, 'body_too_large' as const),
 });
 
-function build(r: fc.RecordValue<typeof requestArb>): Record<string, any> {
+function build(r: any): Record<string, any> {
   const msgs: any[] = [{ role: 'user', content: [{ type: 'text', text: 't'.repeat(r.taskChars) }] }];
   if (r.systemEntry) msgs.push({ role: 'system', content: '# Environment' });
   let breakpoints = 0;
