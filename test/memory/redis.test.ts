@@ -1,3 +1,4 @@
+import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { postChat, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { startProvider, type FakeProvider } from '../helpers/provider.js';
@@ -29,7 +30,25 @@ async function replica(): Promise<TestGateway> {
     memory: { redisUrl: redis.url },
   });
   gateways.push(g);
+  // A replica's Redis connection opens in the background, and until it is up every lookup is a
+  // miss (no offline queue, by design). Wait until Redis sees every replica connected.
+  await expect.poll(() => connectedClients(redis.url), { timeout: 10_000, interval: 50 }).toBeGreaterThanOrEqual(gateways.length);
   return g;
+}
+
+/** Clients connected to the Redis at `url`, not counting the one asking. */
+async function connectedClients(url: string): Promise<number> {
+  const probe = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  probe.on('error', () => {});
+  try {
+    await probe.connect();
+    const list = String(await probe.client('LIST'));
+    return list.split('\n').filter((line) => line.trim()).length - 1;
+  } catch {
+    return 0;
+  } finally {
+    probe.disconnect();
+  }
 }
 
 const send = (g: TestGateway, turns: number) => postChat(g, request(turns), { authorization: 'Bearer sk-shared' });
