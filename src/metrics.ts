@@ -1,9 +1,33 @@
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
+/*
+ * Label values the alerting rules need to see at 0 before the first event: a counter series
+ * that appears only on its first increment makes `rate()` and `increase()` miss that event.
+ * Kept in step with the code that counts them (classifier reasons, rescue outcomes, summarizer
+ * failure kinds, memory store operations).
+ */
+export const OVERLONG_REASONS = ['context_length', 'body_too_large'] as const;
+export const REPLAY_RESULTS = ['success', 'upstream_error', 'still_overlong', 'failed'] as const;
+export const SUMMARIZER_FAILURE_KINDS = ['timeout', 'unreachable', 'rejected', 'bad_response', 'aborted'] as const;
+export const MEMORY_OPERATIONS = ['read', 'write'] as const;
+/** The compactions that can happen: a strategy that compacted, or none when nothing was. */
+export const COMPACTION_LABELS = [
+  ...combinations({ strategy: ['summarize', 'fallback'], outcome: ['replayed', 'replay_failed', 'compacted'] }),
+  ...combinations({ strategy: ['none'], outcome: ['not_shrunk', 'disabled', 'replay_failed'] }),
+];
+
+/**
+ * prom-client's default metrics, less three gauges named `_total` (`nodejs_active_handles_total`,
+ * `..._requests_total`, `..._resources_total`), which `promtool check metrics` rejects: only
+ * counters may end in `_total`. Their values are `sum(nodejs_active_handles)` and so on.
+ */
+const MISNAMED_DEFAULTS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
+
 /** Every metric the gateway exports, on its own registry (so tests can build many gateways). */
 export function createMetrics() {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
+  for (const name of MISNAMED_DEFAULTS) registry.removeSingleMetric(name);
 
   const requests = new Counter({
     name: 'gateway_http_requests_total',
@@ -82,6 +106,11 @@ export function createMetrics() {
     registers: [registry],
   });
 
+  startAtZero(overlong, combinations({ reason: OVERLONG_REASONS }));
+  startAtZero(compactions, COMPACTION_LABELS);
+  startAtZero(replays, combinations({ result: REPLAY_RESULTS }));
+  startAtZero(summarizerFailures, combinations({ kind: SUMMARIZER_FAILURE_KINDS }));
+
   return {
     registry,
     requests,
@@ -100,3 +129,39 @@ export function createMetrics() {
 }
 
 export type Metrics = ReturnType<typeof createMetrics>;
+
+type LabelSet = Record<string, string>;
+
+/** Every combination of the given label values: `{ a: ['1', '2'], b: ['x'] }` -> `[{a:'1',b:'x'}, {a:'2',b:'x'}]`. */
+export function combinations(values: Record<string, readonly string[]>): LabelSet[] {
+  let sets: LabelSet[] = [{}];
+  for (const [name, options] of Object.entries(values)) {
+    sets = sets.flatMap((set) => options.map((value) => ({ ...set, [name]: value })));
+  }
+  return sets;
+}
+
+/** Makes each labelled series exist at 0 from the start (see the label lists above). */
+export function startAtZero(counter: Counter<string>, labelSets: readonly LabelSet[]): void {
+  for (const labels of labelSets) counter.inc(labels, 0);
+}
+
+/** Zeroes the memory store's error counter, which the memory module registers on the same registry. */
+export function startMemoryMetricsAtZero(registry: Registry): void {
+  const errors = registry.getSingleMetric('gateway_memory_store_errors_total');
+  if (errors instanceof Counter) startAtZero(errors, combinations({ operation: MEMORY_OPERATIONS }));
+}
+
+/**
+ * Bounds a label whose values come from clients (model names): the first `max` distinct values
+ * are kept, every later one becomes "other", so a client cannot grow the series without limit.
+ */
+export function boundedLabel(max: number): (value: string) => string {
+  const seen = new Set<string>();
+  return (value) => {
+    if (seen.has(value)) return value;
+    if (seen.size >= max) return 'other';
+    seen.add(value);
+    return value;
+  };
+}
