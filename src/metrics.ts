@@ -1,4 +1,4 @@
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Histogram, Registry, collectDefaultMetrics, type Gauge, type LabelValues } from 'prom-client';
 
 /*
  * Label values the alerting rules need to see at 0 before the first event: a counter series
@@ -150,6 +150,27 @@ export function startAtZero(counter: Counter<string>, labelSets: readonly LabelS
 export function startMemoryMetricsAtZero(registry: Registry): void {
   const errors = registry.getSingleMetric('gateway_memory_store_errors_total');
   if (errors instanceof Counter) startAtZero(errors, combinations({ operation: MEMORY_OPERATIONS }));
+}
+
+/** Distinct client-chosen values a label keeps before the rest become "other". */
+export const CLIENT_LABEL_LIMIT = 50;
+
+/**
+ * Bounds the model label of the learned-limit gauges, which the memory module registers on the
+ * same registry and sets from the request's `model` (a client's choice). Every `set` passes its
+ * label through boundedLabel.
+ */
+export function boundModelLabels(registry: Registry, max = CLIENT_LABEL_LIMIT): void {
+  for (const name of ['gateway_learned_context_limit_tokens', 'gateway_learned_body_limit_bytes']) {
+    const gauge = registry.getSingleMetric(name) as Gauge<'model'> | undefined;
+    if (!gauge) continue;
+    const bound = boundedLabel(max);
+    const set = gauge.set.bind(gauge) as (labels: LabelValues<'model'>, value: number) => void;
+    gauge.set = ((labels: LabelValues<'model'> | number, value?: number) => {
+      if (typeof labels === 'number') return set({}, labels);
+      set({ ...labels, model: bound(String(labels.model ?? '')) }, value!);
+    }) as typeof gauge.set;
+  }
 }
 
 /**

@@ -10,7 +10,7 @@ import type { Config } from './config/schema.js';
 import { ERRORS, GatewayError, errorBody, failureLog } from './errors.js';
 import { accessLogger, loggerOptions, stdoutDestination } from './logging.js';
 import { createMemory } from './memory/index.js';
-import { createMetrics, startMemoryMetricsAtZero, type Metrics } from './metrics.js';
+import { boundModelLabels, createMetrics, startMemoryMetricsAtZero, type Metrics } from './metrics.js';
 import { chatRoutes } from './routes/chat.js';
 import { healthRoutes } from './routes/health.js';
 import { passthroughRoutes } from './routes/passthrough.js';
@@ -96,6 +96,7 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
   app.register(healthRoutes, { metrics, isDraining: () => draining });
   const memory = createMemory(config, metrics.registry, app.log);
   startMemoryMetricsAtZero(metrics.registry);
+  boundModelLabels(metrics.registry);
   app.register(chatRoutes, { config, dispatcher, target, metrics, memory });
   if (memory) app.addHook('onClose', async () => memory.close());
   app.register(passthroughRoutes, { config, dispatcher, target });

@@ -1,6 +1,9 @@
 import { spawnSync } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
-import { boundedLabel, combinations } from '../../src/metrics.js';
+import type { Gauge } from 'prom-client';
+import { validateConfig } from '../../src/config/load.js';
+import { CLIENT_LABEL_LIMIT, boundedLabel, combinations, createMetrics } from '../../src/metrics.js';
+import { buildServer } from '../../src/server.js';
 import { json, completion, startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
 import { postChat, startGateway, type TestGateway } from '../helpers/gateway.js';
 
@@ -62,6 +65,19 @@ describe('/metrics', () => {
 });
 
 describe('bounded label values', () => {
+  it('the learned-limit gauges keep the first models a client names, then "other"', async () => {
+    const metrics = createMetrics();
+    const app = buildServer(validateConfig({ upstream: { url: 'http://127.0.0.1:9/v1' } }), { metrics });
+    const gauge = metrics.registry.getSingleMetric('gateway_learned_context_limit_tokens') as Gauge<'model'>;
+    for (let i = 0; i < CLIENT_LABEL_LIMIT + 30; i++) gauge.set({ model: `model-${i}` }, 1000 + i);
+    gauge.set({ model: 'model-0' }, 4096);
+    const values = (await gauge.get()).values;
+    expect(values).toHaveLength(CLIENT_LABEL_LIMIT + 1);
+    expect(values.find((v) => v.labels.model === 'model-0')?.value).toBe(4096);
+    expect(values.find((v) => v.labels.model === 'other')?.value).toBe(1000 + CLIENT_LABEL_LIMIT + 29);
+    await app.close();
+  });
+
   it('keeps the first N distinct values, then says "other", and keeps answering the same for a known one', () => {
     const label = boundedLabel(3);
     expect(['a', 'b', 'a', 'c', 'd', 'e', 'b'].map(label)).toEqual(['a', 'b', 'a', 'c', 'other', 'other', 'b']);
