@@ -62,14 +62,15 @@ export async function probeRedis(url: string, timeoutMs = REDIS_PROBE_MS): Promi
     await Promise.race([redis.connect().then(() => redis.ping()), deadline]);
     return null;
   } catch (err) {
-    return plainRedisError(firstError ?? (err as Error), timeoutMs);
+    return describeRedisError(firstError ?? (err as Error), timeoutMs);
   } finally {
     clearTimeout(timer);
     redis.disconnect();
   }
 }
 
-function plainRedisError(err: Error & { code?: string }, timeoutMs: number): string {
+/** What a Redis client error means, in plain words (for the startup WARN, and any other Redis warning). */
+export function describeRedisError(err: Error & { code?: string }, timeoutMs = REDIS_PROBE_MS): string {
   const text = `${err.code ?? ''} ${err.message}`;
   if (/ECONNREFUSED/.test(text)) return 'connection refused: nothing listens at that address';
   if (/ENOTFOUND|EAI_AGAIN/.test(text)) return 'its host name does not resolve';
