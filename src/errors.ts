@@ -74,10 +74,18 @@ export function fromUpstreamFailure(err: unknown): GatewayError {
  * The one WARN line for a request the gateway answered with its own error: the status and code
  * the client actually got, and the underlying error's code. No stack: these are operating
  * conditions (an upstream down, a timeout), not bugs, and the message already says what happened.
+ * With `sentStatus`, the response had already started with that status (relayed from upstream),
+ * so the client got it and then a cut connection, not the error's own status.
  */
-export function failureLog(error: GatewayError): { fields: FailureFields; message: string } {
+export function failureLog(error: GatewayError, sentStatus?: number): { fields: FailureFields; message: string } {
   const cause = error.cause as { code?: unknown } | undefined;
   const causeCode = typeof cause?.code === 'string' ? cause.code : undefined;
+  if (sentStatus !== undefined) {
+    return {
+      fields: { status: sentStatus, code: error.code, cause: causeCode, cut: true },
+      message: `cut the connection after ${sentStatus} was sent (the client sees a truncated response): ${error.code}: ${error.message}`,
+    };
+  }
   return {
     fields: { status: error.status, code: error.code, cause: causeCode },
     message: `answered ${error.status} ${error.code}: ${error.message}`,
@@ -88,4 +96,6 @@ export interface FailureFields {
   status: number;
   code: ErrorCode;
   cause: string | undefined;
+  /** The response had started: the client got `status`, then the connection was closed. */
+  cut?: true;
 }

@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { failureLog, fromUpstreamFailure } from '../../src/errors.js';
 import { startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
 import { freePort } from '../helpers/ports.js';
@@ -7,14 +8,15 @@ import { freePort } from '../helpers/ports.js';
 // the same status and code as the answer, the underlying error's code, and no stack trace.
 
 let upstream: FakeUpstream | undefined;
-let gateway: TestGateway;
+let gateway: TestGateway | undefined;
 afterEach(async () => {
-  await gateway.close();
+  await gateway?.close();
   await upstream?.close();
-  upstream = undefined;
+  gateway = upstream = undefined;
 });
 
-function linesFor(g: TestGateway, requestId: string) {
+function linesFor(g: TestGateway | undefined, requestId: string) {
+  if (!g) throw new Error('no gateway');
   return g.logLines().filter((l) => l.requestId === requestId && l.msg !== 'request completed');
 }
 
@@ -45,5 +47,26 @@ describe('an upstream failure on a pass-through path', () => {
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatchObject({ level: 40, status: 504, code: 'upstream_timeout', cause: 'UND_ERR_HEADERS_TIMEOUT' });
     expect(gateway.logText()).not.toMatch(/"stack"/);
+  });
+});
+
+describe('failureLog (the line chat.ts and pass-through both write)', () => {
+  const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:9'), { code: 'ECONNREFUSED' });
+
+  it('before anything was sent: the error status the client got', () => {
+    expect(failureLog(fromUpstreamFailure(refused))).toEqual({
+      fields: { status: 502, code: 'upstream_unreachable', cause: 'ECONNREFUSED' },
+      message: 'answered 502 upstream_unreachable: The upstream could not be reached (connect ECONNREFUSED 127.0.0.1:9).',
+    });
+  });
+
+  it('after the response started: the status already sent, and that the connection was cut', () => {
+    const reset = Object.assign(new Error('other side closed'), { code: 'UND_ERR_SOCKET' });
+    expect(failureLog(fromUpstreamFailure(reset), 200)).toEqual({
+      fields: { status: 200, code: 'upstream_unreachable', cause: 'UND_ERR_SOCKET', cut: true },
+      message:
+        'cut the connection after 200 was sent (the client sees a truncated response): upstream_unreachable: ' +
+        'The upstream could not be reached (UND_ERR_SOCKET: other side closed).',
+    });
   });
 });
