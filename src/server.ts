@@ -85,7 +85,8 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
     if (gatewayError.code === 'internal_error') request.log.error({ err: error }, 'request failed');
     else if (gatewayError.status >= 500) {
       const { fields, message } = failureLog(gatewayError);
-      request.log.warn(fields, message);
+      // Through app.log: pass-through routes keep request.log at error (see passthrough.ts).
+      app.log.warn({ requestId: request.id, ...fields }, message);
     }
     reply.code(gatewayError.status).send(gatewayError.toJSON());
   });
