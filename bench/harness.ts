@@ -16,6 +16,8 @@ export interface BenchOptions {
   rounds: number;
   /** Length of one target's run in a round. */
   seconds: number;
+  /** Instead of `seconds`, a load run's length in requests (the smoke run: on a loaded machine, one second may hold none). */
+  requests?: number;
   /** An unrecorded run per target before a scenario's rounds (JIT, connection pools). */
   warmupSeconds: number;
   scenarios: ScenarioName[];
@@ -75,6 +77,7 @@ export const PRESETS = {
     ...BASE,
     rounds: 1,
     seconds: 1,
+    requests: 200,
     warmupSeconds: 0,
     direct: false,
     scenarios: ['small'] as ScenarioName[],
@@ -213,7 +216,7 @@ function makeRun(name: ScenarioName, all: BenchProcess[], options: BenchOptions)
     } else {
       const body = name === 'small' ? small : large;
       const connections = name === 'small' ? options.smallConnections : options.largeConnections;
-      run = { load: await runLoad({ url, body, headers: SDK_HEADERS, connections, seconds }), cpuUsPerRequest: Number.NaN, foreignCores: Number.NaN };
+      run = { load: await runLoad({ url, body, headers: SDK_HEADERS, connections, seconds, requests: options.requests }), cpuUsPerRequest: Number.NaN, foreignCores: Number.NaN };
     }
     const elapsedMs = performance.now() - started;
     const machineAfter = machineBusyMs();

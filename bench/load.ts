@@ -7,6 +7,8 @@ export interface LoadOptions {
   headers: Record<string, string>;
   connections: number;
   seconds: number;
+  /** Instead of `seconds`: stop after this many requests (a run that always yields answers). */
+  requests?: number;
   /** Requests per second over all connections (open loop); unset: as fast as answers come. */
   rate?: number;
 }
@@ -35,7 +37,7 @@ export function runLoad(options: LoadOptions): Promise<LoadResult> {
         body: options.body,
         connections: options.connections,
         pipelining: 1,
-        duration: options.seconds,
+        ...(options.requests ? { amount: options.requests } : { duration: options.seconds }),
         timeout: 10,
         ...(options.rate ? { overallRate: options.rate } : {}),
       },

@@ -53,6 +53,8 @@ export function errorBody(code: ErrorCode, message?: string, param: string | nul
 export function fromUpstreamFailure(err: unknown): GatewayError {
   const code = (err as { code?: string } | null)?.code ?? '';
   const detail = (err as Error | null)?.message ?? String(err);
+  // Node's messages usually carry their code already ("connect ECONNREFUSED 127.0.0.1:1").
+  const said = code && !detail.includes(code) ? `${code}: ${detail}` : detail;
   if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
     return new GatewayError('upstream_timeout', `The upstream did not answer in time (${code}).`, { cause: err });
   }
@@ -63,7 +65,37 @@ export function fromUpstreamFailure(err: unknown): GatewayError {
     code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EHOSTUNREACH' ||
     code === 'ENETUNREACH' || code === 'UND_ERR_SOCKET' || code === 'ECONNRESET' || code === 'EPIPE'
   ) {
-    return new GatewayError('upstream_unreachable', `The upstream could not be reached (${code}: ${detail}).`, { cause: err });
+    return new GatewayError('upstream_unreachable', `The upstream could not be reached (${said}).`, { cause: err });
   }
   return new GatewayError('upstream_bad_response', `The upstream failed while answering (${code || detail}).`, { cause: err });
+}
+
+/**
+ * The one WARN line for a request the gateway answered with its own error: the status and code
+ * the client actually got, and the underlying error's code. No stack: these are operating
+ * conditions (an upstream down, a timeout), not bugs, and the message already says what happened.
+ * With `sentStatus`, the response had already started with that status (relayed from upstream),
+ * so the client got it and then a cut connection, not the error's own status.
+ */
+export function failureLog(error: GatewayError, sentStatus?: number): { fields: FailureFields; message: string } {
+  const cause = error.cause as { code?: unknown } | undefined;
+  const causeCode = typeof cause?.code === 'string' ? cause.code : undefined;
+  if (sentStatus !== undefined) {
+    return {
+      fields: { status: sentStatus, code: error.code, cause: causeCode, cut: true },
+      message: `cut the connection after ${sentStatus} was sent (the client sees a truncated response): ${error.code}: ${error.message}`,
+    };
+  }
+  return {
+    fields: { status: error.status, code: error.code, cause: causeCode },
+    message: `answered ${error.status} ${error.code}: ${error.message}`,
+  };
+}
+
+export interface FailureFields {
+  status: number;
+  code: ErrorCode;
+  cause: string | undefined;
+  /** The response had started: the client got `status`, then the connection was closed. */
+  cut?: true;
 }

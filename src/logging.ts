@@ -1,3 +1,4 @@
+import { createRequire } from 'node:module';
 import pino, { type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 
 /**
@@ -31,9 +32,14 @@ export function loggerOptions(level: string): LoggerOptions {
   };
 }
 
-/** stdout, through the same asynchronous destination pino makes when given none. */
-export function stdoutDestination(): DestinationStream {
-  return pino.destination(1);
+/**
+ * stdout, through the same asynchronous destination pino makes when given none; or, for
+ * `log.format: pretty`, through pino-pretty, which is loaded only then.
+ */
+export function stdoutDestination(format: 'json' | 'pretty' = 'json'): DestinationStream {
+  if (format === 'json') return pino.destination(1);
+  const pretty = createRequire(import.meta.url)('pino-pretty') as typeof import('pino-pretty');
+  return pretty({ destination: 1, colorize: process.stdout.isTTY === true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'hostname,service' });
 }
 
 /**

@@ -1,51 +1,157 @@
 #!/usr/bin/env node
+import { readFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { ConfigError, loadConfig } from './config/load.js';
+import type { FastifyInstance } from 'fastify';
+import type { DestinationStream } from 'pino';
+import { UsageError, flagList, parseArgs, usage } from './cli.js';
+import { ConfigError, configSource, loadConfig } from './config/load.js';
+import type { Config } from './config/schema.js';
+import { stdoutDestination } from './logging.js';
 import { buildServer } from './server.js';
+import { loggableRedisUrl, probeRedis, startupFields, startupWarnings } from './startup.js';
 
-/** The process: load config, build the server, listen, shut down gracefully on SIGTERM/SIGINT. */
+/** The process: read flags and config, build the server, listen, shut down on SIGTERM/SIGINT. */
 async function main(): Promise<void> {
-  let config;
+  const argv = process.argv.slice(2);
+  let command;
   try {
-    const shipped = fileURLToPath(new URL('../config/default.yaml', import.meta.url));
-    config = loadConfig(process.argv.slice(2), process.env, shipped);
+    command = parseArgs(argv).run;
   } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`compaction-gateway: ${err.message}\n`);
-      process.exit(2);
-    }
+    if (!(err instanceof UsageError)) throw err;
+    const hint = `flags: ${flagList()} (every other setting comes from the config file or the environment; see --help)`;
+    return exitWith(2, `compaction-gateway: ${err.message}\n${hint}\n`);
+  }
+  if (command === 'help') return exitWith(0, usage(), 'stdout');
+  if (command === 'version') return exitWith(0, `compaction-gateway ${gatewayVersion()}\n`, 'stdout');
+
+  const shipped = fileURLToPath(new URL('../config/default.yaml', import.meta.url));
+  let config: Readonly<Config>;
+  try {
+    config = loadConfig(argv, process.env, shipped);
+  } catch (err) {
+    if (err instanceof ConfigError) return exitWith(2, `compaction-gateway: ${err.message}\n`);
     throw err;
   }
-  const app = buildServer(config);
-  const closeIdle = idleConnectionCloser(app.server);
+  const logStream = stdoutDestination(config.log.format);
+  const app = buildServer(config, { logStream });
+  // Before listening: a signal that arrives while starting still drains and exits.
+  exitOnSignals(app, logStream, config.server.shutdownGraceMs, idleConnectionCloser(app.server));
   await app.listen({ host: config.server.host, port: config.server.port });
-  app.log.info({ upstream: loggableUrl(config.upstream.url), compaction: config.compaction.strategy }, 'gateway ready');
+  await logStartup(app, config, configSource(argv, process.env, shipped));
+}
 
+async function logStartup(app: FastifyInstance, config: Readonly<Config>, source: string | undefined): Promise<void> {
+  const fields = startupFields(config, source, { gateway: gatewayVersion(), node: process.version });
+  const redisUrl = config.memory.enabled ? config.memory.redisUrl : undefined;
+  const redisProblem = redisUrl ? await probeRedis(redisUrl) : null;
+  if (redisUrl) fields.memory += redisProblem ? ' (not reachable at start)' : ' (reachable)';
+  app.log.info({ ...fields, pid: process.pid }, 'gateway ready');
+  for (const warning of startupWarnings(config)) app.log.warn(warning);
+  if (redisUrl && redisProblem) {
+    const address = loggableRedisUrl(redisUrl);
+    app.log.warn(
+      { redis: address },
+      `Redis at ${address} is not reachable (${redisProblem}). The gateway serves requests without compaction memory until Redis answers, then uses it again by itself.`,
+    );
+  }
+}
+
+/** The version in package.json (shipped beside dist/ in the image too). */
+function gatewayVersion(): string {
+  try {
+    const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version?: string };
+    return pkg.version ?? 'unknown';
+  } catch {
+    return 'unknown';
+  }
+}
+
+function exitWith(code: number, text: string, to: 'stdout' | 'stderr' = 'stderr'): void {
+  process[to].write(text, () => process.exit(code));
+}
+
+/**
+ * SIGTERM/SIGINT: readiness fails, no new connections, in-flight requests and streams finish,
+ * exit 0; past `graceMs`, exit 1 with whatever is still open. The deadline is armed before
+ * anything else runs, and every later step is guarded, so nothing (a log write that throws, a
+ * connection that never closes, an upstream that stalls) can keep the process alive past it.
+ */
+function exitOnSignals(app: FastifyInstance, logStream: DestinationStream, graceMs: number, closeIdle: () => void): void {
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
     stopping = true;
-    app.startDraining();
-    app.log.info({ signal, graceMs: config.server.shutdownGraceMs }, 'shutting down: finishing in-flight requests');
-    const timer = setTimeout(() => {
-      app.log.warn('grace period over; exiting with requests still open');
-      process.exit(1);
-    }, config.server.shutdownGraceMs);
-    timer.unref();
+    armDeadline(app, logStream, graceMs);
+    quietly(() => app.startDraining());
+    quietly(() => app.log.info({ signal, graceMs }, 'shutting down: finishing in-flight requests'));
     // Connections go as soon as they fall idle (a stream that was running ends).
-    setInterval(closeIdle, 100).unref();
-    app.close().then(
-      () => process.exit(0),
+    quietly(() => setInterval(closeIdle, 100).unref());
+    let closed: Promise<void>;
+    try {
+      closed = app.close();
+    } catch (err) {
+      closed = Promise.reject(err);
+    }
+    closed.then(
+      () => exitFlushed(0, logStream),
       (err) => {
-        app.log.error({ err }, 'error while shutting down');
-        process.exit(1);
+        quietly(() => app.log.error({ err }, 'error while shutting down'));
+        exitFlushed(1, logStream);
       },
     );
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+}
+
+/** How long the last log lines may take to reach stdout before the process exits without them. */
+const LOG_FLUSH_MS = 400;
+/** Past the grace period: the backstop if even the deadline's own exit is held up. */
+const HARD_STOP_MS = 900;
+
+function armDeadline(app: FastifyInstance, logStream: DestinationStream, graceMs: number): void {
+  setTimeout(() => {
+    quietly(() => app.log.warn({ graceMs }, 'grace period over; exiting with requests still open'));
+    exitFlushed(1, logStream);
+  }, graceMs);
+  setTimeout(() => {
+    abandonLogs(logStream);
+    process.exit(1);
+  }, graceMs + HARD_STOP_MS);
+}
+
+/**
+ * Exits once the log destination has written what it holds, or after LOG_FLUSH_MS without it.
+ * pino flushes its stdout buffer synchronously on exit and retries a failing write (a pipe
+ * nobody reads, a closed one) forever, which no timer can interrupt; so a destination that has
+ * not drained in time is dropped first, and the exit cannot hang on it.
+ */
+function exitFlushed(code: number, logStream: DestinationStream): void {
+  const stream = logStream as DestinationStream & { _writing?: boolean; once?: (event: string, fn: () => void) => void };
+  const exit = (drained: boolean) => {
+    if (!drained) abandonLogs(logStream);
+    process.exit(code);
+  };
+  if (!stream._writing || typeof stream.once !== 'function') return exit(true);
+  const timer = setTimeout(() => exit(false), LOG_FLUSH_MS);
+  stream.once('drain', () => {
+    clearTimeout(timer);
+    exit(true);
+  });
+}
+
+function abandonLogs(logStream: DestinationStream): void {
+  quietly(() => (logStream as { destroy?: () => void }).destroy?.());
+}
+
+function quietly(step: () => unknown): void {
+  try {
+    step();
+  } catch {
+    // Shutting down goes on: the deadline is armed, and there is nowhere left to report this.
+  }
 }
 
 /**
@@ -71,12 +177,6 @@ function idleConnectionCloser(server: Server): () => void {
     server.closeIdleConnections();
     for (const socket of open) if (!busy.has(socket)) socket.destroy();
   };
-}
-
-/** A URL without what may hold a secret: userinfo (`https://user:key@host`) and the query (`?api-key=`). */
-function loggableUrl(url: string): string {
-  const parsed = new URL(url);
-  return `${parsed.origin}${parsed.pathname}`;
 }
 
 main().catch((err) => {

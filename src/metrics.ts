@@ -1,9 +1,35 @@
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Histogram, Registry, collectDefaultMetrics, type Gauge, type LabelValues } from 'prom-client';
+
+/*
+ * Label values the alerting rules need to see at 0 before the first event: a counter series
+ * that appears only on its first increment makes `rate()` and `increase()` miss that event.
+ * Kept in step with the code that counts them (classifier reasons, rescue outcomes, summarizer
+ * failure kinds, memory store operations).
+ */
+export const OVERLONG_REASONS = ['context_length', 'body_too_large'] as const;
+export const REPLAY_RESULTS = ['success', 'upstream_error', 'still_overlong', 'failed'] as const;
+export const SUMMARIZER_FAILURE_KINDS = ['timeout', 'unreachable', 'rejected', 'bad_response', 'aborted'] as const;
+export const MEMORY_OPERATIONS = ['read', 'write'] as const;
+/** The compactions that can happen: a strategy that compacted, or none when nothing was. */
+export const APIS = ['chat', 'responses', 'messages'] as const;
+export const COMPACTION_LABELS = [
+  ...combinations({ api: APIS, strategy: ['summarize', 'fallback'], outcome: ['replayed', 'replay_failed', 'compacted'] }),
+  ...combinations({ api: APIS, strategy: ['clamp', 'truncation'], outcome: ['replayed', 'replay_failed'] }),
+  ...combinations({ api: APIS, strategy: ['none'], outcome: ['not_shrunk', 'disabled', 'replay_failed'] }),
+];
+
+/**
+ * prom-client's default metrics, less three gauges named `_total` (`nodejs_active_handles_total`,
+ * `..._requests_total`, `..._resources_total`), which `promtool check metrics` rejects: only
+ * counters may end in `_total`. Their values are `sum(nodejs_active_handles)` and so on.
+ */
+const MISNAMED_DEFAULTS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
 
 /** Every metric the gateway exports, on its own registry (so tests can build many gateways). */
 export function createMetrics() {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
+  for (const name of MISNAMED_DEFAULTS) registry.removeSingleMetric(name);
 
   const requests = new Counter({
     name: 'gateway_http_requests_total',
@@ -82,6 +108,11 @@ export function createMetrics() {
     registers: [registry],
   });
 
+  startAtZero(overlong, combinations({ api: APIS, reason: OVERLONG_REASONS }));
+  startAtZero(compactions, COMPACTION_LABELS);
+  startAtZero(replays, combinations({ api: APIS, result: REPLAY_RESULTS }));
+  startAtZero(summarizerFailures, combinations({ kind: SUMMARIZER_FAILURE_KINDS }));
+
   return {
     registry,
     requests,
@@ -100,3 +131,60 @@ export function createMetrics() {
 }
 
 export type Metrics = ReturnType<typeof createMetrics>;
+
+type LabelSet = Record<string, string>;
+
+/** Every combination of the given label values: `{ a: ['1', '2'], b: ['x'] }` -> `[{a:'1',b:'x'}, {a:'2',b:'x'}]`. */
+export function combinations(values: Record<string, readonly string[]>): LabelSet[] {
+  let sets: LabelSet[] = [{}];
+  for (const [name, options] of Object.entries(values)) {
+    sets = sets.flatMap((set) => options.map((value) => ({ ...set, [name]: value })));
+  }
+  return sets;
+}
+
+/** Makes each labelled series exist at 0 from the start (see the label lists above). */
+export function startAtZero(counter: Counter<string>, labelSets: readonly LabelSet[]): void {
+  for (const labels of labelSets) counter.inc(labels, 0);
+}
+
+/** Zeroes the memory store's error counter, which the memory module registers on the same registry. */
+export function startMemoryMetricsAtZero(registry: Registry): void {
+  const errors = registry.getSingleMetric('gateway_memory_store_errors_total');
+  if (errors instanceof Counter) startAtZero(errors, combinations({ operation: MEMORY_OPERATIONS }));
+}
+
+/** Distinct client-chosen values a label keeps before the rest become "other". */
+export const CLIENT_LABEL_LIMIT = 50;
+
+/**
+ * Bounds the model label of the learned-limit gauges, which the memory module registers on the
+ * same registry and sets from the request's `model` (a client's choice). Every `set` passes its
+ * label through boundedLabel.
+ */
+export function boundModelLabels(registry: Registry, max = CLIENT_LABEL_LIMIT): void {
+  for (const name of ['gateway_learned_context_limit_tokens', 'gateway_learned_body_limit_bytes']) {
+    const gauge = registry.getSingleMetric(name) as Gauge<'model'> | undefined;
+    if (!gauge) continue;
+    const bound = boundedLabel(max);
+    const set = gauge.set.bind(gauge) as (labels: LabelValues<'model'>, value: number) => void;
+    gauge.set = ((labels: LabelValues<'model'> | number, value?: number) => {
+      if (typeof labels === 'number') return set({}, labels);
+      set({ ...labels, model: bound(String(labels.model ?? '')) }, value!);
+    }) as typeof gauge.set;
+  }
+}
+
+/**
+ * Bounds a label whose values come from clients (model names): the first `max` distinct values
+ * are kept, every later one becomes "other", so a client cannot grow the series without limit.
+ */
+export function boundedLabel(max: number): (value: string) => string {
+  const seen = new Set<string>();
+  return (value) => {
+    if (seen.has(value)) return value;
+    if (seen.size >= max) return 'other';
+    seen.add(value);
+    return value;
+  };
+}

@@ -7,10 +7,10 @@ import type { DestinationStream, Logger } from 'pino';
 import './context.js';
 import { createKeyCheck } from './auth.js';
 import type { Config } from './config/schema.js';
-import { ERRORS, GatewayError, errorBody } from './errors.js';
+import { ERRORS, GatewayError, errorBody, failureLog } from './errors.js';
 import { accessLogger, loggerOptions, stdoutDestination } from './logging.js';
 import { createMemory } from './memory/index.js';
-import { createMetrics, type Metrics } from './metrics.js';
+import { boundModelLabels, createMetrics, startMemoryMetricsAtZero, type Metrics } from './metrics.js';
 import { chatEndpoints } from './routes/chat.js';
 import { healthRoutes } from './routes/health.js';
 import { messagesEndpoints } from './routes/messages.js';
@@ -43,7 +43,7 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
   const ownDispatcher = !deps.dispatcher;
   const dispatcher = deps.dispatcher ?? createDispatcher(config.upstream);
   const target = parseTarget(config.upstream.url);
-  const logStream = deps.logStream ?? stdoutDestination();
+  const logStream = deps.logStream ?? stdoutDestination(config.log.format);
   const accessLog = accessLogger(config.log.level, logStream);
   let draining = false;
 
@@ -71,7 +71,7 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
   app.decorateRequest('notes', null as never);
   // Callback hooks, not async ones: they run on every request, and a promise each is not free.
   app.addHook('onRequest', (request, reply, done) => {
-    request.notes = { route: request.routeOptions.url ?? 'unmatched' };
+    request.notes = { route: routeLabel(request.routeOptions.url, request.url) };
     reply.header('x-request-id', request.id);
     done();
   });
@@ -84,15 +84,23 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
 
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const gatewayError = toGatewayError(error);
-    if (gatewayError.status >= 500) request.log.error({ err: error }, 'request failed');
+    // A bug gets its stack; an operating condition (an upstream down) gets one plain line.
+    if (gatewayError.code === 'internal_error') request.log.error({ err: error }, 'request failed');
+    else if (gatewayError.status >= 500) {
+      const { fields, message } = failureLog(gatewayError);
+      // Through app.log: pass-through routes keep request.log at error (see passthrough.ts).
+      app.log.warn({ requestId: request.id, ...fields }, message);
+    }
     reply.code(gatewayError.status).send(gatewayError.toJSON());
   });
   app.setNotFoundHandler((request, reply) => {
-    reply.code(404).send(errorBody('not_found', `Unknown route: ${request.method} ${request.url.split('?')[0]}.`));
+    reply.code(404).send(errorBody('not_found', notFoundMessage(request.method, pathOf(request.url))));
   });
 
   app.register(healthRoutes, { metrics, isDraining: () => draining });
   const memory = createMemory(config, metrics.registry, app.log);
+  startMemoryMetricsAtZero(metrics.registry);
+  boundModelLabels(metrics.registry);
   app.register(rescuedRoutes, { deps: { config, dispatcher, target, metrics, memory }, endpoints: [...chatEndpoints, ...responsesEndpoints, ...messagesEndpoints] });
   if (memory) app.addHook('onClose', async () => memory.close());
   app.register(passthroughRoutes, { config, dispatcher, target });
@@ -133,13 +141,34 @@ function recordRequest(
     durationMs: Math.round(elapsedMs * 10) / 10,
     upstreamStatus: notes?.upstreamStatus,
     upstreamTtfbMs: notes?.upstreamTtfbMs === undefined ? undefined : Math.round(notes.upstreamTtfbMs * 10) / 10,
-    streamed: notes?.streamed,
     model: notes?.model,
+    streamed: notes?.streamed,
     compaction: notes?.compaction,
   };
   // Probes and scrapes every few seconds would drown the access log: they log at debug.
   if (PROBES.has(route)) accessLog.debug(fields, 'request completed');
   else accessLog.info(fields, 'request completed');
+}
+
+/** The `route` label: the matched route, or for a pass-through request its bounded endpoint family. */
+export function routeLabel(matched: string | undefined, url: string): string {
+  if (matched === undefined) return 'unmatched';
+  if (!PASSTHROUGH_ROUTES.has(matched)) return matched;
+  const family = /^\/v1\/([^/?]*)/.exec(url)?.[1] ?? '';
+  return `passthrough_${PASSTHROUGH_FAMILIES.has(family) ? family : 'other'}`;
+}
+
+/** The routes @fastify/http-proxy registers for the `/v1` prefix. */
+const PASSTHROUGH_ROUTES = new Set(['/v1', '/v1/', '/v1/*']);
+const PASSTHROUGH_FAMILIES = new Set(['chat', 'responses', 'messages', 'embeddings', 'models']);
+
+/** OpenAI-style paths that agents send without the `/v1` their base URL should end in. */
+const MISSING_V1 = /^\/(chat\/completions|responses|messages|completions|embeddings|models)(\/|$)/;
+
+function notFoundMessage(method: string, path: string): string {
+  const unknown = `Unknown route: ${method} ${path}.`;
+  if (!MISSING_V1.test(path)) return unknown;
+  return `${unknown} The gateway serves the API under /v1: add /v1 to the client's base URL (${method} /v1${path}).`;
 }
 
 function pathOf(url: string): string {

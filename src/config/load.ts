@@ -25,6 +25,7 @@ const ENV_KEYS: Array<[name: string, path: string, kind: EnvKind]> = [
   ['UPSTREAM_IDLE_TIMEOUT_MS', 'upstream.idleTimeoutMs', 'int'],
   ['GATEWAY_API_KEYS', 'auth.keys', 'list'],
   ['LOG_LEVEL', 'log.level', 'string'],
+  ['LOG_FORMAT', 'log.format', 'string'],
   ['COMPACTION_STRATEGY', 'compaction.strategy', 'string'],
   ['COMPACTION_MAX_REPLAYS', 'compaction.maxReplays', 'int'],
   ['COMPACTION_KEEP_RECENT', 'compaction.keepRecent', 'int'],
@@ -49,7 +50,7 @@ export const ENV_NAMES = ENV_KEYS.map(([name]) => name);
  * Throws ConfigError listing every problem, key by key.
  */
 export function loadConfig(argv: readonly string[], env: Env, defaultFile?: string): Readonly<Config> {
-  const file = configPath(argv, env) ?? (defaultFile && existsSync(defaultFile) ? defaultFile : undefined);
+  const file = configSource(argv, env, defaultFile);
   const tree: Tree = file ? readConfigFile(file) : {};
   const fromEnv = new Map<string, string>();
   for (const [name, path, kind] of ENV_KEYS) {
@@ -61,6 +62,11 @@ export function loadConfig(argv: readonly string[], env: Env, defaultFile?: stri
   return validateConfig(tree, fromEnv);
 }
 
+/** The config file in force (`--config`, else CONFIG, else `defaultFile` if it exists), or none: defaults and environment only. */
+export function configSource(argv: readonly string[], env: Env, defaultFile?: string): string | undefined {
+  return configPath(argv, env) ?? (defaultFile && existsSync(defaultFile) ? defaultFile : undefined);
+}
+
 export function validateConfig(input: unknown, fromEnv = new Map<string, string>()): Readonly<Config> {
   const result = configSchema.safeParse(input);
   if (!result.success) {
@@ -69,11 +75,34 @@ export function validateConfig(input: unknown, fromEnv = new Map<string, string>
         const keys = 'keys' in issue && Array.isArray(issue.keys) ? issue.keys : [];
         const path = [...issue.path, ...keys].join('.') || '(root)';
         const envName = fromEnv.get(issue.path.join('.'));
-        return `${path}${envName ? ` (from ${envName})` : ''}: ${issue.message}`;
+        const got = keys.length > 0 ? '' : shownValue(issue.path, valueAt(input, issue.path));
+        return `${path}${envName ? ` (from ${envName})` : ''}: ${issue.message}${got}`;
       }),
     );
   }
   return deepFreeze(result.data);
+}
+
+function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
+  let node = input;
+  for (const key of path) {
+    if (typeof node !== 'object' || node === null) return undefined;
+    node = (node as Record<PropertyKey, unknown>)[key];
+  }
+  return node;
+}
+
+/** The bad value as the problem line shows it: `; got "loud"`, with secrets masked. */
+function shownValue(path: readonly PropertyKey[], value: unknown): string {
+  if (value === undefined) return '';
+  const key = String(path.at(-1));
+  if (key === 'apiKey' || path[0] === 'auth') return '; got [redacted]';
+  const quoted = typeof value === 'string';
+  let text = quoted ? value : JSON.stringify(value) ?? String(value);
+  // A URL may carry a password (`redis://:pw@host`) or a key in its query.
+  if (typeof value === 'string' && /url$/i.test(key)) text = text.replace(/\/\/[^/@]*@/, '//[redacted]@').replace(/\?.*$/, '');
+  if (text.length > 80) text = `${text.slice(0, 77)}...`;
+  return `; got ${quoted ? JSON.stringify(text) : text}`;
 }
 
 function configPath(argv: readonly string[], env: Env): string | undefined {

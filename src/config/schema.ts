@@ -62,6 +62,8 @@ const auth = z
 const log = z
   .object({
     level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    // JSON lines for machines; `pretty` (pino-pretty) for a human at a terminal.
+    format: z.enum(['json', 'pretty']).default('json'),
   })
   .strict();
 

@@ -2,7 +2,7 @@ import proxy from '@fastify/http-proxy';
 import type { FastifyInstance } from 'fastify';
 import type { Dispatcher } from 'undici';
 import type { Config } from '../config/schema.js';
-import { GatewayError, fromUpstreamFailure } from '../errors.js';
+import { GatewayError, failureLog, fromUpstreamFailure } from '../errors.js';
 import { DROP_FROM_STREAMED, requestHeadersForUpstream, responseHeadersForClient, type CredentialStyle } from '../upstream/headers.js';
 import { assertSafePath, type UpstreamTarget } from '../upstream/target.js';
 
@@ -18,6 +18,13 @@ export interface PassthroughDeps {
  * streamed untouched both ways through @fastify/http-proxy, on the gateway's one dispatcher.
  */
 export async function passthroughRoutes(app: FastifyInstance, deps: PassthroughDeps): Promise<void> {
+  // reply-from logs every upstream failure itself, with its stack, before onError runs (and
+  // ignores disableRequestLogging for that line). On these routes request.log is quiet below
+  // error; onError below writes the one line, through the plugin's own logger.
+  app.addHook('onRoute', (route) => {
+    route.logLevel = 'error';
+  });
+  const log = app.log;
   await app.register(proxy, {
     upstream: deps.target.origin,
     prefix: '/v1',
@@ -41,7 +48,8 @@ export async function passthroughRoutes(app: FastifyInstance, deps: PassthroughD
       onError: (reply, { error }) => {
         const cause = (error as { cause?: unknown }).cause ?? error;
         const gatewayError = error instanceof GatewayError ? error : fromUpstreamFailure(cause);
-        reply.request.log.warn({ err: error, code: gatewayError.code }, 'passthrough upstream failure');
+        const { fields, message } = failureLog(gatewayError);
+        log.warn({ requestId: reply.request.id, ...fields }, message);
         reply.code(gatewayError.status).header('content-type', 'application/json; charset=utf-8').send(gatewayError.toJSON());
       },
       // Pass every answer through as it came: no hidden retries of a client's request.

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Dialect } from '../dialects/types.js';
-import { GatewayError } from '../errors.js';
+import { GatewayError, failureLog, fromUpstreamFailure } from '../errors.js';
 import type { RescueDeps } from '../rescue/context.js';
 import { serve } from '../rescue/index.js';
 import { peekModel, readIncoming } from '../rescue/request.js';
@@ -82,13 +82,16 @@ function failed(request: FastifyRequest, client: ClientResponse, gone: ClientGon
   }
   if (client.committed) {
     // The status is out: the only honest signal left is to cut the connection.
-    request.log.warn({ reason: (err as Error)?.message }, 'upstream failed after the response started; closing the connection');
+    const cause = err instanceof GatewayError ? err : fromUpstreamFailure(err);
+    const { fields, message } = failureLog(cause, request.notes.upstreamStatus);
+    request.log.warn(fields, message);
     client.sendError(new GatewayError('upstream_bad_response'));
     return;
   }
   const gatewayError = err instanceof GatewayError ? err : new GatewayError('internal_error', undefined, { cause: err });
-  const fields = { code: gatewayError.code, status: gatewayError.status, reason: gatewayError.message };
-  if (gatewayError.code === 'internal_error') request.log.error({ ...fields, err }, `answering ${gatewayError.status} ${gatewayError.code}`);
-  else request.log.warn(fields, `answering ${gatewayError.status} ${gatewayError.code}: ${gatewayError.message}`);
+  const { fields, message } = failureLog(gatewayError);
+  // A bug keeps its stack; an upstream that failed is one plain line with what the client got.
+  if (gatewayError.code === 'internal_error') request.log.error({ ...fields, err }, message);
+  else request.log.warn(fields, message);
   client.sendError(gatewayError);
 }

@@ -67,4 +67,18 @@ describe('loadConfig', () => {
     expect(problems(() => loadConfig(['--config', '/nonexistent/gw.yaml'], {})).join()).toMatch(/nonexistent/);
     expect(problems(() => loadConfig(['--config', file('a: [1, 2')], {})).join()).toMatch(/not valid YAML/);
   });
+
+  it('shows the bad value after each problem, but never a key or a password', () => {
+    const list = problems(() =>
+      loadConfig(['--config', file('upstream:\n  apiKey: 12345678\nauth:\n  keys: [7]\nserver:\n  port: 70000\n')], {
+        SUMMARIZER_URL: 'https://user:pa55word@llm.example/v1?key=sk-query',
+        SUMMARIZER_TIMEOUT_MS: '-5',
+      }),
+    ).join('\n');
+    expect(list).toMatch(/upstream\.apiKey: .*; got \[redacted\]/);
+    expect(list).toMatch(/auth\.keys\.0: .*; got \[redacted\]/);
+    expect(list).toMatch(/server\.port: .*; got 70000/);
+    expect(list).toMatch(/summarizer\.timeoutMs \(from SUMMARIZER_TIMEOUT_MS\): .*; got -5/);
+    expect(list).not.toMatch(/12345678|pa55word|sk-query/);
+  });
 });

@@ -40,7 +40,7 @@ function build(r: any): Record<string, any> {
   const msgs: any[] = [{ role: 'user', content: [{ type: 'text', text: 't'.repeat(r.taskChars) }] }];
   if (r.systemEntry) msgs.push({ role: 'system', content: '# Environment' });
   let breakpoints = 0;
-  r.turns.forEach((t, k) => {
+  r.turns.forEach((t: any, k: number) => {
     const content: any[] = [];
     if (t.thinking === 'thinking') content.push({ type: 'thinking', thinking: `step ${k}`, signature: `sig${k}${'S'.repeat(100)}` });
     if (t.thinking === 'redacted') content.push({ type: 'redacted_thinking', data: `red${k}${'R'.repeat(100)}` });

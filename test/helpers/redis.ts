@@ -37,7 +37,8 @@ export async function startRedis(): Promise<TestRedis> {
     });
   };
   const stop = async () => {
-    if (!child || child.exitCode !== null) return;
+    // After SIGKILL, exitCode stays null and signalCode is set: either one means it is gone.
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
     const exited = new Promise((r) => child!.once('exit', r));
     child.kill('SIGKILL');
     await exited;

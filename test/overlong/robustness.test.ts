@@ -69,21 +69,30 @@ describe('stays fast on hostile bodies', () => {
   ];
 
   it.each(cases)('%s', (_name, b) => {
-    const started = performance.now();
+    const started = process.cpuUsage();
     expect(isVerdict(classifyResponse({ status: 400, body: b }))).toBe(true);
     expect(isVerdict(classifyResponse({ status: 200, body: b }))).toBe(true);
     expect(isVerdict(classifyStreamEvent(b))).toBe(true);
-    expect(performance.now() - started).toBeLessThan(1500);
+    expect(cpuMs(started)).toBeLessThan(1500);
   });
 
   it('bails out of normal chunks without parsing them', () => {
     const chunk =
       '{"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"hello world"}}]}';
-    const started = performance.now();
+    const started = process.cpuUsage();
     for (let i = 0; i < 100_000; i++) classifyStreamEvent(chunk);
-    expect(performance.now() - started).toBeLessThan(1000);
+    expect(cpuMs(started)).toBeLessThan(1000);
   });
 });
+
+/**
+ * CPU time this process spent since `started`, in ms: what the classifier costs, unlike wall time,
+ * which on a loaded machine also counts the time other processes had the CPU.
+ */
+function cpuMs(started: NodeJS.CpuUsage): number {
+  const used = process.cpuUsage(started);
+  return (used.user + used.system) / 1000;
+}
 
 function nestedStrings(levels: number): string {
   let s: unknown = { error: { message: "This model's maximum context length is 10 tokens." } };

@@ -1,0 +1,70 @@
+import { ENV_NAMES } from './config/load.js';
+
+/** What the command line asks for. Everything else is configured by file and environment. */
+export type Command = { run: 'help' } | { run: 'version' } | { run: 'serve' };
+
+export class UsageError extends Error {
+  readonly code = 'GW_USAGE';
+}
+
+const FLAGS = [
+  ['--config FILE', 'config file, YAML or JSON (else $CONFIG, else the shipped config/default.yaml)'],
+  ['--help', 'print this help and exit'],
+  ['--version', 'print the version and exit'],
+] as const;
+
+/**
+ * Reads argv (without node and the script). Only the flags above exist: anything else, such as
+ * `--port 9000`, is an error rather than a silent default, since every other setting comes from
+ * the config file or the environment.
+ */
+export function parseArgs(argv: readonly string[]): Command {
+  let command: Command = { run: 'serve' };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    if (arg === '--help' || arg === '-h') return { run: 'help' };
+    if (arg === '--version' || arg === '-v') command = { run: 'version' };
+    else if (arg === '--config') {
+      if (!argv[i + 1] || argv[i + 1].startsWith('--')) throw new UsageError('--config needs a file path');
+      i++;
+    } else if (!arg.startsWith('--config=')) {
+      throw new UsageError(`unknown argument ${JSON.stringify(arg)}`);
+    }
+  }
+  return command;
+}
+
+export function usage(): string {
+  const width = Math.max(...FLAGS.map(([flag]) => flag.length));
+  return [
+    'usage: compaction-gateway [--config FILE]',
+    '',
+    'An OpenAI-compatible gateway that compacts and replays requests rejected as too long.',
+    '',
+    'flags:',
+    ...FLAGS.map(([flag, what]) => `  ${flag.padEnd(width)}  ${what}`),
+    '',
+    'Every setting is a config file key, or an environment variable:',
+    wrap(ENV_NAMES.join(' '), 76, '  '),
+    'See README.md, "Configuration".',
+    '',
+  ].join('\n');
+}
+
+/** The flags, one line, for an error message. */
+export function flagList(): string {
+  return FLAGS.map(([flag]) => flag).join(', ');
+}
+
+function wrap(text: string, width: number, indent: string): string {
+  const lines: string[] = [];
+  let line = '';
+  for (const word of text.split(' ')) {
+    if (line && line.length + word.length + 1 > width) {
+      lines.push(indent + line);
+      line = word;
+    } else line = line ? `${line} ${word}` : word;
+  }
+  if (line) lines.push(indent + line);
+  return lines.join('\n');
+}

@@ -1,0 +1,94 @@
+import { spawnSync } from 'node:child_process';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Gauge } from 'prom-client';
+import { validateConfig } from '../../src/config/load.js';
+import { CLIENT_LABEL_LIMIT, boundedLabel, combinations, createMetrics } from '../../src/metrics.js';
+import { buildServer } from '../../src/server.js';
+import { json, completion, startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
+import { postChat, startGateway, type TestGateway } from '../helpers/gateway.js';
+
+// promtool (Debian's `prometheus` package; .ci/run installs it) checks a live scrape. Without it
+// the check is skipped locally, loudly, and fails under CI.
+const HAVE_PROMTOOL = spawnSync('promtool', ['--version'], { stdio: 'ignore' }).status === 0;
+if (!HAVE_PROMTOOL && process.env.CI) throw new Error('promtool is not installed, and CI needs the metrics check to run');
+if (!HAVE_PROMTOOL) console.warn('promtool not found on PATH: skipping `promtool check metrics` (apt-get install prometheus)');
+
+let upstream: FakeUpstream;
+let gateway: TestGateway;
+afterEach(async () => {
+  await gateway.close();
+  await upstream.close();
+});
+
+async function start(): Promise<void> {
+  upstream = await startFakeUpstream((req, res) => json(res, 200, req.url.includes('chat') ? completion('ok') : { data: [] }));
+  gateway = await startGateway({ upstream: { url: upstream.baseUrl } });
+}
+
+const scrape = async () => (await fetch(`${gateway.origin}/metrics`)).text();
+
+describe('/metrics', () => {
+  it.skipIf(!HAVE_PROMTOOL)('passes `promtool check metrics` after traffic on every route', async () => {
+    await start();
+    await postChat(gateway, { model: 'm', messages: [{ role: 'user', content: 'hi' }] });
+    await fetch(`${gateway.baseUrl}/models`);
+    await fetch(`${gateway.origin}/nowhere`);
+    const check = spawnSync('promtool', ['check', 'metrics'], { input: await scrape(), encoding: 'utf8', timeout: 10_000 });
+    expect(check.stdout + check.stderr).toBe('');
+    expect(check.status).toBe(0);
+  });
+
+  it('has the counters alerts need at 0 before any event', async () => {
+    await start();
+    const text = await scrape();
+    const zero = (series: string) => expect(text).toContain(`${series} 0\n`);
+    zero('gateway_overlong_rejections_total{reason="context_length"}');
+    zero('gateway_overlong_rejections_total{reason="body_too_large"}');
+    zero('gateway_compactions_total{strategy="summarize",outcome="replayed"}');
+    zero('gateway_compactions_total{strategy="fallback",outcome="replay_failed"}');
+    zero('gateway_compactions_total{strategy="none",outcome="not_shrunk"}');
+    for (const result of ['success', 'upstream_error', 'still_overlong', 'failed']) zero(`gateway_replays_total{result="${result}"}`);
+    for (const kind of ['timeout', 'unreachable', 'rejected', 'bad_response', 'aborted']) zero(`gateway_summarizer_failures_total{kind="${kind}"}`);
+    zero('gateway_memory_store_errors_total{operation="read"}');
+    zero('gateway_memory_store_errors_total{operation="write"}');
+  });
+
+  it('labels pass-through requests by a bounded endpoint family, never by the raw path', async () => {
+    await start();
+    const paths = ['/models', '/models/gpt-x', '/embeddings', '/responses/resp_1', '/messages/count_tokens', '/chat/completions/abc', '/files', '/a/b/c'];
+    for (const path of paths) await fetch(`${gateway.baseUrl}${path}`);
+    const routes = new Set([...(await scrape()).matchAll(/^gateway_http_requests_total\{route="([^"]+)"/gm)].map((m) => m[1]));
+    expect([...routes].sort()).toEqual(
+      ['passthrough_chat', 'passthrough_embeddings', 'passthrough_messages', 'passthrough_models', 'passthrough_other', 'passthrough_responses'].sort(),
+    );
+  });
+});
+
+describe('bounded label values', () => {
+  it('the learned-limit gauges keep the first models a client names, then "other"', async () => {
+    const metrics = createMetrics();
+    const app = buildServer(validateConfig({ upstream: { url: 'http://127.0.0.1:9/v1' } }), { metrics });
+    const gauge = metrics.registry.getSingleMetric('gateway_learned_context_limit_tokens') as Gauge<'model'>;
+    for (let i = 0; i < CLIENT_LABEL_LIMIT + 30; i++) gauge.set({ model: `model-${i}` }, 1000 + i);
+    gauge.set({ model: 'model-0' }, 4096);
+    const values = (await gauge.get()).values;
+    expect(values).toHaveLength(CLIENT_LABEL_LIMIT + 1);
+    expect(values.find((v) => v.labels.model === 'model-0')?.value).toBe(4096);
+    expect(values.find((v) => v.labels.model === 'other')?.value).toBe(1000 + CLIENT_LABEL_LIMIT + 29);
+    await app.close();
+  });
+
+  it('keeps the first N distinct values, then says "other", and keeps answering the same for a known one', () => {
+    const label = boundedLabel(3);
+    expect(['a', 'b', 'a', 'c', 'd', 'e', 'b'].map(label)).toEqual(['a', 'b', 'a', 'c', 'other', 'other', 'b']);
+  });
+
+  it('combinations spans every label value', () => {
+    expect(combinations({ reason: ['x', 'y'], api: ['chat', 'responses'] })).toEqual([
+      { reason: 'x', api: 'chat' },
+      { reason: 'x', api: 'responses' },
+      { reason: 'y', api: 'chat' },
+      { reason: 'y', api: 'responses' },
+    ]);
+  });
+});
