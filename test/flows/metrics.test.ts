@@ -42,12 +42,16 @@ describe('/metrics', () => {
     await start();
     const text = await scrape();
     const zero = (series: string) => expect(text).toContain(`${series} 0\n`);
-    zero('gateway_overlong_rejections_total{reason="context_length"}');
-    zero('gateway_overlong_rejections_total{reason="body_too_large"}');
-    zero('gateway_compactions_total{strategy="summarize",outcome="replayed"}');
-    zero('gateway_compactions_total{strategy="fallback",outcome="replay_failed"}');
-    zero('gateway_compactions_total{strategy="none",outcome="not_shrunk"}');
-    for (const result of ['success', 'upstream_error', 'still_overlong', 'failed']) zero(`gateway_replays_total{result="${result}"}`);
+    for (const api of ['chat', 'responses', 'messages']) {
+      zero(`gateway_overlong_rejections_total{api="${api}",reason="context_length"}`);
+      zero(`gateway_overlong_rejections_total{api="${api}",reason="body_too_large"}`);
+      zero(`gateway_compactions_total{api="${api}",strategy="summarize",outcome="replayed"}`);
+      zero(`gateway_replays_total{api="${api}",result="success"}`);
+    }
+    zero('gateway_compactions_total{api="chat",strategy="fallback",outcome="replay_failed"}');
+    zero('gateway_compactions_total{api="messages",strategy="clamp",outcome="replayed"}');
+    zero('gateway_compactions_total{api="responses",strategy="none",outcome="not_shrunk"}');
+    for (const result of ['success', 'upstream_error', 'still_overlong', 'failed']) zero(`gateway_replays_total{api="chat",result="${result}"}`);
     for (const kind of ['timeout', 'unreachable', 'rejected', 'bad_response', 'aborted']) zero(`gateway_summarizer_failures_total{kind="${kind}"}`);
     zero('gateway_memory_store_errors_total{operation="read"}');
     zero('gateway_memory_store_errors_total{operation="write"}');

@@ -44,7 +44,8 @@ async function send(mode: 'create' | 'stream', params: Record<string, any>) {
 
 async function replaysMetric(): Promise<string> {
   const text = await (await fetch(`${gateway.origin}/metrics`)).text();
-  return text.split('\n').filter((l) => l.startsWith('gateway_replays_total{api="messages"')).join('\n');
+  // Every series starts at 0: only those that counted something.
+  return text.split('\n').filter((l) => l.startsWith('gateway_replays_total{api="messages"') && !l.endsWith(' 0')).join('\n');
 }
 
 async function expectOneReplay(response: Response, message: Anthropic.Message) {

@@ -72,7 +72,7 @@ describe('the startup line', () => {
       compaction: 'summarize',
       summarizer: "the request's own upstream, the request's model",
       memory: 'local (in-process)',
-      proactive: false,
+      proactive: true,
     });
     expect(warnings(proc)).toEqual([]);
   });
