@@ -31,9 +31,18 @@ export function loggerOptions(level: string): LoggerOptions {
   };
 }
 
-/** stdout, through the same asynchronous destination pino makes when given none. */
+/** Lines are written to stdout in batches of this many bytes (about a dozen access lines)... */
+export const LOG_BATCH_BYTES = 4096;
+/** ...or this often, whichever comes first, so a quiet gateway's lines are never held longer. */
+export const LOG_FLUSH_MS = 200;
+
+/**
+ * stdout, asynchronously, in batches. One write per line woke a thread-pool thread for every
+ * request: 20 to 25 µs of a small request's CPU in the benchmark's profile, more than the line's
+ * serialisation. Batches are flushed synchronously when the process exits (pino's exit hook).
+ */
 export function stdoutDestination(): DestinationStream {
-  return pino.destination(1);
+  return pino.destination({ dest: 1, minLength: LOG_BATCH_BYTES, periodicFlush: LOG_FLUSH_MS });
 }
 
 /**
