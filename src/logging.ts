@@ -1,4 +1,4 @@
-import pino, { type DestinationStream, type Logger, type LoggerOptions } from 'pino';
+import pino, { type DestinationStream, type LoggerOptions } from 'pino';
 
 /**
  * Paths pino blanks out wherever they appear in a log object. Credentials never reach a log line,
@@ -45,11 +45,31 @@ export function stdoutDestination(): DestinationStream {
   return pino.destination({ dest: 1, minLength: LOG_BATCH_BYTES, periodicFlush: LOG_FLUSH_MS });
 }
 
-/**
- * The access log: the one line per request, on the same stream. Every field in it is a figure
- * the gateway computes (method, path without the query, status, timings, the compaction
- * summary), never a header or a body, so it skips redaction, which was half of that line's cost.
- */
-export function accessLogger(level: string, stream: DestinationStream): Logger {
-  return pino({ level, base: BASE }, stream);
+/** The access log: `info` for requests, `debug` for probes and scrapes. */
+export interface AccessLog {
+  info(fields: object, msg: string): void;
+  debug(fields: object, msg: string): void;
 }
+
+/**
+ * The access log: the one line per request, on the same stream and in pino's shape (level, time,
+ * service, the fields, msg). Every field in it is a figure the gateway computes (method, path
+ * without the query, status, timings, the compaction summary), never a header or a body, so it
+ * needs neither redaction nor pino's field-by-field serialisation: one JSON.stringify of the
+ * fields costs a fraction of the 9 µs per request pino's took in the benchmark's profile.
+ */
+export function accessLogger(level: string, stream: DestinationStream): AccessLog {
+  const threshold = pino.levels.values[level] ?? Number.POSITIVE_INFINITY;
+  const write = (value: number, fields: object, msg: string) => {
+    if (value < threshold) return;
+    const body = JSON.stringify(fields);
+    const inner = body.length > 2 ? `${body.slice(1, -1)},` : '';
+    stream.write(`{"level":${value},"time":${Date.now()},"service":${SERVICE},${inner}"msg":${JSON.stringify(msg)}}\n`);
+  };
+  return {
+    info: (fields, msg) => write(pino.levels.values.info, fields, msg),
+    debug: (fields, msg) => write(pino.levels.values.debug, fields, msg),
+  };
+}
+
+const SERVICE = JSON.stringify(BASE.service);
