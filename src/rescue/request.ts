@@ -31,7 +31,7 @@ export function readIncoming(
   contentEncoding: string | undefined,
   limitBytes: number = DEFAULTS.bodyLimitBytes,
 ): IncomingRequest {
-  const wire = received === undefined ? EMPTY : Buffer.isBuffer(received) ? received : received.length === 1 ? received[0] : received.length === 0 ? EMPTY : received;
+  const wire = wireOf(received);
   let joined: Buffer | undefined;
   let decoded: Buffer | null | undefined;
   let json: Record<string, unknown> | null | undefined;
@@ -53,6 +53,14 @@ export function readIncoming(
 }
 
 const EMPTY = Buffer.alloc(0);
+
+/** A body of one chunk (every small request) is that buffer; several stay a list until joined. */
+function wireOf(received: Buffer | readonly Buffer[] | undefined): Buffer | readonly Buffer[] {
+  if (received === undefined) return EMPTY;
+  if (Buffer.isBuffer(received)) return received;
+  if (received.length <= 1) return received[0] ?? EMPTY;
+  return received;
+}
 
 /** The model a request names, read off its first bytes without parsing it: for the access log only. */
 export function peekModel(raw: Buffer | undefined): string | undefined {
