@@ -1,3 +1,4 @@
+import { Session } from 'node:inspector';
 import type { AddressInfo, Server } from 'node:net';
 
 /*
@@ -16,8 +17,11 @@ export interface ProcStats {
   extra?: Record<string, number>;
 }
 
-export type ToChild = { type: 'stats'; id: number };
-export type FromChild = { type: 'ready'; port: number } | { type: 'stats'; id: number; stats: ProcStats };
+export type ToChild = { type: 'stats'; id: number } | { type: 'profile'; id: number; action: 'start' | 'stop' };
+export type FromChild =
+  | { type: 'ready'; port: number }
+  | { type: 'stats'; id: number; stats: ProcStats }
+  | { type: 'profile'; id: number; profile?: unknown };
 
 export function ownStats(extra?: Record<string, number>): ProcStats {
   const cpu = process.cpuUsage();
@@ -34,9 +38,27 @@ export function announce(server: Server, extra?: () => Record<string, number>): 
   const send = (message: FromChild) => process.send?.(message);
   process.on('message', (message: ToChild) => {
     if (message?.type === 'stats') send({ type: 'stats', id: message.id, stats: ownStats(extra?.()) });
+    if (message?.type === 'profile') void profile(message.action).then((p) => send({ type: 'profile', id: message.id, profile: p }));
   });
   process.on('disconnect', () => process.exit(0));
   send({ type: 'ready', port: (server.address() as AddressInfo).port });
+}
+
+let session: Session | undefined;
+
+/** The V8 CPU profiler over the inspector, started and stopped on request (bench/profile.ts). */
+async function profile(action: 'start' | 'stop'): Promise<unknown> {
+  if (!session) {
+    session = new Session();
+    session.connect();
+  }
+  const post = (method: string) => new Promise<any>((resolve, reject) => session!.post(method, (err, result) => (err ? reject(err) : resolve(result))));
+  if (action === 'start') {
+    await post('Profiler.enable');
+    await post('Profiler.start');
+    return undefined;
+  }
+  return (await post('Profiler.stop')).profile;
 }
 
 /** Listens on a free loopback port. */

@@ -10,6 +10,8 @@ export interface BenchProcess {
   origin: string;
   pid: number;
   stats(): Promise<ProcStats>;
+  /** Starts the V8 CPU profiler in the child; stopping returns its profile (bench/profile.ts). */
+  profile(action: 'start' | 'stop'): Promise<unknown>;
   stop(): Promise<void>;
 }
 
@@ -37,6 +39,7 @@ export async function startProcess(name: string, script: string, config: unknown
     origin: `http://127.0.0.1:${port}`,
     pid: child.pid!,
     stats: () => requestStats(child, name, nextId++),
+    profile: (action) => requestProfile(child, name, nextId++, action),
     stop: () => stopChild(child),
   };
 }
@@ -77,6 +80,23 @@ function requestStats(child: ChildProcess, name: string, id: number): Promise<Pr
     };
     child.on('message', onMessage);
     child.send({ type: 'stats', id });
+  });
+}
+
+function requestProfile(child: ChildProcess, name: string, id: number, action: 'start' | 'stop'): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.off('message', onMessage);
+      reject(new Error(`${name} did not answer a profile request within ${STATS_TIMEOUT_MS * 4} ms`));
+    }, STATS_TIMEOUT_MS * 4);
+    const onMessage = (message: FromChild) => {
+      if (message?.type !== 'profile' || message.id !== id) return;
+      clearTimeout(timer);
+      child.off('message', onMessage);
+      resolve(message.profile);
+    };
+    child.on('message', onMessage);
+    child.send({ type: 'profile', id, action });
   });
 }
 

@@ -1,5 +1,5 @@
 import { createRequire } from 'node:module';
-import pino, { type DestinationStream, type Logger, type LoggerOptions } from 'pino';
+import pino, { type DestinationStream, type LoggerOptions } from 'pino';
 
 /**
  * Paths pino blanks out wherever they appear in a log object. Credentials never reach a log line,
@@ -32,21 +32,48 @@ export function loggerOptions(level: string): LoggerOptions {
   };
 }
 
+/** Lines are written to stdout in batches of this many bytes (about a dozen access lines)... */
+export const LOG_BATCH_BYTES = 4096;
+/** ...or this often, whichever comes first, so a quiet gateway's lines are never held longer. */
+export const LOG_FLUSH_MS = 200;
+
 /**
- * stdout, through the same asynchronous destination pino makes when given none; or, for
- * `log.format: pretty`, through pino-pretty, which is loaded only then.
+ * stdout, asynchronously, in batches (one write per line woke a thread-pool thread for every
+ * request: 20 to 25 µs of a small request's CPU in the benchmark's profile, more than the line's
+ * serialisation); batches are flushed when the process exits. For `log.format: pretty`, through
+ * pino-pretty, which is loaded only then.
  */
 export function stdoutDestination(format: 'json' | 'pretty' = 'json'): DestinationStream {
-  if (format === 'json') return pino.destination(1);
+  if (format === 'json') return pino.destination({ dest: 1, minLength: LOG_BATCH_BYTES, periodicFlush: LOG_FLUSH_MS });
   const pretty = createRequire(import.meta.url)('pino-pretty') as typeof import('pino-pretty');
   return pretty({ destination: 1, colorize: process.stdout.isTTY === true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'hostname,service' });
 }
 
-/**
- * The access log: the one line per request, on the same stream. Every field in it is a figure
- * the gateway computes (method, path without the query, status, timings, the compaction
- * summary), never a header or a body, so it skips redaction, which was half of that line's cost.
- */
-export function accessLogger(level: string, stream: DestinationStream): Logger {
-  return pino({ level, base: BASE }, stream);
+/** The access log: `info` for requests, `debug` for probes and scrapes. */
+export interface AccessLog {
+  info(fields: object, msg: string): void;
+  debug(fields: object, msg: string): void;
 }
+
+/**
+ * The access log: the one line per request, on the same stream and in pino's shape (level, time,
+ * service, the fields, msg). Every field in it is a figure the gateway computes (method, path
+ * without the query, status, timings, the compaction summary), never a header or a body, so it
+ * needs neither redaction nor pino's field-by-field serialisation: one JSON.stringify of the
+ * fields costs a fraction of the 9 µs per request pino's took in the benchmark's profile.
+ */
+export function accessLogger(level: string, stream: DestinationStream): AccessLog {
+  const threshold = pino.levels.values[level] ?? Number.POSITIVE_INFINITY;
+  const write = (value: number, fields: object, msg: string) => {
+    if (value < threshold) return;
+    const body = JSON.stringify(fields);
+    const inner = body.length > 2 ? `${body.slice(1, -1)},` : '';
+    stream.write(`{"level":${value},"time":${Date.now()},"service":${SERVICE},${inner}"msg":${JSON.stringify(msg)}}\n`);
+  };
+  return {
+    info: (fields, msg) => write(pino.levels.values.info, fields, msg),
+    debug: (fields, msg) => write(pino.levels.values.debug, fields, msg),
+  };
+}
+
+const SERVICE = JSON.stringify(BASE.service);

@@ -3,12 +3,12 @@ import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Dispatcher } from 'undici';
-import type { DestinationStream, Logger } from 'pino';
+import type { DestinationStream } from 'pino';
 import './context.js';
 import { createKeyCheck } from './auth.js';
 import type { Config } from './config/schema.js';
 import { ERRORS, GatewayError, errorBody, failureLog } from './errors.js';
-import { accessLogger, loggerOptions, stdoutDestination } from './logging.js';
+import { accessLogger, loggerOptions, stdoutDestination, type AccessLog } from './logging.js';
 import { createMemory } from './memory/index.js';
 import { boundModelLabels, createMetrics, startMemoryMetricsAtZero, type Metrics } from './metrics.js';
 import { chatEndpoints } from './routes/chat.js';
@@ -123,7 +123,7 @@ function addKeyCheck(app: FastifyInstance, keys: readonly string[]): void {
 
 function recordRequest(
   metrics: Metrics,
-  accessLog: Logger,
+  accessLog: AccessLog,
   request: FastifyRequest,
   status: number,
   elapsedMs: number,

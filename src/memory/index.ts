@@ -114,6 +114,11 @@ export class CompactionMemory {
     return this.guard('read', () => this.store.hasTenant(tenant), false);
   }
 
+  /** False when no tenant can have anything remembered: the request need not even name its tenant. */
+  mayKnowTenants(): boolean {
+    return this.store.mayHaveTenants();
+  }
+
   session(tenant: string, api: string, items: readonly unknown[], fixedEnd: number): string {
     return sessionKey(tenant, this.upstream, api, items, fixedEnd);
   }

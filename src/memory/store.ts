@@ -35,6 +35,11 @@ export interface MemoryStore {
   /** Marks a tenant as having remembered compactions, and asks whether one has. */
   markTenant(tenant: string): Promise<void>;
   hasTenant(tenant: string): Promise<boolean>;
+  /**
+   * False only when no tenant can have anything remembered: every request then skips hashing its
+   * credential and asking. A store shared between replicas can never say so.
+   */
+  mayHaveTenants(): boolean;
   close(): Promise<void>;
 }
 
@@ -55,6 +60,8 @@ function withEntry(list: MemoryEntry[], entry: MemoryEntry): MemoryEntry[] {
 /** In-process: a bounded LRU, by bytes, with a TTL. Nothing to set up. */
 export class LocalStore implements MemoryStore {
   private readonly cache: LRUCache<string, MemoryEntry[] | LearnedLimit>;
+  /** Set by the first markTenant: from then on every request asks (entries expire; the flag need not). */
+  private tenantsMarked = false;
 
   constructor(maxBytes: number, ttlSeconds: number) {
     this.cache = new LRUCache({
@@ -81,6 +88,7 @@ export class LocalStore implements MemoryStore {
   }
 
   async markTenant(tenant: string): Promise<void> {
+    this.tenantsMarked = true;
     this.cache.set(`t:${tenant}`, {});
   }
 
@@ -88,7 +96,12 @@ export class LocalStore implements MemoryStore {
     return this.cache.has(`t:${tenant}`);
   }
 
+  mayHaveTenants(): boolean {
+    return this.tenantsMarked;
+  }
+
   async close(): Promise<void> {
+    this.tenantsMarked = false;
     this.cache.clear();
   }
 }
@@ -143,6 +156,11 @@ export class RedisStore implements MemoryStore {
 
   async hasTenant(tenant: string): Promise<boolean> {
     return (await this.redis.exists(`${this.prefix}t:${tenant}`)) === 1;
+  }
+
+  /** Another replica may have remembered any tenant: always ask Redis. */
+  mayHaveTenants(): boolean {
+    return true;
   }
 
   async close(): Promise<void> {

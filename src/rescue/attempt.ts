@@ -3,7 +3,7 @@ import { inspect, type InspectedAnswer } from '../upstream/inspect.js';
 import type { RescueContext } from './context.js';
 
 /** Sends one attempt upstream and reads just enough of the answer to judge it. */
-export async function attempt(ctx: RescueContext, body: Buffer, headers: Record<string, string | string[]>): Promise<InspectedAnswer> {
+export async function attempt(ctx: RescueContext, body: Buffer | readonly Buffer[], headers: Record<string, string | string[]>): Promise<InspectedAnswer> {
   const { deps } = ctx;
   const answer = await callUpstream(deps.dispatcher, {
     target: deps.target,

@@ -31,7 +31,7 @@ export interface Outcome {
 export async function serve(ctx: RescueContext, committed: () => boolean): Promise<Outcome> {
   const config = ctx.deps.config;
   const ahead = config.compaction.proactive && config.compaction.maxReplays > 0 && !optedOut(ctx) ? await compactAhead(ctx, () => summarizerFor(ctx)) : null;
-  const first = await attempt(ctx, ahead?.body ?? ctx.incoming.raw, ahead ? markedHeaders(ctx.headers, ahead.header) : ctx.headers);
+  const first = await attempt(ctx, ahead?.body ?? ctx.incoming.wire, ahead ? markedHeaders(ctx.headers, ahead.header) : ctx.headers);
   if (!first.verdict.overlong || committed()) return { answer: first, header: ahead?.header };
   const rejectedBytes = ahead ? ahead.body.length : ctx.incoming.bytes;
   return rescue(ctx, first, first.verdict, rejectedBytes, ahead !== null);

@@ -9,8 +9,10 @@ import { DEFAULTS } from '../config/schema.js';
  * answer is relayed.
  */
 export interface IncomingRequest {
-  /** The bytes the client sent. */
-  raw: Buffer;
+  /** The bytes the client sent, in one buffer (joined on first use). */
+  readonly raw: Buffer;
+  /** The same bytes as they arrived, for the first attempt: one buffer, or the chunks unjoined. */
+  readonly wire: Buffer | readonly Buffer[];
   /** The parsed body when it is a JSON object the rescue can compact; null otherwise. */
   readonly json: Record<string, unknown> | null;
   /** Size of the body once decoded (the wire size when it was not compressed); 0 when it cannot be decoded. */
@@ -25,16 +27,21 @@ export interface IncomingRequest {
 export const MAX_COMPACTABLE_DEPTH = 256;
 
 export function readIncoming(
-  raw: Buffer | undefined,
+  received: Buffer | readonly Buffer[] | undefined,
   contentEncoding: string | undefined,
   limitBytes: number = DEFAULTS.bodyLimitBytes,
 ): IncomingRequest {
-  const body = raw ?? Buffer.alloc(0);
+  const wire = wireOf(received);
+  let joined: Buffer | undefined;
   let decoded: Buffer | null | undefined;
   let json: Record<string, unknown> | null | undefined;
-  const decode = () => (decoded === undefined ? (decoded = decompressed(body, contentEncoding, limitBytes)) : decoded);
+  const raw = () => (joined ??= Buffer.isBuffer(wire) ? wire : Buffer.concat(wire));
+  const decode = () => (decoded === undefined ? (decoded = decompressed(raw(), contentEncoding, limitBytes)) : decoded);
   return {
-    raw: body,
+    wire,
+    get raw() {
+      return raw();
+    },
     get bytes() {
       return decode()?.length ?? 0;
     },
@@ -43,6 +50,16 @@ export function readIncoming(
       return json;
     },
   };
+}
+
+const EMPTY = Buffer.alloc(0);
+
+/** A body of one chunk (every small request) is that buffer; several stay a list until joined. */
+function wireOf(received: Buffer | readonly Buffer[] | undefined): Buffer | readonly Buffer[] {
+  if (received === undefined) return EMPTY;
+  if (Buffer.isBuffer(received)) return received;
+  if (received.length <= 1) return received[0] ?? EMPTY;
+  return received;
 }
 
 /** The model a request names, read off its first bytes without parsing it: for the access log only. */

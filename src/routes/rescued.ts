@@ -5,6 +5,7 @@ import type { RescueDeps } from '../rescue/context.js';
 import { serve } from '../rescue/index.js';
 import { peekModel, readIncoming } from '../rescue/request.js';
 import { ClientGone } from '../upstream/client-gone.js';
+import { collectBody } from './request-body.js';
 import { requestHeadersForUpstream, type CredentialStyle } from '../upstream/headers.js';
 import { ClientResponse } from '../upstream/relay.js';
 
@@ -21,9 +22,8 @@ export interface RescuedEndpoint {
 /** Registers rescued endpoints; their bodies arrive as raw bytes, never parsed on the way in. */
 export async function rescuedRoutes(app: FastifyInstance, opts: { deps: RescueDeps; endpoints: RescuedEndpoint[] }): Promise<void> {
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: opts.deps.config.server.bodyLimitBytes }, (_req, body, done) =>
-    done(null, body),
-  );
+  const limit = opts.deps.config.server.bodyLimitBytes;
+  app.addContentTypeParser('*', (_request, payload, done) => collectBody(payload, limit, done));
   for (const endpoint of opts.endpoints) app.post(endpoint.path, (request, reply) => handle(opts.deps, endpoint, request, reply));
 }
 
@@ -32,8 +32,8 @@ export async function rescuedRoutes(app: FastifyInstance, opts: { deps: RescueDe
  * upstream's answer has been seen (and, when it was refused as overlong, rescued).
  */
 async function handle(deps: RescueDeps, endpoint: RescuedEndpoint, request: FastifyRequest, reply: FastifyReply): Promise<void> {
-  const raw = request.body as Buffer | undefined;
-  request.notes.model = peekModel(raw);
+  const chunks = request.body as Buffer[] | undefined;
+  request.notes.model = peekModel(chunks?.[0]);
   reply.hijack();
   const client = new ClientResponse(reply.raw, request.id);
   const gone = whenClientLeaves(reply);
@@ -45,7 +45,7 @@ async function handle(deps: RescueDeps, endpoint: RescuedEndpoint, request: Fast
     deps,
     dialect: endpoint.dialect,
     path: `${deps.target.basePath}${endpoint.upstreamPath}${query >= 0 ? request.url.slice(query) : ''}`,
-    incoming: readIncoming(raw, header(request.headers['content-encoding']), deps.config.server.bodyLimitBytes),
+    incoming: readIncoming(chunks, header(request.headers['content-encoding']), deps.config.server.bodyLimitBytes),
     headers,
     clientHeaders: request.headers,
     log: request.log,

@@ -19,7 +19,8 @@ export interface UpstreamCall {
   path: string;
   method: 'POST' | 'GET';
   headers: Record<string, string | string[]>;
-  body: Buffer | string;
+  /** One buffer, or a client's body as the chunks it arrived in (sent one by one, with its length). */
+  body: Buffer | string | readonly Buffer[];
   /** Cancels the request: an AbortSignal, or an EventEmitter with `aborted` (see client-gone.ts). */
   signal: AbortSignal | (import('node:events').EventEmitter & { readonly aborted: boolean });
 }
@@ -32,16 +33,24 @@ export interface UpstreamAnswer {
   ttfbMs: number;
 }
 
+function lengthOf(chunks: readonly Buffer[]): number {
+  let length = 0;
+  for (const chunk of chunks) length += chunk.length;
+  return length;
+}
+
 /** Sends one request; undici failures come back as GatewayError (502/504), cause kept. */
 export async function callUpstream(dispatcher: Dispatcher, call: UpstreamCall): Promise<UpstreamAnswer> {
   const started = performance.now();
   try {
+    const chunked = typeof call.body !== 'string' && !Buffer.isBuffer(call.body);
     const res = await dispatcher.request({
       origin: call.target.origin,
       path: call.path,
       method: call.method,
-      headers: call.headers,
-      body: call.body,
+      // undici sends an iterable body chunked unless told its length; the upstream gets one either way.
+      headers: chunked ? { ...call.headers, 'content-length': String(lengthOf(call.body as readonly Buffer[])) } : call.headers,
+      body: call.body as Buffer,
       signal: call.signal,
     });
     return { status: res.statusCode, headers: res.headers, body: res.body, ttfbMs: performance.now() - started };

@@ -78,6 +78,15 @@ describe('the in-process store', () => {
     expect(await store.hasTenant('t2')).toBe(false);
   });
 
+  it('says when no tenant can be remembered, so requests skip hashing their credential', async () => {
+    const store = new LocalStore(1_000_000, 60);
+    expect(store.mayHaveTenants()).toBe(false);
+    await store.markTenant('t1');
+    expect(store.mayHaveTenants()).toBe(true);
+    await store.close();
+    expect(store.mayHaveTenants()).toBe(false);
+  });
+
   it('forgets after its TTL', async () => {
     const store = new LocalStore(1_000_000, 1);
     await store.remember('s', entry(1));
