@@ -35,6 +35,8 @@ async function main(): Promise<void> {
     throw err;
   }
   const logStream = stdoutDestination(config.log.format);
+  // A stdout that fails (closed, broken pipe) must not end the process: there is nowhere to say so.
+  (logStream as { on?: (event: string, fn: () => void) => void }).on?.('error', () => {});
   const app = buildServer(config, { logStream });
   // Before listening: a signal that arrives while starting still drains and exits.
   exitOnSignals(app, logStream, config.server.shutdownGraceMs, idleConnectionCloser(app.server));
@@ -129,17 +131,27 @@ function armDeadline(app: FastifyInstance, logStream: DestinationStream, graceMs
  * not drained in time is dropped first, and the exit cannot hang on it.
  */
 function exitFlushed(code: number, logStream: DestinationStream): void {
-  const stream = logStream as DestinationStream & { _writing?: boolean; once?: (event: string, fn: () => void) => void };
+  const stream = logStream as DestinationStream & { flush?: (done: (err?: Error) => void) => void };
+  let exited = false;
   const exit = (drained: boolean) => {
+    if (exited) return;
+    exited = true;
     if (!drained) abandonLogs(logStream);
     process.exit(code);
   };
-  if (!stream._writing || typeof stream.once !== 'function') return exit(true);
+  if (typeof stream.flush !== 'function') return exit(true);
+  // The access log is batched: write what is held now, asynchronously, so a failing stdout is
+  // seen here (and the destination dropped) rather than in pino's synchronous exit flush.
   const timer = setTimeout(() => exit(false), LOG_FLUSH_MS);
-  stream.once('drain', () => {
+  try {
+    stream.flush((err) => {
+      clearTimeout(timer);
+      exit(!err);
+    });
+  } catch {
     clearTimeout(timer);
-    exit(true);
-  });
+    exit(false);
+  }
 }
 
 function abandonLogs(logStream: DestinationStream): void {
