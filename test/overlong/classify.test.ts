@@ -38,22 +38,22 @@ describe('every fixture gets its label', () => {
 describe('stated numbers are extracted', () => {
   const cases: [string, StatedLimits][] = [
     ['openai-ctx-messages-compact', { limitTokens: 4097, promptTokens: 4294 }],
-    ['openai-ctx-messages-plus-completion-pretty', { limitTokens: 4097, promptTokens: 3120, completionTokens: 1000 }],
-    ['openai-legacy-completions-wording', { limitTokens: 8192, promptTokens: 8977, completionTokens: 0 }],
+    ['openai-ctx-messages-plus-completion-pretty', { limitTokens: 4097, promptTokens: 3120, completionTokens: 1000, completionCounted: true }],
+    ['openai-legacy-completions-wording', { limitTokens: 8192, promptTokens: 8977, completionTokens: 0, completionCounted: true }],
     ['openai-embeddings-max-tokens-per-request', { limitTokens: 300000, promptTokens: 319487 }],
     ['anthropic-prompt-too-long', { limitTokens: 200000, promptTokens: 200251 }],
-    ['anthropic-input-plus-max-tokens', { limitTokens: 200000, promptTokens: 143653, completionTokens: 64000 }],
+    ['anthropic-input-plus-max-tokens', { limitTokens: 200000, promptTokens: 143653, completionTokens: 64000, completionCounted: true }],
     ['gemini-native-input-token-count', { limitTokens: 1048576, promptTokens: 3475108 }],
     ['gemini-code-assist-array-body', { limitTokens: 1048576, promptTokens: 1200293 }],
     ['gemini-413-max-request-body-size', { limitBytes: 1048576, bodyBytes: 1056562 }],
     ['aws-apigateway-413-content-length-exceeded', { limitBytes: 10485760 }],
     ['mistral-ctx', { limitTokens: 131072, promptTokens: 159202 }],
     ['openrouter-endpoint-ctx-input', { limitTokens: 32768, promptTokens: 42832 }],
-    ['openrouter-200-upstream-ctx-as-502', { limitTokens: 16000, promptTokens: 13069, completionTokens: 4096 }],
-    ['openrouter-raw-bedrock-input-plus-max-tokens', { limitTokens: 204658, promptTokens: 149674, completionTokens: 64000 }],
-    ['tgi-total-tokens-422', { limitTokens: 65537, promptTokens: 79993, completionTokens: 1024 }],
-    ['together-tgi-validation', { limitTokens: 2048, promptTokens: 2019, completionTokens: 30 }],
-    ['vllm-ctx-new-format', { limitTokens: 4096, promptTokens: 4096, completionTokens: 1 }],
+    ['openrouter-200-upstream-ctx-as-502', { limitTokens: 16000, promptTokens: 13069, completionTokens: 4096, completionCounted: true }],
+    ['openrouter-raw-bedrock-input-plus-max-tokens', { limitTokens: 204658, promptTokens: 149674, completionTokens: 64000, completionCounted: true }],
+    ['tgi-total-tokens-422', { limitTokens: 65537, promptTokens: 79993, completionTokens: 1024, completionCounted: true }],
+    ['together-tgi-validation', { limitTokens: 2048, promptTokens: 2019, completionTokens: 30, completionCounted: true }],
+    ['vllm-ctx-new-format', { limitTokens: 4096, promptTokens: 4096, completionTokens: 1, completionCounted: true }],
     ['llamacpp-exceed-context-size-v1', { limitTokens: 8192, promptTokens: 14429 }],
     ['llamacpp-exceed-context-size-v2', { limitTokens: 25088, promptTokens: 25837 }],
     ['llamacpp-500-exceed-context-size', { limitTokens: 256, promptTokens: 1407 }],
@@ -106,7 +106,7 @@ describe('max_tokens that leaves no room for a prompt is not overlong', () => {
     expect(verdict).toMatchObject({
       overlong: true,
       reason: 'context_length',
-      limits: { limitTokens: 4096, promptTokens: 3000, completionTokens: 2000 },
+      limits: { limitTokens: 4096, promptTokens: 3000, completionTokens: 2000, completionCounted: true },
     });
   });
 });
@@ -199,7 +199,7 @@ describe('negatives', () => {
         code: 'model_not_found',
       },
     });
-    expect(classifyResponse({ status: 404, body })).toEqual({ overlong: false, rule: 'no_signal' });
+    expect(classifyResponse({ status: 404, body })).toEqual({ overlong: false, rule: 'model_not_found' });
     expect(classifyResponse({ status: 400, body }).overlong).toBe(false);
   });
 
