@@ -38,7 +38,7 @@ export const VETOES: readonly Veto[] = [
   {
     rule: 'billing',
     pattern:
-      /\bbilling\b|\bsubscription\b|\bpayment\b|\bcredits?\b|\bcredit balance\b|\binsufficient (?:balance|funds)\b|\bextra usage\b|\bupgrade (?:your|to)\b|\byour (?:current )?plan\b|\bnot (?:yet )?available (?:for|on|in) (?:this|your) (?:subscription|plan|account|organi[sz]ation|tier|region)\b/i,
+      /\bbilling\b|\bsubscription\b|\bpayment\b|\bcredits?\b|\bcredit balance\b|\binsufficient (?:balance|funds)\b|\bextra usage\b|\b(?:monthly|daily|weekly|spend(?:ing)?|usage) limit\b|\bupgrade (?:your|to)\b|\byour (?:current )?plan\b|\bnot (?:yet )?available (?:for|on|in) (?:this|your) (?:subscription|plan|account|organi[sz]ation|tier|region)\b/i,
   },
   {
     rule: 'auth',

@@ -156,7 +156,11 @@ function over(value: number | undefined, limit: number | undefined): boolean {
   return value !== undefined && limit !== undefined && value > limit;
 }
 
+// "must be at least 1", "exceeded by 1502 tokens": a floor or an excess, never a limit or a size.
+const NOT_A_SIZE = /\b(?:at least|minimum|min|no less than)\s*[`'"]?$|\bexceed\w*\b[^\d\n]{0,40}?\bby\s*$/i;
+
 function roleOf(before: string, after: string): Role | undefined {
+  if (NOT_A_SIZE.test(before)) return undefined;
   for (const [role, pattern] of AFTER_ROLE) if (pattern.test(after)) return role;
   for (const [role, pattern] of BEFORE_ROLE) if (pattern.test(before)) return role;
   return undefined;

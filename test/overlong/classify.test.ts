@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { classifyResponse, classifyStreamEvent, type StatedLimits, type Verdict } from '../../src/overlong/classify.js';
+import { loadFixtures } from '../../scripts/lofo.js';
 import { fixtures, type ErrorFixture as Fixture } from '../helpers/fixtures.js';
 
 const byId = new Map(fixtures.map((f) => [f.id, f]));
@@ -32,6 +33,23 @@ describe('every fixture gets its label', () => {
     if (verdict.overlong) {
       expect(verdict.reason).toBe(f.status === 413 ? 'body_too_large' : 'context_length');
     }
+  });
+});
+
+describe('every fixture of the small-window file gets its label', () => {
+  const extra = loadFixtures().filter((f) => !byId.has(f.id));
+
+  it('holds the overflows whose stated window is too small for the e2e request', () => {
+    expect(extra.map((f) => f.id).sort()).toEqual([
+      'llama-cpp-python-requested-tokens-exceed-context-window',
+      'lmstudio-input-length-exceeds-context-length',
+      'tgi-inputs-must-have-less-than',
+    ]);
+  });
+
+  it.each(extra.map((f) => [f.id, f] as const))('%s', (_id, f) => {
+    const verdict = classifyFixture({ ...f, provider: '', source: '', notes: '' });
+    expect(verdict.overlong, `rule ${verdict.rule}`).toBe(f.overlong);
   });
 });
 
