@@ -178,7 +178,7 @@ function limitsOf(r: Reading, rules: RuleSelection, general: StatedLimits): Stat
 
 // Words that say the provider counted the requested completion in the total it compared.
 const COMPLETION_COUNTED =
-  /prompt and (?:prediction|completion)|input length and [`'"]?max tokens|inputs?[`'"]? tokens \+ [`'"]?max new tokens|for a total of/i;
+  /\bprompt and (?:prediction|completion)\b|\binput length and [`'"]?max tokens\b|\binputs?[`'"]? tokens \+ [`'"]?max new tokens\b|\bfor a total of\b/i;
 
 function notOverlong(rule: string): Verdict {
   return { overlong: false, rule };

@@ -69,7 +69,7 @@ export function findGeneralVeto(text: string, codeWords: string): string | undef
 }
 
 // Relations that need no limit named after them ("prompt is too long", "context size has been exceeded").
-const STRONG = String.raw`too (?:long|large|big)(?!\s+ago\b)|too many tokens|overflow(?:s|ed|ing)?|exceeded(?!\s+(?:the|your|its|a|an|model|max|maximum|limit)\b)|must (?:be )?(?:less|fewer|smaller|shorter|lower) than|must be (?:<=?|at most|no (?:more|greater|longer) than)|must not exceed|cannot exceed|can ?not exceed|can't exceed|should be \[`;
+const STRONG = String.raw`too (?:long|large|big)(?!\s+ago\b)|too many(?: tokens)?|overflow(?:s|ed|ing)?|exceeded(?!\s+(?:the|your|its|a|an|model|max|maximum|limit)\b)|must (?:be )?(?:less|fewer|smaller|shorter|lower) than|must be (?:<=?|at most|no (?:more|greater|longer) than)|must not exceed|cannot exceed|can ?not exceed|can't exceed|should be \[`;
 // Relations that count only with a limit after them ("exceeds the context window", "> 200000 maximum").
 const WEAK = String.raw`exceed(?:s|ed|ing)?|(?:longer|larger|greater|bigger|more) than|above|over the|outside (?:of )?the (?:allowed |valid )?range|>=?`;
 const RELATION = new RegExp(String.raw`(?:\b(?:${STRONG})\b|\b(?:${WEAK})(?=\W)|\s>=?\s)`, 'gi');
@@ -144,24 +144,26 @@ function sentenceTail(s: string): string {
 /**
  * The kind of the noun closest to the relation; "input and max_tokens", "inputs tokens +
  * max_new_tokens" name both, which is the input counted with the completion: an input kind.
+ * A weak noun (tokens, length) takes the kind of the nearest strong one.
  */
 function subjectKind(subject: string): Kind | undefined {
   let best: Kind | undefined;
   let bestAt = -1;
+  let strong: Kind | undefined;
+  let strongAt = -1;
   const kinds = new Set<Kind>();
   for (const [kind, pattern] of TERMS) {
     pattern.lastIndex = 0;
     for (let m = pattern.exec(subject); m !== null; m = pattern.exec(subject)) {
       kinds.add(kind);
       const at = m.index + m[0].length;
-      if (at > bestAt) {
-        best = kind;
-        bestAt = at;
-      }
+      if (at > bestAt) [best, bestAt] = [kind, at];
+      if (kind !== 'weakInput' && at > strongAt) [strong, strongAt] = [kind, at];
     }
   }
   if (best === 'output' && kinds.has('input') && BOTH_JOINED.test(subject)) return 'input';
-  return best;
+  // "output tokens", "prompt contains N characters": a weak noun takes the kind of the strong one nearest it.
+  return best === 'weakInput' && strong !== undefined ? strong : best;
 }
 
 export interface GeneralDecision {
@@ -172,14 +174,16 @@ export interface GeneralDecision {
 
 /**
  * The general verdict, or undefined when the text says nothing either way. Strong words
- * first; then numbers; then the output or an attachment being what is too big; then weak
- * words, a body over its byte limit, "exceeded by N", and advice to shorten the input.
+ * first; then the input's numbers; then the output or an attachment being what is too big;
+ * then a stated total, weak words, a body over its byte limit, "exceeded by N", and advice
+ * to shorten the input.
  */
 export function decideGeneral(said: Statements, numbers: Quantities): GeneralDecision | undefined {
   if (said.input !== undefined) return overflow('general_input_over_limit', said.input);
-  if (numbers.inputOverLimit) return overflow('general_stated_numbers', 'context_length');
+  if (numbers.promptOverLimit) return overflow('general_stated_numbers', 'context_length');
   if (said.output) return { overlong: false, rule: 'output_token_cap', reason: 'context_length' };
   if (said.attachment) return { overlong: false, rule: 'attachment_limit', reason: 'context_length' };
+  if (numbers.totalOverLimit) return overflow('general_stated_numbers', 'context_length');
   if (said.weakInput !== undefined) return overflow('general_input_over_limit', said.weakInput);
   if (numbers.bodyOverLimit) return overflow('general_stated_numbers', 'body_too_large');
   if (numbers.excess !== undefined) return overflow('general_exceeded_by', 'context_length');

@@ -13,8 +13,10 @@ export interface Quantities {
   limits: StatedLimits;
   /** A stated total ("you requested N tokens") that may include the completion. */
   totalTokens?: number;
-  /** The numbers show the input (or the input plus the completion) over the limit, in one unit. */
-  inputOverLimit: boolean;
+  /** The input (or the input plus the completion) over the limit, in one unit. */
+  promptOverLimit: boolean;
+  /** A stated total over the limit: the input's, unless the error is about the output. */
+  totalOverLimit: boolean;
   /** The same, for a body against a byte limit. */
   bodyOverLimit: boolean;
   /** "exceeded by N tokens": how far over, when that is all that is stated. */
@@ -30,7 +32,7 @@ const BEFORE_CHARS = 64;
 const AFTER_CHARS = 48;
 
 // A count: not part of an identifier (gpt-4, claude-3.5, messages[3], req_011, v1/) and not "<400>".
-const NUMBER = /(?<![\w.\-[/$#<])(\d{1,3}(?:,\d{3})+(?!\d)|\d{1,15})(?![\w\]>]|[.,]\d)/g;
+const NUMBER = /(?<![\w.\-[/$#<])(\d{1,3}(?:,\d{3})+(?!\d)|\d{1,15})(?![\w\]]|[.,]\d|>(?!=))/g;
 // Where a statement ends: the words around a number never reach across it.
 const CLAUSE_END = /[.!?;。\n](?:\s|$)|\n/g;
 
@@ -44,7 +46,7 @@ const AFTER_ROLE: readonly [Role, RegExp][] = [
     'prompt',
     /^\s*[`'"]?(?:inputs?|prompt|input[ _]ids)[`'"]? tokens?\b|^\s*(?:tokens? )?(?:in|from) (?:the |your )?(?:input )?(?:messages?|prompt|input|conversation)\b|^\s*(?:tokens? )?of (?:text|tool) input\b/i,
   ],
-  ['limit', /^\s*(?:tokens? )?(?:maximum|max|limit)\b|^\s*tokens? (?:allowed|at most)\b/i],
+  ['limit', /^\s*(?:tokens? )?(?:maximum|max|limit)\b|^\s*tokens? (?:allowed|at most)\b|^[\s-]?tokens?[ -](?:context|window|limit)\b/i],
 ];
 
 const BEFORE_ROLE: readonly [Role, RegExp][] = [
@@ -62,7 +64,7 @@ const BEFORE_ROLE: readonly [Role, RegExp][] = [
   ],
   [
     'prompt',
-    /\b(?:prompt|input|inputs|messages?|request|conversation|query|text|sequence|input[ _]ids|n[ _]keep|body|payload)\b[^\d\n]{0,40}?(?:\s(?:contains?|has|have|is|are|count|length|size|tokens?|of)|[:=(])\s*(?:at least |about |over )?[`'"]?$/i,
+    /(?<!\b(?:maximum|max|allowed|limit)(?: \w+){0,2} )\b(?:prompt|input|inputs|messages?|request|conversation|query|text|sequence|input[ _]ids|n[ _]keep|body|payload)\b[^\d\n]{0,40}?(?:[\s(](?:contains?|has|have|is|are|count|length|size|tokens?|of)|[:=(])\s*(?:at least |about |over )?[`'"]?$/i,
   ],
 ];
 
@@ -138,18 +140,18 @@ function assemble(text: string, found: readonly Stated[]): Quantities {
   return {
     limits,
     totalTokens,
-    inputOverLimit: tokensOver(limits, totalTokens) || over(promptChars, limitChars),
+    promptOverLimit: promptOver(limits) || over(promptChars, limitChars),
+    totalOverLimit: over(totalTokens, limits.limitTokens),
     bodyOverLimit: over(limits.bodyBytes, limits.limitBytes),
     excess,
   };
 }
 
-/** The input alone, a stated total, or the input plus the completion, over the window. */
-function tokensOver(limits: StatedLimits, total: number | undefined): boolean {
+/** The input alone, or the input plus the completion, over the window. */
+function promptOver(limits: StatedLimits): boolean {
   const { limitTokens: limit, promptTokens: prompt, completionTokens: completion } = limits;
-  if (limit === undefined) return false;
-  if (over(prompt, limit) || over(total, limit)) return true;
-  return prompt !== undefined && completion !== undefined && prompt + completion > limit;
+  if (over(prompt, limit)) return true;
+  return limit !== undefined && prompt !== undefined && completion !== undefined && prompt + completion > limit;
 }
 
 function over(value: number | undefined, limit: number | undefined): boolean {
@@ -159,11 +161,20 @@ function over(value: number | undefined, limit: number | undefined): boolean {
 // "must be at least 1", "exceeded by 1502 tokens": a floor or an excess, never a limit or a size.
 const NOT_A_SIZE = /\b(?:at least|minimum|min|no less than)\s*[`'"]?$|\bexceed\w*\b[^\d\n]{0,40}?\bby\s*$/i;
 
+/** The words right after a number say most; else the cue before it that starts closest to it. */
 function roleOf(before: string, after: string): Role | undefined {
   if (NOT_A_SIZE.test(before)) return undefined;
   for (const [role, pattern] of AFTER_ROLE) if (pattern.test(after)) return role;
-  for (const [role, pattern] of BEFORE_ROLE) if (pattern.test(before)) return role;
-  return undefined;
+  let best: Role | undefined;
+  let bestAt = -1;
+  for (const [role, pattern] of BEFORE_ROLE) {
+    const at = pattern.exec(before)?.index ?? -1;
+    if (at > bestAt) {
+      best = role;
+      bestAt = at;
+    }
+  }
+  return best;
 }
 
 function unitOf(before: string, after: string): Unit {

@@ -78,7 +78,7 @@ describe('stated numbers are extracted', () => {
     ['lmstudio-n-keep-gt-n-ctx', { limitTokens: 4096, promptTokens: 13055 }],
     ['lmstudio-trying-to-keep-in-stream', { limitTokens: 2048, promptTokens: 14538 }],
     ['dashscope-range-of-input-length', { limitTokens: 204800 }],
-    ['cohere-too-many-tokens', { limitTokens: 2048 }],
+    ['cohere-too-many-tokens', { limitTokens: 2048, completionCounted: true }],
     ['xai-maximum-prompt-length', { limitTokens: 131072, promptTokens: 136973 }],
     ['xai-input-too-large-budget', { limitTokens: 975424, promptTokens: 1149677 }],
     ['sglang-input-longer-than-context', { limitTokens: 40960, promptTokens: 61709 }],
