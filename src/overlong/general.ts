@@ -135,9 +135,13 @@ function readRelations(text: string, found: Statements): void {
   }
 }
 
-/** The subject stops at the previous sentence. */
+// Where a subject stops: the previous sentence, or a JSON string boundary (a message kept
+// with its raw envelope, `{"error":{"message":"too many tokens...`, must not read its keys).
+const SUBJECT_STOPS = ['. ', '\n', '; ', '。', '"', '{', '}'];
+
 function sentenceTail(s: string): string {
-  const cut = Math.max(s.lastIndexOf('. '), s.lastIndexOf('\n'), s.lastIndexOf('; '), s.lastIndexOf('。'));
+  let cut = -1;
+  for (const stop of SUBJECT_STOPS) cut = Math.max(cut, s.lastIndexOf(stop));
   return cut < 0 ? s : s.slice(cut + 1);
 }
 
