@@ -18,5 +18,6 @@ export default {
   htmlReporter: { fileName: 'reports/mutation/mutation.html' },
   jsonReporter: { fileName: 'reports/mutation/mutation.json' },
   tempDirName: '.stryker-tmp',
-  timeoutMS: 10000,
+  // Mutants that break a bound loop until this; a hostile-body test then "times out" (a kill).
+  timeoutMS: 3000,
 };
