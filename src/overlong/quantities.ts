@@ -26,7 +26,7 @@ export interface Quantities {
 type Role = 'limit' | 'prompt' | 'completion' | 'total' | 'outputCap';
 type Unit = 'tokens' | 'chars' | 'bytes' | 'unknown';
 
-/** Numbers looked at per text: real errors state fewer than ten. */
+/** Numbers looked at per text (with a role or not): real errors state fewer than ten. */
 const MAX_NUMBERS = 48;
 const BEFORE_CHARS = 64;
 const AFTER_CHARS = 48;
@@ -90,7 +90,8 @@ export function readQuantities(text: string): Quantities {
   const found: Stated[] = [];
   const ends = clauseEnds(text);
   NUMBER.lastIndex = 0;
-  for (let m = NUMBER.exec(text); m !== null && found.length < MAX_NUMBERS; m = NUMBER.exec(text)) {
+  let seen = 0;
+  for (let m = NUMBER.exec(text); m !== null && seen++ < MAX_NUMBERS; m = NUMBER.exec(text)) {
     const value = toCount(m[1]);
     if (value === undefined) continue;
     const start = m.index;

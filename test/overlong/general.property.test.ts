@@ -5,7 +5,7 @@ import { classifyResponse, classifyStreamEvent, type RuleSelection } from '../..
 // Issue 12's properties: the numbers, the envelope and the wrapping depth of an overflow never
 // change its verdict, and a vetoed error stays vetoed whatever overflow words surround it.
 const SEED = 20261201;
-const RUNS = 300;
+const RUNS = 100;
 const MODES: [string, RuleSelection | undefined][] = [
   ['all rules', undefined],
   ['general layer only', { generalOnly: true }],
