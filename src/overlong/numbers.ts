@@ -16,7 +16,7 @@ interface NumberPattern {
 }
 
 // Every pattern is a literal phrase around bounded digit runs: no nested quantifiers.
-const NUMBER_PATTERNS: readonly NumberPattern[] = [
+export const NUMBER_PATTERNS: readonly NumberPattern[] = [
   // OpenAI, Azure, DeepSeek, vLLM, FastChat, OpenRouter ("This endpoint's ...")
   { family: 'openai', pattern: /maximum context length is (\d{1,12}) tokens/i, fields: ['limitTokens'] },
   { family: 'openai', pattern: /messages resulted in (?:over )?(\d{1,12}) tokens/i, fields: ['promptTokens'] },
