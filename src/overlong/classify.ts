@@ -169,9 +169,7 @@ function findPhrase(
 /** Specific statements first, then the general reading, then numeric fields; completionCounted last. */
 function limitsOf(r: Reading, rules: RuleSelection, general: StatedLimits): StatedLimits {
   const limits = extractLimits(r.text, r.fields, rules);
-  for (const key of Object.keys(general) as (keyof StatedLimits)[]) {
-    if (key !== 'completionCounted') (limits as Record<string, unknown>)[key] ??= general[key];
-  }
+  for (const key of Object.keys(general) as (keyof StatedLimits)[]) (limits as Record<string, unknown>)[key] ??= general[key];
   if (limits.completionTokens !== undefined || COMPLETION_COUNTED.test(r.prose)) limits.completionCounted = true;
   return limits;
 }
