@@ -8,7 +8,7 @@
  * output over its cap is not (lowering max_tokens is the fix); neither is an attachment over
  * its own limit. Stated numbers decide when the words do not (quantities.ts), and vetoes
  * (rate limits, quotas, billing, auth, content filters, unknown models, schema errors,
- * overload) settle "not overlong" before anything else is read.
+ * overload, timeouts) settle "not overlong" before anything else is read.
  */
 import type { OverlongReason } from './types.js';
 import type { Quantities } from './quantities.js';
@@ -59,6 +59,8 @@ export const VETOES: readonly Veto[] = [
       /\b(?:extra|unknown|unrecognized|unexpected|additional|unsupported) (?:inputs?|fields?|keys?|properties|property|parameters?|arguments?)\b|\bextra[ _]forbidden\b|\bnot permitted\b|\binvalid type\b|\bshould be a valid\b|\bexpected (?:a|an) (?:string|object|array|integer|number|boolean|list)\b(?! with)|\bmissing required\b|\bis a required property\b|\bfield required\b|\bmust be (?:a|an) (?:string|object|array|integer|number|boolean)\b/i,
   },
   { rule: 'overloaded', pattern: /\boverloaded\b|\bat capacity\b|\btemporarily unavailable\b/i },
+  // Go's "context deadline exceeded" reads like "context ... exceeded": it is a timeout.
+  { rule: 'timeout', pattern: /\bdeadline exceeded\b|\bcontext canceled\b|\btimed out\b|\btimeout\b/i },
 ];
 
 export function findGeneralVeto(text: string, codeWords: string): string | undefined {

@@ -167,6 +167,8 @@ describe('vetoes settle "not overlong" before anything else', () => {
     ['model_not_found', 'The model `gpt-9` does not exist; maximum context length is 4096 tokens'],
     ['schema', 'Extra inputs are not permitted: the input exceeds the maximum context length'],
     ['overloaded', 'Overloaded: context length exceeded on a busy replica'],
+    ['timeout', 'context deadline exceeded'],
+    ['timeout', 'upstream timed out while the prompt was too long to stream'],
   ])('%s: %s', (rule, message) => {
     expect(classifyResponse({ status: 400, body: err(message) })).toEqual({ overlong: false, rule });
     expect(classifyResponse({ status: 500, body: err(message) }, GENERAL)).toEqual({ overlong: false, rule });
