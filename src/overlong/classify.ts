@@ -9,30 +9,39 @@
  * and 413 is a body-size rejection unless its body says it is a per-minute quota.
  */
 import { gatherEvidence, MAX_SCAN_CHARS, type Evidence } from './evidence.js';
+import { codeWords, decideGeneral, findGeneralVeto, prose, readStatements } from './general.js';
 import { completionCrowdsOutPrompt, extractLimits } from './numbers.js';
+import { readQuantities } from './quantities.js';
 import {
+  ALL_RULES,
   CONTENT_PATH,
+  isEnabled,
   NOT_OVERLONG_CODES,
   NOT_OVERLONG_PHRASES,
   OVERLONG_CODES,
   OVERLONG_PHRASES,
-  RATE_LIMIT_PHRASES,
   SCHEMA_PATH,
+  type RuleSelection,
   type Signal,
 } from './rules.js';
 import type { StatedLimits, UpstreamError, Verdict } from './types.js';
 
 export type { OverlongReason, StatedLimits, UpstreamError, Verdict } from './types.js';
+export type { RuleSelection } from './rules.js';
 
-/** An error response (status >= 400, or a 200 JSON body that carries an error object). */
-export function classifyResponse(error: UpstreamError): Verdict {
+/**
+ * An error response (status >= 400, or a 200 JSON body that carries an error object).
+ * `rules` switches specific rules off to measure the general layer (scripts/lofo.ts); the
+ * gateway always runs them all.
+ */
+export function classifyResponse(error: UpstreamError, rules: RuleSelection = ALL_RULES): Verdict {
   try {
     const status = Number.isInteger(error.status) ? error.status : 0;
     const body = typeof error.body === 'string' ? error.body : '';
     if (status === 429) return notOverlong('status_429');
     const evidence = gatherEvidence(body, status >= 400);
     if (status < 400 && !evidence.carriesError) return notOverlong('no_error_object');
-    return status === 413 ? decide413(evidence) : decide(evidence);
+    return status === 413 ? decide413(read(evidence), rules) : decide(read(evidence), rules);
   } catch {
     // A classifier bug must never break the relay: the error goes to the client as it came.
     return notOverlong('classifier_failed');
@@ -40,77 +49,93 @@ export function classifyResponse(error: UpstreamError): Verdict {
 }
 
 // Cheap pre-check for stream chunks: normal deltas contain none of these words.
-const ERROR_MARKER = /error|exception|exceed|too long|too large|overflow/i;
+const ERROR_MARKER = /error|exception|exceed|too long|too large|overflow|failed/i;
 
 /** One server-sent event's `data` payload (or the raw first chunk of a 200 stream). */
-export function classifyStreamEvent(data: string): Verdict {
+export function classifyStreamEvent(data: string, rules: RuleSelection = ALL_RULES): Verdict {
   try {
     if (typeof data !== 'string') return notOverlong('no_error_marker');
     const head = data.length > MAX_SCAN_CHARS ? data.slice(0, MAX_SCAN_CHARS) : data;
     if (!ERROR_MARKER.test(head)) return notOverlong('no_error_marker');
     const evidence = gatherEvidence(data, false);
     if (!evidence.carriesError) return notOverlong('no_error_object');
-    return decide(evidence);
+    return decide(read(evidence), rules);
   } catch {
     return notOverlong('classifier_failed');
   }
 }
 
-function decide(evidence: Evidence): Verdict {
-  const veto = findVeto(evidence);
+/** Evidence plus the general layer's reading of it, made once per error. */
+interface Reading extends Evidence {
+  prose: string;
+  codeWords: string;
+}
+
+function read(evidence: Evidence): Reading {
+  return { ...evidence, prose: prose(evidence.text), codeWords: codeWords(evidence.codes) };
+}
+
+function decide(r: Reading, rules: RuleSelection): Verdict {
+  const veto = findVeto(r);
   if (veto !== undefined) return notOverlong(veto);
-  const signal = findOverlongCode(evidence) ?? findOverlongPhrase(evidence.text);
-  if (signal !== undefined) return confirm(signal, evidence);
-  const negative = findPhrase(NOT_OVERLONG_PHRASES, evidence.text);
-  return notOverlong(negative ?? 'no_signal');
+  const numbers = readQuantities(r.prose);
+  const specific = findOverlongCode(r, rules) ?? findOverlongPhrase(r.text, rules);
+  if (specific !== undefined) return confirm(specific, r, rules, numbers.limits);
+  const negative = findPhrase(NOT_OVERLONG_PHRASES, r.text, rules);
+  if (negative !== undefined) return notOverlong(negative);
+  const general = decideGeneral(readStatements(r.prose, r.codeWords), numbers);
+  if (general === undefined) return notOverlong('no_signal');
+  if (!general.overlong) return notOverlong(general.rule);
+  return confirm({ rule: general.rule, reason: general.reason, general: true }, r, rules, numbers.limits);
 }
 
 /** Any 413 is a body-size rejection, except a per-minute token quota dressed as one (Groq). */
-function decide413(evidence: Evidence): Verdict {
-  const rateLimit = findRateLimit(evidence);
+function decide413(r: Reading, rules: RuleSelection): Verdict {
+  const rateLimit = findRateLimit(r);
   if (rateLimit !== undefined) return notOverlong(rateLimit);
-  const signal = findOverlongCode(evidence) ?? findOverlongPhrase(evidence.text);
+  const signal = findOverlongCode(r, rules) ?? findOverlongPhrase(r.text, rules);
   return {
     overlong: true,
     reason: 'body_too_large',
-    limits: limitsOf(evidence),
+    limits: limitsOf(r, rules, readQuantities(r.prose).limits),
     rule: signal?.rule ?? 'status_413',
   };
 }
 
 /** An overflow signal, unless the stated numbers show max_tokens alone fills the window. */
-function confirm(signal: Signal, evidence: Evidence): Verdict {
-  const limits = limitsOf(evidence);
+function confirm(signal: Signal, r: Reading, rules: RuleSelection, general: StatedLimits): Verdict {
+  const limits = limitsOf(r, rules, general);
   if (signal.reason === 'context_length' && completionCrowdsOutPrompt(limits)) {
     return notOverlong('completion_fills_window');
   }
   return { overlong: true, reason: signal.reason, limits, rule: signal.rule };
 }
 
-function findVeto(evidence: Evidence): string | undefined {
-  const rateLimit = findRateLimit(evidence);
-  if (rateLimit !== undefined) return rateLimit;
-  for (const code of evidence.codes) {
+function findVeto(r: Reading): string | undefined {
+  for (const code of r.codes) {
     const rule = NOT_OVERLONG_CODES.get(code);
     if (rule !== undefined) return rule;
   }
-  return stringLimitTarget(evidence) === 'schema' ? 'schema_string_too_long' : undefined;
+  if (stringLimitTarget(r) === 'schema') return 'schema_string_too_long';
+  return findGeneralVeto(r.prose, r.codeWords);
 }
 
-function findRateLimit(evidence: Evidence): string | undefined {
-  for (const code of evidence.codes) {
+/** What a 413 is vetoed by: only a rate limit or a quota. */
+function findRateLimit(r: Reading): string | undefined {
+  for (const code of r.codes) {
     const rule = NOT_OVERLONG_CODES.get(code);
     if (rule === 'rate_limit' || rule === 'quota') return rule;
   }
-  return findPhrase(RATE_LIMIT_PHRASES, evidence.text);
+  const veto = findGeneralVeto(r.prose, r.codeWords);
+  return veto === 'rate_limit' || veto === 'quota' ? veto : undefined;
 }
 
-function findOverlongCode(evidence: Evidence): Signal | undefined {
-  for (const code of evidence.codes) {
-    const reason = OVERLONG_CODES.get(code);
-    if (reason !== undefined) return { rule: code, reason };
+function findOverlongCode(r: Reading, rules: RuleSelection): Signal | undefined {
+  for (const code of r.codes) {
+    const found = OVERLONG_CODES.get(code);
+    if (found !== undefined && isEnabled(found.family, rules)) return { rule: code, reason: found.reason };
   }
-  if (stringLimitTarget(evidence) === 'content') {
+  if (stringLimitTarget(r) === 'content') {
     return { rule: 'string_above_max_length', reason: 'context_length' };
   }
   return undefined;
@@ -120,26 +145,38 @@ function findOverlongCode(evidence: Evidence): Signal | undefined {
  * OpenAI's `string_above_max_length` caps one string: a message's content (compaction
  * shrinks it) or a tool name/description (a schema error). Unknown targets count as schema.
  */
-function stringLimitTarget(evidence: Evidence): 'content' | 'schema' | undefined {
-  if (!evidence.codes.includes('string_above_max_length')) return undefined;
-  if (evidence.paths.some((p) => SCHEMA_PATH.test(p))) return 'schema';
-  return evidence.paths.some((p) => CONTENT_PATH.test(p)) ? 'content' : 'schema';
+function stringLimitTarget(r: Reading): 'content' | 'schema' | undefined {
+  if (!r.codes.includes('string_above_max_length')) return undefined;
+  if (r.paths.some((p) => SCHEMA_PATH.test(p))) return 'schema';
+  return r.paths.some((p) => CONTENT_PATH.test(p)) ? 'content' : 'schema';
 }
 
-function findOverlongPhrase(text: string): Signal | undefined {
-  for (const { rule, reason, pattern } of OVERLONG_PHRASES) {
-    if (pattern.test(text)) return { rule, reason };
+function findOverlongPhrase(text: string, rules: RuleSelection): Signal | undefined {
+  for (const { family, rule, reason, pattern } of OVERLONG_PHRASES) {
+    if (isEnabled(family, rules) && pattern.test(text)) return { rule, reason };
   }
   return undefined;
 }
 
-function findPhrase(rules: readonly { rule: string; pattern: RegExp }[], text: string): string | undefined {
-  return rules.find(({ pattern }) => pattern.test(text))?.rule;
+function findPhrase(
+  phrases: readonly { family: string; rule: string; pattern: RegExp }[],
+  text: string,
+  rules: RuleSelection,
+): string | undefined {
+  return phrases.find(({ family, pattern }) => isEnabled(family, rules) && pattern.test(text))?.rule;
 }
 
-function limitsOf(evidence: Evidence): StatedLimits {
-  return extractLimits(evidence.text, evidence.fields);
+/** Specific statements first, then the general reading, then numeric fields; completionCounted last. */
+function limitsOf(r: Reading, rules: RuleSelection, general: StatedLimits): StatedLimits {
+  const limits = extractLimits(r.text, r.fields, rules);
+  for (const key of Object.keys(general) as (keyof StatedLimits)[]) (limits as Record<string, unknown>)[key] ??= general[key];
+  if (limits.completionTokens !== undefined || COMPLETION_COUNTED.test(r.prose)) limits.completionCounted = true;
+  return limits;
 }
+
+// Words that say the provider counted the requested completion in the total it compared.
+const COMPLETION_COUNTED =
+  /\bprompt and (?:prediction|completion)\b|\binput length and [`'"]?max tokens\b|\binputs?[`'"]? tokens \+ [`'"]?max new tokens\b|\bfor a total of\b/i;
 
 function notOverlong(rule: string): Verdict {
   return { overlong: false, rule };

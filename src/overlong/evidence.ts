@@ -45,7 +45,7 @@ const TEXT_KEYS = new Set([
 const CODE_KEYS = new Set([
   'code', 'type', 'error_type', 'errortype', 'error_code', 'errorcode', 'status', '__type', 'reason',
 ]);
-const FIELD_KEYS: Readonly<Record<string, keyof StatedLimits>> = {
+const FIELD_KEYS: Readonly<Record<string, Exclude<keyof StatedLimits, 'completionCounted'>>> = {
   n_prompt_tokens: 'promptTokens',
   n_ctx: 'limitTokens',
 };

@@ -1,16 +1,22 @@
 /**
- * The tables the classifier reads. Each entry names the family it was taken from;
- * each has a fixture in test/fixtures/upstream-errors.json or a case in the tests.
- * Phrases are anchored on several words: a bare "context" or "too long" never decides.
+ * The specific rules: codes, phrases and number statements as one provider family words them.
+ * Each entry names its family, so the classifier can run with a family switched off (or all
+ * of them: the general layer alone, see general.ts) to measure how well it generalises
+ * (`npm run classify:lofo`). Each has a fixture in test/fixtures/upstream-errors.json or a
+ * case in the tests. Phrases are anchored on several words: a bare "context" or "too long"
+ * never decides.
  */
 import type { OverlongReason } from './types.js';
 
 export interface Signal {
   rule: string;
   reason: OverlongReason;
+  /** Set when the general layer decided (it also tells whether the completion was counted). */
+  general?: true;
 }
 
 export interface PhraseRule {
+  family: string;
   rule: string;
   pattern: RegExp;
 }
@@ -19,17 +25,40 @@ export interface OverlongPhrase extends PhraseRule {
   reason: OverlongReason;
 }
 
+/** Which specific rules run. The default runs all; LOFO switches families off. */
+export interface RuleSelection {
+  /** Families whose specific rules are skipped. */
+  disabledFamilies?: ReadonlySet<string>;
+  /** Skip every specific rule: the general layer decides alone. */
+  generalOnly?: boolean;
+}
+
+export const ALL_RULES: RuleSelection = Object.freeze({});
+
+export function isEnabled(family: string, selection: RuleSelection): boolean {
+  if (selection.generalOnly === true) return false;
+  return selection.disabledFamilies === undefined || !selection.disabledFamilies.has(family);
+}
+
+interface CodeRule {
+  family: string;
+  reason: OverlongReason;
+}
+
 /** Error codes / types that mean the request is too long, whatever the status. */
-export const OVERLONG_CODES: ReadonlyMap<string, OverlongReason> = new Map<string, OverlongReason>([
-  ['context_length_exceeded', 'context_length'], // OpenAI, Azure, Groq, OpenAI Responses stream
-  ['exceed_context_size_error', 'context_length'], // llama.cpp server
-  ['max_tokens_per_request', 'context_length'], // OpenAI embeddings batch cap
-  ['request_too_large', 'body_too_large'], // Anthropic edge (32 MB)
-  ['fst_err_ctp_body_too_large', 'body_too_large'], // fastify bodyLimit
-  ['function_payload_too_large', 'body_too_large'], // Vercel functions
+export const OVERLONG_CODES: ReadonlyMap<string, CodeRule> = new Map<string, CodeRule>([
+  ['context_length_exceeded', { family: 'openai', reason: 'context_length' }], // OpenAI, Azure, Groq, Responses stream
+  ['exceed_context_size_error', { family: 'llamacpp', reason: 'context_length' }],
+  ['max_tokens_per_request', { family: 'openai', reason: 'context_length' }], // embeddings batch cap
+  ['request_too_large', { family: 'anthropic', reason: 'body_too_large' }], // Anthropic edge (32 MB)
+  ['fst_err_ctp_body_too_large', { family: 'http', reason: 'body_too_large' }], // fastify bodyLimit
+  ['function_payload_too_large', { family: 'http', reason: 'body_too_large' }], // Vercel functions
 ]);
 
-/** Codes that settle "not overlong" before any phrase is read. */
+/**
+ * Codes that settle "not overlong" before any phrase is read. These are general vetoes
+ * (their words say what they are), kept as codes because some bodies carry no text.
+ */
 export const NOT_OVERLONG_CODES: ReadonlyMap<string, string> = new Map([
   ['rate_limit_exceeded', 'rate_limit'],
   ['rate_limit_error', 'rate_limit'],
@@ -43,14 +72,6 @@ export const NOT_OVERLONG_CODES: ReadonlyMap<string, string> = new Map([
   ['overloaded_error', 'overloaded'],
 ]);
 
-/** Per-minute token quotas: "Request too large ... on tokens per minute (TPM)", even on a 413. */
-export const RATE_LIMIT_PHRASES: readonly PhraseRule[] = [
-  { rule: 'rate_limit', pattern: /\btokens per min(?:ute)?\b/i },
-  { rule: 'rate_limit', pattern: /\((?:TPM|RPM|TPD)\)/ },
-  { rule: 'rate_limit', pattern: /\brate limit (?:reached|exceeded)\b/i },
-  { rule: 'quota', pattern: /\bexceeded (?:your )?current quota\b/i },
-];
-
 /** `string_above_max_length` is overlong on message content, a schema error on tool definitions. */
 export const SCHEMA_PATH = /^(?:tools|functions|tool_choice|response_format|metadata|instructions|model|user)\b|\.function\.(?:name|description)|\.(?:name|role|id|call_id)$/;
 export const CONTENT_PATH = /^(?:messages|input|prompt|contents)(?:\[|\.|$)/;
@@ -61,85 +82,88 @@ const BODY: OverlongReason = 'body_too_large';
 /** Anchored phrases, in the order they are tried. */
 export const OVERLONG_PHRASES: readonly OverlongPhrase[] = [
   // OpenAI family: OpenAI, Azure, DeepSeek, vLLM, FastChat, text-generation-webui, OpenRouter
-  { rule: 'maximum_context_length', reason: CONTEXT, pattern: /\bmaximum context length is \d{1,12} tokens/i },
-  { rule: 'reduce_your_prompt', reason: CONTEXT, pattern: /\bplease reduce your prompt; or completion length\b/i },
-  { rule: 'input_tokens_exceed_configured_limit', reason: CONTEXT, pattern: /\binput tokens exceed the configured limit of \d/i },
-  { rule: 'input_exceeds_context_window', reason: CONTEXT, pattern: /\byour input exceeds the context window\b/i },
-  { rule: 'tokens_per_request', reason: CONTEXT, pattern: /\brequested \d{1,12} tokens, max \d{1,12} tokens per request\b/i },
+  { family: 'openai', rule: 'maximum_context_length', reason: CONTEXT, pattern: /\bmaximum context length is \d{1,12} tokens/i },
+  { family: 'openai', rule: 'reduce_your_prompt', reason: CONTEXT, pattern: /\bplease reduce your prompt; or completion length\b/i },
+  { family: 'openai', rule: 'input_tokens_exceed_configured_limit', reason: CONTEXT, pattern: /\binput tokens exceed the configured limit of \d/i },
+  { family: 'openai', rule: 'input_exceeds_context_window', reason: CONTEXT, pattern: /\byour input exceeds the context window\b/i },
+  { family: 'openai', rule: 'tokens_per_request', reason: CONTEXT, pattern: /\brequested \d{1,12} tokens, max \d{1,12} tokens per request\b/i },
   // Anthropic, Bedrock (Claude), Fireworks
-  { rule: 'prompt_too_long', reason: CONTEXT, pattern: /\bprompt is too long\b/i },
-  { rule: 'input_and_max_tokens_exceed_context', reason: CONTEXT, pattern: /\binput length and `?max_tokens`? exceed context limit\b/i },
+  { family: 'anthropic', rule: 'prompt_too_long', reason: CONTEXT, pattern: /\bprompt is too long\b/i },
+  { family: 'anthropic', rule: 'input_and_max_tokens_exceed_context', reason: CONTEXT, pattern: /\binput length and `?max_tokens`? exceed context limit\b/i },
   // Bedrock
-  { rule: 'input_too_long_for_model', reason: CONTEXT, pattern: /\binput is too long for (?:the )?requested model\b/i },
+  { family: 'bedrock', rule: 'input_too_long_for_model', reason: CONTEXT, pattern: /\binput is too long for (?:the )?requested model\b/i },
   // Gemini API, Vertex AI
   {
+    family: 'gemini',
     rule: 'input_token_count_exceeds',
     reason: CONTEXT,
     pattern: /\binput token count (?:\(\d{1,12}\) )?exceeds the maximum number of tokens allowed\b/i,
   },
-  { rule: 'input_token_count_over_model_limit', reason: CONTEXT, pattern: /\binput token count is \d{1,12} but model only supports up to\b/i },
+  { family: 'gemini', rule: 'input_token_count_over_model_limit', reason: CONTEXT, pattern: /\binput token count is \d{1,12} but model only supports up to\b/i },
   // Mistral
-  { rule: 'too_large_for_model_context', reason: CONTEXT, pattern: /\btoo large for model with \d{1,12} maximum context length\b/i },
+  { family: 'mistral', rule: 'too_large_for_model_context', reason: CONTEXT, pattern: /\btoo large for model with \d{1,12} maximum context length\b/i },
   // TGI, Together
-  { rule: 'tgi_inputs_plus_max_new_tokens', reason: CONTEXT, pattern: /`?inputs`? tokens \+ `?max_new_tokens`? must be <= \d/i },
+  { family: 'tgi', rule: 'tgi_inputs_plus_max_new_tokens', reason: CONTEXT, pattern: /`?inputs`? tokens \+ `?max_new_tokens`? must be <= \d/i },
   // Cohere v1
-  { rule: 'cohere_total_tokens', reason: CONTEXT, pattern: /\btotal number of tokens \(prompt and prediction\) cannot exceed\b/i },
+  { family: 'cohere', rule: 'cohere_total_tokens', reason: CONTEXT, pattern: /\btotal number of tokens \(prompt and prediction\) cannot exceed\b/i },
   // DashScope (Qwen)
-  { rule: 'input_length_range', reason: CONTEXT, pattern: /\brange of input length should be \[/i },
+  { family: 'dashscope', rule: 'input_length_range', reason: CONTEXT, pattern: /\brange of input length should be \[/i },
   // llama.cpp server
-  { rule: 'exceeds_available_context_size', reason: CONTEXT, pattern: /\bexceeds the available context size\b/i },
-  { rule: 'context_size_exceeded', reason: CONTEXT, pattern: /\bcontext size has been exceeded\b/i },
+  { family: 'llamacpp', rule: 'exceeds_available_context_size', reason: CONTEXT, pattern: /\bexceeds the available context size\b/i },
+  { family: 'llamacpp', rule: 'context_size_exceeded', reason: CONTEXT, pattern: /\bcontext size has been exceeded\b/i },
   // LM Studio
   {
+    family: 'lmstudio',
     rule: 'tokens_to_keep_exceed_context',
     reason: CONTEXT,
     pattern: /\btokens to keep from the initial prompt is greater than the context length\b/i,
   },
-  { rule: 'keep_first_tokens_overflow', reason: CONTEXT, pattern: /\btrying to keep the first \d{1,12} tokens when context\b/i },
+  { family: 'lmstudio', rule: 'keep_first_tokens_overflow', reason: CONTEXT, pattern: /\btrying to keep the first \d{1,12} tokens when context\b/i },
   // Ollama
-  { rule: 'prompt_longer_than_context', reason: CONTEXT, pattern: /\bthe prompt is longer than the context length\b/i },
-  { rule: 'input_length_exceeds_context', reason: CONTEXT, pattern: /\bthe input length exceeds the context length\b/i },
+  { family: 'ollama', rule: 'prompt_longer_than_context', reason: CONTEXT, pattern: /\bthe prompt is longer than the context length\b/i },
+  { family: 'ollama', rule: 'input_length_exceeds_context', reason: CONTEXT, pattern: /\bthe input length exceeds the context length\b/i },
   // xAI
-  { rule: 'maximum_prompt_length', reason: CONTEXT, pattern: /\bmaximum prompt length is \d{1,12} but the request contains\b/i },
-  { rule: 'input_too_large', reason: CONTEXT, pattern: /\[input_too_large\]/i },
+  { family: 'xai', rule: 'maximum_prompt_length', reason: CONTEXT, pattern: /\bmaximum prompt length is \d{1,12} but the request contains\b/i },
+  { family: 'xai', rule: 'input_too_large', reason: CONTEXT, pattern: /\[input_too_large\]/i },
   // SGLang
-  { rule: 'input_longer_than_context', reason: CONTEXT, pattern: /\btokens\) is longer than the model.{1,3}s context length\b/i },
+  { family: 'sglang', rule: 'input_longer_than_context', reason: CONTEXT, pattern: /\btokens\) is longer than the model.{1,3}s context length\b/i },
   {
+    family: 'sglang',
     rule: 'requested_token_count_exceeds',
     reason: CONTEXT,
     pattern: /\brequested token count exceeds the model.{1,3}s maximum context length\b/i,
   },
   // Moonshot, MiniMax, Cerebras, GLM-compatible endpoints
-  { rule: 'exceeded_model_token_limit', reason: CONTEXT, pattern: /\bexceeded model token limit: \d/i },
-  { rule: 'context_window_exceeds_limit', reason: CONTEXT, pattern: /\bcontext window exceeds limit\b/i },
-  { rule: 'current_length_over_limit', reason: CONTEXT, pattern: /\bcurrent length is \d{1,12} while limit is \d/i },
-  { rule: 'input_tokens_exceed_max_prompt_tokens', reason: CONTEXT, pattern: /\bnumber of input tokens \(\d{1,12}\) has exceeded max_prompt_tokens\b/i },
+  { family: 'moonshot', rule: 'exceeded_model_token_limit', reason: CONTEXT, pattern: /\bexceeded model token limit: \d/i },
+  { family: 'minimax', rule: 'context_window_exceeds_limit', reason: CONTEXT, pattern: /\bcontext window exceeds limit\b/i },
+  { family: 'cerebras', rule: 'current_length_over_limit', reason: CONTEXT, pattern: /\bcurrent length is \d{1,12} while limit is \d/i },
+  { family: 'glm', rule: 'input_tokens_exceed_max_prompt_tokens', reason: CONTEXT, pattern: /\bnumber of input tokens \(\d{1,12}\) has exceeded max_prompt_tokens\b/i },
   // Groq, Cerebras and OpenRouter sometimes send only the advice, with no numbers
-  { rule: 'reduce_length_of_messages', reason: CONTEXT, pattern: /\bplease reduce the length of (?:the messages|either one)\b/i },
+  { family: 'openai', rule: 'reduce_length_of_messages', reason: CONTEXT, pattern: /\bplease reduce the length of (?:the messages|either one)\b/i },
   // old vLLM filled max_tokens = window - prompt, so a negative value means the prompt alone overflowed
-  { rule: 'negative_max_tokens', reason: CONTEXT, pattern: /\bmax_tokens must be at least 1, got -\d/i },
+  { family: 'vllm', rule: 'negative_max_tokens', reason: CONTEXT, pattern: /\bmax_tokens must be at least 1, got -\d/i },
   // LiteLLM names the class even when the provider text is unfamiliar
-  { rule: 'litellm_context_window_exceeded', reason: CONTEXT, pattern: /\bContextWindowExceededError\b/ },
+  { family: 'litellm', rule: 'litellm_context_window_exceeded', reason: CONTEXT, pattern: /\bContextWindowExceededError\b/ },
   // Body-size rejections: Google front end, AWS API Gateway / Lambda, nginx, Cloudflare,
   // Envoy, fastify, express, Vercel, Anthropic edge
-  { rule: 'request_body_size_exceeded', reason: BODY, pattern: /\bmaximum request body size \d{1,15} exceeded\b/i },
-  { rule: 'content_length_exceeded', reason: BODY, pattern: /\bHTTP content length exceeded \d{1,15} bytes\b/i },
-  { rule: 'request_entity_too_large', reason: BODY, pattern: /\brequest entity too large\b/i },
-  { rule: 'payload_too_large', reason: BODY, pattern: /\b(?:function_)?payload[ _]too[ _]large\b/i },
-  { rule: 'request_body_too_large', reason: BODY, pattern: /\brequest body is too large\b/i },
-  { rule: 'request_exceeds_maximum_size', reason: BODY, pattern: /\brequest exceeds the maximum size\b/i },
-  { rule: 'request_too_long', reason: BODY, pattern: /(?:^|\n)request too long\.?(?:\n|$)/i },
+  { family: 'http', rule: 'request_body_size_exceeded', reason: BODY, pattern: /\bmaximum request body size \d{1,15} exceeded\b/i },
+  { family: 'http', rule: 'content_length_exceeded', reason: BODY, pattern: /\bHTTP content length exceeded \d{1,15} bytes\b/i },
+  { family: 'http', rule: 'request_entity_too_large', reason: BODY, pattern: /\brequest entity too large\b/i },
+  { family: 'http', rule: 'payload_too_large', reason: BODY, pattern: /\b(?:function_)?payload[ _]too[ _]large\b/i },
+  { family: 'http', rule: 'request_body_too_large', reason: BODY, pattern: /\brequest body is too large\b/i },
+  { family: 'anthropic', rule: 'request_exceeds_maximum_size', reason: BODY, pattern: /\brequest exceeds the maximum size\b/i },
+  { family: 'http', rule: 'request_too_long', reason: BODY, pattern: /(?:^|\n)request too long\.?(?:\n|$)/i },
 ];
 
 /** Phrases that mean "too big, but not the prompt": the fix is elsewhere. */
 export const NOT_OVERLONG_PHRASES: readonly PhraseRule[] = [
   // max_tokens above the model's output cap (OpenAI, Anthropic, Groq)
-  { rule: 'output_token_cap', pattern: /\bmax_tokens is too large\b/i },
-  { rule: 'output_token_cap', pattern: /\bsupports at most \d{1,12} completion tokens\b/i },
-  { rule: 'output_token_cap', pattern: /\bmaximum allowed number of output tokens\b/i },
-  { rule: 'output_token_cap', pattern: /`?max_completion_tokens`? must be less than or equal to\b/i },
-  { rule: 'output_token_cap', pattern: /`?max_tokens`? must be less than or equal to\b/i },
+  { family: 'openai', rule: 'output_token_cap', pattern: /\bmax_tokens is too large\b/i },
+  { family: 'openai', rule: 'output_token_cap', pattern: /\bsupports at most \d{1,12} completion tokens\b/i },
+  { family: 'anthropic', rule: 'output_token_cap', pattern: /\bmaximum allowed number of output tokens\b/i },
+  { family: 'groq', rule: 'output_token_cap', pattern: /`?max_completion_tokens`? must be less than or equal to\b/i },
+  { family: 'groq', rule: 'output_token_cap', pattern: /`?max_tokens`? must be less than or equal to\b/i },
   // a single attachment over its own limit (Anthropic)
-  { rule: 'attachment_limit', pattern: /\bimage exceeds \d{1,6} ?MB maximum\b/i },
-  { rule: 'attachment_limit', pattern: /\bimage dimensions exceed max allowed size\b/i },
+  { family: 'anthropic', rule: 'attachment_limit', pattern: /\bimage exceeds \d{1,6} ?MB maximum\b/i },
+  { family: 'anthropic', rule: 'attachment_limit', pattern: /\bimage dimensions exceed max allowed size\b/i },
 ];

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { classifyResponse, classifyStreamEvent, type StatedLimits, type Verdict } from '../../src/overlong/classify.js';
+import { loadFixtures } from '../../scripts/lofo.js';
 import { fixtures, type ErrorFixture as Fixture } from '../helpers/fixtures.js';
 
 const byId = new Map(fixtures.map((f) => [f.id, f]));
@@ -35,32 +36,49 @@ describe('every fixture gets its label', () => {
   });
 });
 
+describe('every fixture of the small-window file gets its label', () => {
+  const extra = loadFixtures().filter((f) => !byId.has(f.id));
+
+  it('holds the overflows whose stated window is too small for the e2e request', () => {
+    expect(extra.map((f) => f.id).sort()).toEqual([
+      'llama-cpp-python-requested-tokens-exceed-context-window',
+      'lmstudio-input-length-exceeds-context-length',
+      'tgi-inputs-must-have-less-than',
+    ]);
+  });
+
+  it.each(extra.map((f) => [f.id, f] as const))('%s', (_id, f) => {
+    const verdict = classifyFixture({ ...f, provider: '', source: '', notes: '' });
+    expect(verdict.overlong, `rule ${verdict.rule}`).toBe(f.overlong);
+  });
+});
+
 describe('stated numbers are extracted', () => {
   const cases: [string, StatedLimits][] = [
     ['openai-ctx-messages-compact', { limitTokens: 4097, promptTokens: 4294 }],
-    ['openai-ctx-messages-plus-completion-pretty', { limitTokens: 4097, promptTokens: 3120, completionTokens: 1000 }],
-    ['openai-legacy-completions-wording', { limitTokens: 8192, promptTokens: 8977, completionTokens: 0 }],
+    ['openai-ctx-messages-plus-completion-pretty', { limitTokens: 4097, promptTokens: 3120, completionTokens: 1000, completionCounted: true }],
+    ['openai-legacy-completions-wording', { limitTokens: 8192, promptTokens: 8977, completionTokens: 0, completionCounted: true }],
     ['openai-embeddings-max-tokens-per-request', { limitTokens: 300000, promptTokens: 319487 }],
     ['anthropic-prompt-too-long', { limitTokens: 200000, promptTokens: 200251 }],
-    ['anthropic-input-plus-max-tokens', { limitTokens: 200000, promptTokens: 143653, completionTokens: 64000 }],
+    ['anthropic-input-plus-max-tokens', { limitTokens: 200000, promptTokens: 143653, completionTokens: 64000, completionCounted: true }],
     ['gemini-native-input-token-count', { limitTokens: 1048576, promptTokens: 3475108 }],
     ['gemini-code-assist-array-body', { limitTokens: 1048576, promptTokens: 1200293 }],
     ['gemini-413-max-request-body-size', { limitBytes: 1048576, bodyBytes: 1056562 }],
     ['aws-apigateway-413-content-length-exceeded', { limitBytes: 10485760 }],
     ['mistral-ctx', { limitTokens: 131072, promptTokens: 159202 }],
     ['openrouter-endpoint-ctx-input', { limitTokens: 32768, promptTokens: 42832 }],
-    ['openrouter-200-upstream-ctx-as-502', { limitTokens: 16000, promptTokens: 13069, completionTokens: 4096 }],
-    ['openrouter-raw-bedrock-input-plus-max-tokens', { limitTokens: 204658, promptTokens: 149674, completionTokens: 64000 }],
-    ['tgi-total-tokens-422', { limitTokens: 65537, promptTokens: 79993, completionTokens: 1024 }],
-    ['together-tgi-validation', { limitTokens: 2048, promptTokens: 2019, completionTokens: 30 }],
-    ['vllm-ctx-new-format', { limitTokens: 4096, promptTokens: 4096, completionTokens: 1 }],
+    ['openrouter-200-upstream-ctx-as-502', { limitTokens: 16000, promptTokens: 13069, completionTokens: 4096, completionCounted: true }],
+    ['openrouter-raw-bedrock-input-plus-max-tokens', { limitTokens: 204658, promptTokens: 149674, completionTokens: 64000, completionCounted: true }],
+    ['tgi-total-tokens-422', { limitTokens: 65537, promptTokens: 79993, completionTokens: 1024, completionCounted: true }],
+    ['together-tgi-validation', { limitTokens: 2048, promptTokens: 2019, completionTokens: 30, completionCounted: true }],
+    ['vllm-ctx-new-format', { limitTokens: 4096, promptTokens: 4096, completionTokens: 1, completionCounted: true }],
     ['llamacpp-exceed-context-size-v1', { limitTokens: 8192, promptTokens: 14429 }],
     ['llamacpp-exceed-context-size-v2', { limitTokens: 25088, promptTokens: 25837 }],
     ['llamacpp-500-exceed-context-size', { limitTokens: 256, promptTokens: 1407 }],
     ['lmstudio-n-keep-gt-n-ctx', { limitTokens: 4096, promptTokens: 13055 }],
     ['lmstudio-trying-to-keep-in-stream', { limitTokens: 2048, promptTokens: 14538 }],
     ['dashscope-range-of-input-length', { limitTokens: 204800 }],
-    ['cohere-too-many-tokens', { limitTokens: 2048 }],
+    ['cohere-too-many-tokens', { limitTokens: 2048, completionCounted: true }],
     ['xai-maximum-prompt-length', { limitTokens: 131072, promptTokens: 136973 }],
     ['xai-input-too-large-budget', { limitTokens: 975424, promptTokens: 1149677 }],
     ['sglang-input-longer-than-context', { limitTokens: 40960, promptTokens: 61709 }],
@@ -106,7 +124,7 @@ describe('max_tokens that leaves no room for a prompt is not overlong', () => {
     expect(verdict).toMatchObject({
       overlong: true,
       reason: 'context_length',
-      limits: { limitTokens: 4096, promptTokens: 3000, completionTokens: 2000 },
+      limits: { limitTokens: 4096, promptTokens: 3000, completionTokens: 2000, completionCounted: true },
     });
   });
 });
@@ -199,7 +217,7 @@ describe('negatives', () => {
         code: 'model_not_found',
       },
     });
-    expect(classifyResponse({ status: 404, body })).toEqual({ overlong: false, rule: 'no_signal' });
+    expect(classifyResponse({ status: 404, body })).toEqual({ overlong: false, rule: 'model_not_found' });
     expect(classifyResponse({ status: 400, body }).overlong).toBe(false);
   });
 

@@ -1,0 +1,279 @@
+import { describe, expect, it } from 'vitest';
+import { classifyResponse, classifyStreamEvent, type RuleSelection, type Verdict } from '../../src/overlong/classify.js';
+import { loadFixtures } from '../../scripts/lofo.js';
+
+// The general layer, alone and behind the specific rules: what a user would see is whether the
+// gateway compacts (overlong) or passes the error on, and the numbers the size target reads.
+const GENERAL: RuleSelection = { generalOnly: true };
+const MODES: [string, RuleSelection | undefined][] = [
+  ['all rules', undefined],
+  ['general layer only', GENERAL],
+];
+const byId = new Map(loadFixtures().map((f) => [f.id, f]));
+
+function fixtureVerdict(id: string, rules?: RuleSelection): Verdict {
+  const f = byId.get(id);
+  if (f === undefined) throw new Error(`no fixture ${id}`);
+  return f.in_stream
+    ? classifyStreamEvent(f.body, rules)
+    : classifyResponse({ status: f.status, body: f.body }, rules);
+}
+
+const err = (message: string, extra: Record<string, unknown> = {}) => JSON.stringify({ error: { message, ...extra } });
+
+describe.each(MODES)('the Responses and Messages APIs (%s)', (_mode, rules) => {
+  const responsesMessage = 'Your input exceeds the context window of this model. Please adjust your input and try again.';
+
+  it('reads a response.failed event passed as one event payload', () => {
+    const data = JSON.stringify({
+      type: 'response.failed',
+      sequence_number: 2,
+      response: { id: 'resp_1', object: 'response', status: 'failed', error: { code: 'context_length_exceeded', message: responsesMessage } },
+    });
+    expect(classifyStreamEvent(data, rules)).toMatchObject({ overlong: true, reason: 'context_length' });
+  });
+
+  it('reads a top-level error event and a 400', () => {
+    const event = JSON.stringify({ type: 'error', code: 'context_length_exceeded', message: responsesMessage, param: 'input', sequence_number: 1 });
+    expect(classifyStreamEvent(event, rules)).toMatchObject({ overlong: true });
+    const body = JSON.stringify({ error: { message: responsesMessage, type: 'invalid_request_error', param: 'input', code: 'context_length_exceeded' } });
+    expect(classifyResponse({ status: 400, body }, rules)).toMatchObject({ overlong: true, reason: 'context_length' });
+  });
+
+  it('passes a completed response whose error is null', () => {
+    const data = JSON.stringify({ type: 'response.completed', response: { id: 'resp_2', status: 'completed', error: null, output: [] } });
+    expect(classifyStreamEvent(data, rules).overlong).toBe(false);
+  });
+
+  it('reads an Anthropic prompt-too-long 400 with its numbers, and no completion counted', () => {
+    const body = JSON.stringify({
+      type: 'error',
+      error: { type: 'invalid_request_error', message: 'prompt is too long: 212000 tokens > 200000 maximum' },
+      request_id: 'req_1',
+    });
+    const verdict = classifyResponse({ status: 400, body }, rules);
+    expect(verdict).toMatchObject({ overlong: true, reason: 'context_length' });
+    if (verdict.overlong) expect(verdict.limits).toEqual({ promptTokens: 212000, limitTokens: 200000 });
+  });
+
+  it('reads input + max_tokens over the window as overlong, with the completion counted', () => {
+    const message =
+      'input length and `max_tokens` exceed context limit: 180000 + 64000 > 200000, decrease input length or `max_tokens` and try again';
+    const body = JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', message } });
+    const verdict = classifyResponse({ status: 400, body }, rules);
+    expect(verdict).toMatchObject({ overlong: true, reason: 'context_length' });
+    if (verdict.overlong) {
+      expect(verdict.limits).toEqual({ promptTokens: 180000, completionTokens: 64000, limitTokens: 200000, completionCounted: true });
+    }
+  });
+
+  it('calls a 413 request_too_large a body-size rejection', () => {
+    const body = JSON.stringify({ type: 'error', error: { type: 'request_too_large', message: 'Request exceeds the maximum allowed number of bytes.' } });
+    expect(classifyResponse({ status: 413, body }, rules)).toMatchObject({ overlong: true, reason: 'body_too_large' });
+    expect(classifyResponse({ status: 400, body }, rules)).toMatchObject({ overlong: true, reason: 'body_too_large' });
+  });
+
+  it('passes an in-stream overloaded error and reads an in-stream prompt too long', () => {
+    const overloaded = JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } });
+    expect(classifyStreamEvent(overloaded, rules)).toEqual({ overlong: false, rule: 'overloaded' });
+    const tooLong = JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', message: 'prompt is too long: 250000 tokens > 200000 maximum' } });
+    expect(classifyStreamEvent(tooLong, rules)).toMatchObject({ overlong: true });
+    expect(classifyStreamEvent(`event: error\ndata: ${tooLong}\n\n`, rules)).toMatchObject({ overlong: true });
+  });
+});
+
+describe('the general layer reads the numbers of errors it has no rule for', () => {
+  it.each([
+    ['zhipu-anthropic-compat-1210-input-tokens-exceeds', { promptTokens: 182387, limitTokens: 202750 }],
+    ['volcengine-ark-input-length-exceeds-maximum', { promptTokens: 203743, limitTokens: 202752 }],
+    ['mistral-embed-too-many-tokens-in-batch', { limitTokens: 16384 }],
+    ['hf-inference-inputs-plus-max-new-tokens', { limitTokens: 4096, promptTokens: 8740, completionTokens: 500, completionCounted: true }],
+    ['ds4-context-exceeded-fields', { promptTokens: 40321, limitTokens: 32768 }],
+    ['vllm-v1-decoder-prompt-longer-than-max-model-len', { promptTokens: 17772, limitTokens: 16384 }],
+    ['vllm-prompt-too-long-to-fit-multimodal', { limitTokens: 4096 }],
+    ['rkllm-prompt-tokens-but-window', { promptTokens: 11543, limitTokens: 4096 }],
+    ['bedrock-validation-model-returned-prompt-too-long', { promptTokens: 200049, limitTokens: 200000 }],
+    ['litellm-anthropic-bytes-repr-input-plus-max-tokens', { promptTokens: 174167, completionTokens: 64000, limitTokens: 200000, completionCounted: true }],
+    ['cohere-size-limit-exceeded-by', {}],
+    ['tgi-inputs-must-have-less-than', { limitTokens: 2048 }],
+    ['lmstudio-input-length-exceeds-context-length', { promptTokens: 6491, limitTokens: 1500 }],
+    ['llama-cpp-python-requested-tokens-exceed-context-window', { limitTokens: 2048 }],
+    ['openai-ctx-messages-plus-completion-pretty', { limitTokens: 4097, promptTokens: 3120, completionTokens: 1000, completionCounted: true }],
+    ['gemini-413-max-request-body-size', { limitBytes: 1048576, bodyBytes: 1056562 }],
+    ['cohere-too-many-tokens', { limitTokens: 2048, completionCounted: true }],
+    ['lmstudio-n-keep-gt-n-ctx', { promptTokens: 13055, limitTokens: 4096 }],
+    ['xai-maximum-prompt-length', { limitTokens: 131072, promptTokens: 136973 }],
+    ['vertex-unable-to-submit-input-token-count', { promptTokens: 1251952, limitTokens: 1048576 }],
+  ])('%s', (id, limits) => {
+    const verdict = fixtureVerdict(id, GENERAL);
+    expect(verdict.overlong, verdict.rule).toBe(true);
+    if (verdict.overlong) expect(verdict.limits).toEqual(limits);
+  });
+
+  it('decides completion_fills_window from the numbers alone', () => {
+    for (const id of [
+      'vllm-max-tokens-too-large-mentions-context-length',
+      'vllm-max-tokens-equals-window-input-text',
+      'openrouter-output-reservation-equals-window',
+      'azure-completion-alone-exceeds-window',
+      'sglang-requested-token-count-completion-fills-window',
+      'together-inputs-plus-max-new-tokens-no-room',
+    ]) {
+      expect(fixtureVerdict(id, GENERAL), id).toEqual({ overlong: false, rule: 'completion_fills_window' });
+    }
+  });
+
+  it('marks completionCounted only when a completion is counted', () => {
+    const counted = classifyResponse({
+      status: 400,
+      body: err("This model's maximum context length is 8192 tokens. However, you requested 9000 tokens (8000 in the messages, 1000 in the completion)."),
+    });
+    expect(counted).toMatchObject({ overlong: true, limits: { completionCounted: true, completionTokens: 1000 } });
+    const promptOnly = classifyResponse({ status: 400, body: err('Prompt tokens (9000) exceed the context size (8192).') }, GENERAL);
+    expect(promptOnly).toMatchObject({ overlong: true, limits: { promptTokens: 9000, limitTokens: 8192 } });
+    if (promptOnly.overlong) expect(promptOnly.limits.completionCounted).toBeUndefined();
+  });
+
+  it('reads "A + B > C" and "B > C - A" as input and completion against the window', () => {
+    const sum = classifyResponse({ status: 400, body: err('request too big: 5000 + 3000 > 7000 tokens') }, GENERAL);
+    expect(sum).toMatchObject({ limits: { promptTokens: 5000, completionTokens: 3000, limitTokens: 7000, completionCounted: true } });
+    const room = classifyResponse({ status: 400, body: err('input tokens do not fit (3000 > 8000 - 6000)') }, GENERAL);
+    expect(room).toMatchObject({ limits: { completionTokens: 3000, limitTokens: 8000, promptTokens: 6000 } });
+  });
+
+  it('reads thousands separators and ignores identifiers, codes and floors', () => {
+    const v = classifyResponse({ status: 400, body: err('gpt-4 says: the prompt (210,000 tokens) is longer than the 200,000 token context window') }, GENERAL);
+    expect(v).toMatchObject({ overlong: true, limits: { promptTokens: 210000, limitTokens: 200000 } });
+    const floor = classifyResponse({ status: 400, body: err('max_tokens must be at least 1 and the prompt is too long') }, GENERAL);
+    expect(floor).toMatchObject({ overlong: true, limits: {} });
+    const code = classifyResponse({ status: 400, body: err('context window exceeds limit (2013)') }, GENERAL);
+    expect(code).toMatchObject({ overlong: true, limits: {} });
+  });
+});
+
+describe('vetoes settle "not overlong" before anything else', () => {
+  it.each([
+    ['rate_limit', 'Rate limit reached for requests; your prompt is too long for this tier'],
+    ['rate_limit', 'too many tokens, please wait a moment'],
+    ['rate_limit', 'Throttled: the input token count exceeds the maximum allowed per request window'],
+    ['rate_limit', 'Request too large on tokens per min (TPM): Limit 6000, Requested 9000'],
+    ['rate_limit', 'prompt is too long right now, try again later'],
+    ['quota', 'You exceeded your current quota: the prompt is too long'],
+    ['billing', 'This request requires more credits, or fewer max_tokens. You requested up to 65536 tokens'],
+    ['billing', 'The long context beta is not yet available for this subscription.'],
+    ['billing', 'Prompt tokens limit exceeded: 230799 > 91442. Create a key with a higher monthly limit'],
+    ['auth', 'Invalid API key: the prompt is too long to authenticate'],
+    ['content_filter', "The prompt triggered Azure OpenAI's content management policy; input too long"],
+    ['model_not_found', 'The model `gpt-9` does not exist; maximum context length is 4096 tokens'],
+    ['schema', 'Extra inputs are not permitted: the input exceeds the maximum context length'],
+    ['overloaded', 'Overloaded: context length exceeded on a busy replica'],
+    ['timeout', 'context deadline exceeded'],
+    ['timeout', 'upstream timed out while the prompt was too long to stream'],
+  ])('%s: %s', (rule, message) => {
+    expect(classifyResponse({ status: 400, body: err(message) })).toEqual({ overlong: false, rule });
+    expect(classifyResponse({ status: 500, body: err(message) }, GENERAL)).toEqual({ overlong: false, rule });
+  });
+
+  it.each([
+    ['rate_limit_exceeded', 'rate_limit'],
+    ['rate_limit_error', 'rate_limit'],
+    ['insufficient_quota', 'quota'],
+    ['exceeded_current_quota_error', 'quota'],
+    ['content_filter', 'content_filter'],
+    ['content_policy_violation', 'content_filter'],
+    ['invalid_api_key', 'auth'],
+    ['authentication_error', 'auth'],
+    ['permission_error', 'auth'],
+    ['overloaded_error', 'overloaded'],
+  ])('the code %s alone vetoes a text that reads as an overflow', (code, rule) => {
+    const body = err('This request exceeds the maximum number of tokens allowed per request', { code });
+    expect(classifyResponse({ status: 400, body })).toEqual({ overlong: false, rule });
+  });
+
+  it('a 413 is a body-size rejection unless a code or its text says rate limit or quota', () => {
+    expect(classifyResponse({ status: 413, body: err('Request too large', { code: 'rate_limit_exceeded' }) })).toEqual({ overlong: false, rule: 'rate_limit' });
+    expect(classifyResponse({ status: 413, body: err('Request too large', { code: 'insufficient_quota' }) })).toEqual({ overlong: false, rule: 'quota' });
+    expect(classifyResponse({ status: 413, body: err('monthly quota exceeded') })).toEqual({ overlong: false, rule: 'quota' });
+    // Other vetoes do not turn a 413 around: the body was too big whatever else it says.
+    expect(classifyResponse({ status: 413, body: err('Payload too large', { code: 'content_filter' }) })).toMatchObject({ overlong: true, reason: 'body_too_large' });
+  });
+});
+
+describe('what is too big decides', () => {
+  it.each([
+    ['max_tokens is too large: 9000. This model supports at most 4096 completion tokens'],
+    ['`max_new_tokens` must be less than or equal to 2048'],
+    ['max_output_tokens exceeds the model limit of 8192'],
+    ['maxOutputTokens is larger than the maximum of 65536'],
+    ['The maximum tokens you requested exceeds the model limit of 4096'],
+    ['Output tokens are too many: requested 100000, at most 32000'],
+  ])('the output: %s', (message) => {
+    expect(classifyResponse({ status: 400, body: err(message) }, GENERAL)).toEqual({ overlong: false, rule: 'output_token_cap' });
+  });
+
+  it('an attachment over its own limit', () => {
+    const body = err('messages.0.content.2.image.source.base64: image exceeds 5 MB maximum: 15908784 bytes > 5242880 bytes');
+    expect(classifyResponse({ status: 400, body }, GENERAL)).toEqual({ overlong: false, rule: 'attachment_limit' });
+  });
+
+  it.each([
+    ['Prompt exceeds max length'],
+    ['The conversation is too long for this model'],
+    ['context_length_exceeded'],
+    ['The request (9000 tokens) exceeds the available context size (8192 tokens)'],
+    ['Input is longer than the model maximum of 32768 tokens'],
+    ['too many tokens: size limit exceeded by 1502 tokens'],
+    ['Error: your messages are above the maximum context length'],
+    ['history overflows the context window'],
+    ['Request payload size exceeds the limit of 10485760 bytes'],
+  ])('the input: %s', (message) => {
+    expect(classifyResponse({ status: 400, body: err(message) }, GENERAL)).toMatchObject({ overlong: true });
+  });
+
+  it.each([['context'], ['too long'], ['Request too long ago'], ['token limit'], ['The context is invalid'], ['Invalid value for temperature: 3 is greater than the maximum of 2']])(
+    'no bare word decides: %s',
+    (message) => {
+      expect(classifyResponse({ status: 400, body: err(message) }, GENERAL).overlong).toBe(false);
+    },
+  );
+
+  it('reads advice to shorten the input as an overflow when nothing else is said', () => {
+    expect(classifyResponse({ status: 400, body: err('Please reduce the length of the messages.') }, GENERAL)).toEqual(
+      expect.objectContaining({ overlong: true, rule: 'general_shorten_advice' }),
+    );
+  });
+
+  it('reads a body over its byte limit from the numbers alone', () => {
+    const body = err('Request rejected: body size 2097152 bytes, limit 1048576 bytes');
+    expect(classifyResponse({ status: 400, body }, GENERAL)).toMatchObject({ overlong: true, reason: 'body_too_large', limits: { bodyBytes: 2097152, limitBytes: 1048576 } });
+  });
+});
+
+describe('any status, any envelope', () => {
+  const message = 'The input (40000 tokens) is longer than the context length (32768 tokens).';
+
+  it.each([500, 502, 503, 400, 422, 404])('a %i whose text states an overflow is one', (status) => {
+    expect(classifyResponse({ status, body: err(message) }, GENERAL)).toMatchObject({ overlong: true, reason: 'context_length' });
+  });
+
+  it('a 429 never is, a 200 only with an error object', () => {
+    expect(classifyResponse({ status: 429, body: err(message) })).toEqual({ overlong: false, rule: 'status_429' });
+    expect(classifyResponse({ status: 200, body: err(message) }, GENERAL)).toMatchObject({ overlong: true });
+    expect(classifyResponse({ status: 200, body: JSON.stringify({ choices: [{ message: { content: message } }] }) }, GENERAL).overlong).toBe(false);
+  });
+
+  it.each([
+    ['flat message', JSON.stringify({ message })],
+    ['error string', JSON.stringify({ error: message })],
+    ['code and message', JSON.stringify({ code: 400, message })],
+    ['array', JSON.stringify([{ error: { code: 400, message } }])],
+    ['double-encoded string', JSON.stringify(JSON.stringify({ error: { message } }))],
+    ['JSON inside a message', JSON.stringify({ error: { message: `ProviderError: ${JSON.stringify({ error: { message } })}` } })],
+    ['HTML page', `<html><head><title>400</title></head><body><h1>Bad request</h1><p>${message.replace('(', '&#40;')}</p></body></html>`],
+    ['HTML entities', `<p>The model&#39;s input (40000 tokens) is longer than the context length (32768 tokens).</p>`],
+    ['plain text', message],
+    ['SSE error frame', `event: error\ndata: ${JSON.stringify({ type: 'error', error: { message } })}\n\n`],
+  ])('%s', (_name, body) => {
+    expect(classifyResponse({ status: 400, body }, GENERAL)).toMatchObject({ overlong: true });
+  });
+});
