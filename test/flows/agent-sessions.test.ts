@@ -3,7 +3,7 @@ import { runSession } from '../../bench/agents.js';
 import type { Agent, LimitStyle } from '../helpers/session-replay.js';
 
 /*
- * Real agent sessions (the bodies pi, opencode and Codex CLI sent), replayed turn by turn through
+ * Real agent sessions (the bodies pi, opencode, Codex CLI and Claude Code sent), replayed turn by turn through
  * the gateway against an upstream that refuses anything past the 8th request's size: every turn
  * is answered, the newest item always survives whole, nothing kept is cut, the compacted prefix
  * stays byte-stable between summaries, and no body the gateway makes is at or over a size the
@@ -17,6 +17,8 @@ const cases: Array<[Agent, LimitStyle]> = [
   ['opencode', 'window'],
   ['codex', '413'],
   ['codex', 'window'],
+  ['claude', '413'],
+  ['claude', 'window'],
   ['pi-long', '413'],
   ['pi-long', 'window'],
 ];
