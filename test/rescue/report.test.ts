@@ -39,7 +39,7 @@ async function value(metrics: Metrics, name: string, labels: Record<string, stri
   const metric = metrics.registry.getSingleMetric(name.replace(/_(sum|count)$/, ''))!;
   const { values } = await metric.get();
   const match = values.find(
-    (v) => (v.metricName ?? metric.name) === name && Object.entries(labels).every(([k, l]) => (v.labels as Record<string, unknown>)[k] === l),
+    (v) => ((v as { metricName?: string }).metricName ?? (metric as unknown as { name: string }).name) === name && Object.entries(labels).every(([k, l]) => (v.labels as Record<string, unknown>)[k] === l),
   );
   return match?.value;
 }
@@ -130,12 +130,12 @@ describe('logDecision: one WARN line with the numbers in the sentence', () => {
   it('a compaction, with the summarizer time, the memory, the cuts and a fallback', () => {
     const { log, lines } = logger();
     logDecision(log, { ...base, outcome: 'replayed', remedy: 'compaction', limit: 'stated', compaction: compacted() });
-    logDecision(log, { ...base, outcome: 'replayed', remedy: 'compaction', limit: 'fallback', compaction: compacted({ strategy: 'fallback', summarizerMs: 250.4, summarizerFailure: 'http_error', cut: 3 }) });
+    logDecision(log, { ...base, outcome: 'replayed', remedy: 'compaction', limit: 'default', compaction: compacted({ strategy: 'fallback', summarizerMs: 250.4, summarizerFailure: 'rejected', cut: 3 }) });
     logDecision(log, { ...base, outcome: 'replayed', remedy: 'compaction', limit: 'stated', compaction: compacted({ memory: 'hit', summarizerCalls: 0, summarizerMs: undefined }) });
     logDecision(log, { ...base, outcome: 'replayed', remedy: 'compaction', limit: 'stated', compaction: compacted({ memory: 'hit', summarizerCalls: 1, bytesBefore: 1000, bytesAfter: 999 }) });
     expect(lines.map((l) => l.msg)).toEqual([
       'upstream rejected the chat request as overlong (400 context_length, limit stated): compacted 212 items into 14 (1.23 MB -> 99 KB, summarize, 1.5 s), replaying once',
-      'upstream rejected the chat request as overlong (400 context_length, limit fallback): compacted 212 items into 14 (1.23 MB -> 99 KB, fallback, 250 ms, 3 kept contents cut to fit) after the summarizer failed (http_error), replaying once',
+      'upstream rejected the chat request as overlong (400 context_length, limit default): compacted 212 items into 14 (1.23 MB -> 99 KB, fallback, 250 ms, 3 kept contents cut to fit) after the summarizer failed (rejected), replaying once',
       'upstream rejected the chat request as overlong (400 context_length, limit stated): compacted 212 items into 14 (1.23 MB -> 99 KB, summarize, remembered summary reused as it was), replaying once',
       'upstream rejected the chat request as overlong (400 context_length, limit stated): compacted 212 items into 14 (1 KB -> 999 B, summarize, 1.5 s, remembered summary extended), replaying once',
     ]);

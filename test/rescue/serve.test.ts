@@ -266,7 +266,7 @@ describe('the replay’s answer', () => {
   });
 
   it('no answer at all: the upstream’s own rejection goes to the client, with a warning', async () => {
-    upstream = await startFakeUpstream(provider(20_000, { replay: (_q, res) => res.socket!.destroy() }));
+    upstream = await startFakeUpstream(provider(20_000, { replay: (_q, res) => void res.socket!.destroy() }));
     const r = await run(agentBody(20));
     expect(r.status).toBe(400);
     expect(JSON.parse(r.text).error.code).toBe('context_length_exceeded');
