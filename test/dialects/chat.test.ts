@@ -46,8 +46,8 @@ describe('chat.describe', () => {
   });
 
   it('system and developer messages are instructions; user is user; anything else is the assistant', () => {
-    expect(chat.describe({ role: 'system' }).role).toBe('instruction');
-    expect(chat.describe({ role: 'developer' }).role).toBe('instruction');
+    expect(chat.describe({ role: 'system' })).toEqual({ role: 'instruction', calls: [], answers: [], joinsNext: false });
+    expect(chat.describe({ role: 'developer', tool_calls: [{ id: 'x' }] })).toEqual({ role: 'instruction', calls: [], answers: [], joinsNext: false });
     expect(chat.describe({ role: 'user' }).role).toBe('user');
     expect(chat.describe({ role: 'assistant' }).role).toBe('assistant');
     expect(chat.describe({ role: 'critic' }).role).toBe('assistant');
@@ -125,6 +125,7 @@ describe('chat.slots', () => {
   it('nothing to shorten without content', () => {
     expect(chat.slots({ role: 'assistant', content: null })).toEqual([]);
     expect(chat.slots('x')).toEqual([]);
+    expect(chat.slots(null)).toEqual([]);
   });
 });
 
@@ -187,6 +188,7 @@ describe('chat.summarizer', () => {
     expect(chat.summarizer.text({ choices: 'x' })).toBeUndefined();
     expect(chat.summarizer.text({ choices: [{}] })).toBeUndefined();
     expect(chat.summarizer.text('x')).toBeUndefined();
+    expect(chat.summarizer.text(null)).toBeUndefined();
     expect(chat.summarizer.headers({ authorization: 'Bearer k' })).toEqual({});
   });
 });

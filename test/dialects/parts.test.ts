@@ -73,6 +73,7 @@ describe('partsText: the texts of a content value', () => {
       { type: 'tool_use', id: 'x' },
       { type: 'text', text: '' },
       { noType: true },
+      { type: ['image'] },
       7,
       null,
     ];

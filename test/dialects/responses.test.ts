@@ -104,6 +104,9 @@ describe('responses.render', () => {
   it('anything else is named by its type and shows nothing', () => {
     expect(responses.render({ type: 'reasoning', encrypted_content: 'secret', summary: [{ text: 'no' }] })).toEqual({ who: 'reasoning', text: '', calls: [] });
     expect(responses.render(7)).toEqual({ who: 'unknown', text: '', calls: [] });
+    // An item with neither type nor role is not a message: nothing of it is shown.
+    expect(responses.render({ content: 'stray' })).toEqual({ who: 'unknown', text: '', calls: [] });
+    expect(responses.slots({ content: 'stray' })).toEqual([]);
   });
 });
 
@@ -115,7 +118,7 @@ describe('responses.slots', () => {
     const user = responses.slots({
       type: 'message',
       role: 'user',
-      content: [{ type: 'input_text', text: 't' }, { type: 'input_image', image_url: data }, { type: 'input_image', image_url: 'https://x' }, { type: 'input_file', file_data: data }, 3],
+      content: [{ type: 'input_text', text: 't' }, { type: 'input_image', image_url: data }, { type: 'input_image', image_url: 'https://x' }, { type: 'input_file', file_data: data }, 3, null],
     });
     expect(user.map((s) => [s.kind, s.path])).toEqual([
       ['text', ['content', 0, 'text']],
@@ -140,6 +143,9 @@ describe('responses.slots', () => {
     expect(responses.slots({ type: 'reasoning', encrypted_content: 'x'.repeat(5000), content: 'x' })).toEqual([]);
     expect(responses.slots({ type: 'message', role: 'user', content: null })).toEqual([]);
     expect(responses.slots('x')).toEqual([]);
+    expect(responses.slots(null)).toEqual([]);
+    // An MCP call carries its own output; it is a call, and calls are never shortened.
+    expect(responses.slots({ type: 'mcp_call', id: 'm1', name: 'q', arguments: '{}', output: 'x'.repeat(5000) })).toEqual([]);
   });
 });
 
@@ -155,6 +161,7 @@ describe('responses.streamEvent', () => {
   it('without an event name, the first type the data names decides', () => {
     expect(kind(undefined, '{"type": "response.created","response":{"type":"x"}}')).toBe('preamble');
     expect(kind(undefined, '{"type":"response.failed"}')).toBe('failure');
+    expect(kind(undefined, '{"type" :\t"response.failed"}')).toBe('failure');
     expect(kind(undefined, '{"type":"response.output_text.delta"}')).toBe('output');
     expect(kind(undefined, 'no type here')).toBe('output');
   });

@@ -168,3 +168,26 @@ describe('validateCompaction', () => {
     expect(validateCompaction(chat, [user('xx'), user('last')], [user('x'), user('last')])).toEqual([]);
   });
 });
+
+describe('units, whatever the API says an item is', () => {
+  const e = (role: 'user' | 'assistant' | 'tool' | 'instruction' | 'opaque', calls: string[] = [], answers: string[] = []) => ({ role, calls, answers, joinsNext: false });
+
+  it('a user turn that answers an open call (tool results inside a user message) belongs to the call', () => {
+    expect(unitsOf([e('assistant', ['a']), e('user', [], ['a']), e('user')], 0)).toEqual([
+      [0, 2],
+      [2, 3],
+    ]);
+  });
+
+  it('a system message in the middle of a conversation is a unit of its own', () => {
+    expect(unitsOf(entries([user('a'), said('b'), sys('late'), user('c')]), 1)).toEqual([
+      [1, 2],
+      [2, 3],
+      [3, 4],
+    ]);
+  });
+
+  it('the only user input, first in the conversation, must be kept', () => {
+    expect(validateCompaction(chat, [user('the task'), said('x'.repeat(300)), said('y')], [said('y')])).toEqual(['the last user input of the original is missing or changed']);
+  });
+});

@@ -119,10 +119,12 @@ describe('logDecision: one WARN line with the numbers in the sentence', () => {
     logDecision(log, { ...base, outcome: 'not_shrunk', compaction: notShrunk });
     logDecision(log, { ...base, outcome: 'not_shrunk', compaction: { ...notShrunk, bytesBefore: 999 } });
     logDecision(log, { ...base, outcome: 'not_shrunk', compaction: { ...notShrunk, bytesBefore: 2_500_000, why: 'cannot_fit' } });
+    logDecision(log, { ...base, outcome: 'not_shrunk', compaction: { ...notShrunk, bytesBefore: 1_000_000 } });
     expect(lines.map((l) => l.msg)).toEqual([
       'upstream rejected the chat request as overlong (400 context_length, limit unknown): no useful compaction (nothing_to_shrink, 3 items, 2 KB); passing the upstream error through',
       'upstream rejected the chat request as overlong (400 context_length, limit unknown): no useful compaction (nothing_to_shrink, 3 items, 999 B); passing the upstream error through',
       'upstream rejected the chat request as overlong (400 context_length, limit unknown): no useful compaction (cannot_fit, 3 items, 2.50 MB); passing the upstream error through',
+      'upstream rejected the chat request as overlong (400 context_length, limit unknown): no useful compaction (nothing_to_shrink, 3 items, 1.00 MB); passing the upstream error through',
     ]);
     expect(lines[0].obj.compaction).toMatchObject({ compaction: 'not_shrunk', why: 'nothing_to_shrink', bytesBefore: 2048 });
   });

@@ -32,6 +32,7 @@ describe('readIncoming: decoding', () => {
 
   it('an unknown coding, or a corrupt body, cannot be read: no JSON, no size, the bytes still forwarded', () => {
     for (const [sent, encoding] of [
+      [zlib.deflateSync(raw), 'zstd'],
       [zlib.gzipSync(raw), 'compress'],
       [raw, 'gzip'],
       [raw, 'br'],
@@ -68,6 +69,11 @@ describe('readIncoming: decoding', () => {
     expect(incoming.raw).toEqual(Buffer.alloc(0));
     expect(incoming.bytes).toBe(0);
     expect(incoming.json).toBeNull();
+  });
+
+  it('nulls inside are ordinary values (an assistant message with tool calls has content null)', () => {
+    const withNull = { model: 'm', messages: [{ role: 'assistant', content: null, tool_calls: [] }, { role: 'user', content: 'x' }] };
+    expect(readIncoming(Buffer.from(JSON.stringify(withNull)), undefined).json).toEqual(withNull);
   });
 
   it('is lazy and parses once', () => {
