@@ -392,4 +392,36 @@ describe('with memory', () => {
     expect(optOut.header).toMatchObject({ outcome: 'disabled' });
     await memory.close();
   });
+
+  it('only a conversation the tenant had compacted goes ahead; an unreadable body goes as sent', async () => {
+    upstream = await startFakeUpstream(provider(20_000));
+    const memory = makeMemory();
+    const tenant = { authorization: 'Bearer sk-client' };
+    await run(agentBody(20), { config: memoryConfig(), memory, clientHeaders: tenant });
+    const unrelated = { model: 'fake-model', messages: [{ role: 'user', content: 'a new task' }] };
+    const fresh = await run(unrelated, { config: memoryConfig(), memory, clientHeaders: tenant });
+    expect(fresh.header).toBeUndefined();
+    expect(calls()[2].body.toString()).toBe(JSON.stringify(unrelated));
+    const garbage = await run('{"model":"fake-model","messages":[', { config: memoryConfig(), memory, clientHeaders: tenant });
+    expect(garbage.header).toBeUndefined();
+    expect(calls()[3].body.toString()).toBe('{"model":"fake-model","messages":[');
+    await memory.close();
+  });
+
+  it('a compaction sent ahead and still refused is rescued from the request itself, once', async () => {
+    let limit = 20_000;
+    upstream = await startFakeUpstream((req, res, raw) => provider(limit)(req, res, raw));
+    const memory = makeMemory();
+    const tenant = { authorization: 'Bearer sk-client' };
+    await run(agentBody(20), { config: memoryConfig(), memory, clientHeaders: tenant });
+    limit = 6_000;
+    const r = await run(agentBody(21), { config: memoryConfig(), memory, clientHeaders: tenant });
+    const [, , ahead, replay] = calls();
+    expect(calls()).toHaveLength(4);
+    expect(parseCompactionHeader(ahead.headers['x-gateway-compaction'] as string)).toMatchObject({ trigger: 'proactive' });
+    expect(r.header).toMatchObject({ outcome: 'replayed', trigger: 'rejected', memory: 'miss' });
+    expect(replay.body.length).toBeLessThan(6_000);
+    expect(r.status).toBe(200);
+    await memory.close();
+  });
 });
