@@ -189,6 +189,37 @@ describe('compaction and one replay', () => {
     expect(await count(r.metrics, 'gateway_replays_total', { api: 'chat', result: 'success' })).toBe(1);
   });
 
+  it('the log names the remedy, and the duration counted lies within the call', async () => {
+    upstream = await startFakeUpstream(provider(20_000));
+    const before = performance.now();
+    const r = await run(agentBody(20));
+    const elapsedSeconds = (performance.now() - before) / 1000;
+    const warn = r.logs.find((l) => l.level === 40);
+    expect(warn.compaction).toMatchObject({ remedy: 'compaction', outcome: 'replayed', strategy: 'summarize' });
+    expect(warn.compaction.durationMs).toBeGreaterThanOrEqual(0);
+    expect(warn.compaction.durationMs).toBeLessThanOrEqual(elapsedSeconds * 1000 + 1);
+    const { values } = await r.metrics.registry.getSingleMetric('gateway_compaction_duration_seconds')!.get();
+    const sum = values.find((v) => (v as { metricName?: string }).metricName === 'gateway_compaction_duration_seconds_sum')!.value;
+    expect(sum).toBeLessThanOrEqual(elapsedSeconds);
+  });
+
+  it('a long transcript takes several summarizer calls, and says so', async () => {
+    upstream = await startFakeUpstream(provider(20_000));
+    const r = await run(agentBody(20), { config: { summarizer: { maxInputTokens: 4_000 } } });
+    expect(r.status).toBe(200);
+    const n = summarizerCalls().length;
+    expect(n).toBeGreaterThan(1);
+    expect(r.logs.some((l) => l.level === 30 && new RegExp(`^summary ready in \\d+ ms \\(${n} summarizer calls\\)$`).test(l.msg))).toBe(true);
+  });
+
+  it('a request that names no model asks the summarizer with an empty model', async () => {
+    upstream = await startFakeUpstream(provider(20_000));
+    const { model: _m, ...body } = agentBody(20);
+    const r = await run(body);
+    expect(r.status).toBe(200);
+    expect(summarizerCalls()[0].json.model).toBe('');
+  });
+
   it('a 413 is summarised as a size limit, and a summarizer that fails falls back, logged as such', async () => {
     upstream = await startFakeUpstream((req, res, raw) => {
       if (isSummarizer(req)) return json(res, 500, { error: { message: 'down' } });
@@ -263,6 +294,14 @@ describe('the replay’s answer', () => {
     expect(busy.header).toMatchObject({ outcome: 'replay_failed', 'replay-status': 503 });
     expect(await count(busy.metrics, 'gateway_replays_total', { api: 'chat', result: 'upstream_error' })).toBe(1);
     expect(await count(busy.metrics, 'gateway_compactions_total', { api: 'chat', strategy: 'summarize', outcome: 'replay_failed' })).toBe(1);
+  });
+
+  it('a replay refused with a 400 that is not about length is an upstream error', async () => {
+    upstream = await startFakeUpstream(provider(20_000, { replay: (_q, res) => json(res, 400, { error: { message: 'Invalid value for temperature', type: 'invalid_request_error', code: 'invalid_value' } }) }));
+    const r = await run(agentBody(20));
+    expect(r.status).toBe(400);
+    expect(r.header).toMatchObject({ outcome: 'replay_failed', 'replay-status': 400 });
+    expect(await count(r.metrics, 'gateway_replays_total', { api: 'chat', result: 'upstream_error' })).toBe(1);
   });
 
   it('no answer at all: the upstream’s own rejection goes to the client, with a warning', async () => {
@@ -393,6 +432,76 @@ describe('with memory', () => {
     await memory.close();
   });
 
+  it('a remembered summary that no longer fits is extended ahead, by the summarizer', async () => {
+    upstream = await startFakeUpstream(provider(20_000));
+    const memory = makeMemory();
+    const tenant = { authorization: 'Bearer sk-client' };
+    await run(agentBody(20), { config: memoryConfig(), memory, clientHeaders: tenant });
+    const before = summarizerCalls().length;
+    const r = await run(agentBody(40), { config: memoryConfig(), memory, clientHeaders: tenant });
+    expect(r.status).toBe(200);
+    expect(r.header).toMatchObject({ outcome: 'compacted', trigger: 'proactive', memory: 'hit' });
+    expect(summarizerCalls().length).toBeGreaterThan(before);
+    const ahead = calls()[2];
+    expect(ahead.body.length).toBeLessThan(20_000);
+    const summary = ahead.json.messages.find((m: any) => typeof m.content === 'string' && m.content.startsWith('[compaction-gateway]'));
+    expect(summary.content).toContain("because the conversation had outgrown the upstream's limit before");
+    await memory.close();
+  });
+
+  it('tokens-before of a compaction ahead is in this model’s learned bytes per token', async () => {
+    upstream = await startFakeUpstream(provider(20_000));
+    const memory = makeMemory();
+    const tenant = { authorization: 'Bearer sk-client' };
+    const first = Buffer.byteLength(JSON.stringify(agentBody(20)));
+    await run(agentBody(20), { config: memoryConfig(), memory, clientHeaders: tenant });
+    const bytesPerToken = first / Math.ceil(first / 4);
+    const next = Buffer.byteLength(JSON.stringify(agentBody(21)));
+    const r = await run(agentBody(21), { config: memoryConfig(), memory, clientHeaders: tenant });
+    expect(r.header).toMatchObject({ trigger: 'proactive', 'tokens-before': Math.round(next / bytesPerToken), 'bytes-before': next });
+    await memory.close();
+  });
+
+  it('a limit learned since, counting the completion, tightens what the remembered compaction knew to fit', async () => {
+    let limit = 20_000;
+    upstream = await startFakeUpstream((req, res, raw) => provider(limit)(req, res, raw));
+    const memory = makeMemory();
+    const tenant = { authorization: 'Bearer sk-client' };
+    await run(agentBody(20, { max_tokens: 1500 }), { config: memoryConfig(), memory, clientHeaders: tenant });
+    await memory.learn('fake-model', { limitTokens: 3000, completionCounted: true, bytesPerToken: 4 });
+    limit = 6_000;
+    const r = await run(agentBody(21, { max_tokens: 1500 }), { config: memoryConfig(), memory, clientHeaders: tenant });
+    expect(r.header).toMatchObject({ outcome: 'compacted', trigger: 'proactive' });
+    expect(calls()).toHaveLength(3);
+    expect(calls()[2].body.length).toBeLessThanOrEqual(5_400);
+    await memory.close();
+  });
+
+  it('proactive compaction off: the next turn goes as sent, and its rescue reuses the remembered summary', async () => {
+    upstream = await startFakeUpstream(provider(20_000));
+    const memory = makeMemory();
+    const tenant = { authorization: 'Bearer sk-client' };
+    const config = { memory: { enabled: true }, compaction: { proactive: false } };
+    await run(agentBody(20), { config, memory, clientHeaders: tenant });
+    const body = agentBody(21);
+    const r = await run(body, { config, memory, clientHeaders: tenant });
+    expect(calls()[2].body.toString()).toBe(JSON.stringify(body));
+    expect(r.header).toMatchObject({ outcome: 'replayed', trigger: 'rejected', memory: 'hit' });
+    await memory.close();
+  });
+
+  it('replays off: a remembered conversation is not compacted ahead either', async () => {
+    upstream = await startFakeUpstream(provider(20_000));
+    const memory = makeMemory();
+    const tenant = { authorization: 'Bearer sk-client' };
+    await run(agentBody(20), { config: memoryConfig(), memory, clientHeaders: tenant });
+    const body = agentBody(21);
+    const r = await run(body, { config: { memory: { enabled: true }, compaction: { maxReplays: 0 } }, memory, clientHeaders: tenant });
+    expect(calls()[2].body.toString()).toBe(JSON.stringify(body));
+    expect(r.header).toMatchObject({ outcome: 'disabled' });
+    await memory.close();
+  });
+
   it('only a conversation the tenant had compacted goes ahead; an unreadable body goes as sent', async () => {
     upstream = await startFakeUpstream(provider(20_000));
     const memory = makeMemory();
@@ -405,6 +514,9 @@ describe('with memory', () => {
     const garbage = await run('{"model":"fake-model","messages":[', { config: memoryConfig(), memory, clientHeaders: tenant });
     expect(garbage.header).toBeUndefined();
     expect(calls()[3].body.toString()).toBe('{"model":"fake-model","messages":[');
+    const noConversation = await run({ model: 'fake-model', prompt: 'hello' }, { config: memoryConfig(), memory, clientHeaders: tenant });
+    expect(noConversation.header).toBeUndefined();
+    expect(calls()[4].json).toEqual({ model: 'fake-model', prompt: 'hello' });
     await memory.close();
   });
 
