@@ -457,8 +457,36 @@ describe('with memory', () => {
     await run(agentBody(20), { config: memoryConfig(), memory, clientHeaders: tenant });
     const bytesPerToken = first / Math.ceil(first / 4);
     const next = Buffer.byteLength(JSON.stringify(agentBody(21)));
+    const started = performance.now();
     const r = await run(agentBody(21), { config: memoryConfig(), memory, clientHeaders: tenant });
-    expect(r.header).toMatchObject({ trigger: 'proactive', 'tokens-before': Math.round(next / bytesPerToken), 'bytes-before': next });
+    const elapsedMs = performance.now() - started;
+    const sent = calls()[2].body.length;
+    expect(r.header).toMatchObject({ trigger: 'proactive', 'tokens-before': Math.round(next / bytesPerToken), 'bytes-before': next, 'bytes-after': sent });
+    expect(r.header!['tokens-after']).toBe(Math.round(sent / bytesPerToken));
+    // The duration it reports lies within the call.
+    const warn = r.logs.find((l) => l.level === 40);
+    expect(warn.compaction.durationMs).toBeGreaterThanOrEqual(0);
+    expect(warn.compaction.durationMs).toBeLessThanOrEqual(elapsedMs + 1);
+
+    // The same conversation with another model: nothing learned for it, 3 bytes a token assumed.
+    const other = agentBody(21, { model: 'other-model' });
+    const otherBytes = Buffer.byteLength(JSON.stringify(other));
+    const r2 = await run(other, { config: memoryConfig(), memory, clientHeaders: tenant });
+    expect(r2.header).toMatchObject({ trigger: 'proactive', 'tokens-before': Math.round(otherBytes / 3) });
+    await memory.close();
+  });
+
+  it('a compaction ahead that cannot fit sends the request as it came, unmarked', async () => {
+    upstream = await startFakeUpstream(provider(20_000));
+    const memory = makeMemory();
+    const tenant = { authorization: 'Bearer sk-client' };
+    await run(agentBody(20), { config: memoryConfig(), memory, clientHeaders: tenant });
+    const body = agentBody(21);
+    (body.messages.at(-1) as { content: string }).content = 'please read this log: ' + 'x'.repeat(30_000);
+    const r = await run(body, { config: memoryConfig(), memory, clientHeaders: tenant });
+    expect(calls()[2].body.toString()).toBe(JSON.stringify(body));
+    expect(calls()[2].headers['x-gateway-compaction']).toBeUndefined();
+    expect(r.header).toMatchObject({ trigger: 'rejected' });
     await memory.close();
   });
 
@@ -473,7 +501,8 @@ describe('with memory', () => {
     const r = await run(agentBody(21, { max_tokens: 1500 }), { config: memoryConfig(), memory, clientHeaders: tenant });
     expect(r.header).toMatchObject({ outcome: 'compacted', trigger: 'proactive' });
     expect(calls()).toHaveLength(3);
-    expect(calls()[2].body.length).toBeLessThanOrEqual(5_400);
+    // Within what now fits (5,400 bytes: 90% of 1,500 tokens at 4 bytes), aiming at half the room.
+    expect(calls()[2].body.length).toBeLessThanOrEqual(3_000);
     await memory.close();
   });
 
