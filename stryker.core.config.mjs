@@ -1,0 +1,37 @@
+// Mutation testing of the dialects, the rescue core and the planner's shape: `npm run mutate:core`.
+// Stryker 9.6 (the last line that runs on Node 20) with its vitest runner, which runs only the
+// tests that cover each mutant. TypeScript 7 has no JS API, so the TypeScript checker is off and
+// `tsconfigFile` names no file, which keeps Stryker from rewriting (and parsing) tsconfig.json.
+/** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
+export default {
+  testRunner: 'vitest',
+  plugins: ['@stryker-mutator/vitest-runner'],
+  vitest: { configFile: 'vitest.mutate-core.config.ts', related: true },
+  coverageAnalysis: 'perTest',
+  checkers: [],
+  tsconfigFile: 'stryker-has-no-tsconfig.json',
+  mutate: [
+    'src/dialects/chat.ts',
+    'src/dialects/responses.ts',
+    'src/dialects/parts.ts',
+    'src/rescue/report.ts',
+    'src/rescue/context.ts',
+    'src/rescue/request.ts',
+    'src/rescue/index.ts',
+    'src/rescue/memory.ts',
+    'src/compaction/conversation.ts',
+    'src/compaction/validate.ts',
+  ],
+  ignorePatterns: ['dist', 'coverage', 'reports', 'bench', 'deploy', '.stryker-tmp'],
+  incremental: true,
+  incrementalFile: 'reports/stryker-incremental-core.json',
+  reporters: ['html', 'json', 'clear-text', 'progress'],
+  htmlReporter: { fileName: 'reports/mutation-core/index.html' },
+  jsonReporter: { fileName: 'reports/mutation-core/mutation.json' },
+  // Two shared cores, other work on them too: at most two sandboxes.
+  concurrency: 2,
+  timeoutMS: 10_000,
+  thresholds: { high: 90, low: 85, break: null },
+  tempDirName: '.stryker-tmp/core',
+  cleanTempDir: true,
+};

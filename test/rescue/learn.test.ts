@@ -1,0 +1,96 @@
+import { describe, expect, it } from 'vitest';
+import type { Bounds } from '../../src/compaction/target.js';
+import { chat } from '../../src/dialects/chat.js';
+import type { RescueContext } from '../../src/rescue/context.js';
+import { learnedBounds, learnFrom, recallFor } from '../../src/rescue/memory.js';
+import { readIncoming } from '../../src/rescue/request.js';
+
+/*
+ * What one rejection teaches the memory, per model: a stated window (with whether the error
+ * counted the completion, and this model's bytes per token), a stated body limit, or else the
+ * size that was refused. A request with no model, or a gateway without memory, teaches nothing.
+ */
+
+function ctxWith(body: unknown, learned: Array<[string, Bounds]>, memory = true): RescueContext {
+  const fake = {
+    learn: async (model: string, bounds: Bounds) => void learned.push([model, bounds]),
+    limitFor: async (model: string) => ({ limitTokens: model.length }),
+    recall: async () => null,
+    countLookup: () => {},
+  };
+  return {
+    deps: { memory: memory ? fake : null },
+    dialect: chat,
+    incoming: readIncoming(Buffer.from(JSON.stringify(body)), undefined),
+    clientHeaders: {},
+  } as unknown as RescueContext;
+}
+
+const overlong = (reason: 'context_length' | 'body_too_large', limits: Record<string, unknown>) => ({ overlong: true, reason, limits, rule: 'test' }) as never;
+
+describe('learnFrom', () => {
+  it('a stated window, the prompt’s tokens and a stated completion', async () => {
+    const learned: Array<[string, Bounds]> = [];
+    await learnFrom(ctxWith({ model: 'm1' }, learned), overlong('context_length', { limitTokens: 8000, promptTokens: 9000, completionTokens: 500 }), 36_000);
+    expect(learned).toEqual([['m1', { limitTokens: 8000, completionCounted: true, bytesPerToken: 4 }]]);
+  });
+
+  it('a window whose error did not count the completion, and states no prompt size', async () => {
+    const learned: Array<[string, Bounds]> = [];
+    await learnFrom(ctxWith({ model: 'm1' }, learned), overlong('context_length', { limitTokens: 8000 }), 36_000);
+    expect(learned).toEqual([['m1', { limitTokens: 8000, completionCounted: false }]]);
+  });
+
+  it('an error that says it counted the completion without stating it', async () => {
+    const learned: Array<[string, Bounds]> = [];
+    await learnFrom(ctxWith({ model: 'm1' }, learned), overlong('context_length', { limitTokens: 8000, completionCounted: true }), 36_000);
+    expect(learned[0][1]).toEqual({ limitTokens: 8000, completionCounted: true });
+  });
+
+  it('a stated body limit on a 413', async () => {
+    const learned: Array<[string, Bounds]> = [];
+    await learnFrom(ctxWith({ model: 'm2' }, learned), overlong('body_too_large', { limitBytes: 1_048_576 }), 2_000_000);
+    expect(learned).toEqual([['m2', { limitBytes: 1_048_576 }]]);
+  });
+
+  it('no number stated: the refused size is the bound, for either reason', async () => {
+    const learned: Array<[string, Bounds]> = [];
+    await learnFrom(ctxWith({ model: 'm3' }, learned), overlong('body_too_large', {}), 2_000_000);
+    await learnFrom(ctxWith({ model: 'm3' }, learned), overlong('context_length', { promptTokens: 100 }), 50_000);
+    expect(learned).toEqual([
+      ['m3', { refusedBytes: 2_000_000 }],
+      ['m3', { refusedBytes: 50_000 }],
+    ]);
+  });
+
+  it('a number of the other kind is not taken: a byte limit on a context error, a window on a 413', async () => {
+    const learned: Array<[string, Bounds]> = [];
+    await learnFrom(ctxWith({ model: 'm4' }, learned), overlong('context_length', { limitBytes: 1000 }), 5000);
+    await learnFrom(ctxWith({ model: 'm4' }, learned), overlong('body_too_large', { limitTokens: 1000, promptTokens: 10 }), 6000);
+    expect(learned).toEqual([
+      ['m4', { refusedBytes: 5000 }],
+      ['m4', { refusedBytes: 6000 }],
+    ]);
+  });
+
+  it('nothing to learn from an empty refusal, a request with no model, or without memory', async () => {
+    const learned: Array<[string, Bounds]> = [];
+    await learnFrom(ctxWith({ model: 'm5' }, learned), overlong('body_too_large', {}), 0);
+    await learnFrom(ctxWith({ messages: [] }, learned), overlong('context_length', { limitTokens: 8000 }), 9000);
+    await learnFrom(ctxWith({ model: 'm5' }, learned, false), overlong('context_length', { limitTokens: 8000 }), 9000);
+    expect(learned).toEqual([]);
+  });
+});
+
+describe('learnedBounds and recallFor', () => {
+  it('asks the memory for the request’s model; nothing without memory or a model', async () => {
+    expect(await learnedBounds(ctxWith({ model: 'abc' }, []))).toEqual({ limitTokens: 3 });
+    expect(await learnedBounds(ctxWith({ messages: [] }, []))).toBeUndefined();
+    expect(await learnedBounds(ctxWith({ model: 'abc' }, [], false))).toBeUndefined();
+  });
+
+  it('recalls nothing without memory', async () => {
+    const ctx = ctxWith({ model: 'abc', messages: [{ role: 'user', content: 'x' }] }, [], false);
+    expect(await recallFor(ctx, chat.read(ctx.incoming.json!)!)).toBeNull();
+  });
+});

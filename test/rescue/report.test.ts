@@ -1,0 +1,208 @@
+import { describe, expect, it } from 'vitest';
+import type { CompactionResult } from '../../src/compaction/index.js';
+import { createMetrics, type Metrics } from '../../src/metrics.js';
+import { compactionHeader, countCompaction, countRescue, logDecision, seconds, type RescueRecord } from '../../src/rescue/report.js';
+
+/*
+ * What a rescue tells the operator: the x-gateway-compaction header, the one WARN line with the
+ * numbers in it, and the metrics. Each record shape a rescue can end in, as the client and the
+ * operator see it.
+ */
+
+const compacted = (over: Partial<Extract<CompactionResult, { outcome: 'compacted' }>> = {}): CompactionResult => ({
+  outcome: 'compacted',
+  body: Buffer.from('{}'),
+  strategy: 'summarize',
+  messagesBefore: 212,
+  messagesAfter: 14,
+  bytesBefore: 1_234_567,
+  bytesAfter: 98_765,
+  tokensBefore: 411_522.6,
+  tokensAfter: 32_921.4,
+  summarizerMs: 1534.4,
+  summarizerCalls: 2,
+  memory: 'miss',
+  cut: 0,
+  ...over,
+});
+
+const notShrunk: CompactionResult = { outcome: 'not_shrunk', why: 'nothing_to_shrink', summarizerCalls: 0, messagesBefore: 3, bytesBefore: 2048, tokensBefore: 683 };
+
+function logger() {
+  const lines: Array<{ obj: Record<string, unknown>; msg: string }> = [];
+  const log = { warn: (obj: Record<string, unknown>, msg: string) => lines.push({ obj, msg }) } as never;
+  return { log, lines };
+}
+
+/** A sample's value by its full name (a histogram's `_sum`, `_count`) and labels. */
+async function value(metrics: Metrics, name: string, labels: Record<string, string> = {}): Promise<number | undefined> {
+  const metric = metrics.registry.getSingleMetric(name.replace(/_(sum|count)$/, ''))!;
+  const { values } = await metric.get();
+  const match = values.find(
+    (v) => ((v as { metricName?: string }).metricName ?? (metric as unknown as { name: string }).name) === name && Object.entries(labels).every(([k, l]) => (v.labels as Record<string, unknown>)[k] === l),
+  );
+  return match?.value;
+}
+
+describe('compactionHeader', () => {
+  it('a replayed compaction: every figure, in order, numbers rounded', () => {
+    const record: RescueRecord = {
+      api: 'chat',
+      outcome: 'replayed',
+      trigger: 'rejected',
+      reason: 'context_length',
+      remedy: 'compaction',
+      limit: 'stated',
+      compaction: compacted({ memory: 'hit', cut: 2, summarizerFailure: 'timeout' }),
+      replayStatus: 200,
+    };
+    expect(compactionHeader(record)).toBe(
+      'outcome=replayed, trigger=rejected, reason=context_length, limit=stated, memory=hit, strategy=summarize, messages-before=212, messages-after=14, ' +
+        'bytes-before=1234567, bytes-after=98765, tokens-before=411523, tokens-after=32921, cut=2, summarizer-ms=1534, summarizer-failure=timeout, replay-status=200',
+    );
+  });
+
+  it('a compaction that did not shrink says why, and none of the after figures', () => {
+    const record: RescueRecord = { api: 'chat', outcome: 'not_shrunk', trigger: 'rejected', reason: 'body_too_large', compaction: notShrunk };
+    expect(compactionHeader(record)).toBe('outcome=not_shrunk, trigger=rejected, reason=body_too_large, why=nothing_to_shrink, messages-before=3, bytes-before=2048, tokens-before=683');
+  });
+
+  it('a clamp names its strategy and the completion before and after', () => {
+    const record: RescueRecord = { api: 'responses', outcome: 'replayed', trigger: 'rejected', reason: 'context_length', remedy: 'clamp', limit: 'stated', completion: { before: 8000, after: 1200 } };
+    expect(compactionHeader(record)).toBe('outcome=replayed, trigger=rejected, reason=context_length, limit=stated, strategy=clamp, completion-before=8000, completion-after=1200');
+  });
+
+  it('a truncation names its strategy; a disabled rescue only its outcome and reason', () => {
+    expect(compactionHeader({ api: 'responses', outcome: 'replayed', trigger: 'rejected', reason: 'context_length', remedy: 'truncation' })).toBe(
+      'outcome=replayed, trigger=rejected, reason=context_length, strategy=truncation',
+    );
+    expect(compactionHeader({ api: 'chat', outcome: 'disabled', trigger: 'rejected', reason: 'context_length' })).toBe('outcome=disabled, trigger=rejected, reason=context_length');
+  });
+
+  it('a proactive compaction with no cut still says cut=0', () => {
+    const header = compactionHeader({ api: 'chat', outcome: 'compacted', trigger: 'proactive', compaction: compacted({ summarizerMs: undefined, summarizerCalls: 0, memory: 'hit' }), limit: 'learned' });
+    expect(header).toBe('outcome=compacted, trigger=proactive, limit=learned, memory=hit, strategy=summarize, messages-before=212, messages-after=14, bytes-before=1234567, bytes-after=98765, tokens-before=411523, tokens-after=32921, cut=0');
+  });
+});
+
+describe('logDecision: one WARN line with the numbers in the sentence', () => {
+  const base = { api: 'chat', trigger: 'rejected', reason: 'context_length', rejectedStatus: 400 } as const;
+
+  it('compaction off', () => {
+    const { log, lines } = logger();
+    logDecision(log, { ...base, outcome: 'disabled' });
+    expect(lines).toHaveLength(1);
+    expect(lines[0].msg).toBe('upstream rejected the chat request as overlong (400 context_length, limit unknown): compaction is off for this request; passing the upstream error through');
+    expect(lines[0].obj).toEqual({ compaction: { api: 'chat', trigger: 'rejected', reason: 'context_length', rejectedStatus: 400, outcome: 'disabled' } });
+  });
+
+  it('a clamp', () => {
+    const { log, lines } = logger();
+    logDecision(log, { ...base, outcome: 'replayed', remedy: 'clamp', limit: 'stated', completion: { before: 4096, after: 1000 }, durationMs: 1.6 });
+    expect(lines[0].msg).toBe(
+      'upstream rejected the chat request as overlong (400 context_length, limit stated): the prompt fits; lowered the completion limit from 4096 to 1000, replaying once',
+    );
+    expect(lines[0].obj.compaction).toMatchObject({ strategy: 'clamp', completionBefore: 4096, completionAfter: 1000, durationMs: 2, remedy: 'clamp' });
+    expect(lines[0].obj.compaction).not.toHaveProperty('completion');
+  });
+
+  it('a truncation', () => {
+    const { log, lines } = logger();
+    logDecision(log, { ...base, api: 'responses', outcome: 'replayed', remedy: 'truncation' });
+    expect(lines[0].msg).toBe(
+      'upstream rejected the responses request as overlong (400 context_length, limit unknown): its history is held upstream (previous_response_id); replaying once with truncation "auto"',
+    );
+  });
+
+  it('no useful compaction, with the size in the unit that reads best', () => {
+    const { log, lines } = logger();
+    logDecision(log, { ...base, outcome: 'not_shrunk', compaction: notShrunk });
+    logDecision(log, { ...base, outcome: 'not_shrunk', compaction: { ...notShrunk, bytesBefore: 999 } });
+    logDecision(log, { ...base, outcome: 'not_shrunk', compaction: { ...notShrunk, bytesBefore: 2_500_000, why: 'cannot_fit' } });
+    logDecision(log, { ...base, outcome: 'not_shrunk', compaction: { ...notShrunk, bytesBefore: 1_000_000 } });
+    expect(lines.map((l) => l.msg)).toEqual([
+      'upstream rejected the chat request as overlong (400 context_length, limit unknown): no useful compaction (nothing_to_shrink, 3 items, 2 KB); passing the upstream error through',
+      'upstream rejected the chat request as overlong (400 context_length, limit unknown): no useful compaction (nothing_to_shrink, 3 items, 999 B); passing the upstream error through',
+      'upstream rejected the chat request as overlong (400 context_length, limit unknown): no useful compaction (cannot_fit, 3 items, 2.50 MB); passing the upstream error through',
+      'upstream rejected the chat request as overlong (400 context_length, limit unknown): no useful compaction (nothing_to_shrink, 3 items, 1.00 MB); passing the upstream error through',
+    ]);
+    expect(lines[0].obj.compaction).toMatchObject({ compaction: 'not_shrunk', why: 'nothing_to_shrink', bytesBefore: 2048 });
+  });
+
+  it('a compaction, with the summarizer time, the memory, the cuts and a fallback', () => {
+    const { log, lines } = logger();
+    logDecision(log, { ...base, outcome: 'replayed', remedy: 'compaction', limit: 'stated', compaction: compacted() });
+    logDecision(log, { ...base, outcome: 'replayed', remedy: 'compaction', limit: 'default', compaction: compacted({ strategy: 'fallback', summarizerMs: 250.4, summarizerFailure: 'rejected', cut: 3 }) });
+    logDecision(log, { ...base, outcome: 'replayed', remedy: 'compaction', limit: 'stated', compaction: compacted({ memory: 'hit', summarizerCalls: 0, summarizerMs: undefined }) });
+    logDecision(log, { ...base, outcome: 'replayed', remedy: 'compaction', limit: 'stated', compaction: compacted({ memory: 'hit', summarizerCalls: 1, bytesBefore: 1000, bytesAfter: 999 }) });
+    expect(lines.map((l) => l.msg)).toEqual([
+      'upstream rejected the chat request as overlong (400 context_length, limit stated): compacted 212 items into 14 (1.23 MB -> 99 KB, summarize, 1.5 s), replaying once',
+      'upstream rejected the chat request as overlong (400 context_length, limit default): compacted 212 items into 14 (1.23 MB -> 99 KB, fallback, 250 ms, 3 kept contents cut to fit) after the summarizer failed (rejected), replaying once',
+      'upstream rejected the chat request as overlong (400 context_length, limit stated): compacted 212 items into 14 (1.23 MB -> 99 KB, summarize, remembered summary reused as it was), replaying once',
+      'upstream rejected the chat request as overlong (400 context_length, limit stated): compacted 212 items into 14 (1 KB -> 999 B, summarize, 1.5 s, remembered summary extended), replaying once',
+    ]);
+    const fields = lines[0].obj.compaction as Record<string, unknown>;
+    expect(fields).toMatchObject({ compaction: 'compacted', strategy: 'summarize', tokensBefore: 411523, summarizerMs: 1534, messagesAfter: 14 });
+    expect(fields).not.toHaveProperty('body');
+    expect(fields).not.toHaveProperty('outcome', 'compacted');
+  });
+
+  it('a proactive compaction says it extends a remembered one and is sent compacted', () => {
+    const { log, lines } = logger();
+    logDecision(log, { api: 'responses', outcome: 'compacted', trigger: 'proactive', limit: 'learned', compaction: compacted({ newSpan: { fixedEnd: 1 } as never }) });
+    expect(lines[0].msg).toBe(
+      'responses request extends a conversation compacted before (remembered summary): compacted 212 items into 14 (1.23 MB -> 99 KB, summarize, 1.5 s), sending it compacted',
+    );
+    expect(lines[0].obj.compaction).not.toHaveProperty('newSpan');
+  });
+
+  it('a replayed record with no compaction and no known remedy writes nothing', () => {
+    const { log, lines } = logger();
+    logDecision(log, { ...base, outcome: 'replayed' });
+    expect(lines).toEqual([]);
+  });
+});
+
+describe('metrics', () => {
+  it('countRescue counts the outcome by strategy, and the replay when there was one', async () => {
+    const metrics = createMetrics();
+    countRescue(metrics, { api: 'chat', outcome: 'replayed', trigger: 'rejected', remedy: 'clamp' }, 'success');
+    countRescue(metrics, { api: 'chat', outcome: 'disabled', trigger: 'rejected' });
+    expect(await value(metrics, 'gateway_compactions_total', { api: 'chat', strategy: 'clamp', outcome: 'replayed' })).toBe(1);
+    expect(await value(metrics, 'gateway_compactions_total', { api: 'chat', strategy: 'none', outcome: 'disabled' })).toBe(1);
+    expect(await value(metrics, 'gateway_replays_total', { api: 'chat', result: 'success' })).toBe(1);
+    expect((await metrics.registry.getSingleMetric('gateway_replays_total')!.get()).values).toHaveLength(1);
+  });
+
+  it('countCompaction records a compaction’s duration, calls, failure and sizes', async () => {
+    const metrics = createMetrics();
+    countCompaction(metrics, compacted({ summarizerFailure: 'timeout' }), 2500);
+    expect(await value(metrics, 'gateway_compaction_duration_seconds_sum')).toBe(2.5);
+    expect(await value(metrics, 'gateway_summarizer_calls_total')).toBe(2);
+    expect(await value(metrics, 'gateway_summarizer_failures_total', { kind: 'timeout' })).toBe(1);
+    expect(await value(metrics, 'gateway_summarizer_duration_seconds_sum')).toBeCloseTo(1.5344, 6);
+    expect(await value(metrics, 'gateway_compaction_request_bytes_sum', { stage: 'before' })).toBe(1_234_567);
+    expect(await value(metrics, 'gateway_compaction_request_bytes_sum', { stage: 'after' })).toBe(98_765);
+    expect(await value(metrics, 'gateway_compaction_request_tokens_sum', { stage: 'before' })).toBeCloseTo(411_522.6);
+    expect(await value(metrics, 'gateway_compaction_request_tokens_sum', { stage: 'after' })).toBeCloseTo(32_921.4);
+  });
+
+  it('countCompaction: no calls, no failure, no summarizer time; a compaction that did not shrink counts only its time', async () => {
+    const metrics = createMetrics();
+    countCompaction(metrics, compacted({ summarizerCalls: 0, summarizerMs: undefined }), 10);
+    countCompaction(metrics, notShrunk, 20);
+    expect(await value(metrics, 'gateway_compaction_duration_seconds_count')).toBe(2);
+    expect(await value(metrics, 'gateway_summarizer_calls_total')).toBe(0);
+    expect((await metrics.registry.getSingleMetric('gateway_summarizer_failures_total')!.get()).values).toEqual([]);
+    expect(await value(metrics, 'gateway_summarizer_duration_seconds_count')).toBe(0);
+    expect(await value(metrics, 'gateway_compaction_request_bytes_count', { stage: 'before' })).toBe(1);
+  });
+});
+
+describe('seconds', () => {
+  it('milliseconds below a second, tenths of seconds above', () => {
+    expect(seconds(999.4)).toBe('999 ms');
+    expect(seconds(1000)).toBe('1.0 s');
+    expect(seconds(12_345)).toBe('12.3 s');
+  });
+});
