@@ -131,27 +131,17 @@ function armDeadline(app: FastifyInstance, logStream: DestinationStream, graceMs
  * not drained in time is dropped first, and the exit cannot hang on it.
  */
 function exitFlushed(code: number, logStream: DestinationStream): void {
-  const stream = logStream as DestinationStream & { flush?: (done: (err?: Error) => void) => void };
-  let exited = false;
+  const stream = logStream as DestinationStream & { _writing?: boolean; once?: (event: string, fn: () => void) => void };
   const exit = (drained: boolean) => {
-    if (exited) return;
-    exited = true;
     if (!drained) abandonLogs(logStream);
     process.exit(code);
   };
-  if (typeof stream.flush !== 'function') return exit(true);
-  // The access log is batched: write what is held now, asynchronously, so a failing stdout is
-  // seen here (and the destination dropped) rather than in pino's synchronous exit flush.
+  if (!stream._writing || typeof stream.once !== 'function') return exit(true);
   const timer = setTimeout(() => exit(false), LOG_FLUSH_MS);
-  try {
-    stream.flush((err) => {
-      clearTimeout(timer);
-      exit(!err);
-    });
-  } catch {
+  stream.once('drain', () => {
     clearTimeout(timer);
-    exit(false);
-  }
+    exit(true);
+  });
 }
 
 function abandonLogs(logStream: DestinationStream): void {
