@@ -86,6 +86,7 @@ export const chat: Dialect = {
   streamEvent: null,
   serverSideRescue: () => null,
   summarizer: {
+    credential: 'bearer',
     path: '/chat/completions',
     body: ({ model, instructions, transcript, maxTokens, request }) => ({
       model,

@@ -258,6 +258,7 @@ export const messages: Dialect = {
   streamEvent,
   serverSideRescue: () => null,
   summarizer: {
+    credential: 'x-api-key',
     path: '/messages',
     body: ({ model, instructions, transcript, maxTokens }) => ({
       model,

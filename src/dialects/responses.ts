@@ -103,6 +103,7 @@ export const responses: Dialect = {
     return withField(request, 'truncation', 'auto');
   },
   summarizer: {
+    credential: 'bearer',
     path: '/responses',
     body: ({ model, instructions, transcript, maxTokens }) => ({
       model,

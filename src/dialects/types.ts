@@ -53,6 +53,8 @@ export interface SummarizerWire {
   body(o: { model: string; instructions: string; transcript: string; maxTokens: number; request: Record<string, unknown> }): unknown;
   /** The summary text of a successful answer. */
   text(answer: unknown): string | undefined;
+  /** How a configured summarizer key is sent in this API. */
+  credential: 'bearer' | 'x-api-key';
   /** Headers the API needs besides credentials, from the request's own when it has them. */
   headers(requestHeaders: Record<string, string | string[]>): Record<string, string>;
 }

@@ -1,7 +1,8 @@
 import { compact, type SummarizerTarget } from '../compaction/index.js';
 import { clampedCompletion, sizeTarget } from '../compaction/target.js';
 import { DIALECTS } from '../dialects/index.js';
-import type { Conversation } from '../dialects/types.js';
+import { pickHeaders } from '../dialects/parts.js';
+import type { Conversation, SummarizerWire } from '../dialects/types.js';
 import type { Verdict } from '../overlong/types.js';
 import { discard } from '../upstream/body.js';
 import { CLIENT_CREDENTIALS } from '../upstream/headers.js';
@@ -168,22 +169,12 @@ function summarizerFor(ctx: RescueContext): SummarizerTarget {
   const s = ctx.deps.config.summarizer;
   const wire = DIALECTS[s.api ?? ctx.dialect.api].summarizer;
   const model = s.model ?? String(ctx.incoming.json?.model ?? '');
-  const own = s.apiKey ? keyHeaders(s.api ?? ctx.dialect.api, s.apiKey) : credentials(ctx.headers);
+  const own = s.apiKey ? keyHeaders(wire.credential, s.apiKey) : pickHeaders(ctx.headers, CLIENT_CREDENTIALS);
   return { url: s.url ?? ctx.deps.config.upstream.url, model, wire, headers: { ...wire.headers(ctx.headers), ...own } };
 }
 
-function keyHeaders(api: string, key: string): Record<string, string> {
-  return api === 'messages' ? { 'x-api-key': key } : { authorization: `Bearer ${key}` };
-}
-
-/** The credentials the request itself used upstream: the summarizer's default. */
-function credentials(headers: Record<string, string | string[]>): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const name of CLIENT_CREDENTIALS) {
-    const value = headers[name];
-    if (typeof value === 'string') out[name] = value;
-  }
-  return out;
+function keyHeaders(style: SummarizerWire['credential'], key: string): Record<string, string> {
+  return style === 'x-api-key' ? { 'x-api-key': key } : { authorization: `Bearer ${key}` };
 }
 
 function logSummary(ctx: RescueContext, e: Parameters<NonNullable<Parameters<typeof compact>[0]['onSummary']>>[0]): void {

@@ -1,5 +1,5 @@
 import { compact, keptPrefixEnd, type CompactionResult, type SummarizerTarget } from '../compaction/index.js';
-import { learnedTarget, smallest, type Bounds, type SizeTarget } from '../compaction/target.js';
+import { DEFAULT_BYTES_PER_TOKEN, learnedTarget, type Bounds, type SizeTarget } from '../compaction/target.js';
 import type { Conversation } from '../dialects/types.js';
 import { tenantOf } from '../memory/fingerprint.js';
 import type { Recalled } from '../memory/index.js';
@@ -127,13 +127,13 @@ export async function compactAhead(ctx: RescueContext, summarizer: () => Summari
 function aheadTarget(recalled: Recalled, bytes: number, learned: Bounds | undefined, ctx: RescueContext): SizeTarget {
   const remembered = { fitBytes: recalled.entry.fitBytes, aimBytes: recalled.entry.aimBytes };
   const ratio = ctx.deps.config.compaction.targetRatio;
-  const fromLearned = learned ? learnedTarget(bytes, smallest(learned, {}), ratio, ctx.dialect.completion(ctx.incoming.json ?? {})) : null;
+  const fromLearned = learned ? learnedTarget(bytes, learned, ratio, ctx.dialect.completion(ctx.incoming.json ?? {})) : null;
   const fitBytes = Math.min(remembered.fitBytes, fromLearned?.fitBytes ?? Infinity);
   return {
     fitBytes,
     aimBytes: Math.min(remembered.aimBytes, fromLearned?.aimBytes ?? Infinity, fitBytes),
-    bytesPerToken: learned?.bytesPerToken ?? 3,
-    tokensBefore: Math.round(bytes / (learned?.bytesPerToken ?? 3)),
+    bytesPerToken: learned?.bytesPerToken ?? DEFAULT_BYTES_PER_TOKEN,
+    tokensBefore: Math.round(bytes / (learned?.bytesPerToken ?? DEFAULT_BYTES_PER_TOKEN)),
     source: 'learned',
   };
 }
