@@ -10,14 +10,12 @@
 //
 // Everything listens on 127.0.0.1; the agents' own background traffic (telemetry, update checks)
 // is turned off where they have a switch for it.
-import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { ROOT, run, startGateway, write } from './agent-harness.mjs';
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const AGENTS = join(ROOT, 'deploy', 'agents');
 const INSTALL_MS = 10 * 60_000;
 const RUN_MS = 120_000;
@@ -62,26 +60,6 @@ const ALL = {
 function snippet(file, gatewayOrigin) {
   return readFileSync(join(AGENTS, file), 'utf8').replaceAll('http://127.0.0.1:8080', gatewayOrigin);
 }
-function write(file, text) {
-  mkdirSync(dirname(file), { recursive: true });
-  writeFileSync(file, text);
-}
-
-/** Runs a command to its end, bounded; resolves with its exit code and output. */
-function run(cmd, args, options, timeoutMs) {
-  return new Promise((resolvePromise) => {
-    const child = spawn(cmd, args, { ...options, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    child.stdout.on('data', (c) => (out += c));
-    child.stderr.on('data', (c) => (out += c));
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      resolvePromise({ code: code ?? signal, out });
-    });
-  });
-}
-
 /** The stand-in provider: answers the chat, Responses and Messages APIs, streamed or not. */
 async function startProvider() {
   const received = [];
@@ -132,34 +110,6 @@ async function startProvider() {
   });
   await new Promise((r) => server.listen(0, '127.0.0.1', r));
   return { origin: `http://127.0.0.1:${server.address().port}`, received, close: () => new Promise((r) => server.close(r)) };
-}
-
-async function startGateway(upstreamOrigin) {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src', 'main.ts')], {
-    cwd: ROOT,
-    env: { ...process.env, UPSTREAM_URL: `${upstreamOrigin}/v1`, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', UPSTREAM_API_KEY: '', GATEWAY_API_KEYS: '' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let log = '';
-  const origin = await new Promise((resolveOrigin, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the gateway did not start: ${log}`)), 30_000);
-    child.stdout.on('data', (c) => {
-      log += c;
-      const m = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(log);
-      if (m) { clearTimeout(timer); resolveOrigin(m[1]); }
-    });
-    child.stderr.on('data', (c) => (log += c));
-    child.once('exit', (code) => { clearTimeout(timer); reject(new Error(`the gateway exited (${code}): ${log}`)); });
-  });
-  const stop = async () => {
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    const gone = new Promise((r) => child.once('exit', r));
-    child.kill('SIGTERM');
-    const killer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-    await gone;
-    clearTimeout(killer);
-  };
-  return { origin, stop };
 }
 
 // Arguments: agent names, optionally name@version; none means all, at the pinned versions.

@@ -7,14 +7,12 @@
 // it asks Codex to `cat` the next of 12 files (about 9 KB each), then answers "done"; it refuses
 // any request body over LIMIT bytes the way its mode says. Codex must finish with exit 0, without
 // compacting on its own. Everything listens on 127.0.0.1.
-import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { ROOT, run, startGateway, write } from './agent-harness.mjs';
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const [codexBin, mode = '400'] = process.argv.slice(2);
 if (!codexBin || !['400', '413', 'failed'].includes(mode)) {
   console.error('usage: npm run try:overflow -- CODEX_BIN [400|413|failed]');
@@ -26,13 +24,13 @@ const RUN_MS = 300_000;
 
 const work = mkdtempSync(join(tmpdir(), 'try-overflow-'));
 const project = join(work, 'project');
-for (let i = 1; i <= FILES; i++) writeFile(join(project, 'src', `module${i}.ts`), moduleText(i));
+for (let i = 1; i <= FILES; i++) write(join(project, 'src', `module${i}.ts`), moduleText(i));
 
 const provider = await startProvider();
-const gateway = await startGateway(provider.origin);
+const gateway = await startGateway(provider.origin, { built: true });
 const home = join(work, 'codex-home');
 const config = readFileSync(join(ROOT, 'deploy', 'agents', 'codex', 'config.toml'), 'utf8').replaceAll('http://127.0.0.1:8080', gateway.origin);
-writeFile(join(home, 'config.toml'), config);
+write(join(home, 'config.toml'), config);
 let exit;
 try {
   exit = await run(
@@ -54,30 +52,10 @@ if (exit.code !== 0) console.log(exit.out.slice(-3000));
 rmSync(work, { recursive: true, force: true });
 process.exit(exit.code === 0 && provider.steps === FILES && !compactedByCodex ? 0 : 1);
 
-function writeFile(file, text) {
-  mkdirSync(dirname(file), { recursive: true });
-  writeFileSync(file, text);
-}
-
 function moduleText(i) {
   const lines = [`// module${i}.ts: generated for try:overflow`];
   for (let n = 0; lines.join('\n').length < 9_000; n++) lines.push(`export function step${i}_${n}(value: number): number {\n  return value * ${n + 1} + ${i};\n}`);
   return lines.join('\n');
-}
-
-/** Runs a command to its end, bounded. */
-function run(cmd, args, options, timeoutMs) {
-  return new Promise((done) => {
-    const child = spawn(cmd, args, { ...options, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    child.stdout.on('data', (c) => (out += c));
-    child.stderr.on('data', (c) => (out += c));
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      done({ code: code ?? signal, out });
-    });
-  });
 }
 
 /** The scripted model, in the Responses API: one `cat` per turn, then a final answer. */
@@ -151,35 +129,4 @@ function sendJson(res, status, body) {
   const text = JSON.stringify(body);
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
   res.end(text);
-}
-
-async function startGateway(upstreamOrigin) {
-  const child = spawn(process.execPath, [join(ROOT, 'dist', 'main.js')], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH, UPSTREAM_URL: `${upstreamOrigin}/v1`, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let log = '';
-  const origin = await new Promise((resolveOrigin, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the gateway did not start: ${log}`)), 30_000);
-    child.stdout.on('data', (c) => {
-      log += c;
-      const m = /listening at (http:\/\/127\.0\.0\.1:\d+)/i.exec(log);
-      if (m) {
-        clearTimeout(timer);
-        resolveOrigin(m[1]);
-      }
-    });
-    child.stderr.on('data', (c) => (log += c));
-    child.once('exit', (code) => reject(new Error(`the gateway exited (${code}): ${log}`)));
-  });
-  return {
-    origin,
-    stop: async () => {
-      if (child.exitCode !== null) return;
-      const gone = new Promise((r) => child.once('exit', r));
-      child.kill('SIGTERM');
-      await gone;
-    },
-  };
 }
