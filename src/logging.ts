@@ -39,9 +39,23 @@ export function loggerOptions(level: string): LoggerOptions {
  * that may be broken: the shutdown tests fail with it.)
  */
 export function stdoutDestination(format: 'json' | 'pretty' = 'json'): DestinationStream {
+  nonBlockingStdout();
   if (format === 'json') return pino.destination(1);
   const pretty = createRequire(import.meta.url)('pino-pretty') as typeof import('pino-pretty');
   return pretty({ destination: 1, colorize: process.stdout.isTTY === true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'hostname,service' });
+}
+
+/**
+ * Puts fd 1 in non-blocking mode when it is a pipe or a socket. A process started with its stdout
+ * piped gets a blocking fd, and pino's destination writes it from libuv's thread pool: once the
+ * reader stops reading and the pipe is full, that thread sits in write(2) for good, and
+ * `process.exit()` waits for it (Node joins the pool's threads on exit), so the process never
+ * ends. Non-blocking, the write fails with EAGAIN instead, the destination retries it on a timer,
+ * and the exit can drop it. Node's own stdout stream (opened here, never written to) is what
+ * switches the mode: libuv sets O_NONBLOCK when it opens a pipe; files and TTYs are left as they are.
+ */
+function nonBlockingStdout(): void {
+  void process.stdout;
 }
 
 /** The access log: `info` for requests, `debug` for probes and scrapes. */
