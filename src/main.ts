@@ -8,7 +8,7 @@ import type { DestinationStream } from 'pino';
 import { UsageError, flagList, parseArgs, usage } from './cli.js';
 import { ConfigError, configSource, loadConfig } from './config/load.js';
 import type { Config } from './config/schema.js';
-import { stdoutDestination } from './logging.js';
+import { dropLogs, flushLogs, stdoutDestination } from './logging.js';
 import { buildServer } from './server.js';
 import { loggableRedisUrl, probeRedis, startupFields, startupWarnings } from './startup.js';
 
@@ -119,33 +119,14 @@ function armDeadline(app: FastifyInstance, logStream: DestinationStream, graceMs
     exitFlushed(1, logStream);
   }, graceMs);
   setTimeout(() => {
-    abandonLogs(logStream);
+    dropLogs(logStream);
     process.exit(1);
   }, graceMs + HARD_STOP_MS);
 }
 
-/**
- * Exits once the log destination has written what it holds, or after LOG_FLUSH_MS without it.
- * pino flushes its stdout buffer synchronously on exit and retries a failing write (a pipe
- * nobody reads, a closed one) forever, which no timer can interrupt; so a destination that has
- * not drained in time is dropped first, and the exit cannot hang on it.
- */
+/** Exits once the log destination has written what it holds, or after LOG_FLUSH_MS without it. */
 function exitFlushed(code: number, logStream: DestinationStream): void {
-  const stream = logStream as DestinationStream & { _writing?: boolean; once?: (event: string, fn: () => void) => void };
-  const exit = (drained: boolean) => {
-    if (!drained) abandonLogs(logStream);
-    process.exit(code);
-  };
-  if (!stream._writing || typeof stream.once !== 'function') return exit(true);
-  const timer = setTimeout(() => exit(false), LOG_FLUSH_MS);
-  stream.once('drain', () => {
-    clearTimeout(timer);
-    exit(true);
-  });
-}
-
-function abandonLogs(logStream: DestinationStream): void {
-  quietly(() => (logStream as { destroy?: () => void }).destroy?.());
+  flushLogs(logStream, LOG_FLUSH_MS, () => process.exit(code));
 }
 
 function quietly(step: () => unknown): void {
