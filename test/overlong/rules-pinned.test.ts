@@ -245,6 +245,8 @@ describe('each specific phrase on its own wording', () => {
 describe('each specific code, and its family switched off', () => {
   it.each([
     ['groq-ctx', 'context_length_exceeded', 'openai', 'general_input_over_limit'],
+    // no code: the legacy wording's two openai phrases both go quiet, and the numbers decide
+    ['openai-legacy-completions-wording', 'maximum_context_length', 'openai', 'general_stated_numbers'],
     ['openai-embeddings-max-tokens-per-request', 'max_tokens_per_request', 'openai', 'general_stated_numbers'],
     ['llamacpp-exceed-context-size-v1', 'exceed_context_size_error', 'llamacpp', 'general_input_over_limit'],
     ['anthropic-413-request-too-large', 'request_too_large', 'anthropic', 'status_413'],
