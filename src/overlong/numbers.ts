@@ -11,8 +11,8 @@ type Field = Exclude<keyof StatedLimits, 'completionCounted'>;
 interface NumberPattern {
   family: string;
   pattern: RegExp;
-  /** The field each capture group fills, in order; `undefined` skips a group. */
-  fields: readonly (Field | undefined)[];
+  /** The field each capture group fills, in order. */
+  fields: readonly Field[];
 }
 
 // Every pattern is a literal phrase around bounded digit runs: no nested quantifiers.
@@ -137,18 +137,13 @@ export function extractLimits(text: string, fields: StatedLimits, rules: RuleSel
     const m = pattern.exec(text);
     if (m === null) continue;
     names.forEach((name, i) => {
-      const n = toCount(m[i + 1]);
-      if (name !== undefined && n !== undefined) limits[name] ??= n;
+      // an optional group that did not take part is undefined; at most 15 digits are always exact
+      const digits = m[i + 1];
+      if (digits !== undefined) limits[name] ??= Number(digits);
     });
   }
   for (const key of Object.keys(fields) as Field[]) limits[key] ??= fields[key];
   return limits;
-}
-
-function toCount(digits: string | undefined): number | undefined {
-  if (digits === undefined) return undefined;
-  const n = Number(digits);
-  return Number.isSafeInteger(n) ? n : undefined;
 }
 
 /**
@@ -163,8 +158,9 @@ export const MIN_PROMPT_ROOM_TOKENS = 256;
  * where real room remains for the prompt stay overlong (both fixes work).
  */
 export function completionCrowdsOutPrompt(limits: StatedLimits): boolean {
-  const { limitTokens: limit, completionTokens: completion } = limits;
-  if (limit === undefined || completion === undefined || limit <= 0) return false;
+  // No stated completion leaves the whole window, which is never below minRoom.
+  const { limitTokens: limit = 0, completionTokens: completion = 0 } = limits;
+  if (limit <= 0) return false;
   const minRoom = Math.max(1, Math.min(MIN_PROMPT_ROOM_TOKENS, Math.floor(limit / 16)));
   return limit - completion < minRoom;
 }

@@ -52,24 +52,16 @@ export const OVERLONG_CODES: ReadonlyMap<string, CodeRule> = new Map<string, Cod
   ['max_tokens_per_request', { family: 'openai', reason: 'context_length' }], // embeddings batch cap
   ['request_too_large', { family: 'anthropic', reason: 'body_too_large' }], // Anthropic edge (32 MB)
   ['fst_err_ctp_body_too_large', { family: 'http', reason: 'body_too_large' }], // fastify bodyLimit
-  ['function_payload_too_large', { family: 'http', reason: 'body_too_large' }], // Vercel functions
 ]);
 
 /**
- * Codes that settle "not overlong" before any phrase is read. These are general vetoes
- * (their words say what they are), kept as codes because some bodies carry no text.
+ * Codes that settle "not overlong" before any phrase is read, where the code's own words do
+ * not. Codes whose words say what they are (rate_limit_exceeded, insufficient_quota,
+ * content_filter, invalid_api_key, authentication_error, overloaded_error, ...) need no entry:
+ * the general vetoes read them as words (general.ts codeWords), also in bodies with no text.
  */
 export const NOT_OVERLONG_CODES: ReadonlyMap<string, string> = new Map([
-  ['rate_limit_exceeded', 'rate_limit'],
-  ['rate_limit_error', 'rate_limit'],
-  ['insufficient_quota', 'quota'],
-  ['exceeded_current_quota_error', 'quota'],
-  ['content_filter', 'content_filter'],
-  ['content_policy_violation', 'content_filter'],
-  ['invalid_api_key', 'auth'],
-  ['authentication_error', 'auth'],
-  ['permission_error', 'auth'],
-  ['overloaded_error', 'overloaded'],
+  ['permission_error', 'auth'], // Anthropic 403: "Your API key does not have permission to use the specified resource."
 ]);
 
 /** `string_above_max_length` is overlong on message content, a schema error on tool definitions. */
