@@ -149,13 +149,13 @@ function assemble(text: string, found: readonly Stated[]): Quantities {
 
 /** The input alone, or the input plus the completion, over the window. */
 function promptOver(limits: StatedLimits): boolean {
-  const { limitTokens: limit, promptTokens: prompt, completionTokens: completion } = limits;
-  if (over(prompt, limit)) return true;
-  return limit !== undefined && prompt !== undefined && completion !== undefined && prompt + completion > limit;
+  const { limitTokens: limit, promptTokens: prompt = NaN, completionTokens: completion = NaN } = limits;
+  return over(prompt, limit) || over(prompt + completion, limit);
 }
 
+/** A number missing on either side is never over (NaN compares false). */
 function over(value: number | undefined, limit: number | undefined): boolean {
-  return value !== undefined && limit !== undefined && value > limit;
+  return (value ?? NaN) > (limit ?? NaN);
 }
 
 // "must be at least 1", "exceeded by 1502 tokens": a floor or an excess, never a limit or a size.

@@ -184,6 +184,10 @@ describe('sizes in bytes', () => {
     expect(numbers('Payload size 10.5 MB exceeds the maximum of 10 MB')).toEqual({ limitBytes: 10_000_000 });
   });
 
+  it('counts a size in MB as bytes with no other word for bytes near it', () => {
+    expect(numbers('The image exceeds the maximum of 5 MB')).toEqual({ limitBytes: 5_000_000 });
+  });
+
   it('takes a received size as the body, against a byte limit', () => {
     expect(numbers('Request body too large: received 12000000 bytes, the limit is 10485760 bytes.')).toEqual({
       bodyBytes: 12_000_000,
@@ -218,6 +222,25 @@ describe('over the limit, or not', () => {
   ] as [string, Read][])('%s', (message, expected) => {
     // Equal to the limit fits: only a number above it is over.
     expect(numbers(message)).toEqual(expected);
+  });
+});
+
+describe('a statement ends at a full stop or a line break', () => {
+  // The words of one statement never name a number of the next.
+  it.each([
+    ['Maximum context length exceeded. 5000 tokens were sent.', {}],
+    ['Maximum context length exceeded:\n5000 tokens were sent.', {}],
+    // The second statement's "maximum output tokens" is not about the first one's 8192.
+    ['max_tokens is too large: 8192. The maximum output tokens for this model is 4096.', { completionTokens: 8192, limitTokens: 4096 }],
+  ] as [string, Read][])('%s', (message, expected) => {
+    expect(numbers(message)).toEqual(expected);
+  });
+
+  it('looks at the first 192 statement ends of a text', () => {
+    const after = (statements: number) => `${'Maximum context length exceeded. '.repeat(statements)}5000 tokens were sent.`;
+    expect(numbers(after(192))).toEqual({});
+    // The 193rd end is not seen: the statement before it reaches the number.
+    expect(numbers(after(193))).toEqual({ limitTokens: 5000 });
   });
 });
 
