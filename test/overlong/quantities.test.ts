@@ -203,6 +203,9 @@ describe('sizes in characters', () => {
     ['The prompt has 12000 characters, more than the maximum of 10000 characters.', { over: ['prompt'] }],
     ['The input text is too long: received 12000 characters, the limit is 10000 characters.', { over: ['prompt'] }],
     ['The input text is too long: received 9000 characters, the limit is 10000 characters.', {}],
+    // The unit named just before the number.
+    ['Input length in characters: 12000 (maximum length in characters: 10000)', { over: ['prompt'] }],
+    ['Input length in characters: 9000 (maximum length in characters: 10000)', {}],
   ] as [string, Read][])('%s', (message, expected) => {
     expect(numbers(message)).toEqual(expected);
   });
