@@ -40,11 +40,11 @@ const AFTER_ROLE: readonly [Role, RegExp][] = [
   ['outputCap', /^[^\d\n]{0,24}\b(?:maximum|max|at most|limit)\b[^\d\n]{0,24}\b(?:output|completion)s? tokens\b/i],
   [
     'completion',
-    /^\s*[`'"]?(?:max[ _]new[ _]tokens|max[ _]tokens|max[ _]output[ _]tokens|max[ _]completion[ _]tokens)\b|^\s*(?:output|completion|new|generated?) tokens?\b|^\s*(?:tokens? )?(?:in|for) (?:the )?(?:completion|output|response)\b/i,
+    /^\s*[`'"]?(?:max[ _]new[ _]tokens|max[ _]tokens)\b|^\s*(?:output|completion|new|generated) tokens?\b|^\s*(?:tokens? )?(?:in|for) (?:the )?(?:completion|output|response)\b/i,
   ],
   [
     'prompt',
-    /^\s*[`'"]?(?:inputs?|prompt|input[ _]ids)[`'"]? tokens?\b|^\s*(?:tokens? )?(?:in|from) (?:the |your )?(?:input )?(?:messages?|prompt|input|conversation)\b|^\s*(?:tokens? )?of (?:text|tool) input\b/i,
+    /^\s*[`'"]?(?:inputs?|prompt)[`'"]? tokens?\b|^\s*(?:tokens? )?(?:in|from) (?:the |your )?(?:input )?(?:messages?|prompt|input|conversation)\b|^\s*of (?:text|tool) input\b/i,
   ],
   ['limit', /^\s*(?:tokens? )?(?:maximum|max|limit)\b|^\s*tokens? (?:allowed|at most)\b|^[\s-]?tokens?[ -](?:context|window|limit)\b/i],
 ];
@@ -52,11 +52,11 @@ const AFTER_ROLE: readonly [Role, RegExp][] = [
 const BEFORE_ROLE: readonly [Role, RegExp][] = [
   [
     'completion',
-    /\b(?:max[ _]tokens|max[ _]new[ _]tokens|max[ _]output[ _]tokens|maxoutputtokens|max[ _]completion[ _]tokens|num[ _]predict)[`'"]?(?: or [`'"]?max[ _]completion[ _]tokens[`'"]?)?\s*(?:[:=(]|is too large:?|of)?\s*[`'"]?$/i,
+    /\b(?:max[ _]tokens|max[ _]new[ _]tokens|max[ _]output[ _]tokens|maxoutputtokens|max[ _]completion[ _]tokens|num[ _]predict)[`'"]?\s*(?:[:=(]|is too large:?|of)?\s*[`'"]?$/i,
   ],
   [
     'limit',
-    /\b(?:maximum|max|limits?|window|context (?:length|size|window)|budget|allowed|capacity|up to|at most|no more than|less than|fewer than|cannot exceed|max[ _]model[ _]len|n[ _]ctx|upper bound)\b[^\d\n]{0,32}?(?:\s(?:is|of|at|be)|[:=(]|\s)\s*(?:only\s+)?[`'"]?$|\s<=?\s*[`'"]?$|\[\s*\d{1,12}\s*,\s*$/i,
+    /\b(?:maximum|max|limits?|window|context (?:length|size|window)|budget|allowed|capacity|up to|at most|no more than|less than|fewer than|cannot exceed|n[ _]ctx|upper bound)\b[^\d\n]{0,32}?(?:\s(?:is|of|at|be)|[:=(]|\s)\s*[`'"]?$|\s<=?\s*[`'"]?$/i,
   ],
   [
     'total',
@@ -64,7 +64,7 @@ const BEFORE_ROLE: readonly [Role, RegExp][] = [
   ],
   [
     'prompt',
-    /(?<!\b(?:maximum|max|allowed|limit)(?: \w+){0,2} )\b(?:prompt|input|inputs|messages?|request|conversation|query|text|sequence|input[ _]ids|n[ _]keep|body|payload)\b[^\d\n]{0,40}?(?:[\s(](?:contains?|has|have|is|are|count|length|size|tokens?|of)|[:=(])\s*(?:at least |about |over )?[`'"]?$/i,
+    /(?<!\b(?:maximum|max|allowed|limit)(?: \w+){0,2} )\b(?:prompt|input|inputs|messages?|request|conversation|query|text|sequence|n[ _]keep|body|payload)\b[^\d\n]{0,40}?(?:[\s(](?:contains|has|have|is|are|count|length|size|tokens|of)|[:=(])\s*(?:at least |about |over )?[`'"]?$/i,
   ],
 ];
 
@@ -76,7 +76,7 @@ const EXCEEDED_BY = /\bexceed(?:s|ed)?\b[^.\n]{0,40}?\bby (\d{1,12}) tokens?\b/i
 
 const TOKEN_WORD = /\btokens?\b/i;
 const CHAR_WORD = /\b(?:characters?|chars)\b/i;
-const BYTE_NEAR = /^\s*(?:bytes?|[kmg]i?b)\b/i;
+const BYTE_NEAR = /^\s*(?:bytes?|([kmg])(i?)b)\b/i;
 const BYTE_CONTEXT = /\b(?:bytes?|body|payload|content[ -]length|entity)\b/i;
 
 interface Stated {
@@ -102,7 +102,7 @@ export function readQuantities(text: string): Quantities {
     const role = roleOf(before, after);
     const unit = unitOf(before, after);
     // "exceeds limit (2013)": a bare number in parentheses, with no unit anywhere near, is a code.
-    if (role !== undefined && !(unit === 'unknown' && before.endsWith('('))) found.push({ value, role, unit });
+    if (role !== undefined && !(unit === 'unknown' && before.endsWith('('))) found.push({ value: value * byteScale(after), role, unit });
   }
   return assemble(text, found);
 }
@@ -136,7 +136,6 @@ function assemble(text: string, found: readonly Stated[]): Quantities {
     else if (role === 'completion') limits.completionTokens ??= value;
     else if (role === 'total') totalTokens ??= value;
   }
-  for (const key of Object.keys(limits) as (keyof StatedLimits)[]) if (limits[key] === undefined) delete limits[key];
   const excess = toCount(EXCEEDED_BY.exec(text)?.[1]);
   return {
     limits,
@@ -150,13 +149,13 @@ function assemble(text: string, found: readonly Stated[]): Quantities {
 
 /** The input alone, or the input plus the completion, over the window. */
 function promptOver(limits: StatedLimits): boolean {
-  const { limitTokens: limit, promptTokens: prompt, completionTokens: completion } = limits;
-  if (over(prompt, limit)) return true;
-  return limit !== undefined && prompt !== undefined && completion !== undefined && prompt + completion > limit;
+  const { limitTokens: limit, promptTokens: prompt = NaN, completionTokens: completion = NaN } = limits;
+  return over(prompt, limit) || over(prompt + completion, limit);
 }
 
+/** A number missing on either side is never over (NaN compares false). */
 function over(value: number | undefined, limit: number | undefined): boolean {
-  return value !== undefined && limit !== undefined && value > limit;
+  return (value ?? NaN) > (limit ?? NaN);
 }
 
 // "must be at least 1", "exceeded by 1502 tokens": a floor or an excess, never a limit or a size.
@@ -176,6 +175,13 @@ function roleOf(before: string, after: string): Role | undefined {
     }
   }
   return best;
+}
+
+/** "10 MB" is 10,000,000 bytes, "1 MiB" 1,048,576: a size in K, M or G (decimal unless binary), else 1. */
+function byteScale(after: string): number {
+  const m = BYTE_NEAR.exec(after);
+  if (m?.[1] === undefined) return 1;
+  return (m[2] === '' ? 1000 : 1024) ** ('kmg'.indexOf(m[1].toLowerCase()) + 1);
 }
 
 function unitOf(before: string, after: string): Unit {
