@@ -56,7 +56,7 @@ async function run(body: unknown, memory: CompactionMemory) {
     deps: { config, dispatcher, target, metrics: createMetrics(), memory },
     dialect: chat,
     path: `${target.basePath}/chat/completions`,
-    incoming: readIncoming(Buffer.from(JSON.stringify(body))),
+    incoming: readIncoming(Buffer.from(JSON.stringify(body)), undefined),
     headers: { 'content-type': 'application/json', ...TENANT },
     clientHeaders: { ...TENANT },
     log: pino({ level: 'silent' }) as never,
