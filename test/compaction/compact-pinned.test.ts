@@ -10,7 +10,8 @@ import { responses } from '../../src/dialects/responses.js';
 import type { Dialect } from '../../src/dialects/types.js';
 import type { MemoryEntry } from '../../src/memory/store.js';
 import { completion, json, startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
-import { calls, deepFreeze, rCall, rOutput, rReasoning, rSystem, rUser, result, system, user } from './conversations.js';
+import { jsonBytes } from '../../src/compaction/size.js';
+import { calls, deepFreeze, rCall, rOutput, rReasoning, rSystem, rUser, result, say, system, user } from './conversations.js';
 
 /*
  * compact() with literal results: the record the header and the log are made of (strategy,
@@ -104,6 +105,28 @@ describe('with the fallback summary', () => {
   });
 });
 
+describe('the room the summary has', () => {
+  // 100 user requests between short assistant turns, then a tool round: the digest lists the
+  // requests until its room runs out (request 099, the last input, is pinned after it).
+  const many: unknown[] = [system('rules'), user('Fix the failing test')];
+  for (let i = 0; i < 100; i++) many.push(say(`step ${i}`), user(`request ${String(i).padStart(3, '0')}`));
+  many.push(calls('z'), result('z', 'done'));
+  const req = deepFreeze({ model: 'm', messages: many });
+
+  it.each([
+    ['the configured summary size in bytes, plus 1,000', 100, 100_000, 1_398, 'request 070', 28],
+    ['a quarter of what fits, when that is less', 2_000, 4_000, 993, 'request 043', 55],
+    ['a quarter of what fits, under the configured size', 100, 2_600, 633, 'request 019', 79],
+    ['600 bytes at least', 100, 2_000, 588, 'request 016', 82],
+  ])('%s', async (_name, maxSummaryTokens, fit, bytes, lastListed, more) => {
+    const r = await compact(input({ request: req, config: { compaction: { strategy: 'fallback', keepRecent: 2 }, summarizer: { maxSummaryTokens } }, target: target(fit) }));
+    const summary = sent(r)[2];
+    expect(jsonBytes(summary)).toBe(bytes);
+    expect(summary.content.endsWith(`- ${lastListed}\n... and ${more} more`)).toBe(true);
+    expect(sent(r).slice(3)).toEqual(many.slice(-3));
+  });
+});
+
 describe('why nothing was sent compacted', () => {
   it('nothing_to_shrink: everything is recent, and it fits', async () => {
     const r = await compact(input({ config: { compaction: { strategy: 'fallback', keepRecent: 100 } }, target: target(100_000) }));
@@ -180,6 +203,15 @@ describe('with a summarizer', () => {
   });
 });
 
+describe('a cut with nothing to summarise', () => {
+  it('is reported with the configured strategy and no summarizer call', async () => {
+    const req = deepFreeze({ model: 'm', messages: [system('rules'), user('task'), calls('g'), result('g', 'G'.repeat(20_000))] });
+    const r = await compact(input({ request: req, config: { compaction: { strategy: 'summarize', keepRecent: 2 } }, target: target(4_000) }));
+    expect(r).toMatchObject({ outcome: 'compacted', strategy: 'summarize', summarizerCalls: 0, summarizerMs: undefined, cut: 1, messagesAfter: 4, newSpan: undefined });
+    expect(sent(r).slice(0, 3)).toEqual(req.messages.slice(0, 3));
+  });
+});
+
 describe('with a remembered summary', () => {
   // The span of items 2..6 (the first two tool rounds, and the follow-up pinned) summarised before.
   const old = { role: 'user', content: '[compaction-gateway] The 4 earlier messages … Summary:\n\nOLD SUMMARY' };
@@ -206,6 +238,16 @@ describe('with a remembered summary', () => {
     // here nothing is left to condense beside it).
     expect(await compact(input({ recalled: entry, target: target(bytes + 1) }))).toMatchObject({ outcome: 'compacted', memory: 'hit', bytesAfter: bytes, newSpan: undefined });
     expect(await compact(input({ recalled: entry, target: target(bytes) }))).toMatchObject({ outcome: 'not_shrunk' });
+  });
+
+  it('kept with its pinned input when only the newest turn is over: that turn is cut, nothing new summarised', async () => {
+    const big = result('g', 'G'.repeat(20_000));
+    const req = deepFreeze({ model: 'm', messages: [...items.slice(0, 7), calls('g'), big] });
+    const r = await compact(input({ request: req, recalled: entry, target: target(4_000) }));
+    expect(r).toMatchObject({ outcome: 'compacted', strategy: 'summarize', summarizerCalls: 0, memory: 'hit', cut: 1, messagesAfter: 6, newSpan: undefined });
+    const out = sent(r);
+    expect(out.slice(0, 5)).toEqual([items[0], items[1], old, items[6], req.messages[7]]);
+    expect(out[5].content).toMatch(/^G{300,}\n\[\.\.\. [\d,]+ characters cut by compaction-gateway \.\.\.\]\nG{300,}$/);
   });
 
   it('extended when the turns since do not fit beside it: the old summary and the new items, condensed together', async () => {
