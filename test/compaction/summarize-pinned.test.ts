@@ -92,6 +92,14 @@ describe('one summarizer call', () => {
   });
 });
 
+describe('nothing readable', () => {
+  it('an empty transcript is still one call (all the condensed items were opaque)', async () => {
+    upstream = await startFakeUpstream((_req, res) => json(res, 200, completion('nothing to say')));
+    expect(await run([], settings())).toEqual({ text: 'nothing to say', calls: 1 });
+    expect(transcriptOf(upstream.received[0])).toBe('<conversation>\n\n</conversation>');
+  });
+});
+
 describe('a middle longer than the summarizer reads at once', () => {
   /** Answers each part with a short summary naming it, and the combination with "ALL". */
   function partsSummarizer(partAnswer = (n: number) => `summary of part ${n}`): (req: Received, res: ServerResponse) => void {
@@ -223,6 +231,21 @@ describe('how a failure is named', () => {
     const err = await failure(run([said('user', 'hi')], settings(), undefined, client.signal));
     expect(err.kind).toBe('aborted');
     expect(err.message).toBe('the client went away');
+  });
+
+  it('an answer that stalls after its headers is a "timeout"; one whose connection drops is "unreachable"', async () => {
+    upstream = await startFakeUpstream((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('{"choices":');
+    });
+    expect((await failure(run([said('user', 'hi')], settings({ timeoutMs: 100 })))).kind).toBe('timeout');
+    upstream.handle((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('{"choices":', () => res.destroy());
+    });
+    const dropped = await failure(run([said('user', 'hi')], settings()));
+    expect(dropped.kind).toBe('unreachable');
+    expect(dropped.message).toBe('the summarizer could not be reached (UND_ERR_SOCKET)');
   });
 
   it('a summarizer that cannot be reached is "unreachable", with the cause', async () => {
