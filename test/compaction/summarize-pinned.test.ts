@@ -142,29 +142,31 @@ describe('a middle longer than the summarizer reads at once', () => {
   });
 
   it('runs at most four calls at once, and four when there are more parts', async () => {
-    // Each call is held until four are waiting (or the last ones of the six parts arrive).
+    // Each part's call is held until all six are waiting, or until four are and no other one
+    // came for 200 ms: six calls at once are all seen waiting together; four at most never more.
     let waiting: Array<() => void> = [];
+    let quiet: NodeJS.Timeout | undefined;
     let arrived = 0;
-    let inFlight = 0;
     let peak = 0;
+    const release = () => {
+      for (const go of waiting.splice(0)) go();
+    };
     upstream = await startFakeUpstream(async (req, res) => {
       if (!/This is part/.test(transcriptOf(req))) return json(res, 200, completion('ALL'));
       arrived++;
-      inFlight++;
-      peak = Math.max(peak, inFlight);
       await new Promise<void>((resolve) => {
         waiting.push(resolve);
-        if (waiting.length === 4 || arrived === 6) {
-          for (const release of waiting) release();
-          waiting = [];
-        }
+        peak = Math.max(peak, waiting.length);
+        clearTimeout(quiet);
+        if (arrived === 6) release();
+        else if (waiting.length >= 4) quiet = setTimeout(release, 200);
       });
-      inFlight--;
       json(res, 200, completion('part'));
     });
     // Items of exactly half the 2,000-char window once rendered: one a part.
     const items = ['a', 'b', 'c', 'd', 'e', 'f'].map((c) => said('user', c.repeat(993)));
-    const result = await run(items, settings({ maxInputTokens: 1_000, maxSummaryTokens: 500 }));
+    // (Fewer than four at once would wait forever: the run's deadline ends it.)
+    const result = await run(items, settings({ maxInputTokens: 1_000, maxSummaryTokens: 500, timeoutMs: 5_000 }));
     expect(result).toEqual({ text: 'ALL', calls: 7 });
     expect(arrived).toBe(6);
     expect(peak).toBe(4);
