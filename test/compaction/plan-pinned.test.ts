@@ -70,6 +70,42 @@ describe('the last user input', () => {
   });
 });
 
+describe('the last user input and the summary\u2019s cost at the tail\u2019s edge', () => {
+  // task, a 500-byte assistant message, a short follow-up, a tool round of 1,000 bytes.
+  const items = deepFreeze([system('rules'), user('task'), say('s'.repeat(500)), user('and now?'), calls('a'), result('a', 'r'.repeat(1_000))]);
+  const withSummary = itemsBytes([items[0], items[1], summaryOf(chat, RESERVE), ...items.slice(3)]);
+
+  it('is in the tail, not pinned, when the tail reaches back to it', () => {
+    const p = planOf(chat, items, { keepRecent: 100, summaryReserveBytes: RESERVE, aimBytes: withSummary });
+    expect(p).toMatchObject({ middle: [2], pinned: [], tailStart: 3, cut: 0 });
+  });
+
+  it('one byte under: pinned after the summary, and the plan cuts to stay under the target', () => {
+    const p = planOf(chat, items, { keepRecent: 100, summaryReserveBytes: RESERVE, targetBytes: withSummary - 1 });
+    expect(p).toMatchObject({ middle: [2], pinned: [3], tailStart: 4, cut: 1 });
+    expect(p.kept[0]).toBe(items[3]);
+    expect(itemsBytes(assemble(p.input, p, summaryOf(chat, RESERVE)))).toBeLessThanOrEqual(withSummary - 1);
+  });
+
+  it('a middle of one item other than the input still costs the summary', () => {
+    const noFollowUp = deepFreeze([system('rules'), user('task'), say('s'.repeat(500)), calls('a'), result('a', 'r'.repeat(1_000)), calls('b'), result('b', 'done')]);
+    const size = itemsBytes([noFollowUp[0], noFollowUp[1], summaryOf(chat, RESERVE), ...noFollowUp.slice(3)]);
+    expect(planOf(chat, noFollowUp, { keepRecent: 100, summaryReserveBytes: RESERVE, aimBytes: size }).tailStart).toBe(3);
+    expect(planOf(chat, noFollowUp, { keepRecent: 100, summaryReserveBytes: RESERVE, aimBytes: size - 1 }).tailStart).toBe(5);
+  });
+
+  it('is counted once in a conversation with no instructions whose huge task is the last input', () => {
+    // keptPrefixEnd keeps nothing before the summary: the task is item 0, pinned.
+    const bare = deepFreeze([user('t'.repeat(40_000)), calls('a'), result('a', 'r'.repeat(1_000)), calls('b'), result('b', 'done')]);
+    const size = itemsBytes([summaryOf(chat, RESERVE), bare[0], ...bare.slice(3)]);
+    const p = planOf(chat, bare, { keepRecent: 100, summaryReserveBytes: RESERVE, aimBytes: size });
+    expect(p.input.keepFirst).toBe(0);
+    expect(p).toMatchObject({ middle: [1, 2], pinned: [0], tailStart: 3 });
+    expect(planOf(chat, bare, { keepRecent: 100, summaryReserveBytes: RESERVE, aimBytes: size + 1_000 }).tailStart).toBe(3);
+  });
+
+});
+
 describe('how far a cut goes', () => {
   const oneBig = deepFreeze([system('rules'), user('task'), say('s'.repeat(2_000)), calls('a'), result('a', 'r'.repeat(50_000))]);
 
