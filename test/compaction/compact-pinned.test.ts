@@ -10,7 +10,7 @@ import { responses } from '../../src/dialects/responses.js';
 import type { Dialect } from '../../src/dialects/types.js';
 import type { MemoryEntry } from '../../src/memory/store.js';
 import { completion, json, startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
-import { jsonBytes } from '../../src/compaction/size.js';
+import { itemsBytes, jsonBytes } from '../../src/compaction/size.js';
 import { calls, deepFreeze, rCall, rOutput, rReasoning, rSystem, rUser, result, say, system, user } from './conversations.js';
 
 /*
@@ -209,6 +209,24 @@ describe('a cut with nothing to summarise', () => {
     const r = await compact(input({ request: req, config: { compaction: { strategy: 'summarize', keepRecent: 2 } }, target: target(4_000) }));
     expect(r).toMatchObject({ outcome: 'compacted', strategy: 'summarize', summarizerCalls: 0, summarizerMs: undefined, cut: 1, messagesAfter: 4, newSpan: undefined });
     expect(sent(r).slice(0, 3)).toEqual(req.messages.slice(0, 3));
+  });
+});
+
+describe('what is known to fit is never reached', () => {
+  // Six tool rounds; the summarizer's answer is long enough to fill the summary's whole room
+  // (1,400 bytes), so the request sent is exactly the size the plan counted.
+  const rounds = deepFreeze([system('rules'), user('task'), ...Array.from({ length: 6 }, (_, i) => [calls(`c${i}`), result(`c${i}`, 'r'.repeat(3_000))]).flat()]);
+  const req = deepFreeze({ model: 'm', messages: rounds });
+  const overhead = Buffer.byteLength(JSON.stringify(req)) - itemsBytes(rounds);
+  const config: ConfigInput = { compaction: { strategy: 'summarize', keepRecent: 100 }, summarizer: { maxSummaryTokens: 100 } };
+  const sizeFrom = (start: number) => overhead + itemsBytes([rounds[0], rounds[1], { role: 'user', content: 'x'.repeat(1_400 - jsonBytes({ role: 'user', content: '' })) }, ...rounds.slice(start)]);
+
+  it('a tail that would make the request exactly that size is condensed too', async () => {
+    upstream = await startFakeUpstream((_req, res) => json(res, 200, completion('S'.repeat(5_000))));
+    const under = await compact(input({ request: req, config, target: target(sizeFrom(4) + 1, 1e9) }));
+    expect(under).toMatchObject({ outcome: 'compacted', bytesAfter: sizeFrom(4), messagesAfter: 13 });
+    const at = await compact(input({ request: req, config, target: target(sizeFrom(4), 1e9) }));
+    expect(at).toMatchObject({ outcome: 'compacted', bytesAfter: sizeFrom(6), messagesAfter: 11 });
   });
 });
 
