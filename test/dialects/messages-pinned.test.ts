@@ -155,6 +155,16 @@ describe('what write() sends', () => {
   });
 });
 
+describe('breakpoints stripped one by one', () => {
+  it('only as many as are over, even within one message', () => {
+    const items = [{ role: 'user', content: [text('a', { cache_control: cc }), text('b', { cache_control: cc }), text('c', { cache_control: cc })] }];
+    const original = { messages: [{ role: 'user', content: [text('x', { cache_control: cc }), text('y', { cache_control: cc })] }] };
+    expect(JSON.parse(messages.write(original, items).toString()).messages).toEqual([
+      { role: 'user', content: [text('a'), text('b', { cache_control: cc }), text('c', { cache_control: cc })] },
+    ]);
+  });
+});
+
 describe('what problems() reports', () => {
   it.each([
     ['only system entries', [{ role: 'system', content: 'x' }], []],
