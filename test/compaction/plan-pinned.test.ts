@@ -46,6 +46,16 @@ describe('the tail grows up to the aim', () => {
   });
 });
 
+describe('keepRecent below the newest unit', () => {
+  it('the newest unit alone is kept, however long an older unit is', () => {
+    // units: a message, five parallel calls with their results, a message, two calls with theirs.
+    const items = deepFreeze([system('rules'), user('task'), say('x'), calls('a', 'b', 'c', 'd', 'e'), ...['a', 'b', 'c', 'd', 'e'].map((id) => result(id)), say('y'), calls('f', 'g'), result('f'), result('g')]);
+    const p = planOf(chat, items, { keepRecent: 1, summaryReserveBytes: 10 });
+    expect(p.tailStart).toBe(10);
+    expect(p.kept).toEqual(items.slice(10));
+  });
+});
+
 describe('the last user input', () => {
   // The follow-up is the last user input, older than the tail: kept after the summary.
   const withFollowUp = deepFreeze([rounds[0], rounds[1], ...rounds.slice(2, 6), user('and the docs'), ...rounds.slice(6)]);
