@@ -6,6 +6,7 @@ import type { SizeTarget } from '../../src/compaction/target.js';
 import { validateConfig } from '../../src/config/load.js';
 import type { ConfigInput } from '../../src/config/schema.js';
 import { chat } from '../../src/dialects/chat.js';
+import { messages as messagesDialect } from '../../src/dialects/messages.js';
 import { responses } from '../../src/dialects/responses.js';
 import type { Dialect } from '../../src/dialects/types.js';
 import type { MemoryEntry } from '../../src/memory/store.js';
@@ -227,6 +228,33 @@ describe('what is known to fit is never reached', () => {
     expect(under).toMatchObject({ outcome: 'compacted', bytesAfter: sizeFrom(4), messagesAfter: 13 });
     const at = await compact(input({ request: req, config, target: target(sizeFrom(4), 1e9) }));
     expect(at).toMatchObject({ outcome: 'compacted', bytesAfter: sizeFrom(6), messagesAfter: 11 });
+  });
+});
+
+describe('a written request larger than planned (the Messages API merges adjacent turns)', () => {
+  // Two plain-string user messages in a row are sent as one with two text blocks: 19 bytes more
+  // than the plan counted for them and the summary merged into the task. The summarizer's answer
+  // fills the summary's 600 bytes, so the exact size sent is known.
+  const convo = deepFreeze([
+    { role: 'user', content: 'task' },
+    { role: 'assistant', content: 'a'.repeat(3_000) },
+    { role: 'user', content: 'm'.repeat(3_000) },
+    { role: 'assistant', content: 'ok' },
+    { role: 'user', content: 'p' },
+    { role: 'user', content: 'q' },
+  ]);
+  const req = deepFreeze({ model: 'm', max_tokens: 100, messages: convo });
+  const emptySummary = jsonBytes(messagesDialect.summaryItem('', 'user'));
+  const sentBytes = messagesDialect.write(req, [convo[0], messagesDialect.summaryItem('x'.repeat(600 - emptySummary), 'user'), ...convo.slice(3)]).length;
+  const config: ConfigInput = { compaction: { strategy: 'summarize', keepRecent: 100 } };
+
+  it('is not sent when it comes out at the size known to fit; one byte more room and it is', async () => {
+    upstream = await startFakeUpstream((_req, res) => json(res, 200, { content: [{ type: 'text', text: 'S'.repeat(5_000) }] }));
+    expect(sentBytes - Buffer.byteLength(JSON.stringify({ ...req, messages: [convo[0], messagesDialect.summaryItem('x'.repeat(600 - emptySummary), 'user'), ...convo.slice(3)] }))).toBe(19);
+    const at = await compact(input({ dialect: messagesDialect, request: req, config, target: target(sentBytes, 1e9) }));
+    expect(at).toEqual({ messagesBefore: 6, bytesBefore: Buffer.byteLength(JSON.stringify(req)), tokensBefore: 1_000, outcome: 'not_shrunk', why: 'cannot_fit', summarizerCalls: 0 });
+    const under = await compact(input({ dialect: messagesDialect, request: req, config, target: target(sentBytes + 1, 1e9) }));
+    expect(under).toMatchObject({ outcome: 'compacted', bytesAfter: sentBytes, strategy: 'summarize' });
   });
 });
 
