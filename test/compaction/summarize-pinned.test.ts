@@ -123,6 +123,14 @@ describe('a middle longer than the summarizer reads at once', () => {
     expect(transcripts[2]).toBe(`<conversation>\n${COMBINE_NOTE}\n\nsummary of part 1\n\nsummary of part 2\n</conversation>`);
   });
 
+  it('an item longer than half the window is shown by its ends, with how much was left out', async () => {
+    upstream = await startFakeUpstream((_req, res) => json(res, 200, completion('short')));
+    const text = `${'<'.repeat(700)}${'>'.repeat(800)}`;
+    await run([said('user', text)], settings({ maxInputTokens: 1_000, maxSummaryTokens: 500 }));
+    // 1,000 chars at most an item: 470 of each end of "[user]\n" and its 1,500 chars.
+    expect(transcriptOf(upstream.received[0])).toBe(`<conversation>\n[user]\n${'<'.repeat(463)}\n[... 567 characters left out ...]\n${'>'.repeat(470)}\n</conversation>`);
+  });
+
   it('at the smallest window, parts of 2,000 chars; summaries too long to combine at once are combined in rounds', async () => {
     // Each part summary is 1,500 chars: two do not fit one 2,000-char call, so a second round
     // combines them one by one (with the combine note), and a last call merges the three.
