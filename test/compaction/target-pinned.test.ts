@@ -121,6 +121,13 @@ describe('with what was learned', () => {
     expect(learnedTarget(1_000, { completionCounted: true, bytesPerToken: 4 }, RATIO, 10)).toBeNull();
   });
 
+  it('the aim is never above what fits, even with a share above the headroom', () => {
+    // 10,000 tokens at 4 bytes: 90% fits (36,000 bytes); a 0.95 share would aim at 38,000.
+    expect(learnedTarget(1_000_000, { limitTokens: 10_000, bytesPerToken: 4 }, 0.95, undefined)).toMatchObject({ fitBytes: 36_000, aimBytes: 36_000 });
+    expect(sizeTarget(tooLarge({}, 100_000), undefined, 0.95)).toMatchObject({ fitBytes: 90_000, aimBytes: 80_000 });
+    expect(sizeTarget(tooLarge({}, 1_000_000), { refusedBytes: 100_000 }, 0.95)).toMatchObject({ fitBytes: 90_000, aimBytes: 90_000 });
+  });
+
   it('smallest(): the completion flag goes with the window it came from; an equal window keeps the first', () => {
     expect(smallest({ limitTokens: 100, completionCounted: true }, { limitTokens: 100, completionCounted: false }).completionCounted).toBe(true);
     expect(smallest({ limitTokens: 200, completionCounted: true }, { limitTokens: 100, completionCounted: false }).completionCounted).toBe(false);
