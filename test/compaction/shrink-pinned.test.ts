@@ -59,6 +59,10 @@ describe('what is left alone', () => {
   it('a text just over 600 characters that would not get smaller by a cut', () => {
     const kept = [result('a', 'x'.repeat(650)), say('end')];
     expect(shrinkKept(kept, chat, 10)).toEqual({ items: kept, savedBytes: 0, cut: 0 });
+    // 654 characters escape to exactly their floor (300 + 300 + a 54-byte marker): left alone too.
+    expect(textFloor('x'.repeat(654))).toBe(654);
+    const atFloor = [result('a', 'x'.repeat(654)), say('end')];
+    expect(shrinkKept(atFloor, chat, 10)).toEqual({ items: atFloor, savedBytes: 0, cut: 0 });
     // 700 characters escape to more than the 654-byte floor: cut to what is needed (the marker
     // is sized for the whole length, a cut of 10 characters writes a shorter one: 11 saved).
     const longer = [result('a', 'x'.repeat(700)), say('end')];
