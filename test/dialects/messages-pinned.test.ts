@@ -12,6 +12,33 @@ const use = (id: string, extra: Record<string, unknown> = {}) => ({ type: 'tool_
 const answer = (id: string, content: unknown = 'ok', extra: Record<string, unknown> = {}) => ({ type: 'tool_result', tool_use_id: id, content, ...extra });
 const text = (t: string, extra: Record<string, unknown> = {}) => ({ type: 'text', text: t, ...extra });
 
+describe('null where a block should be (messages are checked on reading, their blocks are not)', () => {
+  const withNull = {
+    role: 'user',
+    content: [null, answer('a', [null, text('inner', { cache_control: cc })]), text('t'.repeat(10), { cache_control: cc })],
+  };
+
+  it('is skipped by what the summarizer reads and by what a compaction may shorten', () => {
+    expect(messages.render(withNull)).toEqual({ who: 'tool result a', text: 'inner\n' + 't'.repeat(10), calls: [] });
+    expect(messages.slots(withNull).map((s) => s.path)).toEqual([
+      ['content', 1, 'content', 1, 'text'],
+      ['content', 2, 'text'],
+    ]);
+    expect(messages.slots({ role: 'assistant', content: [null, text('said')] })).toEqual([{ kind: 'text', path: ['content', 1, 'text'], text: 'said' }]);
+  });
+
+  it('is kept as it is when breakpoints are stripped around it', () => {
+    const written = JSON.parse(messages.write({ messages: [] }, [withNull]).toString());
+    expect(written.messages).toEqual([{ role: 'user', content: [null, answer('a', [null, text('inner')]), text('t'.repeat(10))] }]);
+  });
+});
+
+describe('the API name', () => {
+  it('is "messages": what the log, the metrics labels and the memory key say', () => {
+    expect(messages.api).toBe('messages');
+  });
+});
+
 describe('what the summarizer reads', () => {
   it('text blocks and tool results line by line; media as a marker; thinking, other blocks and non-blocks not at all', () => {
     const item = {
