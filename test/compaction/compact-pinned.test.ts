@@ -193,6 +193,13 @@ describe('with a summarizer', () => {
     ]);
   });
 
+  it('falls back the same with nobody listening for summary events', async () => {
+    upstream = await startFakeUpstream((_req, res) => json(res, 503, { error: 'overloaded' }));
+    const r = await compact(input({ config: { compaction: { strategy: 'summarize', keepRecent: 2 } } }));
+    expect(r).toMatchObject({ outcome: 'compacted', strategy: 'fallback', summarizerCalls: 1, summarizerFailure: 'rejected' });
+    expect(sent(r)[2]).toEqual({ role: 'user', content: INTRO + DIGEST });
+  });
+
   it('a client gone away ends the compaction: nothing is sent', async () => {
     const client = new AbortController();
     upstream = await startFakeUpstream(() => client.abort());
@@ -299,7 +306,7 @@ describe('with a remembered summary', () => {
     // Reused only while smaller than what fits: at exactly that size it is planned again (and
     // here nothing is left to condense beside it).
     expect(await compact(input({ recalled: entry, target: target(bytes + 1) }))).toMatchObject({ outcome: 'compacted', memory: 'hit', bytesAfter: bytes, newSpan: undefined });
-    expect(await compact(input({ recalled: entry, target: target(bytes) }))).toMatchObject({ outcome: 'not_shrunk' });
+    expect(await compact(input({ recalled: entry, target: target(bytes) }))).toMatchObject({ outcome: 'not_shrunk', why: 'nothing_to_shrink' });
   });
 
   it('kept with its pinned input when only the newest turn is over: that turn is cut, nothing new summarised', async () => {
