@@ -49,6 +49,13 @@ describe('cutText', () => {
     expect(escaped(out)).toBe(1_000);
   });
 
+  it('above the floor, an end of wide characters still keeps its 300 code units; the other end gets the rest', () => {
+    const rockets = 'a'.repeat(1_000) + '\u{1F680}'.repeat(1_000);
+    expect(textFloor(rockets)).toBe(956);
+    // 1,000 bytes besides the marker: 600 for the last 150 rockets, 400 for the start.
+    expect(cutText(rockets, 1_056)).toBe(`${'a'.repeat(400)}\n[... 2,300 characters cut by compaction-gateway ...]\n${'\u{1F680}'.repeat(150)}`);
+  });
+
   it('the floor: 300 characters at each end and the marker', () => {
     expect(textFloor(text)).toBe(656);
     expect(textFloor('é'.repeat(1_000))).toBe(1_256);
@@ -75,6 +82,12 @@ describe('what is left alone', () => {
   it('an image smaller than its placeholder', () => {
     const tiny = { role: 'user', content: [{ type: 'image', source: { type: 'base64', data: '' } }] };
     expect(shrinkKept([tiny, say('end')], messages, 10)).toEqual({ items: [tiny, say('end')], savedBytes: 0, cut: 0 });
+  });
+
+  it('an image exactly the size of its placeholder', () => {
+    // 19 characters of data: 72 bytes, like "[image omitted by compaction-gateway: 72 bytes]" in its block.
+    const exact = { role: 'user', content: [{ type: 'image', source: { type: 'base64', data: 'A'.repeat(19) } }] };
+    expect(shrinkKept([exact, say('end')], messages, 10)).toEqual({ items: [exact, say('end')], savedBytes: 0, cut: 0 });
   });
 
   it('nothing at all when nothing is over', () => {
