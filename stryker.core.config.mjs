@@ -1,4 +1,4 @@
-// Mutation testing of the dialects, the rescue core and the planner's shape: `npm run mutate:core`.
+// Mutation testing of the dialects, the rescue core and the compaction core: `npm run mutate:core`.
 // Stryker 9.6 (the last line that runs on Node 20) with its vitest runner, which runs only the
 // tests that cover each mutant. TypeScript 7 has no JS API, so the TypeScript checker is off and
 // `tsconfigFile` names no file, which keeps Stryker from rewriting (and parsing) tsconfig.json.
@@ -21,6 +21,14 @@ export default {
     'src/rescue/memory.ts',
     'src/compaction/conversation.ts',
     'src/compaction/validate.ts',
+    'src/compaction/plan.ts',
+    'src/compaction/shrink.ts',
+    'src/compaction/fallback.ts',
+    'src/compaction/target.ts',
+    'src/compaction/index.ts',
+    'src/compaction/size.ts',
+    'src/compaction/summarize.ts',
+    'src/dialects/messages.ts',
   ],
   ignorePatterns: ['dist', 'coverage', 'reports', 'bench', 'deploy', '.stryker-tmp'],
   incremental: true,

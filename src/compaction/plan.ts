@@ -34,7 +34,9 @@ export function planCompaction(input: PlanInput): Plan | PlanFailure {
   const aim = Math.min(input.aimBytes ?? targetBytes, targetBytes);
   while (first > 0) {
     const wider = first - 1;
-    if (items.length - units[wider][0] > Math.max(input.keepRecent, units.at(-1)![1] - units.at(-1)![0])) break;
+    // (The tail starts as the newest unit whatever its length: a wider one is over keepRecent
+    // whenever that unit already is.)
+    if (items.length - units[wider][0] > input.keepRecent) break;
     if (total(wider) > aim) break;
     first = wider;
   }

@@ -68,7 +68,7 @@ export function sizeTarget(rejection: Rejection, learned: Bounds | undefined, ra
   const stated = statedBounds(rejection);
   // A limit this error states is the truth now; what was learned adds only what it does not say
   // (and of refused sizes, the smallest is the bound).
-  const { refusedBytes: _refused, ...statedLimits } = definedOnly(stated);
+  const { refusedBytes: _refused, ...statedLimits } = stated;
   const bounds = { ...smallest(stated, learned ?? {}), ...statedLimits };
   const bytesPerToken = limits.promptTokens ? clamp(bodyBytes / limits.promptTokens, 1, 8) : bounds.bytesPerToken ?? DEFAULT_BYTES_PER_TOKEN;
   const tokensBefore = limits.promptTokens ?? Math.round(bodyBytes / bytesPerToken);
@@ -103,10 +103,6 @@ function statedBounds({ reason, limits, bodyBytes }: Rejection): Bounds {
 
 function learnedAnything(learned: Bounds | undefined): boolean {
   return Boolean(learned && (learned.limitTokens || learned.limitBytes || learned.refusedBytes));
-}
-
-function definedOnly(bounds: Bounds): Bounds {
-  return Object.fromEntries(Object.entries(bounds).filter(([, v]) => v !== undefined));
 }
 
 /** The tighter of two sets of bounds, field by field. */

@@ -146,11 +146,9 @@ export function wireMessages(items: readonly unknown[]): unknown[] {
 function problems(items: unknown[]): string[] {
   const messages = wireMessages(items);
   const found: string[] = [];
-  const turns = messages.filter(isTurn);
-  if (turns.length > 0 && turns[0].role !== 'user') found.push('the first turn is not a user turn');
-  turns.forEach((m, i) => {
-    if (i > 0 && turns[i - 1].role === m.role) found.push(`two ${m.role} turns in a row`);
-  });
+  // Turns alternate once merged; the first must be the user's.
+  const first = messages.find(isTurn);
+  if (first && first.role !== 'user') found.push('the first turn is not a user turn');
   messages.forEach((m, i) => {
     if (!isRecord(m)) return;
     const previous = i > 0 && isRecord(messages[i - 1]) ? (messages[i - 1] as Json) : undefined;
@@ -194,13 +192,6 @@ export function breakpoints(messages: readonly unknown[]): number {
     }
   }
   return n;
-}
-
-/** Breakpoints in a whole request: system blocks, tools and messages, as the API counts them. */
-export function requestBreakpoints(request: Json): number {
-  const system = Array.isArray(request.system) ? request.system.filter(marked).length : 0;
-  const tools = Array.isArray(request.tools) ? request.tools.filter(marked).length : 0;
-  return system + tools + breakpoints(Array.isArray(request.messages) ? request.messages : []);
 }
 
 /**

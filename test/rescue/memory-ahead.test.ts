@@ -1,0 +1,103 @@
+import pino from 'pino';
+import { Agent } from 'undici';
+import { afterEach, expect, it } from 'vitest';
+import { validateConfig } from '../../src/config/load.js';
+import type { ConfigInput } from '../../src/config/schema.js';
+import { chat } from '../../src/dialects/chat.js';
+import { createMemory, type CompactionMemory } from '../../src/memory/index.js';
+import { createMetrics } from '../../src/metrics.js';
+import type { RescueContext } from '../../src/rescue/context.js';
+import { serve } from '../../src/rescue/index.js';
+import { readIncoming } from '../../src/rescue/request.js';
+import { ClientGone } from '../../src/upstream/client-gone.js';
+import { parseTarget } from '../../src/upstream/target.js';
+import { completion, json, startFakeUpstream, type FakeUpstream, type Received } from '../helpers/fake-upstream.js';
+import { parseCompactionHeader } from '../helpers/rescue.js';
+
+/*
+ * A compaction sent ahead aims at the smaller of what the remembered compaction aimed at and what
+ * a limit learned since says to aim at (src/rescue/memory.ts, aheadTarget). The conversation has
+ * many small turns and keepRecent is high, so the kept tail grows until the aim stops it: the aim
+ * shows in how much of the tail the request sent ahead keeps.
+ */
+
+let upstream: FakeUpstream;
+const agents: Agent[] = [];
+afterEach(async () => {
+  await Promise.all(agents.splice(0).map((a) => a.close()));
+  await upstream?.close();
+});
+
+const isSummarizer = (r: Received) => r.headers['x-gateway-compaction'] === 'summarizer';
+const calls = () => upstream.received.filter((r) => !isSummarizer(r));
+const TENANT = { authorization: 'Bearer sk-client' };
+const CONFIG: ConfigInput = { memory: { enabled: true }, compaction: { keepRecent: 1000 } };
+
+/** `turns` tool calls with 100-byte outputs, then a last question. */
+function smallTurns(turns: number) {
+  const messages: unknown[] = [
+    { role: 'system', content: 'You are a coding agent.' },
+    { role: 'user', content: 'Fix the failing build.' },
+  ];
+  for (let t = 0; t < turns; t++) {
+    messages.push({ role: 'assistant', content: null, tool_calls: [{ id: `call_${t}`, type: 'function', function: { name: 'read_file', arguments: `{"path":"src/f${t}.ts"}` } }] });
+    messages.push({ role: 'tool', tool_call_id: `call_${t}`, content: `// file ${t}\n${'x'.repeat(90)}` });
+  }
+  messages.push({ role: 'user', content: 'And now?' });
+  return { model: 'fake-model', messages, max_tokens: 300 };
+}
+
+async function run(body: unknown, memory: CompactionMemory) {
+  const config = validateConfig({ upstream: { url: upstream.baseUrl }, summarizer: { maxInputTokens: 500_000 }, ...CONFIG });
+  const dispatcher = new Agent();
+  agents.push(dispatcher);
+  const target = parseTarget(config.upstream.url);
+  const ctx: RescueContext = {
+    deps: { config, dispatcher, target, metrics: createMetrics(), memory },
+    dialect: chat,
+    path: `${target.basePath}/chat/completions`,
+    incoming: readIncoming(Buffer.from(JSON.stringify(body)), undefined),
+    headers: { 'content-type': 'application/json', ...TENANT },
+    clientHeaders: { ...TENANT },
+    log: pino({ level: 'silent' }) as never,
+    gone: new ClientGone(),
+    notes: {},
+  };
+  const outcome = await serve(ctx, () => false);
+  for await (const _ of outcome.answer.answer.body);
+  return outcome.header ? parseCompactionHeader(outcome.header) : undefined;
+}
+
+it('a limit learned since a span was remembered lowers the aim of the compaction ahead, not only what must fit', async () => {
+  // Bodies over 16,000 bytes are refused with a stated window (4 bytes a token), the summarizer
+  // answers a short summary: the first turn is compacted after a rejection and remembered, with
+  // a fit of 90% of the window (14,400 bytes) and an aim of half of it (8,000 bytes).
+  upstream = await startFakeUpstream((req, res) => {
+    if (isSummarizer(req)) return json(res, 200, completion('SUMMARY: files read.'));
+    if (req.body.length > 16_000) {
+      const message = `This model's maximum context length is 4000 tokens. However, your messages resulted in ${Math.ceil(req.body.length / 4)} tokens. Please reduce the length of the messages.`;
+      return json(res, 400, { error: { message, type: 'invalid_request_error', param: 'messages', code: 'context_length_exceeded' } });
+    }
+    return json(res, 200, completion('done'));
+  });
+  const memory = createMemory(validateConfig({ upstream: { url: upstream.baseUrl }, memory: { enabled: true } }), createMetrics().registry, pino({ level: 'silent' }) as never)!;
+  const first = await run(smallTurns(100), memory);
+  expect(first).toMatchObject({ outcome: 'replayed', trigger: 'rejected' });
+
+  // Learned since: a window of 2,500 tokens at 4 bytes: fit 9,000 bytes, aim 5,000 bytes, both
+  // under what was remembered. The next turn, 100 turns longer, is compacted ahead at that aim.
+  await memory.learn('fake-model', { limitTokens: 2500, bytesPerToken: 4 });
+  const body = smallTurns(200);
+  const next = await run(body, memory);
+  expect(next).toMatchObject({ outcome: 'compacted', trigger: 'proactive', limit: 'learned' });
+  expect(calls()).toHaveLength(3);
+  const ahead = calls()[2];
+  // Aiming at the remembered 8,000 bytes (or at the 9,000 that fit) would keep 33 (or 39) items
+  // of the tail and send 5,507 (or 6,461) bytes.
+  expect(ahead.body.length).toBeLessThanOrEqual(5_000);
+  expect(ahead.json.messages).toHaveLength(18);
+  expect(ahead.json.messages.slice(0, 2)).toEqual(body.messages.slice(0, 2));
+  expect(ahead.json.messages[2].content).toMatch(/^\[compaction-gateway\] The 386 earlier messages .*SUMMARY: files read\.$/s);
+  expect(ahead.json.messages.slice(3)).toEqual(body.messages.slice(-15));
+  await memory.close();
+});
