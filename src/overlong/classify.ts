@@ -86,7 +86,7 @@ function decide(r: Reading, rules: RuleSelection): Verdict {
   const general = decideGeneral(readStatements(r.prose, r.codeWords), numbers);
   if (general === undefined) return notOverlong('no_signal');
   if (!general.overlong) return notOverlong(general.rule);
-  return confirm({ rule: general.rule, reason: general.reason, general: true }, r, rules, numbers.limits);
+  return confirm({ rule: general.rule, reason: general.reason }, r, rules, numbers.limits);
 }
 
 /** Any 413 is a body-size rejection, except a per-minute token quota dressed as one (Groq). */

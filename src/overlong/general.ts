@@ -144,7 +144,7 @@ const SUBJECT_STOPS = ['. ', '\n', '; ', '。', '"', '{', '}'];
 function sentenceTail(s: string): string {
   let cut = -1;
   for (const stop of SUBJECT_STOPS) cut = Math.max(cut, s.lastIndexOf(stop));
-  return cut < 0 ? s : s.slice(cut + 1);
+  return s.slice(cut + 1); // no stop: cut is -1, the whole of s
 }
 
 /**
@@ -154,9 +154,10 @@ function sentenceTail(s: string): string {
  */
 function subjectKind(subject: string): Kind | undefined {
   let best: Kind | undefined;
-  let bestAt = -1;
+  // Every term ends after position 0, so the first one found beats 0.
+  let bestAt = 0;
   let strong: Kind | undefined;
-  let strongAt = -1;
+  let strongAt = 0;
   const kinds = new Set<Kind>();
   for (const [kind, pattern] of TERMS) {
     pattern.lastIndex = 0;
@@ -172,11 +173,8 @@ function subjectKind(subject: string): Kind | undefined {
   return best === 'weakInput' && strong !== undefined ? strong : best;
 }
 
-export interface GeneralDecision {
-  overlong: boolean;
-  rule: string;
-  reason: OverlongReason;
-}
+/** An overflow carries its reason; a "not overlong" answer only the rule that decided. */
+export type GeneralDecision = { overlong: true; rule: string; reason: OverlongReason } | { overlong: false; rule: string };
 
 /**
  * The general verdict, or undefined when the text says nothing either way. Strong words
@@ -187,8 +185,8 @@ export interface GeneralDecision {
 export function decideGeneral(said: Statements, numbers: Quantities): GeneralDecision | undefined {
   if (said.input !== undefined) return overflow('general_input_over_limit', said.input);
   if (numbers.promptOverLimit) return overflow('general_stated_numbers', 'context_length');
-  if (said.output) return { overlong: false, rule: 'output_token_cap', reason: 'context_length' };
-  if (said.attachment) return { overlong: false, rule: 'attachment_limit', reason: 'context_length' };
+  if (said.output) return { overlong: false, rule: 'output_token_cap' };
+  if (said.attachment) return { overlong: false, rule: 'attachment_limit' };
   if (numbers.totalOverLimit) return overflow('general_stated_numbers', 'context_length');
   if (said.weakInput !== undefined) return overflow('general_input_over_limit', said.weakInput);
   if (numbers.bodyOverLimit) return overflow('general_stated_numbers', 'body_too_large');
