@@ -227,6 +227,18 @@ describe('what else the walk keeps and skips', () => {
     expect(gatherEvidence(wide(4998), true).codes).toEqual(['late']);
   });
 
+  it('null fields (OpenAI `"param": null`) cost no node either', () => {
+    const wide = (n: number) =>
+      JSON.stringify({ error: { param: null, ...Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, {}])), code: 'late' } });
+    expect(gatherEvidence(wide(4998), true).codes).toEqual(['late']);
+  });
+
+  it('JSON followed by LiteLLM\'s model-group suffix is parsed up to its last brace', () => {
+    const llama = body('llamacpp-exceed-context-size-v1');
+    const message = `litellm.BadRequestError: OpenAIException - ${llama}. Received Model Group=local-llama\nAvailable Model Group Fallbacks=None`;
+    expect(gatherEvidence(JSON.stringify({ error: { message, code: '400' } }), true).fields).toEqual({ promptTokens: 14429, limitTokens: 8192 });
+  });
+
   it('null, numbers and booleans in arrays are skipped', () => {
     const b = JSON.stringify([null, 42, true, { error: { message: anthropicOverflow } }]);
     expect(classifyResponse({ status: 400, body: b })).toMatchObject({ overlong: true, rule: 'prompt_too_long' });

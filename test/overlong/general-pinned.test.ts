@@ -64,6 +64,14 @@ describe('body size or context: the words around the relation', () => {
     expect(strip(classifyResponse({ status: 400, body: err(message) }, GENERAL))).toEqual({ overlong: true, rule: 'general_input_over_limit', reason });
   });
 
+  it('a relation in capitals at the start (AWS Lambda "Request Too Long") needs no limit after it', () => {
+    expect(strip(classifyResponse({ status: 400, body: JSON.stringify({ message: 'Request Too Long' }) }, GENERAL))).toEqual({
+      overlong: true,
+      rule: 'general_input_over_limit',
+      reason: 'context_length',
+    });
+  });
+
   it('a body over its byte limit by the numbers alone', () => {
     const v = classifyResponse({ status: 400, body: err('Request rejected: body size 2097152 bytes, limit 1048576 bytes') }, GENERAL);
     expect(strip(v)).toEqual({ overlong: true, rule: 'general_stated_numbers', reason: 'body_too_large' });
