@@ -51,7 +51,8 @@ export const VETOES: readonly Veto[] = [
   },
   {
     rule: 'model_not_found',
-    pattern: /\bmodel[ _]not[ _]found\b|\bno such model\b|\bunknown model\b|\bmodel\b[^.\n]{0,80}?\b(?:does not exist|not found|is not supported|is not available)\b/i,
+    // "model_not_found" reads as "model not found" (prose and code words turn `_` into spaces).
+    pattern: /\bno such model\b|\bunknown model\b|\bmodel\b[^.\n]{0,80}?\b(?:does not exist|not found|is not supported|is not available)\b/i,
   },
   {
     rule: 'schema',

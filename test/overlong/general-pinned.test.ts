@@ -88,12 +88,6 @@ describe('HTML entities are decoded before the text is read', () => {
       rule: 'general_input_over_limit',
     });
   });
-
-  it('&lt;= before the window', () => {
-    const page =
-      '<html><body><pre>Input validation error: `inputs` tokens + `max_new_tokens` must be &lt;= 2048. Given: 2019 `inputs` tokens and 30 `max_new_tokens`</pre></body></html>';
-    expect(classifyResponse({ status: 502, body: page }, GENERAL)).toMatchObject({ overlong: true, limits: { limitTokens: 2048 } });
-  });
 });
 
 describe('vetoes read from the error code alone', () => {
