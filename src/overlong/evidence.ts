@@ -122,7 +122,7 @@ class Collector {
   addText(s: string, nested: number): void {
     const room = MAX_SCAN_CHARS - this.textChars;
     if (room <= 0 || s.length === 0) return;
-    const piece = s.length > room ? s.slice(0, room) : s;
+    const piece = s.slice(0, room);
     this.texts.push(piece);
     this.textChars += piece.length + 1;
     this.scanQuoted(piece);
@@ -185,8 +185,7 @@ const SSE_FIELD = /(?:^|\n)(?:data|event):/;
  */
 export function gatherEvidence(body: string, plainTextIsError: boolean): Evidence {
   const c = new Collector();
-  const text = body.length > MAX_PARSE_CHARS ? body.slice(0, MAX_PARSE_CHARS) : body;
-  const trimmed = text.trim();
+  const trimmed = body.slice(0, MAX_PARSE_CHARS).trim();
   if (looksLikeJson(trimmed)) {
     readJsonOrLines(c, trimmed);
   } else if (SSE_FIELD.test(trimmed.slice(0, 4096))) {

@@ -171,7 +171,8 @@ function subjectKind(subject: string): Kind | undefined {
   }
   if (best === 'output' && kinds.has('input') && BOTH_JOINED.test(subject)) return 'input';
   // "output tokens", "prompt contains N characters": a weak noun takes the kind of the strong one nearest it.
-  return best === 'weakInput' && strong !== undefined ? strong : best;
+  // When the closest noun is a strong one, it is also the closest strong one: strong === best.
+  return strong ?? best;
 }
 
 /** An overflow carries its reason; a "not overlong" answer only the rule that decided. */
@@ -207,8 +208,7 @@ const ENTITY = /&(?:amp|lt|gt|quot|nbsp|#39|#x27);/g;
 
 /** Message text as the general layer reads it: bounded, tags out, entities decoded, `_` as spaces. */
 export function prose(text: string): string {
-  const head = text.length > MAX_GENERAL_CHARS ? text.slice(0, MAX_GENERAL_CHARS) : text;
-  return head.replace(TAG, '\n').replace(ENTITY, (e) => ENTITIES[e] ?? e).replaceAll('_', ' ');
+  return text.slice(0, MAX_GENERAL_CHARS).replace(TAG, '\n').replace(ENTITY, (e) => ENTITIES[e] ?? e).replaceAll('_', ' ');
 }
 
 /** Error codes as words ("context_length_exceeded" -> "context length exceeded"), one per line. */
