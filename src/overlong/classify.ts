@@ -55,8 +55,7 @@ const ERROR_MARKER = /error|exception|exceed|too long|too large|overflow|failed/
 export function classifyStreamEvent(data: string, rules: RuleSelection = ALL_RULES): Verdict {
   try {
     if (typeof data !== 'string') return notOverlong('no_error_marker');
-    const head = data.length > MAX_SCAN_CHARS ? data.slice(0, MAX_SCAN_CHARS) : data;
-    if (!ERROR_MARKER.test(head)) return notOverlong('no_error_marker');
+    if (!ERROR_MARKER.test(data.slice(0, MAX_SCAN_CHARS))) return notOverlong('no_error_marker');
     const evidence = gatherEvidence(data, false);
     if (!evidence.carriesError) return notOverlong('no_error_object');
     return decide(read(evidence), rules);
@@ -86,7 +85,7 @@ function decide(r: Reading, rules: RuleSelection): Verdict {
   const general = decideGeneral(readStatements(r.prose, r.codeWords), numbers);
   if (general === undefined) return notOverlong('no_signal');
   if (!general.overlong) return notOverlong(general.rule);
-  return confirm({ rule: general.rule, reason: general.reason, general: true }, r, rules, numbers.limits);
+  return confirm({ rule: general.rule, reason: general.reason }, r, rules, numbers.limits);
 }
 
 /** Any 413 is a body-size rejection, except a per-minute token quota dressed as one (Groq). */

@@ -122,7 +122,7 @@ class Collector {
   addText(s: string, nested: number): void {
     const room = MAX_SCAN_CHARS - this.textChars;
     if (room <= 0 || s.length === 0) return;
-    const piece = s.length > room ? s.slice(0, room) : s;
+    const piece = s.slice(0, room);
     this.texts.push(piece);
     this.textChars += piece.length + 1;
     this.scanQuoted(piece);
@@ -137,12 +137,14 @@ class Collector {
 
   /** `ConnectionError: {"object":"error",...}` or `{"type":"error",...}. Received Model Group=...` */
   private parseEmbedded(s: string, nested: number): void {
-    const start = firstIndexOf(s, '{', '[');
+    const start = s.search(/[[{]/);
     if (start < 0) return;
     const end = Math.max(s.lastIndexOf('}'), s.lastIndexOf(']'));
-    if (end <= start || end - start > MAX_PARSE_CHARS) return;
+    // No length check: `s` comes from a body of at most MAX_PARSE_CHARS. JSON that starts with
+    // `{` or `[` parses to an object or an array, never to a string or a number.
+    if (end <= start) return;
     const parsed = tryParse(s.slice(start, end + 1));
-    if (parsed !== undefined && typeof parsed === 'object') this.walk(parsed, 0, nested);
+    if (parsed !== undefined) this.walk(parsed, 0, nested);
   }
 
   /** Text that looks like JSON but did not parse (truncated body, partial chunk). */
@@ -161,19 +163,11 @@ function isErrorCarrier(obj: Record<string, unknown>): boolean {
   return typeof obj.message === 'string' && !('choices' in obj) && !('delta' in obj);
 }
 
-function firstIndexOf(s: string, a: string, b: string): number {
-  const i = s.indexOf(a);
-  const j = s.indexOf(b);
-  if (i < 0) return j;
-  if (j < 0) return i;
-  return Math.min(i, j);
-}
-
 function tryParse(s: string): unknown {
   try {
     return JSON.parse(s) as unknown;
   } catch {
-    return undefined;
+    // Not JSON: undefined.
   }
 }
 
@@ -191,8 +185,7 @@ const SSE_FIELD = /(?:^|\n)(?:data|event):/;
  */
 export function gatherEvidence(body: string, plainTextIsError: boolean): Evidence {
   const c = new Collector();
-  const text = body.length > MAX_PARSE_CHARS ? body.slice(0, MAX_PARSE_CHARS) : body;
-  const trimmed = text.trim();
+  const trimmed = body.slice(0, MAX_PARSE_CHARS).trim();
   if (looksLikeJson(trimmed)) {
     readJsonOrLines(c, trimmed);
   } else if (SSE_FIELD.test(trimmed.slice(0, 4096))) {
@@ -232,18 +225,19 @@ function readSse(c: Collector, s: string): void {
   let events = 0;
   const parser = createParser({
     onEvent: (event) => {
-      if (events++ < MAX_EVENTS) readSseEvent(c, event.event ?? '', event.data);
+      if (events++ < MAX_EVENTS) readSseEvent(c, event.event, event.data);
     },
   });
   parser.feed(s.slice(0, MAX_SSE_CHARS));
   parser.feed('\n\n');
 }
 
-function readSseEvent(c: Collector, name: string, data: string): void {
-  const isError = name.toLowerCase() === 'error';
+function readSseEvent(c: Collector, name: string | undefined, data: string): void {
+  const isError = name?.toLowerCase() === 'error';
   if (isError) c.carriesError = true;
   const payload = data.trim();
-  if (payload === '' || payload === '[DONE]') return;
+  // An empty payload falls through: it is no JSON, and addText skips an empty text.
+  if (payload === '[DONE]') return;
   const parsed = looksLikeJson(payload) ? tryParse(payload) : undefined;
   if (parsed !== undefined) c.walk(parsed, 0, 0);
   else if (looksLikeJson(payload)) c.addBrokenJson(payload);

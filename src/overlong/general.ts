@@ -51,7 +51,8 @@ export const VETOES: readonly Veto[] = [
   },
   {
     rule: 'model_not_found',
-    pattern: /\bmodel[ _]not[ _]found\b|\bno such model\b|\bunknown model\b|\bmodel\b[^.\n]{0,80}?\b(?:does not exist|not found|is not supported|is not available)\b/i,
+    // "model_not_found" reads as "model not found" (prose and code words turn `_` into spaces).
+    pattern: /\bno such model\b|\bunknown model\b|\bmodel\b[^.\n]{0,80}?\b(?:does not exist|not found|is not supported|is not available)\b/i,
   },
   {
     rule: 'schema',
@@ -144,7 +145,7 @@ const SUBJECT_STOPS = ['. ', '\n', '; ', '。', '"', '{', '}'];
 function sentenceTail(s: string): string {
   let cut = -1;
   for (const stop of SUBJECT_STOPS) cut = Math.max(cut, s.lastIndexOf(stop));
-  return cut < 0 ? s : s.slice(cut + 1);
+  return s.slice(cut + 1); // no stop: cut is -1, the whole of s
 }
 
 /**
@@ -154,9 +155,10 @@ function sentenceTail(s: string): string {
  */
 function subjectKind(subject: string): Kind | undefined {
   let best: Kind | undefined;
-  let bestAt = -1;
+  // Every term ends after position 0, so the first one found beats 0.
+  let bestAt = 0;
   let strong: Kind | undefined;
-  let strongAt = -1;
+  let strongAt = 0;
   const kinds = new Set<Kind>();
   for (const [kind, pattern] of TERMS) {
     pattern.lastIndex = 0;
@@ -169,14 +171,12 @@ function subjectKind(subject: string): Kind | undefined {
   }
   if (best === 'output' && kinds.has('input') && BOTH_JOINED.test(subject)) return 'input';
   // "output tokens", "prompt contains N characters": a weak noun takes the kind of the strong one nearest it.
-  return best === 'weakInput' && strong !== undefined ? strong : best;
+  // When the closest noun is a strong one, it is also the closest strong one: strong === best.
+  return strong ?? best;
 }
 
-export interface GeneralDecision {
-  overlong: boolean;
-  rule: string;
-  reason: OverlongReason;
-}
+/** An overflow carries its reason; a "not overlong" answer only the rule that decided. */
+export type GeneralDecision = { overlong: true; rule: string; reason: OverlongReason } | { overlong: false; rule: string };
 
 /**
  * The general verdict, or undefined when the text says nothing either way. Strong words
@@ -187,8 +187,8 @@ export interface GeneralDecision {
 export function decideGeneral(said: Statements, numbers: Quantities): GeneralDecision | undefined {
   if (said.input !== undefined) return overflow('general_input_over_limit', said.input);
   if (numbers.promptOverLimit) return overflow('general_stated_numbers', 'context_length');
-  if (said.output) return { overlong: false, rule: 'output_token_cap', reason: 'context_length' };
-  if (said.attachment) return { overlong: false, rule: 'attachment_limit', reason: 'context_length' };
+  if (said.output) return { overlong: false, rule: 'output_token_cap' };
+  if (said.attachment) return { overlong: false, rule: 'attachment_limit' };
   if (numbers.totalOverLimit) return overflow('general_stated_numbers', 'context_length');
   if (said.weakInput !== undefined) return overflow('general_input_over_limit', said.weakInput);
   if (numbers.bodyOverLimit) return overflow('general_stated_numbers', 'body_too_large');
@@ -208,8 +208,7 @@ const ENTITY = /&(?:amp|lt|gt|quot|nbsp|#39|#x27);/g;
 
 /** Message text as the general layer reads it: bounded, tags out, entities decoded, `_` as spaces. */
 export function prose(text: string): string {
-  const head = text.length > MAX_GENERAL_CHARS ? text.slice(0, MAX_GENERAL_CHARS) : text;
-  return head.replace(TAG, '\n').replace(ENTITY, (e) => ENTITIES[e] ?? e).replaceAll('_', ' ');
+  return text.slice(0, MAX_GENERAL_CHARS).replace(TAG, '\n').replace(ENTITY, (e) => ENTITIES[e] ?? e).replaceAll('_', ' ');
 }
 
 /** Error codes as words ("context_length_exceeded" -> "context length exceeded"), one per line. */
