@@ -61,3 +61,12 @@ describe('itemBytes', () => {
     expect([itemBytes('é'), itemBytes(12), itemBytes(null), itemBytes(undefined)]).toEqual([4, 2, 4, 0]);
   });
 });
+
+describe('suffixWithinBytes: a lone high surrogate before a plain character', () => {
+  it('is not taken as a pair with it: the plain character alone fits in one byte', () => {
+    // The high surrogate is escaped (\ud800, 6 bytes) on its own; a pair would be 4 bytes together.
+    expect(suffixWithinBytes('\uD800a', 1)).toBe(1);
+    expect(suffixWithinBytes('\uD800a', 6)).toBe(1);
+    expect(suffixWithinBytes('\uD800a', 7)).toBe(2);
+  });
+});
