@@ -75,7 +75,9 @@ export function findGeneralVeto(text: string, codeWords: string): string | undef
 const STRONG = String.raw`too (?:long|large|big)(?!\s+ago\b)|too many(?: tokens)?|overflow(?:s|ed|ing)?|exceeded(?!\s+(?:the|your|its|a|an|model|max|maximum|limit)\b)|must (?:be )?(?:less|fewer|smaller|shorter|lower) than|must be (?:<=?|at most|no (?:more|greater|longer) than)|must not exceed|cannot exceed|can ?not exceed|can't exceed|should be \[`;
 // Relations that count only with a limit after them ("exceeds the context window", "> 200000 maximum").
 const WEAK = String.raw`exceed(?:s|ed|ing)?|(?:longer|larger|greater|bigger|more) than|above|over the|outside (?:of )?the (?:allowed |valid )?range|>=?`;
-const RELATION = new RegExp(String.raw`(?:\b(?:${STRONG})\b|\b(?:${WEAK})(?=\W)|\s>=?\s)`, 'gi');
+// A strong relation ends at a word boundary, or on its own symbol ("must be <= 2048": no word
+// character follows the `=`, so `\b` alone would never end it there).
+const RELATION = new RegExp(String.raw`(?:\b(?:${STRONG})(?:\b|(?<=[<=]))|\b(?:${WEAK})(?=\W)|\s>=?\s)`, 'gi');
 const STRONG_START = new RegExp(String.raw`^\s*(?:${STRONG})`, 'i');
 const LIMIT_WORD = /\b(?:limit|maximum|max|context|window|capacity|budget|allowed|length|size|range|bound|n ctx|max model len|model|supported)\b|\d/i;
 

@@ -21,6 +21,10 @@ describe('which statement decides, and the rule it reports', () => {
     ['anthropic-prompt-too-long', 'general_input_over_limit'],
     // "input length and `max_tokens`": both named, read as the input (not the output cap)
     ['anthropic-input-plus-max-tokens', 'general_input_over_limit'],
+    // TGI's "`inputs` tokens + `max_new_tokens` must be <= 8192", the input alone under it
+    // (6204 + 2047): the relation is read, its subject joins both and is the input, so it is
+    // an overflow to rescue, not an output cap
+    ['tgi-chat-stream-in-band-error', 'general_input_over_limit'],
     // only a weak noun ("too many tokens: size limit exceeded by 1502 tokens")
     ['cohere-size-limit-exceeded-by', 'general_input_over_limit'],
     // the error code's words: "context length exceeded"
