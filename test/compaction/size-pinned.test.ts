@@ -70,3 +70,14 @@ describe('suffixWithinBytes: a lone high surrogate before a plain character', ()
     expect(suffixWithinBytes('\uD800a', 7)).toBe(2);
   });
 });
+
+describe('a budget larger than the whole text', () => {
+  // The functions' own contract (today's callers cut only texts over their budget): a step past
+  // the end would read NaN, count it as three bytes and give a length beyond the text.
+  it('gives the whole text and no more, from either end', () => {
+    for (const text of ['', 'abc', 'é\ud83d\ude80"']) {
+      expect(prefixWithinBytes(text, 1000)).toBe(text.length);
+      expect(suffixWithinBytes(text, 1000)).toBe(text.length);
+    }
+  });
+});
