@@ -8,7 +8,7 @@ import './context.js';
 import { createKeyCheck } from './auth.js';
 import type { Config } from './config/schema.js';
 import { ERRORS, GatewayError, errorBody, failureLog } from './errors.js';
-import { accessLogger, loggerOptions, stdoutDestination, type AccessLog } from './logging.js';
+import { accessLogger, lazyChildLogger, loggerOptions, stdoutDestination, type AccessLog } from './logging.js';
 import { createMemory } from './memory/index.js';
 import { boundModelLabels, createMetrics, startMemoryMetricsAtZero, type Metrics } from './metrics.js';
 import { chatEndpoints } from './routes/chat.js';
@@ -52,6 +52,7 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
     // One line per request, written by the onResponse hook below with the upstream's figures.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
     requestIdHeader: false,
+    childLoggerFactory: lazyChildLogger,
     genReqId: (req: IncomingMessage) => {
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();

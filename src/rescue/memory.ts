@@ -83,11 +83,18 @@ export interface Proactive {
  * limits set the target; they never trigger a compaction on their own. Returns null when the
  * request should go as the client sent it.
  */
+/**
+ * Whether memory could hold anything for this request: while nothing is remembered at all, not even
+ * its credential is hashed (3 to 5 µs a request), and the first attempt waits on no promise.
+ */
+export function mayCompactAhead(ctx: RescueContext): boolean {
+  return ctx.deps.memory?.mayKnowTenants() === true;
+}
+
 export async function compactAhead(ctx: RescueContext, summarizer: () => SummarizerTarget): Promise<Proactive | null> {
   const memory = ctx.deps.memory;
-  // Only a tenant with something remembered has its body parsed before the first attempt; while
-  // nothing is remembered at all, not even its credential is hashed (3 to 5 µs a request).
-  if (!memory || !memory.mayKnowTenants() || !(await memory.knowsTenant(tenantOf(ctx.clientHeaders)))) return null;
+  // Only a tenant with something remembered has its body parsed before the first attempt.
+  if (!memory || !mayCompactAhead(ctx) || !(await memory.knowsTenant(tenantOf(ctx.clientHeaders)))) return null;
   const json = ctx.incoming.json;
   const conversation = json ? ctx.dialect.read(json) : null;
   if (!json || !conversation) return null;
