@@ -9,7 +9,7 @@ import { CLIENT_CREDENTIALS } from '../upstream/headers.js';
 import type { InspectedAnswer } from '../upstream/inspect.js';
 import { attempt } from './attempt.js';
 import { markedHeaders, optedOut, type RescueContext } from './context.js';
-import { compactAhead, learnedBounds, learnFrom, mayCompactAhead, recallFor, rememberSpan } from './memory.js';
+import { compactAhead, learnedBounds, learnFrom, memoryAhead, recallFor, rememberSpan } from './memory.js';
 import { compactionHeader, countCompaction, countRescue, logDecision, seconds, type RescueRecord, type ReplayResult } from './report.js';
 
 /*
@@ -31,10 +31,8 @@ export interface Outcome {
  */
 export async function serve(ctx: RescueContext, committed: () => boolean): Promise<Outcome> {
   const config = ctx.deps.config;
-  const ahead =
-    config.compaction.proactive && config.compaction.maxReplays > 0 && mayCompactAhead(ctx) && !optedOut(ctx)
-      ? await compactAhead(ctx, () => summarizerFor(ctx))
-      : null;
+  const memory = config.compaction.proactive && config.compaction.maxReplays > 0 ? memoryAhead(ctx) : null;
+  const ahead = memory && !optedOut(ctx) ? await compactAhead(ctx, memory, () => summarizerFor(ctx)) : null;
   const first = await attempt(ctx, ahead?.body ?? ctx.incoming.wire, ahead ? markedHeaders(ctx.headers, ahead.header) : ctx.headers);
   if (!first.verdict.overlong || committed()) return { answer: first, header: ahead?.header };
   const rejectedBytes = ahead ? ahead.body.length : ctx.incoming.bytes;

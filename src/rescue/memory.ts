@@ -2,7 +2,7 @@ import { compact, keptPrefixEnd, type CompactionResult, type SummarizerTarget } 
 import { DEFAULT_BYTES_PER_TOKEN, learnedTarget, type Bounds, type SizeTarget } from '../compaction/target.js';
 import type { Conversation } from '../dialects/types.js';
 import { tenantOf } from '../memory/fingerprint.js';
-import type { Recalled } from '../memory/index.js';
+import type { CompactionMemory, Recalled } from '../memory/index.js';
 import type { Verdict } from '../overlong/types.js';
 import { modelOf, type RescueContext } from './context.js';
 import { compactionHeader, countCompaction, logDecision, type RescueRecord } from './report.js';
@@ -84,17 +84,18 @@ export interface Proactive {
  * request should go as the client sent it.
  */
 /**
- * Whether memory could hold anything for this request: while nothing is remembered at all, not even
- * its credential is hashed (3 to 5 µs a request), and the first attempt waits on no promise.
+ * The memory to look in before the first attempt, or null while it remembers nothing at all: then
+ * not even the request's credential is hashed (3 to 5 µs a request), and the first attempt
+ * waits on no promise.
  */
-export function mayCompactAhead(ctx: RescueContext): boolean {
-  return ctx.deps.memory?.mayKnowTenants() === true;
+export function memoryAhead(ctx: RescueContext): CompactionMemory | null {
+  const memory = ctx.deps.memory;
+  return memory?.mayKnowTenants() ? memory : null;
 }
 
-export async function compactAhead(ctx: RescueContext, summarizer: () => SummarizerTarget): Promise<Proactive | null> {
-  const memory = ctx.deps.memory;
+export async function compactAhead(ctx: RescueContext, memory: CompactionMemory, summarizer: () => SummarizerTarget): Promise<Proactive | null> {
   // Only a tenant with something remembered has its body parsed before the first attempt.
-  if (!memory || !mayCompactAhead(ctx) || !(await memory.knowsTenant(tenantOf(ctx.clientHeaders)))) return null;
+  if (!(await memory.knowsTenant(tenantOf(ctx.clientHeaders)))) return null;
   const json = ctx.incoming.json;
   const conversation = json ? ctx.dialect.read(json) : null;
   if (!json || !conversation) return null;

@@ -82,6 +82,33 @@ describe('readIncoming: decoding', () => {
   });
 });
 
+describe('readIncoming: the body as it arrived', () => {
+  // The route hands over the chunks Node read; the first attempt sends them as they are.
+  const text = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'héllo' }] });
+  const whole = Buffer.from(text);
+
+  it('several chunks stay a list on the wire, and are joined only to be read', () => {
+    const chunks = [whole.subarray(0, 7), whole.subarray(7, 30), whole.subarray(30)];
+    const incoming = readIncoming(chunks, undefined);
+    expect(incoming.wire).toBe(chunks);
+    expect(incoming.raw).toEqual(whole);
+    expect(incoming.bytes).toBe(whole.length);
+    expect(incoming.json).toEqual(JSON.parse(text));
+  });
+
+  it('one chunk is that buffer; no chunk is an empty body', () => {
+    expect(readIncoming([whole], undefined).wire).toBe(whole);
+    expect(readIncoming([], undefined).wire).toEqual(Buffer.alloc(0));
+    expect(readIncoming([], undefined).json).toBeNull();
+  });
+
+  it('a one-byte body is a buffer of one byte, not the byte', () => {
+    const one = Buffer.from('7');
+    expect(readIncoming(one, undefined).wire).toBe(one);
+    expect(readIncoming([one], undefined).raw).toEqual(one);
+  });
+});
+
 describe('readIncoming: what can be compacted', () => {
   it.each([
     ['not JSON', '{"model":'],
