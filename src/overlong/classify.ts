@@ -119,12 +119,11 @@ function findVeto(r: Reading): string | undefined {
   return findGeneralVeto(r.prose, r.codeWords);
 }
 
-/** What a 413 is vetoed by: only a rate limit or a quota. */
+/**
+ * What a 413 is vetoed by: only a rate limit or a quota, said in its text or its codes' words
+ * (`rate_limit_exceeded`, `insufficient_quota`, `RESOURCE_EXHAUSTED`).
+ */
 function findRateLimit(r: Reading): string | undefined {
-  for (const code of r.codes) {
-    const rule = NOT_OVERLONG_CODES.get(code);
-    if (rule === 'rate_limit' || rule === 'quota') return rule;
-  }
   const veto = findGeneralVeto(r.prose, r.codeWords);
   return veto === 'rate_limit' || veto === 'quota' ? veto : undefined;
 }
