@@ -78,12 +78,6 @@ export interface Proactive {
 }
 
 /**
- * A request that extends a remembered compaction is sent compacted before its first attempt: the
- * remembered summary as it is while the result fits what is known to fit, else extended. Learned
- * limits set the target; they never trigger a compaction on their own. Returns null when the
- * request should go as the client sent it.
- */
-/**
  * The memory to look in before the first attempt, or null while it remembers nothing at all: then
  * not even the request's credential is hashed (3 to 5 µs a request), and the first attempt
  * waits on no promise.
@@ -93,6 +87,12 @@ export function memoryAhead(ctx: RescueContext): CompactionMemory | null {
   return memory?.mayKnowTenants() ? memory : null;
 }
 
+/**
+ * A request that extends a remembered compaction is sent compacted before its first attempt: the
+ * remembered summary as it is while the result fits what is known to fit, else extended. Learned
+ * limits set the target; they never trigger a compaction on their own. Returns null when the
+ * request should go as the client sent it.
+ */
 export async function compactAhead(ctx: RescueContext, memory: CompactionMemory, summarizer: () => SummarizerTarget): Promise<Proactive | null> {
   // Only a tenant with something remembered has its body parsed before the first attempt.
   if (!(await memory.knowsTenant(tenantOf(ctx.clientHeaders)))) return null;

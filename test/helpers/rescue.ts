@@ -26,6 +26,26 @@ export function agentRequest(turns: number, extra: Record<string, unknown> = {},
   };
 }
 
+/**
+ * A coding agent's chat request: system prompt, task, `turns` read_file calls each answered by
+ * `output(t)`, then a last question.
+ */
+export function toolTurnsBody(turns: number, output: (turn: number) => string, extra: Record<string, unknown> = {}) {
+  const messages: unknown[] = [
+    { role: 'system', content: 'You are a coding agent.' },
+    { role: 'user', content: 'Fix the failing build.' },
+  ];
+  for (let t = 0; t < turns; t++) {
+    messages.push({ role: 'assistant', content: null, tool_calls: [{ id: `call_${t}`, type: 'function', function: { name: 'read_file', arguments: `{"path":"src/f${t}.ts"}` } }] });
+    messages.push({ role: 'tool', tool_call_id: `call_${t}`, content: output(t) });
+  }
+  messages.push({ role: 'user', content: 'And now?' });
+  return { model: 'fake-model', messages, max_tokens: 300, ...extra };
+}
+
+/** A call the gateway made to its summarizer (marked so on the wire), not a client's request. */
+export const isSummarizer = (r: Received): boolean => r.headers['x-gateway-compaction'] === 'summarizer';
+
 /** Parses an RFC 8941 dictionary of tokens and integers, as the gateway writes it. */
 export function parseCompactionHeader(value: string | null): Record<string, string | number> {
   expect(value, 'x-gateway-compaction header').toBeTruthy();

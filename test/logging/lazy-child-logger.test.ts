@@ -16,12 +16,14 @@ function capture() {
   });
   const parent = pino({ level: 'info', base: undefined, timestamp: false, redact: ['apiKey'] }, stream);
   let children = 0;
-  const child = parent.child;
+  type Child = (this: unknown, bindings: pino.Bindings, options?: pino.ChildLoggerOptions) => pino.Logger;
+  const child = parent.child as unknown as Child;
   // pino's children inherit from their parent: counted on every level, each on its own `this`.
-  parent.child = function (this: pino.Logger, bindings: pino.Bindings, options?: pino.ChildLoggerOptions) {
+  const counted: Child = function (this: unknown, bindings, options) {
     children++;
     return child.call(this, bindings, options);
-  } as typeof parent.child;
+  };
+  parent.child = counted as unknown as typeof parent.child;
   return { parent, lines, children: () => children };
 }
 

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { classifyResponse, classifyStreamEvent, type RuleSelection, type Verdict } from '../../src/overlong/classify.js';
 import { loadFixtures } from '../../scripts/lofo.js';
+import { VETO_CODES } from '../helpers/veto-codes.js';
 
 // The general layer, alone and behind the specific rules: what a user would see is whether the
 // gateway compacts (overlong) or passes the error on, and the numbers the size target reads.
@@ -174,18 +175,7 @@ describe('vetoes settle "not overlong" before anything else', () => {
     expect(classifyResponse({ status: 500, body: err(message) }, GENERAL)).toEqual({ overlong: false, rule });
   });
 
-  it.each([
-    ['rate_limit_exceeded', 'rate_limit'],
-    ['rate_limit_error', 'rate_limit'],
-    ['insufficient_quota', 'quota'],
-    ['exceeded_current_quota_error', 'quota'],
-    ['content_filter', 'content_filter'],
-    ['content_policy_violation', 'content_filter'],
-    ['invalid_api_key', 'auth'],
-    ['authentication_error', 'auth'],
-    ['permission_error', 'auth'],
-    ['overloaded_error', 'overloaded'],
-  ])('the code %s alone vetoes a text that reads as an overflow', (code, rule) => {
+  it.each(VETO_CODES)('the code %s alone vetoes a text that reads as an overflow', (code, rule) => {
     const body = err('This request exceeds the maximum number of tokens allowed per request', { code });
     expect(classifyResponse({ status: 400, body })).toEqual({ overlong: false, rule });
   });

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { classifyResponse, classifyStreamEvent, type StatedLimits, type Verdict } from '../../src/overlong/classify.js';
 import { classifyWith, loadFixtures } from '../../scripts/lofo.js';
+import { VETO_CODES } from '../helpers/veto-codes.js';
 
 // Issue 15: what the gateway reports for each real error (overlong or not, the rule it logs, the
 // numbers it read), written out literally. rules.test.ts walks the rule tables themselves, so a
@@ -266,17 +267,7 @@ describe('output caps are not overflows', () => {
 });
 
 describe('codes that settle "not overlong" whatever the message says', () => {
-  it.each([
-    ['rate_limit_exceeded', 'rate_limit'],
-    ['rate_limit_error', 'rate_limit'],
-    ['insufficient_quota', 'quota'],
-    ['content_filter', 'content_filter'],
-    ['content_policy_violation', 'content_filter'],
-    ['invalid_api_key', 'auth'],
-    ['authentication_error', 'auth'],
-    ['permission_error', 'auth'],
-    ['overloaded_error', 'overloaded'],
-  ])('%s, in a body with no text, is %s', (code, rule) => {
+  it.each(VETO_CODES)('%s, in a body with no text, is %s', (code, rule) => {
     expect(classifyResponse({ status: 400, body: JSON.stringify({ error: { type: code } }) })).toEqual(passed(rule));
     expect(classifyStreamEvent(JSON.stringify({ type: 'error', error: { type: code } }))).toEqual(passed(rule));
   });

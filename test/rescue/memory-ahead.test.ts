@@ -12,7 +12,7 @@ import { readIncoming } from '../../src/rescue/request.js';
 import { ClientGone } from '../../src/upstream/client-gone.js';
 import { parseTarget } from '../../src/upstream/target.js';
 import { completion, json, startFakeUpstream, type FakeUpstream, type Received } from '../helpers/fake-upstream.js';
-import { parseCompactionHeader } from '../helpers/rescue.js';
+import { isSummarizer, parseCompactionHeader, toolTurnsBody } from '../helpers/rescue.js';
 
 /*
  * A compaction sent ahead aims at the smaller of what the remembered compaction aimed at and what
@@ -28,23 +28,13 @@ afterEach(async () => {
   await upstream?.close();
 });
 
-const isSummarizer = (r: Received) => r.headers['x-gateway-compaction'] === 'summarizer';
 const calls = () => upstream.received.filter((r) => !isSummarizer(r));
 const TENANT = { authorization: 'Bearer sk-client' };
 const CONFIG: ConfigInput = { memory: { enabled: true }, compaction: { keepRecent: 1000 } };
 
 /** `turns` tool calls with 100-byte outputs, then a last question. */
 function smallTurns(turns: number) {
-  const messages: unknown[] = [
-    { role: 'system', content: 'You are a coding agent.' },
-    { role: 'user', content: 'Fix the failing build.' },
-  ];
-  for (let t = 0; t < turns; t++) {
-    messages.push({ role: 'assistant', content: null, tool_calls: [{ id: `call_${t}`, type: 'function', function: { name: 'read_file', arguments: `{"path":"src/f${t}.ts"}` } }] });
-    messages.push({ role: 'tool', tool_call_id: `call_${t}`, content: `// file ${t}\n${'x'.repeat(90)}` });
-  }
-  messages.push({ role: 'user', content: 'And now?' });
-  return { model: 'fake-model', messages, max_tokens: 300 };
+  return toolTurnsBody(turns, (t) => `// file ${t}\n${'x'.repeat(90)}`);
 }
 
 async function run(body: unknown, memory: CompactionMemory) {

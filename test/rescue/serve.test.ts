@@ -16,7 +16,7 @@ import { discard } from '../../src/upstream/body.js';
 import { ClientGone } from '../../src/upstream/client-gone.js';
 import { parseTarget } from '../../src/upstream/target.js';
 import { completion, json, startFakeUpstream, type FakeUpstream, type Handler, type Received } from '../helpers/fake-upstream.js';
-import { parseCompactionHeader } from '../helpers/rescue.js';
+import { isSummarizer, parseCompactionHeader, toolTurnsBody } from '../helpers/rescue.js';
 
 /*
  * The rescue core driven directly, as a route drives it, against a fake upstream on a loopback
@@ -31,22 +31,12 @@ afterEach(async () => {
   await upstream?.close();
 });
 
-const isSummarizer = (r: Received) => r.headers['x-gateway-compaction'] === 'summarizer';
 const calls = () => upstream.received.filter((r) => !isSummarizer(r));
 const summarizerCalls = () => upstream.received.filter(isSummarizer);
 
 /** A coding agent's request: system prompt, task, `turns` tool calls with 2 KB outputs, a last question. */
 function agentBody(turns: number, extra: Record<string, unknown> = {}) {
-  const messages: unknown[] = [
-    { role: 'system', content: 'You are a coding agent.' },
-    { role: 'user', content: 'Fix the failing build.' },
-  ];
-  for (let t = 0; t < turns; t++) {
-    messages.push({ role: 'assistant', content: null, tool_calls: [{ id: `call_${t}`, type: 'function', function: { name: 'read_file', arguments: `{"path":"src/f${t}.ts"}` } }] });
-    messages.push({ role: 'tool', tool_call_id: `call_${t}`, content: `// file ${t}\n${'const x = 1;\n'.repeat(160)}` });
-  }
-  messages.push({ role: 'user', content: 'And now?' });
-  return { model: 'fake-model', messages, max_tokens: 300, ...extra };
+  return toolTurnsBody(turns, (t) => `// file ${t}\n${'const x = 1;\n'.repeat(160)}`, extra);
 }
 
 const tooLong = (limit: number, tokens: number) => ({
