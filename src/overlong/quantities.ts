@@ -102,7 +102,7 @@ export function readQuantities(text: string): Quantities {
     const role = roleOf(before, after);
     const unit = unitOf(before, after);
     // "exceeds limit (2013)": a bare number in parentheses, with no unit anywhere near, is a code.
-    if (role !== undefined && !(unit === 'unknown' && before.endsWith('('))) found.push({ value: unit === 'bytes' ? value * byteScale(after) : value, role, unit });
+    if (role !== undefined && !(unit === 'unknown' && before.endsWith('('))) found.push({ value: value * byteScale(after), role, unit });
   }
   return assemble(text, found);
 }
