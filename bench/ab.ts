@@ -5,12 +5,14 @@ import { CHAT_PATH, SDK_HEADERS, agentChatBody, smallChatBody } from './requests
 import { Samples } from './stats.js';
 
 /*
- * npm run bench:ab -- TREE_A TREE_B [small|large] [--rounds N]
- * Two builds of the gateway side by side (each tree's bench/gateway.ts over its own dist/), same
- * fake upstream, the same fixed request rate, interleaved rounds: the CPU time each process spends
- * per request, medians over the rounds. Each gateway's stdout is a pipe that this process reads,
- * as a container runtime or a log shipper would. For measuring one change against the build
- * before it; `npm run bench` compares the gateway with the floor.
+ * npm run bench:ab -- TREE_A TREE_B [TREE_C ...] [floor] [small|large] [--rounds N] [--seconds S]
+ * Builds of the gateway side by side (each tree's bench/gateway.ts over its own dist/), and the
+ * floor when asked, same fake upstream, the same fixed request rate, interleaved rounds: the CPU
+ * time each process spends per request, medians over the rounds, and each one's ratio to A taken
+ * round by round (the host's speed drifts from minute to minute; within one round it moves less,
+ * so the paired ratio is the steadier figure). Each gateway's stdout is a pipe that this process
+ * reads, as a container runtime or a log shipper would. For measuring one change against the
+ * build before it; `npm run bench` compares the gateway with the floor.
  */
 
 const SCENARIOS = {
@@ -22,7 +24,7 @@ interface Gateway {
   name: string;
   origin: string;
   cpuMs(): Promise<number>;
-  stop(): void;
+  stop(): void | Promise<void>;
 }
 
 function startGateway(name: string, tree: string, upstream: string): Promise<Gateway> {
@@ -52,41 +54,58 @@ function startGateway(name: string, tree: string, upstream: string): Promise<Gat
             child.on('message', on);
             child.send({ type: 'stats', id: ask });
           }),
-        stop: () => child.kill(),
+        stop: () => {
+          child.kill();
+        },
       });
     });
   });
 }
 
 async function main(argv: string[]): Promise<void> {
-  const [treeA, treeB] = argv.filter((a) => a.startsWith('/'));
+  const trees = argv.filter((a) => a.startsWith('/'));
   const name = (argv.find((a) => a in SCENARIOS) ?? 'small') as keyof typeof SCENARIOS;
   const roundsAt = argv.indexOf('--rounds');
   const rounds = roundsAt >= 0 ? Number(argv[roundsAt + 1]) : 6;
-  if (!treeA || !treeB || !(rounds > 0 && rounds <= 50)) throw new Error('usage: npm run bench:ab -- /TREE_A /TREE_B [small|large] [--rounds N (1-50)]');
-  const scenario = SCENARIOS[name];
+  const secondsAt = argv.indexOf('--seconds');
+  const scenario = { ...SCENARIOS[name], ...(secondsAt >= 0 ? { seconds: Number(argv[secondsAt + 1]) } : {}) };
+  const withFloor = argv.includes('floor');
+  if (trees.length < (withFloor ? 1 : 2) || !(rounds > 0 && rounds <= 50) || !(scenario.seconds > 0 && scenario.seconds <= 30)) {
+    throw new Error('usage: npm run bench:ab -- /TREE_A /TREE_B [/TREE_C ...] [floor] [small|large] [--rounds N (1-50)] [--seconds S (1-30)]');
+  }
   const upstream = await startProcess('upstream', 'upstream.ts', { answerBytes: 800, streamEvents: 50, streamGapMs: 5, summaryDelayMs: 0 });
-  const gateways = [await startGateway('A', treeA, upstream.origin), await startGateway('B', treeB, upstream.origin)];
+  const gateways: Gateway[] = [];
+  for (const [i, tree] of trees.entries()) gateways.push(await startGateway(String.fromCharCode(65 + i), tree, upstream.origin));
+  if (withFloor) {
+    const floor = await startProcess('floor', 'floor.ts', { upstream: upstream.origin });
+    gateways.push({ name: 'floor', origin: floor.origin, cpuMs: async () => (await floor.stats()).cpuMs, stop: () => floor.stop() });
+  }
   const perRequest = new Map(gateways.map((g) => [g.name, new Samples()]));
+  const toA = new Map(gateways.map((g) => [g.name, new Samples()]));
   const body = scenario.body();
   try {
     for (const g of gateways) await runLoad({ url: `${g.origin}${CHAT_PATH}`, body, headers: SDK_HEADERS, connections: scenario.connections, seconds: 2, rate: scenario.rate });
     for (let round = 0; round < rounds; round++) {
       const order = round % 2 === 0 ? gateways : [...gateways].reverse();
+      const used = new Map<string, number>();
       for (const g of order) {
         const before = await g.cpuMs();
         const load = await runLoad({ url: `${g.origin}${CHAT_PATH}`, body, headers: SDK_HEADERS, connections: scenario.connections, seconds: scenario.seconds, rate: scenario.rate });
-        const used = (await g.cpuMs()) - before;
+        const us = (((await g.cpuMs()) - before) * 1000) / load.responses;
         if (load.failures > 0) throw new Error(`${g.name}: ${load.failures} failures`);
-        perRequest.get(g.name)!.push((used * 1000) / load.responses);
-        process.stdout.write(`round ${round + 1} ${g.name}: ${((used * 1000) / load.responses).toFixed(1)} us/req, ${load.rps.toFixed(0)} req/s\n`);
+        used.set(g.name, us);
+        perRequest.get(g.name)!.push(us);
+        process.stdout.write(`round ${round + 1} ${g.name}: ${us.toFixed(1)} us/req, ${load.rps.toFixed(0)} req/s\n`);
       }
+      for (const g of gateways) toA.get(g.name)!.push(used.get(g.name)! / used.get('A')!);
     }
-    const a = perRequest.get('A')!.percentile(50);
-    const b = perRequest.get('B')!.percentile(50);
-    process.stdout.write(`${name}: A ${a.toFixed(1)} us/req, B ${b.toFixed(1)} us/req (medians of ${rounds}); B/A ${(b / a).toFixed(3)}\n`);
+    for (const g of gateways) {
+      const samples = toA.get(g.name)!;
+      const ratio = g.name === 'A' ? '' : `; ${g.name}/A per round: median ${samples.percentile(50).toFixed(3)} (${samples.percentile(0).toFixed(3)} to ${samples.percentile(100).toFixed(3)})`;
+      process.stdout.write(`${name} ${g.name}: ${perRequest.get(g.name)!.percentile(50).toFixed(1)} us/req (median of ${rounds})${ratio}\n`);
+    }
   } finally {
-    for (const g of gateways) g.stop();
+    for (const g of gateways) await g.stop();
     await upstream.stop();
   }
 }

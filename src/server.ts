@@ -1,7 +1,6 @@
-import { randomUUID } from 'node:crypto';
-import { STATUS_CODES, type IncomingMessage } from 'node:http';
+import { STATUS_CODES, createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
-import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Dispatcher } from 'undici';
 import type { DestinationStream } from 'pino';
 import './context.js';
@@ -12,12 +11,14 @@ import { accessLogger, lazyChildLogger, loggerOptions, stdoutDestination, type A
 import { createMemory } from './memory/index.js';
 import { boundModelLabels, createMetrics, startMemoryMetricsAtZero, type Metrics } from './metrics.js';
 import { chatEndpoints } from './routes/chat.js';
+import { frontDoor, requestIdOf, type FrontDoor, type RecordedRequest } from './routes/front-door.js';
 import { healthRoutes } from './routes/health.js';
 import { messagesEndpoints } from './routes/messages.js';
 import { passthroughRoutes } from './routes/passthrough.js';
-import { rescuedRoutes } from './routes/rescued.js';
+import { rescuedRoutes, type RescuedExchange } from './routes/rescued.js';
 import { responsesEndpoints } from './routes/responses.js';
 import { createDispatcher } from './upstream/client.js';
+import { ClientResponse } from './upstream/relay.js';
 import { parseTarget } from './upstream/target.js';
 
 export interface ServerDeps {
@@ -35,8 +36,6 @@ declare module 'fastify' {
   }
 }
 
-const REQUEST_ID = /^[\w.:@/+=-]{1,128}$/;
-
 /** Builds the gateway; never listens by itself. */
 export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): FastifyInstance {
   const metrics = deps.metrics ?? createMetrics();
@@ -46,17 +45,18 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
   const logStream = deps.logStream ?? stdoutDestination(config.log.format);
   const accessLog = accessLogger(config.log.level, logStream);
   let draining = false;
+  let closing = false;
+  let front: FrontDoor | undefined;
 
   const app = Fastify({
+    // The rescued endpoints' requests are served by the front door (routes/front-door.ts) unless it leaves them to fastify.
+    serverFactory: (handler, options) => httpServer((req, res) => front?.(req, res) || handler(req, res), options),
     logger: { ...loggerOptions(config.log.level), stream: logStream },
     // One line per request, written by the onResponse hook below with the upstream's figures.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
     requestIdHeader: false,
     childLoggerFactory: lazyChildLogger,
-    genReqId: (req: IncomingMessage) => {
-      const given = req.headers['x-request-id'];
-      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
-    },
+    genReqId: (req: IncomingMessage) => requestIdOf(req),
     bodyLimit: config.server.bodyLimitBytes,
     clientErrorHandler: answerClientError,
     // Errors fastify raises before routing (a path that is not valid percent-encoding).
@@ -76,15 +76,19 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
     reply.header('x-request-id', request.id);
     done();
   });
-  if (config.auth.keys.length > 0) addKeyCheck(app, config.auth.keys);
+  app.addHook('preClose', (done) => {
+    closing = true;
+    done();
+  });
+  const keyCheck = config.auth.keys.length > 0 ? createKeyCheck(config.auth.keys) : null;
+  if (keyCheck) addKeyCheck(app, keyCheck);
   // After a hijack (the chat route), reply.statusCode still reads the raw response's status.
   app.addHook('onResponse', (request, reply, done) => {
     recordRequest(metrics, accessLog, request, reply.statusCode, reply.elapsedTime);
     done();
   });
 
-  app.setErrorHandler((error: FastifyError, request, reply) => {
-    const gatewayError = toGatewayError(error);
+  const logError = (request: { id: string; log: FastifyBaseLogger }, error: Error, gatewayError: GatewayError) => {
     // A bug gets its stack; an operating condition (an upstream down) gets one plain line.
     if (gatewayError.code === 'internal_error') request.log.error({ err: error }, 'request failed');
     else if (gatewayError.status >= 500) {
@@ -92,6 +96,10 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
       // Through app.log: pass-through routes keep request.log at error (see passthrough.ts).
       app.log.warn({ requestId: request.id, ...fields }, message);
     }
+  };
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const gatewayError = toGatewayError(error);
+    logError(request, error, gatewayError);
     reply.code(gatewayError.status).send(gatewayError.toJSON());
   });
   app.setNotFoundHandler((request, reply) => {
@@ -102,7 +110,22 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
   const memory = createMemory(config, metrics.registry, app.log);
   startMemoryMetricsAtZero(metrics.registry);
   boundModelLabels(metrics.registry);
-  app.register(rescuedRoutes, { deps: { config, dispatcher, target, metrics, memory }, endpoints: [...chatEndpoints, ...responsesEndpoints, ...messagesEndpoints] });
+  const rescueDeps = { config, dispatcher, target, metrics, memory };
+  const endpoints = [...chatEndpoints, ...responsesEndpoints, ...messagesEndpoints];
+  app.register(rescuedRoutes, { deps: rescueDeps, endpoints });
+  front = frontDoor({
+    deps: rescueDeps,
+    endpoints,
+    keyCheck,
+    closing: () => closing,
+    log: () => app.log,
+    record: (request, status, elapsedMs) => recordRequest(metrics, accessLog, request, status, elapsedMs),
+    answerError: (exchange: RescuedExchange, error: Error) => {
+      const gatewayError = toGatewayError(error as FastifyError);
+      logError(exchange, error, gatewayError);
+      new ClientResponse(exchange.res, exchange.id).sendError(gatewayError);
+    },
+  });
   if (memory) app.addHook('onClose', async () => memory.close());
   app.register(passthroughRoutes, { config, dispatcher, target });
   if (ownDispatcher) app.addHook('onClose', async () => dispatcher.close());
@@ -110,11 +133,20 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
 }
 
 
+/** The HTTP server fastify would make for itself, with the same timeouts, its request handler given. */
+function httpServer(handler: (req: IncomingMessage, res: ServerResponse) => void, options: Record<string, any>): Server {
+  const server = createServer(handler);
+  server.keepAliveTimeout = options.keepAliveTimeout;
+  server.requestTimeout = options.requestTimeout;
+  server.setTimeout(options.connectionTimeout);
+  if (options.maxRequestsPerSocket > 0) server.maxRequestsPerSocket = options.maxRequestsPerSocket;
+  return server;
+}
+
 /** Health probes and metric scrapes: open without a gateway key, and logged at debug. */
 const PROBES = new Set(['/healthz', '/readyz', '/metrics']);
 
-function addKeyCheck(app: FastifyInstance, keys: readonly string[]): void {
-  const check = createKeyCheck(keys);
+function addKeyCheck(app: FastifyInstance, check: ReturnType<typeof createKeyCheck>): void {
   app.addHook('onRequest', async (request) => {
     // The matched route, not the raw URL: the router decodes it (/%76%31/… is /v1/…).
     if (PROBES.has(request.routeOptions.url ?? '')) return;
@@ -125,7 +157,7 @@ function addKeyCheck(app: FastifyInstance, keys: readonly string[]): void {
 function recordRequest(
   metrics: Metrics,
   accessLog: AccessLog,
-  request: FastifyRequest,
+  request: RecordedRequest,
   status: number,
   elapsedMs: number,
 ): void {

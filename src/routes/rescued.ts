@@ -1,4 +1,6 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
+import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { RequestNotes } from '../context.js';
 import type { Dialect } from '../dialects/types.js';
 import { GatewayError, failureLog, fromUpstreamFailure } from '../errors.js';
 import type { RescueDeps } from '../rescue/context.js';
@@ -27,36 +29,51 @@ export async function rescuedRoutes(app: FastifyInstance, opts: { deps: RescueDe
   for (const endpoint of opts.endpoints) app.post(endpoint.path, (request, reply) => handle(opts.deps, endpoint, request, reply));
 }
 
+/** One request to a rescued endpoint, as fastify or the front door (front-door.ts) received it. */
+export interface RescuedExchange {
+  id: string;
+  /** The request's path and query, as sent. */
+  url: string;
+  headers: IncomingHttpHeaders;
+  log: FastifyBaseLogger;
+  notes: RequestNotes;
+  res: ServerResponse;
+}
+
+function handle(deps: RescueDeps, endpoint: RescuedEndpoint, request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  reply.hijack();
+  const exchange = { id: request.id, url: request.url, headers: request.headers, log: request.log, notes: request.notes, res: reply.raw };
+  return serveRescued(deps, endpoint, exchange, request.body as Buffer[] | undefined);
+}
+
 /**
  * The client's bytes go upstream unchanged, and no status is written to the client before the
  * upstream's answer has been seen (and, when it was refused as overlong, rescued).
  */
-async function handle(deps: RescueDeps, endpoint: RescuedEndpoint, request: FastifyRequest, reply: FastifyReply): Promise<void> {
-  const chunks = request.body as Buffer[] | undefined;
-  request.notes.model = peekModel(chunks?.[0]);
-  reply.hijack();
-  const client = new ClientResponse(reply.raw, request.id);
-  const gone = whenClientLeaves(reply);
-  const query = request.url.indexOf('?');
-  const headers = requestHeadersForUpstream(request.headers, request.id, { apiKey: deps.config.upstream.apiKey, style: endpoint.credentials });
+export async function serveRescued(deps: RescueDeps, endpoint: RescuedEndpoint, exchange: RescuedExchange, chunks: Buffer[] | undefined): Promise<void> {
+  exchange.notes.model = peekModel(chunks?.[0]);
+  const client = new ClientResponse(exchange.res, exchange.id);
+  const gone = whenClientLeaves(exchange.res);
+  const query = exchange.url.indexOf('?');
+  const headers = requestHeadersForUpstream(exchange.headers, exchange.id, { apiKey: deps.config.upstream.apiKey, style: endpoint.credentials });
   // A stream whose failure may come after its preamble must be readable event by event.
   if (endpoint.dialect.streamEvent && headers['accept-encoding'] !== undefined) headers['accept-encoding'] = 'identity';
   const ctx = {
     deps,
     dialect: endpoint.dialect,
-    path: `${deps.target.basePath}${endpoint.upstreamPath}${query >= 0 ? request.url.slice(query) : ''}`,
-    incoming: readIncoming(chunks, header(request.headers['content-encoding']), deps.config.server.bodyLimitBytes),
+    path: `${deps.target.basePath}${endpoint.upstreamPath}${query >= 0 ? exchange.url.slice(query) : ''}`,
+    incoming: readIncoming(chunks, header(exchange.headers['content-encoding']), deps.config.server.bodyLimitBytes),
     headers,
-    clientHeaders: request.headers,
-    log: request.log,
+    clientHeaders: exchange.headers,
+    log: exchange.log,
     gone,
-    notes: request.notes,
+    notes: exchange.notes,
   };
   try {
     const outcome = await serve(ctx, () => client.committed);
     await client.relay(outcome.answer.answer, outcome.answer.held, outcome.header ? { 'x-gateway-compaction': outcome.header } : {});
   } catch (err) {
-    failed(request, client, gone, err);
+    failed(exchange, client, gone, err);
   }
 }
 
@@ -65,15 +82,15 @@ function header(value: string | string[] | undefined): string | undefined {
 }
 
 /** Aborts upstream and summarizer work the moment the client disconnects before its answer ends. */
-function whenClientLeaves(reply: FastifyReply): ClientGone {
+function whenClientLeaves(res: ServerResponse): ClientGone {
   const gone = new ClientGone();
-  reply.raw.once('close', () => {
-    if (!reply.raw.writableFinished) gone.abort();
+  res.once('close', () => {
+    if (!res.writableFinished) gone.abort();
   });
   return gone;
 }
 
-function failed(request: FastifyRequest, client: ClientResponse, gone: ClientGone, err: unknown): void {
+function failed(request: Pick<RescuedExchange, 'log' | 'notes'>, client: ClientResponse, gone: ClientGone, err: unknown): void {
   const clientLeft =
     gone.aborted || (err as { code?: string })?.code === 'ERR_STREAM_PREMATURE_CLOSE' || (client.gone && !client.committed);
   if (clientLeft) {
