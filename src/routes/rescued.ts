@@ -71,7 +71,7 @@ export async function serveRescued(deps: RescueDeps, endpoint: RescuedEndpoint, 
   };
   try {
     const outcome = await serve(ctx, () => client.committed);
-    await client.relay(outcome.answer.answer, outcome.answer.held, outcome.header ? { 'x-gateway-compaction': outcome.header } : {});
+    await client.relay(outcome.answer.answer, outcome.answer.held, outcome.header ? { 'x-gateway-compaction': outcome.header } : undefined);
   } catch (err) {
     failed(exchange, client, gone, err);
   }

@@ -32,9 +32,10 @@ export class ClientResponse {
   async relay(
     answer: { status: number; headers: Record<string, string | string[] | undefined>; body: Readable },
     held: HeldBody,
-    extra: OutgoingHttpHeaders = {},
+    extra?: OutgoingHttpHeaders,
   ): Promise<void> {
-    const headers = { ...responseHeadersForClient(answer.headers, this.requestId), ...extra };
+    const headers = responseHeadersForClient(answer.headers, this.requestId);
+    if (extra) Object.assign(headers, extra);
     this.res.writeHead(answer.status, headers);
     if (held.complete) {
       this.res.end(held.bytes);
