@@ -1,4 +1,5 @@
 import { Counter, Histogram, Registry, collectDefaultMetrics, type Gauge, type LabelValues } from 'prom-client';
+import { RequestCounter, RouteHistogram } from './request-metrics.js';
 
 /*
  * Label values the alerting rules need to see at 0 before the first event: a counter series
@@ -25,32 +26,30 @@ export const COMPACTION_LABELS = [
  */
 const MISNAMED_DEFAULTS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
 
+const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
+
 /** Every metric the gateway exports, on its own registry (so tests can build many gateways). */
 export function createMetrics() {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   for (const name of MISNAMED_DEFAULTS) registry.removeSingleMetric(name);
 
-  const requests = new Counter({
-    name: 'gateway_http_requests_total',
-    help: 'Requests answered by the gateway, by route and status class, counted when the response ends.',
-    labelNames: ['route', 'method', 'status_class'] as const,
-    registers: [registry],
-  });
-  const duration = new Histogram({
-    name: 'gateway_http_request_duration_seconds',
-    help: 'Time from the request reaching the gateway to the last byte of the response, by route.',
-    labelNames: ['route'] as const,
-    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
-    registers: [registry],
-  });
-  const upstreamTtfb = new Histogram({
-    name: 'gateway_upstream_ttfb_seconds',
-    help: 'Time from sending a request upstream to receiving its response headers, by route.',
-    labelNames: ['route'] as const,
-    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
-    registers: [registry],
-  });
+  // The series every request touches: prom-client's registry renders them, request-metrics.ts keeps them.
+  const requests = new RequestCounter(
+    'gateway_http_requests_total',
+    'Requests answered by the gateway, by route and status class, counted when the response ends.',
+  );
+  const duration = new RouteHistogram(
+    'gateway_http_request_duration_seconds',
+    'Time from the request reaching the gateway to the last byte of the response, by route.',
+    LATENCY_BUCKETS,
+  );
+  const upstreamTtfb = new RouteHistogram(
+    'gateway_upstream_ttfb_seconds',
+    'Time from sending a request upstream to receiving its response headers, by route.',
+    LATENCY_BUCKETS,
+  );
+  for (const metric of [requests, duration, upstreamTtfb]) registry.registerMetric(metric as never);
 
   const overlong = new Counter({
     name: 'gateway_overlong_rejections_total',

@@ -164,8 +164,8 @@ function recordRequest(
   const notes = request.notes;
   const code = status;
   const route = notes?.route ?? 'unmatched';
-  metrics.requests.inc({ route, method: request.method, status_class: `${Math.floor(code / 100)}xx` });
-  metrics.duration.observe({ route }, elapsedMs / 1000);
+  metrics.requests.inc(route, request.method, code);
+  metrics.duration.observe(route, elapsedMs / 1000);
   const fields = {
     requestId: request.id,
     method: request.method,

@@ -16,6 +16,6 @@ export async function attempt(ctx: RescueContext, body: Buffer | readonly Buffer
   ctx.notes.upstreamStatus = answer.status;
   ctx.notes.upstreamTtfbMs = answer.ttfbMs;
   ctx.notes.streamed = String(answer.headers['content-type'] ?? '').includes('text/event-stream');
-  deps.metrics.upstreamTtfb.observe({ route: ctx.notes.route ?? ctx.dialect.api }, answer.ttfbMs / 1000);
+  deps.metrics.upstreamTtfb.observe(ctx.notes.route ?? ctx.dialect.api, answer.ttfbMs / 1000);
   return inspect(answer, deps.config.upstream.errorBodyLimitBytes, ctx.dialect.streamEvent);
 }
