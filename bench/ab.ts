@@ -5,14 +5,15 @@ import { CHAT_PATH, SDK_HEADERS, agentChatBody, smallChatBody } from './requests
 import { Samples } from './stats.js';
 
 /*
- * npm run bench:ab -- TREE_A TREE_B [TREE_C ...] [floor] [small|large] [--rounds N] [--seconds S]
+ * npm run bench:ab -- TREE_A TREE_B [TREE_C ...] [floor] [small|large] [--rounds N] [--seconds S] [--rate R] [--devnull] [--together]
  * Builds of the gateway side by side (each tree's bench/gateway.ts over its own dist/), and the
  * floor when asked, same fake upstream, the same fixed request rate, interleaved rounds: the CPU
  * time each process spends per request, medians over the rounds, and each one's ratio to A taken
  * round by round (the host's speed drifts from minute to minute; within one round it moves less,
  * so the paired ratio is the steadier figure). Each gateway's stdout is a pipe that this process
  * reads, as a container runtime or a log shipper would. For measuring one change against the
- * build before it; `npm run bench` compares the gateway with the floor.
+ * build before it; `npm run bench` compares the gateway with the floor. --devnull writes the
+ * gateways' log lines to /dev/null instead, as `npm run bench` does.
  */
 
 const SCENARIOS = {
@@ -27,12 +28,12 @@ interface Gateway {
   stop(): void | Promise<void>;
 }
 
-function startGateway(name: string, tree: string, upstream: string): Promise<Gateway> {
+function startGateway(name: string, tree: string, upstream: string, stdout: 'pipe' | 'ignore'): Promise<Gateway> {
   const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', `${tree}/bench/gateway.ts`, JSON.stringify({ upstream: { url: `${upstream}/v1` }, log: { level: 'info' } })], {
     cwd: tree,
-    stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+    stdio: ['ignore', stdout, 'inherit', 'ipc'],
   });
-  child.stdout!.resume();
+  child.stdout?.resume();
   let id = 1_000;
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`${name} did not start`)), 20_000);
@@ -68,14 +69,21 @@ async function main(argv: string[]): Promise<void> {
   const roundsAt = argv.indexOf('--rounds');
   const rounds = roundsAt >= 0 ? Number(argv[roundsAt + 1]) : 6;
   const secondsAt = argv.indexOf('--seconds');
-  const scenario = { ...SCENARIOS[name], ...(secondsAt >= 0 ? { seconds: Number(argv[secondsAt + 1]) } : {}) };
+  const rateAt = argv.indexOf('--rate');
+  const scenario = {
+    ...SCENARIOS[name],
+    ...(secondsAt >= 0 ? { seconds: Number(argv[secondsAt + 1]) } : {}),
+    // --rate 0: as fast as answers come, on 32 connections, as `npm run bench` runs small requests.
+    ...(rateAt >= 0 ? { rate: Number(argv[rateAt + 1]) || undefined, connections: Number(argv[rateAt + 1]) ? SCENARIOS[name].connections : 32 } : {}),
+  };
   const withFloor = argv.includes('floor');
+  const together = argv.includes('--together');
   if (trees.length < (withFloor ? 1 : 2) || !(rounds > 0 && rounds <= 50) || !(scenario.seconds > 0 && scenario.seconds <= 30)) {
-    throw new Error('usage: npm run bench:ab -- /TREE_A /TREE_B [/TREE_C ...] [floor] [small|large] [--rounds N (1-50)] [--seconds S (1-30)]');
+    throw new Error('usage: npm run bench:ab -- /TREE_A /TREE_B [/TREE_C ...] [floor] [small|large] [--rounds N (1-50)] [--seconds S (1-30)] [--rate R (0: closed loop)]');
   }
   const upstream = await startProcess('upstream', 'upstream.ts', { answerBytes: 800, streamEvents: 50, streamGapMs: 5, summaryDelayMs: 0 });
   const gateways: Gateway[] = [];
-  for (const [i, tree] of trees.entries()) gateways.push(await startGateway(String.fromCharCode(65 + i), tree, upstream.origin));
+  for (const [i, tree] of trees.entries()) gateways.push(await startGateway(String.fromCharCode(65 + i), tree, upstream.origin, argv.includes('--devnull') ? 'ignore' : 'pipe'));
   if (withFloor) {
     const floor = await startProcess('floor', 'floor.ts', { upstream: upstream.origin });
     gateways.push({ name: 'floor', origin: floor.origin, cpuMs: async () => (await floor.stats()).cpuMs, stop: () => floor.stop() });
@@ -88,7 +96,7 @@ async function main(argv: string[]): Promise<void> {
     for (let round = 0; round < rounds; round++) {
       const order = round % 2 === 0 ? gateways : [...gateways].reverse();
       const used = new Map<string, number>();
-      for (const g of order) {
+      const measure = async (g: Gateway) => {
         const before = await g.cpuMs();
         const load = await runLoad({ url: `${g.origin}${CHAT_PATH}`, body, headers: SDK_HEADERS, connections: scenario.connections, seconds: scenario.seconds, rate: scenario.rate });
         const us = (((await g.cpuMs()) - before) * 1000) / load.responses;
@@ -96,7 +104,11 @@ async function main(argv: string[]): Promise<void> {
         used.set(g.name, us);
         perRequest.get(g.name)!.push(us);
         process.stdout.write(`round ${round + 1} ${g.name}: ${us.toFixed(1)} us/req, ${load.rps.toFixed(0)} req/s\n`);
-      }
+      };
+      // --together: every target under its own load at the same time, so that the host's drift
+      // falls on all of them alike (a fixed rate each; they share the machine evenly).
+      if (together) await Promise.all(order.map(measure));
+      else for (const g of order) await measure(g);
       for (const g of gateways) toA.get(g.name)!.push(used.get(g.name)! / used.get('A')!);
     }
     for (const g of gateways) {
