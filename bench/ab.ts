@@ -79,7 +79,7 @@ async function main(argv: string[]): Promise<void> {
   const withFloor = argv.includes('floor');
   const together = argv.includes('--together');
   if (trees.length < (withFloor ? 1 : 2) || !(rounds > 0 && rounds <= 50) || !(scenario.seconds > 0 && scenario.seconds <= 30)) {
-    throw new Error('usage: npm run bench:ab -- /TREE_A /TREE_B [/TREE_C ...] [floor] [small|large] [--rounds N (1-50)] [--seconds S (1-30)] [--rate R (0: closed loop)]');
+    throw new Error('usage: npm run bench:ab -- /TREE_A /TREE_B [/TREE_C ...] [floor] [small|large] [--rounds N (1-50)] [--seconds S (1-30)] [--rate R (0: closed loop)] [--devnull] [--together]');
   }
   const upstream = await startProcess('upstream', 'upstream.ts', { answerBytes: 800, streamEvents: 50, streamGapMs: 5, summaryDelayMs: 0 });
   const gateways: Gateway[] = [];

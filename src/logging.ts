@@ -37,7 +37,8 @@ export function loggerOptions(level: string): LoggerOptions {
  * stdout, through pino's asynchronous destination, which writes from libuv's thread pool; or,
  * for `log.format: pretty`, through pino-pretty, which is loaded only then. JSON lines are
  * gathered into batches of 4 KB, or whatever came in 200 ms when fewer come: a thread-pool write
- * per line cost about 17 µs a request. The exit writes what a batch holds (see `flushLogs`).
+ * per line cost about 17 µs a request. The shutdown writes what a batch holds (see `flushLogs`),
+ * and so does any other exit.
  */
 export function stdoutDestination(format: 'json' | 'pretty' = 'json'): DestinationStream {
   nonBlockingStdout();
@@ -56,6 +57,7 @@ interface Sonic extends DestinationStream {
   _len?: number;
   destroyed?: boolean;
   flush?: (cb?: (err?: Error) => void) => void;
+  flushSync?: () => void;
   destroy?: () => void;
   on(event: string, listener: (...args: unknown[]) => void): unknown;
 }
@@ -116,6 +118,17 @@ function batched(sonic: Sonic): DestinationStream {
       // The next batch tries again; a log line is never worth the process.
     }
   }, LOG_BATCH_MS).unref();
+  // An exit that does not go through the shutdown's flushLogs (a crash, a failed start): pino's own
+  // exit handler writes what SonicBoom holds; the lines still gathered here are written after it.
+  process.on('exit', () => {
+    if (sonic.destroyed) return;
+    try {
+      batcher.push();
+      sonic.flushSync?.();
+    } catch {
+      // Exiting: there is nowhere left to report this.
+    }
+  });
   return batcher;
 }
 

@@ -10,8 +10,12 @@
 
 interface MetricValue {
   labels: Record<string, string | number>;
+  /** Labels of the series the value belongs to, rendered after its own (prom-client's histogram shape). */
+  sharedLabels?: Record<string, string>;
   value: number;
   metricName?: string;
+  /** Always null: the gateway records no exemplars (prom-client's buckets say so the same way). */
+  exemplar?: null;
 }
 
 /** What prom-client's Registry reads of a metric (its `registerMetric`, `metrics()`, `resetMetrics()`). */
@@ -93,21 +97,29 @@ export class RouteHistogram implements RegistryMetric {
     series.count += 1;
   }
 
-  async get() {
+  /** What the registry renders: each bucket's `le`, and the series' own labels shared, as prom-client gives them. */
+  async getForPromString() {
     const values: MetricValue[] = [];
     for (const s of this.#series.values()) {
+      const shared = { route: s.route };
       let cumulative = 0;
       this.upperBounds.forEach((le, i) => {
         cumulative += s.counts[i];
-        values.push({ labels: { le, route: s.route }, value: cumulative, metricName: `${this.name}_bucket` });
+        values.push({ labels: { le }, sharedLabels: shared, value: cumulative, metricName: `${this.name}_bucket`, exemplar: null });
       });
       values.push(
-        { labels: { le: '+Inf', route: s.route }, value: s.count, metricName: `${this.name}_bucket` },
-        { labels: { route: s.route }, value: s.sum, metricName: `${this.name}_sum` },
-        { labels: { route: s.route }, value: s.count, metricName: `${this.name}_count` },
+        { labels: { le: '+Inf' }, sharedLabels: shared, value: s.count, metricName: `${this.name}_bucket`, exemplar: null },
+        { labels: {}, sharedLabels: shared, value: s.sum, metricName: `${this.name}_sum` },
+        { labels: {}, sharedLabels: shared, value: s.count, metricName: `${this.name}_count` },
       );
     }
     return { name: this.name, help: this.help, type: this.type, values, aggregator: this.aggregator };
+  }
+
+  /** The same values with the shared labels folded into each one's own (JSON, aggregation). */
+  async get() {
+    const data = await this.getForPromString();
+    return { ...data, values: data.values.map(({ sharedLabels, ...v }) => ({ ...v, labels: { ...v.labels, ...sharedLabels } })) };
   }
 
   reset(): void {

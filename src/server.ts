@@ -1,4 +1,4 @@
-import { STATUS_CODES, createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Dispatcher } from 'undici';
@@ -46,11 +46,8 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
   const accessLog = accessLogger(config.log.level, logStream);
   let draining = false;
   let closing = false;
-  let front: FrontDoor | undefined;
 
   const app = Fastify({
-    // The rescued endpoints' requests are served by the front door (routes/front-door.ts) unless it leaves them to fastify.
-    serverFactory: (handler, options) => httpServer((req, res) => front?.(req, res) || handler(req, res), options),
     logger: { ...loggerOptions(config.log.level), stream: logStream },
     // One line per request, written by the onResponse hook below with the upstream's figures.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
@@ -113,7 +110,7 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
   const rescueDeps = { config, dispatcher, target, metrics, memory };
   const endpoints = [...chatEndpoints, ...responsesEndpoints, ...messagesEndpoints];
   app.register(rescuedRoutes, { deps: rescueDeps, endpoints });
-  front = frontDoor({
+  const front = frontDoor({
     deps: rescueDeps,
     endpoints,
     keyCheck,
@@ -123,9 +120,11 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
     answerError: (exchange: RescuedExchange, error: Error) => {
       const gatewayError = toGatewayError(error as FastifyError);
       logError(exchange, error, gatewayError);
-      new ClientResponse(exchange.res, exchange.id).sendError(gatewayError);
+      // As fastify does after a body it could not read: the client may still be sending it.
+      new ClientResponse(exchange.res, exchange.id).sendError(gatewayError, { connection: 'close' });
     },
   });
+  enterThrough(app.server, front);
   if (memory) app.addHook('onClose', async () => memory.close());
   app.register(passthroughRoutes, { config, dispatcher, target });
   if (ownDispatcher) app.addHook('onClose', async () => dispatcher.close());
@@ -133,14 +132,19 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
 }
 
 
-/** The HTTP server fastify would make for itself, with the same timeouts, its request handler given. */
-function httpServer(handler: (req: IncomingMessage, res: ServerResponse) => void, options: Record<string, any>): Server {
-  const server = createServer(handler);
-  server.keepAliveTimeout = options.keepAliveTimeout;
-  server.requestTimeout = options.requestTimeout;
-  server.setTimeout(options.connectionTimeout);
-  if (options.maxRequestsPerSocket > 0) server.maxRequestsPerSocket = options.maxRequestsPerSocket;
-  return server;
+/**
+ * Puts the front door (routes/front-door.ts) before fastify's own request handler on the server
+ * fastify made: the rescued endpoints' requests are served there unless it leaves them to fastify.
+ * (fastify's `serverFactory` would do the same, but a server of one's own loses fastify's second
+ * listener when the host is `localhost`, which binds both 127.0.0.1 and ::1.)
+ */
+function enterThrough(server: Server, front: FrontDoor): void {
+  const handlers = server.listeners('request') as Array<(req: IncomingMessage, res: ServerResponse) => void>;
+  server.removeAllListeners('request');
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    if (front(req, res)) return;
+    for (const handler of handlers) handler(req, res);
+  });
 }
 
 /** Health probes and metric scrapes: open without a gateway key, and logged at debug. */

@@ -16,8 +16,9 @@ import { serveRescued, type RescuedEndpoint, type RescuedExchange } from './resc
  * fastify's route runs (`serveRescued`), the same request id, log line and metrics. Whatever it
  * would have to answer differently from a plain forward goes to fastify instead, untouched, and is
  * answered there as before: a request while the server closes (503), a missing or wrong gateway
- * key (401), a declared body over the limit (413), a content type that is absent or that fastify
- * might find invalid (415), a path the router would have to decode.
+ * key (401), a declared body over the limit (413), a content type that is absent (fastify reads
+ * such a body too) or that fastify might find invalid (415), a path the router would have to
+ * decode.
  */
 
 export interface FrontDoorOptions {
@@ -30,7 +31,7 @@ export interface FrontDoorOptions {
   log: () => FastifyBaseLogger;
   /** The access line and request metrics, when the response has finished. */
   record: (request: RecordedRequest, status: number, elapsedMs: number) => void;
-  /** Answers a body that could not be read (over the limit mid-stream, cut off): fastify's error codes. */
+  /** Answers a body that could not be read (over the limit mid-stream, cut off; fastify's error codes), or a bug. */
   answerError: (exchange: RescuedExchange, err: Error) => void;
 }
 
@@ -60,12 +61,17 @@ export function frontDoor(opts: FrontDoorOptions): FrontDoor {
     const exchange: RescuedExchange = { id, url, headers: req.headers, log: lazyChildLogger(opts.log(), { requestId: id }, {}), notes: { route: endpoint.path }, res };
     const finished = () => {
       res.off('finish', finished).off('error', finished);
-      opts.record({ id, method: 'POST', url, notes: exchange.notes }, res.statusCode, performance.now() - started);
+      try {
+        opts.record({ id, method: 'POST', url, notes: exchange.notes }, res.statusCode, performance.now() - started);
+      } catch (err) {
+        exchange.log.error({ err }, 'recording the request failed');
+      }
     };
     res.on('finish', finished).on('error', finished);
     collectBody(req, limit, (err, chunks) => {
       if (err) opts.answerError(exchange, err);
-      else void serveRescued(opts.deps, endpoint, exchange, chunks);
+      // serveRescued answers its own failures; what escapes it is a bug, answered as fastify would (500, logged).
+      else serveRescued(opts.deps, endpoint, exchange, chunks).catch((bug: Error) => opts.answerError(exchange, bug));
     });
     return true;
   };

@@ -64,8 +64,8 @@ export function firstChunk(body: Readable): Promise<HeldBody> {
 
 /**
  * True when the stream has received its end and holds nothing more. Node's readable state says
- * so (`ended`, set by `push(null)`) before the 'end' event, which comes only once the stream is
- * read again; when the field is missing the answer is false, and the rest is piped as before.
+ * so (`ended`, set by `push(null)`) before the 'end' event, which comes on a later tick; when the
+ * field is missing the answer is false, and the rest is piped as before.
  */
 function endedWithNothingLeft(body: Readable): boolean {
   return body.readableLength === 0 && (body as { _readableState?: { ended?: boolean } })._readableState?.ended === true;

@@ -1,4 +1,8 @@
+import type { AddressInfo } from 'node:net';
 import { connect } from 'node:net';
+import { Writable } from 'node:stream';
+import { validateConfig } from '../../src/config/load.js';
+import { buildServer } from '../../src/server.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { completion, json, sse, startFakeUpstream, streamEvents, type FakeUpstream } from '../helpers/fake-upstream.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
@@ -166,6 +170,44 @@ describe('while the gateway closes', () => {
       expect(slow.received.length).toBe(1);
     } finally {
       await slow.close();
+    }
+  });
+});
+
+describe('a body the gateway cannot read, on a keep-alive connection', () => {
+  it.each([PATHS.front, PATHS.router])('%s: 413, and the connection is closed rather than the rest of the body read', async (path) => {
+    const started = performance.now();
+    const text = await rawHttp(
+      gateway.origin,
+      `POST ${path} HTTP/1.1\r\nHost: gw\r\n${KEY}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n${chunked('x'.repeat(BODY_LIMIT + 1)).slice(0, -5)}`,
+      5_000,
+    );
+    expect(text).toMatch(/^HTTP\/1\.1 413 /);
+    expect(text).toMatch(/\r\nconnection: close\r\n/i);
+    // The client never ended its body: only the gateway closing the connection ends the exchange.
+    expect(performance.now() - started).toBeLessThan(4_000);
+  });
+});
+
+describe('which way a request goes', () => {
+  it("a rescued endpoint's own path never reaches fastify's hooks; a path the router must decode does", async () => {
+    const app = buildServer(validateConfig({ upstream: { url: upstream.baseUrl }, server: { port: 0 } }), { logStream: new Writable({ write: (_c, _e, done) => done() }) });
+    const seen: string[] = [];
+    app.addHook('onRequest', (request, _reply, done) => {
+      seen.push(request.url);
+      done();
+    });
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    try {
+      const origin = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+      for (const path of ['/v1/chat/completions', '/v1/responses?api-version=1', '/v1/messages', '/%76%31/chat/completions']) {
+        const res = await fetch(`${origin}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chat });
+        expect(res.status, path).toBe(200);
+        await res.text();
+      }
+      expect(seen).toEqual(['/%76%31/chat/completions']);
+    } finally {
+      await app.close();
     }
   });
 });

@@ -57,3 +57,15 @@ describe('log lines on stdout', () => {
     expect(lines.at(-1)!.msg).toMatch(/stopped|shut|exit/i);
   });
 });
+
+describe('an exit that skips the shutdown', () => {
+  it('still writes the lines gathered but not yet handed over', async () => {
+    const { runProcess, ROOT } = await import('../helpers/process.js');
+    const script = `import('./dist/logging.js').then((m) => { const out = m.stdoutDestination('json'); out.write('{"msg":"first"}\\n'); out.write('{"msg":"last before exit"}\\n'); process.exit(3); });`;
+    const child = runProcess(process.execPath, ['-e', script], {}, { cwd: ROOT });
+    const exit = await child.exitWithin(10_000);
+    expect(exit).not.toBe('still running');
+    expect((exit as { code: number }).code).toBe(3);
+    expect(child.output()).toBe('{"msg":"first"}\n{"msg":"last before exit"}\n');
+  });
+});

@@ -10,9 +10,10 @@ import { RequestCounter, RouteHistogram } from '../../src/request-metrics.js';
 
 const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 
-function registries() {
+function registries(openMetrics = false) {
   const theirs = new Registry();
   const ours = new Registry();
+  if (openMetrics) for (const r of [theirs, ours]) r.setContentType(Registry.OPENMETRICS_CONTENT_TYPE as never);
   const counter = new Counter({ name: 'gateway_http_requests_total', help: 'Requests.', labelNames: ['route', 'method', 'status_class'], registers: [theirs] });
   const histogram = new Histogram({ name: 'gateway_http_request_duration_seconds', help: 'Time.', labelNames: ['route'], buckets: BUCKETS, registers: [theirs] });
   const requests = new RequestCounter('gateway_http_requests_total', 'Requests.');
@@ -60,6 +61,17 @@ describe('request metrics render as prom-client renders them', () => {
       record(pick(routes), pick(['POST', 'GET', 'DELETE']), pick(statuses), next() ** 4 * 400);
     }
     expect(await ours.metrics()).toBe(await theirs.metrics());
+  });
+
+  it('in OpenMetrics text too, and with default labels', async () => {
+    const { theirs, ours, record } = registries(true);
+    theirs.setDefaultLabels({ instance: 'gw-1' });
+    ours.setDefaultLabels({ instance: 'gw-1' });
+    record('/v1/chat/completions', 'POST', 200, 0.02);
+    record('/v1/messages', 'POST', 529, 7);
+    expect(await ours.metrics()).toBe(await theirs.metrics());
+    expect(await ours.metrics()).toMatch(/^gateway_http_requests_total\{/m);
+    expect(await ours.getMetricsAsJSON()).toEqual(await theirs.getMetricsAsJSON());
   });
 
   it('a reset empties both alike', async () => {
