@@ -1,5 +1,5 @@
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -9,7 +9,7 @@ import { startProcess } from './procs.js';
 import { CHAT_PATH, SDK_HEADERS, smallChatBody } from './requests.js';
 
 /*
- * npm run bench:instructions [-- /TREE ...] [--requests N] [--warmup N]
+ * npm run bench:instructions [-- /TREE ...] [--requests N] [--warmup N] [--keep DIR]
  * Instructions per small request, counted by valgrind's callgrind: the floor and this tree's
  * gateway (or the gateways of the trees given, each over its own dist/), each under valgrind, the
  * fake upstream and the load outside it. Counts start after a warm-up (the JIT has settled) and
@@ -19,9 +19,11 @@ import { CHAT_PATH, SDK_HEADERS, smallChatBody } from './requests.js';
  * measures the gateway's own work; `npm run bench` is still what says how fast it is. The main
  * thread runs the JavaScript; the other threads are V8's compiler and collector helpers and
  * libuv's pool. Needs valgrind (apt-get install valgrind); runs the targets two at a time.
+ * --keep DIR leaves callgrind's files there (`callgrind_annotate --inclusive=no DIR/<file>-01`
+ * lists the main thread's native functions and V8 builtins; JIT-compiled code shows as addresses).
  */
 
-const USAGE = 'usage: npm run bench:instructions [-- /TREE ...] [--requests N (100-20000)] [--warmup N (0-50000)]';
+const USAGE = 'usage: npm run bench:instructions [-- /TREE ...] [--requests N (100-20000)] [--warmup N (0-50000)] [--keep DIR]';
 const HARD_LIMIT_MS = 20 * 60_000;
 const START_TIMEOUT_MS = 300_000;
 
@@ -46,8 +48,10 @@ function option(argv: string[], name: string, fallback: number): number {
 async function main(argv: string[]): Promise<number> {
   const requests = option(argv, '--requests', 3000);
   const warmup = option(argv, '--warmup', 6000);
-  const trees = argv.filter((a) => a.startsWith('/'));
-  if (!(requests >= 100 && requests <= 20_000) || !(warmup >= 0 && warmup <= 50_000)) {
+  const keepAt = argv.indexOf('--keep');
+  const keep = keepAt >= 0 ? argv[keepAt + 1] : undefined;
+  const trees = argv.filter((a, i) => a.startsWith('/') && argv[i - 1] !== '--keep');
+  if (!(requests >= 100 && requests <= 20_000) || !(warmup >= 0 && warmup <= 50_000) || (keepAt >= 0 && !keep)) {
     process.stderr.write(`${USAGE}\n`);
     return 2;
   }
@@ -66,7 +70,7 @@ async function main(argv: string[]): Promise<number> {
   for (const tree of trees.length > 0 ? trees : [here]) targets.push({ name: `gateway ${tree}`, script: join(tree, 'bench/gateway.ts'), cwd: tree });
 
   const upstream = await startProcess('upstream', 'upstream.ts', { answerBytes: 800, streamEvents: 50, streamGapMs: 5, summaryDelayMs: 0 });
-  const dir = mkdtempSync(join(tmpdir(), 'callgrind-'));
+  const dir = keep ? (mkdirSync(keep, { recursive: true }), keep) : mkdtempSync(join(tmpdir(), 'callgrind-'));
   try {
     const counts: Count[] = [];
     // Two at a time: valgrind runs a process on one core, and the machine has two.
@@ -81,7 +85,7 @@ async function main(argv: string[]): Promise<number> {
     }
     return 0;
   } finally {
-    rmSync(dir, { recursive: true, force: true });
+    if (!keep) rmSync(dir, { recursive: true, force: true });
     await upstream.stop();
   }
 }
