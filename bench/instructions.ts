@@ -13,8 +13,10 @@ import { CHAT_PATH, SDK_HEADERS, smallChatBody } from './requests.js';
  * Instructions per small request, counted by valgrind's callgrind: the floor and this tree's
  * gateway (or the gateways of the trees given, each over its own dist/), each under valgrind, the
  * fake upstream and the load outside it. Counts start after a warm-up (the JIT has settled) and
- * cover N requests. Unlike CPU time on this VM, which moves by ±15% from minute to minute, a count
- * repeats: the floor's main thread gave 302,983 and 303,019 instructions a request in two runs.
+ * cover N requests. Unlike CPU time on this VM, which moves by ±15% from minute to minute, the
+ * floor's count repeats (302,820 to 303,904 instructions a request in ten runs); the gateway's less
+ * well (the JIT's tiering under valgrind depends on timing: a few percent, once 15%), so compare
+ * builds counted in the same run, and count twice.
  * It counts user-space instructions only (no kernel time, no cache misses), so it finds and
  * measures the gateway's own work; `npm run bench` is still what says how fast it is. The main
  * thread runs the JavaScript; the other threads are V8's compiler and collector helpers and
