@@ -35,32 +35,36 @@ interface CounterSeries {
 
 const STATUS_CLASSES = ['0xx', '1xx', '2xx', '3xx', '4xx', '5xx', '6xx', '7xx', '8xx', '9xx'];
 
-/** `gateway_http_requests_total{route, method, status_class}`. */
-export class RequestCounter implements RegistryMetric {
-  readonly type = 'counter';
+/** What both metrics share: a name and help for the registry, and their series under a key, in order of first appearance. */
+abstract class KeyedSeries<S> {
   readonly aggregator = 'sum';
-  #series = new Map<string, CounterSeries>();
+  protected readonly series = new Map<string, S>();
 
   constructor(
     readonly name: string,
     readonly help: string,
   ) {}
 
+  reset(): void {
+    this.series.clear();
+  }
+}
+
+/** `gateway_http_requests_total{route, method, status_class}`. */
+export class RequestCounter extends KeyedSeries<CounterSeries> implements RegistryMetric {
+  readonly type = 'counter';
+
   inc(route: string, method: string, status: number): void {
     const statusClass = STATUS_CLASSES[Math.floor(status / 100)] ?? `${Math.floor(status / 100)}xx`;
     const key = `${route} ${method} ${statusClass}`;
-    const series = this.#series.get(key);
+    const series = this.series.get(key);
     if (series) series.value += 1;
-    else this.#series.set(key, { labels: { route, method, status_class: statusClass }, value: 1 });
+    else this.series.set(key, { labels: { route, method, status_class: statusClass }, value: 1 });
   }
 
   async get() {
-    const values = [...this.#series.values()].map((s) => ({ labels: { ...s.labels }, value: s.value }));
+    const values = [...this.series.values()].map((s) => ({ labels: { ...s.labels }, value: s.value }));
     return { name: this.name, help: this.help, type: this.type, values, aggregator: this.aggregator };
-  }
-
-  reset(): void {
-    this.#series.clear();
   }
 }
 
@@ -73,22 +77,22 @@ interface HistogramSeries {
 }
 
 /** A histogram with one label, `route`. */
-export class RouteHistogram implements RegistryMetric {
+export class RouteHistogram extends KeyedSeries<HistogramSeries> implements RegistryMetric {
   readonly type = 'histogram';
-  readonly aggregator = 'sum';
-  #series = new Map<string, HistogramSeries>();
 
   constructor(
-    readonly name: string,
-    readonly help: string,
+    name: string,
+    help: string,
     private readonly upperBounds: readonly number[],
-  ) {}
+  ) {
+    super(name, help);
+  }
 
   observe(route: string, value: number): void {
-    let series = this.#series.get(route);
+    let series = this.series.get(route);
     if (!series) {
       series = { route, counts: new Float64Array(this.upperBounds.length + 1), sum: 0, count: 0 };
-      this.#series.set(route, series);
+      this.series.set(route, series);
     }
     let bucket = 0;
     while (bucket < this.upperBounds.length && value > this.upperBounds[bucket]) bucket++;
@@ -100,7 +104,7 @@ export class RouteHistogram implements RegistryMetric {
   /** What the registry renders: each bucket's `le`, and the series' own labels shared, as prom-client gives them. */
   async getForPromString() {
     const values: MetricValue[] = [];
-    for (const s of this.#series.values()) {
+    for (const s of this.series.values()) {
       const shared = { route: s.route };
       let cumulative = 0;
       this.upperBounds.forEach((le, i) => {
@@ -120,9 +124,5 @@ export class RouteHistogram implements RegistryMetric {
   async get() {
     const data = await this.getForPromString();
     return { ...data, values: data.values.map(({ sharedLabels, ...v }) => ({ ...v, labels: { ...v.labels, ...sharedLabels } })) };
-  }
-
-  reset(): void {
-    this.#series.clear();
   }
 }
