@@ -14,6 +14,7 @@ import { completionCrowdsOutPrompt, extractLimits } from './numbers.js';
 import { readQuantities } from './quantities.js';
 import {
   ALL_RULES,
+  BINDING_PHRASES,
   CONTENT_PATH,
   isEnabled,
   NOT_OVERLONG_CODES,
@@ -74,7 +75,16 @@ function read(evidence: Evidence): Reading {
   return { ...evidence, prose: prose(evidence.text), codeWords: codeWords(evidence.codes) };
 }
 
+/** The verdict on an error that refused bound provider state (see BINDING_PHRASES): the rescue may mend its own rewrite. */
+export function isBindingRefusal(verdict: Verdict): boolean {
+  return !verdict.overlong && BINDING_RULES.has(verdict.rule);
+}
+
+const BINDING_RULES = new Set(BINDING_PHRASES.map((p) => p.rule));
+
 function decide(r: Reading, rules: RuleSelection): Verdict {
+  const binding = findPhrase(BINDING_PHRASES, r.text, rules);
+  if (binding !== undefined) return notOverlong(binding);
   const veto = findVeto(r);
   if (veto !== undefined) return notOverlong(veto);
   const numbers = readQuantities(r.prose);

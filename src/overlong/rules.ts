@@ -159,3 +159,17 @@ export const NOT_OVERLONG_PHRASES: readonly PhraseRule[] = [
   { family: 'anthropic', rule: 'attachment_limit', pattern: /\bimage exceeds \d{1,6} ?MB maximum\b/i },
   { family: 'anthropic', rule: 'attachment_limit', pattern: /\bimage dimensions exceed max allowed size\b/i },
 ];
+
+/**
+ * Refusals of signed state bound to its prefix, or of the request's opt-in to drop such state
+ * (Anthropic's preserved thinking; Bedrock's wording alike): never an overflow, and the rescue's
+ * to mend when the gateway's own rewrite caused it. Checked before anything else is read.
+ */
+export const BINDING_PHRASES: readonly PhraseRule[] = [
+  // "messages.5.content.0: Invalid `signature` in `thinking` block. The block is bound to a different conversation. ..."
+  { family: 'anthropic', rule: 'thinking_bound_elsewhere', pattern: /\bInvalid `?signature`? in `?(?:redacted_)?thinking`? block\b/i },
+  // "thinking.adaptive.block_binding: Extra inputs are not permitted" (the opt-in without its beta)
+  { family: 'anthropic', rule: 'block_binding_not_permitted', pattern: /\bblock_binding`?: Extra inputs are not permitted\b/i },
+  // "... When thinking is enabled, a final assistant message must start with a thinking block."
+  { family: 'anthropic', rule: 'thinking_must_lead', pattern: /\bfinal assistant message must start with a thinking block\b/i },
+];

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { classifyResponse, classifyStreamEvent, type StatedLimits, type Verdict } from '../../src/overlong/classify.js';
+import { classifyResponse, classifyStreamEvent, isBindingRefusal, type StatedLimits, type Verdict } from '../../src/overlong/classify.js';
 import { loadFixtures } from '../../scripts/lofo.js';
 import { fixtures, type ErrorFixture as Fixture } from '../helpers/fixtures.js';
 
@@ -357,5 +357,27 @@ describe('bodies in odd shapes', () => {
   it('reads a 200 error object from an aggregator', () => {
     const body = JSON.stringify({ error: { message: 'prompt is too long: 210000 tokens > 200000 maximum', code: 502 } });
     expect(classifyResponse({ status: 200, body })).toMatchObject({ overlong: true, reason: 'context_length' });
+  });
+});
+
+describe('refusals of bound thinking are not overflows, and are told apart for the rescue', () => {
+  const binding = fixtures.filter((f) => /thinking|block-binding/.test(f.id) && !f.overlong);
+
+  it.each(binding.map((f) => [f.id, f] as const))('%s: a binding refusal', (_id, f) => {
+    const verdict = classifyFixture(f);
+    expect(verdict.overlong).toBe(false);
+    expect(isBindingRefusal(verdict), `rule ${verdict.rule}`).toBe(true);
+  });
+
+  it('no other fixture is one', () => {
+    expect(binding.length).toBeGreaterThanOrEqual(6);
+    const others = fixtures.filter((f) => !binding.includes(f)).filter((f) => isBindingRefusal(classifyFixture(f)));
+    expect(others.map((f) => f.id)).toEqual([]);
+  });
+
+  it('an overflow that mentions thinking stays an overflow', () => {
+    const body = JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', message: 'prompt is too long: 210000 tokens > 200000 maximum (thinking blocks included)' } });
+    const verdict = classifyResponse({ status: 400, contentType: 'application/json', body });
+    expect([verdict.overlong, isBindingRefusal(verdict)]).toEqual([true, false]);
   });
 });

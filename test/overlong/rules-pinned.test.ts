@@ -96,6 +96,13 @@ const EVERY_FIXTURE: Row[] = [
   ['tool-name-string-above-max-length', 'schema_string_too_long'],
   ['anthropic-image-exceeds-5mb', 'attachment_limit'],
   ['anthropic-many-image-dimension', 'attachment_limit'],
+  // Bound thinking refused (preserved thinking): before anything else is read.
+  ['anthropic-thinking-bound-elsewhere', 'thinking_bound_elsewhere'],
+  ['anthropic-thinking-bound-elsewhere-system', 'thinking_bound_elsewhere'],
+  ['bedrock-thinking-bound-elsewhere', 'thinking_bound_elsewhere'],
+  ['anthropic-thinking-signature-invalid', 'thinking_bound_elsewhere'],
+  ['anthropic-block-binding-without-beta', 'block_binding_not_permitted'],
+  ['anthropic-thinking-must-lead', 'thinking_must_lead'],
   ['gemini-400-invalid-argument-generic', 'no_signal'],
   ['openai-200-finish-reason-length', 'no_error_object'],
   ['xai-maximum-prompt-length', 'maximum_prompt_length', 'context', { limitTokens: 131072, promptTokens: 136973 }],
