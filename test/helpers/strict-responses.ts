@@ -1,0 +1,250 @@
+import type { ServerResponse } from 'node:http';
+import { completion, json, startFakeUpstream, type FakeUpstream, type Received } from './fake-upstream.js';
+import { NGINX_413 } from './provider.js';
+import { CONTEXT_WINDOW_MESSAGE, event, failedInStream, writeEvents } from './responses-provider.js';
+import { digest, seal, unseal } from './signed.js';
+
+/*
+ * A strict stand-in for the OpenAI Responses API with encrypted reasoning: every answer starts
+ * with a reasoning item whose encrypted_content is bound to the request it answered, and every
+ * reasoning item sent back is checked as the API documents ("Keep the prefix unchanged"): one
+ * whose earlier history (instructions, tools, earlier input items) changed is dropped silently and
+ * reported in input_transformations, one that does not verify is a 400, and a reasoning item and
+ * the item it was issued before travel together, with the API's exact 400s when they do not.
+ */
+
+export type StrictResponsesReject = 'context_length' | 'edge_413' | 'stream_failed';
+
+export interface StrictResponsesOptions {
+  /** Bodies larger than this are over the window. Default: no limit. */
+  limitBytes?: number;
+  /** How a body over limitBytes is refused. Default context_length. */
+  style?: StrictResponsesReject;
+  /** Every answer starts with a reasoning item. Default true. */
+  reasoning?: boolean;
+  /** What the model says. Default: the text 'next step'. */
+  reply?: (req: Received) => { text?: string; call?: { call_id: string; name: string; arguments: string } };
+}
+
+export interface ReasoningCheck {
+  /** The error message it answered with, if any. */
+  refused: string | null;
+  /** Ids of the reasoning items it dropped because their prefix changed. */
+  removed: string[];
+}
+
+export interface StrictResponses extends FakeUpstream {
+  responseCalls(): Received[];
+  summarizerCalls(): Received[];
+  /** One per non-summarizer request, in order. */
+  checks(): ReasoningCheck[];
+  /** The output items returned to each answered non-summarizer request; call indexes responseCalls(). */
+  issued(): Array<{ call: number; items: unknown[] }>;
+}
+
+/** What encrypted_content records of its reasoning item. */
+interface Binding {
+  model: string;
+  instructions: string;
+  tools: string;
+  /** The input items before it, reasoning items excluded. */
+  input: string;
+  id: string;
+  /** The id of the output item it was issued before. */
+  next: string;
+}
+
+type Transformation = { type: 'reasoning'; action: 'removed'; id: string; reason: 'prefix_changed' };
+
+class Refusal {
+  constructor(
+    readonly message: string,
+    readonly param: string | null,
+    readonly code: string | null,
+  ) {}
+}
+
+const isSummarizer = (r: Received) => r.headers['x-gateway-compaction'] === 'summarizer';
+const isReasoning = (item: any) => item?.type === 'reasoning';
+
+export async function startStrictResponses(options: StrictResponsesOptions = {}): Promise<StrictResponses> {
+  const limitBytes = options.limitBytes ?? Infinity;
+  const style = options.style ?? 'context_length';
+  const checks: ReasoningCheck[] = [];
+  const issued: Array<{ call: number; items: unknown[] }> = [];
+  /** Output item id -> the reasoning item issued right before it. */
+  const after = new Map<string, string>();
+  let answered = 0;
+
+  const upstream = await startFakeUpstream((req, res) => {
+    const summarizer = isSummarizer(req);
+    const check: ReasoningCheck = { refused: null, removed: [] };
+    if (!summarizer) checks.push(check);
+    const refuse = (status: number, refusal: Refusal) => {
+      check.refused = refusal.message;
+      json(res, status, { error: { message: refusal.message, type: 'invalid_request_error', param: refusal.param, code: refusal.code } });
+    };
+
+    const over = req.body.length > limitBytes;
+    if (over && style === 'edge_413') {
+      check.refused = '413 Request Entity Too Large';
+      res.writeHead(413, { 'content-type': 'text/html', 'content-length': Buffer.byteLength(NGINX_413) });
+      return void res.end(NGINX_413);
+    }
+    const body = req.json;
+    if (body === null || typeof body !== 'object') return refuse(400, new Refusal('We could not parse the JSON body of your request.', null, null));
+    const input = inputItems(body.input);
+    const bindings = verify(input, after);
+    if (bindings instanceof Refusal) return refuse(400, bindings);
+    const transformations = stale(body, input, bindings);
+    check.removed = transformations.map((t) => t.id);
+    const stream = body.stream === true;
+    if (over) return tooLong(res, check, style, stream);
+
+    const n = ++answered;
+    if (summarizer) {
+      const summary = `SUMMARY of ${JSON.stringify(input).length} chars: the user asked for a review of src/.`;
+      if (req.url.endsWith('/chat/completions')) return json(res, 200, completion(summary, 'chatcmpl-summary'));
+      return answer(res, response(body, n, [message(`msg_${n}`, summary)], transformations, req.body.length), stream);
+    }
+    const reply = options.reply?.(req) ?? {};
+    const last = reply.call
+      ? { type: 'function_call', id: `fc_${n}`, ...reply.call, status: 'completed' }
+      : message(`msg_${n}`, reply.text ?? 'next step');
+    const items: unknown[] = [last];
+    if (options.reasoning !== false) {
+      const binding = { ...prefixOf(body, input, input.length), model: String(body.model), id: `rs_${n}`, next: last.id };
+      items.unshift({ type: 'reasoning', id: binding.id, summary: [], encrypted_content: seal(binding) });
+      after.set(last.id, binding.id);
+    }
+    issued.push({ call: upstream.received.filter((r) => !isSummarizer(r)).length - 1, items });
+    answer(res, response(body, n, items, transformations, req.body.length), stream);
+  });
+
+  return {
+    ...upstream,
+    responseCalls: () => upstream.received.filter((r) => !isSummarizer(r)),
+    summarizerCalls: () => upstream.received.filter(isSummarizer),
+    checks: () => checks,
+    issued: () => issued,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The binding
+
+/** A string input is one user message. */
+function inputItems(input: unknown): any[] {
+  if (typeof input === 'string') return [{ role: 'user', content: input }];
+  return Array.isArray(input) ? input : [];
+}
+
+function prefixOf(body: any, input: any[], k: number): Pick<Binding, 'instructions' | 'tools' | 'input'> {
+  return { instructions: digest(body.instructions), tools: digest(body.tools), input: digest(input.slice(0, k).filter((item) => !isReasoning(item))) };
+}
+
+/**
+ * Every reasoning item must verify, and must come with the item it was issued before; an item
+ * issued after a reasoning item must come right after it. The first failure, in input order, is
+ * the 400. Returns what each reasoning item (by position) records.
+ */
+function verify(input: any[], after: ReadonlyMap<string, string>): Map<number, Binding> | Refusal {
+  const bindings = new Map<number, Binding>();
+  for (const [k, item] of input.entries()) {
+    if (isReasoning(item)) {
+      const binding = unseal<Binding>(item.encrypted_content);
+      if (!binding || binding.id !== item.id) return new Refusal(`The encrypted content for item ${item.id} could not be verified.`, null, 'invalid_encrypted_content');
+      if (input[k + 1]?.id !== binding.next) return new Refusal(`Item '${item.id}' of type 'reasoning' was provided without its required following item.`, 'input', null);
+      bindings.set(k, binding);
+      continue;
+    }
+    const required = typeof item?.id === 'string' ? after.get(item.id) : undefined;
+    if (required !== undefined && !(isReasoning(input[k - 1]) && input[k - 1].id === required)) {
+      return new Refusal(`Item '${item.id}' of type '${item.type}' was provided without its required 'reasoning' item: '${required}'.`, 'input', null);
+    }
+  }
+  return bindings;
+}
+
+/** Reasoning items whose earlier history changed: the API drops them and the model re-reasons. */
+function stale(body: any, input: any[], bindings: Map<number, Binding>): Transformation[] {
+  const removed: Transformation[] = [];
+  for (const [k, binding] of bindings) {
+    const now = prefixOf(body, input, k);
+    if (binding.instructions !== now.instructions || binding.tools !== now.tools || binding.input !== now.input) {
+      removed.push({ type: 'reasoning', action: 'removed', id: binding.id, reason: 'prefix_changed' });
+    }
+  }
+  return removed;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Wire shapes
+
+function message(id: string, text: string) {
+  return { type: 'message', id, role: 'assistant', status: 'completed', content: [{ type: 'output_text', text, annotations: [] }] };
+}
+
+function response(body: any, n: number, output: any[], transformations: Transformation[], bytes: number) {
+  return {
+    id: `resp_${n}`,
+    object: 'response',
+    created_at: 1_700_000_000,
+    status: 'completed',
+    model: String(body.model),
+    output,
+    usage: { input_tokens: Math.ceil(bytes / 4), input_tokens_details: { cached_tokens: 0 }, output_tokens: 5, output_tokens_details: { reasoning_tokens: 2 }, total_tokens: Math.ceil(bytes / 4) + 5 },
+    error: null,
+    incomplete_details: null,
+    parallel_tool_calls: true,
+    tool_choice: body.tool_choice ?? 'auto',
+    tools: body.tools ?? [],
+    input_transformations: transformations,
+  };
+}
+
+type Answer = ReturnType<typeof response>;
+
+function answer(res: ServerResponse, r: Answer, stream: boolean): void {
+  if (!stream) return json(res, 200, r);
+  writeEvents(res, streamOf(r));
+}
+
+/** The Responses event order: created, in_progress, each item added..done, completed. */
+function streamOf(r: Answer): string[] {
+  let seq = 0;
+  const next = (type: string, fields: Record<string, unknown>) => event(type, fields, seq++);
+  const started = { ...r, status: 'in_progress', output: [], usage: null };
+  const events = [next('response.created', { response: started }), next('response.in_progress', { response: started })];
+  r.output.forEach((item, output_index) => {
+    if (item.type === 'message') {
+      const text = item.content[0].text;
+      const part = { type: 'output_text', text, annotations: [] };
+      const at = { item_id: item.id, output_index, content_index: 0 };
+      events.push(
+        next('response.output_item.added', { output_index, item: { ...item, status: 'in_progress', content: [] } }),
+        next('response.content_part.added', { ...at, part: { ...part, text: '' } }),
+        next('response.output_text.delta', { ...at, delta: text, logprobs: [] }),
+        next('response.output_text.done', { ...at, text, logprobs: [] }),
+        next('response.content_part.done', { ...at, part }),
+      );
+    } else if (item.type === 'function_call') {
+      events.push(
+        next('response.output_item.added', { output_index, item: { ...item, arguments: '', status: 'in_progress' } }),
+        next('response.function_call_arguments.delta', { item_id: item.id, output_index, delta: item.arguments }),
+        next('response.function_call_arguments.done', { item_id: item.id, output_index, arguments: item.arguments }),
+      );
+    } else {
+      events.push(next('response.output_item.added', { output_index, item: { type: item.type, id: item.id, summary: [] } }));
+    }
+    events.push(next('response.output_item.done', { output_index, item }));
+  });
+  events.push(next('response.completed', { response: r }));
+  return events;
+}
+
+function tooLong(res: ServerResponse, check: ReasoningCheck, style: StrictResponsesReject, stream: boolean): void {
+  check.refused = CONTEXT_WINDOW_MESSAGE;
+  if (style === 'stream_failed' && stream) return writeEvents(res, failedInStream());
+  json(res, 400, { error: { message: CONTEXT_WINDOW_MESSAGE, type: 'invalid_request_error', param: 'input', code: 'context_length_exceeded' } });
+}
