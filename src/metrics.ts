@@ -11,6 +11,10 @@ export const OVERLONG_REASONS = ['context_length', 'body_too_large'] as const;
 export const REPLAY_RESULTS = ['success', 'upstream_error', 'still_overlong', 'failed'] as const;
 export const SUMMARIZER_FAILURE_KINDS = ['timeout', 'unreachable', 'rejected', 'bad_response', 'aborted'] as const;
 export const MEMORY_OPERATIONS = ['read', 'write'] as const;
+/** A binding refusal of a request the gateway rewrote (its own doing), or of one it passed on as sent. */
+export const BINDING_REQUESTS = ['compacted', 'client'] as const;
+/** Bound provider state (signed thinking, reasoning items) the gateway stripped, or the upstream said it dropped. */
+export const BOUND_ACTIONS = ['stripped', 'dropped'] as const;
 /** The compactions that can happen: a strategy that compacted, or none when nothing was. */
 export const APIS = ['chat', 'responses', 'messages'] as const;
 export const COMPACTION_LABELS = [
@@ -107,7 +111,22 @@ export function createMetrics() {
     registers: [registry],
   });
 
+  const bindingRefusals = new Counter({
+    name: 'gateway_binding_refusals_total',
+    help: 'Upstream refusals of signed state bound to a changed prefix (preserved thinking), by API and request (compacted: the gateway rewrote it; client: sent as the client sent it).',
+    labelNames: ['api', 'request'] as const,
+    registers: [registry],
+  });
+  const boundBlocks = new Counter({
+    name: 'gateway_bound_blocks_total',
+    help: 'Bound provider state in requests the gateway rewrote: thinking blocks it stripped, and blocks or reasoning items the upstream reported dropping, by API.',
+    labelNames: ['api', 'action'] as const,
+    registers: [registry],
+  });
+
   startAtZero(overlong, combinations({ api: APIS, reason: OVERLONG_REASONS }));
+  startAtZero(bindingRefusals, combinations({ api: APIS, request: BINDING_REQUESTS }));
+  startAtZero(boundBlocks, combinations({ api: APIS, action: BOUND_ACTIONS }));
   startAtZero(compactions, COMPACTION_LABELS);
   startAtZero(replays, combinations({ api: APIS, result: REPLAY_RESULTS }));
   startAtZero(summarizerFailures, combinations({ kind: SUMMARIZER_FAILURE_KINDS }));
@@ -126,6 +145,8 @@ export function createMetrics() {
     summarizerDuration,
     compactionBytes,
     compactionTokens,
+    bindingRefusals,
+    boundBlocks,
   };
 }
 

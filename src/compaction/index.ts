@@ -2,9 +2,10 @@ import type { Dispatcher } from 'undici';
 import type { Config } from '../config/schema.js';
 import type { Conversation, Dialect, Entry, SummarizerWire } from '../dialects/types.js';
 import { applyRecalled, type MemoryEntry, type RecalledView } from '../memory/index.js';
+import { rebind, type BoundMemory } from './bound.js';
 import { headEnd, openingEnd } from './conversation.js';
 import { clampSummaryText, fallbackSummaryText, summaryIntro } from './fallback.js';
-import { planCompaction } from './plan.js';
+import { planCompaction, range } from './plan.js';
 import { itemsBytes, jsonBytes } from './size.js';
 import { SummarizerError, summarize, type SummarizerFailureKind } from './summarize.js';
 import type { SizeTarget } from './target.js';
@@ -27,6 +28,8 @@ export interface CompactionInput {
   /** The client's request, parsed, and its conversation. Never modified. */
   request: Record<string, unknown>;
   conversation: Conversation;
+  /** The headers the request goes upstream with: an opt-in the compaction adds joins them. */
+  headers?: Record<string, string | string[]>;
   bodyBytes: number;
   target: SizeTarget;
   config: Readonly<Config>;
@@ -57,7 +60,18 @@ export interface NewSpan {
   summarizedCount: number;
   strategy: Strategy;
   summarizerCalls: number;
+  bound: BoundMemory;
 }
+
+/** What the compaction did to bound provider state (signed thinking) after its edit point. */
+export interface BoundFigures {
+  stripped: number;
+  /** Stale blocks went covered by the provider's opt-in (`drop_block`) instead. */
+  optIn: boolean;
+}
+
+/** The same compaction with every bound block after the edit point stripped; null when that changes nothing. */
+export type Restrip = () => { body: Buffer; headers: Record<string, string>; bound: BoundFigures; span: NewSpan | undefined } | null;
 
 export type CompactionResult =
   | (CompactionFigures & {
@@ -70,6 +84,11 @@ export type CompactionResult =
       summarizerMs?: number;
       summarizerCalls: number;
       summarizerFailure?: SummarizerFailureKind;
+      /** Headers the body needs besides the request's own (an opt-in's beta). */
+      headers: Record<string, string>;
+      /** Null for an API with no bound state to strip. */
+      bound: BoundFigures | null;
+      restrip: Restrip;
       /** Whether a remembered summary was reused. */
       memory: 'hit' | 'miss';
       /** Kept contents shortened as the last resort. */
@@ -97,7 +116,8 @@ export async function compact(input: CompactionInput): Promise<CompactionResult>
   const fitItems = input.target.fitBytes - overhead;
   if (input.recalled && itemsBytes(view.items) < fitItems) {
     // The remembered summary alone brings it under: the same prefix bytes as last time.
-    return finish(input, figures, view.items, { strategy: input.recalled.strategy, calls: 0 }, 'hit', 0);
+    const same = range(0, view.items.length).map(view.origin);
+    return finish(input, figures, view.items, same, { strategy: input.recalled.strategy, calls: 0 }, 'hit', 0, rememberedSpan(input.recalled, fixedEnd));
   }
   const entries = input.recalled ? view.items.map((item) => input.dialect.describe(item)) : input.conversation.entries;
   // Aim low to leave room for the next turns (the tail stops growing there), but only what is
@@ -109,8 +129,35 @@ export async function compact(input: CompactionInput): Promise<CompactionResult>
   const summaryPart = summary.item ? [summary.item] : view.items.slice(fixedEnd, fixedEnd + (input.recalled ? 1 : 0));
   const oldPins = input.recalled ? view.items.slice(fixedEnd + 1, view.keepFirst) : [];
   const compacted = [...view.items.slice(0, fixedEnd), ...summaryPart, ...oldPins, ...plan.kept];
-  const newSpan = summary.item ? spanOf(view, plan, fixedEnd, summary, input.recalled) : undefined;
-  return finish(input, figures, compacted, summary, input.recalled ? 'hit' : 'miss', plan.cut, newSpan);
+  const origins = [
+    ...range(0, fixedEnd),
+    ...summaryPart.map(() => null),
+    ...range(fixedEnd + 1, fixedEnd + 1 + oldPins.length).map(view.origin),
+    ...[...plan.pinned, ...range(plan.tailStart, view.items.length)].map(view.origin),
+  ];
+  const newSpan = summary.item
+    ? spanOf(view, plan, fixedEnd, summary, input.recalled, freshBound(input, plan.cut))
+    : input.recalled
+      ? rememberedSpan(input.recalled, fixedEnd)
+      : undefined;
+  return finish(input, figures, compacted, origins, summary, input.recalled ? 'hit' : 'miss', plan.cut, newSpan, summary.item !== null);
+}
+
+/**
+ * A new summary is a new prefix: every bound block the request carries was made before it. A cut
+ * kept item is not rebuilt alike on a later turn, so nothing made after such a prefix is fresh either.
+ */
+function freshBound(input: CompactionInput, cut: number): BoundMemory {
+  // A refusal's lesson holds for the conversation: it carries over to the summary's extensions.
+  const stripAll = input.recalled?.bound?.stripAll === true;
+  return { freshFrom: cut > 0 ? Number.MAX_SAFE_INTEGER : input.conversation.items.length, stripAll };
+}
+
+/** The remembered compaction as it stands, for a turn that reuses its summary (entries from before bound state was kept: all stale). */
+function rememberedSpan(entry: MemoryEntry, fixedEnd: number): NewSpan {
+  const { spanLength, pinnedOffsets, summary, summaryText, summarizedCount, strategy, summarizerCalls } = entry;
+  const bound = entry.bound ?? { freshFrom: Number.MAX_SAFE_INTEGER, stripAll: false };
+  return { fixedEnd, spanLength, pinnedOffsets, summary, summaryText, summarizedCount, strategy, summarizerCalls, bound };
 }
 
 type Planned = Plan & { reserve: number };
@@ -130,22 +177,41 @@ function planAt(input: CompactionInput, view: RecalledView, entries: readonly En
   return 'failure' in plan ? plan : { ...plan, reserve };
 }
 
+/**
+ * Validates and writes the compacted list, bound state rebound after the edit point. `span` is
+ * what memory keeps of it: a new summary's span (`isNew`) is remembered as such; a reused one only
+ * when a refusal changed how its bound state goes.
+ */
 function finish(
   input: CompactionInput,
   figures: CompactionFigures,
   compacted: unknown[],
+  origins: readonly (number | null)[],
   summary: Pick<Condensed, 'strategy' | 'calls' | 'ms' | 'failure'>,
   memory: 'hit' | 'miss',
   cut: number,
-  newSpan?: NewSpan,
+  span?: NewSpan,
+  isNew = false,
 ): CompactionResult {
-  if (validateCompaction(input.dialect, input.conversation.items, compacted).length > 0) return notShrunk(figures, 'invalid_plan');
-  const body = input.dialect.write(input.request, compacted);
+  const state = span?.bound ?? freshBound(input, cut);
+  const rebound = rebind(input.dialect.bound, input.request, input.headers ?? {}, input.conversation.items, compacted, origins, state);
+  if (validateCompaction(input.dialect, input.conversation.items, rebound.items).length > 0) return notShrunk(figures, 'invalid_plan');
+  const body = input.dialect.write(rebound.request, rebound.items);
   if (body.length >= input.target.fitBytes) return notShrunk(figures, 'cannot_fit');
+  const restrip: Restrip = () => {
+    if (state.stripAll) return null;
+    const all = rebind(input.dialect.bound, input.request, input.headers ?? {}, input.conversation.items, compacted, origins, { ...state, stripAll: true });
+    if (all.stripped === rebound.stripped && !rebound.optIn) return null;
+    const strippedSpan = span && { ...span, bound: { ...span.bound, stripAll: true } };
+    return { body: input.dialect.write(all.request, all.items), headers: all.headers, bound: { stripped: all.stripped, optIn: false }, span: strippedSpan };
+  };
   return {
     ...figures,
     outcome: 'compacted',
     body,
+    headers: rebound.headers,
+    bound: input.dialect.bound ? { stripped: rebound.stripped, optIn: rebound.optIn } : null,
+    restrip,
     strategy: summary.strategy,
     messagesAfter: compacted.length,
     bytesAfter: body.length,
@@ -155,7 +221,7 @@ function finish(
     summarizerFailure: summary.failure,
     memory,
     cut,
-    newSpan,
+    newSpan: isNew ? span : undefined,
   };
 }
 
@@ -205,7 +271,7 @@ async function condense(plan: Planned, view: RecalledView, entries: readonly Ent
 }
 
 /** The span of the original request that the new summary stands for, with its pinned items. */
-function spanOf(view: RecalledView, plan: Plan, fixedEnd: number, summary: Condensed, recalled: MemoryEntry | null | undefined): NewSpan {
+function spanOf(view: RecalledView, plan: Plan, fixedEnd: number, summary: Condensed, recalled: MemoryEntry | null | undefined, bound: BoundMemory): NewSpan {
   const spanEnd = view.originalIndex(plan.tailStart);
   return {
     fixedEnd,
@@ -216,6 +282,7 @@ function spanOf(view: RecalledView, plan: Plan, fixedEnd: number, summary: Conde
     summarizedCount: summary.count,
     strategy: summary.strategy,
     summarizerCalls: summary.calls + (recalled?.summarizerCalls ?? 0),
+    bound,
   };
 }
 
@@ -235,7 +302,7 @@ export function keptPrefixEnd(conversation: Conversation): number {
 const OPENING_MAX_BYTES = 32 * 1024;
 
 function plainView(items: unknown[], fixedEnd: number): RecalledView {
-  return { items, keepFirst: fixedEnd, originalIndex: (i) => i };
+  return { items, keepFirst: fixedEnd, originalIndex: (i) => i, origin: (i) => i };
 }
 
 function summarizerSettings(input: CompactionInput, maxSummaryTokens: number) {

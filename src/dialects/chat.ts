@@ -85,6 +85,8 @@ export const chat: Dialect = {
   problems: () => [],
   streamEvent: null,
   serverSideRescue: () => null,
+  bound: null,
+  droppedState: () => undefined,
   summarizer: {
     credential: 'bearer',
     path: '/chat/completions',

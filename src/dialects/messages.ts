@@ -1,14 +1,20 @@
-import type { Dialect, Entry, Rendered, Slot, StreamEventKind } from './types.js';
-import { isRecord, positiveInt, str, withField, type Json } from './parts.js';
+import type { BoundState, Dialect, Entry, Rendered, Slot, StreamEventKind } from './types.js';
+import { countEntries, heldTransformations, isRecord, positiveInt, str, withField, withFlag, type Json } from './parts.js';
 
 /*
  * The Anthropic Messages API (Claude Code): the conversation is `messages`; the top-level `system`
  * and `tools` are outside it and go back as sent. An assistant message issues calls with its
  * `tool_use` blocks; the next user message answers them with `tool_result` blocks, which must come
  * first in its content. Server tools (`server_tool_use` and their `*_tool_result`) are paired
- * inside one assistant message, so nothing crosses messages for them. `thinking` and
- * `redacted_thinking` blocks are signed: an assistant message holding one is never edited. A
- * `role: "system"` entry inside `messages` (Claude Code sends one) is an instruction, kept in place.
+ * inside one assistant message, so nothing crosses messages for them. A `role: "system"` entry
+ * inside `messages` (Claude Code sends one) is an instruction, kept in place.
+ *
+ * `thinking` and `redacted_thinking` blocks are signed and bound to everything before them
+ * (preserved thinking): the top-level `system` and `tools` and every message and non-thinking
+ * block before the block, compared by value, cache_control aside; thinking blocks kept must be an
+ * unbroken run of the ones the model produced. So a message holding one is never shortened, and
+ * after the compaction's edit point a stale block is removed (from the start of the run: valid)
+ * or, where the API insists on it, kept and covered by `drop_block` (see `bound` below).
  *
  * The API wants the first turn a user's and user and assistant turns alternating. Compaction
  * puts a user-role summary between kept messages, so write() merges same-role neighbours (a
@@ -217,6 +223,59 @@ function withinBreakpoints(original: Json, messages: unknown[]): unknown[] {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Preserved thinking
+
+/** The beta that lets a request carry `thinking.block_binding`. */
+export const BINDING_BETA = 'thinking-binding-controls-2026-08-01';
+
+function isThinking(block: unknown): boolean {
+  return isRecord(block) && typeof block.type === 'string' && THINKING.has(block.type);
+}
+
+function thinkingOf(request: Json): Json | undefined {
+  return isRecord(request.thinking) ? request.thinking : undefined;
+}
+
+/**
+ * With thinking `enabled`, the final assistant message of an open tool round (its tool_use
+ * answered by the last message) must start with its thinking block: removing it is refused, so
+ * a stale one there is kept under `drop_block`.
+ */
+function isOpenRound(request: Json, items: readonly unknown[], i: number): boolean {
+  if (thinkingOf(request)?.type !== 'enabled') return false;
+  const last = items.at(-1);
+  const lastAssistant = items.findLastIndex((m) => isRecord(m) && m.role === 'assistant');
+  if (i !== lastAssistant || i !== items.length - 2 || !isRecord(last) || last.role !== 'user') return false;
+  const answered = new Set(ofType(last, 'tool_result').map((b) => String(b.tool_use_id)));
+  return ofType(items[i] as Json, 'tool_use').some((b) => answered.has(String(b.id)));
+}
+
+const bound: BoundState = {
+  count: (item) => (isRecord(item) && item.role === 'assistant' ? blocksOf(item).filter(isThinking).length : 0),
+  strip(item) {
+    const message = item as Json;
+    const content = blocksOf(message).filter((b) => !isThinking(b));
+    return content.length > 0 ? { ...message, content } : null;
+  },
+  mustKeep: isOpenRound,
+  optIn(request, headers) {
+    const thinking = thinkingOf(request);
+    // Never with thinking off: then the blocks are removed by hand.
+    if (!thinking || thinking.type === 'disabled') return null;
+    if (thinking.block_binding !== undefined) {
+      // The caller's own choice goes as sent; it covers stale blocks only when it drops them.
+      const own = isRecord(thinking.block_binding) ? thinking.block_binding.prefix_mismatch_behavior : undefined;
+      return own === 'drop_block' ? { request, headers: {} as Record<string, string>, added: false } : null;
+    }
+    return {
+      request: { ...request, thinking: { ...thinking, block_binding: { prefix_mismatch_behavior: 'drop_block' } } },
+      headers: { 'anthropic-beta': withFlag(headers['anthropic-beta'], BINDING_BETA) },
+      added: true,
+    };
+  },
+};
+
+// ---------------------------------------------------------------------------------------------
 
 function streamEvent(event: string | undefined, data: string): StreamEventKind {
   const type = event ?? /"type"\s*:\s*"([^"]+)"/.exec(data.slice(0, 200))?.[1];
@@ -248,6 +307,13 @@ export const messages: Dialect = {
   problems,
   streamEvent,
   serverSideRescue: () => null,
+  bound,
+  // A stream carries the list on message_start's message; a JSON answer at its top level.
+  droppedState: (held) =>
+    countEntries(
+      heldTransformations(held, (event) => (isRecord(event.message) ? event.message.input_transformations : undefined)),
+      { type: 'thinking_dropped' },
+    ),
   summarizer: {
     credential: 'x-api-key',
     path: '/messages',

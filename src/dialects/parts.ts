@@ -54,3 +54,43 @@ export function pickHeaders(headers: Record<string, string | string[]>, names: r
   }
   return out;
 }
+
+/**
+ * The `input_transformations` list an upstream puts on an answer (what it changed in the input
+ * before the model read it), from the held start of the answer: a whole JSON body, or the first
+ * stream event whose payload carries it (`at` finds it there). Undefined when none is held.
+ */
+export function heldTransformations(held: string, at: (payload: Json) => unknown): unknown[] | undefined {
+  if (!held.includes('"input_transformations"')) return undefined;
+  const payloads = held.trimStart().startsWith('{') ? [held] : dataLines(held);
+  for (const text of payloads) {
+    let payload: unknown;
+    try {
+      payload = JSON.parse(text);
+    } catch {
+      continue;
+    }
+    const list = isRecord(payload) ? (Array.isArray(payload.input_transformations) ? payload.input_transformations : at(payload)) : undefined;
+    if (Array.isArray(list)) return list;
+  }
+  return undefined;
+}
+
+function dataLines(stream: string): string[] {
+  return stream
+    .split(/\r?\n/)
+    .filter((line) => line.startsWith('data:') && line.includes('"input_transformations"'))
+    .map((line) => line.slice(5).trim());
+}
+
+/** How many entries of a transformations list have every field of `match`. */
+export function countEntries(list: unknown[] | undefined, match: Json): number | undefined {
+  if (!list) return undefined;
+  return list.filter((e) => isRecord(e) && Object.entries(match).every(([k, v]) => e[k] === v)).length;
+}
+
+/** A comma-separated header value with `flag` appended once. */
+export function withFlag(value: string | string[] | undefined, flag: string): string {
+  const flags = (Array.isArray(value) ? value.join(',') : (value ?? '')).split(',').map((f) => f.trim()).filter(Boolean);
+  return (flags.includes(flag) ? flags : [...flags, flag]).join(',');
+}

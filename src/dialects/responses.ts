@@ -1,11 +1,14 @@
 import type { Dialect, Entry, Rendered, Slot, StreamEventKind } from './types.js';
-import { hasInlineData, isRecord, partsText, positiveInt, str, withField, type Json } from './parts.js';
+import { countEntries, hasInlineData, heldTransformations, isRecord, partsText, positiveInt, str, withField, type Json } from './parts.js';
 
 /*
  * The OpenAI Responses API (Codex CLI): the conversation is `input`, a list of items. Messages
  * carry content parts; a `function_call` (and every other `*_call`) is answered by the
  * `*_call_output` with its `call_id`. Reasoning items (with encrypted content) and compaction
- * items are the provider's own state: never read or edited, kept or dropped whole. A request with
+ * items are the provider's own state: never read or edited, kept or dropped whole, a reasoning
+ * item always with the item after it (the API refuses a call without its reasoning). Newer models
+ * drop a reasoning item whose prefix changed, silently, and list it in the answer's
+ * `input_transformations`: the gateway counts those and strips nothing itself. A request with
  * `previous_response_id` keeps its history upstream, where the gateway cannot compact it.
  */
 
@@ -98,6 +101,13 @@ export const responses: Dialect = {
   withCompletion: (request, tokens) => withField(request, 'max_output_tokens', tokens),
   problems: () => [],
   streamEvent,
+  bound: null,
+  // On a stream the list comes with the response object of the first events.
+  droppedState: (held) =>
+    countEntries(
+      heldTransformations(held, (event) => (isRecord(event.response) ? event.response.input_transformations : undefined)),
+      { type: 'reasoning', action: 'removed' },
+    ),
   serverSideRescue(request) {
     if (typeof request.previous_response_id !== 'string' || request.truncation === 'auto') return null;
     return withField(request, 'truncation', 'auto');

@@ -59,6 +59,29 @@ export interface SummarizerWire {
   headers(requestHeaders: Record<string, string | string[]>): Record<string, string>;
 }
 
+/**
+ * Provider state bound to everything before it: Anthropic's signed thinking blocks. Once the
+ * compaction changes a position, such state after it is stale: the provider refuses it, or drops
+ * it when the request opts in. Only the dialect knows where the state sits and what the opt-in is.
+ */
+export interface BoundState {
+  /** How many bound blocks the item carries (0: none). */
+  count(item: unknown): number;
+  /** The item without its bound blocks; null when nothing else is left in it. */
+  strip(item: unknown): unknown | null;
+  /** Whether the API refuses the request with the stale state of `items[i]` removed (the open tool round with thinking enabled). */
+  mustKeep(request: Record<string, unknown>, items: readonly unknown[], i: number): boolean;
+  /**
+   * The request and headers that make the provider drop stale blocks instead of refusing them;
+   * `added` when the gateway added the opt-in (the caller's own is forwarded as sent), null when
+   * the request cannot opt in.
+   */
+  optIn(
+    request: Record<string, unknown>,
+    headers: Record<string, string | string[]>,
+  ): { request: Record<string, unknown>; headers: Record<string, string>; added: boolean } | null;
+}
+
 export interface Dialect {
   api: Api;
   /** The request's conversation, or null when it has none the gateway can compact. */
@@ -87,4 +110,11 @@ export interface Dialect {
    */
   serverSideRescue(request: Record<string, unknown>): Buffer | null;
   summarizer: SummarizerWire;
+  /** Bound provider state the compaction must strip or cover after its edit point; null when the API has none to strip. */
+  bound: BoundState | null;
+  /**
+   * How many bound items the upstream says it dropped (its `input_transformations`), read off the
+   * held start of a successful answer: a stream's first events or a whole JSON body. Undefined when it says nothing.
+   */
+  droppedState(held: string): number | undefined;
 }

@@ -19,6 +19,8 @@ export interface RecalledView {
   keepFirst: number;
   /** Maps an index in `items` (at or after keepFirst) back to the original request. */
   originalIndex: (i: number) => number;
+  /** Where any item of `items` came from in the original request; null for the summary. */
+  origin: (i: number) => number | null;
 }
 
 /**
@@ -169,10 +171,12 @@ export function applyRecalled(items: readonly unknown[], fixedEnd: number, entry
   const pinned = entry.pinnedOffsets.map((o) => items[fixedEnd + o]);
   const keepFirst = fixedEnd + 1 + pinned.length;
   const rest = fixedEnd + entry.spanLength;
+  const originalIndex = (i: number) => rest + (i - keepFirst);
   return {
     items: [...items.slice(0, fixedEnd), entry.summary, ...pinned, ...items.slice(rest)],
     keepFirst,
-    originalIndex: (i) => rest + (i - keepFirst),
+    originalIndex,
+    origin: (i) => (i < fixedEnd ? i : i === fixedEnd ? null : i < keepFirst ? fixedEnd + entry.pinnedOffsets[i - fixedEnd - 1] : originalIndex(i)),
   };
 }
 

@@ -1,5 +1,6 @@
 import { Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
+import type { BoundMemory } from '../compaction/bound.js';
 import { smallest, type Bounds } from '../compaction/target.js';
 
 /** One remembered compaction of a conversation. */
@@ -18,6 +19,11 @@ export interface MemoryEntry {
   strategy: 'summarize' | 'fallback';
   /** Summarizer calls it took to make, from scratch: what a reuse saves. */
   summarizerCalls: number;
+  /**
+   * The compacted prefix's bound provider state (signed thinking): from where it is fresh, and
+   * whether all of it goes stripped. Absent in entries from before: then all of it is stale.
+   */
+  bound?: BoundMemory;
   /** What was known to fit when it was made, and where it aimed. */
   fitBytes: number;
   aimBytes: number;

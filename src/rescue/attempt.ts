@@ -2,8 +2,16 @@ import { callUpstream } from '../upstream/client.js';
 import { inspect, type InspectedAnswer } from '../upstream/inspect.js';
 import type { RescueContext } from './context.js';
 
-/** Sends one attempt upstream and reads just enough of the answer to judge it. */
-export async function attempt(ctx: RescueContext, body: Buffer | readonly Buffer[], headers: Record<string, string | string[]>): Promise<InspectedAnswer> {
+/**
+ * Sends one attempt upstream and reads just enough of the answer to judge it; for a request the
+ * gateway rewrote (`rewritten`), a JSON answer whole, for what it says of the input.
+ */
+export async function attempt(
+  ctx: RescueContext,
+  body: Buffer | readonly Buffer[],
+  headers: Record<string, string | string[]>,
+  rewritten = false,
+): Promise<InspectedAnswer> {
   const { deps } = ctx;
   const answer = await callUpstream(deps.dispatcher, {
     target: deps.target,
@@ -17,5 +25,5 @@ export async function attempt(ctx: RescueContext, body: Buffer | readonly Buffer
   ctx.notes.upstreamTtfbMs = answer.ttfbMs;
   ctx.notes.streamed = String(answer.headers['content-type'] ?? '').includes('text/event-stream');
   deps.metrics.upstreamTtfb.observe(ctx.notes.route ?? ctx.dialect.api, answer.ttfbMs / 1000);
-  return inspect(answer, deps.config.upstream.errorBodyLimitBytes, ctx.dialect.streamEvent);
+  return inspect(answer, deps.config.upstream.errorBodyLimitBytes, ctx.dialect.streamEvent, rewritten);
 }

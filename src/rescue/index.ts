@@ -4,12 +4,13 @@ import { DIALECTS } from '../dialects/index.js';
 import { pickHeaders } from '../dialects/parts.js';
 import type { Conversation, SummarizerWire } from '../dialects/types.js';
 import type { Verdict } from '../overlong/types.js';
-import { discard } from '../upstream/body.js';
+import { isBindingRefusal } from '../overlong/classify.js';
+import { decodeText, discard } from '../upstream/body.js';
 import { CLIENT_CREDENTIALS } from '../upstream/headers.js';
 import type { InspectedAnswer } from '../upstream/inspect.js';
 import { attempt } from './attempt.js';
 import { markedHeaders, optedOut, type RescueContext } from './context.js';
-import { compactAhead, learnedBounds, learnFrom, memoryAhead, recallFor, rememberSpan } from './memory.js';
+import { compactAhead, learnedBounds, learnFrom, memoryAhead, recallFor, rememberSpan, rewriteOf, type Rewrite } from './memory.js';
 import { compactionHeader, countCompaction, countRescue, logDecision, seconds, type RescueRecord, type ReplayResult } from './report.js';
 
 /*
@@ -33,9 +34,11 @@ export async function serve(ctx: RescueContext, committed: () => boolean): Promi
   const config = ctx.deps.config;
   const memory = config.compaction.proactive && config.compaction.maxReplays > 0 ? memoryAhead(ctx) : null;
   const ahead = memory && !optedOut(ctx) ? await compactAhead(ctx, memory, () => summarizerFor(ctx)) : null;
-  const first = await attempt(ctx, ahead?.body ?? ctx.incoming.wire, ahead ? markedHeaders(ctx.headers, ahead.header) : ctx.headers);
-  if (!first.verdict.overlong || committed()) return { answer: first, header: ahead?.header };
-  const rejectedBytes = ahead ? ahead.body.length : ctx.incoming.bytes;
+  const first = ahead ? await sendRewritten(ctx, ahead.record, ahead.rewrite) : await attempt(ctx, ctx.incoming.wire, ctx.headers);
+  if (!ahead && isBindingRefusal(first.verdict)) ctx.deps.metrics.bindingRefusals.inc({ api: ctx.dialect.api, request: 'client' });
+  const header = ahead ? noted(ctx, ahead.record) : undefined;
+  if (!first.verdict.overlong || committed()) return { answer: first, header };
+  const rejectedBytes = ahead ? ahead.rewrite.body.length : ctx.incoming.bytes;
   return rescue(ctx, first, first.verdict, rejectedBytes, ahead !== null);
 }
 
@@ -65,14 +68,14 @@ async function rescue(
   const clamped = lowered !== null ? dialect.withCompletion(json, lowered) : null;
   if (clamped && requested) {
     Object.assign(record, { remedy: 'clamp', limit: 'stated', completion: { before: requested, after: lowered } });
-    return replay(ctx, record, first, clamped);
+    return replay(ctx, record, first, plain(clamped));
   }
   const conversation = dialect.read(json);
   if (!conversation) {
     const truncated = dialect.serverSideRescue(json);
     if (!truncated) return notShrunk(ctx, record, first, 'no_messages', rejectedBytes);
     record.remedy = 'truncation';
-    return replay(ctx, record, first, truncated);
+    return replay(ctx, record, first, plain(truncated));
   }
   return compactAndReplay(ctx, record, first, verdict, conversation, rejectedBytes, afterAhead);
 }
@@ -97,6 +100,7 @@ async function compactAndReplay(
     dialect,
     request: json,
     conversation,
+    headers: ctx.headers,
     bodyBytes: ctx.incoming.bytes,
     target,
     config: deps.config,
@@ -113,19 +117,20 @@ async function compactAndReplay(
     record.outcome = 'not_shrunk';
     return passThrough(ctx, record, first);
   }
-  await rememberSpan(ctx, conversation, compaction, recalled, target);
-  return replay(ctx, record, first, compaction.body);
+  record.bound = compaction.bound;
+  if (compaction.newSpan) await rememberSpan(ctx, conversation, compaction.newSpan, recalled, target);
+  return replay(ctx, record, first, rewriteOf(ctx, conversation, compaction, recalled, target));
 }
 
-async function replay(ctx: RescueContext, record: RescueRecord, first: InspectedAnswer, body: Buffer): Promise<Outcome> {
+async function replay(ctx: RescueContext, record: RescueRecord, first: InspectedAnswer, rewrite: Rewrite): Promise<Outcome> {
   record.outcome = 'replayed';
-  logDecision(ctx.log, record);
   discard(first.answer.body);
   let answer: InspectedAnswer;
   try {
-    answer = await attempt(ctx, body, markedHeaders(ctx.headers, compactionHeader(record)));
+    answer = await sendRewritten(ctx, record, rewrite);
   } catch (err) {
     record.outcome = 'replay_failed';
+    logDecision(ctx.log, record);
     countRescue(ctx.deps.metrics, record, 'failed');
     // The replay never got an answer: the upstream's own first answer is the truest thing to give.
     if (ctx.gone.aborted || !first.held.complete) throw err;
@@ -137,6 +142,55 @@ async function replay(ctx: RescueContext, record: RescueRecord, first: Inspected
   record.replayStatus = answer.answer.status;
   countRescue(ctx.deps.metrics, record, result);
   return finish(ctx, record, answer);
+}
+
+/** A rewrite with nothing bound to mend: a lowered completion limit, the upstream's own truncation. */
+function plain(body: Buffer): Rewrite {
+  return { body, headers: {}, restrip: async () => null };
+}
+
+/**
+ * Sends a request the gateway rewrote, and logs the decision with what came of it. When the
+ * upstream refuses the rewrite's bound state (a binding 400: the gateway's own doing, as the
+ * client's request was accepted before it was rewritten), it is sent once more with every bound
+ * block after the edit point stripped, and the conversation's memory says so from then on: the one
+ * exception to "replay once", bounded to one more call.
+ */
+async function sendRewritten(ctx: RescueContext, record: RescueRecord, rewrite: Rewrite): Promise<InspectedAnswer> {
+  const send = (r: Pick<Rewrite, 'body' | 'headers'>) => attempt(ctx, r.body, { ...markedHeaders(ctx.headers, compactionHeader(record)), ...r.headers }, true);
+  let answer = await send(rewrite);
+  if (isBindingRefusal(answer.verdict)) {
+    ctx.deps.metrics.bindingRefusals.inc({ api: ctx.dialect.api, request: 'compacted' });
+    const again = await rewrite.restrip();
+    if (again) {
+      discard(answer.answer.body);
+      ctx.log.warn({ api: ctx.dialect.api, rule: answer.verdict.rule, status: answer.answer.status }, 'the upstream refused the bound thinking of the rewritten request; sending it once more with every thinking block after the edit stripped');
+      Object.assign(record, { bound: again.bound, bindingRetry: true });
+      answer = await send(again);
+      if (isBindingRefusal(answer.verdict)) ctx.deps.metrics.bindingRefusals.inc({ api: ctx.dialect.api, request: 'compacted' });
+    }
+  }
+  noteBound(ctx, record, answer);
+  logDecision(ctx.log, record);
+  return answer;
+}
+
+/** Counts the bound state stripped, and what the upstream's answer says it dropped. */
+function noteBound(ctx: RescueContext, record: RescueRecord, answer: InspectedAnswer): void {
+  const api = ctx.dialect.api;
+  if (record.bound?.stripped) ctx.deps.metrics.boundBlocks.inc({ api, action: 'stripped' }, record.bound.stripped);
+  if (answer.answer.status >= 400) return;
+  const dropped = ctx.dialect.droppedState(decodeText(answer.held.bytes, answer.answer.headers['content-encoding']));
+  if (dropped === undefined) return;
+  record.stateDropped = dropped;
+  if (dropped > 0) ctx.deps.metrics.boundBlocks.inc({ api, action: 'dropped' }, dropped);
+}
+
+/** The header a proactive compaction's answer goes with, once that answer is known. */
+function noted(ctx: RescueContext, record: RescueRecord): string {
+  const header = compactionHeader(record);
+  ctx.notes.compaction = header;
+  return header;
 }
 
 function notShrunk(ctx: RescueContext, record: RescueRecord, first: InspectedAnswer, why: 'no_messages', bytes: number): Outcome {

@@ -1,11 +1,11 @@
-import { compact, keptPrefixEnd, type CompactionResult, type SummarizerTarget } from '../compaction/index.js';
+import { compact, keptPrefixEnd, type BoundFigures, type CompactionResult, type NewSpan, type SummarizerTarget } from '../compaction/index.js';
 import { DEFAULT_BYTES_PER_TOKEN, learnedTarget, type Bounds, type SizeTarget } from '../compaction/target.js';
 import type { Conversation } from '../dialects/types.js';
 import { tenantOf } from '../memory/fingerprint.js';
 import type { CompactionMemory, Recalled } from '../memory/index.js';
 import type { Verdict } from '../overlong/types.js';
 import { modelOf, type RescueContext } from './context.js';
-import { compactionHeader, countCompaction, logDecision, type RescueRecord } from './report.js';
+import { countCompaction, type RescueRecord } from './report.js';
 
 /*
  * The rescue's use of the compaction memory: what a rejection teaches, which remembered summary a
@@ -45,17 +45,10 @@ export async function recallFor(ctx: RescueContext, conversation: Conversation):
   return recalled;
 }
 
-/** Remembers the span a new summary stands for, so later turns of the conversation reuse it. */
-export async function rememberSpan(
-  ctx: RescueContext,
-  conversation: Conversation,
-  compaction: CompactionResult,
-  recalled: Recalled | null,
-  target: SizeTarget,
-): Promise<void> {
+/** Remembers the span a summary stands for, so later turns of the conversation reuse it. */
+export async function rememberSpan(ctx: RescueContext, conversation: Conversation, span: NewSpan, recalled: Recalled | null, target: SizeTarget): Promise<void> {
   const memory = ctx.deps.memory;
-  if (!memory || compaction.outcome !== 'compacted' || !compaction.newSpan) return;
-  const span = compaction.newSpan;
+  if (!memory) return;
   const tenant = tenantOf(ctx.clientHeaders);
   const session = recalled?.session ?? memory.session(tenant, ctx.dialect.api, conversation.items, span.fixedEnd);
   await memory.remember(session, tenant, conversation.items, span.fixedEnd, {
@@ -66,15 +59,42 @@ export async function rememberSpan(
     summarizedCount: span.summarizedCount,
     strategy: span.strategy,
     summarizerCalls: span.summarizerCalls,
+    bound: span.bound,
     fitBytes: target.fitBytes,
     aimBytes: target.aimBytes,
     createdAt: Date.now(),
   });
 }
 
-export interface Proactive {
+/** A compacted request as it goes upstream, and its retry with all bound state stripped. */
+export interface Rewrite {
   body: Buffer;
-  header: string;
+  headers: Record<string, string>;
+  /** The retry's request (remembered so for the conversation), or null when stripping changes nothing. */
+  restrip: () => Promise<{ body: Buffer; headers: Record<string, string>; bound: BoundFigures } | null>;
+}
+
+export function rewriteOf(
+  ctx: RescueContext,
+  conversation: Conversation,
+  compaction: Extract<CompactionResult, { outcome: 'compacted' }>,
+  recalled: Recalled | null,
+  target: SizeTarget,
+): Rewrite {
+  return {
+    body: compaction.body,
+    headers: compaction.headers,
+    restrip: async () => {
+      const again = compaction.restrip();
+      if (again?.span) await rememberSpan(ctx, conversation, again.span, recalled, target);
+      return again;
+    },
+  };
+}
+
+export interface Proactive {
+  rewrite: Rewrite;
+  record: RescueRecord;
 }
 
 /**
@@ -110,6 +130,7 @@ export async function compactAhead(ctx: RescueContext, memory: CompactionMemory,
     dialect: ctx.dialect,
     request: json,
     conversation,
+    headers: ctx.headers,
     bodyBytes: bytes,
     target,
     config: ctx.deps.config,
@@ -122,13 +143,10 @@ export async function compactAhead(ctx: RescueContext, memory: CompactionMemory,
   const durationMs = performance.now() - started;
   countCompaction(ctx.deps.metrics, compaction, durationMs);
   if (compaction.outcome !== 'compacted') return null;
-  await rememberSpan(ctx, conversation, compaction, recalled, target);
+  if (compaction.newSpan) await rememberSpan(ctx, conversation, compaction.newSpan, recalled, target);
   memory.countProactive();
-  const record: RescueRecord = { api: ctx.dialect.api, outcome: 'compacted', trigger: 'proactive', compaction, limit: 'learned', durationMs };
-  logDecision(ctx.log, record);
-  const header = compactionHeader(record);
-  ctx.notes.compaction = header;
-  return { body: compaction.body, header };
+  const record: RescueRecord = { api: ctx.dialect.api, outcome: 'compacted', trigger: 'proactive', compaction, bound: compaction.bound, limit: 'learned', durationMs };
+  return { rewrite: rewriteOf(ctx, conversation, compaction, recalled, target), record };
 }
 
 /** What the remembered compaction knew to fit, tightened by anything learned since. */

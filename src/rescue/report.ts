@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
-import type { CompactionResult } from '../compaction/index.js';
+import type { BoundFigures, CompactionResult } from '../compaction/index.js';
 import type { LimitSource } from '../compaction/target.js';
 import type { Api } from '../dialects/types.js';
 import type { Metrics } from '../metrics.js';
@@ -26,6 +26,12 @@ export interface RescueRecord {
   limit?: LimitSource;
   durationMs?: number;
   replayStatus?: number;
+  /** Bound state (signed thinking) after the edit point: stripped, or covered by the opt-in; null for an API that has none. */
+  bound?: BoundFigures | null;
+  /** The upstream refused the rewrite's bound state, and it was sent once more with all of it stripped. */
+  bindingRetry?: boolean;
+  /** Bound items the upstream's answer says it dropped (its input_transformations). */
+  stateDropped?: number;
 }
 
 /**
@@ -54,6 +60,10 @@ export function compactionHeader(r: RescueRecord): string {
     ['cut', done ? done.cut : undefined],
     ['summarizer-ms', done?.summarizerMs],
     ['summarizer-failure', done?.summarizerFailure],
+    ['thinking-stripped', r.bound?.stripped],
+    ['block-binding', r.bound ? (r.bound.optIn ? 'drop_block' : 'none') : undefined],
+    ['binding-retry', r.bindingRetry ? 1 : undefined],
+    ['reasoning-dropped', r.stateDropped],
     ['replay-status', r.replayStatus],
   ];
   return fields
@@ -96,14 +106,17 @@ export function logDecision(log: FastifyBaseLogger, r: RescueRecord): void {
   }
 }
 
+/** Compaction result fields that are not figures. */
+const NOT_LOGGED = new Set(['body', 'newSpan', 'headers', 'restrip', 'bound']);
+
 /** The log object: one level, rounded, nothing large. */
 function flat(r: RescueRecord): Record<string, unknown> {
   const c = r.compaction;
-  const { compaction: _c, completion, durationMs, ...rest } = r;
+  const { compaction: _c, completion, durationMs, bound, ...rest } = r;
   const figures = c
     ? Object.fromEntries(
         Object.entries(c)
-          .filter(([k, v]) => k !== 'body' && k !== 'newSpan' && v !== undefined)
+          .filter(([k, v]) => !NOT_LOGGED.has(k) && v !== undefined)
           .map(([k, v]) => [k === 'outcome' ? 'compaction' : k, typeof v === 'number' ? Math.round(v) : v]),
       )
     : {};
@@ -111,6 +124,8 @@ function flat(r: RescueRecord): Record<string, unknown> {
     ...rest,
     ...figures,
     strategy: strategyOf(r),
+    thinkingStripped: bound?.stripped,
+    blockBinding: bound ? (bound.optIn ? 'drop_block' : 'none') : undefined,
     completionBefore: completion?.before,
     completionAfter: completion?.after,
     durationMs: durationMs === undefined ? undefined : Math.round(durationMs),

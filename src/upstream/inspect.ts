@@ -26,9 +26,10 @@ export const PREAMBLE_LIMIT_BYTES = 64 * 1024;
  * Reads just enough of an answer to classify it, holding those bytes for the relay: an error body
  * up to `errorBodyLimit`; for a stream whose API announces itself before any output (Responses,
  * Messages), every event up to the first that carries output or a failure; otherwise a success's
- * first chunk, since a stream (or an aggregator's 200) can carry an overflow error in-band.
+ * first chunk, since a stream (or an aggregator's 200) can carry an overflow error in-band, or
+ * with `whole` its body up to `errorBodyLimit`.
  */
-export async function inspect(answer: UpstreamAnswer, errorBodyLimit: number, events: StreamEvents | null = null): Promise<InspectedAnswer> {
+export async function inspect(answer: UpstreamAnswer, errorBodyLimit: number, events: StreamEvents | null = null, whole = false): Promise<InspectedAnswer> {
   const contentType = header(answer.headers['content-type']);
   const encoding = answer.headers['content-encoding'];
   if (answer.status >= 400) {
@@ -40,7 +41,8 @@ export async function inspect(answer: UpstreamAnswer, errorBodyLimit: number, ev
     const { held, failure } = await holdPreamble(answer.body, events);
     return { answer, held, verdict: failure === undefined ? PASS : classifyStreamEvent(failure) };
   }
-  const held = await firstChunk(answer.body);
+  // A JSON answer to a rewritten request is held whole (bounded): what it says of the input comes at its end.
+  const held = whole && !contentType?.includes('text/event-stream') ? await holdBody(answer.body, errorBodyLimit) : await firstChunk(answer.body);
   if (!mayCarryError(held.bytes, encoding)) return { answer, held, verdict: PASS };
   const text = decodeText(held.bytes, encoding);
   const verdict = contentType?.includes('text/event-stream')

@@ -88,8 +88,24 @@ describe('with the fallback summary', () => {
       summarizerFailure: undefined,
       memory: 'miss',
       cut: 0,
-      newSpan: { fixedEnd: 2, spanLength: 5, pinnedOffsets: [4], summary, summaryText: DIGEST, summarizedCount: 4, strategy: 'fallback', summarizerCalls: 0 },
+      // Chat completions carry no bound state: nothing to strip, no header to add.
+      headers: {},
+      bound: null,
+      restrip: expect.any(Function),
+      newSpan: {
+        fixedEnd: 2,
+        spanLength: 5,
+        pinnedOffsets: [4],
+        summary,
+        summaryText: DIGEST,
+        summarizedCount: 4,
+        strategy: 'fallback',
+        summarizerCalls: 0,
+        // A new summary: whatever the request carries was made before it.
+        bound: { freshFrom: 9, stripAll: false },
+      },
     });
+    expect((r as { restrip: () => unknown }).restrip()).toBeNull();
     expect(r.outcome === 'compacted' && r.body.length).toBe(708);
     expect(sent(r)).toEqual([items[0], items[1], summary, items[6], items[7], items[8]]);
     expect(JSON.parse((r as { body: Buffer }).body.toString()).model).toBe('m');
@@ -336,6 +352,7 @@ describe('with a remembered summary', () => {
       summarizedCount: 10,
       strategy: 'fallback',
       summarizerCalls: 3,
+      bound: { freshFrom: 15, stripAll: false },
     });
   });
 });

@@ -72,7 +72,7 @@ function build(r: any): Record<string, any> {
   };
 }
 
-it('every compacted Messages request is well formed, keeps signed turns whole and adds no breakpoint', async () => {
+it('every compacted Messages request is well formed, strips stale signed thinking but the open round\u2019s, and adds no breakpoint', async () => {
   const config = validateConfig({ compaction: { strategy: 'fallback' } });
   const dispatcher = new Agent();
   const outcomes = new Map<string, number>();
@@ -104,16 +104,20 @@ it('every compacted Messages request is well formed, keeps signed turns whole an
       expect(dialect.problems(replay.messages)).toEqual([]);
       expect(countBreakpoints(replay)).toBeLessThanOrEqual(countBreakpoints(json));
       const signed = (m: any) => m.role === 'assistant' && m.content.some((b: any) => b.type !== 'text' && b.type !== 'tool_use');
-      const originals = new Set(json.messages.filter(signed).map((m: any) => JSON.stringify(m)));
-      for (const m of replay.messages.filter(signed)) expect(originals.has(JSON.stringify(m))).toBe(true);
-      // In a tool-use loop (the last message answers the last assistant turn) that turn goes back
-      // whole: the API checks its thinking. After a plain user turn it may be summarised.
+      // Signed blocks before the first changed message stay; after it every one is stale:
+      // stripped, except the open tool round's, whose thinking must lead it with thinking enabled
+      // (kept whole, under drop_block). After a plain user turn nothing signed is kept there.
+      const changed = replay.messages.findIndex((m: any, i: number) => JSON.stringify(m) !== JSON.stringify(json.messages[i]));
+      const head = replay.messages.slice(0, changed < 0 ? undefined : changed).filter(signed).map((m: any) => JSON.stringify(m));
       const lastAssistant = json.messages.findLast((m: any) => m.role === 'assistant');
       const inLoop = json.messages.at(-1).content.some?.((b: any) => b.type === 'tool_result');
-      if (inLoop && signed(lastAssistant)) expect(replay.messages.map((m: any) => JSON.stringify(m))).toContain(JSON.stringify(lastAssistant));
-      const { messages: _a, ...before } = json;
-      const { messages: _b, ...after } = replay;
+      const isOpen = inLoop && signed(lastAssistant) && !head.includes(JSON.stringify(lastAssistant));
+      const open = isOpen ? [JSON.stringify(lastAssistant)] : [];
+      expect(replay.messages.filter(signed).map((m: any) => JSON.stringify(m))).toEqual([...head, ...open]);
+      const { messages: _a, thinking: thinkingBefore, ...before } = json;
+      const { messages: _b, thinking: thinkingAfter, ...after } = replay;
       expect(JSON.stringify(after)).toBe(JSON.stringify(before));
+      expect(thinkingAfter).toEqual(open.length > 0 ? { ...thinkingBefore, block_binding: { prefix_mismatch_behavior: 'drop_block' } } : thinkingBefore);
     }),
     { numRuns: 250 },
   );

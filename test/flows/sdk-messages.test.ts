@@ -130,14 +130,16 @@ describe('the Anthropic SDK through the gateway: prompt plus max_tokens over the
   });
 });
 
-describe('the last resort keeps signed thinking whole', () => {
+describe('the last resort keeps the open round signed thinking whole', () => {
   const options: ClaudeRequestOptions = { lastResultBytes: 40_000, lastAssistantChars: 3_000 };
 
-  it('the newest tool result is cut to fit; the assistant turn with thinking beside it is byte-identical', async () => {
+  it('the newest tool result is cut to fit; the assistant turn with thinking beside it is byte-identical, under drop_block', async () => {
     await setup('prompt_too_long', 24_000);
     const { message, response } = await send('stream', claudeRequest(options));
     const { header, rejected, replay } = await expectOneReplay(response, message);
     expect(header.cut).toBeGreaterThan(0);
+    // Thinking is enabled: the open round's block must lead its message, so it stays, covered.
+    expect(header['block-binding']).toBe('drop_block');
     expectValidMessagesReplay(rejected, replay);
     const original = rejected.json.messages as any[];
     const sent = replay.json.messages as any[];

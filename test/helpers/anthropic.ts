@@ -165,22 +165,34 @@ export function expectWellFormed(sent: any[]): void {
 
 /**
  * Checks a replayed Messages request against the rejected one, independently of the dialect's
- * own problems(): well formed, no more breakpoints, every non-message field as sent, and every
- * assistant message with thinking byte-identical to one of the original's.
+ * own problems(): well formed, no more breakpoints, every non-message field as sent, and signed
+ * thinking as the binding allows after a first compaction: every assistant message is one of the
+ * original's with its thinking blocks removed, except the open tool round's under thinking
+ * `enabled`, which is sent whole with `drop_block` (the beta appended to the caller's).
  */
 export function expectValidMessagesReplay(rejected: Received, replay: Received): void {
   const original = rejected.json.messages as any[];
   const sent = replay.json.messages as any[];
   expectWellFormed(sent);
   expect(countBreakpoints(replay.json)).toBeLessThanOrEqual(countBreakpoints(rejected.json));
-  const thinking = (m: any) => Array.isArray(m.content) && m.content.some((b: any) => b.type === 'thinking' || b.type === 'redacted_thinking');
-  const originals = new Set(original.filter(thinking).map((m) => JSON.stringify(m)));
-  for (const m of sent.filter(thinking)) expect(originals.has(JSON.stringify(m)), 'a kept message with thinking, byte-identical').toBe(true);
-  // The last assistant turn's thinking must be sent back as it was: that turn is kept whole.
-  const lastAssistant = original.findLast((m) => m.role === 'assistant');
-  if (lastAssistant && thinking(lastAssistant)) expect(sent.map((m) => JSON.stringify(m))).toContain(JSON.stringify(lastAssistant));
-  const { messages: _a, ...fieldsBefore } = rejected.json;
-  const { messages: _b, ...fieldsAfter } = replay.json;
+  const isThinking = (b: any) => b.type === 'thinking' || b.type === 'redacted_thinking';
+  const thinking = (m: any) => Array.isArray(m.content) && m.content.some(isThinking);
+  const unsigned = (m: any) => JSON.stringify({ ...m, content: m.content.filter((b: any) => !isThinking(b)) });
+  const strippedOriginals = new Set(original.filter((m) => m.role === 'assistant' && Array.isArray(m.content)).map(unsigned));
+  const openRound = original.length >= 2 && original.at(-2).role === 'assistant' ? original.at(-2) : undefined;
+  for (const m of sent.filter((m) => m.role === 'assistant')) {
+    if (!thinking(m)) expect(strippedOriginals.has(unsigned(m)), 'an original assistant message, its thinking stripped').toBe(true);
+    else expect(JSON.stringify(m), 'thinking only in the open round, kept whole').toBe(JSON.stringify(openRound));
+  }
+  const kept = sent.some(thinking);
+  if (kept) expect(rejected.json.thinking?.type, 'thinking kept only when it is enabled').toBe('enabled');
+  const { block_binding: binding, ...thinkingAfter } = replay.json.thinking ?? {};
+  const { block_binding: own, ...thinkingBefore } = rejected.json.thinking ?? {};
+  expect(thinkingAfter).toEqual(thinkingBefore);
+  expect(binding, 'drop_block where a stale block is kept, else the caller\'s own').toEqual(kept && own === undefined ? { prefix_mismatch_behavior: 'drop_block' } : own);
+  if (kept && own === undefined) expect(String(replay.headers['anthropic-beta'])).toContain('thinking-binding-controls-2026-08-01');
+  const { messages: _a, thinking: _t1, ...fieldsBefore } = rejected.json;
+  const { messages: _b, thinking: _t2, ...fieldsAfter } = replay.json;
   expect(fieldsAfter).toEqual(fieldsBefore);
   expect(Object.keys(replay.json)).toEqual(Object.keys(rejected.json));
   expect(dialect.problems(sent)).toEqual([]);

@@ -23,6 +23,9 @@ const compacted = (over: Partial<Extract<CompactionResult, { outcome: 'compacted
   summarizerCalls: 2,
   memory: 'miss',
   cut: 0,
+  headers: {},
+  bound: null,
+  restrip: () => null,
   ...over,
 });
 
