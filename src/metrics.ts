@@ -19,6 +19,7 @@ export const BOUND_ACTIONS = ['stripped', 'dropped'] as const;
 export const APIS = ['chat', 'responses', 'messages'] as const;
 export const COMPACTION_LABELS = [
   ...combinations({ api: APIS, strategy: ['summarize', 'fallback'], outcome: ['replayed', 'replay_failed', 'compacted'] }),
+  ...combinations({ api: ['responses'], strategy: ['provider'], outcome: ['replayed', 'replay_failed', 'compacted'] }),
   ...combinations({ api: APIS, strategy: ['clamp', 'truncation'], outcome: ['replayed', 'replay_failed'] }),
   ...combinations({ api: APIS, strategy: ['none'], outcome: ['not_shrunk', 'disabled', 'replay_failed'] }),
 ];

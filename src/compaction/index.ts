@@ -1,18 +1,19 @@
 import type { Dispatcher } from 'undici';
 import type { Config } from '../config/schema.js';
 import type { Conversation, Dialect, Entry, SummarizerWire } from '../dialects/types.js';
-import { applyRecalled, type MemoryEntry, type RecalledView } from '../memory/index.js';
+import { applyRecalled, summaryItemsOf, type MemoryEntry, type RecalledView } from '../memory/index.js';
 import { rebind, type BoundMemory } from './bound.js';
 import { headEnd, openingEnd } from './conversation.js';
 import { clampSummaryText, fallbackSummaryText, summaryIntro } from './fallback.js';
 import { planCompaction, range } from './plan.js';
 import { itemsBytes, jsonBytes } from './size.js';
-import { SummarizerError, summarize, type SummarizerFailureKind } from './summarize.js';
+import { providerCompact, SummarizerError, summarize, type SummarizerFailureKind } from './summarize.js';
 import type { SizeTarget } from './target.js';
 import type { Plan } from './types.js';
 import { validateCompaction } from './validate.js';
 
-export type Strategy = 'summarize' | 'fallback';
+/** How the condensed part was made: the summarizer LLM, the deterministic digest, or the provider's own compaction. */
+export type Strategy = 'summarize' | 'fallback' | 'provider';
 export type NotShrunkWhy = 'no_messages' | 'nothing_to_shrink' | 'cannot_fit' | 'invalid_plan';
 
 /** Where and how the summarizer is called; the rescue picks the API. */
@@ -21,6 +22,8 @@ export interface SummarizerTarget {
   model: string;
   headers: Record<string, string>;
   wire: SummarizerWire;
+  /** Condense with the provider's own compaction first (the summarizer is the upstream and its API has one). */
+  providerCompaction?: boolean;
 }
 
 export interface CompactionInput {
@@ -55,7 +58,8 @@ export interface NewSpan {
   fixedEnd: number;
   spanLength: number;
   pinnedOffsets: number[];
-  summary: unknown;
+  /** The items that stand for the span: one summary, or the provider's compaction window. */
+  summary: unknown[];
   summaryText: string;
   summarizedCount: number;
   strategy: Strategy;
@@ -84,6 +88,8 @@ export type CompactionResult =
       summarizerMs?: number;
       summarizerCalls: number;
       summarizerFailure?: SummarizerFailureKind;
+      /** The provider's own compaction was asked for and failed: the summarizer condensed instead. */
+      providerFailure?: SummarizerFailureKind;
       /** Headers the body needs besides the request's own (an opt-in's beta). */
       headers: Record<string, string>;
       /** Null for an API with no bound state to strip. */
@@ -126,21 +132,23 @@ export async function compact(input: CompactionInput): Promise<CompactionResult>
   if ('failure' in plan) return notShrunk(figures, plan.failure);
 
   const summary = await condense(plan, view, entries, input);
-  const summaryPart = summary.item ? [summary.item] : view.items.slice(fixedEnd, fixedEnd + (input.recalled ? 1 : 0));
-  const oldPins = input.recalled ? view.items.slice(fixedEnd + 1, view.keepFirst) : [];
+  const oldSummary = view.keepFirst - fixedEnd - (input.recalled?.pinnedOffsets.length ?? 0);
+  const made = summary.items.length > 0;
+  const summaryPart = made ? summary.items : view.items.slice(fixedEnd, fixedEnd + oldSummary);
+  const oldPins = view.items.slice(fixedEnd + oldSummary, view.keepFirst);
   const compacted = [...view.items.slice(0, fixedEnd), ...summaryPart, ...oldPins, ...plan.kept];
   const origins = [
     ...range(0, fixedEnd),
     ...summaryPart.map(() => null),
-    ...range(fixedEnd + 1, fixedEnd + 1 + oldPins.length).map(view.origin),
+    ...range(fixedEnd + oldSummary, view.keepFirst).map(view.origin),
     ...[...plan.pinned, ...range(plan.tailStart, view.items.length)].map(view.origin),
   ];
-  const newSpan = summary.item
+  const newSpan = made
     ? spanOf(view, plan, fixedEnd, summary, input.recalled, freshBound(input, plan.cut))
     : input.recalled
       ? rememberedSpan(input.recalled, fixedEnd)
       : undefined;
-  return finish(input, figures, compacted, origins, summary, input.recalled ? 'hit' : 'miss', plan.cut, newSpan, summary.item !== null);
+  return finish(input, figures, compacted, origins, summary, input.recalled ? 'hit' : 'miss', plan.cut, newSpan, made);
 }
 
 /**
@@ -155,9 +163,9 @@ function freshBound(input: CompactionInput, cut: number): BoundMemory {
 
 /** The remembered compaction as it stands, for a turn that reuses its summary (entries from before bound state was kept: all stale). */
 function rememberedSpan(entry: MemoryEntry, fixedEnd: number): NewSpan {
-  const { spanLength, pinnedOffsets, summary, summaryText, summarizedCount, strategy, summarizerCalls } = entry;
+  const { spanLength, pinnedOffsets, summaryText, summarizedCount, strategy, summarizerCalls } = entry;
   const bound = entry.bound ?? { freshFrom: Number.MAX_SAFE_INTEGER, stripAll: false };
-  return { fixedEnd, spanLength, pinnedOffsets, summary, summaryText, summarizedCount, strategy, summarizerCalls, bound };
+  return { fixedEnd, spanLength, pinnedOffsets, summary: summaryItemsOf(entry), summaryText, summarizedCount, strategy, summarizerCalls, bound };
 }
 
 type Planned = Plan & { reserve: number };
@@ -187,7 +195,7 @@ function finish(
   figures: CompactionFigures,
   compacted: unknown[],
   origins: readonly (number | null)[],
-  summary: Pick<Condensed, 'strategy' | 'calls' | 'ms' | 'failure'>,
+  summary: Pick<Condensed, 'strategy' | 'calls' | 'ms' | 'failure' | 'providerFailure'>,
   memory: 'hit' | 'miss',
   cut: number,
   span?: NewSpan,
@@ -219,6 +227,7 @@ function finish(
     summarizerMs: summary.ms,
     summarizerCalls: summary.calls,
     summarizerFailure: summary.failure,
+    providerFailure: summary.providerFailure,
     memory,
     cut,
     newSpan: isNew ? span : undefined,
@@ -226,47 +235,76 @@ function finish(
 }
 
 interface Condensed {
-  item: unknown | null;
+  /** What stands for the middle: one summary item, or the provider's window; none when nothing new was condensed. */
+  items: unknown[];
   text: string;
   count: number;
   strategy: Strategy;
   calls: number;
   ms?: number;
   failure?: SummarizerFailureKind;
+  /** Why the provider's own compaction, asked for, was not used. */
+  providerFailure?: SummarizerFailureKind;
 }
 
-/** The summary item for the plan's middle: from the summarizer, or the fallback if it fails. */
+/**
+ * What stands for the plan's middle: the provider's own compaction where it is asked for, else
+ * the summarizer's summary, else (it failed) the deterministic digest.
+ */
 async function condense(plan: Planned, view: RecalledView, entries: readonly Entry[], input: CompactionInput): Promise<Condensed> {
   const { compaction } = input.config;
   const recalled = input.recalled;
-  const none = { item: null, text: '', count: 0, strategy: recalled?.strategy ?? compaction.strategy, calls: 0 };
+  const none = { items: [], text: '', count: 0, strategy: recalled?.strategy ?? compaction.strategy, calls: 0 };
   if (plan.middle.length === 0) return none;
+  const count = plan.middle.length + (recalled?.summarizedCount ?? 0);
+  const started = performance.now();
+  const byProvider = compaction.strategy === 'fallback' ? null : await providerWindow(plan, view, input);
+  if (byProvider && 'window' in byProvider) return { items: byProvider.window, text: '', count, strategy: 'provider', calls: byProvider.calls, ms: performance.now() - started };
+  // A remembered window of the provider's cannot be read: it stays, and the summary follows it.
+  const keptWindow = recalled?.strategy === 'provider' ? summaryItemsOf(recalled) : [];
   // Opaque items (encrypted reasoning, compaction items) are dropped whole, never read.
   const readable = plan.middle.filter((i) => entries[i].role !== 'opaque').map((i) => input.dialect.render(view.items[i]));
-  const count = plan.middle.length + (recalled?.summarizedCount ?? 0);
   const intro = summaryIntro(count, input.because);
   const role = compaction.summaryRole;
   const budget = Math.max(0, plan.reserve - jsonBytes(input.dialect.summaryItem(intro, role)));
-  const made = (text: string, rest: Omit<Condensed, 'item' | 'text' | 'count'>): Condensed => {
+  const made = (text: string, rest: Omit<Condensed, 'items' | 'text' | 'count'>): Condensed => {
     const clamped = clampSummaryText(text, budget);
-    return { item: input.dialect.summaryItem(intro + clamped, role), text: clamped, count, ...rest };
+    return { items: [...keptWindow, input.dialect.summaryItem(intro + clamped, role)], text: clamped, count, ...rest };
   };
   const middleBytes = itemsBytes(plan.middle.map((i) => view.items[i]));
   const fallback = () => [recalled?.summaryText, fallbackSummaryText(readable, middleBytes, budget)].filter(Boolean).join('\n\n');
+  const earlierCalls = byProvider?.calls ?? 0;
   if (compaction.strategy === 'fallback') return made(fallback(), { strategy: 'fallback', calls: 0 });
-  const started = performance.now();
   input.onSummary?.({ phase: 'start', items: readable.length });
   try {
     const settings = summarizerSettings(input, Math.floor(budget / BYTES_PER_SUMMARY_TOKEN));
-    const result = await summarize(readable, settings, input.signal, recalled?.summaryText);
+    const result = await summarize(readable, settings, input.signal, recalled?.summaryText || undefined);
     const ms = performance.now() - started;
-    input.onSummary?.({ phase: 'end', ms, calls: result.calls });
-    return made(result.text, { strategy: 'summarize', calls: result.calls, ms });
+    input.onSummary?.({ phase: 'end', ms, calls: earlierCalls + result.calls });
+    return made(result.text, { strategy: 'summarize', calls: earlierCalls + result.calls, ms, providerFailure: byProvider?.failure });
   } catch (err) {
     if (!(err instanceof SummarizerError) || err.kind === 'aborted') throw err;
     const ms = performance.now() - started;
-    input.onSummary?.({ phase: 'end', ms, calls: err.calls, failure: err.kind });
-    return made(fallback(), { strategy: 'fallback', calls: err.calls, ms, failure: err.kind });
+    input.onSummary?.({ phase: 'end', ms, calls: earlierCalls + err.calls, failure: err.kind });
+    return made(fallback(), { strategy: 'fallback', calls: earlierCalls + err.calls, ms, failure: err.kind });
+  }
+}
+
+/**
+ * The provider's own compaction of the middle (after a remembered window of its own, which it can
+ * read), where it is asked for and the middle fits what the upstream takes: its window, or why not.
+ */
+async function providerWindow(plan: Planned, view: RecalledView, input: CompactionInput): Promise<{ window: unknown[]; calls: number } | { failure: SummarizerFailureKind; calls: number } | null> {
+  if (!input.summarizer.providerCompaction || !input.summarizer.wire.compact) return null;
+  const earlier = input.recalled?.strategy === 'provider' ? summaryItemsOf(input.recalled) : [];
+  const items = [...earlier, ...plan.middle.map((i) => view.items[i])];
+  // The compaction call is a request to the same model: what is over the limit cannot go there either.
+  if (itemsBytes(items) >= input.target.fitBytes) return null;
+  try {
+    return await providerCompact(items, summarizerSettings(input, input.config.summarizer.maxSummaryTokens), input.signal, input.config.upstream.errorBodyLimitBytes);
+  } catch (err) {
+    if (!(err instanceof SummarizerError) || err.kind === 'aborted') throw err;
+    return { failure: err.kind, calls: err.calls };
   }
 }
 
@@ -277,7 +315,7 @@ function spanOf(view: RecalledView, plan: Plan, fixedEnd: number, summary: Conde
     fixedEnd,
     spanLength: spanEnd - fixedEnd,
     pinnedOffsets: [...(recalled?.pinnedOffsets ?? []), ...plan.pinned.map((i) => view.originalIndex(i) - fixedEnd)],
-    summary: summary.item,
+    summary: summary.items,
     summaryText: summary.text,
     summarizedCount: summary.count,
     strategy: summary.strategy,

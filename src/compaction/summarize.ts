@@ -88,32 +88,64 @@ export async function summarize(
 }
 
 async function call(s: SummarizerSettings, transcript: string, signal: AbortSignal, counter: { calls: number }): Promise<string> {
+  const body = s.wire.body({
+    model: s.model,
+    instructions: s.prompt ?? DEFAULT_SUMMARY_PROMPT,
+    transcript: `<conversation>\n${transcript}\n</conversation>`,
+    maxTokens: s.maxSummaryTokens,
+    request: s.request,
+  });
+  const text = await post(s, s.wire.path, body, signal, counter, answerLimit(s));
+  const content = summaryContent(s.wire, text);
+  if (!content) throw new SummarizerError('bad_response', `summarizer answer had no text: ${text.slice(0, 300)}`, counter.calls);
+  return content;
+}
+
+/** One POST to the summarizer's API, marked as the gateway's own; the answer's text, bounded. */
+async function post(s: SummarizerSettings, path: string, payload: unknown, signal: AbortSignal, counter: { calls: number }, limit: number): Promise<string> {
   counter.calls++;
-  const url = new URL(`${s.url.replace(/\/+$/, '')}${s.wire.path}`);
-  const body = JSON.stringify(
-    s.wire.body({
-      model: s.model,
-      instructions: s.prompt ?? DEFAULT_SUMMARY_PROMPT,
-      transcript: `<conversation>\n${transcript}\n</conversation>`,
-      maxTokens: s.maxSummaryTokens,
-      request: s.request,
-    }),
-  );
+  const url = new URL(`${s.url.replace(/\/+$/, '')}${path}`);
   const res = await s.dispatcher.request({
     origin: url.origin,
     path: url.pathname + url.search,
     method: 'POST',
     headers: { 'content-type': 'application/json', accept: 'application/json', 'x-gateway-compaction': 'summarizer', ...s.headers },
-    body,
+    body: JSON.stringify(payload),
     signal,
   });
-  const text = await boundedText(res.body, answerLimit(s), counter.calls);
+  const text = await boundedText(res.body, limit, counter.calls);
   if (res.statusCode >= 400) {
     throw new SummarizerError('rejected', `summarizer answered ${res.statusCode}: ${text.slice(0, 300)}`, counter.calls);
   }
-  const content = summaryContent(s.wire, text);
-  if (!content) throw new SummarizerError('bad_response', `summarizer answer had no text: ${text.slice(0, 300)}`, counter.calls);
-  return content;
+  return text;
+}
+
+/**
+ * Condenses `items` with the provider's own compaction (one call, the wire items as they are,
+ * opaque ones included): the window of items to splice in their place. Same deadline and errors
+ * as a summary.
+ */
+export async function providerCompact(items: unknown[], s: SummarizerSettings, signal: AbortSignal, limit: number): Promise<{ window: unknown[]; calls: number }> {
+  const compact = s.wire.compact;
+  const counter = { calls: 0 };
+  if (!compact) throw new SummarizerError('rejected', 'the API has no compaction of its own', 0);
+  const timeout = new AbortController();
+  const timer = setTimeout(() => timeout.abort(new DOMException('the compaction did not answer in time', 'TimeoutError')), s.timeoutMs);
+  try {
+    const text = await post(s, compact.path, compact.body({ model: s.model, items, request: s.request }), AbortSignal.any([signal, timeout.signal]), counter, limit);
+    let window: unknown[] | undefined;
+    try {
+      window = compact.window(JSON.parse(text));
+    } catch {
+      window = undefined;
+    }
+    if (!window) throw new SummarizerError('bad_response', `compaction answer had no window: ${text.slice(0, 300)}`, counter.calls);
+    return { window, calls: counter.calls };
+  } catch (err) {
+    throw asSummarizerError(err, signal, counter.calls);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** A summary is a few thousand tokens; an answer far past that is not one. */

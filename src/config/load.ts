@@ -41,6 +41,7 @@ const ENV_KEYS: Array<[name: string, path: string, kind: EnvKind]> = [
   ['SUMMARIZER_MODEL', 'summarizer.model', 'string'],
   ['SUMMARIZER_API_KEY', 'summarizer.apiKey', 'string'],
   ['SUMMARIZER_TIMEOUT_MS', 'summarizer.timeoutMs', 'int'],
+  ['SUMMARIZER_PROVIDER_COMPACTION', 'summarizer.providerCompaction', 'bool'],
 ];
 
 export const ENV_NAMES = ENV_KEYS.map(([name]) => name);

@@ -102,6 +102,11 @@ const summarizer = z
     maxInputTokens: z.number().int().min(1000).default(DEFAULTS.summarizerMaxInputTokens),
     maxSummaryTokens: z.number().int().min(100).default(DEFAULTS.summarizerMaxSummaryTokens),
     prompt: z.string().min(1).optional(),
+    /**
+     * Condense with the provider's own compaction where the upstream has it (OpenAI's
+     * `/responses/compact`), the summarizer as the fallback. Off by default.
+     */
+    providerCompaction: z.boolean().default(false),
   })
   .strict();
 

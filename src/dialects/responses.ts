@@ -131,6 +131,15 @@ export const responses: Dialect = {
       return text || undefined;
     },
     headers: () => ({}),
+    // The provider keeps a reasoning item valid after its own compaction item, never after ours.
+    compact: {
+      path: '/responses/compact',
+      body: ({ model, items, request }) => ({ model, input: items, ...(typeof request.instructions === 'string' ? { instructions: request.instructions } : {}) }),
+      window(answer) {
+        if (!isRecord(answer) || !Array.isArray(answer.output)) return undefined;
+        return answer.output.some((o) => isRecord(o) && o.type === 'compaction') ? answer.output : undefined;
+      },
+    },
   },
 };
 

@@ -57,6 +57,17 @@ export interface SummarizerWire {
   credential: 'bearer' | 'x-api-key';
   /** Headers the API needs besides credentials, from the request's own when it has them. */
   headers(requestHeaders: Record<string, string | string[]>): Record<string, string>;
+  /**
+   * The provider's own compaction, where the API has one (`/responses/compact`): the items it
+   * condenses go as they are, opaque state included, and its answer is a window of items (an
+   * encrypted compaction item) that takes their place. Absent where the API has none.
+   */
+  compact?: {
+    path: string;
+    body(o: { model: string; items: unknown[]; request: Record<string, unknown> }): unknown;
+    /** The window to splice in, or undefined when the answer is not one. */
+    window(answer: unknown): unknown[] | undefined;
+  };
 }
 
 /**

@@ -166,17 +166,24 @@ export class CompactionMemory {
   }
 }
 
+/** The items that stand for a remembered span: its summary, or the provider's window (entries from before hold one item). */
+export function summaryItemsOf(entry: MemoryEntry): unknown[] {
+  return Array.isArray(entry.summaryItems) ? entry.summaryItems : [entry.summary];
+}
+
 /** The request as it reads with a remembered span replaced by its summary (pinned items kept). */
 export function applyRecalled(items: readonly unknown[], fixedEnd: number, entry: MemoryEntry): RecalledView {
+  const summary = summaryItemsOf(entry);
   const pinned = entry.pinnedOffsets.map((o) => items[fixedEnd + o]);
-  const keepFirst = fixedEnd + 1 + pinned.length;
+  const pinsAt = fixedEnd + summary.length;
+  const keepFirst = pinsAt + pinned.length;
   const rest = fixedEnd + entry.spanLength;
   const originalIndex = (i: number) => rest + (i - keepFirst);
   return {
-    items: [...items.slice(0, fixedEnd), entry.summary, ...pinned, ...items.slice(rest)],
+    items: [...items.slice(0, fixedEnd), ...summary, ...pinned, ...items.slice(rest)],
     keepFirst,
     originalIndex,
-    origin: (i) => (i < fixedEnd ? i : i === fixedEnd ? null : i < keepFirst ? fixedEnd + entry.pinnedOffsets[i - fixedEnd - 1] : originalIndex(i)),
+    origin: (i) => (i < fixedEnd ? i : i < pinsAt ? null : i < keepFirst ? fixedEnd + entry.pinnedOffsets[i - pinsAt] : originalIndex(i)),
   };
 }
 

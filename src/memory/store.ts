@@ -11,12 +11,14 @@ export interface MemoryEntry {
   spanDigest: string;
   /** Offsets within the span of items kept verbatim right after the summary (the pinned user input). */
   pinnedOffsets: number[];
-  /** The exact summary item that replaced the span, and its text (for an incremental summary). */
+  /** The exact summary item that replaced the span (the first, when several did), and its text (for an incremental summary). */
   summary: unknown;
+  /** Every item that replaced the span: one summary, or the provider's compaction window. */
+  summaryItems?: unknown[];
   summaryText: string;
   /** How many items the summary condenses. */
   summarizedCount: number;
-  strategy: 'summarize' | 'fallback';
+  strategy: 'summarize' | 'fallback' | 'provider';
   /** Summarizer calls it took to make, from scratch: what a reuse saves. */
   summarizerCalls: number;
   /**

@@ -225,7 +225,10 @@ function summarizerFor(ctx: RescueContext): SummarizerTarget {
   const wire = DIALECTS[s.api ?? ctx.dialect.api].summarizer;
   const model = s.model ?? String(ctx.incoming.json?.model ?? '');
   const own = s.apiKey ? keyHeaders(wire.credential, s.apiKey) : pickHeaders(ctx.headers, CLIENT_CREDENTIALS);
-  return { url: s.url ?? ctx.deps.config.upstream.url, model, wire, headers: { ...wire.headers(ctx.headers), ...own } };
+  const url = s.url ?? ctx.deps.config.upstream.url;
+  // The provider's own compaction reads the request's own items: the upstream's, in the request's API.
+  const providerCompaction = s.providerCompaction && url === ctx.deps.config.upstream.url && (s.api ?? ctx.dialect.api) === ctx.dialect.api;
+  return { url, model, wire, headers: { ...wire.headers(ctx.headers), ...own }, providerCompaction };
 }
 
 function keyHeaders(style: SummarizerWire['credential'], key: string): Record<string, string> {

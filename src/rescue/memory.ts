@@ -54,7 +54,8 @@ export async function rememberSpan(ctx: RescueContext, conversation: Conversatio
   await memory.remember(session, tenant, conversation.items, span.fixedEnd, {
     spanLength: span.spanLength,
     pinnedOffsets: span.pinnedOffsets,
-    summary: span.summary,
+    summary: span.summary[0],
+    summaryItems: span.summary,
     summaryText: span.summaryText,
     summarizedCount: span.summarizedCount,
     strategy: span.strategy,

@@ -60,6 +60,7 @@ export function compactionHeader(r: RescueRecord): string {
     ['cut', done ? done.cut : undefined],
     ['summarizer-ms', done?.summarizerMs],
     ['summarizer-failure', done?.summarizerFailure],
+    ['provider-failure', done?.providerFailure],
     ['thinking-stripped', r.bound?.stripped],
     ['block-binding', r.bound ? (r.bound.optIn ? 'drop_block' : 'none') : undefined],
     ['binding-retry', r.bindingRetry ? 1 : undefined],
@@ -101,9 +102,20 @@ export function logDecision(log: FastifyBaseLogger, r: RescueRecord): void {
     const then = r.trigger === 'proactive' ? 'sending it compacted' : 'replaying once';
     log.warn(
       fields,
-      `${what}: compacted ${c.messagesBefore} items into ${c.messagesAfter} (${size(c.bytesBefore)} -> ${size(c.bytesAfter)}, ${c.strategy}${took}${memory}${cut})${fellBack}, ${then}`,
+      `${what}: compacted ${c.messagesBefore} items into ${c.messagesAfter} (${size(c.bytesBefore)} -> ${size(c.bytesAfter)}, ${c.strategy}${took}${memory}${cut})${fellBack}, ${then}${boundSaid(r)}`,
     );
   }
+}
+
+/** What happened to bound thinking and reasoning, when anything did: "; 3 thinking blocks stripped, ...". */
+function boundSaid(r: RescueRecord): string {
+  const said = [
+    r.bound?.stripped ? `${r.bound.stripped} stale thinking block${r.bound.stripped === 1 ? '' : 's'} stripped` : '',
+    r.bound?.optIn ? 'the open round\'s kept under drop_block' : '',
+    r.bindingRetry ? 'sent again with all thinking stripped after a binding refusal' : '',
+    r.stateDropped ? `the upstream dropped ${r.stateDropped} bound item${r.stateDropped === 1 ? '' : 's'}` : '',
+  ].filter(Boolean);
+  return said.length > 0 ? `; ${said.join(', ')}` : '';
 }
 
 /** Compaction result fields that are not figures. */

@@ -22,8 +22,11 @@ export interface StrictResponsesOptions {
   style?: StrictResponsesReject;
   /** Every answer starts with a reasoning item. Default true. */
   reasoning?: boolean;
-  /** What the model says. Default: the text 'next step'. */
+  /** What the model says. Default: the text 'next step'. Both text and a call: a message (a preamble,
+   * as Codex shows), then the reasoning item, then the call; the reasoning bound to the message too. */
   reply?: (req: Received) => { text?: string; call?: { call_id: string; name: string; arguments: string } };
+  /** How POST /v1/responses/compact answers: a window (default), or a server error (a provider without it answers 404). */
+  compact?: 'window' | 'error' | 'missing';
 }
 
 export interface ReasoningCheck {
@@ -35,7 +38,10 @@ export interface ReasoningCheck {
 
 export interface StrictResponses extends FakeUpstream {
   responseCalls(): Received[];
+  /** Calls to the summarizer, the compaction endpoint's included. */
   summarizerCalls(): Received[];
+  /** Calls to POST /v1/responses/compact. */
+  compactCalls(): Received[];
   /** One per non-summarizer request, in order. */
   checks(): ReasoningCheck[];
   /** The output items returned to each answered non-summarizer request; call indexes responseCalls(). */
@@ -86,6 +92,7 @@ export async function startStrictResponses(options: StrictResponsesOptions = {})
     };
 
     const over = req.body.length > limitBytes;
+    if (req.url.startsWith('/v1/responses/compact')) return compactAnswer(req, res, over, after, ++answered, options.compact);
     if (over && style === 'edge_413') {
       check.refused = '413 Request Entity Too Large';
       res.writeHead(413, { 'content-type': 'text/html', 'content-length': Buffer.byteLength(NGINX_413) });
@@ -108,13 +115,15 @@ export async function startStrictResponses(options: StrictResponsesOptions = {})
       return answer(res, response(body, n, [message(`msg_${n}`, summary)], transformations, req.body.length), stream);
     }
     const reply = options.reply?.(req) ?? {};
-    const last = reply.call
-      ? { type: 'function_call', id: `fc_${n}`, ...reply.call, status: 'completed' }
-      : message(`msg_${n}`, reply.text ?? 'next step');
-    const items: unknown[] = [last];
+    const said = reply.text !== undefined || !reply.call ? message(`msg_${n}`, reply.text ?? 'next step') : undefined;
+    const last = reply.call ? { type: 'function_call', id: `fc_${n}`, ...reply.call, status: 'completed' } : said!;
+    // A preamble before the call comes first; the reasoning, bound to everything before it, goes right before the last item.
+    const before = said && said !== last ? [said] : [];
+    const items: unknown[] = [...before, last];
     if (options.reasoning !== false) {
-      const binding = { ...prefixOf(body, input, input.length), model: String(body.model), id: `rs_${n}`, next: last.id };
-      items.unshift({ type: 'reasoning', id: binding.id, summary: [], encrypted_content: seal(binding) });
+      const history = [...input, ...before];
+      const binding = { ...prefixOf(body, history, history.length), model: String(body.model), id: `rs_${n}`, next: last.id };
+      items.splice(before.length, 0, { type: 'reasoning', id: binding.id, summary: [], encrypted_content: seal(binding) });
       after.set(last.id, binding.id);
     }
     issued.push({ call: upstream.received.filter((r) => !isSummarizer(r)).length - 1, items });
@@ -125,6 +134,7 @@ export async function startStrictResponses(options: StrictResponsesOptions = {})
     ...upstream,
     responseCalls: () => upstream.received.filter((r) => !isSummarizer(r)),
     summarizerCalls: () => upstream.received.filter(isSummarizer),
+    compactCalls: () => upstream.received.filter((r) => r.url.startsWith('/v1/responses/compact')),
     checks: () => checks,
     issued: () => issued,
   };
@@ -140,7 +150,41 @@ function inputItems(input: unknown): any[] {
 }
 
 function prefixOf(body: any, input: any[], k: number): Pick<Binding, 'instructions' | 'tools' | 'input'> {
-  return { instructions: digest(body.instructions), tools: digest(body.tools), input: digest(input.slice(0, k).filter((item) => !isReasoning(item))) };
+  return { instructions: digest(body.instructions), tools: digest(body.tools), input: digest(expanded(input.slice(0, k))) };
+}
+
+/** What a compaction item records: the items it stands for, each by its digest. */
+interface Compacted {
+  kind: 'compaction';
+  id: string;
+  stands: string[];
+}
+
+/**
+ * The history as the binding sees it: each item by its digest, reasoning left out, and a
+ * compaction item the API made as the items it stands for. So a reasoning item that followed
+ * the compacted items directly stays valid after the API's own compaction ("exempt"), and after
+ * any other rewrite it does not.
+ */
+function expanded(items: any[]): string[] {
+  return items.filter((item) => !isReasoning(item)).flatMap((item) => {
+    const compacted = item?.type === 'compaction' ? unseal<Compacted>(item.encrypted_content) : null;
+    return compacted?.kind === 'compaction' ? compacted.stands : [digest(item)];
+  });
+}
+
+/** POST /v1/responses/compact: the input condensed into one encrypted compaction item. */
+function compactAnswer(req: Received, res: ServerResponse, over: boolean, after: ReadonlyMap<string, string>, n: number, mode: StrictResponsesOptions['compact']): void {
+  const fail = (status: number, message: string, code: string | null, param: string | null = null) =>
+    json(res, status, { error: { message, type: status >= 500 ? 'server_error' : 'invalid_request_error', param, code } });
+  if (mode === 'missing') return fail(404, 'Invalid URL (POST /v1/responses/compact)', null);
+  if (mode === 'error') return fail(500, 'The server had an error while processing your request. Sorry about that!', null);
+  const input = inputItems(req.json?.input);
+  const bindings = verify(input, after);
+  if (bindings instanceof Refusal) return fail(400, bindings.message, bindings.code, bindings.param);
+  if (over) return fail(400, CONTEXT_WINDOW_MESSAGE, 'context_length_exceeded', 'input');
+  const item = { type: 'compaction', id: `cmp_${n}`, encrypted_content: seal({ kind: 'compaction', id: `cmp_${n}`, stands: expanded(input) } satisfies Compacted) };
+  json(res, 200, { id: `resp_cmp_${n}`, object: 'response.compaction', created_at: 1_700_000_000, output: [item], usage: { input_tokens: Math.ceil(req.body.length / 4), output_tokens: 50, total_tokens: Math.ceil(req.body.length / 4) + 50 } });
 }
 
 /**
@@ -151,6 +195,9 @@ function prefixOf(body: any, input: any[], k: number): Pick<Binding, 'instructio
 function verify(input: any[], after: ReadonlyMap<string, string>): Map<number, Binding> | Refusal {
   const bindings = new Map<number, Binding>();
   for (const [k, item] of input.entries()) {
+    if (item?.type === 'compaction' && unseal<Compacted>(item.encrypted_content)?.id !== item.id) {
+      return new Refusal(`The encrypted content for item ${item.id} could not be verified.`, null, 'invalid_encrypted_content');
+    }
     if (isReasoning(item)) {
       const binding = unseal<Binding>(item.encrypted_content);
       if (!binding || binding.id !== item.id) return new Refusal(`The encrypted content for item ${item.id} could not be verified.`, null, 'invalid_encrypted_content');

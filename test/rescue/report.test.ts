@@ -159,6 +159,29 @@ describe('logDecision: one WARN line with the numbers in the sentence', () => {
     expect(lines[0].obj.compaction).not.toHaveProperty('newSpan');
   });
 
+  it('what happened to bound thinking: stripped, kept under drop_block, a binding retry, what the upstream dropped; in the header too', () => {
+    const { log, lines } = logger();
+    const messages: RescueRecord = { ...base, api: 'messages', outcome: 'replayed', remedy: 'compaction', limit: 'stated', compaction: compacted() };
+    logDecision(log, { ...messages, bound: { stripped: 3, optIn: false } });
+    logDecision(log, { ...messages, bound: { stripped: 1, optIn: true }, stateDropped: 1 });
+    logDecision(log, { ...messages, bound: { stripped: 5, optIn: false }, bindingRetry: true });
+    logDecision(log, { ...messages, bound: { stripped: 0, optIn: false } });
+    const said = lines.map((l) => l.msg.slice(l.msg.indexOf('replaying once')));
+    expect(said).toEqual([
+      'replaying once; 3 stale thinking blocks stripped',
+      "replaying once; 1 stale thinking block stripped, the open round's kept under drop_block, the upstream dropped 1 bound item",
+      'replaying once; 5 stale thinking blocks stripped, sent again with all thinking stripped after a binding refusal',
+      'replaying once',
+    ]);
+    expect(lines[1].obj.compaction).toMatchObject({ thinkingStripped: 1, blockBinding: 'drop_block', stateDropped: 1 });
+    expect(lines[1].obj.compaction).not.toHaveProperty('restrip');
+    expect(compactionHeader({ ...messages, bound: { stripped: 5, optIn: false }, bindingRetry: true, stateDropped: 0, replayStatus: 200 })).toMatch(
+      /, thinking-stripped=5, block-binding=none, binding-retry=1, reasoning-dropped=0, replay-status=200$/,
+    );
+    // An API without bound thinking says nothing of it.
+    expect(compactionHeader({ ...messages, api: 'chat', bound: null })).not.toMatch(/thinking|binding/);
+  });
+
   it('a replayed record with no compaction and no known remedy writes nothing', () => {
     const { log, lines } = logger();
     logDecision(log, { ...base, outcome: 'replayed' });

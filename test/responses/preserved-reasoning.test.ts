@@ -1,6 +1,7 @@
 import OpenAI from 'openai';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
+import { HAVE_REDIS, startRedis, type TestRedis } from '../helpers/redis.js';
 import { parseCompactionHeader } from '../helpers/rescue.js';
 import { startStrictResponses, type StrictResponses, type StrictResponsesReject } from '../helpers/strict-responses.js';
 
@@ -20,9 +21,14 @@ const OUTPUT_BYTES = 6_000;
 
 let upstream: StrictResponses;
 let gateway: TestGateway;
+const others: TestGateway[] = [];
+let redis: TestRedis | undefined;
 afterEach(async () => {
   await gateway?.close();
+  for (const g of others.splice(0)) await g.close();
   await upstream?.close();
+  await redis?.stop();
+  redis = undefined;
 });
 
 let calls = 0;
@@ -93,5 +99,73 @@ describe.each<[StrictResponsesReject, boolean]>([
     const metrics = await (await fetch(`${gateway.origin}/metrics`)).text();
     expect(metrics).toMatch(/gateway_bound_blocks_total\{api="responses",action="dropped"\} [1-9]/);
     expect(metrics).toContain('gateway_bound_blocks_total{api="responses",action="stripped"} 0');
+  });
+});
+
+describe('the provider\u2019s own compaction (summarizer.providerCompaction)', () => {
+  async function run(compact: 'window' | 'missing' = 'window') {
+    upstream = await startStrictResponses({ limitBytes: LIMIT, style: 'context_length', reply: nextCall, compact });
+    gateway = await startGateway({ upstream: { url: upstream.baseUrl }, summarizer: { providerCompaction: true } });
+    const agent = new Codex(false);
+    const headers: Array<Record<string, string | number>> = [];
+    for (let t = 1; t <= TURNS; t++) headers.push((await agent.turn(gateway.baseUrl)).header ?? {});
+    return headers;
+  }
+
+  it('condenses with /responses/compact: the kept reasoning stays valid (none dropped), the window resent byte for byte', async () => {
+    const headers = await run();
+    const compacted = headers.filter((h) => h.outcome !== undefined);
+    expect(compacted[0]).toMatchObject({ outcome: 'replayed', strategy: 'provider', 'reasoning-dropped': 0 });
+    for (const h of compacted.slice(1)) expect(h).toMatchObject({ outcome: 'compacted', strategy: 'provider', 'reasoning-dropped': 0 });
+    expect(upstream.checks().flatMap((c) => c.removed)).toEqual([]);
+    // The compaction endpoint is the only condensing call; it got the middle as it was, reasoning included.
+    const compactions = upstream.compactCalls();
+    expect(compactions.length).toBeGreaterThanOrEqual(1);
+    expect(upstream.summarizerCalls().length).toBe(compactions.length);
+    expect(compactions[0].json.input.some((i: any) => i.type === 'reasoning')).toBe(true);
+    // Turns under the same window send it byte for byte.
+    const sent = upstream.responseCalls().slice(-(TURNS - 7)).map((r) => JSON.stringify(r.json.input.find((i: any) => i.type === 'compaction')));
+    const windows = new Set(sent);
+    expect(windows.size).toBe(compactions.length);
+    expect(compactions.length).toBeLessThan(TURNS - 7);
+  });
+
+  it('a provider without it (404): the summarizer condenses instead, and the header says why', async () => {
+    const headers = await run('missing');
+    const first = headers.find((h) => h.outcome !== undefined)!;
+    expect(first).toMatchObject({ outcome: 'replayed', strategy: 'summarize', 'provider-failure': 'rejected' });
+    expect(first['reasoning-dropped']).toBeGreaterThan(0);
+  });
+});
+
+describe('the compacted prefix across gateways', () => {
+  it.skipIf(!HAVE_REDIS)('two replicas sharing Redis, turns alternating: under one summary none made after it is dropped', async () => {
+    redis = await startRedis();
+    upstream = await startStrictResponses({ limitBytes: LIMIT, style: 'context_length', reply: nextCall });
+    gateway = await startGateway({ upstream: { url: upstream.baseUrl }, memory: { redisUrl: redis.url } });
+    const other = await startGateway({ upstream: { url: upstream.baseUrl }, memory: { redisUrl: redis.url } });
+    others.push(other);
+    const agent = new Codex(false);
+    const headers: Array<Record<string, string | number> | null> = [];
+    for (let t = 1; t <= TURNS; t++) headers.push((await agent.turn(t % 2 ? gateway.baseUrl : other.baseUrl)).header);
+    const first = headers.findIndex((h) => h !== null);
+    const dropped = headers[first]!['reasoning-dropped'];
+    for (const h of headers.slice(first + 1)) {
+      expect(h).toMatchObject({ outcome: 'compacted', trigger: 'proactive' });
+      if (h!['summarizer-ms'] === undefined) expect(h!['reasoning-dropped']).toBe(dropped);
+    }
+  });
+
+  it('a restart that loses the memory: rescued again from the client\u2019s request, the stale reasoning counted', async () => {
+    upstream = await startStrictResponses({ limitBytes: LIMIT, style: 'context_length', reply: nextCall });
+    gateway = await startGateway({ upstream: { url: upstream.baseUrl } });
+    const agent = new Codex(false);
+    for (let t = 1; t <= 9; t++) await agent.turn(gateway.baseUrl);
+    await gateway.close();
+    gateway = await startGateway({ upstream: { url: upstream.baseUrl } });
+    const { header } = await agent.turn(gateway.baseUrl);
+    expect(header).toMatchObject({ outcome: 'replayed', trigger: 'rejected' });
+    expect(header!['reasoning-dropped']).toBe(upstream.checks().at(-1)!.removed.length);
+    expect(header!['reasoning-dropped']).toBeGreaterThan(0);
   });
 });
