@@ -1,7 +1,8 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { boundFigures, runBoundSession, type BoundFigures } from '../test/helpers/bound-session-replay.js';
 import { startGateway } from '../test/helpers/gateway.js';
-import { limitAt, replaySession, startAgentUpstream, turnsOf, type Agent, type LimitStyle, type SessionReport } from '../test/helpers/session-replay.js';
+import { limitAt, replaySession, startAgentUpstream, turnsOf, type Agent, type BoundSession, type LimitStyle, type SessionReport } from '../test/helpers/session-replay.js';
 
 /*
  * npm run bench:agents: each recorded agent session replayed turn by turn through the gateway,
@@ -21,10 +22,16 @@ limit, or a 400 that states the window. The summarizer is scripted; everything r
 "stable prefix": compacted turns whose request, up to and including the summary, was
 byte-identical to the previous compacted turn's. "sent at/over a refused size": bodies the gateway
 made (replays, compactions ahead) at or over a size the upstream had already refused. Targets:
-<= 0.35 summarizer calls per overflowing turn, the last item whole, no cut, every turn answered.`;
+<= 0.35 summarizer calls per overflowing turn, the last item whole, no cut, every turn answered.
+The last two rows replay Claude Code's session with thinking and Codex's with reasoning against
+the strict stand-ins (signed thinking and encrypted reasoning bound to their prefix, re-signed
+turn by turn as the agents return them; Anthropic's own 413, an edge 413 for the Responses API):
+thinking blocks the gateway stripped on each compacted turn, reasoning items the provider dropped
+(the headers' \`reasoning-dropped\` / the stand-in's count), and binding refusals (target 0).`;
 
 export const AGENTS: Agent[] = ['pi', 'opencode', 'codex', 'claude', 'pi-long'];
 export const STYLES: LimitStyle[] = ['413', 'window'];
+export const BOUND: BoundSession[] = ['claude-thinking', 'codex-reasoning'];
 
 export async function runSession(agent: Agent, style: LimitStyle, config: Record<string, unknown> = {}, limitBytes?: number): Promise<SessionReport> {
   const turns = turnsOf(agent);
@@ -39,17 +46,31 @@ export async function runSession(agent: Agent, style: LimitStyle, config: Record
   }
 }
 
-export function row(r: SessionReport): string {
+/** A row of the table; `bound` for a session against the strict stand-ins, whose state is bound to its prefix. */
+export function row(r: SessionReport, bound?: BoundFigures): string {
   const kb = (n: number) => `${(n / 1000).toFixed(0)} KB`;
-  return `| ${r.agent} | ${r.style} | ${kb(r.limit)} | ${r.answered}/${r.turns} | ${r.upstreamCalls} | ${kb(r.rejectedBytes)} | ${r.summarizerCalls} / ${r.overflowingTurns} = ${r.summarizerPerOverflow.toFixed(2)} | ${r.stablePrefixTurns}/${Math.max(0, r.compactedTurns - 1)} | ${r.cuts} | ${r.lastWhole ? 'yes' : 'NO'} | ${r.maxSentOverRefused === 0 ? 'none' : `${r.maxSentOverRefused} B over`} | ${r.maxSummaryChars} |`;
+  return `| ${r.agent} | ${r.style} | ${kb(r.limit)} | ${r.answered}/${r.turns} | ${r.upstreamCalls} | ${kb(r.rejectedBytes)} | ${r.summarizerCalls} / ${r.overflowingTurns} = ${r.summarizerPerOverflow.toFixed(2)} | ${r.stablePrefixTurns}/${Math.max(0, r.compactedTurns - 1)} | ${r.cuts} | ${r.lastWhole ? 'yes' : 'NO'} | ${r.maxSentOverRefused === 0 ? 'none' : `${r.maxSentOverRefused} B over`} | ${r.maxSummaryChars} |${boundCells(bound)}`;
+}
+
+function boundCells(f?: BoundFigures): string {
+  if (!f) return ' - | - | - |';
+  const sum = (ns: number[]) => ns.reduce((a, b) => a + b, 0);
+  return ` ${f.stripped.join(', ')} | ${sum(f.dropped)} / ${sum(f.removed)} (${f.dropped.join(', ')}) | ${f.bindingRefusals.length} |`;
+}
+
+export async function runBound(session: BoundSession, style: LimitStyle = '413'): Promise<string> {
+  const run = await runBoundSession(session, style);
+  return row(run.report, boundFigures(run));
 }
 
 export const HEADER =
-  '| session | limit | refuses over | answered | upstream calls | rejected bytes | summarizer calls / overflowing turns | stable prefix | cuts | last item whole | sent at/over a refused size | largest summary (chars) |\n' +
-  '|---|---|---|---|---|---|---|---|---|---|---|---|';
+  '| session | limit | refuses over | answered | upstream calls | rejected bytes | summarizer calls / overflowing turns | stable prefix | cuts | last item whole | sent at/over a refused size | largest summary (chars) | thinking stripped per compacted turn | reasoning dropped, header / stand-in (per compacted turn) | binding refusals |\n' +
+  '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|';
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const only = process.argv.slice(2).filter((a) => !a.startsWith('-')) as Agent[];
+  const args = process.argv.slice(2).filter((a) => !a.startsWith('-'));
+  const only = args.filter((a) => !BOUND.includes(a as BoundSession)) as Agent[];
+  const bound = args.filter((a) => BOUND.includes(a as BoundSession)) as BoundSession[];
   const rows = [HEADER];
   const print = (line: string) => {
     rows.push(line);
@@ -57,13 +78,17 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   };
   print(HEADER);
   rows.pop();
-  for (const agent of only.length ? only : AGENTS) {
+  for (const agent of only.length || bound.length ? only : AGENTS) {
     if (agent === 'claude' && !(await hasMessages())) continue;
     for (const style of STYLES) print(row(await runSession(agent, style)));
   }
   // The long session behind an nginx that refuses anything over 92,000 bytes and says no number.
   print(row(await runSession('pi-long', '413', {}, 92_000)).replace('| pi-long | 413 |', '| pi-long | 413 at 92,000 B |'));
-  if (only.length === 0) writeSection(rows.join('\n'));
+  for (const session of args.length ? bound : BOUND) {
+    if (session === 'claude-thinking' && !(await hasMessages())) continue;
+    print(await runBound(session));
+  }
+  if (args.length === 0) writeSection(rows.join('\n'));
 }
 
 /** Replaces the agent-sessions section of BENCHMARKS.md (`npm run bench` keeps it). */

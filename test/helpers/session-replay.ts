@@ -12,6 +12,8 @@ import { sessionBody, sessionTurns } from './sessions.js';
 
 export type Agent = 'pi' | 'opencode' | 'codex' | 'claude' | 'pi-long';
 export type LimitStyle = '413' | 'window';
+/** Sessions replayed against the strict stand-ins, their provider state re-signed turn by turn (bound-session-replay.ts). */
+export type BoundSession = 'claude-thinking' | 'codex-reasoning';
 
 const API_PATH: Record<Agent, string> = {
   pi: '/chat/completions',
@@ -21,7 +23,15 @@ const API_PATH: Record<Agent, string> = {
   claude: '/messages?beta=true',
 };
 
-const ITEMS_FIELD: Record<Agent, string> = { pi: 'messages', 'pi-long': 'messages', opencode: 'messages', codex: 'input', claude: 'messages' };
+const ITEMS_FIELD: Record<Agent | BoundSession, string> = {
+  pi: 'messages',
+  'pi-long': 'messages',
+  opencode: 'messages',
+  codex: 'input',
+  claude: 'messages',
+  'claude-thinking': 'messages',
+  'codex-reasoning': 'input',
+};
 
 /** The requests of a session, in order. pi's long session: the 41st request cut after each tool result. */
 export function turnsOf(agent: Agent): Record<string, any>[] {
@@ -102,7 +112,7 @@ export interface TurnResult {
 }
 
 export interface SessionReport {
-  agent: Agent;
+  agent: Agent | BoundSession;
   style: LimitStyle;
   limit: number;
   turns: number;
@@ -156,7 +166,8 @@ export async function replaySession(agent: Agent, style: LimitStyle, baseUrl: st
   return report(agent, style, limit, turns, results);
 }
 
-function report(agent: Agent, style: LimitStyle, limit: number, turns: Record<string, any>[], results: TurnResult[]): SessionReport {
+/** The session's figures from what each turn did; `turns` are the bodies as the agent sent them. */
+export function report(agent: Agent | BoundSession, style: LimitStyle, limit: number, turns: Record<string, any>[], results: TurnResult[]): SessionReport {
   const field = ITEMS_FIELD[agent];
   const overflowing = results.filter((r) => r.originalBytes > limit);
   const summarizerCalls = results.reduce((n, r) => n + r.summarizerCalls, 0);

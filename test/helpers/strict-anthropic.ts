@@ -35,6 +35,11 @@ export interface StrictAnthropicOptions {
   /** The model that serves and signs. Default: the one the request names. A fixed one that
    * differs from the request's plays a server-side fallback: its blocks fail the model check. */
   model?: string;
+  /** A message's string `content` binds as the one text block it is shorthand for (the same value),
+   * so a client that sends a message as blocks (to mark it with cache_control) and later as a
+   * string keeps its thinking valid: Claude Code does so with its `role: "system"` entry on its
+   * second turn, and the API cannot refuse that. Default true; false compares them as sent. */
+  stringContentAsBlock?: boolean;
 }
 
 export interface ThinkingBlock {
@@ -176,8 +181,9 @@ function admit(req: Received, check: BindingCheck, options: StrictAnthropicOptio
   // An edge answers before anything parses the body; the API's own 413 comes as early.
   if (over && style === 'edge_413') return new Refusal('413 Request Entity Too Large', edge413);
   if (over && style === 'json_413') return Refusal.json(413, 'request_too_large', 'Request exceeds the maximum allowed number of bytes.');
-  const body = req.json;
-  if (body === null || typeof body !== 'object' || !Array.isArray(body.messages)) return Refusal.invalid('messages: Field required');
+  const sent = req.json;
+  if (sent === null || typeof sent !== 'object' || !Array.isArray(sent.messages)) return Refusal.invalid('messages: Field required');
+  const body = options.stringContentAsBlock === false ? sent : withBlocks(sent);
 
   const beta = String(req.headers['anthropic-beta'] ?? '').split(',').map((s) => s.trim()).includes(BINDING_BETA);
   const thinking = body.thinking ?? {};
@@ -199,6 +205,10 @@ function admit(req: Received, check: BindingCheck, options: StrictAnthropicOptio
 
 // ---------------------------------------------------------------------------------------------
 // The binding
+
+function withBlocks(body: any): any {
+  return { ...body, messages: body.messages.map((m: any) => (typeof m?.content === 'string' ? { ...m, content: [{ type: 'text', text: m.content }] } : m)) };
+}
 
 /** The canonical messages before position (i, j): thinking removed, and message i cut at j. */
 function messagesBefore(messages: any[], i: number, j: number): unknown {

@@ -137,6 +137,20 @@ describe('editing what came before a block', () => {
     await api.messages.create(request(marked, { system, tools, max_tokens: 4096, thinking: { type: 'enabled', budget_tokens: 2048 }, tool_choice: { type: 'auto' } }));
     expect(upstream.checks().at(-1)).toEqual({ refused: null, invalid: [], dropped: [], dropBlock: false });
   });
+
+  it('a string content and the one text block it stands for are the same value (Claude Code sends both, turn to turn)', async () => {
+    const api = await start();
+    const messages = await converse(api, 3);
+    const asBlock = edit(messages, 0, (u) => ({ ...u, content: [{ type: 'text', text: u.content, cache_control: { type: 'ephemeral' } }] }));
+    await api.messages.create(request(asBlock));
+    expect(upstream.checks().at(-1)).toEqual({ refused: null, invalid: [], dropped: [], dropBlock: false });
+    // Compared as sent, the same request is an edit.
+    await upstream.close();
+    const strict = await start({ stringContentAsBlock: false });
+    const strictMessages = await converse(strict, 3);
+    const { status } = await refusal(strict.messages.create(request(edit(strictMessages, 0, (u) => ({ ...u, content: [{ type: 'text', text: u.content }] })))));
+    expect(status).toBe(400);
+  });
 });
 
 describe('drop_block', () => {

@@ -1,0 +1,74 @@
+import { describe, expect, it } from 'vitest';
+import { boundFigures, OVERFLOW, runBoundSession, type BoundRun } from '../helpers/bound-session-replay.js';
+import { parseCompactionHeader } from '../helpers/rescue.js';
+import type { LimitStyle } from '../helpers/session-replay.js';
+import type { BindingCheck } from '../helpers/strict-anthropic.js';
+
+/*
+ * The recorded Claude Code session with thinking (13 requests, a signed thinking block opening every
+ * assistant message, thinking adaptive) replayed through the gateway against the strict Anthropic
+ * stand-in, with Claude Code's headers and query. Before each turn, every earlier assistant
+ * message's thinking block is the one the stand-in issued for it, as Claude Code returns them; the
+ * stand-in answers each turn with the recorded next step. Behind a limit the 8th request is the
+ * first to pass, the session is rescued once and then sent compacted ahead: no binding refusal, no
+ * invalid block, and only the blocks made before the compacted prefix existed are stripped.
+ */
+
+const assistants = (body: any) => (body.messages as any[]).filter((m) => m.role === 'assistant');
+
+function expectReSigned(run: BoundRun): void {
+  // The body of turn i+1 carries the stand-in's answer to turn i as it came: its thinking block, and
+  // the recorded text and tool_use (so the recorded tool_result answers it).
+  for (const t of run.turns.slice(0, -1)) expect(assistants(run.bodies[t.turn])[t.turn - 1].content, `answer to turn ${t.turn}`).toEqual(t.answer);
+  expect(run.turns.findIndex((t) => t.originalBytes > run.report.limit) + 1, 'the first overflowing request').toBe(8);
+  for (const t of run.turns.slice(0, 7)) {
+    expect(t.header).toBeNull();
+    expect(t.calls.map((c) => c.raw.toString('utf8')), `turn ${t.turn} sent as it was`).toEqual([JSON.stringify(run.bodies[t.turn - 1])]);
+  }
+}
+
+describe.each<LimitStyle>(['413', 'window'])('the recorded Claude Code session with thinking, behind a %s limit', (style) => {
+  it('every turn answered; no binding refusal, no invalid block; stale thinking stripped, fresh kept', async () => {
+    const run = await runBoundSession('claude-thinking', style);
+    expect(run.turns.map((t) => [t.turn, t.status, t.finished])).toEqual(run.turns.map((_, i) => [i + 1, 200, true]));
+    expectReSigned(run);
+
+    // The only refusal is the overflow itself; no block the request did not allow to drop.
+    const checks = run.turns.flatMap((t) => t.checks) as BindingCheck[];
+    expect(checks.filter((c) => c.refused !== null).map((c) => c.refused)).toEqual([expect.stringMatching(OVERFLOW)]);
+    expect(run.turns[7].checks[0].refused).toMatch(OVERFLOW);
+    for (const check of checks) if (check.invalid.length > 0) expect(check, 'an invalid block the request did not allow to drop').toMatchObject({ dropBlock: true });
+
+    const [rescue, ...later] = run.turns.slice(7);
+    expect(parseCompactionHeader(rescue.header)).toMatchObject({ outcome: 'replayed', 'block-binding': 'none', 'thinking-stripped': expect.any(Number) });
+    expect(parseCompactionHeader(rescue.header)['thinking-stripped']).toBeGreaterThanOrEqual(1);
+    expect(rescue.calls).toHaveLength(2);
+    for (const t of later) {
+      expect(parseCompactionHeader(t.header), `turn ${t.turn}`).toMatchObject({ outcome: 'compacted', trigger: 'proactive' });
+      expect(t.calls).toHaveLength(1);
+    }
+
+    const f = boundFigures(run);
+    console.log(`claude-thinking behind a ${style} limit: thinking blocks stripped per compacted turn (turns ${f.compacted.join(', ')}): [${f.stripped.join(', ')}]`);
+    expect(f.compacted).toEqual([8, 9, 10, 11, 12, 13]);
+    expect(f.bindingRefusals).toEqual([]);
+    expect(f.invalidNotAllowed).toBe(0);
+    // Nothing made under the prefix a turn was sent with is stripped; every block kept was made under it.
+    expect(f.freshLost).toEqual(f.compacted.map(() => 0));
+    const compacted = run.turns.slice(7);
+    for (const t of compacted) for (const signature of t.stateKept) expect(run.turns[run.issuedAt.get(signature)! - 1].prefix, `turn ${t.turn}: a kept block made under another prefix`).toBe(t.prefix);
+    // While the prefix holds, the same stale blocks go and one more fresh block stays each turn.
+    compacted.forEach((t, n) => {
+      if (n === 0 || f.newPrefix[n]) return;
+      expect(f.stripped[n], `turn ${t.turn}`).toBe(f.stripped[n - 1]);
+      expect(t.stateKept.length, `turn ${t.turn}`).toBe(compacted[n - 1].stateKept.length + 1);
+    });
+    // A new prefix (the summary extended) is the summarizer's doing, and the header says so.
+    compacted.forEach((t, n) => {
+      if (n === 0) return;
+      expect(f.newPrefix[n], `turn ${t.turn}: the prefix changed without a summary`).toBe(t.summarizerCalls > 0);
+      if (f.newPrefix[n]) expect(parseCompactionHeader(t.header)).toMatchObject({ memory: 'hit', 'summarizer-ms': expect.any(Number) });
+    });
+    expect(f.stripped.every((n) => n >= 1)).toBe(true);
+  });
+});

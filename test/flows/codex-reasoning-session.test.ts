@@ -1,0 +1,72 @@
+import { describe, expect, it } from 'vitest';
+import { boundFigures, OVERFLOW, runBoundSession, type BoundRun } from '../helpers/bound-session-replay.js';
+import { parseCompactionHeader } from '../helpers/rescue.js';
+import type { LimitStyle } from '../helpers/session-replay.js';
+import type { ReasoningCheck } from '../helpers/strict-responses.js';
+
+/*
+ * The recorded Codex CLI session (13 requests to /v1/responses, store: false, the whole history
+ * resent each turn) replayed through the gateway against the strict Responses stand-in, with
+ * Codex's headers, as Codex sends it with include: ["reasoning.encrypted_content"]: before each
+ * turn, every earlier answer goes back as the stand-in issued it (its message, its reasoning item
+ * right before its function_call, the call with the stand-in's id), and the stand-in answers each
+ * turn with the recorded next call. Behind a limit the 8th request is the first to pass, the
+ * gateway strips nothing: the provider drops the stale reasoning of the kept tail and says so, and
+ * nothing made under the compacted prefix a turn is sent with is ever dropped.
+ */
+
+function expectReSigned(run: BoundRun): void {
+  // Turn i+1 carries the answer to turn i as it came, its call answered by the recorded output.
+  for (const t of run.turns.slice(0, -1)) {
+    const [message, reasoning, call] = t.answer;
+    expect([message.type, reasoning.type, call.type]).toEqual(['message', 'reasoning', 'function_call']);
+    const input = run.bodies[t.turn].input as any[];
+    const at = input.findIndex((item) => item.id === reasoning.id);
+    expect(input.slice(at - 1, at + 3), `answer to turn ${t.turn}`).toEqual([...t.answer, expect.objectContaining({ type: 'function_call_output', call_id: call.call_id })]);
+  }
+  expect(run.turns.findIndex((t) => t.originalBytes > run.report.limit) + 1, 'the first overflowing request').toBe(8);
+  for (const t of run.turns.slice(0, 7)) {
+    expect(t.header).toBeNull();
+    expect(t.calls.map((c) => c.raw.toString('utf8')), `turn ${t.turn} sent as it was`).toEqual([JSON.stringify(run.bodies[t.turn - 1])]);
+  }
+}
+
+describe.each<LimitStyle>(['413', 'window'])('the recorded Codex session with reasoning, behind a %s limit', (style) => {
+  it('every turn answered; the stale reasoning of the kept tail dropped and counted, none made under the prefix', async () => {
+    const run = await runBoundSession('codex-reasoning', style);
+    expect(run.turns.map((t) => [t.turn, t.status, t.finished])).toEqual(run.turns.map((_, i) => [i + 1, 200, true]));
+    expectReSigned(run);
+    const checks = run.turns.flatMap((t) => t.checks) as ReasoningCheck[];
+    expect(checks.filter((c) => c.refused !== null).map((c) => c.refused)).toEqual([expect.stringMatching(OVERFLOW)]);
+
+    const [rescue, ...later] = run.turns.slice(7);
+    const header = parseCompactionHeader(rescue.header);
+    expect(header).toMatchObject({ outcome: 'replayed', 'reasoning-dropped': expect.any(Number) });
+    expect(header['thinking-stripped'], 'the gateway strips nothing of the Responses API').toBeUndefined();
+    for (const t of later) expect(parseCompactionHeader(t.header), `turn ${t.turn}`).toMatchObject({ outcome: 'compacted', trigger: 'proactive' });
+
+    const f = boundFigures(run);
+    console.log(
+      `codex-reasoning behind a ${style} limit: reasoning items dropped per compacted turn (turns ${f.compacted.join(', ')}): header [${f.dropped.join(', ')}], stand-in [${f.removed.join(', ')}]`,
+    );
+    expect(f.compacted).toEqual([8, 9, 10, 11, 12, 13]);
+    expect(f.bindingRefusals).toEqual([]);
+    // What the header says the provider dropped is what the stand-in dropped, turn by turn.
+    expect(f.dropped).toEqual(f.removed);
+    expect(f.stripped).toEqual(f.compacted.map(() => 0));
+    // The first compaction: the kept tail's reasoning was made before the summary, and goes.
+    expect(f.dropped[0]).toBeGreaterThanOrEqual(1);
+    for (const id of (rescue.checks.at(-1) as ReasoningCheck).removed) expect(run.issuedAt.get(id), id).toBeLessThan(8);
+    // Later: nothing made under the turn's own prefix is dropped. Under the same prefix the same stale
+    // items go again; a new prefix is the summary extended, and the header shows the summarizer ran.
+    expect(f.freshLost).toEqual(f.compacted.map(() => 0));
+    const compacted = run.turns.slice(7);
+    const removed = (t: (typeof compacted)[number]) => (t.checks.at(-1) as ReasoningCheck).removed;
+    compacted.forEach((t, n) => {
+      if (n === 0) return;
+      expect(f.newPrefix[n], `turn ${t.turn}: the prefix changed without a summary`).toBe(t.summarizerCalls > 0);
+      if (f.newPrefix[n]) expect(parseCompactionHeader(t.header)).toMatchObject({ memory: 'hit', 'summarizer-ms': expect.any(Number) });
+      else expect(removed(t), `turn ${t.turn}`).toEqual(removed(compacted[n - 1]));
+    });
+  });
+});
