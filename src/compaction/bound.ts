@@ -17,7 +17,10 @@ import type { BoundState } from '../dialects/types.js';
 export interface BoundMemory {
   /** Index, in the client's conversation, from which bound state was made after this prefix existed. */
   freshFrom: number;
-  /** Every bound block after the edit point is stripped, fresh or not: set after the upstream refused a rebinding. */
+  /**
+   * Every bound block after the edit point is stripped, fresh or not (but for what the API insists
+   * on, kept under its opt-in): set after the upstream refused a rebinding.
+   */
   stripAll: boolean;
 }
 
@@ -50,7 +53,8 @@ export function rebind(
   if (!bound) return unchanged;
   const edit = editPoint(original, items);
   const stale = (i: number) => i >= edit && bound.count(items[i]) > 0 && (memory.stripAll || (origins[i] ?? -1) < memory.freshFrom);
-  const keep = items.map((_, i) => stale(i) && !memory.stripAll && bound.mustKeep(request, items, i));
+  // What the API refuses to see removed stays, under the opt-in, even when everything else goes.
+  const keep = items.map((_, i) => stale(i) && bound.mustKeep(request, items, i));
   const opt = keep.some(Boolean) ? bound.optIn(request, headers) : null;
   let stripped = 0;
   const out: unknown[] = [];

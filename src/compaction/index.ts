@@ -201,7 +201,9 @@ function finish(
   span?: NewSpan,
   isNew = false,
 ): CompactionResult {
-  const state = span?.bound ?? freshBound(input, cut);
+  const remembered = span?.bound ?? freshBound(input, cut);
+  // A cut item is not rebuilt alike on a later turn: nothing made after this prefix can be fresh.
+  const state = cut > 0 ? { ...remembered, freshFrom: Number.MAX_SAFE_INTEGER } : remembered;
   const rebound = rebind(input.dialect.bound, input.request, input.headers ?? {}, input.conversation.items, compacted, origins, state);
   if (validateCompaction(input.dialect, input.conversation.items, rebound.items).length > 0) return notShrunk(figures, 'invalid_plan');
   const body = input.dialect.write(rebound.request, rebound.items);
@@ -209,9 +211,9 @@ function finish(
   const restrip: Restrip = () => {
     if (state.stripAll) return null;
     const all = rebind(input.dialect.bound, input.request, input.headers ?? {}, input.conversation.items, compacted, origins, { ...state, stripAll: true });
-    if (all.stripped === rebound.stripped && !rebound.optIn) return null;
+    if (all.stripped === rebound.stripped && all.optIn === rebound.optIn) return null;
     const strippedSpan = span && { ...span, bound: { ...span.bound, stripAll: true } };
-    return { body: input.dialect.write(all.request, all.items), headers: all.headers, bound: { stripped: all.stripped, optIn: false }, span: strippedSpan };
+    return { body: input.dialect.write(all.request, all.items), headers: all.headers, bound: { stripped: all.stripped, optIn: all.optIn }, span: strippedSpan };
   };
   return {
     ...figures,
@@ -260,8 +262,8 @@ async function condense(plan: Planned, view: RecalledView, entries: readonly Ent
   const started = performance.now();
   const byProvider = compaction.strategy === 'fallback' ? null : await providerWindow(plan, view, input);
   if (byProvider && 'window' in byProvider) return { items: byProvider.window, text: '', count, strategy: 'provider', calls: byProvider.calls, ms: performance.now() - started };
-  // A remembered window of the provider's cannot be read: it stays, and the summary follows it.
-  const keptWindow = recalled?.strategy === 'provider' ? summaryItemsOf(recalled) : [];
+  // A remembered window of the provider's cannot be read: its opaque items stay, the summary after them.
+  const keptWindow = recalled ? summaryItemsOf(recalled).filter((item) => input.dialect.describe(item).role === 'opaque') : [];
   // Opaque items (encrypted reasoning, compaction items) are dropped whole, never read.
   const readable = plan.middle.filter((i) => entries[i].role !== 'opaque').map((i) => input.dialect.render(view.items[i]));
   const intro = summaryIntro(count, input.because);
@@ -296,7 +298,8 @@ async function condense(plan: Planned, view: RecalledView, entries: readonly Ent
  */
 async function providerWindow(plan: Planned, view: RecalledView, input: CompactionInput): Promise<{ window: unknown[]; calls: number } | { failure: SummarizerFailureKind; calls: number } | null> {
   if (!input.summarizer.providerCompaction || !input.summarizer.wire.compact) return null;
-  const earlier = input.recalled?.strategy === 'provider' ? summaryItemsOf(input.recalled) : [];
+  // What stood for the older span goes with it, our summary as readable text, a window as it is.
+  const earlier = input.recalled ? summaryItemsOf(input.recalled) : [];
   const items = [...earlier, ...plan.middle.map((i) => view.items[i])];
   // The compaction call is a request to the same model: what is over the limit cannot go there either.
   if (itemsBytes(items) >= input.target.fitBytes) return null;

@@ -86,7 +86,7 @@ export const chat: Dialect = {
   streamEvent: null,
   serverSideRescue: () => null,
   bound: null,
-  droppedState: () => undefined,
+  droppedState: null,
   summarizer: {
     credential: 'bearer',
     path: '/chat/completions',

@@ -243,10 +243,13 @@ function thinkingOf(request: Json): Json | undefined {
  */
 function isOpenRound(request: Json, items: readonly unknown[], i: number): boolean {
   if (thinkingOf(request)?.type !== 'enabled') return false;
-  const last = items.at(-1);
   const lastAssistant = items.findLastIndex((m) => isRecord(m) && m.role === 'assistant');
-  if (i !== lastAssistant || i !== items.length - 2 || !isRecord(last) || last.role !== 'user') return false;
-  const answered = new Set(ofType(last, 'tool_result').map((b) => String(b.tool_use_id)));
+  if (i !== lastAssistant) return false;
+  // Every item after it is the user's (or a system entry): on the wire they are one user message,
+  // its tool results first (see wireMessages).
+  const after = items.slice(i + 1);
+  if (after.length === 0 || !after.every((m) => isRecord(m) && (m.role === 'user' || m.role === 'system'))) return false;
+  const answered = new Set(after.flatMap((m) => ofType(m as Json, 'tool_result').map((b) => String(b.tool_use_id))));
   return ofType(items[i] as Json, 'tool_use').some((b) => answered.has(String(b.id)));
 }
 

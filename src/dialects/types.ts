@@ -125,7 +125,8 @@ export interface Dialect {
   bound: BoundState | null;
   /**
    * How many bound items the upstream says it dropped (its `input_transformations`), read off the
-   * held start of a successful answer: a stream's first events or a whole JSON body. Undefined when it says nothing.
+   * held start of a successful answer: a stream's first events or a whole JSON body. Undefined when
+   * it says nothing; null for an API whose answers never say (nothing is held for it).
    */
-  droppedState(held: string): number | undefined;
+  droppedState: ((held: string) => number | undefined) | null;
 }

@@ -11,7 +11,7 @@ export interface MemoryEntry {
   spanDigest: string;
   /** Offsets within the span of items kept verbatim right after the summary (the pinned user input). */
   pinnedOffsets: number[];
-  /** The exact summary item that replaced the span (the first, when several did), and its text (for an incremental summary). */
+  /** The exact summary item that replaced the span (null when several did: see summaryItems), and its text (for an incremental summary). */
   summary: unknown;
   /** Every item that replaced the span: one summary, or the provider's compaction window. */
   summaryItems?: unknown[];
@@ -124,7 +124,8 @@ export class RedisStore implements MemoryStore {
   constructor(
     url: string,
     private readonly ttlSeconds: number,
-    private readonly prefix = 'compaction-gateway:v2:',
+    // v3: entries may hold several summary items and the bound-state memory; a v2 replica cannot read them.
+    private readonly prefix = 'compaction-gateway:v3:',
   ) {
     this.redis = new Redis(url, {
       enableOfflineQueue: false,

@@ -82,6 +82,14 @@ export function isBindingRefusal(verdict: Verdict): boolean {
 
 const BINDING_RULES = new Set(BINDING_PHRASES.map((p) => p.rule));
 
+/**
+ * A refusal of signed state itself (bound to another prefix, or a signature that does not verify),
+ * which removing that state mends; not a refusal of the opt-in or of a missing open-round block.
+ */
+export function refusesBoundState(verdict: Verdict): boolean {
+  return !verdict.overlong && verdict.rule === 'thinking_bound_elsewhere';
+}
+
 function decide(r: Reading, rules: RuleSelection): Verdict {
   const binding = findPhrase(BINDING_PHRASES, r.text, rules);
   if (binding !== undefined) return notOverlong(binding);

@@ -4,7 +4,8 @@ import type { RescueContext } from './context.js';
 
 /**
  * Sends one attempt upstream and reads just enough of the answer to judge it; for a request the
- * gateway rewrote (`rewritten`), a JSON answer whole, for what it says of the input.
+ * gateway rewrote (`rewritten`), in an API whose answers say what they dropped of the input, a JSON
+ * answer whole.
  */
 export async function attempt(
   ctx: RescueContext,
@@ -25,5 +26,6 @@ export async function attempt(
   ctx.notes.upstreamTtfbMs = answer.ttfbMs;
   ctx.notes.streamed = String(answer.headers['content-type'] ?? '').includes('text/event-stream');
   deps.metrics.upstreamTtfb.observe(ctx.notes.route ?? ctx.dialect.api, answer.ttfbMs / 1000);
-  return inspect(answer, deps.config.upstream.errorBodyLimitBytes, ctx.dialect.streamEvent, rewritten);
+  const whole = rewritten && ctx.dialect.droppedState !== null;
+  return inspect(answer, deps.config.upstream.errorBodyLimitBytes, ctx.dialect.streamEvent, whole);
 }

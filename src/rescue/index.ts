@@ -4,7 +4,7 @@ import { DIALECTS } from '../dialects/index.js';
 import { pickHeaders } from '../dialects/parts.js';
 import type { Conversation, SummarizerWire } from '../dialects/types.js';
 import type { Verdict } from '../overlong/types.js';
-import { isBindingRefusal } from '../overlong/classify.js';
+import { isBindingRefusal, refusesBoundState } from '../overlong/classify.js';
 import { decodeText, discard } from '../upstream/body.js';
 import { CLIENT_CREDENTIALS } from '../upstream/headers.js';
 import type { InspectedAnswer } from '../upstream/inspect.js';
@@ -34,12 +34,12 @@ export async function serve(ctx: RescueContext, committed: () => boolean): Promi
   const config = ctx.deps.config;
   const memory = config.compaction.proactive && config.compaction.maxReplays > 0 ? memoryAhead(ctx) : null;
   const ahead = memory && !optedOut(ctx) ? await compactAhead(ctx, memory, () => summarizerFor(ctx)) : null;
-  const first = ahead ? await sendRewritten(ctx, ahead.record, ahead.rewrite) : await attempt(ctx, ctx.incoming.wire, ctx.headers);
+  const sent = ahead ? await sendRewritten(ctx, ahead.record, ahead.rewrite) : null;
+  const first = sent?.answer ?? (await attempt(ctx, ctx.incoming.wire, ctx.headers));
   if (!ahead && isBindingRefusal(first.verdict)) ctx.deps.metrics.bindingRefusals.inc({ api: ctx.dialect.api, request: 'client' });
   const header = ahead ? noted(ctx, ahead.record) : undefined;
   if (!first.verdict.overlong || committed()) return { answer: first, header };
-  const rejectedBytes = ahead ? ahead.rewrite.body.length : ctx.incoming.bytes;
-  return rescue(ctx, first, first.verdict, rejectedBytes, ahead !== null);
+  return rescue(ctx, first, first.verdict, sent?.bytes ?? ctx.incoming.bytes, ahead !== null);
 }
 
 /**
@@ -127,10 +127,9 @@ async function replay(ctx: RescueContext, record: RescueRecord, first: Inspected
   discard(first.answer.body);
   let answer: InspectedAnswer;
   try {
-    answer = await sendRewritten(ctx, record, rewrite);
+    ({ answer } = await sendRewritten(ctx, record, rewrite));
   } catch (err) {
     record.outcome = 'replay_failed';
-    logDecision(ctx.log, record);
     countRescue(ctx.deps.metrics, record, 'failed');
     // The replay never got an answer: the upstream's own first answer is the truest thing to give.
     if (ctx.gone.aborted || !first.held.complete) throw err;
@@ -156,23 +155,34 @@ function plain(body: Buffer): Rewrite {
  * block after the edit point stripped, and the conversation's memory says so from then on: the one
  * exception to "replay once", bounded to one more call.
  */
-async function sendRewritten(ctx: RescueContext, record: RescueRecord, rewrite: Rewrite): Promise<InspectedAnswer> {
+async function sendRewritten(ctx: RescueContext, record: RescueRecord, rewrite: Rewrite): Promise<Sent> {
   const send = (r: Pick<Rewrite, 'body' | 'headers'>) => attempt(ctx, r.body, { ...markedHeaders(ctx.headers, compactionHeader(record)), ...r.headers }, true);
-  let answer = await send(rewrite);
-  if (isBindingRefusal(answer.verdict)) {
-    ctx.deps.metrics.bindingRefusals.inc({ api: ctx.dialect.api, request: 'compacted' });
-    const again = await rewrite.restrip();
+  const countRefusal = (a: InspectedAnswer) => isBindingRefusal(a.verdict) && ctx.deps.metrics.bindingRefusals.inc({ api: ctx.dialect.api, request: 'compacted' });
+  try {
+    let bytes = rewrite.body.length;
+    let answer = await send(rewrite);
+    countRefusal(answer);
+    // Only a refusal of the blocks themselves is mended by removing them (not one of the opt-in).
+    const again = refusesBoundState(answer.verdict) ? await rewrite.restrip() : null;
     if (again) {
       discard(answer.answer.body);
       ctx.log.warn({ api: ctx.dialect.api, rule: answer.verdict.rule, status: answer.answer.status }, 'the upstream refused the bound thinking of the rewritten request; sending it once more with every thinking block after the edit stripped');
       Object.assign(record, { bound: again.bound, bindingRetry: true });
+      bytes = again.body.length;
       answer = await send(again);
-      if (isBindingRefusal(answer.verdict)) ctx.deps.metrics.bindingRefusals.inc({ api: ctx.dialect.api, request: 'compacted' });
+      countRefusal(answer);
     }
+    noteBound(ctx, record, answer);
+    return { answer, bytes };
+  } finally {
+    logDecision(ctx.log, record);
   }
-  noteBound(ctx, record, answer);
-  logDecision(ctx.log, record);
-  return answer;
+}
+
+/** A rewritten request's answer, and the size of the body that got it. */
+interface Sent {
+  answer: InspectedAnswer;
+  bytes: number;
 }
 
 /** Counts the bound state stripped, and what the upstream's answer says it dropped. */
@@ -180,7 +190,7 @@ function noteBound(ctx: RescueContext, record: RescueRecord, answer: InspectedAn
   const api = ctx.dialect.api;
   if (record.bound?.stripped) ctx.deps.metrics.boundBlocks.inc({ api, action: 'stripped' }, record.bound.stripped);
   if (answer.answer.status >= 400) return;
-  const dropped = ctx.dialect.droppedState(decodeText(answer.held.bytes, answer.answer.headers['content-encoding']));
+  const dropped = ctx.dialect.droppedState?.(decodeText(answer.held.bytes, answer.answer.headers['content-encoding']));
   if (dropped === undefined) return;
   record.stateDropped = dropped;
   if (dropped > 0) ctx.deps.metrics.boundBlocks.inc({ api, action: 'dropped' }, dropped);
@@ -226,8 +236,11 @@ function summarizerFor(ctx: RescueContext): SummarizerTarget {
   const model = s.model ?? String(ctx.incoming.json?.model ?? '');
   const own = s.apiKey ? keyHeaders(wire.credential, s.apiKey) : pickHeaders(ctx.headers, CLIENT_CREDENTIALS);
   const url = s.url ?? ctx.deps.config.upstream.url;
-  // The provider's own compaction reads the request's own items: the upstream's, in the request's API.
-  const providerCompaction = s.providerCompaction && url === ctx.deps.config.upstream.url && (s.api ?? ctx.dialect.api) === ctx.dialect.api;
+  // The provider's own compaction reads the request's own items and its window is bound to them:
+  // only the upstream itself, in the request's API, model and credentials.
+  const same = (a: string, b: string) => a.replace(/\/+$/, '') === b.replace(/\/+$/, '');
+  const providerCompaction =
+    s.providerCompaction && same(url, ctx.deps.config.upstream.url) && (s.api ?? ctx.dialect.api) === ctx.dialect.api && !s.apiKey && (s.model === undefined || s.model === ctx.incoming.json?.model);
   return { url, model, wire, headers: { ...wire.headers(ctx.headers), ...own }, providerCompaction };
 }
 

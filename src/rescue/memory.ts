@@ -54,8 +54,7 @@ export async function rememberSpan(ctx: RescueContext, conversation: Conversatio
   await memory.remember(session, tenant, conversation.items, span.fixedEnd, {
     spanLength: span.spanLength,
     pinnedOffsets: span.pinnedOffsets,
-    summary: span.summary[0],
-    summaryItems: span.summary,
+    ...(span.summary.length === 1 ? { summary: span.summary[0] } : { summary: null, summaryItems: span.summary }),
     summaryText: span.summaryText,
     summarizedCount: span.summarizedCount,
     strategy: span.strategy,

@@ -42,7 +42,7 @@ export async function inspect(answer: UpstreamAnswer, errorBodyLimit: number, ev
     return { answer, held, verdict: failure === undefined ? PASS : classifyStreamEvent(failure) };
   }
   // A JSON answer to a rewritten request is held whole (bounded): what it says of the input comes at its end.
-  const held = whole && !contentType?.includes('text/event-stream') ? await holdBody(answer.body, errorBodyLimit) : await firstChunk(answer.body);
+  const held = whole && contentType?.includes('json') ? await holdBody(answer.body, errorBodyLimit) : await firstChunk(answer.body);
   if (!mayCarryError(held.bytes, encoding)) return { answer, held, verdict: PASS };
   const text = decodeText(held.bytes, encoding);
   const verdict = contentType?.includes('text/event-stream')

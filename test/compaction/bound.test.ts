@@ -63,6 +63,20 @@ describe('the first compaction: every block after the edit point is stale', () =
     expect(r.headers).toEqual({ 'anthropic-beta': `claude-code-20250219,interleaved-thinking-2025-05-14,${BINDING_BETA}` });
   });
 
+  it('thinking enabled, the tool results followed by a user reminder and a system entry: still the open round (they are one message on the wire)', () => {
+    const original = [...conversation(6), { role: 'user', content: [{ type: 'text', text: '<system-reminder>x</system-reminder>' }] }, { role: 'system', content: 'env' }];
+    const { items, origins } = compacted(original, 4);
+    const r = rebind(messages.bound, enabled, {}, original, items, origins, firstTime(original));
+    expect([thinkingOf(r.items), r.optIn]).toEqual([['sig-6'], true]);
+  });
+
+  it('after a refusal (stripAll) the open round under thinking enabled still keeps its block, under drop_block', () => {
+    const original = conversation(6);
+    const { items, origins } = compacted(original, 4);
+    const r = rebind(messages.bound, enabled, {}, original, items, origins, { freshFrom: 0, stripAll: true });
+    expect([thinkingOf(r.items), r.optIn, r.stripped]).toEqual([['sig-6'], true, 2]);
+  });
+
   it('thinking enabled after a plain user turn: no open round, all stripped', () => {
     const original = [...conversation(5), { role: 'assistant', content: [think(9), { type: 'text', text: 'done' }] }, { role: 'user', content: 'and now?' }];
     const { items, origins } = compacted(original, 3);
@@ -127,7 +141,7 @@ describe('a later turn under the same compacted prefix', () => {
   it('after a refusal (stripAll) every block after the edit point goes, fresh or not', () => {
     const after = conversation(8);
     const { items, origins } = compacted(after, 4);
-    const r = rebind(messages.bound, enabled, {}, after, items, origins, { freshFrom: 13, stripAll: true });
+    const r = rebind(messages.bound, adaptive, {}, after, items, origins, { freshFrom: 13, stripAll: true });
     expect([thinkingOf(r.items), r.optIn, r.stripped]).toEqual([[], false, 5]);
   });
 });
@@ -157,18 +171,18 @@ describe('what the upstream says it dropped (input_transformations)', () => {
       { type: 'thinking_mismatch_allowed', path: 'messages.5.content.0', reason: 'prefix_binding_mismatch' },
       { type: 'thinking_dropped', path: 'messages.5.content.0', reason: 'model_binding_mismatch' },
     ];
-    expect(messages.droppedState(JSON.stringify({ id: 'msg', content: [], input_transformations: list }))).toBe(2);
+    expect(messages.droppedState!(JSON.stringify({ id: 'msg', content: [], input_transformations: list }))).toBe(2);
     const start = `event: message_start\ndata: ${JSON.stringify({ type: 'message_start', message: { id: 'msg', input_transformations: list.slice(0, 1) } })}\n\n`;
-    expect(messages.droppedState(start)).toBe(1);
-    expect(messages.droppedState(`event: message_start\ndata: ${JSON.stringify({ type: 'message_start', message: { input_transformations: [] } })}\n\n`)).toBe(0);
-    expect(messages.droppedState('{"id":"msg","content":[]}')).toBeUndefined();
+    expect(messages.droppedState!(start)).toBe(1);
+    expect(messages.droppedState!(`event: message_start\ndata: ${JSON.stringify({ type: 'message_start', message: { input_transformations: [] } })}\n\n`)).toBe(0);
+    expect(messages.droppedState!('{"id":"msg","content":[]}')).toBeUndefined();
   });
 
   it('Responses: reasoning items removed, on the JSON answer or response.created', () => {
     const list = [{ type: 'reasoning', action: 'removed', id: 'rs_1', reason: 'prefix_changed' }];
-    expect(responses.droppedState(JSON.stringify({ id: 'resp', output: [], input_transformations: list }))).toBe(1);
+    expect(responses.droppedState!(JSON.stringify({ id: 'resp', output: [], input_transformations: list }))).toBe(1);
     const created = `event: response.created\ndata: ${JSON.stringify({ type: 'response.created', response: { id: 'resp', input_transformations: [...list, ...list] } })}\n\n`;
-    expect(responses.droppedState(created)).toBe(2);
-    expect(responses.droppedState('{"id":"resp","output":[]}')).toBeUndefined();
+    expect(responses.droppedState!(created)).toBe(2);
+    expect(responses.droppedState!('{"id":"resp","output":[]}')).toBeUndefined();
   });
 });

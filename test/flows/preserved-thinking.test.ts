@@ -175,10 +175,10 @@ describe('the compacted prefix across gateways', () => {
 });
 
 describe('a refusal of bound thinking', () => {
-  it('of the gateway\u2019s own rewrite (the client edited a kept message): sent once more with all of it stripped, and remembered', async () => {
+  it.each<ThinkingType>(['adaptive', 'enabled'])('of the gateway\u2019s own rewrite (the client edited a kept message), thinking %s: sent once more with all of it stripped, and remembered', async (thinking) => {
     upstream = await startStrictAnthropic({ limitBytes: LIMIT, style: 'json_413', reply: readNext });
     const gateway = await start('json_413');
-    const agent = new Agent('adaptive', false);
+    const agent = new Agent(thinking, false);
     const headers: Array<Record<string, string | number> | null> = [];
     for (let t = 1; t <= 9; t++) headers.push(await agent.turn(gateway.origin));
     expect(headers[8]).toMatchObject({ outcome: 'compacted' });
@@ -191,12 +191,16 @@ describe('a refusal of bound thinking', () => {
     const calls = upstream.messageCalls().slice(before);
     expect(calls).toHaveLength(2);
     expect(upstream.checks().at(-2)!.refused).toMatch(/^messages\.\d+\.content\.0: Invalid `signature` in `thinking` block\. The block is bound to a different conversation\./);
-    expect(thinkingIn(calls[1].json)).toBe(0);
-    // The next turn strips them from the start, as remembered: no refusal.
-    const next = upstream.messageCalls().length;
-    expect(await agent.turn(gateway.origin)).toMatchObject({ outcome: 'compacted', 'thinking-stripped': expect.any(Number) });
-    expect(upstream.messageCalls().slice(next)).toHaveLength(1);
-    expect(upstream.checks().at(-1)!.refused).toBeNull();
+    // All of it stripped; with thinking enabled but for the open round's, which must lead its message (under drop_block).
+    expect(thinkingIn(calls[1].json)).toBe(thinking === 'enabled' ? 1 : 0);
+    expect(retried!['block-binding']).toBe(thinking === 'enabled' ? 'drop_block' : 'none');
+    // The next turns strip them from the start, as remembered: no refusal.
+    for (let t = 0; t < 2; t++) {
+      const next = upstream.messageCalls().length;
+      expect(await agent.turn(gateway.origin)).toMatchObject({ outcome: 'compacted', 'thinking-stripped': expect.any(Number) });
+      expect(upstream.messageCalls().slice(next)).toHaveLength(1);
+      expect(upstream.checks().at(-1)!.refused).toBeNull();
+    }
     const metrics = await (await fetch(`${gateway.origin}/metrics`)).text();
     expect(metrics).toContain('gateway_binding_refusals_total{api="messages",request="compacted"} 1');
   });

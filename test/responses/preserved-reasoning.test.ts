@@ -130,6 +130,26 @@ describe('the provider\u2019s own compaction (summarizer.providerCompaction)', (
     expect(compactions.length).toBeLessThan(TURNS - 7);
   });
 
+  it.each([
+    ['another summarizer model', { model: 'gpt-6-mini' }],
+    ['a summarizer key of its own', { apiKey: 'sk-summarizer' }],
+    ['a summarizer elsewhere', { url: 'http://127.0.0.1:9/v1' }],
+  ])('not with %s: its window would be bound to other credentials or another model', async (_name, summarizer) => {
+    upstream = await startStrictResponses({ limitBytes: LIMIT, style: 'context_length', reply: nextCall });
+    gateway = await startGateway({ upstream: { url: `${upstream.baseUrl}/` }, summarizer: { providerCompaction: true, ...summarizer } });
+    const agent = new Codex(false);
+    for (let t = 1; t <= 8; t++) await agent.turn(gateway.baseUrl);
+    expect(upstream.compactCalls()).toHaveLength(0);
+  });
+
+  it('with the upstream URL written with a trailing slash it is still the upstream', async () => {
+    upstream = await startStrictResponses({ limitBytes: LIMIT, style: 'context_length', reply: nextCall });
+    gateway = await startGateway({ upstream: { url: `${upstream.baseUrl}/` }, summarizer: { providerCompaction: true, url: upstream.baseUrl } });
+    const agent = new Codex(false);
+    for (let t = 1; t <= 8; t++) await agent.turn(gateway.baseUrl);
+    expect(upstream.compactCalls()).toHaveLength(1);
+  });
+
   it('a provider without it (404): the summarizer condenses instead, and the header says why', async () => {
     const headers = await run('missing');
     const first = headers.find((h) => h.outcome !== undefined)!;
