@@ -16,7 +16,7 @@ export const BINDING_REQUESTS = ['compacted', 'client'] as const;
 /** Bound provider state (signed thinking, reasoning items) the gateway stripped, or the upstream said it dropped. */
 export const BOUND_ACTIONS = ['stripped', 'dropped'] as const;
 /** The compactions that can happen: a strategy that compacted, or none when nothing was. */
-export const APIS = ['chat', 'responses', 'messages'] as const;
+export const APIS = ['chat', 'responses', 'messages', 'gemini'] as const;
 export const COMPACTION_LABELS = [
   ...combinations({ api: APIS, strategy: ['summarize', 'fallback'], outcome: ['replayed', 'replay_failed', 'compacted'] }),
   ...combinations({ api: ['responses'], strategy: ['provider'], outcome: ['replayed', 'replay_failed', 'compacted'] }),

@@ -11,6 +11,7 @@ import { accessLogger, lazyChildLogger, loggerOptions, stdoutDestination, type A
 import { createMemory } from './memory/index.js';
 import { boundModelLabels, createMetrics, startMemoryMetricsAtZero, type Metrics } from './metrics.js';
 import { chatEndpoints } from './routes/chat.js';
+import { geminiEndpoints, geminiRouteLabel } from './routes/gemini.js';
 import { frontDoor, requestIdOf, type FrontDoor, type RecordedRequest } from './routes/front-door.js';
 import { healthRoutes } from './routes/health.js';
 import { messagesEndpoints } from './routes/messages.js';
@@ -109,7 +110,7 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
   boundModelLabels(metrics.registry);
   const rescueDeps = { config, dispatcher, target, metrics, memory };
   const endpoints = [...chatEndpoints, ...responsesEndpoints, ...messagesEndpoints];
-  app.register(rescuedRoutes, { deps: rescueDeps, endpoints });
+  app.register(rescuedRoutes, { deps: rescueDeps, endpoints: [...endpoints, ...geminiEndpoints] });
   const front = frontDoor({
     deps: rescueDeps,
     endpoints,
@@ -126,7 +127,8 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
   });
   enterThrough(app.server, front);
   if (memory) app.addHook('onClose', async () => memory.close());
-  app.register(passthroughRoutes, { config, dispatcher, target });
+  app.register(passthroughRoutes, { config, dispatcher, target, apiPrefix: '/v1' });
+  app.register(passthroughRoutes, { config, dispatcher, target, apiPrefix: '/v1beta' });
   if (ownDispatcher) app.addHook('onClose', async () => dispatcher.close());
   return app;
 }
@@ -154,7 +156,8 @@ function addKeyCheck(app: FastifyInstance, check: ReturnType<typeof createKeyChe
   app.addHook('onRequest', async (request) => {
     // The matched route, not the raw URL: the router decodes it (/%76%31/… is /v1/…).
     if (PROBES.has(request.routeOptions.url ?? '')) return;
-    if (!check(request.headers.authorization, request.headers['x-api-key'])) throw new GatewayError('invalid_api_key');
+    const apiKey = request.headers['x-api-key'] ?? request.headers['x-goog-api-key'];
+    if (!check(request.headers.authorization, apiKey)) throw new GatewayError('invalid_api_key');
   });
 }
 
@@ -190,13 +193,16 @@ function recordRequest(
 /** The `route` label: the matched route, or for a pass-through request its bounded endpoint family. */
 export function routeLabel(matched: string | undefined, url: string): string {
   if (matched === undefined) return 'unmatched';
-  if (!PASSTHROUGH_ROUTES.has(matched)) return matched;
+  if (GEMINI_PASSTHROUGH.has(matched)) return 'passthrough_gemini';
+  if (!PASSTHROUGH_ROUTES.has(matched)) return geminiRouteLabel(matched);
   const family = /^\/v1\/([^/?]*)/.exec(url)?.[1] ?? '';
   return `passthrough_${PASSTHROUGH_FAMILIES.has(family) ? family : 'other'}`;
 }
 
 /** The routes @fastify/http-proxy registers for the `/v1` prefix. */
 const PASSTHROUGH_ROUTES = new Set(['/v1', '/v1/', '/v1/*']);
+/** And for the Gemini API's `/v1beta` prefix. */
+const GEMINI_PASSTHROUGH = new Set(['/v1beta', '/v1beta/', '/v1beta/*']);
 const PASSTHROUGH_FAMILIES = new Set(['chat', 'responses', 'messages', 'embeddings', 'models']);
 
 /** OpenAI-style paths that agents send without the `/v1` their base URL should end in. */

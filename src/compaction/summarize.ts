@@ -95,7 +95,7 @@ async function call(s: SummarizerSettings, transcript: string, signal: AbortSign
     maxTokens: s.maxSummaryTokens,
     request: s.request,
   });
-  const text = await post(s, s.wire.path, body, signal, counter, answerLimit(s));
+  const text = await post(s, s.wire.path(s.model), body, signal, counter, answerLimit(s));
   const content = summaryContent(s.wire, text);
   if (!content) throw new SummarizerError('bad_response', `summarizer answer had no text: ${text.slice(0, 300)}`, counter.calls);
   return content;

@@ -95,7 +95,7 @@ const summarizer = z
   .object({
     url: httpUrl.optional(),
     /** The summarizer's API; by default the API of the request being rescued. */
-    api: z.enum(['chat', 'responses', 'messages']).optional(),
+    api: z.enum(['chat', 'responses', 'messages', 'gemini']).optional(),
     model: z.string().min(1).optional(),
     apiKey: z.string().min(1).optional(),
     timeoutMs: positiveInt.default(DEFAULTS.summarizerTimeoutMs),

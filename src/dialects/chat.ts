@@ -89,7 +89,7 @@ export const chat: Dialect = {
   droppedState: null,
   summarizer: {
     credential: 'bearer',
-    path: '/chat/completions',
+    path: () => '/chat/completions',
     body: ({ model, instructions, transcript, maxTokens, request }) => ({
       model,
       messages: [

@@ -319,7 +319,7 @@ export const messages: Dialect = {
     ),
   summarizer: {
     credential: 'x-api-key',
-    path: '/messages',
+    path: () => '/messages',
     body: ({ model, instructions, transcript, maxTokens }) => ({
       model,
       system: instructions,

@@ -114,7 +114,7 @@ export const responses: Dialect = {
   },
   summarizer: {
     credential: 'bearer',
-    path: '/responses',
+    path: () => '/responses',
     body: ({ model, instructions, transcript, maxTokens }) => ({
       model,
       instructions,

@@ -6,7 +6,7 @@
  * entries and opaque items, never a field name of any API.
  */
 
-export type Api = 'chat' | 'responses' | 'messages';
+export type Api = 'chat' | 'responses' | 'messages' | 'gemini';
 
 /**
  * What an item is to compaction. `instruction`: system/developer text (a leading run of them is
@@ -48,13 +48,13 @@ export type StreamEventKind = 'preamble' | 'output' | 'failure';
 
 /** How a summarizer call is made in one API. */
 export interface SummarizerWire {
-  /** Path under the summarizer's base URL, e.g. `/chat/completions`. */
-  path: string;
+  /** Path under the summarizer's base URL for a model, e.g. `/chat/completions` (Gemini's names the model). */
+  path: (model: string) => string;
   body(o: { model: string; instructions: string; transcript: string; maxTokens: number; request: Record<string, unknown> }): unknown;
   /** The summary text of a successful answer. */
   text(answer: unknown): string | undefined;
   /** How a configured summarizer key is sent in this API. */
-  credential: 'bearer' | 'x-api-key';
+  credential: 'bearer' | 'x-api-key' | 'x-goog-api-key';
   /** Headers the API needs besides credentials, from the request's own when it has them. */
   headers(requestHeaders: Record<string, string | string[]>): Record<string, string>;
   /**

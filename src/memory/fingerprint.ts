@@ -5,7 +5,7 @@ import { createHash } from 'node:crypto';
  * itself), so one tenant's summary is never served into another's conversation.
  */
 export function tenantOf(headers: Record<string, string | string[] | undefined>): string {
-  const credential = headers.authorization ?? headers['api-key'] ?? headers['x-api-key'] ?? '';
+  const credential = headers.authorization ?? headers['api-key'] ?? headers['x-api-key'] ?? headers['x-goog-api-key'] ?? '';
   return sha256(`tenant\0${Array.isArray(credential) ? credential.join(',') : credential}`).slice(0, 32);
 }
 

@@ -25,6 +25,8 @@ export interface RescueContext {
   /** The upstream path the request goes to (base path included) and its query. */
   path: string;
   incoming: IncomingRequest;
+  /** The model the path names (Gemini), where the body does not. */
+  pathModel?: string;
   /** The headers sent upstream (credentials already the gateway's or the client's). */
   headers: Record<string, string | string[]>;
   /** The client's own request headers, for the tenant and opt-out. */
@@ -48,6 +50,9 @@ export function markedHeaders(headers: Record<string, string | string[]>, header
   return { ...rest, [COMPACTION_HEADER]: header };
 }
 
-export function modelOf(json: Record<string, unknown> | null): string | undefined {
+/** The model the request names: in its path (Gemini), or its body's `model`. */
+export function modelOf(ctx: Pick<RescueContext, 'pathModel' | 'incoming'>): string | undefined {
+  if (ctx.pathModel) return ctx.pathModel;
+  const json = ctx.incoming.json;
   return typeof json?.model === 'string' ? json.model : undefined;
 }

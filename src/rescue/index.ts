@@ -9,7 +9,7 @@ import { decodeText, discard } from '../upstream/body.js';
 import { CLIENT_CREDENTIALS } from '../upstream/headers.js';
 import type { InspectedAnswer } from '../upstream/inspect.js';
 import { attempt } from './attempt.js';
-import { markedHeaders, optedOut, type RescueContext } from './context.js';
+import { markedHeaders, modelOf, optedOut, type RescueContext } from './context.js';
 import { compactAhead, learnedBounds, learnFrom, memoryAhead, recallFor, rememberSpan, rewriteOf, type Rewrite } from './memory.js';
 import { compactionHeader, countCompaction, countRescue, logDecision, seconds, type RescueRecord, type ReplayResult } from './report.js';
 
@@ -233,19 +233,19 @@ function replayResult(replay: InspectedAnswer): ReplayResult {
 function summarizerFor(ctx: RescueContext): SummarizerTarget {
   const s = ctx.deps.config.summarizer;
   const wire = DIALECTS[s.api ?? ctx.dialect.api].summarizer;
-  const model = s.model ?? String(ctx.incoming.json?.model ?? '');
+  const model = s.model ?? modelOf(ctx) ?? '';
   const own = s.apiKey ? keyHeaders(wire.credential, s.apiKey) : pickHeaders(ctx.headers, CLIENT_CREDENTIALS);
   const url = s.url ?? ctx.deps.config.upstream.url;
   // The provider's own compaction reads the request's own items and its window is bound to them:
   // only the upstream itself, in the request's API, model and credentials.
   const same = (a: string, b: string) => a.replace(/\/+$/, '') === b.replace(/\/+$/, '');
   const providerCompaction =
-    s.providerCompaction && same(url, ctx.deps.config.upstream.url) && (s.api ?? ctx.dialect.api) === ctx.dialect.api && !s.apiKey && (s.model === undefined || s.model === ctx.incoming.json?.model);
+    s.providerCompaction && same(url, ctx.deps.config.upstream.url) && (s.api ?? ctx.dialect.api) === ctx.dialect.api && !s.apiKey && (s.model === undefined || s.model === modelOf(ctx));
   return { url, model, wire, headers: { ...wire.headers(ctx.headers), ...own }, providerCompaction };
 }
 
 function keyHeaders(style: SummarizerWire['credential'], key: string): Record<string, string> {
-  return style === 'x-api-key' ? { 'x-api-key': key } : { authorization: `Bearer ${key}` };
+  return style === 'bearer' ? { authorization: `Bearer ${key}` } : { [style]: key };
 }
 
 function logSummary(ctx: RescueContext, e: Parameters<NonNullable<Parameters<typeof compact>[0]['onSummary']>>[0]): void {

@@ -16,7 +16,7 @@ import { countCompaction, type RescueRecord } from './report.js';
 
 /** A rejection teaches a bound, per upstream and model: a stated limit, or a refused size. */
 export async function learnFrom(ctx: RescueContext, verdict: Extract<Verdict, { overlong: true }>, rejectedBytes: number): Promise<void> {
-  const model = modelOf(ctx.incoming.json);
+  const model = modelOf(ctx);
   if (!ctx.deps.memory || !model) return;
   const { reason, limits } = verdict;
   const learned: Bounds = {};
@@ -32,7 +32,7 @@ export async function learnFrom(ctx: RescueContext, verdict: Extract<Verdict, { 
 }
 
 export async function learnedBounds(ctx: RescueContext): Promise<Bounds | undefined> {
-  const model = modelOf(ctx.incoming.json);
+  const model = modelOf(ctx);
   return ctx.deps.memory && model ? ctx.deps.memory.limitFor(model) : undefined;
 }
 

@@ -10,6 +10,8 @@ export interface PassthroughDeps {
   config: Readonly<Config>;
   dispatcher: Dispatcher;
   target: UpstreamTarget;
+  /** `/v1` (OpenAI, Anthropic), or `/v1beta` (Gemini, whose base URL is the origin: the prefix goes upstream as it came). */
+  apiPrefix: '/v1' | '/v1beta';
 }
 
 
@@ -27,14 +29,14 @@ export async function passthroughRoutes(app: FastifyInstance, deps: PassthroughD
   const log = app.log;
   await app.register(proxy, {
     upstream: deps.target.origin,
-    prefix: '/v1',
-    rewritePrefix: deps.target.basePath,
+    prefix: deps.apiPrefix,
+    rewritePrefix: deps.apiPrefix === '/v1' ? deps.target.basePath : `${deps.target.basePath}/v1beta`,
     undici: deps.dispatcher as never,
     disableRequestLogging: true,
     preHandler: async (request) => {
       const url = request.raw.url ?? '';
       const q = url.indexOf('?');
-      assertPassthroughPath(q >= 0 ? url.slice(0, q) : url);
+      assertPassthroughPath(q >= 0 ? url.slice(0, q) : url, deps.apiPrefix);
     },
     replyOptions: {
       rewriteRequestHeaders: (request, headers) => {
@@ -64,12 +66,13 @@ export async function passthroughRoutes(app: FastifyInstance, deps: PassthroughD
  * gateway-key check reads the raw URL. Only the literal `/v1/` prefix is served (the bare base
  * URL holds nothing an agent needs), and nothing that turns into a traversal when decoded twice.
  */
-export function assertPassthroughPath(path: string): void {
-  if (!path.startsWith('/v1/')) throw new GatewayError('not_found', `Unknown route: ${path}.`);
+export function assertPassthroughPath(path: string, prefix: '/v1' | '/v1beta' = '/v1'): void {
+  if (!path.startsWith(`${prefix}/`)) throw new GatewayError('not_found', `Unknown route: ${path}.`);
   assertSafePath(path);
 }
 
-/** Anthropic's own paths (count_tokens, batches) take the gateway's key as `x-api-key`, as /v1/messages does. */
+/** Anthropic's own paths (count_tokens, batches) take the gateway's key as `x-api-key`, as /v1/messages does; the Gemini API's as `x-goog-api-key`. */
 function credentialStyle(url: string): CredentialStyle | undefined {
+  if (url.startsWith('/v1beta/')) return 'x-goog-api-key';
   return url === '/v1/messages' || url.startsWith('/v1/messages/') || url.startsWith('/v1/messages?') ? 'x-api-key' : undefined;
 }

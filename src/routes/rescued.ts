@@ -14,8 +14,10 @@ import { ClientResponse } from '../upstream/relay.js';
 /** One API's rescued endpoint: where it listens, where it goes upstream, and its dialect. */
 export interface RescuedEndpoint {
   path: string;
-  /** The path under the upstream base URL, e.g. `/chat/completions`. */
-  upstreamPath: string;
+  /** The path under the upstream base URL, e.g. `/chat/completions`; from the route's parameters where the path names the model. */
+  upstreamPath: string | ((params: Record<string, string>) => string);
+  /** The model the path names (Gemini), from the route's parameters. */
+  model?: (params: Record<string, string>) => string;
   dialect: Dialect;
   /** How the gateway's own upstream key is sent on this API. */
   credentials?: CredentialStyle;
@@ -38,11 +40,14 @@ export interface RescuedExchange {
   log: FastifyBaseLogger;
   notes: RequestNotes;
   res: ServerResponse;
+  /** The route's parameters (a model named in the path). */
+  params?: Record<string, string>;
 }
 
 function handle(deps: RescueDeps, endpoint: RescuedEndpoint, request: FastifyRequest, reply: FastifyReply): Promise<void> {
   reply.hijack();
-  const exchange = { id: request.id, url: request.url, headers: request.headers, log: request.log, notes: request.notes, res: reply.raw };
+  const params = (request.params ?? {}) as Record<string, string>;
+  const exchange = { id: request.id, url: request.url, headers: request.headers, log: request.log, notes: request.notes, res: reply.raw, params };
   return serveRescued(deps, endpoint, exchange, request.body as Buffer[] | undefined);
 }
 
@@ -51,20 +56,24 @@ function handle(deps: RescueDeps, endpoint: RescuedEndpoint, request: FastifyReq
  * upstream's answer has been seen (and, when it was refused as overlong, rescued).
  */
 export async function serveRescued(deps: RescueDeps, endpoint: RescuedEndpoint, exchange: RescuedExchange, chunks: Buffer[] | undefined): Promise<void> {
-  exchange.notes.model = peekModel(chunks?.[0]);
+  const params = exchange.params ?? {};
+  const pathModel = endpoint.model?.(params);
+  exchange.notes.model = pathModel ?? peekModel(chunks?.[0]);
   const client = new ClientResponse(exchange.res, exchange.id);
   const gone = whenClientLeaves(exchange.res);
   const query = exchange.url.indexOf('?');
   const headers = requestHeadersForUpstream(exchange.headers, exchange.id, { apiKey: deps.config.upstream.apiKey, style: endpoint.credentials });
   // A stream whose failure may come after its preamble must be readable event by event.
   if (endpoint.dialect.streamEvent && headers['accept-encoding'] !== undefined) headers['accept-encoding'] = 'identity';
+  const upstreamPath = typeof endpoint.upstreamPath === 'string' ? endpoint.upstreamPath : endpoint.upstreamPath(params);
   const ctx = {
     deps,
     dialect: endpoint.dialect,
-    path: `${deps.target.basePath}${endpoint.upstreamPath}${query >= 0 ? exchange.url.slice(query) : ''}`,
+    path: `${deps.target.basePath}${upstreamPath}${query >= 0 ? exchange.url.slice(query) : ''}`,
     incoming: readIncoming(chunks, header(exchange.headers['content-encoding']), deps.config.server.bodyLimitBytes),
+    pathModel,
     headers,
-    clientHeaders: exchange.headers,
+    clientHeaders: withQueryKey(exchange.headers, query >= 0 ? exchange.url.slice(query + 1) : ''),
     log: exchange.log,
     gone,
     notes: exchange.notes,
@@ -75,6 +84,16 @@ export async function serveRescued(deps: RescueDeps, endpoint: RescuedEndpoint, 
   } catch (err) {
     failed(exchange, client, gone, err);
   }
+}
+
+/**
+ * The client's headers as the rescue reads them (tenant, opt-out), with a Gemini key sent as
+ * `?key=` read as the `x-goog-api-key` it stands for: a tenant of its own, and the summarizer's credential.
+ */
+function withQueryKey(headers: IncomingHttpHeaders, query: string): IncomingHttpHeaders {
+  if (headers['x-goog-api-key'] !== undefined || !query.includes('key=')) return headers;
+  const key = new URLSearchParams(query).get('key');
+  return key ? { ...headers, 'x-goog-api-key': key } : headers;
 }
 
 function header(value: string | string[] | undefined): string | undefined {

@@ -80,8 +80,8 @@ export function endToEnd(headers: Headers, drop: ReadonlySet<string> = NONE): Re
   return out;
 }
 
-/** How an API carries a key: OpenAI's Bearer token, or Anthropic's x-api-key. */
-export type CredentialStyle = 'bearer' | 'x-api-key';
+/** How an API carries a key: OpenAI's Bearer token, Anthropic's x-api-key, or Google's x-goog-api-key. */
+export type CredentialStyle = 'bearer' | 'x-api-key' | 'x-goog-api-key';
 
 export interface CredentialOptions {
   /** Sent instead of whatever credentials the client sent. */
@@ -90,8 +90,8 @@ export interface CredentialOptions {
   style?: CredentialStyle;
 }
 
-/** Where clients put their credentials: OpenAI's Bearer token, Azure's api-key, and x-api-key. */
-export const CLIENT_CREDENTIALS = ['authorization', 'api-key', 'x-api-key'] as const;
+/** Where clients put their credentials: OpenAI's Bearer token, Azure's api-key, x-api-key and Google's x-goog-api-key. */
+export const CLIENT_CREDENTIALS = ['authorization', 'api-key', 'x-api-key', 'x-goog-api-key'] as const;
 
 /**
  * The headers a request carries upstream: end-to-end ones, the gateway's credentials if it has
@@ -107,7 +107,7 @@ export function requestHeadersForUpstream(
   const headers = endToEnd(incoming, drop);
   if (credentials.apiKey) {
     for (const name of CLIENT_CREDENTIALS) delete headers[name];
-    if (credentials.style === 'x-api-key') headers['x-api-key'] = credentials.apiKey;
+    if (credentials.style === 'x-api-key' || credentials.style === 'x-goog-api-key') headers[credentials.style] = credentials.apiKey;
     else headers.authorization = `Bearer ${credentials.apiKey}`;
   }
   if (typeof headers['accept-encoding'] === 'string') {

@@ -50,6 +50,17 @@ const qwen = Object.fromEntries(
     }),
 );
 const aider: any = parseYaml(read('aider/.aider.conf.yml'));
+const geminiSettings: any = JSON.parse(read('gemini-cli/settings.json'));
+const geminiEnv = Object.fromEntries(
+  read('gemini-cli/.env')
+    .split('\n')
+    .filter((line) => line.trim() && !line.trim().startsWith('#'))
+    .map((line) => {
+      const m = /^([A-Z_][A-Z0-9_]*)=(.*)$/.exec(line);
+      expect(m, `gemini-cli/.env line ${JSON.stringify(line)}`).not.toBeNull();
+      return [m![1], m![2]];
+    }),
+);
 const pythonSdk = read('openai-sdk/client.py');
 const nodeSdk = read('openai-sdk/client.mjs');
 
@@ -79,6 +90,13 @@ describe('agent snippets: the files', () => {
     expect(claude.env.ANTHROPIC_BASE_URL).toBe(GATEWAY);
     expect(new URL(claude.env.ANTHROPIC_BASE_URL).pathname).toBe('/');
     expect(README).toContain(`ANTHROPIC_BASE_URL=${GATEWAY} claude`);
+  });
+
+  it('Gemini CLI: the API-key sign-in selected, and GOOGLE_GEMINI_BASE_URL the gateway\u2019s origin (it appends /v1beta/models/...)', () => {
+    expect(geminiSettings).toEqual({ security: { auth: { selectedType: 'gemini-api-key' } } });
+    expectOnlyKeys(geminiEnv, ['GOOGLE_GEMINI_BASE_URL', 'GEMINI_API_KEY', 'GEMINI_MODEL'], 'gemini-cli/.env');
+    expect(geminiEnv.GOOGLE_GEMINI_BASE_URL).toBe(GATEWAY);
+    expect(new URL(geminiEnv.GOOGLE_GEMINI_BASE_URL).pathname).toBe('/');
   });
 
   it('opencode: an @ai-sdk/openai-compatible provider whose baseURL is the gateway, and a model of it selected', () => {
@@ -206,5 +224,24 @@ describe('agent snippets: the URL each agent builds reaches the gateway', () => 
     expect(last.url).toBe('/v1/messages');
     expect(last.headers['x-api-key']).toBe('sk-ant-claude');
     expect(last.headers['anthropic-version']).toBe('2023-06-01');
+  });
+
+  it('Gemini CLI: GOOGLE_GEMINI_BASE_URL + /v1beta/models/{model}:streamGenerateContent reaches the upstream\u2019s same path, x-goog-api-key forwarded', async () => {
+    // A Gemini upstream's base URL is its origin (https://generativelanguage.googleapis.com).
+    const forGemini = await startGateway({ upstream: { url: upstream.origin }, memory: { enabled: false } });
+    try {
+      const res = await fetch(`${geminiEnv.GOOGLE_GEMINI_BASE_URL.replace(GATEWAY, forGemini.origin)}/v1beta/models/gemini-3.1-pro-preview:streamGenerateContent?alt=sse`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-goog-api-key': 'gemini-key' },
+        body: JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'hello' }] }] }),
+      });
+      expect(res.status).toBe(200);
+      await res.arrayBuffer();
+      const last = upstream.received.at(-1)!;
+      expect(last.url).toBe('/v1beta/models/gemini-3.1-pro-preview:streamGenerateContent?alt=sse');
+      expect(last.headers['x-goog-api-key']).toBe('gemini-key');
+    } finally {
+      await forGemini.close();
+    }
   });
 });

@@ -166,7 +166,7 @@ describe('chat.write, summaryItem, completion', () => {
 describe('chat.summarizer', () => {
   it('asks /chat/completions with the instructions as system and the transcript as user', () => {
     const body = chat.summarizer.body({ model: 'sm', instructions: 'I', transcript: 'T', maxTokens: 300, request: { max_tokens: 5 } });
-    expect(chat.summarizer.path).toBe('/chat/completions');
+    expect(chat.summarizer.path('m')).toBe('/chat/completions');
     expect(body).toEqual({
       model: 'sm',
       messages: [

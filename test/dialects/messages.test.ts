@@ -155,7 +155,7 @@ describe('messages dialect: completion, stream events, summarizer', () => {
 
   it('calls the summarizer in the Messages API with the request anthropic-version', () => {
     const wire = messages.summarizer;
-    expect(wire.path).toBe('/messages');
+    expect(wire.path('m')).toBe('/messages');
     expect(wire.body({ model: 'claude', instructions: 'summarise', transcript: 'T', maxTokens: 900, request: { stream: true, thinking: {} } })).toEqual({
       model: 'claude',
       system: 'summarise',

@@ -203,7 +203,7 @@ describe('responses: write, summaries, completion, server-side rescue', () => {
 
 describe('responses.summarizer', () => {
   it('asks /responses with instructions, the transcript as one user message, nothing stored', () => {
-    expect(responses.summarizer.path).toBe('/responses');
+    expect(responses.summarizer.path('m')).toBe('/responses');
     expect(responses.summarizer.body({ model: 'sm', instructions: 'I', transcript: 'T', maxTokens: 200, request: {} })).toEqual({
       model: 'sm',
       instructions: 'I',

@@ -175,9 +175,12 @@ describe('the rescue context helpers', () => {
     expect(headers['content-encoding']).toBe('gzip');
   });
 
-  it('the model of a parsed request, if it names one', () => {
-    expect(modelOf({ model: 'm' })).toBe('m');
-    expect(modelOf({ model: 3 })).toBeUndefined();
-    expect(modelOf(null)).toBeUndefined();
+  it('the model a request names: in its path (Gemini), else its body\u2019s, if any', () => {
+    const of = (json: Record<string, unknown> | null, pathModel?: string) => modelOf({ pathModel, incoming: { json } as never });
+    expect(of({ model: 'm' })).toBe('m');
+    expect(of({ model: 3 })).toBeUndefined();
+    expect(of(null)).toBeUndefined();
+    expect(of({ contents: [] }, 'gemini-3.1-pro-preview')).toBe('gemini-3.1-pro-preview');
+    expect(of({ model: 'body' }, 'path')).toBe('path');
   });
 });

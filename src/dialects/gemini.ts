@@ -1,0 +1,156 @@
+import type { Dialect, Entry, Rendered, Slot } from './types.js';
+import { isRecord, positiveInt, str, type Json } from './parts.js';
+
+/*
+ * The Gemini API (Gemini CLI): the conversation is `contents`, turns of role `user` or `model`
+ * made of `parts`; `systemInstruction`, `tools`, `toolConfig`, `generationConfig` and the rest of
+ * the request are outside it and go back as sent. The model is in the path, not the body. A model
+ * turn issues calls with its `functionCall` parts; the next user turn answers them with
+ * `functionResponse` parts, matched by `id` (by name where a client sends none).
+ *
+ * A `thoughtSignature` beside a part is the model's opaque state: a model turn is never edited,
+ * only kept whole or condensed whole, so every signature that is kept is byte-exact, and the
+ * newest model turn (the one whose function-call signatures the API checks) is always kept.
+ * Compaction puts a user-role summary between kept turns, so write() merges same-role
+ * neighbours (user turns only: a model turn is never rebuilt).
+ */
+
+const MEDIA = new Set(['inlineData', 'fileData']);
+
+function partsOf(content: unknown): Json[] {
+  return isRecord(content) && Array.isArray(content.parts) ? content.parts.filter(isRecord) : [];
+}
+
+/** A call's id, or its name where the client sends no id (pairs then follow the order). */
+function callKey(call: unknown): string {
+  const c = isRecord(call) ? call : {};
+  return String(c.id ?? c.name ?? '');
+}
+
+function describe(item: unknown): Entry {
+  const parts = partsOf(item);
+  if (isRecord(item) && item.role === 'model') {
+    return { role: 'assistant', calls: parts.filter((p) => isRecord(p.functionCall)).map((p) => callKey(p.functionCall)), answers: [], joinsNext: false };
+  }
+  const answers = parts.filter((p) => isRecord(p.functionResponse)).map((p) => callKey(p.functionResponse));
+  return { role: answers.length > 0 ? 'tool' : 'user', calls: [], answers, joinsNext: false };
+}
+
+function responseText(response: unknown): string {
+  if (isRecord(response) && typeof response.output === 'string') return response.output;
+  return JSON.stringify(response ?? {});
+}
+
+function render(item: unknown): Rendered {
+  const parts = partsOf(item);
+  const answers = describe(item).answers;
+  const who = answers.length > 0 ? `tool result ${answers.join(', ')}` : isRecord(item) && item.role === 'model' ? 'assistant' : 'user';
+  // Thought parts are the model's own reasoning: not read, kept or dropped with their turn.
+  const text = parts
+    .map((p) => {
+      if (p.thought === true) return '';
+      if (typeof p.text === 'string') return p.text;
+      if (isRecord(p.functionResponse)) return responseText(p.functionResponse.response);
+      const media = Object.keys(p).find((k) => MEDIA.has(k));
+      return media ? `[${media}]` : '';
+    })
+    .filter(Boolean)
+    .join('\n');
+  const calls = parts
+    .filter((p) => isRecord(p.functionCall))
+    .map((p) => {
+      const call = p.functionCall as Json;
+      return { id: callKey(call), name: str(call.name) ?? 'tool', args: JSON.stringify(call.args ?? {}) };
+    });
+  return { who, text, calls };
+}
+
+/** A user turn's text, tool outputs and inline media may be shortened; a model turn never. */
+function slots(item: unknown): Slot[] {
+  if (!isRecord(item) || item.role === 'model') return [];
+  const out: Slot[] = [];
+  partsOf(item).forEach((part, p) => {
+    if (typeof part.text === 'string' && part.thought !== true) out.push({ kind: 'text', path: ['parts', p, 'text'], text: part.text });
+    const response = isRecord(part.functionResponse) ? part.functionResponse.response : undefined;
+    if (isRecord(response) && typeof response.output === 'string') {
+      out.push({ kind: 'text', path: ['parts', p, 'functionResponse', 'response', 'output'], text: response.output });
+    }
+    if (isRecord(part.inlineData)) out.push({ kind: 'image', path: ['parts', p], value: part, placeholder: (text) => ({ text }) });
+  });
+  return out;
+}
+
+/** Adjacent user turns as one, their function responses first: the API wants turns to alternate. */
+function wireContents(items: readonly unknown[]): unknown[] {
+  const out: unknown[] = [];
+  for (const item of items) {
+    const last = out.at(-1);
+    if (isRecord(item) && item.role === 'user' && isRecord(last) && last.role === 'user') {
+      const parts = [...partsOf(last), ...partsOf(item)];
+      const isResponse = (p: Json) => isRecord(p.functionResponse);
+      out[out.length - 1] = { ...last, parts: [...parts.filter(isResponse), ...parts.filter((p) => !isResponse(p))] };
+    } else {
+      out.push(item);
+    }
+  }
+  return out;
+}
+
+/** What the API would refuse once written: a function response not right after its call's turn. */
+function problems(items: unknown[]): string[] {
+  const contents = wireContents(items);
+  const found: string[] = [];
+  contents.forEach((content, i) => {
+    const previous = contents[i - 1];
+    const issued = new Set(isRecord(previous) && previous.role === 'model' ? describe(previous).calls : []);
+    for (const key of describe(content).answers) {
+      if (!issued.has(key)) found.push(`the functionResponse for ${JSON.stringify(key)} is not right after its functionCall`);
+    }
+  });
+  return found;
+}
+
+function generationConfig(request: Json): Json {
+  return isRecord(request.generationConfig) ? request.generationConfig : {};
+}
+
+export const gemini: Dialect = {
+  api: 'gemini',
+  read(request) {
+    const list = request.contents;
+    if (!Array.isArray(list) || list.length === 0 || !list.every((c) => isRecord(c) && Array.isArray(c.parts))) return null;
+    return { items: list, entries: list.map(describe) };
+  },
+  write: (request, items) => Buffer.from(JSON.stringify({ ...request, contents: wireContents(items) })),
+  describe,
+  render,
+  slots,
+  // The API has no system turn among contents: a summary is the user's.
+  summaryItem: (text) => ({ role: 'user', parts: [{ text }] }),
+  completion: (request) => positiveInt(generationConfig(request).maxOutputTokens),
+  withCompletion: (request, tokens) => Buffer.from(JSON.stringify({ ...request, generationConfig: { ...generationConfig(request), maxOutputTokens: tokens } })),
+  problems,
+  // A stream's events are whole answers, an error among them: the first one decides.
+  streamEvent: null,
+  serverSideRescue: () => null,
+  bound: null,
+  droppedState: null,
+  summarizer: {
+    credential: 'x-goog-api-key',
+    path: (model) => `/v1beta/models/${encodeURIComponent(model)}:generateContent`,
+    body: ({ instructions, transcript, maxTokens }) => ({
+      systemInstruction: { parts: [{ text: instructions }] },
+      contents: [{ role: 'user', parts: [{ text: transcript }] }],
+      generationConfig: { maxOutputTokens: maxTokens },
+    }),
+    text(answer) {
+      const candidates = isRecord(answer) && Array.isArray(answer.candidates) ? answer.candidates : [];
+      const text = partsOf(isRecord(candidates[0]) ? candidates[0].content : undefined)
+        .filter((p) => typeof p.text === 'string' && p.thought !== true)
+        .map((p) => p.text as string)
+        .join('');
+      return text || undefined;
+    },
+    headers: () => ({}),
+  },
+};
