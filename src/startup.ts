@@ -31,7 +31,7 @@ export function startupWarnings(config: Readonly<Config>): string[] {
     if (url && new URL(url).pathname.replace(/\/+$/, '') === '') {
       warnings.push(
         `${key} ${loggableUrl(url)} has no version path: requests will go to ${loggableUrl(url).replace(/\/+$/, '')}/chat/completions. ` +
-          'Most providers need the /v1 (or their own version path) in the base URL.',
+          'Most providers need the /v1 (or their own version path) in the base URL; the Gemini API\'s is its origin, for Gemini clients.',
       );
     }
   }
