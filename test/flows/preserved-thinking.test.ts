@@ -42,6 +42,8 @@ const file = (n: number) => `// src/module${n}.ts\n${`export const value${n} = $
 /** An agent that keeps its whole history and sends it every turn; each answer asks to read one more file. */
 class Agent {
   readonly messages: any[] = [{ role: 'user', content: [{ type: 'text', text: 'Review every file under src/ one by one.' }] }];
+  /** Every answer as the SDK gave it. */
+  readonly answers: Anthropic.Message[] = [];
   constructor(
     private readonly thinking: ThinkingType,
     private readonly stream: boolean,
@@ -66,6 +68,7 @@ class Agent {
       ? await client.messages.stream(params).withResponse().then(async ({ data: s, response: r }) => ({ data: await s.finalMessage(), response: r }))
       : await client.messages.create(params).withResponse();
     const message = data as Anthropic.Message;
+    this.answers.push(message);
     this.messages.push({ role: 'assistant', content: message.content.map(({ citations: _c, ...block }: any) => block) });
     const use = message.content.find((b) => b.type === 'tool_use') as Anthropic.ToolUseBlock;
     const n = this.messages.length;
@@ -136,9 +139,15 @@ describe.each<[ThinkingType, StrictAnthropicReject, boolean]>([
   it('a 12-turn session finishes; no binding refusal, no invalid block but those allowed to drop', async () => {
     upstream = await startStrictAnthropic({ limitBytes: LIMIT, style, reply: readNext });
     const gateway = await start(style);
-    const turns = await session(new Agent(thinking, stream), () => gateway.origin);
+    const agent = new Agent(thinking, stream);
+    const turns = await session(agent, () => gateway.origin);
     expectRescuedSession(turns, thinking);
     expectNoBindingTrouble();
+    // What the upstream said it dropped reaches the client unchanged.
+    if (thinking === 'enabled' && !stream) {
+      const rescued = agent.answers[turns.findIndex((t) => t.header !== null)] as unknown as { input_transformations: unknown };
+      expect(rescued.input_transformations).toEqual([{ type: 'thinking_dropped', path: expect.stringMatching(/^messages\.\d+\.content\.0$/), reason: 'prefix_binding_mismatch' }]);
+    }
     const metrics = await (await fetch(`${gateway.origin}/metrics`)).text();
     expect(metrics).toContain('gateway_binding_refusals_total{api="messages",request="compacted"} 0');
     expect(metrics).toMatch(/gateway_bound_blocks_total\{api="messages",action="stripped"\} [1-9]/);
