@@ -234,7 +234,7 @@ function summarizerFor(ctx: RescueContext): SummarizerTarget {
   const s = ctx.deps.config.summarizer;
   const wire = DIALECTS[s.api ?? ctx.dialect.api].summarizer;
   const model = s.model ?? modelOf(ctx) ?? '';
-  const own = s.apiKey ? keyHeaders(wire.credential, s.apiKey) : pickHeaders(ctx.headers, CLIENT_CREDENTIALS);
+  const own = s.apiKey ? keyHeaders(wire.credential, s.apiKey) : requestCredentials(ctx);
   const url = s.url ?? ctx.deps.config.upstream.url;
   // The provider's own compaction reads the request's own items and its window is bound to them:
   // only the upstream itself, in the request's API, model and credentials.
@@ -242,6 +242,14 @@ function summarizerFor(ctx: RescueContext): SummarizerTarget {
   const providerCompaction =
     s.providerCompaction && same(url, ctx.deps.config.upstream.url) && (s.api ?? ctx.dialect.api) === ctx.dialect.api && !s.apiKey && (s.model === undefined || s.model === modelOf(ctx));
   return { url, model, wire, headers: { ...wire.headers(ctx.headers), ...own }, providerCompaction };
+}
+
+/** The credentials the request went upstream with; a Gemini key sent as `?key=` as the header it stands for. */
+function requestCredentials(ctx: RescueContext): Record<string, string> {
+  const headers = pickHeaders(ctx.headers, CLIENT_CREDENTIALS);
+  const queryKey = ctx.clientHeaders['x-goog-api-key'];
+  if (Object.keys(headers).length === 0 && typeof queryKey === 'string') headers['x-goog-api-key'] = queryKey;
+  return headers;
 }
 
 function keyHeaders(style: SummarizerWire['credential'], key: string): Record<string, string> {

@@ -66,10 +66,11 @@ export async function serveRescued(deps: RescueDeps, endpoint: RescuedEndpoint, 
   // A stream whose failure may come after its preamble must be readable event by event.
   if (endpoint.dialect.streamEvent && headers['accept-encoding'] !== undefined) headers['accept-encoding'] = 'identity';
   const upstreamPath = typeof endpoint.upstreamPath === 'string' ? endpoint.upstreamPath : endpoint.upstreamPath(params);
+  const search = query >= 0 ? upstreamQuery(exchange.url.slice(query + 1), deps.config.upstream.apiKey !== undefined && endpoint.credentials === 'x-goog-api-key') : '';
   const ctx = {
     deps,
     dialect: endpoint.dialect,
-    path: `${deps.target.basePath}${upstreamPath}${query >= 0 ? exchange.url.slice(query) : ''}`,
+    path: `${deps.target.basePath}${upstreamPath}${search}`,
     incoming: readIncoming(chunks, header(exchange.headers['content-encoding']), deps.config.server.bodyLimitBytes),
     pathModel,
     headers,
@@ -94,6 +95,15 @@ function withQueryKey(headers: IncomingHttpHeaders, query: string): IncomingHttp
   if (headers['x-goog-api-key'] !== undefined || !query.includes('key=')) return headers;
   const key = new URLSearchParams(query).get('key');
   return key ? { ...headers, 'x-goog-api-key': key } : headers;
+}
+
+/** The query as it goes upstream: as sent, less a client's `key` where the gateway sends its own. */
+function upstreamQuery(query: string, ownKey: boolean): string {
+  if (!ownKey || !query.includes('key=')) return `?${query}`;
+  const params = new URLSearchParams(query);
+  params.delete('key');
+  const rest = params.toString();
+  return rest ? `?${rest}` : '';
 }
 
 function header(value: string | string[] | undefined): string | undefined {
