@@ -29,13 +29,14 @@ export function run(cmd, args, options, timeoutMs) {
 
 /**
  * The gateway as a process in front of `upstreamOrigin`, on a free loopback port: from source
- * (tsx) by default, or the built dist/ with `built: true`. Resolves once it listens.
+ * (tsx) by default, or the built dist/ with `built: true`. Its UPSTREAM_URL is the origin + `/v1`,
+ * or the origin alone with `path: ''` (the Gemini API's base URL). Resolves once it listens.
  */
-export async function startGateway(upstreamOrigin, { built = false } = {}) {
+export async function startGateway(upstreamOrigin, { built = false, path = '/v1' } = {}) {
   const entry = built ? [join(ROOT, 'dist', 'main.js')] : ['--import', 'tsx', join(ROOT, 'src', 'main.ts')];
   const child = spawn(process.execPath, entry, {
     cwd: ROOT,
-    env: { ...process.env, UPSTREAM_URL: `${upstreamOrigin}/v1`, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', UPSTREAM_API_KEY: '', GATEWAY_API_KEYS: '' },
+    env: { ...process.env, UPSTREAM_URL: `${upstreamOrigin}${path}`, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', UPSTREAM_API_KEY: '', GATEWAY_API_KEYS: '' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let log = '';
@@ -57,5 +58,5 @@ export async function startGateway(upstreamOrigin, { built = false } = {}) {
     await gone;
     clearTimeout(killer);
   };
-  return { origin, stop };
+  return { origin, stop, log: () => log };
 }
