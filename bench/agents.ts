@@ -15,7 +15,7 @@ export const AGENTS_START = '<!-- bench:agents start -->';
 export const AGENTS_END = '<!-- bench:agents end -->';
 const AGENTS_INTRO = `## Real agent sessions (\`npm run bench:agents\`)
 
-Each recorded session (the exact bodies pi, opencode, Codex CLI and Claude Code sent; see
+Each recorded session (the exact bodies pi, opencode, Codex CLI, Claude Code and Gemini CLI sent; see
 test/fixtures/agent-sessions) replayed turn by turn through the gateway, against an upstream that
 refuses any body past the size of the session's 8th request: an nginx 413 page that states no
 limit, or a 400 that states the window. The summarizer is scripted; everything runs on loopback.
@@ -23,15 +23,19 @@ limit, or a 400 that states the window. The summarizer is scripted; everything r
 byte-identical to the previous compacted turn's. "sent at/over a refused size": bodies the gateway
 made (replays, compactions ahead) at or over a size the upstream had already refused. Targets:
 <= 0.35 summarizer calls per overflowing turn, the last item whole, no cut, every turn answered.
-The last two rows replay Claude Code's session with thinking and Codex's with reasoning against
-the strict stand-ins (signed thinking and encrypted reasoning bound to their prefix, re-signed
-turn by turn as the agents return them; Anthropic's own 413, an edge 413 for the Responses API):
-thinking blocks the gateway stripped on each compacted turn, reasoning items the provider dropped
-(the headers' \`reasoning-dropped\` / the stand-in's count), and binding refusals (target 0).`;
+The last four rows replay Claude Code's session with thinking, Codex's with reasoning and Gemini
+CLI's with thought signatures against the strict stand-ins (signed thinking and encrypted
+reasoning bound to their prefix, the newest model turn's signatures checked, re-signed turn by
+turn as the agents return them; Anthropic's own 413, an edge 413 for the Responses API, an edge
+413 and the API's INVALID_ARGUMENT window for Gemini): thinking blocks the gateway stripped on
+each compacted turn, reasoning items the provider dropped (the headers' \`reasoning-dropped\` /
+the stand-in's count), and refusals of bound state (binding, signatures; target 0).`;
 
 export const AGENTS: Agent[] = ['pi', 'opencode', 'codex', 'claude', 'pi-long'];
 export const STYLES: LimitStyle[] = ['413', 'window'];
-export const BOUND: BoundSession[] = ['claude-thinking', 'codex-reasoning'];
+export const BOUND: BoundSession[] = ['claude-thinking', 'codex-reasoning', 'gemini'];
+/** Each bound session's limits: Gemini's stand-in states its window (INVALID_ARGUMENT) or sits behind an edge 413. */
+const BOUND_STYLES: Record<BoundSession, LimitStyle[]> = { 'claude-thinking': ['413'], 'codex-reasoning': ['413'], gemini: STYLES };
 
 export async function runSession(agent: Agent, style: LimitStyle, config: Record<string, unknown> = {}, limitBytes?: number): Promise<SessionReport> {
   const turns = turnsOf(agent);
@@ -86,7 +90,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   print(row(await runSession('pi-long', '413', {}, 92_000)).replace('| pi-long | 413 |', '| pi-long | 413 at 92,000 B |'));
   for (const session of args.length ? bound : BOUND) {
     if (session === 'claude-thinking' && !(await hasMessages())) continue;
-    print(await runBound(session));
+    for (const style of BOUND_STYLES[session]) print(await runBound(session, style));
   }
   if (args.length === 0) writeSection(rows.join('\n'));
 }

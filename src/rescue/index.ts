@@ -37,6 +37,7 @@ export async function serve(ctx: RescueContext, committed: () => boolean): Promi
   const sent = ahead ? await sendRewritten(ctx, ahead.record, ahead.rewrite) : null;
   const first = sent?.answer ?? (await attempt(ctx, ctx.incoming.wire, ctx.headers));
   if (!ahead && isBindingRefusal(first.verdict)) ctx.deps.metrics.bindingRefusals.inc({ api: ctx.dialect.api, request: 'client' });
+  if (ahead) countRescue(ctx.deps.metrics, ahead.record);
   const header = ahead ? noted(ctx, ahead.record) : undefined;
   if (!first.verdict.overlong || committed()) return { answer: first, header };
   return rescue(ctx, first, first.verdict, sent?.bytes ?? ctx.incoming.bytes, ahead !== null);

@@ -3,14 +3,15 @@ import type { Received } from './fake-upstream.js';
 import { startGateway } from './gateway.js';
 import { report, type BoundSession, type LimitStyle, type SessionReport, type TurnResult } from './session-replay.js';
 import { startStrictAnthropic, type BindingCheck, type StrictAnthropic } from './strict-anthropic.js';
+import { startStrictGemini, type GeminiCheck, type StrictGemini } from './strict-gemini.js';
 import { startStrictResponses, type ReasoningCheck, type StrictResponses } from './strict-responses.js';
 
 /*
  * A recorded agent session replayed through the gateway against a strict stand-in, its provider
  * state re-signed turn by turn. The recorded bodies carry placeholder signatures (Claude Code's
- * thinking blocks) or no reasoning at all (Codex), so before turn i goes out each earlier answer's
- * state is put back as the stand-in issued it, which is what the agent does: it returns every item
- * it got. The stand-in answers each turn with the recorded next step (the same text, the same tool
+ * thinking blocks, Gemini CLI's thought signatures) or no reasoning at all (Codex), so before turn
+ * i goes out each earlier answer's state is put back as the stand-in issued it, which is what the
+ * agent does: it returns every item it got. The stand-in answers each turn with the recorded next step (the same text, the same tool
  * call id, name and input), so the recorded tool results still answer it and every other recorded
  * byte stays as it was.
  */
@@ -20,13 +21,13 @@ const fixture = (file: string) => readFileSync(new URL(file, root), 'utf8');
 const TURNS = 13;
 const FINAL_ANSWER = 'ALL DONE';
 /** How the stand-ins refuse a body for its size, in every style; any other refusal is about bound state. */
-export const OVERFLOW = /prompt is too long|Too Large|exceeds the maximum allowed number of bytes|exceeds the context window/;
+export const OVERFLOW = /prompt is too long|Too Large|exceeds the maximum allowed number of bytes|exceeds the context window|exceeds the maximum number of tokens allowed/;
 
-type Check = BindingCheck | ReasoningCheck;
-type Standin = StrictAnthropic | StrictResponses;
+type Check = BindingCheck | ReasoningCheck | GeminiCheck;
+type Standin = StrictAnthropic | StrictResponses | StrictGemini;
 
 export interface BoundTurn extends TurnResult {
-  /** The answer reached its last event (message_stop, response.completed). */
+  /** The answer reached its last event (message_stop, response.completed, a finishReason). */
   finished: boolean;
   /** What the stand-in made of each call of the turn, summarizer calls excluded. */
   checks: Check[];
@@ -35,7 +36,7 @@ export interface BoundTurn extends TurnResult {
   stateKept: string[];
   /** The last call's items up to and including the summary (the compacted prefix), or null. */
   prefix: string | null;
-  /** What the agent got back: content blocks, or output items. */
+  /** What the agent got back: content blocks, output items, or a model turn's parts. */
   answer: any[];
 }
 
@@ -53,7 +54,7 @@ export interface BoundRun {
 interface Driver {
   path: string;
   headers: Record<string, string>;
-  field: 'messages' | 'input';
+  field: 'messages' | 'input' | 'contents';
   /** The body of turn `i` (0-based), each earlier turn's state put back from `answers` (one per turn). */
   resign(i: number, answers: any[][]): any;
   read(sse: string): { finished: boolean; answer: any[] };
@@ -61,9 +62,11 @@ interface Driver {
   state(body: any): string[];
   issued(answer: any[]): string[];
   start(style: LimitStyle, limitBytes?: number): Promise<Standin>;
+  /** What the gateway's upstream.url is: the stand-in's base URL, or its origin (the Gemini API). */
+  upstreamUrl(standin: Standin): string;
 }
 
-const DRIVERS: Record<BoundSession, () => Driver> = { 'claude-thinking': claude, 'codex-reasoning': codex };
+const DRIVERS: Record<BoundSession, () => Driver> = { 'claude-thinking': claude, 'codex-reasoning': codex, gemini };
 
 /**
  * The session through a gateway, the stand-in refusing anything past the size of the 8th request
@@ -74,7 +77,7 @@ export async function runBoundSession(session: BoundSession, style: LimitStyle):
   const driver = DRIVERS[session]();
   const limit = (await measure(driver, 8)) - 1;
   const standin = await driver.start(style, limit);
-  const gateway = await startGateway({ upstream: { url: standin.baseUrl }, summarizer: { maxInputTokens: 500_000 }, log: { level: 'silent' } });
+  const gateway = await startGateway({ upstream: { url: driver.upstreamUrl(standin) }, summarizer: { maxInputTokens: 500_000 }, log: { level: 'silent' } });
   try {
     const { turns, bodies, issuedAt } = await replay(driver, gateway.origin, standin, TURNS);
     return { session, report: report(session, style, limit, bodies, turns), turns, bodies, issuedAt };
@@ -182,10 +185,10 @@ export function boundFigures(run: BoundRun): BoundFigures {
   };
 }
 
-/** What the stand-in dropped from the turn's last call: stale reasoning, or thinking under drop_block. */
+/** What the stand-in dropped from the turn's last call: stale reasoning, or thinking under drop_block (Gemini drops nothing). */
 function removedOf(t: BoundTurn): string[] {
   const check = t.checks.at(-1);
-  if (!check) return [];
+  if (!check || !('removed' in check || 'dropped' in check)) return [];
   if ('removed' in check) return check.removed;
   const items: any[] = t.calls.at(-1)!.body.messages;
   return check.dropped.map((path) => {
@@ -262,6 +265,7 @@ function claude(): Driver {
     // with cache_control, and as a string from then on: the stand-in must read the two alike or it
     // refuses Claude Code's own second turn, with no gateway in the way.
     start: (style, limitBytes) => startStrictAnthropic({ limitBytes, style: style === '413' ? 'json_413' : 'prompt_too_long', reply }),
+    upstreamUrl: (standin) => standin.baseUrl,
   };
 }
 
@@ -311,5 +315,56 @@ function codex(): Driver {
     state: (body) => (body.input as any[]).filter((item) => item.type === 'reasoning').map((item) => item.id),
     issued: (answer) => answer.filter((item) => item.type === 'reasoning').map((item) => item.id),
     start: (style, limitBytes) => startStrictResponses({ limitBytes, style: style === '413' ? 'edge_413' : 'context_length', reply }),
+    upstreamUrl: (standin) => standin.baseUrl,
+  };
+}
+
+/**
+ * Gemini CLI: each answer a model turn (a text part, then a functionCall part with its
+ * thoughtSignature beside it), streamed with alt=sse, the model in the path. Before turn i, every
+ * earlier model turn's call goes back with the signature the stand-in issued when it answered that
+ * turn (the rest of the turn is the recorded one, which the stand-in's answer repeats), so the
+ * recorded functionResponse, same id, still answers it.
+ */
+function gemini(): Driver {
+  const recorded = recordedTurns('gemini');
+  const steps = new Map<string | null, { text: string; functionCall: { id: string; name: string; args: unknown } }>();
+  let answered: string | null = null;
+  for (const content of recorded.at(-1).contents as any[]) {
+    if (content.role !== 'model') continue;
+    const text = content.parts.find((p: any) => typeof p.text === 'string').text;
+    const { id, name, args } = content.parts.find((p: any) => p.functionCall).functionCall;
+    steps.set(answered, { text, functionCall: { id, name, args } });
+    answered = id;
+  }
+  const reply = (req: Received) => {
+    const response = (req.json.contents.at(-1).parts as any[]).findLast((p) => p.functionResponse)?.functionResponse;
+    return steps.get(response?.id ?? null) ?? { text: FINAL_ANSWER };
+  };
+  const { path, ...headers } = JSON.parse(fixture('gemini/headers.json')) as Record<string, string>;
+  const signatures = (parts: any[]) => parts.filter((p) => typeof p.thoughtSignature === 'string').map((p) => p.thoughtSignature as string);
+  return {
+    path: path.replace(/^POST /, ''),
+    headers: { ...headers, 'x-goog-api-key': 'AIza-gemini-session' },
+    field: 'contents',
+    resign(i, answers) {
+      let k = 0;
+      const contents = (recorded[i].contents as any[]).map((content) => {
+        if (content.role !== 'model') return content;
+        const issued = answers[k++]?.find((p) => p.functionCall);
+        if (!issued) return content;
+        return { ...content, parts: content.parts.map((p: any) => (p.functionCall ? { ...p, thoughtSignature: issued.thoughtSignature } : p)) };
+      });
+      return { ...recorded[i], contents };
+    },
+    read(sse) {
+      const chunks = events(sse);
+      const parts = chunks.flatMap((c) => c.candidates?.[0]?.content?.parts ?? []);
+      return { finished: chunks.at(-1)?.candidates?.[0]?.finishReason === 'STOP', answer: parts };
+    },
+    state: (body) => signatures((body.contents as any[]).flatMap((c) => c.parts)),
+    issued: signatures,
+    start: (style, limitBytes) => startStrictGemini({ limitBytes, style: style === '413' ? 'edge_413' : 'invalid_argument', reply }),
+    upstreamUrl: (standin) => standin.origin,
   };
 }

@@ -13,7 +13,7 @@ import { sessionBody, sessionTurns } from './sessions.js';
 export type Agent = 'pi' | 'opencode' | 'codex' | 'claude' | 'pi-long';
 export type LimitStyle = '413' | 'window';
 /** Sessions replayed against the strict stand-ins, their provider state re-signed turn by turn (bound-session-replay.ts). */
-export type BoundSession = 'claude-thinking' | 'codex-reasoning';
+export type BoundSession = 'claude-thinking' | 'codex-reasoning' | 'gemini';
 
 const API_PATH: Record<Agent, string> = {
   pi: '/chat/completions',
@@ -31,6 +31,7 @@ const ITEMS_FIELD: Record<Agent | BoundSession, string> = {
   claude: 'messages',
   'claude-thinking': 'messages',
   'codex-reasoning': 'input',
+  gemini: 'contents',
 };
 
 /** The requests of a session, in order. pi's long session: the 41st request cut after each tool result. */
