@@ -194,7 +194,7 @@ function recordRequest(
 export function routeLabel(matched: string | undefined, url: string): string {
   if (matched === undefined) return 'unmatched';
   if (GEMINI_PASSTHROUGH.has(matched)) return 'passthrough_gemini';
-  if (!PASSTHROUGH_ROUTES.has(matched)) return geminiRouteLabel(matched);
+  if (!PASSTHROUGH_ROUTES.has(matched)) return matched.startsWith('/v1beta/') ? geminiRouteLabel(matched) : matched;
   const family = /^\/v1\/([^/?]*)/.exec(url)?.[1] ?? '';
   return `passthrough_${PASSTHROUGH_FAMILIES.has(family) ? family : 'other'}`;
 }
