@@ -55,7 +55,7 @@ describe('what may be shortened', () => {
 
 describe('on the wire', () => {
   it('a summary between user turns is merged into one, function responses first; model turns go as they are', () => {
-    const summary = gemini.summaryItem('[compaction-gateway] summary', 'user');
+    const summary = gemini.summaryItem('[compaction-gateway] summary', 'user') as { parts: unknown[] };
     const body = JSON.parse(gemini.write({ contents: [], generationConfig: { temperature: 1 }, futureField: 1 }, [task, summary, answer('b'), call('c'), answer('c')]).toString());
     expect(body.contents).toEqual([{ role: 'user', parts: [answer('b').parts[0], task.parts[0], summary.parts[0]] }, call('c'), answer('c')]);
     expect(body.generationConfig).toEqual({ temperature: 1 });
