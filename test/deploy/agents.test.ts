@@ -39,28 +39,24 @@ const codex: any = parseToml(read('codex/config.toml'));
 const claude: any = JSON.parse(read('claude-code/settings.json'));
 const opencode: any = JSON.parse(read('opencode/opencode.json'));
 const pi: any = JSON.parse(read('pi/models.json'));
-const qwen = Object.fromEntries(
-  read('qwen-code/.env')
-    .split('\n')
-    .filter((line) => line.trim() && !line.trim().startsWith('#'))
-    .map((line) => {
-      const m = /^([A-Z_][A-Z0-9_]*)=(.*)$/.exec(line);
-      expect(m, `qwen-code/.env line ${JSON.stringify(line)}`).not.toBeNull();
-      return [m![1], m![2]];
-    }),
-);
+/** A .env file as its agent reads it: NAME=value lines, comments and blank lines aside. */
+function readEnv(path: string): Record<string, string> {
+  return Object.fromEntries(
+    read(path)
+      .split('\n')
+      .filter((line) => line.trim() && !line.trim().startsWith('#'))
+      .map((line) => {
+        const m = /^([A-Z_][A-Z0-9_]*)=(.*)$/.exec(line);
+        expect(m, `${path} line ${JSON.stringify(line)}`).not.toBeNull();
+        return [m![1], m![2]];
+      }),
+  );
+}
+
+const qwen = readEnv('qwen-code/.env');
 const aider: any = parseYaml(read('aider/.aider.conf.yml'));
 const geminiSettings: any = JSON.parse(read('gemini-cli/settings.json'));
-const geminiEnv = Object.fromEntries(
-  read('gemini-cli/.env')
-    .split('\n')
-    .filter((line) => line.trim() && !line.trim().startsWith('#'))
-    .map((line) => {
-      const m = /^([A-Z_][A-Z0-9_]*)=(.*)$/.exec(line);
-      expect(m, `gemini-cli/.env line ${JSON.stringify(line)}`).not.toBeNull();
-      return [m![1], m![2]];
-    }),
-);
+const geminiEnv = readEnv('gemini-cli/.env');
 const pythonSdk = read('openai-sdk/client.py');
 const nodeSdk = read('openai-sdk/client.mjs');
 
