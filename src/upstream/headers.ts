@@ -1,9 +1,14 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import zlib from 'node:zlib';
 
-/** RFC 9110 hop-by-hop headers, plus `host`, which undici sets from the upstream origin. */
+/**
+ * RFC 9110 hop-by-hop headers, plus `host`, which undici sets from the upstream origin, and
+ * `expect`: a 100-continue is answered at this hop (Node sends the 100) and the body goes up
+ * whole, so it means nothing upstream (undici refuses to send it: UND_ERR_NOT_SUPPORTED).
+ */
 const HOP_BY_HOP = new Set([
   'connection',
+  'expect',
   'keep-alive',
   'proxy-authenticate',
   'proxy-authorization',
