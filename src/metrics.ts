@@ -175,6 +175,9 @@ export function startMemoryMetricsAtZero(registry: Registry): void {
   if (errors instanceof Counter) startAtZero(errors, combinations({ operation: MEMORY_OPERATIONS }));
 }
 
+/** The longest client-chosen label value kept whole. */
+export const LABEL_MAX_CHARS = 100;
+
 /** Distinct client-chosen values a label keeps before the rest become "other". */
 export const CLIENT_LABEL_LIMIT = 50;
 
@@ -202,7 +205,9 @@ export function boundModelLabels(registry: Registry, max = CLIENT_LABEL_LIMIT): 
  */
 export function boundedLabel(max: number): (value: string) => string {
   const seen = new Set<string>();
-  return (value) => {
+  return (raw) => {
+    // A model name is a few dozen characters; a longer value is cut, so no label can be megabytes.
+    const value = raw.length > LABEL_MAX_CHARS ? raw.slice(0, LABEL_MAX_CHARS) : raw;
     if (seen.has(value)) return value;
     if (seen.size >= max) return 'other';
     seen.add(value);

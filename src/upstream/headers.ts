@@ -123,6 +123,7 @@ export function requestHeadersForUpstream(
 }
 
 const DROP_TO_UPSTREAM = new Set(['content-length', 'x-gateway-compaction', 'x-request-id']);
+const FROM_UPSTREAM_DROP = new Set(['x-gateway-compaction']);
 /** For a body streamed through untouched: its length stays the client's. */
 export const DROP_FROM_STREAMED = new Set(['x-gateway-compaction', 'x-request-id']);
 
@@ -155,7 +156,8 @@ function withoutZstd(acceptEncoding: string): string {
 
 /** The upstream's response headers as the client sees them. */
 export function responseHeadersForClient(upstream: Headers, requestId: string): OutgoingHttpHeaders {
-  const headers: OutgoingHttpHeaders = endToEnd(upstream);
+  // The compaction header is the gateway's word to its client: an upstream's is not passed on.
+  const headers: OutgoingHttpHeaders = endToEnd(upstream, FROM_UPSTREAM_DROP);
   const theirs = headers['x-request-id'];
   if (theirs !== undefined && theirs !== requestId) headers['x-upstream-request-id'] = theirs;
   headers['x-request-id'] = requestId;

@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Gauge } from 'prom-client';
 import { validateConfig } from '../../src/config/load.js';
-import { CLIENT_LABEL_LIMIT, boundedLabel, combinations, createMetrics } from '../../src/metrics.js';
+import { CLIENT_LABEL_LIMIT, LABEL_MAX_CHARS, boundedLabel, combinations, createMetrics } from '../../src/metrics.js';
 import { buildServer } from '../../src/server.js';
 import { json, completion, startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
 import { postChat, startGateway, type TestGateway } from '../helpers/gateway.js';
@@ -85,6 +85,14 @@ describe('bounded label values', () => {
   it('keeps the first N distinct values, then says "other", and keeps answering the same for a known one', () => {
     const label = boundedLabel(3);
     expect(['a', 'b', 'a', 'c', 'd', 'e', 'b'].map(label)).toEqual(['a', 'b', 'a', 'c', 'other', 'other', 'b']);
+  });
+
+  it('cuts a value longer than LABEL_MAX_CHARS, so no client can make a label megabytes long', () => {
+    const label = boundedLabel(3);
+    const long = `m${'x'.repeat(1_000_000)}`;
+    expect(label(long)).toBe(long.slice(0, LABEL_MAX_CHARS));
+    expect(label(`${long}y`)).toBe(long.slice(0, LABEL_MAX_CHARS));
+    expect(label('gpt-6')).toBe('gpt-6');
   });
 
   it('combinations spans every label value', () => {
