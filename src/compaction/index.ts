@@ -204,13 +204,14 @@ function finish(
   const remembered = span?.bound ?? freshBound(input, cut);
   // A cut item is not rebuilt alike on a later turn: nothing made after this prefix can be fresh.
   const state = cut > 0 ? { ...remembered, freshFrom: Number.MAX_SAFE_INTEGER } : remembered;
-  const rebound = rebind(input.dialect.bound, input.request, input.headers ?? {}, input.conversation.items, compacted, origins, state);
+  const rebindAs = (m: BoundMemory) => rebind(input.dialect.bound, input.request, input.headers ?? {}, input.conversation.items, compacted, origins, m);
+  const rebound = rebindAs(state);
   if (validateCompaction(input.dialect, input.conversation.items, rebound.items).length > 0) return notShrunk(figures, 'invalid_plan');
   const body = input.dialect.write(rebound.request, rebound.items);
   if (body.length >= input.target.fitBytes) return notShrunk(figures, 'cannot_fit');
   const restrip: Restrip = () => {
     if (state.stripAll) return null;
-    const all = rebind(input.dialect.bound, input.request, input.headers ?? {}, input.conversation.items, compacted, origins, { ...state, stripAll: true });
+    const all = rebindAs({ ...state, stripAll: true });
     if (all.stripped === rebound.stripped && all.optIn === rebound.optIn) return null;
     const strippedSpan = span && { ...span, bound: { ...span.bound, stripAll: true } };
     return { body: input.dialect.write(all.request, all.items), headers: all.headers, bound: { stripped: all.stripped, optIn: all.optIn }, span: strippedSpan };

@@ -57,11 +57,7 @@ export async function summarize(
   signal: AbortSignal,
   previousSummary?: string,
 ): Promise<SummaryResult> {
-  // A timer of our own, not AbortSignal.timeout: on Node 20 that signal can be garbage-collected
-  // before it fires, and a stalled summarizer would then hold the client forever.
-  const timeout = new AbortController();
-  const timer = setTimeout(() => timeout.abort(new DOMException('the summarizer did not answer in time', 'TimeoutError')), s.timeoutMs);
-  const deadline = AbortSignal.any([signal, timeout.signal]);
+  const { deadline, clear } = deadlineOf(signal, s.timeoutMs);
   const counter = { calls: 0 };
   const budget = Math.max(2_000, (s.maxInputTokens - s.maxSummaryTokens) * CHARS_PER_TOKEN - 4_000);
   const rendered = renderTranscript(items, Math.floor(budget / 2));
@@ -83,8 +79,19 @@ export async function summarize(
   } catch (err) {
     throw asSummarizerError(err, signal, counter.calls);
   } finally {
-    clearTimeout(timer);
+    clear();
   }
+}
+
+/**
+ * The client's signal, and the whole run's deadline. A timer of our own, not AbortSignal.timeout:
+ * on Node 20 that signal can be garbage-collected before it fires, and a stalled summarizer would
+ * then hold the client forever.
+ */
+function deadlineOf(signal: AbortSignal, ms: number): { deadline: AbortSignal; clear: () => void } {
+  const timeout = new AbortController();
+  const timer = setTimeout(() => timeout.abort(new DOMException('the summarizer did not answer in time', 'TimeoutError')), ms);
+  return { deadline: AbortSignal.any([signal, timeout.signal]), clear: () => clearTimeout(timer) };
 }
 
 async function call(s: SummarizerSettings, transcript: string, signal: AbortSignal, counter: { calls: number }): Promise<string> {
@@ -129,10 +136,9 @@ export async function providerCompact(items: unknown[], s: SummarizerSettings, s
   const compact = s.wire.compact;
   const counter = { calls: 0 };
   if (!compact) throw new SummarizerError('rejected', 'the API has no compaction of its own', 0);
-  const timeout = new AbortController();
-  const timer = setTimeout(() => timeout.abort(new DOMException('the compaction did not answer in time', 'TimeoutError')), s.timeoutMs);
+  const { deadline, clear } = deadlineOf(signal, s.timeoutMs);
   try {
-    const text = await post(s, compact.path, compact.body({ model: s.model, items, request: s.request }), AbortSignal.any([signal, timeout.signal]), counter, limit);
+    const text = await post(s, compact.path, compact.body({ model: s.model, items, request: s.request }), deadline, counter, limit);
     let window: unknown[] | undefined;
     try {
       window = compact.window(JSON.parse(text));
@@ -144,7 +150,7 @@ export async function providerCompact(items: unknown[], s: SummarizerSettings, s
   } catch (err) {
     throw asSummarizerError(err, signal, counter.calls);
   } finally {
-    clearTimeout(timer);
+    clear();
   }
 }
 

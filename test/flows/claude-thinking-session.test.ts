@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { boundFigures, OVERFLOW, runBoundSession, type BoundRun } from '../helpers/bound-session-replay.js';
+import { boundFigures, OVERFLOW, runBoundSession, type BoundRun, expectSentAsIsUntilOverflow } from '../helpers/bound-session-replay.js';
 import { parseCompactionHeader } from '../helpers/rescue.js';
 import type { LimitStyle } from '../helpers/session-replay.js';
 import type { BindingCheck } from '../helpers/strict-anthropic.js';
@@ -20,11 +20,7 @@ function expectReSigned(run: BoundRun): void {
   // The body of turn i+1 carries the stand-in's answer to turn i as it came: its thinking block, and
   // the recorded text and tool_use (so the recorded tool_result answers it).
   for (const t of run.turns.slice(0, -1)) expect(assistants(run.bodies[t.turn])[t.turn - 1].content, `answer to turn ${t.turn}`).toEqual(t.answer);
-  expect(run.turns.findIndex((t) => t.originalBytes > run.report.limit) + 1, 'the first overflowing request').toBe(8);
-  for (const t of run.turns.slice(0, 7)) {
-    expect(t.header).toBeNull();
-    expect(t.calls.map((c) => c.raw.toString('utf8')), `turn ${t.turn} sent as it was`).toEqual([JSON.stringify(run.bodies[t.turn - 1])]);
-  }
+  expectSentAsIsUntilOverflow(run);
 }
 
 describe.each<LimitStyle>(['413', 'window'])('the recorded Claude Code session with thinking, behind a %s limit', (style) => {

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { expect } from 'vitest';
 import type { Received } from './fake-upstream.js';
 import { startGateway } from './gateway.js';
 import { report, type BoundSession, type LimitStyle, type SessionReport, type TurnResult } from './session-replay.js';
@@ -367,4 +368,13 @@ function gemini(): Driver {
     start: (style, limitBytes) => startStrictGemini({ limitBytes, style: style === '413' ? 'edge_413' : 'invalid_argument', reply }),
     upstreamUrl: (standin) => standin.origin,
   };
+}
+
+/** The 8th request is the first over the limit, and the seven before it went upstream exactly as the agent sent them. */
+export function expectSentAsIsUntilOverflow(run: BoundRun): void {
+  expect(run.turns.findIndex((t) => t.originalBytes > run.report.limit) + 1, 'the first overflowing request').toBe(8);
+  for (const t of run.turns.slice(0, 7)) {
+    expect(t.header).toBeNull();
+    expect(t.calls.map((c) => c.raw.toString('utf8')), `turn ${t.turn} sent as it was`).toEqual([JSON.stringify(run.bodies[t.turn - 1])]);
+  }
 }
