@@ -9,7 +9,11 @@ import { RequestCounter, RouteHistogram } from './request-metrics.js';
  */
 export const OVERLONG_REASONS = ['context_length', 'body_too_large'] as const;
 export const REPLAY_RESULTS = ['success', 'upstream_error', 'still_overlong', 'failed'] as const;
-export const SUMMARIZER_FAILURE_KINDS = ['timeout', 'unreachable', 'rejected', 'bad_response', 'aborted'] as const;
+export const SUMMARIZER_FAILURE_KINDS = ['timeout', 'unreachable', 'rejected', 'overlong', 'bad_response', 'aborted'] as const;
+/** Summarizer tokens by direction, and whether the answers reported them or they were estimated from sizes. */
+export const TOKEN_DIRECTIONS = ['input', 'output'] as const;
+export const TOKEN_SOURCES = ['usage', 'estimated'] as const;
+
 export const MEMORY_OPERATIONS = ['read', 'write'] as const;
 /** A binding refusal of a request the gateway rewrote (its own doing), or of one it passed on as sent. */
 export const BINDING_REQUESTS = ['compacted', 'client'] as const;
@@ -18,7 +22,7 @@ export const BOUND_ACTIONS = ['stripped', 'dropped'] as const;
 /** The compactions that can happen: a strategy that compacted, or none when nothing was. */
 export const APIS = ['chat', 'responses', 'messages', 'gemini'] as const;
 export const COMPACTION_LABELS = [
-  ...combinations({ api: APIS, strategy: ['summarize', 'fallback'], outcome: ['replayed', 'replay_failed', 'compacted'] }),
+  ...combinations({ api: APIS, strategy: ['mask', 'summarize', 'fallback'], outcome: ['replayed', 'replay_failed', 'compacted'] }),
   ...combinations({ api: ['responses'], strategy: ['provider'], outcome: ['replayed', 'replay_failed', 'compacted'] }),
   ...combinations({ api: APIS, strategy: ['clamp', 'truncation'], outcome: ['replayed', 'replay_failed'] }),
   ...combinations({ api: APIS, strategy: ['none'], outcome: ['not_shrunk', 'disabled', 'replay_failed'] }),
@@ -64,7 +68,7 @@ export function createMetrics() {
   });
   const compactions = new Counter({
     name: 'gateway_compactions_total',
-    help: 'Rescues and proactive compactions, by API, strategy (summarize, fallback, clamp, truncation, none) and outcome.',
+    help: 'Rescues and proactive compactions, by API, strategy (mask, summarize, fallback, provider, clamp, truncation, none) and outcome.',
     labelNames: ['api', 'strategy', 'outcome'] as const,
     registers: [registry],
   });
@@ -104,6 +108,24 @@ export function createMetrics() {
     buckets: [16e3, 64e3, 256e3, 1e6, 4e6, 16e6, 64e6],
     registers: [registry],
   });
+  const summarizerTokens = new Counter({
+    name: 'gateway_summarizer_tokens_total',
+    help: "Tokens the summarizer's calls took, by direction (input, output) and source (usage: as its answers reported; estimated: from sizes, where an answer reported none or the call failed).",
+    labelNames: ['direction', 'source'] as const,
+    registers: [registry],
+  });
+  const removedBytes = new Counter({
+    name: 'gateway_compaction_removed_bytes_total',
+    help: 'Request body bytes compactions removed (before minus after), by API.',
+    labelNames: ['api'] as const,
+    registers: [registry],
+  });
+  const removedTokens = new Counter({
+    name: 'gateway_compaction_removed_tokens_total',
+    help: 'Estimated prompt tokens compactions removed (before minus after), by API.',
+    labelNames: ['api'] as const,
+    registers: [registry],
+  });
   const compactionTokens = new Histogram({
     name: 'gateway_compaction_request_tokens',
     help: 'Estimated prompt tokens of compacted requests, before and after compaction.',
@@ -131,6 +153,9 @@ export function createMetrics() {
   startAtZero(compactions, COMPACTION_LABELS);
   startAtZero(replays, combinations({ api: APIS, result: REPLAY_RESULTS }));
   startAtZero(summarizerFailures, combinations({ kind: SUMMARIZER_FAILURE_KINDS }));
+  startAtZero(summarizerTokens, combinations({ direction: TOKEN_DIRECTIONS, source: TOKEN_SOURCES }));
+  startAtZero(removedBytes, combinations({ api: APIS }));
+  startAtZero(removedTokens, combinations({ api: APIS }));
 
   return {
     registry,
@@ -146,6 +171,9 @@ export function createMetrics() {
     summarizerDuration,
     compactionBytes,
     compactionTokens,
+    summarizerTokens,
+    removedBytes,
+    removedTokens,
     bindingRefusals,
     boundBlocks,
   };

@@ -7,13 +7,18 @@ import { headEnd, openingEnd } from './conversation.js';
 import { clampSummaryText, fallbackSummaryText, summaryIntro } from './fallback.js';
 import { planCompaction, range } from './plan.js';
 import { itemsBytes, jsonBytes } from './size.js';
-import { providerCompact, SummarizerError, summarize, type SummarizerFailureKind } from './summarize.js';
+import { maskOutputs, type Masked } from './mask.js';
+import { trailOf, trailText, type Trail } from './trail.js';
+import { providerCompact, SummarizerError, summarize, type CallFit, type Refusal, type SummarizerFailureKind, type SummarizerTokens } from './summarize.js';
 import type { SizeTarget } from './target.js';
 import type { Plan } from './types.js';
 import { validateCompaction } from './validate.js';
 
-/** How the condensed part was made: the summarizer LLM, the deterministic digest, or the provider's own compaction. */
-export type Strategy = 'summarize' | 'fallback' | 'provider';
+/**
+ * How the condensed part was made: old tool outputs masked (no model asked), the summarizer LLM,
+ * the deterministic digest, or the provider's own compaction.
+ */
+export type Strategy = 'mask' | 'summarize' | 'fallback' | 'provider';
 export type NotShrunkWhy = 'no_messages' | 'nothing_to_shrink' | 'cannot_fit' | 'invalid_plan';
 
 /** Where and how the summarizer is called; the rescue picks the API. */
@@ -24,6 +29,10 @@ export interface SummarizerTarget {
   wire: SummarizerWire;
   /** Condense with the provider's own compaction first (the summarizer is the upstream and its API has one). */
   providerCompaction?: boolean;
+  /** What fits one summarizer call, where the summarizer's window is known (see SummarizerSettings). */
+  callFit?: CallFit;
+  /** What a refused summarizer call teaches (see SummarizerSettings). */
+  refused?: (refusal: Refusal) => Promise<CallFit | null>;
 }
 
 export interface CompactionInput {
@@ -43,6 +52,8 @@ export interface CompactionInput {
   because: string;
   /** A remembered compaction whose span this request repeats: its summary stands in for the span. */
   recalled?: MemoryEntry | null;
+  /** Every bound block after the edit point goes stripped (a remembered lesson of a span read anew). */
+  stripAll?: boolean;
   /** Called when a summarizer run starts, and when it ends (ok, or why it fell back). */
   onSummary?: (event: { phase: 'start'; items: number } | { phase: 'end'; ms: number; calls: number; failure?: SummarizerFailureKind }) => void;
 }
@@ -61,6 +72,8 @@ export interface NewSpan {
   /** The items that stand for the span: one summary, or the provider's compaction window. */
   summary: unknown[];
   summaryText: string;
+  /** The trail the summary ends with, for the next summary to carry forward. */
+  trail?: Trail;
   summarizedCount: number;
   strategy: Strategy;
   summarizerCalls: number;
@@ -87,6 +100,8 @@ export type CompactionResult =
       tokensAfter: number;
       summarizerMs?: number;
       summarizerCalls: number;
+      /** What the summarizer calls took, where any were made. */
+      summarizerTokens?: SummarizerTokens;
       summarizerFailure?: SummarizerFailureKind;
       /** The provider's own compaction was asked for and failed: the summarizer condensed instead. */
       providerFailure?: SummarizerFailureKind;
@@ -106,6 +121,9 @@ export type CompactionResult =
 /** The share of the conversation budget a summary may take at most. */
 const SUMMARY_SHARE = 0.25;
 const BYTES_PER_SUMMARY_TOKEN = 4;
+/** The share of a summary's bytes its trail may take, and at most this many bytes. */
+const TRAIL_SHARE = 0.5;
+const TRAIL_MAX_BYTES = 6 * 1024;
 
 /**
  * Plans a smaller conversation, fills the condensed part with an LLM summary (or the
@@ -113,25 +131,45 @@ const BYTES_PER_SUMMARY_TOKEN = 4;
  * stands in for the span it covers: reused as it is while the result fits, else only what has
  * aged out since is summarised, together with that summary. Only the summarizer touches the network.
  */
-export async function compact(input: CompactionInput): Promise<CompactionResult> {
+export async function compact(given: CompactionInput): Promise<CompactionResult> {
+  let input = given;
   const { items } = input.conversation;
   const figures = { messagesBefore: items.length, bytesBefore: input.bodyBytes, tokensBefore: input.target.tokensBefore };
   const overhead = input.bodyBytes - itemsBytes(items);
   const fixedEnd = keptPrefixEnd(input.conversation);
-  const view = input.recalled ? applyRecalled(items, fixedEnd, input.recalled) : plainView(items, fixedEnd);
+  let view = input.recalled ? applyRecalled(items, fixedEnd, input.recalled) : plainView(items, fixedEnd);
   const fitItems = input.target.fitBytes - overhead;
   if (input.recalled && itemsBytes(view.items) < fitItems) {
     // The remembered summary alone brings it under: the same prefix bytes as last time.
     const same = range(0, view.items.length).map(view.origin);
     return finish(input, figures, view.items, same, { strategy: input.recalled.strategy, calls: 0 }, 'hit', 0, rememberedSpan(input.recalled, fixedEnd));
   }
-  const entries = input.recalled ? view.items.map((item) => input.dialect.describe(item)) : input.conversation.entries;
+  let entries = input.recalled ? view.items.map((item) => input.dialect.describe(item)) : input.conversation.entries;
+  // Masking extends no summary: only a masked span of its own, or none.
+  const maskable = input.config.compaction.mask && !input.recalled;
+  if (maskable || input.recalled?.strategy === 'mask') {
+    // A limit nobody stated (only a refused size, or nothing) is a guess: mask as far as it goes.
+    const bounds = input.target.bounds;
+    const guessed = !(bounds?.limitTokens || bounds?.limitBytes);
+    const aimBytes = Math.min(input.target.aimBytes, input.target.fitBytes - 1) - overhead;
+    const masked = input.config.compaction.mask ? maskOutputs({ items: view.items, entries, dialect: input.dialect, keepFirst: view.keepFirst, aimBytes, all: guessed }) : null;
+    if (masked) return finishMasked(input, figures, view, masked, fixedEnd);
+    // (Also with masking since turned off, or a replica that has it off: a masked span is read so.)
+    if (input.recalled) {
+      // A masked span keeps every position, so the masked list is the conversation as the model
+      // has seen it lately: the summarizer reads that (the outputs it lost stay lost, and cost
+      // no tokens), the trail the request's own items at the same positions.
+      const masked = view;
+      input = { ...input, recalled: null, stripAll: input.recalled.bound?.stripAll };
+      view = { items: masked.items, keepFirst: fixedEnd, originalIndex: (i) => i, origin: masked.origin };
+    }
+  }
   // Aim low to leave room for the next turns (the tail stops growing there), but only what is
   // known to fit is a reason to cut kept content.
   const plan = planAt(input, view, entries, fitItems - 1, input.target.aimBytes - overhead);
   if ('failure' in plan) return notShrunk(figures, plan.failure);
 
-  const summary = await condense(plan, view, entries, input);
+  const summary = await condense(plan, view, entries, input, items);
   const oldSummary = view.keepFirst - fixedEnd - (input.recalled?.pinnedOffsets.length ?? 0);
   const made = summary.items.length > 0;
   const summaryPart = made ? summary.items : view.items.slice(fixedEnd, fixedEnd + oldSummary);
@@ -151,21 +189,44 @@ export async function compact(input: CompactionInput): Promise<CompactionResult>
   return finish(input, figures, compacted, origins, summary, input.recalled ? 'hit' : 'miss', plan.cut, newSpan, made);
 }
 
+/** A masked conversation, remembered as the span from the kept prefix to its last masked output. */
+function finishMasked(input: CompactionInput, figures: CompactionFigures, view: RecalledView, masked: Masked, fixedEnd: number): CompactionResult {
+  // The span is new from the kept prefix on, as every later turn rebuilds it from memory (copies
+  // of its items): bound state in it goes as it will go then, not as it would on this turn alone.
+  const copy = (item: unknown) => (typeof item === 'object' && item !== null && !Array.isArray(item) ? { ...item } : item);
+  const items = masked.items.map((item, i) => (i >= fixedEnd && i < masked.end && item === view.items[i] ? copy(item) : item));
+  masked = { ...masked, items };
+  const origins = masked.items.map((item, i) => (item === view.items[i] ? view.origin(i) : null));
+  const recalled = input.recalled;
+  const span: NewSpan = {
+    fixedEnd,
+    spanLength: view.originalIndex(masked.end) - fixedEnd,
+    pinnedOffsets: [],
+    summary: masked.items.slice(fixedEnd, masked.end),
+    summaryText: '',
+    summarizedCount: masked.masked + (recalled?.summarizedCount ?? 0),
+    strategy: 'mask',
+    summarizerCalls: 0,
+    bound: freshBound(input, 0),
+  };
+  return finish(input, figures, masked.items, origins, { strategy: 'mask', calls: 0 }, recalled ? 'hit' : 'miss', 0, span, true);
+}
+
 /**
  * A new summary is a new prefix: every bound block the request carries was made before it. A cut
  * kept item is not rebuilt alike on a later turn, so nothing made after such a prefix is fresh either.
  */
 function freshBound(input: CompactionInput, cut: number): BoundMemory {
   // A refusal's lesson holds for the conversation: it carries over to the summary's extensions.
-  const stripAll = input.recalled?.bound?.stripAll === true;
+  const stripAll = input.recalled?.bound?.stripAll === true || input.stripAll === true;
   return { freshFrom: cut > 0 ? Number.MAX_SAFE_INTEGER : input.conversation.items.length, stripAll };
 }
 
 /** The remembered compaction as it stands, for a turn that reuses its summary (entries from before bound state was kept: all stale). */
 function rememberedSpan(entry: MemoryEntry, fixedEnd: number): NewSpan {
-  const { spanLength, pinnedOffsets, summaryText, summarizedCount, strategy, summarizerCalls } = entry;
+  const { spanLength, pinnedOffsets, summaryText, trail, summarizedCount, strategy, summarizerCalls } = entry;
   const bound = entry.bound ?? { freshFrom: Number.MAX_SAFE_INTEGER, stripAll: false };
-  return { fixedEnd, spanLength, pinnedOffsets, summary: summaryItemsOf(entry), summaryText, summarizedCount, strategy, summarizerCalls, bound };
+  return { fixedEnd, spanLength, pinnedOffsets, summary: summaryItemsOf(entry), summaryText, trail, summarizedCount, strategy, summarizerCalls, bound };
 }
 
 type Planned = Plan & { reserve: number };
@@ -195,7 +256,7 @@ function finish(
   figures: CompactionFigures,
   compacted: unknown[],
   origins: readonly (number | null)[],
-  summary: Pick<Condensed, 'strategy' | 'calls' | 'ms' | 'failure' | 'providerFailure'>,
+  summary: Pick<Condensed, 'strategy' | 'calls' | 'tokens' | 'ms' | 'failure' | 'providerFailure'>,
   memory: 'hit' | 'miss',
   cut: number,
   span?: NewSpan,
@@ -229,6 +290,7 @@ function finish(
     tokensAfter: Math.round(body.length / input.target.bytesPerToken),
     summarizerMs: summary.ms,
     summarizerCalls: summary.calls,
+    summarizerTokens: summary.tokens,
     summarizerFailure: summary.failure,
     providerFailure: summary.providerFailure,
     memory,
@@ -244,6 +306,9 @@ interface Condensed {
   count: number;
   strategy: Strategy;
   calls: number;
+  tokens?: SummarizerTokens;
+  /** The trail of the work so far (a provider's window keeps none of its own). */
+  trail?: Trail;
   ms?: number;
   failure?: SummarizerFailureKind;
   /** Why the provider's own compaction, asked for, was not used. */
@@ -254,7 +319,7 @@ interface Condensed {
  * What stands for the plan's middle: the provider's own compaction where it is asked for, else
  * the summarizer's summary, else (it failed) the deterministic digest.
  */
-async function condense(plan: Planned, view: RecalledView, entries: readonly Entry[], input: CompactionInput): Promise<Condensed> {
+async function condense(plan: Planned, view: RecalledView, entries: readonly Entry[], input: CompactionInput, original: readonly unknown[]): Promise<Condensed> {
   const { compaction } = input.config;
   const recalled = input.recalled;
   const none = { items: [], text: '', count: 0, strategy: recalled?.strategy ?? compaction.strategy, calls: 0 };
@@ -266,30 +331,38 @@ async function condense(plan: Planned, view: RecalledView, entries: readonly Ent
   // A remembered window of the provider's cannot be read: its opaque items stay, the summary after them.
   const keptWindow = recalled ? summaryItemsOf(recalled).filter((item) => input.dialect.describe(item).role === 'opaque') : [];
   // Opaque items (encrypted reasoning, compaction items) are dropped whole, never read.
-  const readable = plan.middle.filter((i) => entries[i].role !== 'opaque').map((i) => input.dialect.render(view.items[i]));
+  const readableAt = plan.middle.filter((i) => entries[i].role !== 'opaque');
+  const readable = readableAt.map((i) => input.dialect.render(view.items[i]));
+  // The trail reads the request's own items (a masked output is whole there).
+  const own = (i: number, k: number) => (original[view.originalIndex(i)] === view.items[i] ? readable[k] : input.dialect.render(original[view.originalIndex(i)]));
+  const trail = trailOf(readableAt.map((i, k) => ({ rendered: own(i, k), answers: entries[i].answers })), recalled?.trail);
   const intro = summaryIntro(count, input.because);
   const role = compaction.summaryRole;
   const budget = Math.max(0, plan.reserve - jsonBytes(input.dialect.summaryItem(intro, role)));
-  const made = (text: string, rest: Omit<Condensed, 'items' | 'text' | 'count'>): Condensed => {
-    const clamped = clampSummaryText(text, budget);
-    return { items: [...keptWindow, input.dialect.summaryItem(intro + clamped, role)], text: clamped, count, ...rest };
+  // The trail takes what it needs of its share; the summary has the rest.
+  const trailPart = trailText(trail, Math.min(TRAIL_MAX_BYTES, Math.floor(budget * TRAIL_SHARE)));
+  const textBudget = Math.max(0, budget - (trailPart ? jsonBytes(`\n\n${trailPart}`) - 2 : 0));
+  const made = (text: string, rest: Omit<Condensed, 'items' | 'text' | 'count' | 'trail'>): Condensed => {
+    const clamped = clampSummaryText(text, textBudget);
+    const whole = trailPart ? `${clamped}\n\n${trailPart}` : clamped;
+    return { items: [...keptWindow, input.dialect.summaryItem(intro + whole, role)], text: clamped, trail, count, ...rest };
   };
   const middleBytes = itemsBytes(plan.middle.map((i) => view.items[i]));
-  const fallback = () => [recalled?.summaryText, fallbackSummaryText(readable, middleBytes, budget)].filter(Boolean).join('\n\n');
+  const fallback = () => [recalled?.summaryText, fallbackSummaryText(readable, middleBytes, textBudget)].filter(Boolean).join('\n\n');
   const earlierCalls = byProvider?.calls ?? 0;
   if (compaction.strategy === 'fallback') return made(fallback(), { strategy: 'fallback', calls: 0 });
   input.onSummary?.({ phase: 'start', items: readable.length });
   try {
-    const settings = summarizerSettings(input, Math.floor(budget / BYTES_PER_SUMMARY_TOKEN));
+    const settings = summarizerSettings(input, Math.floor(textBudget / BYTES_PER_SUMMARY_TOKEN));
     const result = await summarize(readable, settings, input.signal, recalled?.summaryText || undefined);
     const ms = performance.now() - started;
     input.onSummary?.({ phase: 'end', ms, calls: earlierCalls + result.calls });
-    return made(result.text, { strategy: 'summarize', calls: earlierCalls + result.calls, ms, providerFailure: byProvider?.failure });
+    return made(result.text, { strategy: 'summarize', calls: earlierCalls + result.calls, tokens: result.tokens, ms, providerFailure: byProvider?.failure });
   } catch (err) {
     if (!(err instanceof SummarizerError) || err.kind === 'aborted') throw err;
     const ms = performance.now() - started;
     input.onSummary?.({ phase: 'end', ms, calls: earlierCalls + err.calls, failure: err.kind });
-    return made(fallback(), { strategy: 'fallback', calls: earlierCalls + err.calls, ms, failure: err.kind });
+    return made(fallback(), { strategy: 'fallback', calls: earlierCalls + err.calls, tokens: err.tokens, ms, failure: err.kind });
   }
 }
 
@@ -321,6 +394,7 @@ function spanOf(view: RecalledView, plan: Plan, fixedEnd: number, summary: Conde
     pinnedOffsets: [...(recalled?.pinnedOffsets ?? []), ...plan.pinned.map((i) => view.originalIndex(i) - fixedEnd)],
     summary: summary.items,
     summaryText: summary.text,
+    trail: summary.trail ?? recalled?.trail,
     summarizedCount: summary.count,
     strategy: summary.strategy,
     summarizerCalls: summary.calls + (recalled?.summarizerCalls ?? 0),

@@ -20,6 +20,8 @@ export interface SizeTarget {
   tokensBefore: number;
   /** Where the limit came from: this error's numbers, what earlier rejections taught, or a guess. */
   source: LimitSource;
+  /** The bounds it was computed from, for sizing other requests to the same model (the summarizer's). */
+  bounds?: Bounds;
 }
 
 /** What earlier rejections taught about one upstream and model. */
@@ -66,17 +68,34 @@ export interface Rejection {
 export function sizeTarget(rejection: Rejection, learned: Bounds | undefined, ratio: number): SizeTarget {
   const { limits, bodyBytes } = rejection;
   const stated = statedBounds(rejection);
-  // A limit this error states is the truth now; what was learned adds only what it does not say
-  // (and of refused sizes, the smallest is the bound).
-  const { refusedBytes: _refused, ...statedLimits } = stated;
-  const bounds = { ...smallest(stated, learned ?? {}), ...statedLimits };
-  const bytesPerToken = limits.promptTokens ? clamp(bodyBytes / limits.promptTokens, 1, 8) : bounds.bytesPerToken ?? DEFAULT_BYTES_PER_TOKEN;
+  const { bounds, bytesPerToken } = boundsAfter(rejection, learned);
   const tokensBefore = limits.promptTokens ?? Math.round(bodyBytes / bytesPerToken);
   const target = fromBounds(bounds, bytesPerToken, rejection.requested, ratio, bodyBytes);
   const source: LimitSource = stated.limitTokens || stated.limitBytes ? 'stated' : learnedAnything(learned) || stated.refusedBytes ? 'learned' : 'default';
   const fit = target?.fit ?? bodyBytes * BLIND_FIT;
   const aim = Math.min(target?.aim ?? bodyBytes * BLIND_AIM, bodyBytes * MAX_SHARE);
-  return finish(fit, aim, bytesPerToken, tokensBefore, source);
+  return { ...finish(fit, aim, bytesPerToken, tokensBefore, source), bounds };
+}
+
+/** What is known after a rejection: its own bounds and what was learned before (the smaller wins), and bytes per token. */
+export function boundsAfter(rejection: Rejection, learned: Bounds | undefined): { bounds: Bounds; bytesPerToken: number } {
+  const { limits, bodyBytes } = rejection;
+  const stated = statedBounds(rejection);
+  // A limit this error states is the truth now; what was learned adds only what it does not say
+  // (and of refused sizes, the smallest is the bound).
+  const { refusedBytes: _refused, ...statedLimits } = stated;
+  const bounds = { ...smallest(stated, learned ?? {}), ...statedLimits };
+  const bytesPerToken = limits.promptTokens ? clamp(bodyBytes / limits.promptTokens, 1, 8) : bounds.bytesPerToken ?? DEFAULT_BYTES_PER_TOKEN;
+  return { bounds: { ...bounds, bytesPerToken }, bytesPerToken };
+}
+
+/**
+ * The largest body known to fit a request to the same model that asks for `completion` tokens
+ * (the summarizer's call, sized beside the rescued request); Infinity when nothing is known.
+ */
+export function fitFor(bounds: Bounds, bytesPerToken: number, completion: number): number {
+  const target = fromBounds(bounds, bytesPerToken, completion, 1, Infinity);
+  return target ? Math.floor(target.fit) : Infinity;
 }
 
 /** The target for a request sent compacted before any rejection: learned bounds only. */
@@ -84,7 +103,7 @@ export function learnedTarget(bodyBytes: number, learned: Bounds, ratio: number,
   const bytesPerToken = learned.bytesPerToken ?? DEFAULT_BYTES_PER_TOKEN;
   const tokensBefore = Math.round(bodyBytes / bytesPerToken);
   const target = fromBounds(learned, bytesPerToken, requested, ratio, Infinity);
-  return target ? finish(target.fit, target.aim, bytesPerToken, tokensBefore, 'learned') : null;
+  return target ? { ...finish(target.fit, target.aim, bytesPerToken, tokensBefore, 'learned'), bounds: learned } : null;
 }
 
 function finish(fit: number, aim: number, bytesPerToken: number, tokensBefore: number, source: LimitSource): SizeTarget {

@@ -27,6 +27,7 @@ const ENV_KEYS: Array<[name: string, path: string, kind: EnvKind]> = [
   ['LOG_LEVEL', 'log.level', 'string'],
   ['LOG_FORMAT', 'log.format', 'string'],
   ['COMPACTION_STRATEGY', 'compaction.strategy', 'string'],
+  ['COMPACTION_MASK', 'compaction.mask', 'bool'],
   ['COMPACTION_MAX_REPLAYS', 'compaction.maxReplays', 'int'],
   ['COMPACTION_KEEP_RECENT', 'compaction.keepRecent', 'int'],
   ['COMPACTION_PROACTIVE', 'compaction.proactive', 'bool'],
@@ -41,6 +42,8 @@ const ENV_KEYS: Array<[name: string, path: string, kind: EnvKind]> = [
   ['SUMMARIZER_MODEL', 'summarizer.model', 'string'],
   ['SUMMARIZER_API_KEY', 'summarizer.apiKey', 'string'],
   ['SUMMARIZER_TIMEOUT_MS', 'summarizer.timeoutMs', 'int'],
+  ['SUMMARIZER_MAX_INPUT_TOKENS', 'summarizer.maxInputTokens', 'int'],
+  ['SUMMARIZER_MAX_SUMMARY_TOKENS', 'summarizer.maxSummaryTokens', 'int'],
   ['SUMMARIZER_PROVIDER_COMPACTION', 'summarizer.providerCompaction', 'bool'],
 ];
 

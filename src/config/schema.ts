@@ -71,6 +71,8 @@ const compaction = z
   .object({
     maxReplays: z.number().int().min(0).max(1).default(DEFAULTS.maxReplays),
     strategy: z.enum(['summarize', 'fallback']).default('summarize'),
+    /** Mask old tool outputs before summarising: when that alone brings the request under its aim, no summarizer call. */
+    mask: z.boolean().default(true),
     keepRecent: z.number().int().min(1).max(1000).default(DEFAULTS.keepRecent),
     summaryRole: z.enum(['user', 'system', 'developer', 'assistant']).default('user'),
     proactive: z.boolean().default(true),

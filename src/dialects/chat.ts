@@ -1,5 +1,5 @@
-import type { Dialect, Entry, Rendered, Slot } from './types.js';
-import { hasInlineData, isRecord, partsText, positiveInt, str, withField, type Json } from './parts.js';
+import type { Dialect, Entry, Rendered, Slot, ToolOutput } from './types.js';
+import { hasInlineData, isRecord, partsText, positiveInt, str, usageOf, wireBytes, withField, type Json } from './parts.js';
 
 /*
  * OpenAI chat completions: the conversation is `messages`. A tool result (`role: "tool"`, or the
@@ -46,6 +46,11 @@ function render(item: unknown): Rendered {
   return { who: m.name ? `${role} (${m.name})` : role, text: partsText(m.content), calls };
 }
 
+function mask(item: unknown, label: (output: ToolOutput) => string): unknown | null {
+  if (!isRecord(item) || item.role !== 'tool' || item.content == null) return null;
+  return { ...item, content: label({ id: String(item.tool_call_id), text: partsText(item.content), bytes: wireBytes(item.content) }) };
+}
+
 function slots(item: unknown): Slot[] {
   if (!isRecord(item)) return [];
   const content = item.content;
@@ -79,6 +84,7 @@ export const chat: Dialect = {
   describe,
   render,
   slots,
+  mask,
   summaryItem: (text, role) => ({ role, content: text }),
   completion: (request) => positiveInt(request.max_completion_tokens) ?? positiveInt(request.max_tokens),
   withCompletion: (request, tokens) => withField(request, completionField(request), tokens),
@@ -104,6 +110,7 @@ export const chat: Dialect = {
       const message = isRecord(choices[0]) && isRecord(choices[0].message) ? choices[0].message : {};
       return str(message.content);
     },
+    usage: (answer) => usageOf(answer, 'usage', 'prompt_tokens', 'completion_tokens'),
     headers: () => ({}),
   },
 };

@@ -1,5 +1,5 @@
-import type { Dialect, Entry, Rendered, Slot } from './types.js';
-import { isRecord, positiveInt, str, type Json } from './parts.js';
+import type { Dialect, Entry, Rendered, Slot, ToolOutput } from './types.js';
+import { isRecord, positiveInt, str, usageOf, wireBytes, type Json } from './parts.js';
 
 /*
  * The Gemini API (Gemini CLI): the conversation is `contents`, turns of role `user` or `model`
@@ -65,6 +65,18 @@ function render(item: unknown): Rendered {
   return { who, text, calls };
 }
 
+/** A user turn's function responses, each as `{output: line}`; its other parts as sent. */
+function mask(item: unknown, label: (output: ToolOutput) => string): unknown | null {
+  if (!isRecord(item) || item.role === 'model' || !partsOf(item).some((p) => isRecord(p.functionResponse))) return null;
+  const parts = (item.parts as unknown[]).map((p) => {
+    if (!isRecord(p) || !isRecord(p.functionResponse)) return p;
+    const call = p.functionResponse;
+    const output = label({ id: callKey(call), text: responseText(call.response), bytes: wireBytes(call.response ?? {}) });
+    return { ...p, functionResponse: { ...call, response: { output } } };
+  });
+  return { ...item, parts };
+}
+
 /** A user turn's text, tool outputs and inline media may be shortened; a model turn never. */
 function slots(item: unknown): Slot[] {
   if (!isRecord(item) || item.role === 'model') return [];
@@ -125,6 +137,7 @@ export const gemini: Dialect = {
   describe,
   render,
   slots,
+  mask,
   // The API has no system turn among contents: a summary is the user's.
   summaryItem: (text) => ({ role: 'user', parts: [{ text }] }),
   completion: (request) => positiveInt(generationConfig(request).maxOutputTokens),
@@ -151,6 +164,7 @@ export const gemini: Dialect = {
         .join('');
       return text || undefined;
     },
+    usage: (answer) => usageOf(answer, 'usageMetadata', 'promptTokenCount', 'candidatesTokenCount'),
     headers: () => ({}),
   },
 };

@@ -1,5 +1,5 @@
-import type { BoundState, Dialect, Entry, Rendered, Slot, StreamEventKind } from './types.js';
-import { countEntries, heldTransformations, isRecord, positiveInt, str, withField, withFlag, type Json } from './parts.js';
+import type { BoundState, Dialect, Entry, Rendered, Slot, StreamEventKind, ToolOutput } from './types.js';
+import { countEntries, heldTransformations, isRecord, positiveInt, str, usageOf, wireBytes, withField, withFlag, type Json } from './parts.js';
 
 /*
  * The Anthropic Messages API (Claude Code): the conversation is `messages`; the top-level `system`
@@ -71,6 +71,17 @@ function render(item: unknown): Rendered {
   const who = answers.length > 0 ? `tool result ${answers.join(', ')}` : role;
   // Thinking is the model's signed state: it is not read, only kept or dropped with its message.
   return { who, text: contentText(m.content), calls };
+}
+
+/** A user message's tool results, each as one line; its other blocks (the person's words) as sent. */
+function mask(item: unknown, label: (output: ToolOutput) => string): unknown | null {
+  if (!isRecord(item) || item.role !== 'user' || ofType(item, 'tool_result').length === 0) return null;
+  const content = blocksOf(item).map((b) =>
+    isRecord(b) && b.type === 'tool_result' && b.content != null
+      ? { ...b, content: label({ id: String(b.tool_use_id), text: contentText(b.content), bytes: wireBytes(b.content) }) }
+      : b,
+  );
+  return { ...item, content };
 }
 
 function slots(item: unknown): Slot[] {
@@ -298,6 +309,7 @@ export const messages: Dialect = {
   describe,
   render,
   slots,
+  mask,
   // The API has no system turn to spare for it: a summary is always the user's.
   summaryItem: (text) => ({ role: 'user', content: [{ type: 'text', text }] }),
   completion: (request) => positiveInt(request.max_tokens),
@@ -334,6 +346,7 @@ export const messages: Dialect = {
         .join('\n');
       return text || undefined;
     },
+    usage: (answer) => usageOf(answer, 'usage', 'input_tokens', 'output_tokens'),
     headers: (requestHeaders) => {
       const version = requestHeaders['anthropic-version'];
       const headers: Record<string, string> = { 'anthropic-version': typeof version === 'string' ? version : DEFAULT_VERSION };

@@ -36,6 +36,19 @@ export function partsText(content: unknown): string {
     .join('\n');
 }
 
+/** Token counts an answer reports under `at` (its usage object): input and output, when both are numbers. */
+export function usageOf(answer: unknown, at: string, input: string, output: string): { input: number; output: number } | undefined {
+  const usage = isRecord(answer) && isRecord(answer[at]) ? answer[at] : undefined;
+  const i = usage?.[input];
+  const o = usage?.[output];
+  return typeof i === 'number' && typeof o === 'number' && i >= 0 && o >= 0 ? { input: i, output: o } : undefined;
+}
+
+/** UTF-8 bytes of a value's JSON. */
+export function wireBytes(value: unknown): number {
+  return Buffer.byteLength(JSON.stringify(value) ?? '');
+}
+
 export function positiveInt(value: unknown): number | undefined {
   return typeof value === 'number' && Number.isInteger(value) && value > 0 ? value : undefined;
 }

@@ -1,5 +1,5 @@
-import type { Dialect, Entry, Rendered, Slot, StreamEventKind } from './types.js';
-import { countEntries, hasInlineData, heldTransformations, isRecord, partsText, positiveInt, str, withField, type Json } from './parts.js';
+import type { Dialect, Entry, Rendered, Slot, StreamEventKind, ToolOutput } from './types.js';
+import { countEntries, hasInlineData, heldTransformations, isRecord, partsText, positiveInt, str, usageOf, wireBytes, withField, type Json } from './parts.js';
 
 /*
  * The OpenAI Responses API (Codex CLI): the conversation is `input`, a list of items. Messages
@@ -53,6 +53,15 @@ function render(raw: unknown): Rendered {
   return { who: type, text: '', calls: [] };
 }
 
+/** Outputs that are text (a string or input parts); a screenshot or a shell's structured output stays. */
+const MASKABLE = new Set(['function_call_output', 'custom_tool_call_output', 'local_shell_call_output']);
+
+function mask(raw: unknown, label: (output: ToolOutput) => string): unknown | null {
+  if (!isRecord(raw) || !MASKABLE.has(typeOf(raw)) || raw.output == null) return null;
+  const text = typeof raw.output === 'string' ? raw.output : partsText(raw.output);
+  return { ...raw, output: label({ id: callId(raw), text, bytes: wireBytes(raw.output) }) };
+}
+
 function slots(raw: unknown): Slot[] {
   if (!isRecord(raw)) return [];
   const type = typeOf(raw);
@@ -96,6 +105,7 @@ export const responses: Dialect = {
   describe,
   render,
   slots,
+  mask,
   summaryItem: (text, role) => ({ type: 'message', role, content: [{ type: role === 'assistant' ? 'output_text' : 'input_text', text }] }),
   completion: (request) => positiveInt(request.max_output_tokens),
   withCompletion: (request, tokens) => withField(request, 'max_output_tokens', tokens),
@@ -130,6 +140,7 @@ export const responses: Dialect = {
       const text = messages.map((m) => partsText((m as Json).content)).join('\n');
       return text || undefined;
     },
+    usage: (answer) => usageOf(answer, 'usage', 'input_tokens', 'output_tokens'),
     headers: () => ({}),
     // The provider keeps a reasoning item valid after its own compaction item, never after ours.
     compact: {

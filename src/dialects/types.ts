@@ -37,6 +37,13 @@ export interface Rendered {
   calls: { id: string; name: string; args: string }[];
 }
 
+/** A tool output as masking sees it: the call it answers, its text, and its size on the wire. */
+export interface ToolOutput {
+  id: string;
+  text: string;
+  bytes: number;
+}
+
 /** A request's conversation: the wire array it lives in, and what each element is. */
 export interface Conversation {
   items: unknown[];
@@ -53,6 +60,8 @@ export interface SummarizerWire {
   body(o: { model: string; instructions: string; transcript: string; maxTokens: number; request: Record<string, unknown> }): unknown;
   /** The summary text of a successful answer. */
   text(answer: unknown): string | undefined;
+  /** The tokens a successful answer says the call took, when it says. */
+  usage(answer: unknown): { input: number; output: number } | undefined;
   /** How a configured summarizer key is sent in this API. */
   credential: 'bearer' | 'x-api-key' | 'x-goog-api-key';
   /** Headers the API needs besides credentials, from the request's own when it has them. */
@@ -103,6 +112,11 @@ export interface Dialect {
   render(item: unknown): Rendered;
   /** What may be shortened in this item; none for items that must stay byte-identical. */
   slots(item: unknown): Slot[];
+  /**
+   * The item with each tool output it carries replaced by `label` of it (ids and every other
+   * field as sent); null when it carries none that can go (or none at all).
+   */
+  mask(item: unknown, label: (output: ToolOutput) => string): unknown | null;
   /** The item that carries a summary, with the given role (the config's, where the API allows it). */
   summaryItem(text: string, role: string): unknown;
   /** Completion tokens the request asks for, and the request with that number lowered (null: cannot). */

@@ -2,6 +2,7 @@ import { Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
 import type { BoundMemory } from '../compaction/bound.js';
 import { smallest, type Bounds } from '../compaction/target.js';
+import type { Trail } from '../compaction/trail.js';
 
 /** One remembered compaction of a conversation. */
 export interface MemoryEntry {
@@ -16,9 +17,11 @@ export interface MemoryEntry {
   /** Every item that replaced the span: one summary, or the provider's compaction window. */
   summaryItems?: unknown[];
   summaryText: string;
+  /** The trail of the work the summary ends with (absent in entries from before it had one). */
+  trail?: Trail;
   /** How many items the summary condenses. */
   summarizedCount: number;
-  strategy: 'summarize' | 'fallback' | 'provider';
+  strategy: 'mask' | 'summarize' | 'fallback' | 'provider';
   /** Summarizer calls it took to make, from scratch: what a reuse saves. */
   summarizerCalls: number;
   /**
@@ -124,8 +127,9 @@ export class RedisStore implements MemoryStore {
   constructor(
     url: string,
     private readonly ttlSeconds: number,
-    // v3: entries may hold several summary items and the bound-state memory; a v2 replica cannot read them.
-    private readonly prefix = 'compaction-gateway:v3:',
+    // v4: entries may be masked spans (strategy mask, every item of the span) and carry a trail; a
+    // v3 replica would read a masked span as a provider's window.
+    private readonly prefix = 'compaction-gateway:v4:',
   ) {
     this.redis = new Redis(url, {
       enableOfflineQueue: false,

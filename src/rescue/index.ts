@@ -1,10 +1,10 @@
 import { compact, type SummarizerTarget } from '../compaction/index.js';
-import { clampedCompletion, sizeTarget } from '../compaction/target.js';
+import { boundsAfter, clampedCompletion, fitFor, sizeTarget, type Bounds, type SizeTarget } from '../compaction/target.js';
 import { DIALECTS } from '../dialects/index.js';
 import { pickHeaders } from '../dialects/parts.js';
 import type { Conversation, SummarizerWire } from '../dialects/types.js';
 import type { Verdict } from '../overlong/types.js';
-import { isBindingRefusal, refusesBoundState } from '../overlong/classify.js';
+import { classifyResponse, isBindingRefusal, refusesBoundState } from '../overlong/classify.js';
 import { decodeText, discard } from '../upstream/body.js';
 import { CLIENT_CREDENTIALS } from '../upstream/headers.js';
 import type { InspectedAnswer } from '../upstream/inspect.js';
@@ -33,7 +33,7 @@ export interface Outcome {
 export async function serve(ctx: RescueContext, committed: () => boolean): Promise<Outcome> {
   const config = ctx.deps.config;
   const memory = config.compaction.proactive && config.compaction.maxReplays > 0 ? memoryAhead(ctx) : null;
-  const ahead = memory && !optedOut(ctx) ? await compactAhead(ctx, memory, () => summarizerFor(ctx)) : null;
+  const ahead = memory && !optedOut(ctx) ? await compactAhead(ctx, memory, (target) => summarizerFor(ctx, target)) : null;
   const sent = ahead ? await sendRewritten(ctx, ahead.record, ahead.rewrite) : null;
   const first = sent?.answer ?? (await attempt(ctx, ctx.incoming.wire, ctx.headers));
   if (!ahead && isBindingRefusal(first.verdict)) ctx.deps.metrics.bindingRefusals.inc({ api: ctx.dialect.api, request: 'client' });
@@ -106,14 +106,14 @@ async function compactAndReplay(
     target,
     config: deps.config,
     dispatcher: deps.dispatcher,
-    summarizer: summarizerFor(ctx),
+    summarizer: summarizerFor(ctx, target),
     signal: ctx.gone.signal,
     because: verdict.reason === 'body_too_large' ? "the request exceeded the upstream's size limit" : "the request exceeded the model's context window",
     recalled: recalled?.entry,
     onSummary: (e) => logSummary(ctx, e),
   });
   Object.assign(record, { remedy: 'compaction', compaction, limit: target.source, durationMs: performance.now() - started });
-  countCompaction(deps.metrics, compaction, record.durationMs!);
+  countCompaction(deps.metrics, dialect.api, compaction, record.durationMs!);
   if (compaction.outcome !== 'compacted') {
     record.outcome = 'not_shrunk';
     return passThrough(ctx, record, first);
@@ -229,20 +229,54 @@ function replayResult(replay: InspectedAnswer): ReplayResult {
 
 /**
  * Where summaries come from: the configured summarizer, or by default the upstream itself in the
- * API of the request being rescued, with the request's own credentials.
+ * API of the request being rescued, with the request's own credentials. When it is the upstream's
+ * own model, its calls are sized to what `target` knows of that model's window.
  */
-function summarizerFor(ctx: RescueContext): SummarizerTarget {
+function summarizerFor(ctx: RescueContext, target: SizeTarget): SummarizerTarget {
   const s = ctx.deps.config.summarizer;
   const wire = DIALECTS[s.api ?? ctx.dialect.api].summarizer;
   const model = s.model ?? modelOf(ctx) ?? '';
   const own = s.apiKey ? keyHeaders(wire.credential, s.apiKey) : requestCredentials(ctx);
   const url = s.url ?? ctx.deps.config.upstream.url;
+  const same = (a: string, b: string) => a.replace(/\/+$/, '') === b.replace(/\/+$/, '');
+  const ownModel = same(url, ctx.deps.config.upstream.url) && (s.api ?? ctx.dialect.api) === ctx.dialect.api && (s.model === undefined || s.model === modelOf(ctx));
   // The provider's own compaction reads the request's own items and its window is bound to them:
   // only the upstream itself, in the request's API, model and credentials.
-  const same = (a: string, b: string) => a.replace(/\/+$/, '') === b.replace(/\/+$/, '');
-  const providerCompaction =
-    s.providerCompaction && same(url, ctx.deps.config.upstream.url) && (s.api ?? ctx.dialect.api) === ctx.dialect.api && !s.apiKey && (s.model === undefined || s.model === modelOf(ctx));
-  return { url, model, wire, headers: { ...wire.headers(ctx.headers), ...own }, providerCompaction };
+  const providerCompaction = s.providerCompaction && ownModel && !s.apiKey;
+  const window = { bounds: ownModel ? target.bounds ?? {} : {}, bytesPerToken: target.bytesPerToken };
+  return {
+    url,
+    model,
+    wire,
+    headers: { ...wire.headers(ctx.headers), ...own },
+    providerCompaction,
+    callFit: ownModel && target.bounds ? (tokens) => callFit(window.bounds, window.bytesPerToken, tokens) : undefined,
+    // A refusal as overlong teaches the summarizer's window; the upstream's own model keeps the lesson.
+    refused: async (refusal) => {
+      const verdict = classifyResponse({ status: refusal.status, body: refusal.body });
+      if (!verdict.overlong) return null;
+      const rejection = { reason: verdict.reason, limits: verdict.limits, bodyBytes: refusal.bytes, requested: refusal.maxTokens };
+      const taught = boundsAfter(rejection, window.bounds);
+      // The refused call itself is a bound too (a stated window drops it from what a request
+      // learns), and it says how dense its tokens were: its prompt took more than the window left.
+      const room = (verdict.limits.limitTokens ?? 0) - refusal.maxTokens;
+      const densest = room > 0 ? refusal.bytes / room : Infinity;
+      window.bounds = { ...taught.bounds, refusedBytes: Math.min(refusal.bytes, taught.bounds.refusedBytes ?? Infinity) };
+      window.bytesPerToken = Math.max(1, Math.min(taught.bytesPerToken, densest));
+      if (ownModel) await learnFrom(ctx, verdict, refusal.bytes);
+      ctx.log.info({ api: ctx.dialect.api, status: refusal.status, rule: verdict.rule }, 'the summarizer refused its call as too long; chunking again to what it said fits');
+      return (tokens) => callFit(window.bounds, window.bytesPerToken, tokens);
+    },
+  };
+}
+
+/**
+ * What fits one summarizer call: its completion is counted whatever the rejection's words said
+ * (vLLM, OpenAI and Anthropic all refuse prompt + max_tokens over the window; a rejection that
+ * names only the prompt does not say they do not).
+ */
+function callFit(bounds: Bounds, bytesPerToken: number, tokens: number): number {
+  return fitFor({ ...bounds, completionCounted: true }, bytesPerToken, tokens);
 }
 
 /** The credentials the request went upstream with; a Gemini key sent as `?key=` as the header it stands for. */

@@ -56,6 +56,7 @@ export async function rememberSpan(ctx: RescueContext, conversation: Conversatio
     pinnedOffsets: span.pinnedOffsets,
     ...(span.summary.length === 1 ? { summary: span.summary[0] } : { summary: null, summaryItems: span.summary }),
     summaryText: span.summaryText,
+    ...(span.trail ? { trail: span.trail } : {}),
     summarizedCount: span.summarizedCount,
     strategy: span.strategy,
     summarizerCalls: span.summarizerCalls,
@@ -113,7 +114,7 @@ export function memoryAhead(ctx: RescueContext): CompactionMemory | null {
  * limits set the target; they never trigger a compaction on their own. Returns null when the
  * request should go as the client sent it.
  */
-export async function compactAhead(ctx: RescueContext, memory: CompactionMemory, summarizer: () => SummarizerTarget): Promise<Proactive | null> {
+export async function compactAhead(ctx: RescueContext, memory: CompactionMemory, summarizer: (target: SizeTarget) => SummarizerTarget): Promise<Proactive | null> {
   // Only a tenant with something remembered has its body parsed before the first attempt.
   if (!(await memory.knowsTenant(tenantOf(ctx.clientHeaders)))) return null;
   const json = ctx.incoming.json;
@@ -135,13 +136,13 @@ export async function compactAhead(ctx: RescueContext, memory: CompactionMemory,
     target,
     config: ctx.deps.config,
     dispatcher: ctx.deps.dispatcher,
-    summarizer: summarizer(),
+    summarizer: summarizer(target),
     signal: ctx.gone.signal,
     because: "the conversation had outgrown the upstream's limit before",
     recalled: recalled.entry,
   });
   const durationMs = performance.now() - started;
-  countCompaction(ctx.deps.metrics, compaction, durationMs);
+  countCompaction(ctx.deps.metrics, ctx.dialect.api, compaction, durationMs);
   if (compaction.outcome !== 'compacted') return null;
   if (compaction.newSpan) await rememberSpan(ctx, conversation, compaction.newSpan, recalled, target);
   memory.countProactive();
@@ -161,5 +162,6 @@ function aheadTarget(recalled: Recalled, bytes: number, learned: Bounds | undefi
     bytesPerToken: learned?.bytesPerToken ?? DEFAULT_BYTES_PER_TOKEN,
     tokensBefore: Math.round(bytes / (learned?.bytesPerToken ?? DEFAULT_BYTES_PER_TOKEN)),
     source: 'learned',
+    bounds: learned,
   };
 }

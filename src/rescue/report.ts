@@ -150,10 +150,18 @@ export function countRescue(metrics: Metrics, r: RescueRecord, replay?: ReplayRe
 }
 
 /** Counted when the decision is made, before the replay's answer is known. */
-export function countCompaction(metrics: Metrics, c: CompactionResult, durationMs: number): void {
+export function countCompaction(metrics: Metrics, api: Api, c: CompactionResult, durationMs: number): void {
   metrics.compactionDuration.observe(durationMs / 1000);
   if (c.summarizerCalls > 0) metrics.summarizerCalls.inc(c.summarizerCalls);
   if (c.outcome !== 'compacted') return;
+  const tokens = c.summarizerTokens;
+  if (tokens && tokens.input + tokens.output > 0) {
+    const source = tokens.estimated ? 'estimated' : 'usage';
+    metrics.summarizerTokens.inc({ direction: 'input', source }, tokens.input);
+    metrics.summarizerTokens.inc({ direction: 'output', source }, tokens.output);
+  }
+  metrics.removedBytes.inc({ api }, Math.max(0, c.bytesBefore - c.bytesAfter));
+  metrics.removedTokens.inc({ api }, Math.max(0, c.tokensBefore - c.tokensAfter));
   if (c.summarizerFailure) metrics.summarizerFailures.inc({ kind: c.summarizerFailure });
   if (c.summarizerMs !== undefined) metrics.summarizerDuration.observe(c.summarizerMs / 1000);
   metrics.compactionBytes.observe({ stage: 'before' }, c.bytesBefore);

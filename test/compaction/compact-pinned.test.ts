@@ -54,7 +54,8 @@ function input(o: { config?: ConfigInput; target?: SizeTarget; recalled?: Memory
     conversation: dialect.read(req)!,
     bodyBytes: Buffer.byteLength(JSON.stringify(req)),
     target: o.target ?? target(5_000),
-    config: validateConfig({ compaction: { strategy: 'fallback', keepRecent: 2 }, ...o.config }),
+    // The summary rung: masking (compaction.mask) is tested in mask.test.ts.
+    config: validateConfig({ ...o.config, compaction: { strategy: 'fallback', keepRecent: 2, mask: false, ...o.config?.compaction } }),
     dispatcher,
     summarizer: { url: upstream?.baseUrl ?? 'http://127.0.0.1:9/v1', model: 'summarizer', headers: {}, wire: dialect.summarizer },
     signal: o.signal ?? new AbortController().signal,
@@ -66,13 +67,15 @@ function input(o: { config?: ConfigInput; target?: SizeTarget; recalled?: Memory
 
 const sent = (r: CompactionResult): any[] => (r.outcome === 'compacted' ? JSON.parse(r.body.toString()).messages : []);
 const INTRO = '[compaction-gateway] The 4 earlier messages of this conversation were condensed by the gateway because a test. Summary:\n\n';
-const DIGEST =
-  '4 messages (about 1,599 tokens) were condensed without a model summary; what follows is a mechanical digest.\nTool calls: 2 (read_file 2).\n\nFiles and paths named in tool calls:\n- src/a.ts\n- src/b.ts';
+const DIGEST = '4 messages (about 1,599 tokens) were condensed without a model summary; what follows is a mechanical digest.\nTool calls: 2 (read_file 2).';
+// Every summary ends with the trail of the condensed items: here the two files read.
+const TRAIL = '\n\n[trail of the condensed messages, read off them by the gateway]\nfiles read: src/a.ts, src/b.ts';
+const READ_AB = { changed: [], read: ['src/a.ts', 'src/b.ts'], commands: [], errors: [], said: [] };
 
 describe('with the fallback summary', () => {
   it('the record, the request sent, and the span remembered', async () => {
     const r = await compact(input());
-    const summary = { role: 'user', content: INTRO + DIGEST };
+    const summary = { role: 'user', content: INTRO + DIGEST + TRAIL };
     expect(r).toEqual({
       messagesBefore: 9,
       bytesBefore: BODY,
@@ -81,10 +84,11 @@ describe('with the fallback summary', () => {
       body: expect.any(Buffer),
       strategy: 'fallback',
       messagesAfter: 6,
-      bytesAfter: 708,
-      tokensAfter: 177,
+      bytesAfter: 743,
+      tokensAfter: 186,
       summarizerMs: undefined,
       summarizerCalls: 0,
+      summarizerTokens: undefined,
       summarizerFailure: undefined,
       providerFailure: undefined,
       memory: 'miss',
@@ -98,7 +102,9 @@ describe('with the fallback summary', () => {
         spanLength: 5,
         pinnedOffsets: [4],
         summary: [summary],
+        // The summary's own text; the trail is kept apart, for the next summary to carry forward.
         summaryText: DIGEST,
+        trail: READ_AB,
         summarizedCount: 4,
         strategy: 'fallback',
         summarizerCalls: 0,
@@ -107,40 +113,50 @@ describe('with the fallback summary', () => {
       },
     });
     expect((r as { restrip: () => unknown }).restrip()).toBeNull();
-    expect(r.outcome === 'compacted' && r.body.length).toBe(708);
+    expect(r.outcome === 'compacted' && r.body.length).toBe(743);
     expect(sent(r)).toEqual([items[0], items[1], summary, items[6], items[7], items[8]]);
     expect(JSON.parse((r as { body: Buffer }).body.toString()).model).toBe('m');
   });
 
   it('the summary in the configured role (chat has a system role to give it)', async () => {
     const r = await compact(input({ config: { compaction: { strategy: 'fallback', keepRecent: 2, summaryRole: 'system' } } }));
-    expect(sent(r)[2]).toEqual({ role: 'system', content: INTRO + DIGEST });
+    expect(sent(r)[2]).toEqual({ role: 'system', content: INTRO + DIGEST + TRAIL });
   });
 
   it('tokens after in the target\u2019s bytes per token', async () => {
     const r = await compact(input({ target: { ...target(5_000), bytesPerToken: 2 } }));
-    expect(r).toMatchObject({ bytesAfter: 708, tokensAfter: 354 });
+    expect(r).toMatchObject({ bytesAfter: 743, tokensAfter: 372 });
   });
 });
 
 describe('the room the summary has', () => {
-  // 100 user requests between short assistant turns, then a tool round: the digest lists the
-  // requests until its room runs out (request 099, the last input, is pinned after it).
+  // 100 user requests between short assistant turns, then a tool round: the trail lists the
+  // newest of requests 000..098 that fit its room (request 099, the last input, is pinned after
+  // it). The budget is the reserve less the 153-byte introduction item; the trail may take 50% of
+  // it, and the digest (126 bytes, no tool calls) has the rest but needs no more. So the item is
+  // 153 + 126 + 4 ("\n\n") + the trail: for the first row, a 1,400-byte reserve leaves 1,247, the
+  // trail's room is 623, and the newest 31 requests (17 bytes each) take 615 of it: 898 bytes in all.
   const many: unknown[] = [system('rules'), user('Fix the failing test')];
   for (let i = 0; i < 100; i++) many.push(say(`step ${i}`), user(`request ${String(i).padStart(3, '0')}`));
   many.push(calls('z'), result('z', 'done'));
   const req = deepFreeze({ model: 'm', messages: many });
 
   it.each([
-    ['the configured summary size in bytes, plus 1,000', 100, 100_000, 1_398, 'request 070', 28],
-    ['a quarter of what fits, when that is less', 2_000, 4_000, 993, 'request 043', 55],
-    ['a quarter of what fits, under the configured size', 100, 2_600, 633, 'request 019', 79],
-    ['600 bytes at least', 100, 2_000, 588, 'request 016', 82],
-  ])('%s', async (_name, maxSummaryTokens, fit, bytes, lastListed, more) => {
+    // reserve 1,400: trail room 623
+    ['the configured summary size in bytes, plus 1,000', 100, 100_000, 898, 68],
+    // reserve 993 (a quarter of 3,974): trail room 420
+    ['a quarter of what fits, when that is less', 2_000, 4_000, 694, 80],
+    // reserve 643 (a quarter of 2,574): trail room 245
+    ['a quarter of what fits, under the configured size', 100, 2_600, 524, 90],
+    // reserve 600 (a quarter of 1,974 is 493): trail room 223
+    ['600 bytes at least', 100, 2_000, 490, 92],
+  ])('%s', async (_name, maxSummaryTokens, fit, bytes, earlier) => {
     const r = await compact(input({ request: req, config: { compaction: { strategy: 'fallback', keepRecent: 2 }, summarizer: { maxSummaryTokens } }, target: target(fit) }));
     const summary = sent(r)[2];
     expect(jsonBytes(summary)).toBe(bytes);
-    expect(summary.content.endsWith(`- ${lastListed}\n... and ${more} more`)).toBe(true);
+    // Requests count from 000, so with `earlier` of them left out the first one shown is request `earlier`.
+    const listed = Array.from({ length: 99 - earlier }, (_, i) => JSON.stringify(`request ${String(earlier + i).padStart(3, '0')}`));
+    expect(summary.content.endsWith(`\nuser said: (${earlier} earlier); ${listed.join('; ')}`)).toBe(true);
     expect(sent(r).slice(3)).toEqual(many.slice(-3));
   });
 });
@@ -166,21 +182,21 @@ describe('with a summarizer', () => {
     const r = await compact(input({ config: { compaction: { strategy: 'summarize', keepRecent: 2 }, summarizer: { maxSummaryTokens: 100_000 } }, target: target(20_000, 4_000), events }));
     const elapsed = performance.now() - before;
     expect(r).toMatchObject({ outcome: 'compacted', strategy: 'summarize', summarizerCalls: 1, summarizerFailure: undefined, memory: 'miss', cut: 0 });
-    expect(sent(r)[2]).toEqual({ role: 'user', content: `${INTRO}SUMMARY` });
+    expect(sent(r)[2]).toEqual({ role: 'user', content: `${INTRO}SUMMARY${TRAIL}` });
     // The summarizer's time, as the header reports it, lies within the call.
     const ms = (r as { summarizerMs: number }).summarizerMs;
     expect(ms).toBeGreaterThanOrEqual(0);
     expect(ms).toBeLessThanOrEqual(elapsed);
-    expect((r as { newSpan: { summaryText: string; strategy: string; summarizerCalls: number } }).newSpan).toMatchObject({ summaryText: 'SUMMARY', strategy: 'summarize', summarizerCalls: 1 });
+    expect((r as { newSpan: { summaryText: string; strategy: string; summarizerCalls: number } }).newSpan).toMatchObject({ summaryText: 'SUMMARY', trail: READ_AB, strategy: 'summarize', summarizerCalls: 1 });
     expect(events).toEqual([
       { phase: 'start', items: 4 },
       { phase: 'end', ms, calls: 1 },
     ]);
-    // The summary may take a quarter of what fits (less the 50 bytes of the request around the
-    // messages, less one): 4,987 bytes, less the 146 of the item holding the introduction, at 4
-    // bytes a token.
+    // The summary may take a quarter of what fits (less the 25 bytes of the request around the
+    // messages, less one): 4,993 bytes; less the 151 of the item holding the introduction, 4,842;
+    // less the trail's 99 bytes (with the blank line before it), 4,743, at 4 bytes a token.
     const [call] = upstream.received;
-    expect(call.json.max_tokens).toBe(1_210);
+    expect(call.json.max_tokens).toBe(1_185);
     expect(call.json.messages[1].content).toContain('[tool result a]\nAAAA');
   });
 
@@ -189,8 +205,9 @@ describe('with a summarizer', () => {
     await compact(input({ config: { compaction: { strategy: 'summarize', keepRecent: 2 }, summarizer: { maxSummaryTokens: 100 } }, target: target(20_000, 4_000) }));
     expect(upstream.received[0].json.max_tokens).toBe(100);
     await compact(input({ config: { compaction: { strategy: 'summarize', keepRecent: 2 } }, target: target(2_000, 1_000) }));
-    // A quarter of 1,949 bytes is less than 600: 600 less the 149-byte introduction item.
-    expect(upstream.received[1].json.max_tokens).toBe(112);
+    // A quarter of 1,974 bytes is less than 600: 600 less the 151-byte introduction item is 449,
+    // less the trail's 99 bytes, 350 bytes.
+    expect(upstream.received[1].json.max_tokens).toBe(87);
   });
 
   it('falls back to the digest when it fails, and names the failure', async () => {
@@ -203,7 +220,7 @@ describe('with a summarizer', () => {
     const ms = (r as { summarizerMs: number }).summarizerMs;
     expect(ms).toBeGreaterThanOrEqual(0);
     expect(ms).toBeLessThanOrEqual(elapsed);
-    expect(sent(r)[2]).toEqual({ role: 'user', content: INTRO + DIGEST });
+    expect(sent(r)[2]).toEqual({ role: 'user', content: INTRO + DIGEST + TRAIL });
     expect(events).toEqual([
       { phase: 'start', items: 4 },
       { phase: 'end', ms, calls: 1, failure: 'rejected' },
@@ -214,7 +231,7 @@ describe('with a summarizer', () => {
     upstream = await startFakeUpstream((_req, res) => json(res, 503, { error: 'overloaded' }));
     const r = await compact(input({ config: { compaction: { strategy: 'summarize', keepRecent: 2 } } }));
     expect(r).toMatchObject({ outcome: 'compacted', strategy: 'fallback', summarizerCalls: 1, summarizerFailure: 'rejected' });
-    expect(sent(r)[2]).toEqual({ role: 'user', content: INTRO + DIGEST });
+    expect(sent(r)[2]).toEqual({ role: 'user', content: INTRO + DIGEST + TRAIL });
   });
 
   it('a client gone away ends the compaction: nothing is sent', async () => {
@@ -340,8 +357,10 @@ describe('with a remembered summary', () => {
     const longer = deepFreeze([...items, calls('d'), result('d', 'D'.repeat(3000)), calls('e'), result('e', 'E'.repeat(3000)), calls('f'), result('f', 'ok')]);
     const req = { model: 'm', messages: longer };
     const r = await compact(input({ request: req, recalled: entry, target: target(4_000) }));
-    const text = `OLD SUMMARY\n\n6 messages (about 1,650 tokens) were condensed without a model summary; what follows is a mechanical digest.\nTool calls: 3 (read_file 3).\n\nFiles and paths named in tool calls:\n- src/c.ts\n- src/d.ts\n- src/e.ts`;
-    const summary = { role: 'user', content: `[compaction-gateway] The 10 earlier messages of this conversation were condensed by the gateway because a test. Summary:\n\n${text}` };
+    const text = `OLD SUMMARY\n\n6 messages (about 1,650 tokens) were condensed without a model summary; what follows is a mechanical digest.\nTool calls: 3 (read_file 3).`;
+    // The remembered entry has no trail (made before trails were kept): only the new items' own.
+    const trail = '\n\n[trail of the condensed messages, read off them by the gateway]\nfiles read: src/c.ts, src/d.ts, src/e.ts';
+    const summary = { role: 'user', content: `[compaction-gateway] The 10 earlier messages of this conversation were condensed by the gateway because a test. Summary:\n\n${text}${trail}` };
     expect(r).toMatchObject({ outcome: 'compacted', strategy: 'fallback', summarizerCalls: 0, memory: 'hit', messagesAfter: 6 });
     expect(sent(r)).toEqual([longer[0], longer[1], summary, longer[6], longer[13], longer[14]]);
     expect((r as { newSpan: unknown }).newSpan).toEqual({
@@ -350,6 +369,7 @@ describe('with a remembered summary', () => {
       pinnedOffsets: [4],
       summary: [summary],
       summaryText: text,
+      trail: { changed: [], read: ['src/c.ts', 'src/d.ts', 'src/e.ts'], commands: [], errors: [], said: [] },
       summarizedCount: 10,
       strategy: 'fallback',
       summarizerCalls: 3,

@@ -15,7 +15,7 @@ import { calls, deepFreeze, rCall, rOutput, rReasoning, rSay, rSystem, rUser, re
  * the list that is sent, for each dialect.
  */
 
-const config = validateConfig({ compaction: { strategy: 'fallback', keepRecent: 4 } });
+const config = validateConfig({ compaction: { strategy: 'fallback', keepRecent: 4, mask: false } });
 const dispatcher = new Agent();
 afterAll(() => dispatcher.close());
 

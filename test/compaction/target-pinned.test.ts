@@ -1,6 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { clampedCompletion, learnedTarget, sizeTarget, smallest, type Rejection } from '../../src/compaction/target.js';
+import { clampedCompletion, learnedTarget, sizeTarget, smallest, type Rejection, type SizeTarget } from '../../src/compaction/target.js';
 import type { StatedLimits } from '../../src/overlong/types.js';
+
+/** A target as the compaction uses it, without the bounds it carries for sizing other calls. */
+const plain = (t: SizeTarget | null) => {
+  if (!t) return t;
+  const { bounds: _bounds, ...rest } = t;
+  return rest;
+};
 
 /*
  * The size a compaction fits under and aims at, with literal numbers: these are the `limit=`,
@@ -15,7 +22,7 @@ const tooLarge = (limits: StatedLimits, bodyBytes: number): Rejection => ({ reas
 describe('bytes per token', () => {
   it('the rejected body over the stated prompt tokens, within 1 to 8', () => {
     const window = { limitTokens: 10_000 };
-    expect(sizeTarget(context({ ...window, promptTokens: 20_000 }, 100_000), undefined, RATIO)).toEqual({
+    expect(plain(sizeTarget(context({ ...window, promptTokens: 20_000 }, 100_000), undefined, RATIO))).toEqual({
       fitBytes: 45_000,
       aimBytes: 25_000,
       bytesPerToken: 5,
@@ -23,9 +30,9 @@ describe('bytes per token', () => {
       source: 'stated',
     });
     // 200,000 bytes for 20,000 tokens is 10 a token: 8 is believed.
-    expect(sizeTarget(context({ ...window, promptTokens: 20_000 }, 200_000), undefined, RATIO)).toMatchObject({ bytesPerToken: 8, fitBytes: 72_000, aimBytes: 40_000 });
+    expect(plain(sizeTarget(context({ ...window, promptTokens: 20_000 }, 200_000), undefined, RATIO))).toMatchObject({ bytesPerToken: 8, fitBytes: 72_000, aimBytes: 40_000 });
     // 10,000 bytes for 20,000 tokens: 1 a token at least (the fit still below the rejected body).
-    expect(sizeTarget(context({ ...window, promptTokens: 20_000 }, 10_000), undefined, RATIO)).toEqual({
+    expect(plain(sizeTarget(context({ ...window, promptTokens: 20_000 }, 10_000), undefined, RATIO))).toEqual({
       fitBytes: 9_000,
       aimBytes: 5_000,
       bytesPerToken: 1,
@@ -35,14 +42,14 @@ describe('bytes per token', () => {
   });
 
   it('without a stated prompt size: what was learned, else 3; tokens-before estimated from it', () => {
-    expect(sizeTarget(context({ limitTokens: 10_000 }, 90_000), { bytesPerToken: 6 }, RATIO)).toEqual({
+    expect(plain(sizeTarget(context({ limitTokens: 10_000 }, 90_000), { bytesPerToken: 6 }, RATIO))).toEqual({
       fitBytes: 54_000,
       aimBytes: 30_000,
       bytesPerToken: 6,
       tokensBefore: 15_000,
       source: 'stated',
     });
-    expect(sizeTarget(context({ limitTokens: 10_000 }, 90_001), undefined, RATIO)).toEqual({
+    expect(plain(sizeTarget(context({ limitTokens: 10_000 }, 90_001), undefined, RATIO))).toEqual({
       fitBytes: 27_000,
       aimBytes: 15_000,
       bytesPerToken: 3,
@@ -55,13 +62,13 @@ describe('bytes per token', () => {
 describe('what a rejection states', () => {
   it('a 413 stating a token window, or a 400 stating a byte limit, states no bound it applies: the refused size is', () => {
     const expected = { fitBytes: 90_000, aimBytes: 50_000, bytesPerToken: 3, tokensBefore: 33_333, source: 'learned' };
-    expect(sizeTarget(tooLarge({ limitTokens: 1_000 }, 100_000), undefined, RATIO)).toEqual(expected);
-    expect(sizeTarget(context({ limitBytes: 1_000 }, 100_000), undefined, RATIO)).toEqual(expected);
+    expect(plain(sizeTarget(tooLarge({ limitTokens: 1_000 }, 100_000), undefined, RATIO))).toEqual(expected);
+    expect(plain(sizeTarget(context({ limitBytes: 1_000 }, 100_000), undefined, RATIO))).toEqual(expected);
   });
 
   it('a completion counted by the words of the error (no number for it) is subtracted too', () => {
     const t = sizeTarget(context({ limitTokens: 10_000, promptTokens: 12_000, completionCounted: true }, 48_000, 2_000), undefined, RATIO);
-    expect(t).toEqual({ fitBytes: 28_800, aimBytes: 16_000, bytesPerToken: 4, tokensBefore: 12_000, source: 'stated' });
+    expect(plain(t)).toEqual({ fitBytes: 28_800, aimBytes: 16_000, bytesPerToken: 4, tokensBefore: 12_000, source: 'stated' });
   });
 
   it('a requested completion larger than the window leaves no room at all', () => {
@@ -75,11 +82,11 @@ describe('what a rejection states', () => {
   });
 
   it('a small refused body: the fit is at least one byte below it', () => {
-    expect(sizeTarget(tooLarge({}, 5), undefined, RATIO)).toEqual({ fitBytes: 4, aimBytes: 2, bytesPerToken: 3, tokensBefore: 2, source: 'learned' });
+    expect(plain(sizeTarget(tooLarge({}, 5), undefined, RATIO))).toEqual({ fitBytes: 4, aimBytes: 2, bytesPerToken: 3, tokensBefore: 2, source: 'learned' });
   });
 
   it('a body of nothing refused and nothing known: the blind guess, 80% fits and half is aimed at', () => {
-    expect(sizeTarget(context({}, 0), undefined, RATIO)).toEqual({ fitBytes: 0, aimBytes: 0, bytesPerToken: 3, tokensBefore: 0, source: 'default' });
+    expect(plain(sizeTarget(context({}, 0), undefined, RATIO))).toEqual({ fitBytes: 0, aimBytes: 0, bytesPerToken: 3, tokensBefore: 0, source: 'default' });
   });
 });
 
@@ -87,29 +94,29 @@ describe('with what was learned', () => {
   it('a learned window and a learned refused size: the smaller bound wins, and the learned bytes per token', () => {
     // Window: 10,000 tokens at 4 bytes = 40,000: fit 36,000, aim 20,000. Refused 30,000: fit 27,000, aim 15,000.
     const t = sizeTarget(tooLarge({}, 1_000_000), { limitTokens: 10_000, bytesPerToken: 4, refusedBytes: 30_000 }, RATIO);
-    expect(t).toEqual({ fitBytes: 27_000, aimBytes: 15_000, bytesPerToken: 4, tokensBefore: 250_000, source: 'learned' });
+    expect(plain(t)).toEqual({ fitBytes: 27_000, aimBytes: 15_000, bytesPerToken: 4, tokensBefore: 250_000, source: 'learned' });
     const looser = sizeTarget(tooLarge({}, 1_000_000), { limitTokens: 10_000, bytesPerToken: 4, refusedBytes: 900_000 }, RATIO);
-    expect(looser).toEqual({ fitBytes: 36_000, aimBytes: 20_000, bytesPerToken: 4, tokensBefore: 250_000, source: 'learned' });
+    expect(plain(looser)).toEqual({ fitBytes: 36_000, aimBytes: 20_000, bytesPerToken: 4, tokensBefore: 250_000, source: 'learned' });
   });
 
   it('a refused size this error teaches, smaller than the one learned, is the bound', () => {
-    expect(sizeTarget(tooLarge({}, 100_000), { refusedBytes: 500_000 }, RATIO)).toMatchObject({ fitBytes: 90_000, aimBytes: 50_000, source: 'learned' });
+    expect(plain(sizeTarget(tooLarge({}, 100_000), { refusedBytes: 500_000 }, RATIO))).toMatchObject({ fitBytes: 90_000, aimBytes: 50_000, source: 'learned' });
   });
 
   it('a stated byte limit keeps the learned window (which it does not state) when that is tighter', () => {
     const t = sizeTarget(tooLarge({ limitBytes: 1_000_000 }, 2_000_000), { limitTokens: 10_000, bytesPerToken: 4 }, RATIO);
-    expect(t).toEqual({ fitBytes: 36_000, aimBytes: 20_000, bytesPerToken: 4, tokensBefore: 500_000, source: 'stated' });
+    expect(plain(t)).toEqual({ fitBytes: 36_000, aimBytes: 20_000, bytesPerToken: 4, tokensBefore: 500_000, source: 'stated' });
   });
 
   it('learnedTarget: a compaction ahead, from learned bounds alone', () => {
-    expect(learnedTarget(100_000, { limitTokens: 10_000, bytesPerToken: 2 }, RATIO, 1_000)).toEqual({
+    expect(plain(learnedTarget(100_000, { limitTokens: 10_000, bytesPerToken: 2 }, RATIO, 1_000))).toEqual({
       fitBytes: 18_000,
       aimBytes: 10_000,
       bytesPerToken: 2,
       tokensBefore: 50_000,
       source: 'learned',
     });
-    expect(learnedTarget(100_000, { limitTokens: 10_000, completionCounted: true }, RATIO, 1_000)).toEqual({
+    expect(plain(learnedTarget(100_000, { limitTokens: 10_000, completionCounted: true }, RATIO, 1_000))).toEqual({
       fitBytes: 24_300,
       aimBytes: 13_500,
       bytesPerToken: 3,
@@ -117,15 +124,15 @@ describe('with what was learned', () => {
       source: 'learned',
     });
     // No rejected body to stay under: a learned byte limit larger than the request still counts.
-    expect(learnedTarget(1_000, { limitBytes: 100_000 }, RATIO, undefined)).toMatchObject({ fitBytes: 98_000, aimBytes: 50_000 });
-    expect(learnedTarget(1_000, { completionCounted: true, bytesPerToken: 4 }, RATIO, 10)).toBeNull();
+    expect(plain(learnedTarget(1_000, { limitBytes: 100_000 }, RATIO, undefined))).toMatchObject({ fitBytes: 98_000, aimBytes: 50_000 });
+    expect(plain(learnedTarget(1_000, { completionCounted: true, bytesPerToken: 4 }, RATIO, 10))).toBeNull();
   });
 
   it('the aim is never above what fits, even with a share above the headroom', () => {
     // 10,000 tokens at 4 bytes: 90% fits (36,000 bytes); a 0.95 share would aim at 38,000.
-    expect(learnedTarget(1_000_000, { limitTokens: 10_000, bytesPerToken: 4 }, 0.95, undefined)).toMatchObject({ fitBytes: 36_000, aimBytes: 36_000 });
-    expect(sizeTarget(tooLarge({}, 100_000), undefined, 0.95)).toMatchObject({ fitBytes: 90_000, aimBytes: 80_000 });
-    expect(sizeTarget(tooLarge({}, 1_000_000), { refusedBytes: 100_000 }, 0.95)).toMatchObject({ fitBytes: 90_000, aimBytes: 90_000 });
+    expect(plain(learnedTarget(1_000_000, { limitTokens: 10_000, bytesPerToken: 4 }, 0.95, undefined))).toMatchObject({ fitBytes: 36_000, aimBytes: 36_000 });
+    expect(plain(sizeTarget(tooLarge({}, 100_000), undefined, 0.95))).toMatchObject({ fitBytes: 90_000, aimBytes: 80_000 });
+    expect(plain(sizeTarget(tooLarge({}, 1_000_000), { refusedBytes: 100_000 }, 0.95))).toMatchObject({ fitBytes: 90_000, aimBytes: 90_000 });
   });
 
   it('smallest(): the completion flag goes with the window it came from; an equal window keeps the first', () => {

@@ -1,8 +1,15 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { clampedCompletion, learnedTarget, sizeTarget, smallest, type Bounds, type Rejection } from '../../src/compaction/target.js';
+import { clampedCompletion, fitFor, learnedTarget, sizeTarget, smallest, type Bounds, type Rejection, type SizeTarget } from '../../src/compaction/target.js';
 import { classifyResponse } from '../../src/overlong/classify.js';
 import type { StatedLimits } from '../../src/overlong/types.js';
+
+/** A target as the compaction uses it, without the bounds it carries for sizing other calls. */
+const plain = (t: SizeTarget | null) => {
+  if (!t) return t;
+  const { bounds: _bounds, ...rest } = t;
+  return rest;
+};
 
 const RATIO = 0.6;
 
@@ -27,7 +34,7 @@ describe('sizeTarget after a context-length 400', () => {
   it('does not subtract max_tokens when the error states the window but not the completion', () => {
     expect(windowOnly).toMatchObject({ limitTokens: 64_000, promptTokens: 100_000 });
     const t = sizeTarget(contextLength(windowOnly, 400_000, 32_000), undefined, RATIO);
-    expect(t).toEqual({ fitBytes: Math.floor(64_000 * 4 * 0.9), aimBytes: Math.floor(64_000 * 4 * RATIO), bytesPerToken: 4, tokensBefore: 100_000, source: 'stated' });
+    expect(plain(t)).toEqual({ fitBytes: Math.floor(64_000 * 4 * 0.9), aimBytes: Math.floor(64_000 * 4 * RATIO), bytesPerToken: 4, tokensBefore: 100_000, source: 'stated' });
   });
 
   it('subtracts the requested completion when the error counts it ("A + B > C")', () => {
@@ -44,7 +51,7 @@ describe('sizeTarget after a context-length 400', () => {
   });
 
   it('with no numbers: the refused size is the bound (a context error too): 90% of it fits, the aim is its share', () => {
-    expect(sizeTarget(contextLength({}, 1_000_000), undefined, RATIO)).toMatchObject({ fitBytes: 900_000, aimBytes: 600_000, source: 'learned', bytesPerToken: 3 });
+    expect(plain(sizeTarget(contextLength({}, 1_000_000), undefined, RATIO))).toMatchObject({ fitBytes: 900_000, aimBytes: 600_000, source: 'learned', bytesPerToken: 3 });
   });
 });
 
@@ -71,18 +78,18 @@ describe('learned bounds', () => {
     expect(t).toMatchObject({ fitBytes: 450_000, aimBytes: 300_000, source: 'learned' });
     const ahead = learnedTarget(2_000_000, { refusedBytes: 500_000 }, RATIO, undefined);
     expect(ahead!.fitBytes).toBeLessThan(500_000);
-    expect(learnedTarget(2_000_000, {}, RATIO, undefined)).toBeNull();
+    expect(plain(learnedTarget(2_000_000, {}, RATIO, undefined))).toBeNull();
   });
 
   it('a looser learned bound never loosens what this error states', () => {
     const loose: Bounds = { limitBytes: 10_000_000, refusedBytes: 9_000_000 };
-    expect(sizeTarget(contextLength(windowOnly, 400_000, 32_000), loose, RATIO)).toEqual(sizeTarget(contextLength(windowOnly, 400_000, 32_000), undefined, RATIO));
+    expect(plain(sizeTarget(contextLength(windowOnly, 400_000, 32_000), loose, RATIO))).toEqual(plain(sizeTarget(contextLength(windowOnly, 400_000, 32_000), undefined, RATIO)));
   });
 
   it('a window this error states replaces a learned one, looser or tighter: the error is the truth now', () => {
-    const stated = sizeTarget(contextLength(windowOnly, 400_000, 32_000), undefined, RATIO);
+    const stated = plain(sizeTarget(contextLength(windowOnly, 400_000, 32_000), undefined, RATIO));
     for (const limitTokens of [1_000_000, 16_000]) {
-      expect(sizeTarget(contextLength(windowOnly, 400_000, 32_000), { limitTokens, completionCounted: true }, RATIO)).toEqual(stated);
+      expect(plain(sizeTarget(contextLength(windowOnly, 400_000, 32_000), { limitTokens, completionCounted: true }, RATIO))).toEqual(stated);
     }
   });
 
@@ -141,5 +148,22 @@ describe('clampedCompletion', () => {
   it('gives nothing when the requested completion already fits (the prompt is the problem)', () => {
     expect(clampedCompletion('context_length', withCompletion, 18_800, floor)).toBeNull();
     expect(clampedCompletion('context_length', withCompletion, 18_801, floor)).toBe(18_800);
+  });
+});
+
+describe('sizing another call to the same model (the summarizer\u2019s)', () => {
+  const vllm = { limitTokens: 1_500, promptTokens: 4_000, completionTokens: 256 };
+
+  it('a window that counts the completion: what fits shrinks with the completion the call asks for', () => {
+    const t = sizeTarget(contextLength(vllm, 16_000, 256), undefined, RATIO);
+    expect(t.bounds).toMatchObject({ limitTokens: 1_500, completionCounted: true, bytesPerToken: 4 });
+    expect(fitFor(t.bounds!, t.bytesPerToken, 256)).toBe(Math.floor((1_500 - 256) * 4 * 0.9));
+    expect(fitFor(t.bounds!, t.bytesPerToken, 1_000)).toBe(Math.floor((1_500 - 1_000) * 4 * 0.9));
+  });
+
+  it('a refused size with no numbers bounds every body; nothing known: no bound', () => {
+    const t = sizeTarget(tooLarge({}, 100_000), undefined, RATIO);
+    expect(fitFor(t.bounds!, t.bytesPerToken, 2_000)).toBe(90_000);
+    expect(fitFor({}, 4, 2_000)).toBe(Infinity);
   });
 });

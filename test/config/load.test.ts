@@ -28,6 +28,14 @@ describe('loadConfig', () => {
     expect(Object.isFrozen(config.upstream)).toBe(true);
   });
 
+  it('the summarizer\u2019s window, its summary size and masking from the environment', () => {
+    const config = loadConfig([], { SUMMARIZER_MAX_INPUT_TOKENS: '6000', SUMMARIZER_MAX_SUMMARY_TOKENS: '300', COMPACTION_MASK: 'off' });
+    expect(config.summarizer).toMatchObject({ maxInputTokens: 6_000, maxSummaryTokens: 300 });
+    expect(config.compaction.mask).toBe(false);
+    expect(loadConfig([], {}).compaction.mask).toBe(true);
+    expect(problems(() => loadConfig([], { SUMMARIZER_MAX_INPUT_TOKENS: 'lots' })).join('\n')).toMatch(/summarizer\.maxInputTokens \(from SUMMARIZER_MAX_INPUT_TOKENS\)/);
+  });
+
   it('layers defaults < file < environment', () => {
     const path = file('server:\n  port: 9000\n  host: 0.0.0.0\nupstream:\n  url: http://localhost:11434/v1\n');
     const config = loadConfig(['--config', path], { PORT: '9100', GATEWAY_API_KEYS: ' a , b ,', UPSTREAM_API_KEY: 'k' });

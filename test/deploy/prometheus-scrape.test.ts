@@ -48,7 +48,7 @@ describe.skipIf(!HAVE_PROMETHEUS && !IN_CI)('Prometheus scraping a gateway throu
       }
       return json(res, 200, completion('answered after compaction'));
     });
-    gateway = await startGateway({ upstream: { url: upstream.baseUrl }, compaction: { strategy: 'fallback' } });
+    gateway = await startGateway({ upstream: { url: upstream.baseUrl }, compaction: { strategy: 'fallback', mask: false } });
 
     dir = mkdtempSync(join(tmpdir(), 'prometheus-scrape-'));
     const port = await freePort();

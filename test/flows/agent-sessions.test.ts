@@ -44,8 +44,8 @@ describe.each(cases)('%s against a %s limit', (agent, style) => {
 });
 
 describe('the long pi session behind an nginx that refuses anything over 92,000 bytes (no limit stated)', () => {
-  it('finishes 40/40 and never sends a body at or over a size already refused, however the summary is reused', async () => {
-    const r = await runSession('pi-long', '413', {}, 92_000);
+  /** 40/40, and what the gateway sends learns from each refusal. */
+  function expectLearnsFromRefusals(r: Awaited<ReturnType<typeof runSession>>): void {
     expect(r.answered).toBe(40);
     expect(r.maxSentOverRefused).toBe(0);
     expect(r.summarizerPerOverflow).toBeLessThanOrEqual(0.35);
@@ -53,11 +53,27 @@ describe('the long pi session behind an nginx that refuses anything over 92,000 
     // (the limit is only known to be under the first refused size), and never one at a size known to fail.
     const madeAndRefused = r.results.flatMap((t) => t.calls.filter((c) => c.bytes !== t.originalBytes && c.refused));
     expect(madeAndRefused.length).toBeLessThanOrEqual(1);
+    expect(r.results.at(-1)!.header).toMatch(/limit=learned/);
+  }
+
+  it('finishes 40/40 and never sends a body at or over a size already refused, masking old tool outputs (the default)', async () => {
+    const r = await runSession('pi-long', '413', {}, 92_000);
+    expectLearnsFromRefusals(r);
+    const compacted = r.results.filter((t) => t.header !== null && /outcome=(replayed|compacted)/.test(t.header));
+    expect(compacted.length).toBeGreaterThan(0);
+    for (const t of compacted) expect(t.header).toMatch(/strategy=(mask|summarize)\b/);
+    expect(r.results.at(-1)!.header).toMatch(/strategy=mask\b/);
+    expect(r.results.at(-1)!.calls.at(-1)!.raw.toString()).toContain('[tool output omitted by compaction-gateway: ');
+  }, 60_000);
+
+  it('finishes 40/40 and never sends a body at or over a size already refused, however the summary is reused', async () => {
+    // Masking off: the summary is made, and reused.
+    const r = await runSession('pi-long', '413', { compaction: { mask: false } }, 92_000);
+    expectLearnsFromRefusals(r);
     // The summary made over and over stays bounded, and still carries the task and the first files read.
     const last = r.results.at(-1)!.calls.at(-1)!.body.messages;
     const summary = last.find((m: any) => typeof m.content === 'string' && m.content.startsWith('[compaction-gateway]'));
     expect(summary.content).toMatch(/Task: review every TypeScript file/);
     expect(summary.content.length).toBeLessThan(2_000 * 4);
-    expect(r.results.at(-1)!.header).toMatch(/limit=learned/);
   }, 60_000);
 });

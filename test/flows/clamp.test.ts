@@ -69,8 +69,14 @@ it('when the lowered limit would fall under compaction.minCompletionTokens, the 
   await setup(plusCompletion(36_500, 4_000, 37_000));
   const res = await postChat(gateway, agentRequest(60, { max_tokens: 4_000 }));
   expect(res.status).toBe(200);
-  expect(upstream.received.filter(isSummarizer)).toHaveLength(1);
-  expect(parseCompactionHeader(res.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'replayed', strategy: 'summarize' });
+  // Compacted by its first rung, masking old tool outputs: no summarizer call, max_tokens as sent.
+  expect(upstream.received.filter(isSummarizer)).toHaveLength(0);
+  const header = parseCompactionHeader(res.headers.get('x-gateway-compaction'));
+  expect(header).toMatchObject({ outcome: 'replayed', strategy: 'mask' });
+  expect(header['completion-after']).toBeUndefined();
+  const [first, replay] = upstream.received.filter((r) => !isSummarizer(r));
+  expect(replay.json.max_tokens).toBe(4_000);
+  expect(replay.body.length).toBeLessThan(first.body.length);
 });
 
 it('a 400 that counts only the messages: a 60 KB fixed prompt with max_tokens 32,000 of a 37,000-token window is compacted, not refused', async () => {
@@ -115,7 +121,8 @@ it('the summary says what happened: a 413 is a size limit, a 400 a context windo
       }
       return json(res, 200, completion('rescued'));
     });
-    gateway = await startGateway({ upstream: { url: upstream.baseUrl }, summarizer: { maxInputTokens: 500_000 } });
+    // Masking off: the summary is what is read.
+    gateway = await startGateway({ upstream: { url: upstream.baseUrl }, summarizer: { maxInputTokens: 500_000 }, compaction: { mask: false } });
     await postChat(gateway, agentRequest(60));
     const replay = upstream.received.filter((r) => !isSummarizer(r))[1];
     const summary = replay.json.messages.find((m: any) => String(m.content).startsWith('[compaction-gateway]'));

@@ -23,9 +23,27 @@ function expectReSigned(run: BoundRun): void {
   expectSentAsIsUntilOverflow(run);
 }
 
-describe.each<LimitStyle>(['413', 'window'])('the recorded Claude Code session with thinking, behind a %s limit', (style) => {
+/*
+ * By default the rescue masks old tool outputs (every message stays, its stale thinking stripped);
+ * when masking is not enough the conversation is summarised. With masking off the summary path is
+ * the only one, as before.
+ */
+const variants: Array<[LimitStyle, string, Record<string, unknown>, 'mask' | 'summarize']> = [
+  ['413', 'masking (the default)', {}, 'mask'],
+  ['window', 'masking (the default)', {}, 'mask'],
+  ['413', 'masking off', { compaction: { mask: false } }, 'summarize'],
+  ['window', 'masking off', { compaction: { mask: false } }, 'summarize'],
+];
+
+/** The block `signature` sits where the agent sent it, after only what the agent sent: nothing before it changed. */
+function inUnchangedOpening(sent: any[], original: any[], signature: string): boolean {
+  const at = sent.findIndex((m) => Array.isArray(m.content) && m.content.some((b: any) => b.signature === signature));
+  return at >= 0 && sent.slice(0, at + 1).every((m, i) => JSON.stringify(m) === JSON.stringify(original[i]));
+}
+
+describe.each(variants)('the recorded Claude Code session with thinking, behind a %s limit, %s', (style, variant, config, strategy) => {
   it('every turn answered; no binding refusal, no invalid block; stale thinking stripped, fresh kept', async () => {
-    const run = await runBoundSession('claude-thinking', style);
+    const run = await runBoundSession('claude-thinking', style, config);
     expect(run.turns.map((t) => [t.turn, t.status, t.finished])).toEqual(run.turns.map((_, i) => [i + 1, 200, true]));
     expectReSigned(run);
 
@@ -36,7 +54,7 @@ describe.each<LimitStyle>(['413', 'window'])('the recorded Claude Code session w
     for (const check of checks) if (check.invalid.length > 0) expect(check, 'an invalid block the request did not allow to drop').toMatchObject({ dropBlock: true });
 
     const [rescue, ...later] = run.turns.slice(7);
-    expect(parseCompactionHeader(rescue.header)).toMatchObject({ outcome: 'replayed', 'block-binding': 'none', 'thinking-stripped': expect.any(Number) });
+    expect(parseCompactionHeader(rescue.header)).toMatchObject({ outcome: 'replayed', strategy, 'block-binding': 'none', 'thinking-stripped': expect.any(Number) });
     expect(parseCompactionHeader(rescue.header)['thinking-stripped']).toBeGreaterThanOrEqual(1);
     expect(rescue.calls).toHaveLength(2);
     for (const t of later) {
@@ -45,25 +63,39 @@ describe.each<LimitStyle>(['413', 'window'])('the recorded Claude Code session w
     }
 
     const f = boundFigures(run);
-    console.log(`claude-thinking behind a ${style} limit: thinking blocks stripped per compacted turn (turns ${f.compacted.join(', ')}): [${f.stripped.join(', ')}]`);
+    console.log(`claude-thinking behind a ${style} limit, ${variant}: thinking blocks stripped per compacted turn (turns ${f.compacted.join(', ')}): [${f.stripped.join(', ')}]`);
     expect(f.compacted).toEqual([8, 9, 10, 11, 12, 13]);
     expect(f.bindingRefusals).toEqual([]);
     expect(f.invalidNotAllowed).toBe(0);
-    // Nothing made under the prefix a turn was sent with is stripped; every block kept was made under it.
-    expect(f.freshLost).toEqual(f.compacted.map(() => 0));
     const compacted = run.turns.slice(7);
-    for (const t of compacted) for (const signature of t.stateKept) expect(run.turns[run.issuedAt.get(signature)! - 1].prefix, `turn ${t.turn}: a kept block made under another prefix`).toBe(t.prefix);
+    // A new prefix is a summary (the summary extended, or made afresh over a masked span) or more
+    // old outputs masked; no other turn changes the prefix, and the header says which it was.
+    compacted.forEach((t, n) => {
+      if (n === 0) return;
+      const previous = compacted[n - 1];
+      const summarised = t.summarizerCalls > 0;
+      const maskedMore = !summarised && t.masked > previous.masked;
+      expect(f.newPrefix[n], `turn ${t.turn}: the prefix changed with neither a summary nor more outputs masked`).toBe(summarised || maskedMore);
+      const after = parseCompactionHeader(previous.header).strategy;
+      if (summarised) expect(parseCompactionHeader(t.header)).toMatchObject({ strategy: 'summarize', memory: after === 'mask' ? 'miss' : 'hit', 'summarizer-ms': expect.any(Number) });
+      if (maskedMore) expect(parseCompactionHeader(t.header)).toMatchObject({ strategy: 'mask', memory: 'hit' });
+    });
+    // Nothing made under the prefix a turn was sent with is stripped; every block kept was made under
+    // it, or sits in the opening nothing changed (masking leaves the messages before its first mask).
+    expect(f.freshLost).toEqual(f.compacted.map(() => 0));
+    for (const t of compacted) {
+      const sent = t.calls.at(-1)!.body.messages;
+      const original = run.bodies[t.turn - 1].messages;
+      for (const signature of t.stateKept) {
+        if (inUnchangedOpening(sent, original, signature)) continue;
+        expect(run.turns[run.issuedAt.get(signature)! - 1].prefix, `turn ${t.turn}: a kept block made under another prefix`).toBe(t.prefix);
+      }
+    }
     // While the prefix holds, the same stale blocks go and one more fresh block stays each turn.
     compacted.forEach((t, n) => {
       if (n === 0 || f.newPrefix[n]) return;
       expect(f.stripped[n], `turn ${t.turn}`).toBe(f.stripped[n - 1]);
       expect(t.stateKept.length, `turn ${t.turn}`).toBe(compacted[n - 1].stateKept.length + 1);
-    });
-    // A new prefix (the summary extended) is the summarizer's doing, and the header says so.
-    compacted.forEach((t, n) => {
-      if (n === 0) return;
-      expect(f.newPrefix[n], `turn ${t.turn}: the prefix changed without a summary`).toBe(t.summarizerCalls > 0);
-      if (f.newPrefix[n]) expect(parseCompactionHeader(t.header)).toMatchObject({ memory: 'hit', 'summarizer-ms': expect.any(Number) });
     });
     expect(f.stripped.every((n) => n >= 1)).toBe(true);
   });

@@ -27,9 +27,21 @@ function expectReSigned(run: BoundRun): void {
   expectSentAsIsUntilOverflow(run);
 }
 
-describe.each<LimitStyle>(['413', 'window'])('the recorded Codex session with reasoning, behind a %s limit', (style) => {
+/*
+ * By default the rescue masks old tool outputs (every item stays, the provider still drops the
+ * stale reasoning); when masking is not enough the conversation is summarised. With masking off
+ * the summary path is the only one, as before.
+ */
+const variants: Array<[LimitStyle, string, Record<string, unknown>, 'mask' | 'summarize']> = [
+  ['413', 'masking (the default)', {}, 'mask'],
+  ['window', 'masking (the default)', {}, 'mask'],
+  ['413', 'masking off', { compaction: { mask: false } }, 'summarize'],
+  ['window', 'masking off', { compaction: { mask: false } }, 'summarize'],
+];
+
+describe.each(variants)('the recorded Codex session with reasoning, behind a %s limit, %s', (style, variant, config, strategy) => {
   it('every turn answered; the stale reasoning of the kept tail dropped and counted, none made under the prefix', async () => {
-    const run = await runBoundSession('codex-reasoning', style);
+    const run = await runBoundSession('codex-reasoning', style, config);
     expect(run.turns.map((t) => [t.turn, t.status, t.finished])).toEqual(run.turns.map((_, i) => [i + 1, 200, true]));
     expectReSigned(run);
     const checks = run.turns.flatMap((t) => t.checks) as ReasoningCheck[];
@@ -37,32 +49,40 @@ describe.each<LimitStyle>(['413', 'window'])('the recorded Codex session with re
 
     const [rescue, ...later] = run.turns.slice(7);
     const header = parseCompactionHeader(rescue.header);
-    expect(header).toMatchObject({ outcome: 'replayed', 'reasoning-dropped': expect.any(Number) });
+    expect(header).toMatchObject({ outcome: 'replayed', strategy, 'reasoning-dropped': expect.any(Number) });
     expect(header['thinking-stripped'], 'the gateway strips nothing of the Responses API').toBeUndefined();
     for (const t of later) expect(parseCompactionHeader(t.header), `turn ${t.turn}`).toMatchObject({ outcome: 'compacted', trigger: 'proactive' });
 
     const f = boundFigures(run);
     console.log(
-      `codex-reasoning behind a ${style} limit: reasoning items dropped per compacted turn (turns ${f.compacted.join(', ')}): header [${f.dropped.join(', ')}], stand-in [${f.removed.join(', ')}]`,
+      `codex-reasoning behind a ${style} limit, ${variant}: reasoning items dropped per compacted turn (turns ${f.compacted.join(', ')}): header [${f.dropped.join(', ')}], stand-in [${f.removed.join(', ')}]`,
     );
     expect(f.compacted).toEqual([8, 9, 10, 11, 12, 13]);
     expect(f.bindingRefusals).toEqual([]);
     // What the header says the provider dropped is what the stand-in dropped, turn by turn.
     expect(f.dropped).toEqual(f.removed);
     expect(f.stripped).toEqual(f.compacted.map(() => 0));
-    // The first compaction: the kept tail's reasoning was made before the summary, and goes.
+    // The first compaction: the kept tail's reasoning was made before the compacted prefix, and goes.
     expect(f.dropped[0]).toBeGreaterThanOrEqual(1);
     for (const id of (rescue.checks.at(-1) as ReasoningCheck).removed) expect(run.issuedAt.get(id), id).toBeLessThan(8);
     // Later: nothing made under the turn's own prefix is dropped. Under the same prefix the same stale
-    // items go again; a new prefix is the summary extended, and the header shows the summarizer ran.
+    // items go again; a new prefix is a summary (the header shows the summarizer ran) or more old
+    // outputs masked (memory extended, no summarizer call).
     expect(f.freshLost).toEqual(f.compacted.map(() => 0));
     const compacted = run.turns.slice(7);
     const removed = (t: (typeof compacted)[number]) => (t.checks.at(-1) as ReasoningCheck).removed;
     compacted.forEach((t, n) => {
       if (n === 0) return;
-      expect(f.newPrefix[n], `turn ${t.turn}: the prefix changed without a summary`).toBe(t.summarizerCalls > 0);
-      if (f.newPrefix[n]) expect(parseCompactionHeader(t.header)).toMatchObject({ memory: 'hit', 'summarizer-ms': expect.any(Number) });
-      else expect(removed(t), `turn ${t.turn}`).toEqual(removed(compacted[n - 1]));
+      const previous = compacted[n - 1];
+      const summarised = t.summarizerCalls > 0;
+      const maskedMore = !summarised && t.masked > previous.masked;
+      expect(f.newPrefix[n], `turn ${t.turn}: the prefix changed with neither a summary nor more outputs masked`).toBe(summarised || maskedMore);
+      const h = parseCompactionHeader(t.header);
+      // A summary extends a remembered summary (memory hit); a masked span it reads afresh from the request.
+      const after = parseCompactionHeader(previous.header).strategy;
+      if (summarised) expect(h).toMatchObject({ strategy: 'summarize', memory: after === 'mask' ? 'miss' : 'hit', 'summarizer-ms': expect.any(Number) });
+      else if (maskedMore) expect(h).toMatchObject({ strategy: 'mask', memory: 'hit' });
+      else expect(removed(t), `turn ${t.turn}`).toEqual(removed(previous));
     });
   });
 });

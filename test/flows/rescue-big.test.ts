@@ -15,6 +15,8 @@ it('a middle bigger than summarizer.maxInputTokens is chunked, then one replay',
   gateway = await startGateway({
     upstream: { url: provider.baseUrl },
     summarizer: { maxInputTokens: 8_000, maxSummaryTokens: 200 },
+    // Masking off: the summarizer condenses the middle.
+    compaction: { mask: false },
   });
   const res = await postChat(gateway, agentRequest(60));
   expect(res.status).toBe(200);
@@ -49,7 +51,7 @@ it('a single 5 MB tool output in the tail is shrunk and the replay fits', async 
 
 it('a 7 MB, 2,000-message history compacts under a 413 with the fallback', async () => {
   provider = await startProvider({ limitBytes: 2_000_000, style: 'nginx_413' });
-  gateway = await startGateway({ upstream: { url: provider.baseUrl }, compaction: { strategy: 'fallback' } });
+  gateway = await startGateway({ upstream: { url: provider.baseUrl }, compaction: { strategy: 'fallback', mask: false } });
   const body = agentRequest(650, {}, 7_000);
   const res = await postChat(gateway, body);
   expect(res.status).toBe(200);
@@ -57,4 +59,18 @@ it('a 7 MB, 2,000-message history compacts under a 413 with the fallback', async
   expect(rejected.body.length).toBeGreaterThan(5_000_000);
   expect(rejected.json.messages.length).toBeGreaterThan(1_500);
   expectValidReplay(rejected, replay);
+  expect(parseCompactionHeader(res.headers.get('x-gateway-compaction')).strategy).toBe('fallback');
+  expect(provider.summarizerCalls()).toEqual([]);
+});
+
+it('the same history compacts by masking its old tool outputs, by default', async () => {
+  provider = await startProvider({ limitBytes: 2_000_000, style: 'nginx_413' });
+  gateway = await startGateway({ upstream: { url: provider.baseUrl } });
+  const res = await postChat(gateway, agentRequest(650, {}, 7_000));
+  expect(res.status).toBe(200);
+  const [rejected, replay] = provider.chatCalls();
+  expect(replay.body.length).toBeLessThanOrEqual(2_000_000);
+  expectValidReplay(rejected, replay);
+  expect(parseCompactionHeader(res.headers.get('x-gateway-compaction')).strategy).toBe('mask');
+  expect(provider.summarizerCalls()).toEqual([]);
 });

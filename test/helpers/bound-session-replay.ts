@@ -35,8 +35,10 @@ export interface BoundTurn extends TurnResult {
   /** Provider state (signatures, reasoning ids) in the body the agent sent, and in the turn's last call. */
   stateSent: string[];
   stateKept: string[];
-  /** The last call's items up to and including the summary (the compacted prefix), or null. */
+  /** The last call's items up to and including the summary or its last masked output (the compacted prefix), or null. */
   prefix: string | null;
+  /** Tool outputs the last call carries masked (placeholders the gateway put in). */
+  masked: number;
   /** What the agent got back: content blocks, output items, or a model turn's parts. */
   answer: any[];
 }
@@ -72,13 +74,14 @@ const DRIVERS: Record<BoundSession, () => Driver> = { 'claude-thinking': claude,
 /**
  * The session through a gateway, the stand-in refusing anything past the size of the 8th request
  * as the agent sends it re-signed: measured first by sending the first eight turns to the stand-in
- * directly (the state's size does not depend on the run, only on the bodies).
+ * directly (the state's size does not depend on the run, only on the bodies). `config` is merged
+ * into the gateway's (e.g. `{ compaction: { mask: false } }`).
  */
-export async function runBoundSession(session: BoundSession, style: LimitStyle): Promise<BoundRun> {
+export async function runBoundSession(session: BoundSession, style: LimitStyle, config: Record<string, unknown> = {}): Promise<BoundRun> {
   const driver = DRIVERS[session]();
   const limit = (await measure(driver, 8)) - 1;
   const standin = await driver.start(style, limit);
-  const gateway = await startGateway({ upstream: { url: driver.upstreamUrl(standin) }, summarizer: { maxInputTokens: 500_000 }, log: { level: 'silent' } });
+  const gateway = await startGateway({ upstream: { url: driver.upstreamUrl(standin) }, summarizer: { maxInputTokens: 500_000 }, log: { level: 'silent' }, ...config });
   try {
     const { turns, bodies, issuedAt } = await replay(driver, gateway.origin, standin, TURNS);
     return { session, report: report(session, style, limit, bodies, turns), turns, bodies, issuedAt };
@@ -130,14 +133,19 @@ async function replay(driver: Driver, origin: string, standin: Standin, count: n
       stateSent: driver.state(body),
       stateKept: last ? driver.state(last) : [],
       prefix: last ? prefixOf(last[driver.field]) : null,
+      masked: last ? JSON.stringify(last[driver.field] ?? []).split(MASKED).length - 1 : 0,
       answer,
     });
   }
   return { turns, bodies, issuedAt };
 }
 
+const MASKED = '[tool output omitted by compaction-gateway: ';
+
+/** What the gateway made: up to its summary, or its last masked output. */
 function prefixOf(items: unknown[] = []): string | null {
-  const at = items.findIndex((item) => JSON.stringify(item).includes('[compaction-gateway]'));
+  const summary = items.findIndex((item) => JSON.stringify(item).includes('[compaction-gateway]'));
+  const at = Math.max(summary, items.findLastIndex((item) => JSON.stringify(item).includes(MASKED)));
   return at < 0 ? null : JSON.stringify(items.slice(0, at + 1));
 }
 
@@ -153,7 +161,7 @@ export interface BoundFigures {
   removed: number[];
   /** State made under the very prefix the turn was sent with, yet stripped or dropped. */
   freshLost: number[];
-  /** The compacted prefix differs from the previous compacted turn's (a new or extended summary). */
+  /** The compacted prefix differs from the previous compacted turn's (a new or extended summary, more outputs masked). */
   newPrefix: boolean[];
   /** Refusals other than for size, as the stand-in worded them, with the turn. */
   bindingRefusals: string[];

@@ -192,7 +192,9 @@ export function report(agent: Agent | BoundSession, style: LimitStyle, limit: nu
     const original = turns[r.turn - 1][field] as unknown[];
     if (JSON.stringify(items.at(-1)) !== JSON.stringify(original.at(-1))) lastWhole = false;
     const summaryAt = items.findIndex((item) => JSON.stringify(item).includes('[compaction-gateway]'));
-    const prefix = summaryAt >= 0 ? JSON.stringify(items.slice(0, summaryAt + 1)) : null;
+    // What the gateway made: up to its summary, or its last masked output.
+    const madeEnd = items.findLastIndex((item) => /\[compaction-gateway\]|omitted by compaction-gateway/.test(JSON.stringify(item)));
+    const prefix = madeEnd >= 0 ? JSON.stringify(items.slice(0, madeEnd + 1)) : null;
     if (summaryAt >= 0) maxSummaryChars = Math.max(maxSummaryChars, JSON.stringify(items[summaryAt]).length);
     if (prefix !== null && prefix === previousPrefix) stable++;
     previousPrefix = prefix;

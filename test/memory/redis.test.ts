@@ -23,11 +23,12 @@ afterEach(async () => {
   await redis.stop();
 });
 
-async function replica(): Promise<TestGateway> {
+async function replica(compaction: Record<string, unknown> = {}): Promise<TestGateway> {
   const g = await startGateway({
     upstream: { url: provider.baseUrl },
     summarizer: { maxInputTokens: 500_000 },
     memory: { redisUrl: redis.url },
+    compaction,
   });
   gateways.push(g);
   // A replica's Redis connection opens in the background, and until it is up every lookup is a
@@ -54,21 +55,26 @@ async function connectedClients(url: string): Promise<number> {
 const send = (g: TestGateway, turns: number) => postChat(g, request(turns), { authorization: 'Bearer sk-shared' });
 
 describe.skipIf(!HAVE_REDIS)('compaction memory in Redis', () => {
-  it('a summary made through one replica is reused through another', async () => {
+  it.each([
+    ['a summary', { mask: false }, 'summarize'],
+    ['a masked span', {}, 'mask'],
+  ] as const)('%s made through one replica is reused through another', async (_what, compaction, strategy) => {
     redis = await startRedis();
     provider = await startProvider({ limitBytes: LIMIT });
-    const [a, b] = [await replica(), await replica()];
+    const [a, b] = [await replica(compaction), await replica(compaction)];
 
     const first = await send(a, overflowAt);
-    expect(parseCompactionHeader(first.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'replayed', memory: 'miss' });
-    expect(provider.summarizerCalls()).toHaveLength(1);
+    expect(parseCompactionHeader(first.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'replayed', memory: 'miss', strategy });
+    const summarizer = provider.summarizerCalls().length;
+    if (strategy === 'summarize') expect(summarizer).toBeGreaterThanOrEqual(1);
+    else expect(summarizer).toBe(0);
 
     const second = await send(b, overflowAt + 1);
     expect(second.status).toBe(200);
     // The other replica knows the conversation from Redis: it sends it compacted ahead, once.
-    expect(parseCompactionHeader(second.headers.get('x-gateway-compaction'))).toMatchObject({ trigger: 'proactive', memory: 'hit' });
+    expect(parseCompactionHeader(second.headers.get('x-gateway-compaction'))).toMatchObject({ trigger: 'proactive', memory: 'hit', strategy });
     expect(provider.chatCalls()).toHaveLength(3);
-    expect(provider.summarizerCalls()).toHaveLength(1);
+    expect(provider.summarizerCalls()).toHaveLength(summarizer);
   });
 
   it('with Redis stopped mid-test, requests still succeed (without memory), and it is counted', async () => {

@@ -54,6 +54,8 @@ interface Stage {
   /** Read the first bytes of the answer before aborting (the status is already out). */
   midStream?: boolean;
   calls: { chat: number; summarizer: number };
+  /** Merged into the gateway's compaction config. */
+  compaction?: Record<string, unknown>;
 }
 
 const stages: Stage[] = [
@@ -100,6 +102,8 @@ const stages: Stage[] = [
     },
     body: agentRequest(60),
     calls: { chat: 1, summarizer: 1 },
+    // Masking off: the compaction waits on the summarizer.
+    compaction: { mask: false },
   },
   {
     name: 'during the replay, before its headers',
@@ -129,7 +133,9 @@ it.each(stages.map((s) => [s.name, s] as const))('the client disconnects %s', as
     if (normal) return json(res, 200, { choices: [{ message: { role: 'assistant', content: 'ok' } }] });
     return side.handler(req, res, raw);
   });
-  gateway = await startGateway({ upstream: { url: upstream.baseUrl }, summarizer: { maxInputTokens: 500_000 } });
+  // A summarizer model of its own: the upstream's window does not size its calls, so the whole
+  // middle goes in one (maxInputTokens).
+  gateway = await startGateway({ upstream: { url: upstream.baseUrl }, summarizer: { maxInputTokens: 500_000, model: 'summarizer-model' }, compaction: stage.compaction ?? {} });
   const baseline = await settledResources();
   const client = new Client();
   const abort = new AbortController();

@@ -21,6 +21,8 @@ afterEach(async () => {
 });
 
 const raw = (text: string, status = 200): Handler => (_req, res) => json(res, status, text);
+/** Every test here is about the summarizer: masking off, so the compaction always asks it. */
+const NO_MASK = { mask: false };
 
 const failures: Array<[name: string, summarizer: Handler, kind: string]> = [
   ['an empty 200 body', raw(''), 'bad_response'],
@@ -33,7 +35,7 @@ const failures: Array<[name: string, summarizer: Handler, kind: string]> = [
   ['content that is only whitespace', raw('{"choices":[{"message":{"content":"  \\n\\t "}}]}'), 'bad_response'],
   ['a JSON null', raw('null'), 'bad_response'],
   ['a refusal (401)', raw('{"error":{"message":"Incorrect API key provided","code":"invalid_api_key"}}', 401), 'rejected'],
-  ['its own overlong error', raw('{"error":{"message":"maximum context length exceeded","code":"context_length_exceeded"}}', 400), 'rejected'],
+  ['its own overlong error', raw('{"error":{"message":"maximum context length exceeded","code":"context_length_exceeded"}}', 400), 'overlong'],
   ['a reset before the headers', (_req, res) => void res.socket!.resetAndDestroy(), 'unreachable'],
   ['a malformed HTTP response', (_req, res) => void res.socket!.end('HTTP/1.1 OK\r\n\r\n'), 'unreachable'],
   ['headers, then a stalled body past its timeout', (_req, res) => {
@@ -50,7 +52,7 @@ describe('the summarizer fails; the fallback compacts and the replay happens', (
   it.each(failures)('%s', async (_name, summarizer, kind) => {
     const side = provider({ summarizer });
     upstream = await startFakeUpstream(side.handler);
-    gateway = await startGateway({ upstream: { url: upstream.baseUrl }, summarizer: { maxInputTokens: 500_000, timeoutMs: 500 } });
+    gateway = await startGateway({ upstream: { url: upstream.baseUrl }, summarizer: { maxInputTokens: 500_000, timeoutMs: 500 }, compaction: NO_MASK });
     const baseline = await settledResources();
     const client = new Client();
 
@@ -82,7 +84,7 @@ describe('a summary longer than what it replaces', () => {
       summarizer: (_req, res) => json(res, 200, completion(`SUMMARY ${'very detailed '.repeat(Math.ceil(size / 14))}`)),
     });
     upstream = await startFakeUpstream(side.handler);
-    gateway = await startGateway({ upstream: { url: upstream.baseUrl }, summarizer: { maxInputTokens: 500_000 } });
+    gateway = await startGateway({ upstream: { url: upstream.baseUrl }, summarizer: { maxInputTokens: 500_000 }, compaction: NO_MASK });
     const client = new Client();
     const res = await rescueOnce(client);
     expect(res.status).toBe(200);
@@ -100,7 +102,7 @@ describe('a summary longer than what it replaces', () => {
     // Long, but under the bound on a summarizer's answer: the summary itself is clamped.
     const side = provider({ summarizer: (_req, res) => json(res, 200, completion('S'.repeat(60_000))) });
     upstream = await startFakeUpstream(side.handler);
-    gateway = await startGateway({ upstream: { url: upstream.baseUrl }, summarizer: { maxInputTokens: 500_000 } });
+    gateway = await startGateway({ upstream: { url: upstream.baseUrl }, summarizer: { maxInputTokens: 500_000 }, compaction: NO_MASK });
     const client = new Client();
     const res = await client.post(`${gateway.baseUrl}/chat/completions`, body);
     expect(res.status).toBe(200);
@@ -146,7 +148,7 @@ describe('the summarizer deadline and the size of its answer', () => {
       },
     });
     upstream = await startFakeUpstream(side.handler);
-    gateway = await startGateway({ upstream: { url: upstream.baseUrl }, summarizer: { maxInputTokens: 500_000, timeoutMs: 300 } });
+    gateway = await startGateway({ upstream: { url: upstream.baseUrl }, summarizer: { maxInputTokens: 500_000, timeoutMs: 300 }, compaction: NO_MASK });
     const client = new Client();
     const pending = client.post(`${gateway.baseUrl}/chat/completions`, agentRequest(60), {}, AbortSignal.timeout(1_500));
     await stalled;
@@ -172,7 +174,7 @@ describe('the summarizer deadline and the size of its answer', () => {
       },
     });
     upstream = await startFakeUpstream(side.handler);
-    gateway = await startGateway({ upstream: { url: upstream.baseUrl }, summarizer: { maxInputTokens: 500_000, timeoutMs: 500 } });
+    gateway = await startGateway({ upstream: { url: upstream.baseUrl }, summarizer: { maxInputTokens: 500_000, timeoutMs: 500 }, compaction: NO_MASK });
     const client = new Client();
     const res = await client.post(`${gateway.baseUrl}/chat/completions`, agentRequest(60), {}, AbortSignal.timeout(2_000)).catch((e: Error) => e);
     expect(written).toBeLessThan(4 * 1024 * 1024);

@@ -30,7 +30,8 @@ afterEach(async () => {
 
 const calls = () => upstream.received.filter((r) => !isSummarizer(r));
 const TENANT = { authorization: 'Bearer sk-client' };
-const CONFIG: ConfigInput = { memory: { enabled: true }, compaction: { keepRecent: 1000 } };
+// Masking off: what is measured is the tail a summary keeps (100-byte outputs would stay as they are anyway).
+const CONFIG: ConfigInput = { memory: { enabled: true }, compaction: { keepRecent: 1000, mask: false } };
 
 /** `turns` tool calls with 100-byte outputs, then a last question. */
 function smallTurns(turns: number) {
@@ -82,12 +83,13 @@ it('a limit learned since a span was remembered lowers the aim of the compaction
   expect(next).toMatchObject({ outcome: 'compacted', trigger: 'proactive', limit: 'learned' });
   expect(calls()).toHaveLength(3);
   const ahead = calls()[2];
-  // Aiming at the remembered 8,000 bytes (or at the 9,000 that fit) would keep 33 (or 39) items
-  // of the tail and send 5,507 (or 6,461) bytes.
+  // Aiming at the remembered 8,000 bytes would keep 19 items of the tail (22 messages, 4,965
+  // bytes). The remembered summary ends with its trail, which the plan counts as kept.
   expect(ahead.body.length).toBeLessThanOrEqual(5_000);
-  expect(ahead.json.messages).toHaveLength(18);
+  expect(ahead.json.messages).toHaveLength(10);
   expect(ahead.json.messages.slice(0, 2)).toEqual(body.messages.slice(0, 2));
-  expect(ahead.json.messages[2].content).toMatch(/^\[compaction-gateway\] The 386 earlier messages .*SUMMARY: files read\.$/s);
-  expect(ahead.json.messages.slice(3)).toEqual(body.messages.slice(-15));
+  expect(ahead.json.messages[2].content).toMatch(/^\[compaction-gateway\] The 394 earlier messages .*SUMMARY: files read\.\n\n\[trail of the condensed messages, read off them by the gateway\]\nfiles read: .*, src\/f196\.ts$/s);
+  expect(ahead.json.messages.slice(3)).toEqual(body.messages.slice(-7));
+  expect(ahead.json.messages[3].tool_calls[0].function.arguments).toBe('{"path":"src/f197.ts"}');
   await memory.close();
 });

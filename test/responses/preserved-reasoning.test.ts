@@ -67,6 +67,37 @@ class Codex {
   }
 }
 
+/** What the gateway made of a request's input: up to its summary, or its last masked output. */
+function compactedPrefix(input: any[]): string | null {
+  const summary = input.findIndex((item) => JSON.stringify(item).includes('[compaction-gateway]'));
+  const at = Math.max(summary, input.findLastIndex((item) => JSON.stringify(item).includes('[tool output omitted by compaction-gateway: ')));
+  return at < 0 ? null : JSON.stringify(input.slice(0, at + 1));
+}
+
+/**
+ * Every compacted turn: the header counts what the stand-in dropped; nothing made under the prefix
+ * the turn was sent with is dropped; and while the prefix holds (the same summary or the same
+ * masked outputs, reused as they were) the same stale items go.
+ */
+function expectNothingFreshDropped(headers: Array<Record<string, string | number> | null>, first: number): void {
+  const calls = upstream.responseCalls();
+  const checks = upstream.checks();
+  const prefixes = calls.map((r) => compactedPrefix(r.json.input ?? []));
+  const madeUnder = new Map<string, string | null>();
+  for (const { call, items } of upstream.issued()) for (const item of items as any[]) if (item.type === 'reasoning') madeUnder.set(item.id, prefixes[call]);
+  const accepted = checks.flatMap((c, i) => (c.refused === null ? [i] : []));
+  expect(accepted).toHaveLength(headers.length);
+  for (let t = first; t < headers.length; t++) {
+    const i = accepted[t];
+    expect(headers[t]!['reasoning-dropped'], `turn ${t + 1}: the header counts what the provider dropped`).toBe(checks[i].removed.length);
+    for (const id of checks[i].removed) {
+      expect(madeUnder.has(id), `turn ${t + 1}: ${id} was issued by the stand-in`).toBe(true);
+      expect(madeUnder.get(id), `turn ${t + 1}: ${id} was made under the prefix it was sent with`).not.toBe(prefixes[i]);
+    }
+    if (t > first && prefixes[i] === prefixes[accepted[t - 1]]) expect(checks[i].removed, `turn ${t + 1}`).toEqual(checks[accepted[t - 1]].removed);
+  }
+}
+
 describe.each<[StrictResponsesReject, boolean]>([
   ['context_length', false],
   ['edge_413', true],
@@ -89,13 +120,9 @@ describe.each<[StrictResponsesReject, boolean]>([
     const droppedThen = upstream.checks().at(-(TURNS - first))!.removed.length;
     expect(rescue['reasoning-dropped']).toBe(droppedThen);
     expect(droppedThen).toBeGreaterThan(0);
-    // Under the same compacted prefix (the remembered summary reused as it was) nothing made since is dropped.
-    const later = headers.slice(first + 1);
-    for (const [k, h] of later.entries()) {
-      expect(h).toMatchObject({ outcome: 'compacted', trigger: 'proactive' });
-      const reused = h!['summarizer-ms'] === undefined;
-      if (reused) expect(h!['reasoning-dropped'], `turn ${first + k + 2}`).toBe(droppedThen);
-    }
+    // Under the same compacted prefix (a remembered summary or masked span reused as it was) nothing made since is dropped.
+    for (const h of headers.slice(first + 1)) expect(h).toMatchObject({ outcome: 'compacted', trigger: 'proactive' });
+    expectNothingFreshDropped(headers, first);
     const metrics = await (await fetch(`${gateway.origin}/metrics`)).text();
     expect(metrics).toMatch(/gateway_bound_blocks_total\{api="responses",action="dropped"\} [1-9]/);
     expect(metrics).toContain('gateway_bound_blocks_total{api="responses",action="stripped"} 0');
@@ -105,7 +132,8 @@ describe.each<[StrictResponsesReject, boolean]>([
 describe('the provider\u2019s own compaction (summarizer.providerCompaction)', () => {
   async function run(compact: 'window' | 'missing' = 'window') {
     upstream = await startStrictResponses({ limitBytes: LIMIT, style: 'context_length', reply: nextCall, compact });
-    gateway = await startGateway({ upstream: { url: upstream.baseUrl }, summarizer: { providerCompaction: true } });
+    // Masking off: the conversation is condensed, by the provider or the summarizer.
+    gateway = await startGateway({ upstream: { url: upstream.baseUrl }, summarizer: { providerCompaction: true }, compaction: { mask: false } });
     const agent = new Codex(false);
     const headers: Array<Record<string, string | number>> = [];
     for (let t = 1; t <= TURNS; t++) headers.push((await agent.turn(gateway.baseUrl)).header ?? {});
@@ -136,7 +164,7 @@ describe('the provider\u2019s own compaction (summarizer.providerCompaction)', (
     ['a summarizer elsewhere', { url: 'http://127.0.0.1:9/v1' }],
   ])('not with %s: its window would be bound to other credentials or another model', async (_name, summarizer) => {
     upstream = await startStrictResponses({ limitBytes: LIMIT, style: 'context_length', reply: nextCall });
-    gateway = await startGateway({ upstream: { url: `${upstream.baseUrl}/` }, summarizer: { providerCompaction: true, ...summarizer } });
+    gateway = await startGateway({ upstream: { url: `${upstream.baseUrl}/` }, summarizer: { providerCompaction: true, ...summarizer }, compaction: { mask: false } });
     const agent = new Codex(false);
     for (let t = 1; t <= 8; t++) await agent.turn(gateway.baseUrl);
     expect(upstream.compactCalls()).toHaveLength(0);
@@ -144,7 +172,7 @@ describe('the provider\u2019s own compaction (summarizer.providerCompaction)', (
 
   it('with the upstream URL written with a trailing slash it is still the upstream', async () => {
     upstream = await startStrictResponses({ limitBytes: LIMIT, style: 'context_length', reply: nextCall });
-    gateway = await startGateway({ upstream: { url: `${upstream.baseUrl}/` }, summarizer: { providerCompaction: true, url: upstream.baseUrl } });
+    gateway = await startGateway({ upstream: { url: `${upstream.baseUrl}/` }, summarizer: { providerCompaction: true, url: upstream.baseUrl }, compaction: { mask: false } });
     const agent = new Codex(false);
     for (let t = 1; t <= 8; t++) await agent.turn(gateway.baseUrl);
     expect(upstream.compactCalls()).toHaveLength(1);
@@ -169,11 +197,8 @@ describe('the compacted prefix across gateways', () => {
     const headers: Array<Record<string, string | number> | null> = [];
     for (let t = 1; t <= TURNS; t++) headers.push((await agent.turn(t % 2 ? gateway.baseUrl : other.baseUrl)).header);
     const first = headers.findIndex((h) => h !== null);
-    const dropped = headers[first]!['reasoning-dropped'];
-    for (const h of headers.slice(first + 1)) {
-      expect(h).toMatchObject({ outcome: 'compacted', trigger: 'proactive' });
-      if (h!['summarizer-ms'] === undefined) expect(h!['reasoning-dropped']).toBe(dropped);
-    }
+    for (const h of headers.slice(first + 1)) expect(h).toMatchObject({ outcome: 'compacted', trigger: 'proactive' });
+    expectNothingFreshDropped(headers, first);
   });
 
   it('a restart that loses the memory: rescued again from the client\u2019s request, the stale reasoning counted', async () => {

@@ -53,12 +53,21 @@ export function expectValidResponsesReplay(rejected: Received, replay: Received,
   expect([...calls].filter((id) => !outputs.has(id))).toEqual([]);
 }
 
-function expectRescued(header: string | null, reason: string) {
-  expect(parseCompactionHeader(header)).toMatchObject({ outcome: 'replayed', reason, strategy: 'summarize' });
+/** Rescued by masking old tool outputs (the default here: enough for this request), or by a summary. */
+function expectRescued(header: string | null, reason: string, strategy: 'mask' | 'summarize' = 'mask') {
+  expect(parseCompactionHeader(header)).toMatchObject({ outcome: 'replayed', reason, strategy });
   const [rejected, replay] = provider.calls();
   expect(provider.calls()).toHaveLength(2);
-  expect(provider.summarizerCalls()).toHaveLength(1);
   expectValidResponsesReplay(rejected, replay);
+  if (strategy === 'mask') {
+    // Every item where it was, the oldest outputs one line each; no model asked.
+    expect(replay.json.input).toHaveLength(rejected.json.input.length);
+    expect(replay.body.toString()).toContain('[tool output omitted by compaction-gateway: ');
+    expect(replay.body.toString()).not.toContain('[compaction-gateway]');
+    expect(provider.summarizerCalls()).toEqual([]);
+    return;
+  }
+  expect(provider.summarizerCalls()).toHaveLength(1);
   // The summarizer spoke the request's own API, with the request's credentials.
   const summarizer = provider.summarizerCalls()[0];
   expect(summarizer.url).toBe('/v1/responses');
@@ -76,11 +85,18 @@ const REASON: Record<ResponsesReject, string> = {
 };
 
 describe.each(Object.keys(REASON) as ResponsesReject[])('an overflow (%s)', (style) => {
-  it('responses.create, not streaming: the answer, one summary, one replay', async () => {
+  it('responses.create, not streaming: the answer, one compaction, one replay', async () => {
     const sdk = await setup(style);
     const { data, response } = await sdk.responses.create(codexRequest(false) as any).withResponse();
     expect((data as any).output_text).toBe('rescued answer');
     expectRescued(response.headers.get('x-gateway-compaction'), REASON[style]);
+  });
+
+  it('responses.create, not streaming, masking off: the answer, one summary, one replay', async () => {
+    const sdk = await setup(style, { compaction: { mask: false } });
+    const { data, response } = await sdk.responses.create(codexRequest(false) as any).withResponse();
+    expect((data as any).output_text).toBe('rescued answer');
+    expectRescued(response.headers.get('x-gateway-compaction'), REASON[style], 'summarize');
   });
 
   it('responses.create, streaming: every event of the replayed stream reaches the client', async () => {
@@ -182,7 +198,7 @@ it('Codex\'s own headers reach the upstream as sent, on the first attempt and th
 });
 
 it('summarizer.api picks another API for the summarizer: a Responses rescue summarised through chat completions', async () => {
-  const sdk = await setup('openai_400', { summarizer: { maxInputTokens: 500_000, api: 'chat', model: 'summary-model' } });
+  const sdk = await setup('openai_400', { summarizer: { maxInputTokens: 500_000, api: 'chat', model: 'summary-model' }, compaction: { mask: false } });
   const { response } = await sdk.responses.create(codexRequest(false) as any).withResponse();
   expect(parseCompactionHeader(response.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'replayed', strategy: 'summarize' });
   const [call] = provider.summarizerCalls();

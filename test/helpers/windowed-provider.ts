@@ -1,0 +1,168 @@
+import type { ServerResponse } from 'node:http';
+import { completion, json, sse, startFakeUpstream, streamEvents, type FakeUpstream, type Received } from './fake-upstream.js';
+import { NGINX_413 } from './provider.js';
+
+/*
+ * A vLLM-like chat-completions upstream with a context window of `window` tokens that holds
+ * every request to it, the gateway's summarizer calls included, as vLLM does: a request is
+ * refused with a 400 before a token is generated when its prompt and requested completion do
+ * not fit. The words and envelope are vLLM's own, from `vllm/entrypoints/openai/serving_engine.py`
+ * (its `_validate_prompt_and_tokenize`, later `_validate_input`) in three eras:
+ *
+ *   vllm-0.4   flat {"object":"error",...}. No max_tokens: vLLM sets it to window - prompt, and a
+ *              prompt that leaves nothing fails SamplingParams ("max_tokens must be at least 1,
+ *              got -186."): an overflow that states no limit.
+ *   vllm-0.9   flat envelope (vllm-project/vllm@7ded96b3). No max_tokens: "you requested P tokens
+ *              in the messages, Please reduce ..." (vLLM's comma) when the prompt is >= the window.
+ *   vllm-0.10  nested {"error":{...}} envelope, the later wording: "your request has P input
+ *              tokens" for a prompt >= the window, "'max_tokens' or 'max_completion_tokens' is too
+ *              large" for prompt + completion over it.
+ *
+ * The era names are approximate; the texts are exact.
+ *
+ * vLLM counts the prompt with the model's tokenizer over the rendered chat template. This stand-in
+ * counts ceil(UTF-8 bytes of the whole JSON body / 4): the rule is vLLM's, the count a fixed,
+ * deterministic stand-in for one, which a test can recompute with `promptTokensOf`. The
+ * completion is `max_completion_tokens`, else `max_tokens` (vLLM's order); when neither is set
+ * vLLM gives the completion what the window leaves, so only the prompt is checked.
+ */
+
+export type VllmWording = 'vllm-0.4' | 'vllm-0.9' | 'vllm-0.10';
+
+export interface WindowedProviderOptions {
+  /** max_model_len: prompt + completion tokens one request may take. */
+  window: number;
+  /** Whose words the refusals use; vllm-0.9 unless told. */
+  wording?: VllmWording;
+  /** nginx's client_max_body_size in front of vLLM: a larger body gets nginx's 413 page, no numbers. */
+  bodyLimitBytes?: number;
+}
+
+/** One request as the stand-in counted and answered it. */
+export interface WindowedCall {
+  received: Received;
+  /** Marked `x-gateway-compaction: summarizer` by the gateway. */
+  summarizer: boolean;
+  promptTokens: number;
+  /** The completion the request asked for; undefined when it set no limit. */
+  completionTokens: number | undefined;
+  status: number;
+  /** The refusal's message (the 413 page for nginx), when refused. */
+  error?: string;
+  /** The answer's text, when accepted. */
+  answer?: string;
+}
+
+export interface WindowedProvider extends FakeUpstream {
+  window: number;
+  /** Every request in arrival order. */
+  calls(): WindowedCall[];
+  mainCalls(): WindowedCall[];
+  summarizerCalls(): WindowedCall[];
+  /** The requests refused (by the window or by nginx), main and summarizer alike. */
+  refusals(): WindowedCall[];
+}
+
+export const MAIN_ANSWER = 'rescued answer';
+
+/** The stand-in's prompt count of a request body. */
+export function promptTokensOf(body: Buffer | string): number {
+  return Math.ceil(Buffer.byteLength(body) / 4);
+}
+
+/** The completion a request asks for, read as vLLM does (`max_completion_tokens or max_tokens`). */
+export function completionTokensOf(request: any): number | undefined {
+  const limit = (v: unknown) => (Number.isInteger(v) && (v as number) > 0 ? (v as number) : undefined);
+  return limit(request?.max_completion_tokens) ?? limit(request?.max_tokens);
+}
+
+export async function startWindowedProvider(options: WindowedProviderOptions): Promise<WindowedProvider> {
+  const { window } = options;
+  const wording = options.wording ?? 'vllm-0.9';
+  const calls: WindowedCall[] = [];
+  let summaries = 0;
+  const upstream = await startFakeUpstream(async (req, res) => {
+    const call: WindowedCall = {
+      received: req,
+      summarizer: req.headers['x-gateway-compaction'] === 'summarizer',
+      promptTokens: promptTokensOf(req.body),
+      completionTokens: completionTokensOf(req.json),
+      status: 200,
+    };
+    calls.push(call);
+    if (options.bodyLimitBytes !== undefined && req.body.length > options.bodyLimitBytes) {
+      Object.assign(call, { status: 413, error: NGINX_413 });
+      res.writeHead(413, { 'content-type': 'text/html', 'content-length': Buffer.byteLength(NGINX_413) });
+      res.end(NGINX_413);
+      return;
+    }
+    const refusal = refusalOf(wording, window, call.promptTokens, call.completionTokens);
+    if (refusal !== undefined) {
+      Object.assign(call, { status: 400, error: refusal.message });
+      return json(res, 400, refusal.body);
+    }
+    // What the completion may take: its limit, or what the window leaves (vLLM's default).
+    const room = call.completionTokens ?? window - call.promptTokens;
+    call.answer = call.summarizer ? summaryOf(req, ++summaries, room) : MAIN_ANSWER;
+    await answer(res, req, call);
+  });
+  const by = (keep: (c: WindowedCall) => boolean) => () => calls.filter(keep);
+  return {
+    ...upstream,
+    window,
+    calls: () => [...calls],
+    mainCalls: by((c) => !c.summarizer),
+    summarizerCalls: by((c) => c.summarizer),
+    refusals: by((c) => c.status !== 200),
+  };
+}
+
+/** vLLM's 400 for a request that does not fit the window, or undefined when it fits. */
+export function refusalOf(
+  wording: VllmWording,
+  window: number,
+  prompt: number,
+  completion: number | undefined,
+): { message: string; body: unknown } | undefined {
+  const message = refusalMessage(wording, window, prompt, completion);
+  if (message === undefined) return undefined;
+  const error = { message, type: 'BadRequestError', param: null, code: 400 };
+  return { message, body: wording === 'vllm-0.10' ? { error } : { object: 'error', ...error } };
+}
+
+function refusalMessage(wording: VllmWording, window: number, prompt: number, completion: number | undefined): string | undefined {
+  const head = `This model's maximum context length is ${window} tokens.`;
+  if (wording === 'vllm-0.10') {
+    if (prompt >= window) return `${head} However, your request has ${prompt} input tokens. Please reduce the length of the input messages.`;
+    if (completion !== undefined && prompt + completion > window) {
+      return `'max_tokens' or 'max_completion_tokens' is too large: ${completion}. This model's maximum context length is ${window} tokens and your request has ${prompt} input tokens (${completion} > ${window} - ${prompt}).`;
+    }
+    return undefined;
+  }
+  if (completion !== undefined) {
+    if (prompt + completion <= window) return undefined;
+    return `${head} However, you requested ${prompt + completion} tokens (${prompt} in the messages, ${completion} in the completion). Please reduce the length of the messages or completion.`;
+  }
+  if (wording === 'vllm-0.4') return prompt < window ? undefined : `max_tokens must be at least 1, got ${window - prompt}.`;
+  return prompt < window ? undefined : `${head} However, you requested ${prompt} tokens in the messages, Please reduce the length of the messages.`;
+}
+
+/**
+ * A summary that keeps within the call's completion limit (four characters a token) and says
+ * what it read, numbered so a test can find which one reached the replay.
+ */
+function summaryOf(req: Received, n: number, roomTokens: number): string {
+  const transcript = String(req.json?.messages?.at(-1)?.content ?? '');
+  const opening = transcript.replace(/<\/?conversation>/g, ' ').split(/\s+/).filter(Boolean).slice(0, 6).join(' ');
+  const text = `Summary ${n} of ${transcript.length} characters: ${opening}`;
+  return text.slice(0, Math.max(0, roomTokens * 4));
+}
+
+async function answer(res: ServerResponse, req: Received, call: WindowedCall): Promise<void> {
+  const text = call.answer!;
+  const id = call.summarizer ? 'chatcmpl-summary' : 'chatcmpl-windowed';
+  if (req.json?.stream) return sse(res, streamEvents(call.summarizer ? [text] : ['rescued', ' answer'], id));
+  const completionTokens = Math.ceil(text.length / 4);
+  const usage = { prompt_tokens: call.promptTokens, completion_tokens: completionTokens, total_tokens: call.promptTokens + completionTokens };
+  json(res, 200, { ...completion(text, id), usage });
+}
