@@ -29,7 +29,10 @@ reasoning bound to their prefix, the newest model turn's signatures checked, re-
 turn as the agents return them; Anthropic's own 413, an edge 413 for the Responses API, an edge
 413 and the API's INVALID_ARGUMENT window for Gemini): thinking blocks the gateway stripped on
 each compacted turn, reasoning items the provider dropped (the headers' \`reasoning-dropped\` /
-the stand-in's count), and refusals of bound state (binding, signatures; target 0).`;
+the stand-in's count), and refusals of bound state (binding, signatures; target 0).
+Masking (\`compaction.mask\`, the default) comes first; the rows marked "mask off" replay the same
+sessions with it off, so that every compaction is a summary: what masking saves, at the same
+answers, cuts and last items.`;
 
 export const AGENTS: Agent[] = ['pi', 'opencode', 'codex', 'claude', 'pi-long'];
 export const STYLES: LimitStyle[] = ['413', 'window'];
@@ -85,6 +88,10 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   for (const agent of only.length || bound.length ? only : AGENTS) {
     if (agent === 'claude' && !(await hasMessages())) continue;
     for (const style of STYLES) print(row(await runSession(agent, style)));
+  }
+  for (const agent of only.length || bound.length ? [] : AGENTS) {
+    if (agent === 'claude' && !(await hasMessages())) continue;
+    for (const style of STYLES) print(row(await runSession(agent, style, { compaction: { mask: false } })).replace(`| ${agent} |`, `| ${agent}, mask off |`));
   }
   // The long session behind an nginx that refuses anything over 92,000 bytes and says no number.
   print(row(await runSession('pi-long', '413', {}, 92_000)).replace('| pi-long | 413 |', '| pi-long | 413 at 92,000 B |'));

@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { PRESETS, runBench, type BenchOptions } from './harness.js';
 import { AGENTS_END, AGENTS_START } from './agents.js';
 import { renderReport } from './report.js';
+import { EVAL_END, EVAL_START, sectionOf } from '../scripts/eval/section.js';
 
 /*
  * npm run bench [-- --quick] [-- --out FILE]
@@ -33,7 +34,7 @@ async function main(argv: string[]): Promise<number> {
   const { markdown, verdicts } = renderReport(result);
   process.stdout.write(`${markdown}\n`);
   if (out) {
-    writeFileSync(out, keepAgentsSection(out, markdown));
+    writeFileSync(out, keepOwnSections(out, markdown));
     process.stderr.write(`bench: wrote ${out}\n`);
   }
   const missed = verdicts.filter((v) => !v.met);
@@ -41,12 +42,11 @@ async function main(argv: string[]): Promise<number> {
   return 0;
 }
 
-/** The agent-sessions section comes from `npm run bench:agents`: a full run keeps it. */
-function keepAgentsSection(file: string, markdown: string): string {
+/** The sections other commands write (`npm run bench:agents`, `npm run eval:summary -- --write`): a full run keeps them. */
+function keepOwnSections(file: string, markdown: string): string {
   const old = existsSync(file) ? readFileSync(file, 'utf8') : '';
-  const at = old.indexOf(AGENTS_START);
-  const end = old.indexOf(AGENTS_END);
-  return at >= 0 && end > at ? `${markdown.trimEnd()}\n\n${old.slice(at, end + AGENTS_END.length)}\n` : markdown;
+  const kept = [sectionOf(old, AGENTS_START, AGENTS_END), sectionOf(old, EVAL_START, EVAL_END)].filter((s) => s !== undefined);
+  return kept.length > 0 ? `${[markdown.trimEnd(), ...kept].join('\n\n')}\n` : markdown;
 }
 
 main(process.argv.slice(2)).then(
