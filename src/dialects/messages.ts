@@ -294,8 +294,12 @@ const bound: BoundState = {
 function streamEvent(event: string | undefined, data: string): StreamEventKind {
   const type = event ?? /"type"\s*:\s*"([^"]+)"/.exec(data.slice(0, 200))?.[1];
   if (type && PREAMBLE.has(type)) return 'preamble';
+  // Stopped for the window before any content block: the request did not fit (the classifier reads why).
+  if (type === 'message_delta' && WINDOW_STOPPED.test(data.slice(0, 500))) return 'failure';
   return type === 'error' ? 'failure' : 'output';
 }
+
+const WINDOW_STOPPED = /"stop_reason"\s*:\s*"model_context_window_exceeded"/;
 
 export const messages: Dialect = {
   api: 'messages',

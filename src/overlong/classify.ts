@@ -15,6 +15,7 @@ import { readQuantities } from './quantities.js';
 import {
   ALL_RULES,
   BINDING_PHRASES,
+  COMPLETION_PATH,
   CONTENT_PATH,
   isEnabled,
   NOT_OVERLONG_CODES,
@@ -22,6 +23,7 @@ import {
   OVERLONG_CODES,
   OVERLONG_PHRASES,
   SCHEMA_PATH,
+  SIZE_COMPLAINT,
   type RuleSelection,
   type Signal,
 } from './rules.js';
@@ -41,12 +43,18 @@ export function classifyResponse(error: UpstreamError, rules: RuleSelection = AL
     const body = typeof error.body === 'string' ? error.body : '';
     if (status === 429) return notOverlong('status_429');
     const evidence = gatherEvidence(body, status >= 400);
+    if (status < 400 && evidence.windowStopBeforeOutput) return windowStop();
     if (status < 400 && !evidence.carriesError) return notOverlong('no_error_object');
     return status === 413 ? decide413(read(evidence), rules) : decide(read(evidence), rules);
   } catch {
     // A classifier bug must never break the relay: the error goes to the client as it came.
     return notOverlong('classifier_failed');
   }
+}
+
+/** An answer that stopped for the window before any output: the request did not fit, said as a stop reason. */
+function windowStop(): Verdict {
+  return { overlong: true, reason: 'context_length', limits: {}, rule: 'window_stop_reason' };
 }
 
 // Cheap pre-check for stream chunks: normal deltas contain none of these words.
@@ -58,6 +66,7 @@ export function classifyStreamEvent(data: string, rules: RuleSelection = ALL_RUL
     if (typeof data !== 'string') return notOverlong('no_error_marker');
     if (!ERROR_MARKER.test(data.slice(0, MAX_SCAN_CHARS))) return notOverlong('no_error_marker');
     const evidence = gatherEvidence(data, false);
+    if (evidence.windowStopBeforeOutput) return windowStop();
     if (!evidence.carriesError) return notOverlong('no_error_object');
     return decide(read(evidence), rules);
   } catch {
@@ -134,7 +143,22 @@ function findVeto(r: Reading): string | undefined {
     if (rule !== undefined) return rule;
   }
   if (stringLimitTarget(r) === 'schema') return 'schema_string_too_long';
+  const blamed = blamedField(r);
+  // A size rule of one field that is not the conversation: no compaction makes it pass.
+  if (blamed !== undefined && blamed !== 'content' && SIZE_COMPLAINT.test(r.prose)) return blamed === 'completion' ? 'completion_value_cap' : 'schema_field_size';
   return findGeneralVeto(r.prose, r.codeWords);
+}
+
+/**
+ * What the fields an error blames are: the conversation (content), the completion limit, or
+ * another field of the request (schema). Content wins: an error that names the conversation
+ * is about its size.
+ */
+function blamedField(r: Reading): 'content' | 'completion' | 'schema' | undefined {
+  const paths = r.paths.map((p) => p.trim()).filter((p) => p !== '' && p !== 'null');
+  if (paths.length === 0) return undefined;
+  if (paths.some((p) => CONTENT_PATH.test(p) && !SCHEMA_PATH.test(p))) return 'content';
+  return paths.some((p) => COMPLETION_PATH.test(p)) ? 'completion' : 'schema';
 }
 
 /**

@@ -21,6 +21,12 @@ export interface Evidence {
   fields: StatedLimits;
   /** Whether an error object / error event was seen (matters for 200 bodies and stream events). */
   carriesError: boolean;
+  /**
+   * A finish or stop reason saying the model's window ran out (`model_context_window_exceeded`),
+   * seen where no output was: no text and no output tokens. An answer that stopped so after some
+   * output is an answer.
+   */
+  windowStopBeforeOutput: boolean;
 }
 
 /** Phrase matching never looks past this many characters of message text. */
@@ -55,7 +61,17 @@ const QUOTED_CODE = /["'](?:code|type)["']\s*:\s*["']([A-Za-z0-9_.\-]{1,64})["']
 const QUOTED_PARAM = /["']param["']\s*:\s*["']([^"'\n]{1,200})["']/g;
 // OpenAI names the offending field this way: "Invalid 'tools[0].function.name': string too long".
 const INVALID_PATH = /Invalid '([^'\n]{1,200})'/g;
+// "The parameter `max_completion_tokens` specified in the request are not valid" (Volcengine Ark).
+const NAMED_PARAMETER = /\bparameter [`'"]([A-Za-z_][\w.[\]]{0,100})[`'"]/g;
+// A validation line led by its field's path: "metadata.user_id: String should have at most 256
+// characters" (pydantic, Anthropic), "* GenerateContentRequest.tools[0].function_declarations[3].name: ..." (Google).
+const LEADING_PATH = /(?:^|\n)[ \t*-]{0,4}([A-Za-z_]\w{0,40}(?:\.\w{1,60}|\[\d{1,6}\]){1,12}):\s/g;
 const ERROR_KEY = /["'](?:error|exception)["']\s*:|["']type["']\s*:\s*["']error["']/;
+const STOP_KEYS = new Set(['finish_reason', 'stop_reason', 'finishreason']);
+/** A stop reason that names the window: the input filled it before the model said anything. */
+const WINDOW_STOP = /context[ _-]?(?:window|length)|max[ _-]?context|prompt[ _-]?too[ _-]?long|input[ _-]?too[ _-]?long/i;
+const OUTPUT_TOKEN_KEYS = new Set(['completion_tokens', 'output_tokens', 'candidatestokencount']);
+const OUTPUT_TEXT_KEYS = new Set(['content', 'text', 'output_text', 'thinking', 'arguments', 'partial_json']);
 
 class Collector {
   readonly codes: string[] = [];
@@ -65,6 +81,8 @@ class Collector {
   private textChars = 0;
   private nodes = 0;
   carriesError = false;
+  private windowStop = false;
+  private sawOutput = false;
 
   evidence(): Evidence {
     return {
@@ -73,6 +91,7 @@ class Collector {
       text: this.texts.join('\n'),
       fields: this.fields,
       carriesError: this.carriesError,
+      windowStopBeforeOutput: this.windowStop && !this.sawOutput && !this.carriesError,
     };
   }
 
@@ -103,9 +122,15 @@ class Collector {
   private visitEntry(key: string, v: unknown, depth: number, nested: number): void {
     if (typeof v === 'string') {
       if (CODE_KEYS.has(key)) this.addCode(v);
+      if (STOP_KEYS.has(key) && WINDOW_STOP.test(v.slice(0, 100))) {
+        this.windowStop = true;
+        this.addCode(v);
+      }
+      if (OUTPUT_TEXT_KEYS.has(key) && v !== '') this.sawOutput = true;
       if (key === 'param') this.paths.push(v.slice(0, 200));
       if (TEXT_KEYS.has(key)) this.addText(v, nested);
     } else if (typeof v === 'number') {
+      if (OUTPUT_TOKEN_KEYS.has(key) && v > 0) this.sawOutput = true;
       if (CODE_KEYS.has(key)) this.addCode(String(v));
       const field = FIELD_KEYS[key];
       if (field !== undefined && Number.isSafeInteger(v) && v >= 0) this.fields[field] ??= v;
@@ -133,6 +158,8 @@ class Collector {
     for (const m of s.matchAll(QUOTED_CODE)) this.addCode(m[1]);
     for (const m of s.matchAll(QUOTED_PARAM)) this.paths.push(m[1]);
     for (const m of s.matchAll(INVALID_PATH)) this.paths.push(m[1]);
+    for (const m of s.matchAll(NAMED_PARAMETER)) this.paths.push(m[1]);
+    for (const m of s.slice(0, 4096).matchAll(LEADING_PATH)) this.paths.push(m[1].replace(/^GenerateContentRequest\./, ''));
   }
 
   /** `ConnectionError: {"object":"error",...}` or `{"type":"error",...}. Received Model Group=...` */

@@ -60,6 +60,11 @@ export const VETOES: readonly Veto[] = [
       /\b(?:extra|unknown|unrecognized|unexpected|additional|unsupported) (?:inputs?|fields?|keys?|properties|property|parameters?|arguments?)\b|\bextra[ _]forbidden\b|\bnot permitted\b|\binvalid type\b|\bshould be a valid\b|\bexpected (?:a|an) (?:string|object|array|integer|number|boolean|list)\b(?! with)|\bmissing required\b|\bis a required property\b|\bfield required\b|\bmust be (?:a|an) (?:string|object|array|integer|number|boolean)\b/i,
   },
   { rule: 'overloaded', pattern: /\boverloaded\b|\bat capacity\b|\btemporarily unavailable\b/i },
+  // A cap on requests in flight (a count of them, "(5/5)"), or no replica to serve: waiting helps, compacting does not.
+  {
+    rule: 'capacity',
+    pattern: /\brequest limit reached\b|\bconcurren(?:t|cy)\b[^.\n]{0,40}\blimit\b|\bresource ?exhausted\b|\bprovider unavailable\b|\bno (?:available )?capacity\b|\bcapacity (?:is )?unavailable\b/i,
+  },
   // Go's "context deadline exceeded" reads like "context ... exceeded": it is a timeout.
   { rule: 'timeout', pattern: /\bdeadline exceeded\b|\bcontext canceled\b|\btimed out\b|\btimeout\b/i },
 ];
@@ -81,7 +86,7 @@ const RELATION = new RegExp(String.raw`(?:\b(?:${STRONG})(?:\b|(?<=[<=]))|\b(?:$
 const STRONG_START = new RegExp(String.raw`^\s*(?:${STRONG})`, 'i');
 const LIMIT_WORD = /\b(?:limit|maximum|max|context|window|capacity|budget|allowed|length|size|range|bound|n ctx|max model len|model|supported)\b|\d/i;
 
-type Kind = 'input' | 'weakInput' | 'output' | 'attachment';
+type Kind = 'input' | 'weakInput' | 'output' | 'attachment' | 'field';
 
 // Nouns a subject is made of; the closest one to the relation says what is too big.
 const TERMS: readonly [Kind, RegExp][] = [
@@ -92,10 +97,15 @@ const TERMS: readonly [Kind, RegExp][] = [
   ['attachment', /\b(?:images?|pdfs?|files?|audio|video|attachments?|documents?|pixels|dimensions)\b/gi],
   [
     'input',
-    /\b(?:prompts?|inputs?|input[ _]ids|context|requests?|messages?|conversation|history|payload|body|entity|query|queries)\b/gi,
+    /\b(?:prompts?|input[ _]ids|inputs?|context|requests?|messages?|conversation|history|payload|body|entity|query|queries)\b/gi,
   ],
+  // One field's value: a tool's or a parameter's name, an id, a key. Its size is a schema rule.
+  ['field', /\b(?:(?:tool|function|parameter|property|field|key|server|schema) ?names?(?:\(s\))?|names?(?:\(s\))?|ids?|identifiers?|keys?|descriptions?)\b/gi],
   ['weakInput', /\b(?:tokens?|token count|characters?|length|size|text|sequence|content|string)\b/gi],
 ];
+// A completion limit the server derived from the window left over, and found nothing left
+// ("max_tokens must be at least 1, got -186"): whatever the client asked, the prompt is too long.
+const NO_ROOM = /\bmax(?:imum)? (?:new |completion |output )?tokens\b[^.\n]{0,40}\bmust be (?:at least 1|>= ?1|greater than 0|positive)\b[^.\n]{0,20}\bgot (?:-\d|0(?!\d|\.\d))/i;
 const BOTH_JOINED = /\b(?:and|\+|&)\b|\s\+\s/;
 const BODY_WORDS = /\b(?:body|payload|entity|bytes?|[kmg]i?b)\b/i;
 const CONTEXT_WORDS = /\b(?:tokens?|context|prompts?|inputs?|messages?)\b/i;
@@ -109,12 +119,16 @@ export interface Statements {
   weakInput?: OverlongReason;
   output: boolean;
   attachment: boolean;
+  /** A field's value (a name, an id) over its size rule. */
+  field: boolean;
+  /** The room the window leaves for the completion is none or negative: the prompt fills it. */
+  noRoom: boolean;
   advice: boolean;
 }
 
 /** What the text says is too big. `text` is already bounded and normalised (see prose()). */
 export function readStatements(text: string, codeWords: string): Statements {
-  const found: Statements = { output: false, attachment: false, advice: ADVICE.test(text) };
+  const found: Statements = { output: false, attachment: false, field: false, noRoom: NO_ROOM.test(text), advice: ADVICE.test(text) };
   readRelations(text, found);
   readRelations(codeWords, found);
   return found;
@@ -135,6 +149,7 @@ function readRelations(text: string, found: Statements): void {
       : 'context_length';
     if (kind === 'output') found.output = true;
     else if (kind === 'attachment') found.attachment = true;
+    else if (kind === 'field') found.field = true;
     else if (kind === 'input') found.input ??= reason;
     else found.weakInput ??= reason;
   }
@@ -188,6 +203,9 @@ export type GeneralDecision = { overlong: true; rule: string; reason: OverlongRe
  */
 export function decideGeneral(said: Statements, numbers: Quantities): GeneralDecision | undefined {
   if (said.input !== undefined) return overflow('general_input_over_limit', said.input);
+  // A name or an id over its length is what was measured, whatever the numbers beside it.
+  if (said.field) return { overlong: false, rule: 'field_size' };
+  if (said.noRoom) return overflow('general_no_room_for_output', 'context_length');
   if (numbers.promptOverLimit) return overflow('general_stated_numbers', 'context_length');
   if (said.output) return { overlong: false, rule: 'output_token_cap' };
   if (said.attachment) return { overlong: false, rule: 'attachment_limit' };

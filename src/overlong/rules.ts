@@ -67,6 +67,14 @@ export const NOT_OVERLONG_CODES: ReadonlyMap<string, string> = new Map([
 /** `string_above_max_length` is overlong on message content, a schema error on tool definitions. */
 export const SCHEMA_PATH = /^(?:tools|functions|tool_choice|response_format|metadata|instructions|model|user)\b|\.function\.(?:name|description)|\.(?:name|role|id|call_id)$/;
 export const CONTENT_PATH = /^(?:messages|input|prompt|contents)(?:\[|\.|$)/;
+/** The completion limit's fields: a size complaint about one is a value cap (the clamp's business), never an overflow. */
+export const COMPLETION_PATH = /^(?:max_tokens|max_completion_tokens|max_output_tokens|max_new_tokens|num_predict|(?:generation_?config\.)?max_?output_?tokens)$/i;
+/**
+ * A complaint about one value's size, as schema validators word it: a string or array over its
+ * maximum length, a number over its maximum value, a name at most N characters.
+ */
+export const SIZE_COMPLAINT =
+  /\b(?:string|array|list) too long\b|\b(?:with )?(?:a )?max(?:imum)? length(?: of)?\b|\bat most \d{1,9} (?:characters|chars|items|elements|entries|bytes)\b|\bshould have at most\b|\b(?:integer|number|value) above (?:the )?max(?:imum)? value\b|\bexpected a value <=|\bcannot exceed \d{1,9}\b/i;
 
 const CONTEXT: OverlongReason = 'context_length';
 const BODY: OverlongReason = 'body_too_large';
@@ -133,7 +141,8 @@ export const OVERLONG_PHRASES: readonly OverlongPhrase[] = [
   // Groq, Cerebras and OpenRouter sometimes send only the advice, with no numbers
   { family: 'openai', rule: 'reduce_length_of_messages', reason: CONTEXT, pattern: /\bplease reduce the length of (?:the messages|either one)\b/i },
   // old vLLM filled max_tokens = window - prompt, so a negative value means the prompt alone overflowed
-  { family: 'vllm', rule: 'negative_max_tokens', reason: CONTEXT, pattern: /\bmax_tokens must be at least 1, got -\d/i },
+  // The room left for the completion: negative, or none at all (a prompt that exactly fills the window).
+  { family: 'vllm', rule: 'negative_max_tokens', reason: CONTEXT, pattern: /\bmax_tokens must be at least 1, got (?:-\d|0(?!\d|\.\d))/i },
   // LiteLLM names the class even when the provider text is unfamiliar
   { family: 'litellm', rule: 'litellm_context_window_exceeded', reason: CONTEXT, pattern: /\bContextWindowExceededError\b/ },
   // Body-size rejections: Google front end, AWS API Gateway / Lambda, nginx, Cloudflare,

@@ -19,6 +19,8 @@ export type StreamEvents = (event: string | undefined, data: string) => StreamEv
 
 const PASS: Verdict = { overlong: false, rule: 'success' };
 const ERROR_MARK = Buffer.from('error');
+/** A stop reason that names the window (`model_context_window_exceeded`) carries no `error`. */
+const EXCEEDED_MARK = Buffer.from('exceeded');
 /** The most bytes of preamble events held before giving up and relaying (they are a few hundred bytes). */
 export const PREAMBLE_LIMIT_BYTES = 64 * 1024;
 
@@ -94,7 +96,7 @@ function holdPreamble(body: Readable, events: StreamEvents): Promise<{ held: Hel
 
 function mayCarryError(bytes: Buffer, encoding: string | string[] | undefined): boolean {
   // Compressed bytes cannot be searched; decoding a first chunk is cheap enough.
-  return encoding !== undefined || bytes.includes(ERROR_MARK);
+  return encoding !== undefined || bytes.includes(ERROR_MARK) || bytes.includes(EXCEEDED_MARK);
 }
 
 function header(value: string | string[] | undefined): string | undefined {

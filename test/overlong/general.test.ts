@@ -170,9 +170,26 @@ describe('vetoes settle "not overlong" before anything else', () => {
     ['overloaded', 'Overloaded: context length exceeded on a busy replica'],
     ['timeout', 'context deadline exceeded'],
     ['timeout', 'upstream timed out while the prompt was too long to stream'],
+    ['capacity', 'request limit reached (5/5): too many tokens in flight for this model'],
+    ['capacity', 'Max parallel request limit reached. The request exceeds the maximum allowed'],
+    ['capacity', 'Concurrent requests limit exceeded for this key; the prompt is over the limit'],
+    ['capacity', 'ResourceExhausted: the input exceeds the maximum number of tokens'],
+    ['capacity', 'provider_unavailable: the request exceeds the maximum context length of a replica'],
   ])('%s: %s', (rule, message) => {
     expect(classifyResponse({ status: 400, body: err(message) })).toEqual({ overlong: false, rule });
     expect(classifyResponse({ status: 500, body: err(message) }, GENERAL)).toEqual({ overlong: false, rule });
+  });
+
+  it('a field\u2019s size rule is never an overflow: a name or an id named as the subject, or a path to a field that is not the conversation', () => {
+    for (const message of ['The length of the tool name cannot exceed 64.', 'Function name can not be longer than 64 characters but has 65 characters.', 'tool_use.id: String should have at most 64 characters']) {
+      expect(classifyResponse({ status: 400, body: err(message) }, GENERAL)).toMatchObject({ overlong: false });
+    }
+    const onPath = (param: string, message: string) => classifyResponse({ status: 400, body: err(message, { param }) }, GENERAL);
+    expect(onPath('tools', "Invalid 'tools': array too long. Expected an array with maximum length 128, but got an array with length 133 instead.")).toEqual({ overlong: false, rule: 'schema_field_size' });
+    expect(onPath('max_output_tokens', "Invalid 'max_output_tokens': integer above maximum value. Expected a value <= 128000, but got 200000 instead.")).toEqual({ overlong: false, rule: 'completion_value_cap' });
+    // The conversation's own size is one: the path names it.
+    expect(onPath('messages', 'The request exceeds the maximum length of 128000 tokens.')).toMatchObject({ overlong: true });
+    expect(onPath('input', "Invalid 'input': array too long. Expected an array with maximum length 2048, but got an array with length 4000 instead.")).toMatchObject({ overlong: true });
   });
 
   it.each(VETO_CODES)('the code %s alone vetoes a text that reads as an overflow', (code, rule) => {

@@ -160,6 +160,15 @@ const EVERY_FIXTURE: Row[] = [
   ['tgi-inputs-must-have-less-than', 'general_stated_numbers', 'context', { limitTokens: 2048 }],
   ['lmstudio-input-length-exceeds-context-length', 'general_input_over_limit', 'context', { promptTokens: 6491, limitTokens: 1500 }],
   ['llama-cpp-python-requested-tokens-exceed-context-window', 'general_stated_numbers', 'context', { limitTokens: 2048 }],
+  ['deepseek-tool-name-string-too-long-param-null', 'schema_field_size'],
+  ['openai-tools-array-above-max-length', 'schema_field_size'],
+  ['copilot-tools-array-too-long-invalid-request-body', 'schema_field_size'],
+  ['volcengine-ark-max-completion-tokens-above-maximum', 'completion_value_cap'],
+  ['dashscope-tool-name-cannot-exceed-64', 'field_size'],
+  ['kiro-tool-names-exceed-64-characters', 'field_size'],
+  ['gemini-function-declaration-name-maximum-length', 'schema_field_size'],
+  ['vllm-max-tokens-at-least-1-got-0', 'negative_max_tokens', 'context', {}],
+  ['anthropic-stop-reason-model-context-window-exceeded', 'window_stop_reason', 'context', {}],
 ];
 
 describe('every fixture: the verdict and rule the gateway logs', () => {
@@ -214,7 +223,7 @@ const PHRASES: [string, string, number, string, 'context' | 'body', StatedLimits
   ['context_window_exceeds_limit', 'minimax', 400, 'invalid params, context window exceeds limit (2013)', 'context', {}, 'general_input_over_limit'],
   ['current_length_over_limit', 'cerebras', 400, 'Please reduce the length of the messages or completion. Current length is 42328 while limit is 40000', 'context', { limitTokens: 40000 }, 'reduce_length_of_messages'],
   ['input_tokens_exceed_max_prompt_tokens', 'glm', 400, 'The number of input tokens (140000) has exceeded max_prompt_tokens (131072)', 'context', { promptTokens: 140000, limitTokens: 131072 }, 'general_input_over_limit'],
-  ['negative_max_tokens', 'vllm', 400, 'max_tokens must be at least 1, got -186.', 'context', {}, 'no_signal'],
+  ['negative_max_tokens', 'vllm', 400, 'max_tokens must be at least 1, got -186.', 'context', {}, 'general_no_room_for_output'],
   ['request_body_size_exceeded', 'http', 413, 'Maximum request body size 1048576 exceeded, actual body size 1056562', 'body', { limitBytes: 1048576, bodyBytes: 1056562 }, 'status_413'],
   ['content_length_exceeded', 'http', 413, 'HTTP content length exceeded 10485760 bytes.', 'body', { limitBytes: 10485760 }, 'status_413'],
   ['request_entity_too_large', 'http', 413, 'Request Entity Too Large', 'body', {}, 'status_413'],
