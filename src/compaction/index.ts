@@ -149,8 +149,7 @@ export async function compact(given: CompactionInput): Promise<CompactionResult>
   const maskable = input.config.compaction.mask && !input.recalled;
   if (maskable || input.recalled?.strategy === 'mask') {
     // A limit nobody stated (only a refused size, or nothing) is a guess: mask as far as it goes.
-    const bounds = input.target.bounds;
-    const guessed = !(bounds?.limitTokens || bounds?.limitBytes);
+    const guessed = input.target.exact !== true;
     const aimBytes = Math.min(input.target.aimBytes, input.target.fitBytes - 1) - overhead;
     const masked = input.config.compaction.mask ? maskOutputs({ items: view.items, entries, dialect: input.dialect, keepFirst: view.keepFirst, aimBytes, all: guessed }) : null;
     if (masked) return finishMasked(input, figures, view, masked, fixedEnd);

@@ -22,6 +22,11 @@ export interface SizeTarget {
   source: LimitSource;
   /** The bounds it was computed from, for sizing other requests to the same model (the summarizer's). */
   bounds?: Bounds;
+  /**
+   * Whether a limit of the kind that refused is known (a window for a context error, a byte limit
+   * for a 413), not only a size that was refused: else the aim is a guess.
+   */
+  exact?: boolean;
 }
 
 /** What earlier rejections taught about one upstream and model. */
@@ -64,28 +69,33 @@ export interface Rejection {
   requested: number | undefined;
 }
 
-/** The target after a rejection, with what was learned before (the smaller bound wins). */
-export function sizeTarget(rejection: Rejection, learned: Bounds | undefined, ratio: number): SizeTarget {
+/**
+ * The target after a rejection, with what was learned before (the smaller bound wins). Bytes per
+ * token depend on the content (images and PDFs count many tokens in few bytes): this rejection's,
+ * else `conversation`'s (what a rejection of this conversation said), never another's.
+ */
+export function sizeTarget(rejection: Rejection, learned: Bounds | undefined, ratio: number, conversation?: number): SizeTarget {
   const { limits, bodyBytes } = rejection;
   const stated = statedBounds(rejection);
-  const { bounds, bytesPerToken } = boundsAfter(rejection, learned);
+  const { bounds, bytesPerToken } = boundsAfter(rejection, learned, conversation);
   const tokensBefore = limits.promptTokens ?? Math.round(bodyBytes / bytesPerToken);
   const target = fromBounds(bounds, bytesPerToken, rejection.requested, ratio, bodyBytes);
   const source: LimitSource = stated.limitTokens || stated.limitBytes ? 'stated' : learnedAnything(learned) || stated.refusedBytes ? 'learned' : 'default';
   const fit = target?.fit ?? bodyBytes * BLIND_FIT;
   const aim = Math.min(target?.aim ?? bodyBytes * BLIND_AIM, bodyBytes * MAX_SHARE);
-  return { ...finish(fit, aim, bytesPerToken, tokensBefore, source), bounds };
+  const exact = rejection.reason === 'body_too_large' ? Boolean(bounds.limitBytes) : Boolean(bounds.limitTokens || bounds.limitBytes);
+  return { ...finish(fit, aim, bytesPerToken, tokensBefore, source), bounds, exact };
 }
 
 /** What is known after a rejection: its own bounds and what was learned before (the smaller wins), and bytes per token. */
-export function boundsAfter(rejection: Rejection, learned: Bounds | undefined): { bounds: Bounds; bytesPerToken: number } {
+export function boundsAfter(rejection: Rejection, learned: Bounds | undefined, conversation?: number): { bounds: Bounds; bytesPerToken: number } {
   const { limits, bodyBytes } = rejection;
   const stated = statedBounds(rejection);
   // A limit this error states is the truth now; what was learned adds only what it does not say
-  // (and of refused sizes, the smallest is the bound).
+  // (and of refused sizes, the smallest is the bound). A learned ratio is another request's.
   const { refusedBytes: _refused, ...statedLimits } = stated;
-  const bounds = { ...smallest(stated, learned ?? {}), ...statedLimits };
-  const bytesPerToken = limits.promptTokens ? clamp(bodyBytes / limits.promptTokens, 1, 8) : bounds.bytesPerToken ?? DEFAULT_BYTES_PER_TOKEN;
+  const { bytesPerToken: _theirs, ...bounds } = { ...smallest(stated, learned ?? {}), ...statedLimits };
+  const bytesPerToken = limits.promptTokens ? clamp(bodyBytes / limits.promptTokens, 1, 8) : clamp(conversation ?? DEFAULT_BYTES_PER_TOKEN, 1, 8);
   return { bounds: { ...bounds, bytesPerToken }, bytesPerToken };
 }
 
@@ -98,12 +108,12 @@ export function fitFor(bounds: Bounds, bytesPerToken: number, completion: number
   return target ? Math.floor(target.fit) : Infinity;
 }
 
-/** The target for a request sent compacted before any rejection: learned bounds only. */
-export function learnedTarget(bodyBytes: number, learned: Bounds, ratio: number, requested: number | undefined): SizeTarget | null {
-  const bytesPerToken = learned.bytesPerToken ?? DEFAULT_BYTES_PER_TOKEN;
+/** The target for a request sent compacted before any rejection: learned bounds only, in this conversation's bytes per token. */
+export function learnedTarget(bodyBytes: number, learned: Bounds, ratio: number, requested: number | undefined, conversation?: number): SizeTarget | null {
+  const bytesPerToken = clamp(conversation ?? DEFAULT_BYTES_PER_TOKEN, 1, 8);
   const tokensBefore = Math.round(bodyBytes / bytesPerToken);
   const target = fromBounds(learned, bytesPerToken, requested, ratio, Infinity);
-  return target ? { ...finish(target.fit, target.aim, bytesPerToken, tokensBefore, 'learned'), bounds: learned } : null;
+  return target ? { ...finish(target.fit, target.aim, bytesPerToken, tokensBefore, 'learned'), bounds: learned, exact: Boolean(learned.limitTokens || learned.limitBytes) } : null;
 }
 
 function finish(fit: number, aim: number, bytesPerToken: number, tokensBefore: number, source: LimitSource): SizeTarget {

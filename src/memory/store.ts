@@ -32,6 +32,8 @@ export interface MemoryEntry {
   /** What was known to fit when it was made, and where it aimed. */
   fitBytes: number;
   aimBytes: number;
+  /** The conversation's bytes per token, as the rejection that made it said (absent: not known). */
+  bytesPerToken?: number;
   createdAt: number;
 }
 

@@ -94,33 +94,45 @@ async function compactAndReplay(
   const json = ctx.incoming.json!;
   const started = performance.now();
   const rejection = { reason: verdict.reason, limits: verdict.limits, bodyBytes: rejectedBytes, requested: dialect.completion(json) };
-  const target = sizeTarget(rejection, await learnedBounds(ctx), deps.config.compaction.targetRatio);
   // After a compaction ahead was refused too, memory has had its say: start from the request.
   const recalled = afterAhead ? null : await recallFor(ctx, conversation);
-  const compaction = await compact({
-    dialect,
-    request: json,
-    conversation,
-    headers: ctx.headers,
-    bodyBytes: ctx.incoming.bytes,
-    target,
-    config: deps.config,
-    dispatcher: deps.dispatcher,
-    summarizer: summarizerFor(ctx, target),
-    signal: ctx.gone.signal,
-    because: verdict.reason === 'body_too_large' ? "the request exceeded the upstream's size limit" : "the request exceeded the model's context window",
-    recalled: recalled?.entry,
-    onSummary: (e) => logSummary(ctx, e),
-  });
-  Object.assign(record, { remedy: 'compaction', compaction, limit: target.source, durationMs: performance.now() - started });
+  const ratio = deps.config.compaction.targetRatio;
+  const learned = await learnedBounds(ctx);
+  const target = sizeTarget(rejection, learned, ratio, recalled?.entry.bytesPerToken);
+  const compactTo = (to: SizeTarget) =>
+    compact({
+      dialect,
+      request: json,
+      conversation,
+      headers: ctx.headers,
+      bodyBytes: ctx.incoming.bytes,
+      target: to,
+      config: deps.config,
+      dispatcher: deps.dispatcher,
+      summarizer: summarizerFor(ctx, to),
+      signal: ctx.gone.signal,
+      because: verdict.reason === 'body_too_large' ? "the request exceeded the upstream's size limit" : "the request exceeded the model's context window",
+      recalled: recalled?.entry,
+      onSummary: (e) => logSummary(ctx, e),
+    });
+  let used = target;
+  let compaction = await compactTo(used);
+  // What other requests taught must not make this one unrescuable: it is tried once more with
+  // what its own rejection says, which is never looser than what the upstream accepted or refused.
+  const own = learned ? sizeTarget(rejection, undefined, ratio, recalled?.entry.bytesPerToken) : null;
+  if (compaction.outcome === 'not_shrunk' && compaction.why === 'cannot_fit' && own && own.fitBytes > target.fitBytes) {
+    used = own;
+    compaction = await compactTo(used);
+  }
+  Object.assign(record, { remedy: 'compaction', compaction, limit: used.source, durationMs: performance.now() - started });
   countCompaction(deps.metrics, dialect.api, compaction, record.durationMs!);
   if (compaction.outcome !== 'compacted') {
     record.outcome = 'not_shrunk';
     return passThrough(ctx, record, first);
   }
   record.bound = compaction.bound;
-  if (compaction.newSpan) await rememberSpan(ctx, conversation, compaction.newSpan, recalled, target);
-  return replay(ctx, record, first, rewriteOf(ctx, conversation, compaction, recalled, target));
+  if (compaction.newSpan) await rememberSpan(ctx, conversation, compaction.newSpan, recalled, used);
+  return replay(ctx, record, first, rewriteOf(ctx, conversation, compaction, recalled, used));
 }
 
 async function replay(ctx: RescueContext, record: RescueRecord, first: InspectedAnswer, rewrite: Rewrite): Promise<Outcome> {

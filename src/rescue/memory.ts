@@ -20,10 +20,11 @@ export async function learnFrom(ctx: RescueContext, verdict: Extract<Verdict, { 
   if (!ctx.deps.memory || !model) return;
   const { reason, limits } = verdict;
   const learned: Bounds = {};
+  // Per model only what does not depend on the content: a stated window, a body limit, a refused
+  // size. How many bytes a token takes is the conversation's (kept with its compaction).
   if (reason === 'context_length' && limits.limitTokens) {
     learned.limitTokens = limits.limitTokens;
     learned.completionCounted = (limits as { completionCounted?: boolean }).completionCounted === true || limits.completionTokens !== undefined;
-    if (limits.promptTokens) learned.bytesPerToken = rejectedBytes / limits.promptTokens;
   }
   if (reason === 'body_too_large' && limits.limitBytes) learned.limitBytes = limits.limitBytes;
   // No number stated: the refused size is the bound.
@@ -63,6 +64,7 @@ export async function rememberSpan(ctx: RescueContext, conversation: Conversatio
     bound: span.bound,
     fitBytes: target.fitBytes,
     aimBytes: target.aimBytes,
+    bytesPerToken: target.bytesPerToken,
     createdAt: Date.now(),
   });
 }
@@ -154,14 +156,16 @@ export async function compactAhead(ctx: RescueContext, memory: CompactionMemory,
 function aheadTarget(recalled: Recalled, bytes: number, learned: Bounds | undefined, ctx: RescueContext): SizeTarget {
   const remembered = { fitBytes: recalled.entry.fitBytes, aimBytes: recalled.entry.aimBytes };
   const ratio = ctx.deps.config.compaction.targetRatio;
-  const fromLearned = learned ? learnedTarget(bytes, learned, ratio, ctx.dialect.completion(ctx.incoming.json ?? {})) : null;
+  const bytesPerToken = recalled.entry.bytesPerToken ?? DEFAULT_BYTES_PER_TOKEN;
+  const fromLearned = learned ? learnedTarget(bytes, learned, ratio, ctx.dialect.completion(ctx.incoming.json ?? {}), bytesPerToken) : null;
   const fitBytes = Math.min(remembered.fitBytes, fromLearned?.fitBytes ?? Infinity);
   return {
     fitBytes,
     aimBytes: Math.min(remembered.aimBytes, fromLearned?.aimBytes ?? Infinity, fitBytes),
-    bytesPerToken: learned?.bytesPerToken ?? DEFAULT_BYTES_PER_TOKEN,
-    tokensBefore: Math.round(bytes / (learned?.bytesPerToken ?? DEFAULT_BYTES_PER_TOKEN)),
+    bytesPerToken,
+    tokensBefore: Math.round(bytes / bytesPerToken),
     source: 'learned',
     bounds: learned,
+    exact: fromLearned?.exact ?? false,
   };
 }

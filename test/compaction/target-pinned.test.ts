@@ -2,10 +2,10 @@ import { describe, expect, it } from 'vitest';
 import { clampedCompletion, learnedTarget, sizeTarget, smallest, type Rejection, type SizeTarget } from '../../src/compaction/target.js';
 import type { StatedLimits } from '../../src/overlong/types.js';
 
-/** A target as the compaction uses it, without the bounds it carries for sizing other calls. */
+/** A target as the compaction uses it, without the bounds it carries for sizing other calls (and whether they are exact). */
 const plain = (t: SizeTarget | null) => {
   if (!t) return t;
-  const { bounds: _bounds, ...rest } = t;
+  const { bounds: _bounds, exact: _exact, ...rest } = t;
   return rest;
 };
 
@@ -41,8 +41,9 @@ describe('bytes per token', () => {
     });
   });
 
-  it('without a stated prompt size: what was learned, else 3; tokens-before estimated from it', () => {
-    expect(plain(sizeTarget(context({ limitTokens: 10_000 }, 90_000), { bytesPerToken: 6 }, RATIO))).toEqual({
+  it('without a stated prompt size: the conversation\u2019s, else 3 (never one learned from another request); tokens-before estimated from it', () => {
+    expect(plain(sizeTarget(context({ limitTokens: 10_000 }, 90_000), { bytesPerToken: 1 }, RATIO))).toMatchObject({ bytesPerToken: 3, tokensBefore: 30_000 });
+    expect(plain(sizeTarget(context({ limitTokens: 10_000 }, 90_000), undefined, RATIO, 6))).toEqual({
       fitBytes: 54_000,
       aimBytes: 30_000,
       bytesPerToken: 6,
@@ -91,11 +92,11 @@ describe('what a rejection states', () => {
 });
 
 describe('with what was learned', () => {
-  it('a learned window and a learned refused size: the smaller bound wins, and the learned bytes per token', () => {
+  it('a learned window and a learned refused size: the smaller bound wins, in the conversation\u2019s bytes per token', () => {
     // Window: 10,000 tokens at 4 bytes = 40,000: fit 36,000, aim 20,000. Refused 30,000: fit 27,000, aim 15,000.
-    const t = sizeTarget(tooLarge({}, 1_000_000), { limitTokens: 10_000, bytesPerToken: 4, refusedBytes: 30_000 }, RATIO);
+    const t = sizeTarget(tooLarge({}, 1_000_000), { limitTokens: 10_000, refusedBytes: 30_000 }, RATIO, 4);
     expect(plain(t)).toEqual({ fitBytes: 27_000, aimBytes: 15_000, bytesPerToken: 4, tokensBefore: 250_000, source: 'learned' });
-    const looser = sizeTarget(tooLarge({}, 1_000_000), { limitTokens: 10_000, bytesPerToken: 4, refusedBytes: 900_000 }, RATIO);
+    const looser = sizeTarget(tooLarge({}, 1_000_000), { limitTokens: 10_000, refusedBytes: 900_000 }, RATIO, 4);
     expect(plain(looser)).toEqual({ fitBytes: 36_000, aimBytes: 20_000, bytesPerToken: 4, tokensBefore: 250_000, source: 'learned' });
   });
 
@@ -104,12 +105,12 @@ describe('with what was learned', () => {
   });
 
   it('a stated byte limit keeps the learned window (which it does not state) when that is tighter', () => {
-    const t = sizeTarget(tooLarge({ limitBytes: 1_000_000 }, 2_000_000), { limitTokens: 10_000, bytesPerToken: 4 }, RATIO);
+    const t = sizeTarget(tooLarge({ limitBytes: 1_000_000 }, 2_000_000), { limitTokens: 10_000 }, RATIO, 4);
     expect(plain(t)).toEqual({ fitBytes: 36_000, aimBytes: 20_000, bytesPerToken: 4, tokensBefore: 500_000, source: 'stated' });
   });
 
   it('learnedTarget: a compaction ahead, from learned bounds alone', () => {
-    expect(plain(learnedTarget(100_000, { limitTokens: 10_000, bytesPerToken: 2 }, RATIO, 1_000))).toEqual({
+    expect(plain(learnedTarget(100_000, { limitTokens: 10_000 }, RATIO, 1_000, 2))).toEqual({
       fitBytes: 18_000,
       aimBytes: 10_000,
       bytesPerToken: 2,
@@ -125,12 +126,12 @@ describe('with what was learned', () => {
     });
     // No rejected body to stay under: a learned byte limit larger than the request still counts.
     expect(plain(learnedTarget(1_000, { limitBytes: 100_000 }, RATIO, undefined))).toMatchObject({ fitBytes: 98_000, aimBytes: 50_000 });
-    expect(plain(learnedTarget(1_000, { completionCounted: true, bytesPerToken: 4 }, RATIO, 10))).toBeNull();
+    expect(plain(learnedTarget(1_000, { completionCounted: true }, RATIO, 10, 4))).toBeNull();
   });
 
   it('the aim is never above what fits, even with a share above the headroom', () => {
     // 10,000 tokens at 4 bytes: 90% fits (36,000 bytes); a 0.95 share would aim at 38,000.
-    expect(plain(learnedTarget(1_000_000, { limitTokens: 10_000, bytesPerToken: 4 }, 0.95, undefined))).toMatchObject({ fitBytes: 36_000, aimBytes: 36_000 });
+    expect(plain(learnedTarget(1_000_000, { limitTokens: 10_000 }, 0.95, undefined, 4))).toMatchObject({ fitBytes: 36_000, aimBytes: 36_000 });
     expect(plain(sizeTarget(tooLarge({}, 100_000), undefined, 0.95))).toMatchObject({ fitBytes: 90_000, aimBytes: 80_000 });
     expect(plain(sizeTarget(tooLarge({}, 1_000_000), { refusedBytes: 100_000 }, 0.95))).toMatchObject({ fitBytes: 90_000, aimBytes: 90_000 });
   });

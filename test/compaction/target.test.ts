@@ -4,10 +4,10 @@ import { clampedCompletion, fitFor, learnedTarget, sizeTarget, smallest, type Bo
 import { classifyResponse } from '../../src/overlong/classify.js';
 import type { StatedLimits } from '../../src/overlong/types.js';
 
-/** A target as the compaction uses it, without the bounds it carries for sizing other calls. */
+/** A target as the compaction uses it, without the bounds it carries for sizing other calls (and whether they are exact). */
 const plain = (t: SizeTarget | null) => {
   if (!t) return t;
-  const { bounds: _bounds, ...rest } = t;
+  const { bounds: _bounds, exact: _exact, ...rest } = t;
   return rest;
 };
 
@@ -100,8 +100,8 @@ describe('learned bounds', () => {
   });
 
   it('a learned window counts the completion only if the error that taught it did', () => {
-    const counted = learnedTarget(400_000, { limitTokens: 120_000, completionCounted: true, bytesPerToken: 4 }, RATIO, 32_000);
-    const notCounted = learnedTarget(400_000, { limitTokens: 120_000, completionCounted: false, bytesPerToken: 4 }, RATIO, 32_000);
+    const counted = learnedTarget(400_000, { limitTokens: 120_000, completionCounted: true }, RATIO, 32_000, 4);
+    const notCounted = learnedTarget(400_000, { limitTokens: 120_000, completionCounted: false }, RATIO, 32_000, 4);
     expect(counted!.fitBytes).toBe(Math.floor(88_000 * 4 * 0.9));
     expect(notCounted!.fitBytes).toBe(Math.floor(120_000 * 4 * 0.9));
   });
@@ -165,5 +165,15 @@ describe('sizing another call to the same model (the summarizer\u2019s)', () => 
     const t = sizeTarget(tooLarge({}, 100_000), undefined, RATIO);
     expect(fitFor(t.bounds!, t.bytesPerToken, 2_000)).toBe(90_000);
     expect(fitFor({}, 4, 2_000)).toBe(Infinity);
+  });
+});
+
+describe('whether the limit is known or a guess', () => {
+  it('a limit of the kind that refused: a window for a context error, a byte limit for a 413; a refused size alone is a guess', () => {
+    expect(sizeTarget(contextLength({ limitTokens: 8_000, promptTokens: 9_000 }, 36_000, 100), undefined, RATIO).exact).toBe(true);
+    expect(sizeTarget(tooLarge({}, 100_000), undefined, RATIO).exact).toBe(false);
+    // A window learned elsewhere says nothing of the bytes an edge takes.
+    expect(sizeTarget(tooLarge({}, 100_000), { limitTokens: 200_000 }, RATIO).exact).toBe(false);
+    expect(sizeTarget(tooLarge({}, 100_000), { limitBytes: 50_000 }, RATIO).exact).toBe(true);
   });
 });

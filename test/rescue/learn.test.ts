@@ -29,10 +29,10 @@ function ctxWith(body: unknown, learned: Array<[string, Bounds]>, memory = true)
 const overlong = (reason: 'context_length' | 'body_too_large', limits: Record<string, unknown>) => ({ overlong: true, reason, limits, rule: 'test' }) as never;
 
 describe('learnFrom', () => {
-  it('a stated window, the prompt’s tokens and a stated completion', async () => {
+  it('a stated window and a stated completion; never the prompt\u2019s bytes per token (that is the conversation\u2019s)', async () => {
     const learned: Array<[string, Bounds]> = [];
     await learnFrom(ctxWith({ model: 'm1' }, learned), overlong('context_length', { limitTokens: 8000, promptTokens: 9000, completionTokens: 500 }), 36_000);
-    expect(learned).toEqual([['m1', { limitTokens: 8000, completionCounted: true, bytesPerToken: 4 }]]);
+    expect(learned).toEqual([['m1', { limitTokens: 8000, completionCounted: true }]]);
   });
 
   it('a window whose error did not count the completion, and states no prompt size', async () => {

@@ -450,7 +450,7 @@ describe('with memory', () => {
     await memory.close();
   });
 
-  it('tokens-before of a compaction ahead is in this model’s learned bytes per token', async () => {
+  it('tokens-before of a compaction ahead is in this conversation’s bytes per token, remembered with its compaction', async () => {
     upstream = await startFakeUpstream(provider(20_000));
     const memory = makeMemory();
     const tenant = { authorization: 'Bearer sk-client' };
@@ -469,11 +469,11 @@ describe('with memory', () => {
     expect(warn.compaction.durationMs).toBeGreaterThanOrEqual(0);
     expect(warn.compaction.durationMs).toBeLessThanOrEqual(elapsedMs + 1);
 
-    // The same conversation with another model: nothing learned for it, 3 bytes a token assumed.
+    // The same conversation sent to another model: its ratio is its content's, remembered with it.
     const other = agentBody(21, { model: 'other-model' });
     const otherBytes = Buffer.byteLength(JSON.stringify(other));
     const r2 = await run(other, { config: memoryConfig(), memory, clientHeaders: tenant });
-    expect(r2.header).toMatchObject({ trigger: 'proactive', 'tokens-before': Math.round(otherBytes / 3) });
+    expect(r2.header).toMatchObject({ trigger: 'proactive', 'tokens-before': Math.round(otherBytes / bytesPerToken) });
     await memory.close();
   });
 
