@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { boundFigures, OVERFLOW, runBoundSession, type BoundRun, expectSentAsIsUntilOverflow } from '../helpers/bound-session-replay.js';
+import { boundFigures, expectPrefixChangesExplained, OVERFLOW, runBoundSession, type BoundRun, expectSentAsIsUntilOverflow } from '../helpers/bound-session-replay.js';
 import { parseCompactionHeader } from '../helpers/rescue.js';
 import type { LimitStyle } from '../helpers/session-replay.js';
 import type { BindingCheck } from '../helpers/strict-anthropic.js';
@@ -67,19 +67,10 @@ describe.each(variants)('the recorded Claude Code session with thinking, behind 
     expect(f.compacted).toEqual([8, 9, 10, 11, 12, 13]);
     expect(f.bindingRefusals).toEqual([]);
     expect(f.invalidNotAllowed).toBe(0);
-    const compacted = run.turns.slice(7);
     // A new prefix is a summary (the summary extended, or made afresh over a masked span) or more
     // old outputs masked; no other turn changes the prefix, and the header says which it was.
-    compacted.forEach((t, n) => {
-      if (n === 0) return;
-      const previous = compacted[n - 1];
-      const summarised = t.summarizerCalls > 0;
-      const maskedMore = !summarised && t.masked > previous.masked;
-      expect(f.newPrefix[n], `turn ${t.turn}: the prefix changed with neither a summary nor more outputs masked`).toBe(summarised || maskedMore);
-      const after = parseCompactionHeader(previous.header).strategy;
-      if (summarised) expect(parseCompactionHeader(t.header)).toMatchObject({ strategy: 'summarize', memory: after === 'mask' ? 'miss' : 'hit', 'summarizer-ms': expect.any(Number) });
-      if (maskedMore) expect(parseCompactionHeader(t.header)).toMatchObject({ strategy: 'mask', memory: 'hit' });
-    });
+    expectPrefixChangesExplained(run, f);
+    const compacted = run.turns.slice(7);
     // Nothing made under the prefix a turn was sent with is stripped; every block kept was made under
     // it, or sits in the opening nothing changed (masking leaves the messages before its first mask).
     expect(f.freshLost).toEqual(f.compacted.map(() => 0));

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { boundFigures, OVERFLOW, runBoundSession, type BoundRun, expectSentAsIsUntilOverflow } from '../helpers/bound-session-replay.js';
+import { boundFigures, expectPrefixChangesExplained, OVERFLOW, runBoundSession, type BoundRun, type BoundTurn, expectSentAsIsUntilOverflow } from '../helpers/bound-session-replay.js';
 import { parseCompactionHeader } from '../helpers/rescue.js';
 import type { LimitStyle } from '../helpers/session-replay.js';
 import type { ReasoningCheck } from '../helpers/strict-responses.js';
@@ -69,20 +69,7 @@ describe.each(variants)('the recorded Codex session with reasoning, behind a %s 
     // items go again; a new prefix is a summary (the header shows the summarizer ran) or more old
     // outputs masked (memory extended, no summarizer call).
     expect(f.freshLost).toEqual(f.compacted.map(() => 0));
-    const compacted = run.turns.slice(7);
-    const removed = (t: (typeof compacted)[number]) => (t.checks.at(-1) as ReasoningCheck).removed;
-    compacted.forEach((t, n) => {
-      if (n === 0) return;
-      const previous = compacted[n - 1];
-      const summarised = t.summarizerCalls > 0;
-      const maskedMore = !summarised && t.masked > previous.masked;
-      expect(f.newPrefix[n], `turn ${t.turn}: the prefix changed with neither a summary nor more outputs masked`).toBe(summarised || maskedMore);
-      const h = parseCompactionHeader(t.header);
-      // A summary extends a remembered summary (memory hit); a masked span it reads afresh from the request.
-      const after = parseCompactionHeader(previous.header).strategy;
-      if (summarised) expect(h).toMatchObject({ strategy: 'summarize', memory: after === 'mask' ? 'miss' : 'hit', 'summarizer-ms': expect.any(Number) });
-      else if (maskedMore) expect(h).toMatchObject({ strategy: 'mask', memory: 'hit' });
-      else expect(removed(t), `turn ${t.turn}`).toEqual(removed(previous));
-    });
+    const removed = (t: BoundTurn) => (t.checks.at(-1) as ReasoningCheck).removed;
+    expectPrefixChangesExplained(run, f, (t, previous) => expect(removed(t), `turn ${t.turn}`).toEqual(removed(previous)));
   });
 });

@@ -32,7 +32,8 @@ function provider(window?: { tokens: number }) {
     }
     if (req.body.length > EDGE_LIMIT) {
       res.writeHead(413, { 'content-type': 'text/html' });
-      return res.end(NGINX_413);
+      res.end(NGINX_413);
+      return;
     }
     return json(res, 200, completion('rescued answer'));
   });

@@ -3,6 +3,7 @@ import { expect } from 'vitest';
 import type { Received } from './fake-upstream.js';
 import { startGateway } from './gateway.js';
 import { report, type BoundSession, type LimitStyle, type SessionReport, type TurnResult } from './session-replay.js';
+import { parseCompactionHeader } from './rescue.js';
 import { startStrictAnthropic, type BindingCheck, type StrictAnthropic } from './strict-anthropic.js';
 import { startStrictGemini, type GeminiCheck, type StrictGemini } from './strict-gemini.js';
 import { startStrictResponses, type ReasoningCheck, type StrictResponses } from './strict-responses.js';
@@ -385,4 +386,25 @@ export function expectSentAsIsUntilOverflow(run: BoundRun): void {
     expect(t.header).toBeNull();
     expect(t.calls.map((c) => c.raw.toString('utf8')), `turn ${t.turn} sent as it was`).toEqual([JSON.stringify(run.bodies[t.turn - 1])]);
   }
+}
+
+/**
+ * Every compacted turn after the first changes the prefix only with a new summary or more old
+ * outputs masked, and its header says which: a summary extends a remembered summary (memory hit)
+ * and reads a masked span afresh from the request (miss). `unchanged` checks a turn whose prefix held.
+ */
+export function expectPrefixChangesExplained(run: BoundRun, f: BoundFigures, unchanged?: (turn: BoundTurn, previous: BoundTurn) => void): void {
+  const compacted = run.turns.slice(7);
+  compacted.forEach((t, n) => {
+    if (n === 0) return;
+    const previous = compacted[n - 1];
+    const summarised = t.summarizerCalls > 0;
+    const maskedMore = !summarised && t.masked > previous.masked;
+    expect(f.newPrefix[n], `turn ${t.turn}: the prefix changed with neither a summary nor more outputs masked`).toBe(summarised || maskedMore);
+    const header = parseCompactionHeader(t.header);
+    const after = parseCompactionHeader(previous.header).strategy;
+    if (summarised) expect(header).toMatchObject({ strategy: 'summarize', memory: after === 'mask' ? 'miss' : 'hit', 'summarizer-ms': expect.any(Number) });
+    else if (maskedMore) expect(header).toMatchObject({ strategy: 'mask', memory: 'hit' });
+    else unchanged?.(t, previous);
+  });
 }
