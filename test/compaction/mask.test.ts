@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { Agent } from 'undici';
 import { afterAll, describe, expect, it } from 'vitest';
 import { compact, type CompactionResult } from '../../src/compaction/index.js';
@@ -11,7 +12,7 @@ import { gemini } from '../../src/dialects/gemini.js';
 import { messages } from '../../src/dialects/messages.js';
 import { responses } from '../../src/dialects/responses.js';
 import type { Dialect } from '../../src/dialects/types.js';
-import { deepFreeze, system, user } from './conversations.js';
+import { conversationArb, deepFreeze, responsesConversationArb, system, user } from './conversations.js';
 
 /*
  * The masking rung: old tool outputs become one line each, oldest first, until the conversation is
@@ -132,5 +133,29 @@ describe('compact() with masking on', () => {
   it('off: the summarizer is asked, as before', async () => {
     const request = deepFreeze({ model: 'm', messages: [system('rules'), user('read every file'), ...rounds(8, 4000)] });
     expect(await run(chat, request, 30_000, false)).toMatchObject({ outcome: 'compacted', strategy: 'fallback', summarizerFailure: 'unreachable' });
+  });
+});
+
+describe('whatever the conversation', () => {
+  it.each<[string, Dialect, fc.Arbitrary<unknown[]>]>([
+    ['chat', chat, conversationArb],
+    ['responses', responses, responsesConversationArb],
+  ])('%s: a masked list is valid for its API, the same length, smaller, its last unit and every non-output item as sent', (_, dialect, conversations) => {
+    fc.assert(
+      fc.property(conversations, fc.double({ min: 0, max: 1, noNaN: true }), fc.boolean(), (items, share, all) => {
+        const entries = items.map((i) => dialect.describe(i));
+        const masked = maskOutputs({ items, entries, dialect, keepFirst: 1, aimBytes: Math.floor(itemsBytes(items) * share), all });
+        if (!masked) return;
+        expect(masked.items).toHaveLength(items.length);
+        expect(validateCompaction(dialect, items, masked.items)).toEqual([]);
+        expect(itemsBytes(masked.items)).toBeLessThan(itemsBytes(items));
+        masked.items.forEach((item, i) => {
+          if (item !== items[i]) expect(entries[i].answers.length, `item ${i} changed`).toBeGreaterThan(0);
+          if (item !== items[i]) expect(dialect.describe(item)).toEqual(entries[i]);
+        });
+        expect(masked.items.at(-1)).toBe(items.at(-1));
+      }),
+      { numRuns: 150, seed: 11 },
+    );
   });
 });
