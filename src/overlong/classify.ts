@@ -10,78 +10,132 @@
  */
 import { gatherEvidence, MAX_SCAN_CHARS, type Evidence } from './evidence.js';
 import { codeWords, decideGeneral, findGeneralVeto, prose, readStatements } from './general.js';
-import { completionCrowdsOutPrompt, extractLimits } from './numbers.js';
+import { completionCrowdsOutPrompt, limitReader } from './numbers.js';
 import { readQuantities } from './quantities.js';
 import {
-  ALL_RULES,
   BINDING_PHRASES,
   COMPLETION_PATH,
   CONTENT_PATH,
-  isEnabled,
   NOT_OVERLONG_CODES,
   NOT_OVERLONG_PHRASES,
   OVERLONG_CODES,
   OVERLONG_PHRASES,
+  RULES,
   SCHEMA_PATH,
   SIZE_COMPLAINT,
-  type RuleSelection,
+  STATEMENTS,
+  type CodeRule,
+  type OverlongPhrase,
+  type PhraseRule,
+  type Rule,
   type Signal,
 } from './rules.js';
 import type { StatedLimits, UpstreamError, Verdict } from './types.js';
 
 export type { OverlongReason, StatedLimits, UpstreamError, Verdict } from './types.js';
-export type { RuleSelection } from './rules.js';
+export type { Rule } from './rules.js';
+
+export interface Classifier {
+  /** An error response (status >= 400, or a 200 JSON body that carries an error object). */
+  classifyResponse(error: UpstreamError): Verdict;
+  /** One server-sent event's `data` payload (or the raw first chunk of a 200 stream). */
+  classifyStreamEvent(data: string): Verdict;
+}
+
+// Cheap pre-check for stream chunks: normal deltas contain none of these words.
+const ERROR_MARKER = /error|exception|exceed|too long|too large|overflow|failed/i;
 
 /**
- * An error response (status >= 400, or a 200 JSON body that carries an error object).
- * `rules` switches specific rules off to measure the general layer (scripts/lofo.ts); the
- * gateway always runs them all.
+ * A classifier that runs these specific rules (rows of the tables in rules.ts, in the tables'
+ * order) before the general layer. The gateway runs them all; scripts/lofo.ts builds classifiers
+ * with families left out to measure how well the general layer does without them.
  */
-export function classifyResponse(error: UpstreamError, rules: RuleSelection = ALL_RULES): Verdict {
-  try {
-    const status = Number.isInteger(error.status) ? error.status : 0;
-    const body = typeof error.body === 'string' ? error.body : '';
-    if (status === 429) return notOverlong('status_429');
-    const evidence = gatherEvidence(body, status >= 400);
-    if (status < 400 && evidence.windowStopBeforeOutput) return windowStop();
-    if (status < 400 && !evidence.carriesError) return notOverlong('no_error_object');
-    return status === 413 ? decide413(read(evidence), rules) : decide(read(evidence), rules);
-  } catch {
-    // A classifier bug must never break the relay: the error goes to the client as it came.
-    return notOverlong('classifier_failed');
-  }
+export function createClassifier(rules: readonly Rule[]): Classifier {
+  const read = readerOf(rules);
+  return {
+    classifyResponse(error) {
+      try {
+        const status = Number.isInteger(error.status) ? error.status : 0;
+        const body = typeof error.body === 'string' ? error.body : '';
+        if (status === 429) return notOverlong('status_429');
+        const evidence = gatherEvidence(body, status >= 400);
+        if (status < 400 && evidence.windowStopBeforeOutput) return windowStop();
+        if (status < 400 && !evidence.carriesError) return notOverlong('no_error_object');
+        return status === 413 ? decide413(read(evidence)) : decide(read(evidence));
+      } catch {
+        // A classifier bug must never break the relay: the error goes to the client as it came.
+        return notOverlong('classifier_failed');
+      }
+    },
+    classifyStreamEvent(data) {
+      try {
+        if (typeof data !== 'string') return notOverlong('no_error_marker');
+        if (!ERROR_MARKER.test(data.slice(0, MAX_SCAN_CHARS))) return notOverlong('no_error_marker');
+        const evidence = gatherEvidence(data, false);
+        if (evidence.windowStopBeforeOutput) return windowStop();
+        if (!evidence.carriesError) return notOverlong('no_error_object');
+        return decide(read(evidence));
+      } catch {
+        return notOverlong('classifier_failed');
+      }
+    },
+  };
 }
+
+/** The gateway's classifier: every specific rule, then the general layer. */
+export const { classifyResponse, classifyStreamEvent } = createClassifier(RULES);
 
 /** An answer that stopped for the window before any output: the request did not fit, said as a stop reason. */
 function windowStop(): Verdict {
   return { overlong: true, reason: 'context_length', limits: {}, rule: 'window_stop_reason' };
 }
 
-// Cheap pre-check for stream chunks: normal deltas contain none of these words.
-const ERROR_MARKER = /error|exception|exceed|too long|too large|overflow|failed/i;
-
-/** One server-sent event's `data` payload (or the raw first chunk of a 200 stream). */
-export function classifyStreamEvent(data: string, rules: RuleSelection = ALL_RULES): Verdict {
-  try {
-    if (typeof data !== 'string') return notOverlong('no_error_marker');
-    if (!ERROR_MARKER.test(data.slice(0, MAX_SCAN_CHARS))) return notOverlong('no_error_marker');
-    const evidence = gatherEvidence(data, false);
-    if (evidence.windowStopBeforeOutput) return windowStop();
-    if (!evidence.carriesError) return notOverlong('no_error_object');
-    return decide(read(evidence), rules);
-  } catch {
-    return notOverlong('classifier_failed');
-  }
-}
-
-/** Evidence plus the general layer's reading of it, made once per error. */
+/**
+ * Evidence plus what the general layer and the specific rules read in it, made once per error.
+ * All of it up front, though a veto may leave some unread: each rule is one bounded pass.
+ */
 interface Reading extends Evidence {
   prose: string;
   codeWords: string;
+  /** A refusal of bound provider state (BINDING_PHRASES). */
+  binding?: string;
+  /** An overflow said by a code or a phrase. */
+  overlong?: Signal;
+  /** Too big, but not the prompt (NOT_OVERLONG_PHRASES). */
+  notOverlong?: string;
+  /** The numbers the specific wordings state, numeric fields filling the gaps. */
+  stated: StatedLimits;
 }
 
-function read(evidence: Evidence): Reading {
-  return { ...evidence, prose: prose(evidence.text), codeWords: codeWords(evidence.codes) };
+/** How a classifier built from `rules` reads an error: each table cut down to the rows given. */
+function readerOf(rules: readonly Rule[]): (evidence: Evidence) => Reading {
+  const given = new Set(rules);
+  const binding = BINDING_PHRASES.filter((r) => given.has(r));
+  const codes = new Map(OVERLONG_CODES.filter((r) => given.has(r)).map((r) => [r.code, r]));
+  const phrases = OVERLONG_PHRASES.filter((r) => given.has(r));
+  const negatives = NOT_OVERLONG_PHRASES.filter((r) => given.has(r));
+  const readLimits = limitReader(STATEMENTS.filter((r) => given.has(r)));
+  return (evidence) => {
+    const { text } = evidence;
+    return {
+      ...evidence,
+      prose: prose(text),
+      codeWords: codeWords(evidence.codes),
+      binding: firstMatch(binding, text)?.rule,
+      overlong: findOverlongCode(evidence, codes) ?? findOverlongPhrase(phrases, text),
+      notOverlong: firstMatch(negatives, text)?.rule,
+      stated: readLimits(text, evidence.fields),
+    };
+  };
+}
+
+function firstMatch<T extends PhraseRule>(phrases: readonly T[], text: string): T | undefined {
+  return phrases.find(({ pattern }) => pattern.test(text));
+}
+
+function findOverlongPhrase(phrases: readonly OverlongPhrase[], text: string): Signal | undefined {
+  const found = firstMatch(phrases, text);
+  return found === undefined ? undefined : { rule: found.rule, reason: found.reason };
 }
 
 /** The verdict on an error that refused bound provider state (see BINDING_PHRASES): the rescue may mend its own rewrite. */
@@ -99,38 +153,34 @@ export function refusesBoundState(verdict: Verdict): boolean {
   return !verdict.overlong && verdict.rule === 'thinking_bound_elsewhere';
 }
 
-function decide(r: Reading, rules: RuleSelection): Verdict {
-  const binding = findPhrase(BINDING_PHRASES, r.text, rules);
-  if (binding !== undefined) return notOverlong(binding);
+function decide(r: Reading): Verdict {
+  if (r.binding !== undefined) return notOverlong(r.binding);
   const veto = findVeto(r);
   if (veto !== undefined) return notOverlong(veto);
   const numbers = readQuantities(r.prose);
-  const specific = findOverlongCode(r, rules) ?? findOverlongPhrase(r.text, rules);
-  if (specific !== undefined) return confirm(specific, r, rules, numbers.limits);
-  const negative = findPhrase(NOT_OVERLONG_PHRASES, r.text, rules);
-  if (negative !== undefined) return notOverlong(negative);
+  if (r.overlong !== undefined) return confirm(r.overlong, r, numbers.limits);
+  if (r.notOverlong !== undefined) return notOverlong(r.notOverlong);
   const general = decideGeneral(readStatements(r.prose, r.codeWords), numbers);
   if (general === undefined) return notOverlong('no_signal');
   if (!general.overlong) return notOverlong(general.rule);
-  return confirm({ rule: general.rule, reason: general.reason }, r, rules, numbers.limits);
+  return confirm({ rule: general.rule, reason: general.reason }, r, numbers.limits);
 }
 
 /** Any 413 is a body-size rejection, except a per-minute token quota dressed as one (Groq). */
-function decide413(r: Reading, rules: RuleSelection): Verdict {
+function decide413(r: Reading): Verdict {
   const rateLimit = findRateLimit(r);
   if (rateLimit !== undefined) return notOverlong(rateLimit);
-  const signal = findOverlongCode(r, rules) ?? findOverlongPhrase(r.text, rules);
   return {
     overlong: true,
     reason: 'body_too_large',
-    limits: limitsOf(r, rules, readQuantities(r.prose).limits),
-    rule: signal?.rule ?? 'status_413',
+    limits: limitsOf(r, readQuantities(r.prose).limits),
+    rule: r.overlong?.rule ?? 'status_413',
   };
 }
 
 /** An overflow signal, unless the stated numbers show max_tokens alone fills the window. */
-function confirm(signal: Signal, r: Reading, rules: RuleSelection, general: StatedLimits): Verdict {
-  const limits = limitsOf(r, rules, general);
+function confirm(signal: Signal, r: Reading, general: StatedLimits): Verdict {
+  const limits = limitsOf(r, general);
   if (signal.reason === 'context_length' && completionCrowdsOutPrompt(limits)) {
     return notOverlong('completion_fills_window');
   }
@@ -170,10 +220,10 @@ function findRateLimit(r: Reading): string | undefined {
   return veto === 'rate_limit' || veto === 'quota' ? veto : undefined;
 }
 
-function findOverlongCode(r: Reading, rules: RuleSelection): Signal | undefined {
+function findOverlongCode(r: Evidence, codes: ReadonlyMap<string, CodeRule>): Signal | undefined {
   for (const code of r.codes) {
-    const found = OVERLONG_CODES.get(code);
-    if (found !== undefined && isEnabled(found.family, rules)) return { rule: code, reason: found.reason };
+    const found = codes.get(code);
+    if (found !== undefined) return { rule: code, reason: found.reason };
   }
   if (stringLimitTarget(r) === 'content') {
     return { rule: 'string_above_max_length', reason: 'context_length' };
@@ -185,30 +235,15 @@ function findOverlongCode(r: Reading, rules: RuleSelection): Signal | undefined 
  * OpenAI's `string_above_max_length` caps one string: a message's content (compaction
  * shrinks it) or a tool name/description (a schema error). Unknown targets count as schema.
  */
-function stringLimitTarget(r: Reading): 'content' | 'schema' | undefined {
+function stringLimitTarget(r: Evidence): 'content' | 'schema' | undefined {
   if (!r.codes.includes('string_above_max_length')) return undefined;
   if (r.paths.some((p) => SCHEMA_PATH.test(p))) return 'schema';
   return r.paths.some((p) => CONTENT_PATH.test(p)) ? 'content' : 'schema';
 }
 
-function findOverlongPhrase(text: string, rules: RuleSelection): Signal | undefined {
-  for (const { family, rule, reason, pattern } of OVERLONG_PHRASES) {
-    if (isEnabled(family, rules) && pattern.test(text)) return { rule, reason };
-  }
-  return undefined;
-}
-
-function findPhrase(
-  phrases: readonly { family: string; rule: string; pattern: RegExp }[],
-  text: string,
-  rules: RuleSelection,
-): string | undefined {
-  return phrases.find(({ family, pattern }) => isEnabled(family, rules) && pattern.test(text))?.rule;
-}
-
-/** Specific statements first, then the general reading, then numeric fields; completionCounted last. */
-function limitsOf(r: Reading, rules: RuleSelection, general: StatedLimits): StatedLimits {
-  const limits = extractLimits(r.text, r.fields, rules);
+/** Specific statements first, then numeric fields, then the general reading; completionCounted last. */
+function limitsOf(r: Reading, general: StatedLimits): StatedLimits {
+  const limits = { ...r.stated };
   for (const key of Object.keys(general) as (keyof StatedLimits)[]) (limits as Record<string, unknown>)[key] ??= general[key];
   if (limits.completionTokens !== undefined || COMPLETION_COUNTED.test(r.prose)) limits.completionCounted = true;
   return limits;

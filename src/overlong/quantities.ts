@@ -4,7 +4,7 @@
  * completion) from the words right around it, and a unit (tokens, characters, bytes).
  * "A + B > C" and "B > C - A" are read as input + completion against the window.
  *
- * The specific patterns in numbers.ts win where they match; this fills the gaps and lets
+ * The numbers the specific rules read (rules.ts) win where they match; this fills the gaps and lets
  * the general layer say "the input's number exceeds the limit's, in one unit".
  */
 import type { StatedLimits } from './types.js';

@@ -1,9 +1,10 @@
 /**
  * The specific rules: codes, phrases and number statements as one provider family words them.
- * Each entry names its family, so the classifier can run with a family switched off (or all
- * of them: the general layer alone, see general.ts) to measure how well it generalises
- * (`npm run classify:lofo`). Each has a fixture in test/fixtures/upstream-errors.json or a
- * case in the tests. Phrases are anchored on several words: a bare "context" or "too long"
+ * Each sentence is written once: a phrase that decides also reads the numbers it states, by
+ * named groups. Each entry names its family, so a classifier can be built without a family's
+ * rules (or without any: the general layer alone, see general.ts) to measure how well it
+ * generalises (`npm run classify:lofo`). Each has a fixture in test/fixtures/upstream-errors.json
+ * or a case in the tests. Phrases are anchored on several words: a bare "context" or "too long"
  * never decides.
  */
 import type { OverlongReason } from './types.js';
@@ -25,34 +26,30 @@ export interface OverlongPhrase extends PhraseRule {
   reason: OverlongReason;
 }
 
-/** Which specific rules run. The default runs all; LOFO switches families off. */
-export interface RuleSelection {
-  /** Families whose specific rules are skipped. */
-  disabledFamilies?: ReadonlySet<string>;
-  /** Skip every specific rule: the general layer decides alone. */
-  generalOnly?: boolean;
-}
-
-export const ALL_RULES: RuleSelection = Object.freeze({});
-
-export function isEnabled(family: string, selection: RuleSelection): boolean {
-  if (selection.generalOnly === true) return false;
-  return selection.disabledFamilies === undefined || !selection.disabledFamilies.has(family);
-}
-
-interface CodeRule {
+export interface CodeRule {
   family: string;
+  code: string;
   reason: OverlongReason;
 }
 
+/** A wording that states numbers only, for a verdict a phrase, a code or the general layer reached. */
+export interface NumberPattern {
+  family: string;
+  /** Named groups (limitTokens, promptTokens, completionTokens, limitBytes, bodyBytes) hold the numbers (numbers.ts NUMBER_GROUPS). */
+  pattern: RegExp;
+}
+
+/** Any row of the tables below; a classifier is built from a list of them (classify.ts createClassifier). */
+export type Rule = CodeRule | PhraseRule | NumberPattern;
+
 /** Error codes / types that mean the request is too long, whatever the status. */
-export const OVERLONG_CODES: ReadonlyMap<string, CodeRule> = new Map<string, CodeRule>([
-  ['context_length_exceeded', { family: 'openai', reason: 'context_length' }], // OpenAI, Azure, Groq, Responses stream
-  ['exceed_context_size_error', { family: 'llamacpp', reason: 'context_length' }],
-  ['max_tokens_per_request', { family: 'openai', reason: 'context_length' }], // embeddings batch cap
-  ['request_too_large', { family: 'anthropic', reason: 'body_too_large' }], // Anthropic edge (32 MB)
-  ['fst_err_ctp_body_too_large', { family: 'http', reason: 'body_too_large' }], // fastify bodyLimit
-]);
+export const OVERLONG_CODES: readonly CodeRule[] = [
+  { family: 'openai', code: 'context_length_exceeded', reason: 'context_length' }, // OpenAI, Azure, Groq, Responses stream
+  { family: 'llamacpp', code: 'exceed_context_size_error', reason: 'context_length' },
+  { family: 'openai', code: 'max_tokens_per_request', reason: 'context_length' }, // embeddings batch cap
+  { family: 'anthropic', code: 'request_too_large', reason: 'body_too_large' }, // Anthropic edge (32 MB)
+  { family: 'http', code: 'fst_err_ctp_body_too_large', reason: 'body_too_large' }, // fastify bodyLimit
+];
 
 /**
  * Codes that settle "not overlong" before any phrase is read, where the code's own words do
@@ -78,83 +75,6 @@ export const SIZE_COMPLAINT =
 
 const CONTEXT: OverlongReason = 'context_length';
 const BODY: OverlongReason = 'body_too_large';
-
-/** Anchored phrases, in the order they are tried. */
-export const OVERLONG_PHRASES: readonly OverlongPhrase[] = [
-  // OpenAI family: OpenAI, Azure, DeepSeek, vLLM, FastChat, text-generation-webui, OpenRouter
-  { family: 'openai', rule: 'maximum_context_length', reason: CONTEXT, pattern: /\bmaximum context length is \d{1,12} tokens/i },
-  { family: 'openai', rule: 'reduce_your_prompt', reason: CONTEXT, pattern: /\bplease reduce your prompt; or completion length\b/i },
-  { family: 'openai', rule: 'input_tokens_exceed_configured_limit', reason: CONTEXT, pattern: /\binput tokens exceed the configured limit of \d/i },
-  { family: 'openai', rule: 'input_exceeds_context_window', reason: CONTEXT, pattern: /\byour input exceeds the context window\b/i },
-  { family: 'openai', rule: 'tokens_per_request', reason: CONTEXT, pattern: /\brequested \d{1,12} tokens, max \d{1,12} tokens per request\b/i },
-  // Anthropic, Bedrock (Claude), Fireworks
-  { family: 'anthropic', rule: 'prompt_too_long', reason: CONTEXT, pattern: /\bprompt is too long\b/i },
-  { family: 'anthropic', rule: 'input_and_max_tokens_exceed_context', reason: CONTEXT, pattern: /\binput length and `?max_tokens`? exceed context limit\b/i },
-  // Bedrock
-  { family: 'bedrock', rule: 'input_too_long_for_model', reason: CONTEXT, pattern: /\binput is too long for (?:the )?requested model\b/i },
-  // Gemini API, Vertex AI
-  {
-    family: 'gemini',
-    rule: 'input_token_count_exceeds',
-    reason: CONTEXT,
-    pattern: /\binput token count (?:\(\d{1,12}\) )?exceeds the maximum number of tokens allowed\b/i,
-  },
-  { family: 'gemini', rule: 'input_token_count_over_model_limit', reason: CONTEXT, pattern: /\binput token count is \d{1,12} but model only supports up to\b/i },
-  // Mistral
-  { family: 'mistral', rule: 'too_large_for_model_context', reason: CONTEXT, pattern: /\btoo large for model with \d{1,12} maximum context length\b/i },
-  // TGI, Together
-  { family: 'tgi', rule: 'tgi_inputs_plus_max_new_tokens', reason: CONTEXT, pattern: /`?inputs`? tokens \+ `?max_new_tokens`? must be <= \d/i },
-  // Cohere v1
-  { family: 'cohere', rule: 'cohere_total_tokens', reason: CONTEXT, pattern: /\btotal number of tokens \(prompt and prediction\) cannot exceed\b/i },
-  // DashScope (Qwen)
-  { family: 'dashscope', rule: 'input_length_range', reason: CONTEXT, pattern: /\brange of input length should be \[/i },
-  // llama.cpp server
-  { family: 'llamacpp', rule: 'exceeds_available_context_size', reason: CONTEXT, pattern: /\bexceeds the available context size\b/i },
-  { family: 'llamacpp', rule: 'context_size_exceeded', reason: CONTEXT, pattern: /\bcontext size has been exceeded\b/i },
-  // LM Studio
-  {
-    family: 'lmstudio',
-    rule: 'tokens_to_keep_exceed_context',
-    reason: CONTEXT,
-    pattern: /\btokens to keep from the initial prompt is greater than the context length\b/i,
-  },
-  { family: 'lmstudio', rule: 'keep_first_tokens_overflow', reason: CONTEXT, pattern: /\btrying to keep the first \d{1,12} tokens when context\b/i },
-  // Ollama
-  { family: 'ollama', rule: 'prompt_longer_than_context', reason: CONTEXT, pattern: /\bthe prompt is longer than the context length\b/i },
-  { family: 'ollama', rule: 'input_length_exceeds_context', reason: CONTEXT, pattern: /\bthe input length exceeds the context length\b/i },
-  // xAI
-  { family: 'xai', rule: 'maximum_prompt_length', reason: CONTEXT, pattern: /\bmaximum prompt length is \d{1,12} but the request contains\b/i },
-  { family: 'xai', rule: 'input_too_large', reason: CONTEXT, pattern: /\[input_too_large\]/i },
-  // SGLang
-  { family: 'sglang', rule: 'input_longer_than_context', reason: CONTEXT, pattern: /\btokens\) is longer than the model.{1,3}s context length\b/i },
-  {
-    family: 'sglang',
-    rule: 'requested_token_count_exceeds',
-    reason: CONTEXT,
-    pattern: /\brequested token count exceeds the model.{1,3}s maximum context length\b/i,
-  },
-  // Moonshot, MiniMax, Cerebras, GLM-compatible endpoints
-  { family: 'moonshot', rule: 'exceeded_model_token_limit', reason: CONTEXT, pattern: /\bexceeded model token limit: \d/i },
-  { family: 'minimax', rule: 'context_window_exceeds_limit', reason: CONTEXT, pattern: /\bcontext window exceeds limit\b/i },
-  { family: 'cerebras', rule: 'current_length_over_limit', reason: CONTEXT, pattern: /\bcurrent length is \d{1,12} while limit is \d/i },
-  { family: 'glm', rule: 'input_tokens_exceed_max_prompt_tokens', reason: CONTEXT, pattern: /\bnumber of input tokens \(\d{1,12}\) has exceeded max_prompt_tokens\b/i },
-  // Groq, Cerebras and OpenRouter sometimes send only the advice, with no numbers
-  { family: 'openai', rule: 'reduce_length_of_messages', reason: CONTEXT, pattern: /\bplease reduce the length of (?:the messages|either one)\b/i },
-  // old vLLM filled max_tokens = window - prompt, so a negative value means the prompt alone overflowed
-  // The room left for the completion: negative, or none at all (a prompt that exactly fills the window).
-  { family: 'vllm', rule: 'negative_max_tokens', reason: CONTEXT, pattern: /\bmax_tokens must be at least 1, got (?:-\d|0(?!\d|\.\d))/i },
-  // LiteLLM names the class even when the provider text is unfamiliar
-  { family: 'litellm', rule: 'litellm_context_window_exceeded', reason: CONTEXT, pattern: /\bContextWindowExceededError\b/ },
-  // Body-size rejections: Google front end, AWS API Gateway / Lambda, nginx, Cloudflare,
-  // Envoy, fastify, express, Vercel, Anthropic edge
-  { family: 'http', rule: 'request_body_size_exceeded', reason: BODY, pattern: /\bmaximum request body size \d{1,15} exceeded\b/i },
-  { family: 'http', rule: 'content_length_exceeded', reason: BODY, pattern: /\bHTTP content length exceeded \d{1,15} bytes\b/i },
-  { family: 'http', rule: 'request_entity_too_large', reason: BODY, pattern: /\brequest entity too large\b/i },
-  { family: 'http', rule: 'payload_too_large', reason: BODY, pattern: /\b(?:function_)?payload[ _]too[ _]large\b/i },
-  { family: 'http', rule: 'request_body_too_large', reason: BODY, pattern: /\brequest body is too large\b/i },
-  { family: 'anthropic', rule: 'request_exceeds_maximum_size', reason: BODY, pattern: /\brequest exceeds the maximum size\b/i },
-  { family: 'http', rule: 'request_too_long', reason: BODY, pattern: /(?:^|\n)request too long\.?(?:\n|$)/i },
-];
 
 /** Phrases that mean "too big, but not the prompt": the fix is elsewhere. */
 export const NOT_OVERLONG_PHRASES: readonly PhraseRule[] = [
@@ -182,3 +102,195 @@ export const BINDING_PHRASES: readonly PhraseRule[] = [
   // "... When thinking is enabled, a final assistant message must start with a thinking block."
   { family: 'anthropic', rule: 'thinking_must_lead', pattern: /\bfinal assistant message must start with a thinking block\b/i },
 ];
+
+/**
+ * Anchored phrases, in the order they are tried. A phrase's named groups are the numbers its
+ * sentence states; groups in an optional tail leave the phrase deciding when the numbers are not
+ * there. Numbers are bounded digit runs between literal words: no nested quantifiers.
+ */
+export const OVERLONG_PHRASES: readonly OverlongPhrase[] = [
+  // OpenAI family: OpenAI, Azure, DeepSeek, vLLM, FastChat, text-generation-webui, OpenRouter ("This endpoint's ...")
+  { family: 'openai', rule: 'maximum_context_length', reason: CONTEXT, pattern: /\bmaximum context length is (?<limitTokens>\d{1,12}) tokens/i },
+  { family: 'openai', rule: 'reduce_your_prompt', reason: CONTEXT, pattern: /\bplease reduce your prompt; or completion length\b/i },
+  // OpenAI / Azure (gpt-5 input cap)
+  {
+    family: 'openai',
+    rule: 'input_tokens_exceed_configured_limit',
+    reason: CONTEXT,
+    pattern: /\binput tokens exceed the configured limit of (?<limitTokens>\d{1,12}) tokens/i,
+  },
+  { family: 'openai', rule: 'input_exceeds_context_window', reason: CONTEXT, pattern: /\byour input exceeds the context window\b/i },
+  // OpenAI embeddings
+  {
+    family: 'openai',
+    rule: 'tokens_per_request',
+    reason: CONTEXT,
+    pattern: /\brequested (?<promptTokens>\d{1,12}) tokens, max (?<limitTokens>\d{1,12}) tokens per request\b/i,
+  },
+  // Anthropic, Bedrock (Claude): "prompt is too long: N tokens > M maximum"; Fireworks: "prompt is too long: N, model maximum context length: M"
+  {
+    family: 'anthropic',
+    rule: 'prompt_too_long',
+    reason: CONTEXT,
+    pattern: /\bprompt is too long\b(?:: (?<promptTokens>\d{1,12})(?: tokens >|, model maximum context length:) (?<limitTokens>\d{1,12}))?/i,
+  },
+  {
+    family: 'anthropic',
+    rule: 'input_and_max_tokens_exceed_context',
+    reason: CONTEXT,
+    pattern: /\binput length and `?max_tokens`? exceed context limit\b(?:: (?<promptTokens>\d{1,12}) \+ (?<completionTokens>\d{1,12}) > (?<limitTokens>\d{1,12}))?/i,
+  },
+  // Bedrock
+  { family: 'bedrock', rule: 'input_too_long_for_model', reason: CONTEXT, pattern: /\binput is too long for (?:the )?requested model\b/i },
+  // Gemini API, Vertex AI
+  {
+    family: 'gemini',
+    rule: 'input_token_count_exceeds',
+    reason: CONTEXT,
+    pattern: /\binput token count (?:\((?<promptTokens>\d{1,12})\) )?exceeds the maximum number of tokens allowed\b(?: \(?(?<limitTokens>\d{1,12}))?/i,
+  },
+  {
+    family: 'gemini',
+    rule: 'input_token_count_over_model_limit',
+    reason: CONTEXT,
+    pattern: /\binput token count is (?<promptTokens>\d{1,12}) but model only supports up to\b(?: (?<limitTokens>\d{1,12}))?/i,
+  },
+  // Mistral
+  {
+    family: 'mistral',
+    rule: 'too_large_for_model_context',
+    reason: CONTEXT,
+    pattern: /\btoo large for model with (?<limitTokens>\d{1,12}) maximum context length\b/i,
+  },
+  // TGI, Together
+  {
+    family: 'tgi',
+    rule: 'tgi_inputs_plus_max_new_tokens',
+    reason: CONTEXT,
+    pattern:
+      /`?inputs`? tokens \+ `?max_new_tokens`? must be <= (?<limitTokens>\d{1,12})(?:\. Given: (?<promptTokens>\d{1,12}) `?inputs`? tokens and (?<completionTokens>\d{1,12}) `?max_new_tokens`?)?/i,
+  },
+  // Cohere v1 counts prompt and prediction together, so only the limit is usable
+  {
+    family: 'cohere',
+    rule: 'cohere_total_tokens',
+    reason: CONTEXT,
+    pattern: /\btotal number of tokens \(prompt and prediction\) cannot exceed\b(?: (?<limitTokens>\d{1,12}))?/i,
+  },
+  // DashScope (Qwen)
+  { family: 'dashscope', rule: 'input_length_range', reason: CONTEXT, pattern: /\brange of input length should be \[(?:\d{1,12}, ?(?<limitTokens>\d{1,12})\])?/i },
+  // llama.cpp server (older builds state the numbers only as JSON fields, see evidence.ts)
+  {
+    family: 'llamacpp',
+    rule: 'exceeds_available_context_size',
+    reason: CONTEXT,
+    pattern: /(?:request \((?<promptTokens>\d{1,12}) tokens\) )?\bexceeds the available context size\b(?: \((?<limitTokens>\d{1,12}) tokens\))?/i,
+  },
+  { family: 'llamacpp', rule: 'context_size_exceeded', reason: CONTEXT, pattern: /\bcontext size has been exceeded\b/i },
+  // LM Studio
+  {
+    family: 'lmstudio',
+    rule: 'tokens_to_keep_exceed_context',
+    reason: CONTEXT,
+    pattern:
+      /\btokens to keep from the initial prompt is greater than the context length\b(?: \(n_keep: (?<promptTokens>\d{1,12}) ?>= ?n_ctx: (?<limitTokens>\d{1,12}))?/i,
+  },
+  {
+    family: 'lmstudio',
+    rule: 'keep_first_tokens_overflow',
+    reason: CONTEXT,
+    pattern: /\btrying to keep the first (?<promptTokens>\d{1,12}) tokens when context\b/i,
+  },
+  // Ollama
+  { family: 'ollama', rule: 'prompt_longer_than_context', reason: CONTEXT, pattern: /\bthe prompt is longer than the context length\b/i },
+  { family: 'ollama', rule: 'input_length_exceeds_context', reason: CONTEXT, pattern: /\bthe input length exceeds the context length\b/i },
+  // xAI
+  {
+    family: 'xai',
+    rule: 'maximum_prompt_length',
+    reason: CONTEXT,
+    pattern: /\bmaximum prompt length is (?<limitTokens>\d{1,12}) but the request contains\b(?: (?<promptTokens>\d{1,12}) tokens)?/i,
+  },
+  {
+    family: 'xai',
+    rule: 'input_too_large',
+    reason: CONTEXT,
+    pattern: /\[input_too_large\](?: current message \((?<promptTokens>\d{1,12}) tokens\) exceeds budget \((?<limitTokens>\d{1,12}) tokens\))?/i,
+  },
+  // SGLang
+  {
+    family: 'sglang',
+    rule: 'input_longer_than_context',
+    reason: CONTEXT,
+    pattern: /(?:the input \((?<promptTokens>\d{1,12}) )?\btokens\) is longer than the model.{1,3}s context length\b(?: \((?<limitTokens>\d{1,12}) tokens\))?/i,
+  },
+  {
+    family: 'sglang',
+    rule: 'requested_token_count_exceeds',
+    reason: CONTEXT,
+    pattern: /\brequested token count exceeds the model.{1,3}s maximum context length\b/i,
+  },
+  // Moonshot, MiniMax, Cerebras, GLM-compatible endpoints. Moonshot's "requested" and Cerebras'
+  // "current length" may include max_tokens, so neither is taken as the prompt.
+  { family: 'moonshot', rule: 'exceeded_model_token_limit', reason: CONTEXT, pattern: /\bexceeded model token limit: (?<limitTokens>\d{1,12})/i },
+  { family: 'minimax', rule: 'context_window_exceeds_limit', reason: CONTEXT, pattern: /\bcontext window exceeds limit\b/i },
+  { family: 'cerebras', rule: 'current_length_over_limit', reason: CONTEXT, pattern: /\bcurrent length is \d{1,12} while limit is (?<limitTokens>\d{1,12})/i },
+  {
+    family: 'glm',
+    rule: 'input_tokens_exceed_max_prompt_tokens',
+    reason: CONTEXT,
+    pattern: /\bnumber of input tokens \((?<promptTokens>\d{1,12})\) has exceeded max_prompt_tokens\b(?: \((?<limitTokens>\d{1,12})\))?/i,
+  },
+  // Groq, Cerebras and OpenRouter sometimes send only the advice, with no numbers
+  { family: 'openai', rule: 'reduce_length_of_messages', reason: CONTEXT, pattern: /\bplease reduce the length of (?:the messages|either one)\b/i },
+  // old vLLM filled max_tokens = window - prompt, so a negative value means the prompt alone overflowed
+  // The room left for the completion: negative, or none at all (a prompt that exactly fills the window).
+  { family: 'vllm', rule: 'negative_max_tokens', reason: CONTEXT, pattern: /\bmax_tokens must be at least 1, got (?:-\d|0(?!\d|\.\d))/i },
+  // LiteLLM names the class even when the provider text is unfamiliar
+  { family: 'litellm', rule: 'litellm_context_window_exceeded', reason: CONTEXT, pattern: /\bContextWindowExceededError\b/ },
+  // Body-size rejections: Google front end, AWS API Gateway / Lambda, nginx, Cloudflare,
+  // Envoy, fastify, express, Vercel, Anthropic edge
+  {
+    family: 'http',
+    rule: 'request_body_size_exceeded',
+    reason: BODY,
+    pattern: /\bmaximum request body size (?<limitBytes>\d{1,15}) exceeded\b(?:, actual body size (?<bodyBytes>\d{1,15}))?/i,
+  },
+  { family: 'http', rule: 'content_length_exceeded', reason: BODY, pattern: /\bHTTP content length exceeded (?<limitBytes>\d{1,15}) bytes\b/i },
+  { family: 'http', rule: 'request_entity_too_large', reason: BODY, pattern: /\brequest entity too large\b/i },
+  { family: 'http', rule: 'payload_too_large', reason: BODY, pattern: /\b(?:function_)?payload[ _]too[ _]large\b/i },
+  { family: 'http', rule: 'request_body_too_large', reason: BODY, pattern: /\brequest body is too large\b/i },
+  { family: 'anthropic', rule: 'request_exceeds_maximum_size', reason: BODY, pattern: /\brequest exceeds the maximum size\b/i },
+  { family: 'http', rule: 'request_too_long', reason: BODY, pattern: /(?:^|\n)request too long\.?(?:\n|$)/i },
+];
+
+/**
+ * Sentences that state numbers but decide nothing themselves: the other clauses of a message a
+ * phrase above decides, or wordings several providers share. Read after the phrases' own numbers.
+ */
+export const NUMBER_PATTERNS: readonly NumberPattern[] = [
+  { family: 'openai', pattern: /messages resulted in (?:over )?(?<promptTokens>\d{1,12}) tokens/i },
+  { family: 'openai', pattern: /\((?<promptTokens>\d{1,12}) in the messages, (?<completionTokens>\d{1,12}) in the completion\)/i },
+  { family: 'openai', pattern: /\((?<promptTokens>\d{1,12}) in your prompt; (?<completionTokens>\d{1,12}) for the completion\)/i },
+  { family: 'openai', pattern: /\((?<promptTokens>\d{1,12}) of text input(?:, (?<completionTokens>\d{1,12}) in the output)?\)/i },
+  // vLLM >= 0.10; the "characters" variant states no input tokens, only the output request
+  {
+    family: 'vllm',
+    pattern: /requested (?<completionTokens>\d{1,12}) output tokens(?: and your prompt contains (?:at least )?(?<promptTokens>\d{1,12}) input tokens)?/i,
+  },
+  { family: 'vllm', pattern: /your request has (?<promptTokens>\d{1,12}) input tokens/i },
+  { family: 'vllm', pattern: /'max_tokens' or 'max_completion_tokens' is too large: (?<completionTokens>\d{1,12})/i },
+  // Mistral: "Prompt contains N tokens and 0 draft tokens, too large for model with M maximum context length"
+  { family: 'mistral', pattern: /prompt contains (?<promptTokens>\d{1,12}) tokens/i },
+  // LM Studio's second sentence: "... the model is loaded with context length of only N tokens"
+  { family: 'lmstudio', pattern: /context length of only (?<limitTokens>\d{1,12}) tokens/i },
+  // SGLang's requested_token_count_exceeds, and other servers' "exceeds the maximum context length of N tokens"
+  { family: 'sglang', pattern: /maximum context length of (?<limitTokens>\d{1,12}) tokens/i },
+  { family: 'sglang', pattern: /(?<promptTokens>\d{1,12}) tokens from the input messages and (?<completionTokens>\d{1,12}) tokens for the completion/i },
+];
+
+/** Every wording whose numbers are read, in reading order: the phrases' own, then the numbers-only sentences. */
+export const STATEMENTS: readonly NumberPattern[] = [...OVERLONG_PHRASES, ...NUMBER_PATTERNS];
+
+/** Every specific rule: what the gateway runs; scripts/lofo.ts leaves families out. */
+export const RULES: readonly Rule[] = [...OVERLONG_CODES, ...BINDING_PHRASES, ...OVERLONG_PHRASES, ...NOT_OVERLONG_PHRASES, ...NUMBER_PATTERNS];

@@ -1,7 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { classifyResponse, classifyStreamEvent } from '../../src/overlong/classify.js';
+import { classifyResponse, classifyStreamEvent, createClassifier } from '../../src/overlong/classify.js';
 import { gatherEvidence, MAX_SCAN_CHARS } from '../../src/overlong/evidence.js';
 import { fixtures } from '../helpers/fixtures.js';
+
+/** The general layer alone: a classifier with no specific rule. */
+const generalOnly = createClassifier([]);
 
 // Issue 15: what evidence.ts extracts, pinned where a change would change a verdict, a rule
 // name or the numbers the gateway reads. Bounds are tested at and one step past each limit.
@@ -53,7 +56,7 @@ describe('every code-like key is read as a code', () => {
 
 describe('llama.cpp numeric fields', () => {
   it('n_ctx and n_prompt_tokens give the numbers when the message states none', () => {
-    expect(classifyResponse({ status: 400, body: body('llamacpp-exceed-context-size-v1') }, { generalOnly: true })).toMatchObject({
+    expect(generalOnly.classifyResponse({ status: 400, body: body('llamacpp-exceed-context-size-v1') })).toMatchObject({
       overlong: true,
       limits: { promptTokens: 14429, limitTokens: 8192 },
     });
@@ -75,7 +78,7 @@ describe('JSON inside a message', () => {
 
   it('a body re-wrapped by a proxy after a prefix gives its fields', () => {
     const wrapped = JSON.stringify({ error: { message: `ConnectionError: ${llama}`, code: 502 } });
-    expect(classifyResponse({ status: 200, body: wrapped }, { generalOnly: true })).toMatchObject({
+    expect(generalOnly.classifyResponse({ status: 200, body: wrapped })).toMatchObject({
       overlong: true,
       limits: { promptTokens: 14429, limitTokens: 8192 },
     });
@@ -192,7 +195,7 @@ describe('stream payloads', () => {
   });
 
   it('a Responses API failure reads as an overflow', () => {
-    expect(classifyStreamEvent(body('openai-responses-response-failed-in-stream'), { generalOnly: true })).toMatchObject({
+    expect(generalOnly.classifyStreamEvent(body('openai-responses-response-failed-in-stream'))).toMatchObject({
       overlong: true,
       reason: 'context_length',
       rule: 'general_input_over_limit',

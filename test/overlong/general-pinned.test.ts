@@ -1,17 +1,17 @@
 import { describe, expect, it } from 'vitest';
-import { classifyResponse, classifyStreamEvent, type RuleSelection, type Verdict } from '../../src/overlong/classify.js';
+import { classifyResponse, classifyStreamEvent, createClassifier, type Verdict } from '../../src/overlong/classify.js';
 import { loadFixtures } from '../../scripts/lofo.js';
 
 // Issue 15: the general layer's answers pinned with the rule name the gateway reports
 // (x-compaction header, log) and the reason, on real wordings.
-const GENERAL: RuleSelection = { generalOnly: true };
+const GENERAL = createClassifier([]);
 const byId = new Map(loadFixtures().map((f) => [f.id, f]));
 const err = (message: string, extra: Record<string, unknown> = {}) => JSON.stringify({ error: { message, ...extra } });
 
 function general(id: string): Verdict {
   const f = byId.get(id);
   if (f === undefined) throw new Error(`no fixture ${id}`);
-  return f.in_stream ? classifyStreamEvent(f.body, GENERAL) : classifyResponse({ status: f.status, body: f.body }, GENERAL);
+  return f.in_stream ? GENERAL.classifyStreamEvent(f.body) : GENERAL.classifyResponse({ status: f.status, body: f.body });
 }
 const strip = (v: Verdict) => (v.overlong ? { overlong: true, rule: v.rule, reason: v.reason } : v);
 
@@ -46,7 +46,7 @@ describe('which statement decides, and the rule it reports', () => {
   });
 
   it('advice to shorten, when nothing else is said', () => {
-    expect(strip(classifyResponse({ status: 400, body: err('Please reduce the length of the messages.') }, GENERAL))).toEqual({
+    expect(strip(GENERAL.classifyResponse({ status: 400, body: err('Please reduce the length of the messages.') }))).toEqual({
       overlong: true,
       rule: 'general_shorten_advice',
       reason: 'context_length',
@@ -65,11 +65,11 @@ describe('body size or context: the words around the relation', () => {
     // GitHub Models (sent with a 413; here as any other status would carry it): a body word and a context word
     ['Request body too large for gpt-4 model. Max size: 8000 tokens.', 'context_length'],
   ])('%s -> %s', (message, reason) => {
-    expect(strip(classifyResponse({ status: 400, body: err(message) }, GENERAL))).toEqual({ overlong: true, rule: 'general_input_over_limit', reason });
+    expect(strip(GENERAL.classifyResponse({ status: 400, body: err(message) }))).toEqual({ overlong: true, rule: 'general_input_over_limit', reason });
   });
 
   it('a relation in capitals at the start (AWS Lambda "Request Too Long") needs no limit after it', () => {
-    expect(strip(classifyResponse({ status: 400, body: JSON.stringify({ message: 'Request Too Long' }) }, GENERAL))).toEqual({
+    expect(strip(GENERAL.classifyResponse({ status: 400, body: JSON.stringify({ message: 'Request Too Long' }) }))).toEqual({
       overlong: true,
       rule: 'general_input_over_limit',
       reason: 'context_length',
@@ -77,7 +77,7 @@ describe('body size or context: the words around the relation', () => {
   });
 
   it('a body over its byte limit by the numbers alone', () => {
-    const v = classifyResponse({ status: 400, body: err('Request rejected: body size 2097152 bytes, limit 1048576 bytes') }, GENERAL);
+    const v = GENERAL.classifyResponse({ status: 400, body: err('Request rejected: body size 2097152 bytes, limit 1048576 bytes') });
     expect(strip(v)).toEqual({ overlong: true, rule: 'general_stated_numbers', reason: 'body_too_large' });
   });
 });
@@ -85,7 +85,7 @@ describe('body size or context: the words around the relation', () => {
 describe('HTML entities are decoded before the text is read', () => {
   it('&gt; in "A + B > C"', () => {
     const page = '<html><body><p>input length and `max_tokens` exceed context limit: 180000 + 64000 &gt; 200000, decrease input length or `max_tokens` and try again</p></body></html>';
-    expect(classifyResponse({ status: 502, body: page }, GENERAL)).toEqual({
+    expect(GENERAL.classifyResponse({ status: 502, body: page })).toEqual({
       overlong: true,
       reason: 'context_length',
       limits: { promptTokens: 180000, completionTokens: 64000, limitTokens: 200000, completionCounted: true },
@@ -126,6 +126,6 @@ describe('vetoes read from the text, one alternative at a time', () => {
     // Zod (TypeScript servers)
     ['schema', "Unrecognized key(s) in object: 'max_completion_tokens'"],
   ])('%s: %s', (rule, message) => {
-    expect(classifyResponse({ status: 400, body: err(message) }, GENERAL)).toEqual({ overlong: false, rule });
+    expect(GENERAL.classifyResponse({ status: 400, body: err(message) })).toEqual({ overlong: false, rule });
   });
 });

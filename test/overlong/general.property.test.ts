@@ -1,14 +1,14 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { classifyResponse, classifyStreamEvent, type RuleSelection } from '../../src/overlong/classify.js';
+import { classifyResponse, classifyStreamEvent, createClassifier, type Classifier } from '../../src/overlong/classify.js';
 
 // Issue 12's properties: the numbers, the envelope and the wrapping depth of an overflow never
 // change its verdict, and a vetoed error stays vetoed whatever overflow words surround it.
 const SEED = 20261201;
 const RUNS = 100;
-const MODES: [string, RuleSelection | undefined][] = [
-  ['all rules', undefined],
-  ['general layer only', { generalOnly: true }],
+const MODES: [string, Classifier][] = [
+  ['all rules', { classifyResponse, classifyStreamEvent }],
+  ['general layer only', createClassifier([])],
 ];
 
 /** An overflow whose completion leaves real room: limit L, prompt P > L, completion C. */
@@ -65,12 +65,12 @@ function wrap(body: string, asString: number, inObjects: number): string {
 const wordingIndex = fc.nat({ max: OVERFLOW_WORDINGS.length - 1 });
 const envelopeIndex = fc.nat({ max: ENVELOPES.length - 1 });
 
-describe.each(MODES)('an overflow stays an overflow (%s)', (_mode, rules) => {
+describe.each(MODES)('an overflow stays an overflow (%s)', (_mode, classifier) => {
   it('whatever its numbers and envelope', () => {
     fc.assert(
       fc.property(overflowNumbers, wordingIndex, envelopeIndex, (n, w, e) => {
         const { status, body } = ENVELOPES[e](OVERFLOW_WORDINGS[w](n));
-        const verdict = classifyResponse({ status, body }, rules);
+        const verdict = classifier.classifyResponse({ status, body });
         expect(verdict, `${status} ${body}`).toMatchObject({ overlong: true, reason: 'context_length' });
       }),
       { seed: SEED, numRuns: RUNS },
@@ -82,8 +82,8 @@ describe.each(MODES)('an overflow stays an overflow (%s)', (_mode, rules) => {
       fc.property(overflowNumbers, wordingIndex, fc.nat({ max: 2 }), fc.nat({ max: 6 }), (n, w, asString, inObjects) => {
         const inner = JSON.stringify({ error: { message: OVERFLOW_WORDINGS[w](n) } });
         const body = wrap(inner, asString, inObjects);
-        expect(classifyResponse({ status: 400, body }, rules)).toMatchObject({ overlong: true });
-        expect(classifyStreamEvent(body, rules)).toMatchObject({ overlong: true });
+        expect(classifier.classifyResponse({ status: 400, body })).toMatchObject({ overlong: true });
+        expect(classifier.classifyStreamEvent(body)).toMatchObject({ overlong: true });
       }),
       { seed: SEED, numRuns: RUNS },
     );
@@ -92,7 +92,7 @@ describe.each(MODES)('an overflow stays an overflow (%s)', (_mode, rules) => {
   it('and the window it states is the one the limits report', () => {
     fc.assert(
       fc.property(overflowNumbers, wordingIndex, (n, w) => {
-        const verdict = classifyResponse({ status: 400, body: JSON.stringify({ message: OVERFLOW_WORDINGS[w](n) }) }, rules);
+        const verdict = classifier.classifyResponse({ status: 400, body: JSON.stringify({ message: OVERFLOW_WORDINGS[w](n) }) });
         expect(verdict.overlong && verdict.limits.limitTokens).toBe(n.limit);
       }),
       { seed: SEED, numRuns: RUNS },
@@ -127,7 +127,7 @@ const OUTPUT_CAPS = [
 ];
 const WEAK_WORDS = ['too many tokens', 'token limit exceeded', 'exceeds the limit'];
 
-describe.each(MODES)('a vetoed error stays vetoed (%s)', (_mode, rules) => {
+describe.each(MODES)('a vetoed error stays vetoed (%s)', (_mode, classifier) => {
   const placed = (core: string, word: string, where: number) =>
     where === 0 ? `${word}, ${core}` : where === 1 ? `${core} (${word})` : `${word}: ${core} ${word}`;
 
@@ -135,7 +135,7 @@ describe.each(MODES)('a vetoed error stays vetoed (%s)', (_mode, rules) => {
     fc.assert(
       fc.property(fc.constantFrom(...VETOED), fc.constantFrom(...OVERFLOW_WORDS), fc.nat({ max: 2 }), envelopeIndex, ([rule, core], word, where, e) => {
         const { status, body } = ENVELOPES[e](placed(core, word, where));
-        expect(classifyResponse({ status, body }, rules)).toEqual({ overlong: false, rule });
+        expect(classifier.classifyResponse({ status, body })).toEqual({ overlong: false, rule });
       }),
       { seed: SEED, numRuns: RUNS },
     );
@@ -145,7 +145,7 @@ describe.each(MODES)('a vetoed error stays vetoed (%s)', (_mode, rules) => {
     fc.assert(
       fc.property(fc.constantFrom(...OUTPUT_CAPS), fc.constantFrom(...WEAK_WORDS), fc.nat({ max: 2 }), envelopeIndex, (core, word, where, e) => {
         const { status, body } = ENVELOPES[e](placed(core, word, where));
-        expect(classifyResponse({ status, body }, rules), body).toEqual({ overlong: false, rule: 'output_token_cap' });
+        expect(classifier.classifyResponse({ status, body }), body).toEqual({ overlong: false, rule: 'output_token_cap' });
       }),
       { seed: SEED, numRuns: RUNS },
     );

@@ -1,28 +1,28 @@
 import { describe, expect, it } from 'vitest';
-import { classifyResponse, classifyStreamEvent, type RuleSelection, type Verdict } from '../../src/overlong/classify.js';
+import { classifyResponse, classifyStreamEvent, createClassifier, type Classifier, type Verdict } from '../../src/overlong/classify.js';
 import { loadFixtures } from '../../scripts/lofo.js';
 import { VETO_CODES } from '../helpers/veto-codes.js';
 
 // The general layer, alone and behind the specific rules: what a user would see is whether the
 // gateway compacts (overlong) or passes the error on, and the numbers the size target reads.
-const GENERAL: RuleSelection = { generalOnly: true };
-const MODES: [string, RuleSelection | undefined][] = [
-  ['all rules', undefined],
+const GENERAL = createClassifier([]);
+const MODES: [string, Classifier][] = [
+  ['all rules', { classifyResponse, classifyStreamEvent }],
   ['general layer only', GENERAL],
 ];
 const byId = new Map(loadFixtures().map((f) => [f.id, f]));
 
-function fixtureVerdict(id: string, rules?: RuleSelection): Verdict {
+function fixtureVerdict(id: string, classifier: Classifier = { classifyResponse, classifyStreamEvent }): Verdict {
   const f = byId.get(id);
   if (f === undefined) throw new Error(`no fixture ${id}`);
   return f.in_stream
-    ? classifyStreamEvent(f.body, rules)
-    : classifyResponse({ status: f.status, body: f.body }, rules);
+    ? classifier.classifyStreamEvent(f.body)
+    : classifier.classifyResponse({ status: f.status, body: f.body });
 }
 
 const err = (message: string, extra: Record<string, unknown> = {}) => JSON.stringify({ error: { message, ...extra } });
 
-describe.each(MODES)('the Responses and Messages APIs (%s)', (_mode, rules) => {
+describe.each(MODES)('the Responses and Messages APIs (%s)', (_mode, classifier) => {
   const responsesMessage = 'Your input exceeds the context window of this model. Please adjust your input and try again.';
 
   it('reads a response.failed event passed as one event payload', () => {
@@ -31,19 +31,19 @@ describe.each(MODES)('the Responses and Messages APIs (%s)', (_mode, rules) => {
       sequence_number: 2,
       response: { id: 'resp_1', object: 'response', status: 'failed', error: { code: 'context_length_exceeded', message: responsesMessage } },
     });
-    expect(classifyStreamEvent(data, rules)).toMatchObject({ overlong: true, reason: 'context_length' });
+    expect(classifier.classifyStreamEvent(data)).toMatchObject({ overlong: true, reason: 'context_length' });
   });
 
   it('reads a top-level error event and a 400', () => {
     const event = JSON.stringify({ type: 'error', code: 'context_length_exceeded', message: responsesMessage, param: 'input', sequence_number: 1 });
-    expect(classifyStreamEvent(event, rules)).toMatchObject({ overlong: true });
+    expect(classifier.classifyStreamEvent(event)).toMatchObject({ overlong: true });
     const body = JSON.stringify({ error: { message: responsesMessage, type: 'invalid_request_error', param: 'input', code: 'context_length_exceeded' } });
-    expect(classifyResponse({ status: 400, body }, rules)).toMatchObject({ overlong: true, reason: 'context_length' });
+    expect(classifier.classifyResponse({ status: 400, body })).toMatchObject({ overlong: true, reason: 'context_length' });
   });
 
   it('passes a completed response whose error is null', () => {
     const data = JSON.stringify({ type: 'response.completed', response: { id: 'resp_2', status: 'completed', error: null, output: [] } });
-    expect(classifyStreamEvent(data, rules).overlong).toBe(false);
+    expect(classifier.classifyStreamEvent(data).overlong).toBe(false);
   });
 
   it('reads an Anthropic prompt-too-long 400 with its numbers, and no completion counted', () => {
@@ -52,7 +52,7 @@ describe.each(MODES)('the Responses and Messages APIs (%s)', (_mode, rules) => {
       error: { type: 'invalid_request_error', message: 'prompt is too long: 212000 tokens > 200000 maximum' },
       request_id: 'req_1',
     });
-    const verdict = classifyResponse({ status: 400, body }, rules);
+    const verdict = classifier.classifyResponse({ status: 400, body });
     expect(verdict).toMatchObject({ overlong: true, reason: 'context_length' });
     if (verdict.overlong) expect(verdict.limits).toEqual({ promptTokens: 212000, limitTokens: 200000 });
   });
@@ -61,7 +61,7 @@ describe.each(MODES)('the Responses and Messages APIs (%s)', (_mode, rules) => {
     const message =
       'input length and `max_tokens` exceed context limit: 180000 + 64000 > 200000, decrease input length or `max_tokens` and try again';
     const body = JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', message } });
-    const verdict = classifyResponse({ status: 400, body }, rules);
+    const verdict = classifier.classifyResponse({ status: 400, body });
     expect(verdict).toMatchObject({ overlong: true, reason: 'context_length' });
     if (verdict.overlong) {
       expect(verdict.limits).toEqual({ promptTokens: 180000, completionTokens: 64000, limitTokens: 200000, completionCounted: true });
@@ -70,16 +70,16 @@ describe.each(MODES)('the Responses and Messages APIs (%s)', (_mode, rules) => {
 
   it('calls a 413 request_too_large a body-size rejection', () => {
     const body = JSON.stringify({ type: 'error', error: { type: 'request_too_large', message: 'Request exceeds the maximum allowed number of bytes.' } });
-    expect(classifyResponse({ status: 413, body }, rules)).toMatchObject({ overlong: true, reason: 'body_too_large' });
-    expect(classifyResponse({ status: 400, body }, rules)).toMatchObject({ overlong: true, reason: 'body_too_large' });
+    expect(classifier.classifyResponse({ status: 413, body })).toMatchObject({ overlong: true, reason: 'body_too_large' });
+    expect(classifier.classifyResponse({ status: 400, body })).toMatchObject({ overlong: true, reason: 'body_too_large' });
   });
 
   it('passes an in-stream overloaded error and reads an in-stream prompt too long', () => {
     const overloaded = JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } });
-    expect(classifyStreamEvent(overloaded, rules)).toEqual({ overlong: false, rule: 'overloaded' });
+    expect(classifier.classifyStreamEvent(overloaded)).toEqual({ overlong: false, rule: 'overloaded' });
     const tooLong = JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', message: 'prompt is too long: 250000 tokens > 200000 maximum' } });
-    expect(classifyStreamEvent(tooLong, rules)).toMatchObject({ overlong: true });
-    expect(classifyStreamEvent(`event: error\ndata: ${tooLong}\n\n`, rules)).toMatchObject({ overlong: true });
+    expect(classifier.classifyStreamEvent(tooLong)).toMatchObject({ overlong: true });
+    expect(classifier.classifyStreamEvent(`event: error\ndata: ${tooLong}\n\n`)).toMatchObject({ overlong: true });
   });
 });
 
@@ -130,24 +130,24 @@ describe('the general layer reads the numbers of errors it has no rule for', () 
       body: err("This model's maximum context length is 8192 tokens. However, you requested 9000 tokens (8000 in the messages, 1000 in the completion)."),
     });
     expect(counted).toMatchObject({ overlong: true, limits: { completionCounted: true, completionTokens: 1000 } });
-    const promptOnly = classifyResponse({ status: 400, body: err('Prompt tokens (9000) exceed the context size (8192).') }, GENERAL);
+    const promptOnly = GENERAL.classifyResponse({ status: 400, body: err('Prompt tokens (9000) exceed the context size (8192).') });
     expect(promptOnly).toMatchObject({ overlong: true, limits: { promptTokens: 9000, limitTokens: 8192 } });
     if (promptOnly.overlong) expect(promptOnly.limits.completionCounted).toBeUndefined();
   });
 
   it('reads "A + B > C" and "B > C - A" as input and completion against the window', () => {
-    const sum = classifyResponse({ status: 400, body: err('request too big: 5000 + 3000 > 7000 tokens') }, GENERAL);
+    const sum = GENERAL.classifyResponse({ status: 400, body: err('request too big: 5000 + 3000 > 7000 tokens') });
     expect(sum).toMatchObject({ limits: { promptTokens: 5000, completionTokens: 3000, limitTokens: 7000, completionCounted: true } });
-    const room = classifyResponse({ status: 400, body: err('input tokens do not fit (3000 > 8000 - 6000)') }, GENERAL);
+    const room = GENERAL.classifyResponse({ status: 400, body: err('input tokens do not fit (3000 > 8000 - 6000)') });
     expect(room).toMatchObject({ limits: { completionTokens: 3000, limitTokens: 8000, promptTokens: 6000 } });
   });
 
   it('reads thousands separators and ignores identifiers, codes and floors', () => {
-    const v = classifyResponse({ status: 400, body: err('gpt-4 says: the prompt (210,000 tokens) is longer than the 200,000 token context window') }, GENERAL);
+    const v = GENERAL.classifyResponse({ status: 400, body: err('gpt-4 says: the prompt (210,000 tokens) is longer than the 200,000 token context window') });
     expect(v).toMatchObject({ overlong: true, limits: { promptTokens: 210000, limitTokens: 200000 } });
-    const floor = classifyResponse({ status: 400, body: err('max_tokens must be at least 1 and the prompt is too long') }, GENERAL);
+    const floor = GENERAL.classifyResponse({ status: 400, body: err('max_tokens must be at least 1 and the prompt is too long') });
     expect(floor).toMatchObject({ overlong: true, limits: {} });
-    const code = classifyResponse({ status: 400, body: err('context window exceeds limit (2013)') }, GENERAL);
+    const code = GENERAL.classifyResponse({ status: 400, body: err('context window exceeds limit (2013)') });
     expect(code).toMatchObject({ overlong: true, limits: {} });
   });
 });
@@ -177,14 +177,14 @@ describe('vetoes settle "not overlong" before anything else', () => {
     ['capacity', 'provider_unavailable: the request exceeds the maximum context length of a replica'],
   ])('%s: %s', (rule, message) => {
     expect(classifyResponse({ status: 400, body: err(message) })).toEqual({ overlong: false, rule });
-    expect(classifyResponse({ status: 500, body: err(message) }, GENERAL)).toEqual({ overlong: false, rule });
+    expect(GENERAL.classifyResponse({ status: 500, body: err(message) })).toEqual({ overlong: false, rule });
   });
 
   it('a field\u2019s size rule is never an overflow: a name or an id named as the subject, or a path to a field that is not the conversation', () => {
     for (const message of ['The length of the tool name cannot exceed 64.', 'Function name can not be longer than 64 characters but has 65 characters.', 'tool_use.id: String should have at most 64 characters']) {
-      expect(classifyResponse({ status: 400, body: err(message) }, GENERAL)).toMatchObject({ overlong: false });
+      expect(GENERAL.classifyResponse({ status: 400, body: err(message) })).toMatchObject({ overlong: false });
     }
-    const onPath = (param: string, message: string) => classifyResponse({ status: 400, body: err(message, { param }) }, GENERAL);
+    const onPath = (param: string, message: string) => GENERAL.classifyResponse({ status: 400, body: err(message, { param }) });
     expect(onPath('tools', "Invalid 'tools': array too long. Expected an array with maximum length 128, but got an array with length 133 instead.")).toEqual({ overlong: false, rule: 'schema_field_size' });
     expect(onPath('max_output_tokens', "Invalid 'max_output_tokens': integer above maximum value. Expected a value <= 128000, but got 200000 instead.")).toEqual({ overlong: false, rule: 'completion_value_cap' });
     // The conversation's own size is one: the path names it.
@@ -215,12 +215,12 @@ describe('what is too big decides', () => {
     ['The maximum tokens you requested exceeds the model limit of 4096'],
     ['Output tokens are too many: requested 100000, at most 32000'],
   ])('the output: %s', (message) => {
-    expect(classifyResponse({ status: 400, body: err(message) }, GENERAL)).toEqual({ overlong: false, rule: 'output_token_cap' });
+    expect(GENERAL.classifyResponse({ status: 400, body: err(message) })).toEqual({ overlong: false, rule: 'output_token_cap' });
   });
 
   it('an attachment over its own limit', () => {
     const body = err('messages.0.content.2.image.source.base64: image exceeds 5 MB maximum: 15908784 bytes > 5242880 bytes');
-    expect(classifyResponse({ status: 400, body }, GENERAL)).toEqual({ overlong: false, rule: 'attachment_limit' });
+    expect(GENERAL.classifyResponse({ status: 400, body })).toEqual({ overlong: false, rule: 'attachment_limit' });
   });
 
   it.each([
@@ -234,25 +234,25 @@ describe('what is too big decides', () => {
     ['history overflows the context window'],
     ['Request payload size exceeds the limit of 10485760 bytes'],
   ])('the input: %s', (message) => {
-    expect(classifyResponse({ status: 400, body: err(message) }, GENERAL)).toMatchObject({ overlong: true });
+    expect(GENERAL.classifyResponse({ status: 400, body: err(message) })).toMatchObject({ overlong: true });
   });
 
   it.each([['context'], ['too long'], ['Request too long ago'], ['token limit'], ['The context is invalid'], ['Invalid value for temperature: 3 is greater than the maximum of 2']])(
     'no bare word decides: %s',
     (message) => {
-      expect(classifyResponse({ status: 400, body: err(message) }, GENERAL).overlong).toBe(false);
+      expect(GENERAL.classifyResponse({ status: 400, body: err(message) }).overlong).toBe(false);
     },
   );
 
   it('reads advice to shorten the input as an overflow when nothing else is said', () => {
-    expect(classifyResponse({ status: 400, body: err('Please reduce the length of the messages.') }, GENERAL)).toEqual(
+    expect(GENERAL.classifyResponse({ status: 400, body: err('Please reduce the length of the messages.') })).toEqual(
       expect.objectContaining({ overlong: true, rule: 'general_shorten_advice' }),
     );
   });
 
   it('reads a body over its byte limit from the numbers alone', () => {
     const body = err('Request rejected: body size 2097152 bytes, limit 1048576 bytes');
-    expect(classifyResponse({ status: 400, body }, GENERAL)).toMatchObject({ overlong: true, reason: 'body_too_large', limits: { bodyBytes: 2097152, limitBytes: 1048576 } });
+    expect(GENERAL.classifyResponse({ status: 400, body })).toMatchObject({ overlong: true, reason: 'body_too_large', limits: { bodyBytes: 2097152, limitBytes: 1048576 } });
   });
 });
 
@@ -260,13 +260,13 @@ describe('any status, any envelope', () => {
   const message = 'The input (40000 tokens) is longer than the context length (32768 tokens).';
 
   it.each([500, 502, 503, 400, 422, 404])('a %i whose text states an overflow is one', (status) => {
-    expect(classifyResponse({ status, body: err(message) }, GENERAL)).toMatchObject({ overlong: true, reason: 'context_length' });
+    expect(GENERAL.classifyResponse({ status, body: err(message) })).toMatchObject({ overlong: true, reason: 'context_length' });
   });
 
   it('a 429 never is, a 200 only with an error object', () => {
     expect(classifyResponse({ status: 429, body: err(message) })).toEqual({ overlong: false, rule: 'status_429' });
-    expect(classifyResponse({ status: 200, body: err(message) }, GENERAL)).toMatchObject({ overlong: true });
-    expect(classifyResponse({ status: 200, body: JSON.stringify({ choices: [{ message: { content: message } }] }) }, GENERAL).overlong).toBe(false);
+    expect(GENERAL.classifyResponse({ status: 200, body: err(message) })).toMatchObject({ overlong: true });
+    expect(GENERAL.classifyResponse({ status: 200, body: JSON.stringify({ choices: [{ message: { content: message } }] }) }).overlong).toBe(false);
   });
 
   it.each([
@@ -281,6 +281,6 @@ describe('any status, any envelope', () => {
     ['plain text', message],
     ['SSE error frame', `event: error\ndata: ${JSON.stringify({ type: 'error', error: { message } })}\n\n`],
   ])('%s', (_name, body) => {
-    expect(classifyResponse({ status: 400, body }, GENERAL)).toMatchObject({ overlong: true });
+    expect(GENERAL.classifyResponse({ status: 400, body })).toMatchObject({ overlong: true });
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { classifyResponse, classifyStreamEvent } from '../../src/overlong/classify.js';
+import { classifyResponse, classifyStreamEvent, createClassifier } from '../../src/overlong/classify.js';
 import { gatherEvidence, MAX_SCAN_CHARS } from '../../src/overlong/evidence.js';
 import { MAX_GENERAL_CHARS, prose, readStatements } from '../../src/overlong/general.js';
 import { readQuantities } from '../../src/overlong/quantities.js';
@@ -7,7 +7,7 @@ import { readQuantities } from '../../src/overlong/quantities.js';
 // The bounds that keep a hostile body cheap, pinned at their values: each test sits one step
 // inside and one step outside a limit, so moving or removing it fails here (cheaply), not as
 // a slow timeout. Wall-clock checks live in timing.test.ts.
-const GENERAL = { generalOnly: true } as const;
+const GENERAL = createClassifier([]);
 const message = (m: string) => JSON.stringify({ error: { message: m } });
 
 describe('evidence limits', () => {
@@ -106,8 +106,8 @@ describe('general layer limits', () => {
   it('reads 16 KiB of message text', () => {
     expect(prose('x'.repeat(MAX_GENERAL_CHARS + 50))).toHaveLength(MAX_GENERAL_CHARS);
     const at = (pad: number) => message(`${'a '.repeat(pad / 2)}The prompt is too long.`);
-    expect(classifyResponse({ status: 400, body: at(MAX_GENERAL_CHARS - 100) }, GENERAL)).toMatchObject({ overlong: true });
-    expect(classifyResponse({ status: 400, body: at(MAX_GENERAL_CHARS) }, GENERAL).overlong).toBe(false);
+    expect(GENERAL.classifyResponse({ status: 400, body: at(MAX_GENERAL_CHARS - 100) })).toMatchObject({ overlong: true });
+    expect(GENERAL.classifyResponse({ status: 400, body: at(MAX_GENERAL_CHARS) }).overlong).toBe(false);
   });
 
   it('looks at 32 relations', () => {
@@ -145,9 +145,9 @@ describe('general layer limits', () => {
     expect(prose(`a<${'b'.repeat(201)}>c`)).toBe(`a<${'b'.repeat(201)}>c`);
     const codes = Array.from({ length: 40 }, (_, i) => (i === 32 ? 'context_length_exceeded' : `code_${i}`));
     const body = JSON.stringify(codes.map((code) => ({ error: { code } })));
-    expect(classifyResponse({ status: 400, body }, GENERAL).overlong).toBe(false);
+    expect(GENERAL.classifyResponse({ status: 400, body }).overlong).toBe(false);
     codes[31] = 'context_length_exceeded';
     const inside = JSON.stringify(codes.map((code) => ({ error: { code } })));
-    expect(classifyResponse({ status: 400, body: inside }, GENERAL)).toMatchObject({ overlong: true });
+    expect(GENERAL.classifyResponse({ status: 400, body: inside })).toMatchObject({ overlong: true });
   });
 });

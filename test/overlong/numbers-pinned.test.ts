@@ -1,11 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import { classifyResponse } from '../../src/overlong/classify.js';
-import { completionCrowdsOutPrompt, extractLimits } from '../../src/overlong/numbers.js';
+import { rulesWithout } from '../../scripts/lofo.js';
+import { completionCrowdsOutPrompt, limitReader } from '../../src/overlong/numbers.js';
+import { RULES, STATEMENTS, type Rule } from '../../src/overlong/rules.js';
 import type { StatedLimits } from '../../src/overlong/types.js';
 
-// Issue 15: the numbers each real wording states, read by numbers.ts alone (the general reading
-// in quantities.ts fills gaps in the verdict, so only extractLimits shows what these patterns
+// Issue 15: the numbers each real wording states, read by the specific rules alone (the general reading
+// in quantities.ts fills gaps in the verdict, so only a limit reader shows what these patterns
 // read), written out literally; and with the wording's family switched off, nothing.
+/** The numbers the given rules' wordings state, as a classifier built from them reads them. */
+const readerOf = (rules: readonly Rule[]) => limitReader(STATEMENTS.filter((r) => rules.includes(r)));
+const extractLimits = readerOf(RULES);
 // [fixture the text comes from, family, message text, numbers read, numbers with the family off]
 // prettier-ignore
 const WORDINGS: [string, string, string, StatedLimits, StatedLimits][] = [
@@ -52,8 +57,8 @@ const WORDINGS: [string, string, string, StatedLimits, StatedLimits][] = [
 describe('the numbers each wording states', () => {
   it.each(WORDINGS.map((row) => [row[0], row] as const))('%s', (_id, [, family, text, stated, off]) => {
     expect(extractLimits(text, {})).toEqual(stated);
-    expect(extractLimits(text, {}, { disabledFamilies: new Set([family]) })).toEqual(off);
-    expect(extractLimits(text, {}, { generalOnly: true })).toEqual({});
+    expect(readerOf(rulesWithout(family))(text, {})).toEqual(off);
+    expect(readerOf([])(text, {})).toEqual({});
   });
 });
 

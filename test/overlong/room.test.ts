@@ -1,6 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { classifyResponse, classifyStreamEvent } from '../../src/overlong/classify.js';
+import { classifyResponse, classifyStreamEvent, createClassifier } from '../../src/overlong/classify.js';
 import { completionCrowdsOutPrompt, MIN_PROMPT_ROOM_TOKENS } from '../../src/overlong/numbers.js';
+
+/** The general layer alone: a classifier with no specific rule. */
+const generalOnly = createClassifier([]);
 
 // When max_tokens leaves less than min(256, window/16) tokens (at least 1) for the prompt,
 // compaction cannot help: lowering max_tokens is the fix. Pinned on both sides of the line.
@@ -60,9 +63,9 @@ describe('inputs that break the declared types get exact answers', () => {
   });
 
   it('an empty or plain-text error body is read as the error itself', () => {
-    expect(classifyResponse({ status: 400, body: 'The prompt is too long.' }, { generalOnly: true })).toMatchObject({ overlong: true });
-    expect(classifyResponse({ status: 200, body: 'The prompt is too long.' }, { generalOnly: true })).toEqual({ overlong: false, rule: 'no_error_object' });
-    expect(classifyStreamEvent('error: the prompt is too long', { generalOnly: true })).toMatchObject({ overlong: true });
+    expect(generalOnly.classifyResponse({ status: 400, body: 'The prompt is too long.' })).toMatchObject({ overlong: true });
+    expect(generalOnly.classifyResponse({ status: 200, body: 'The prompt is too long.' })).toEqual({ overlong: false, rule: 'no_error_object' });
+    expect(generalOnly.classifyStreamEvent('error: the prompt is too long')).toMatchObject({ overlong: true });
     expect(classifyStreamEvent('warning: the prompt is too long')).toEqual({ overlong: false, rule: 'no_error_object' });
   });
 });

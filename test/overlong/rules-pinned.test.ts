@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { classifyResponse, classifyStreamEvent, type StatedLimits, type Verdict } from '../../src/overlong/classify.js';
-import { classifyWith, loadFixtures } from '../../scripts/lofo.js';
+import { classifyResponse, classifyStreamEvent, createClassifier, type StatedLimits, type Verdict } from '../../src/overlong/classify.js';
+import { classifyWith, loadFixtures, rulesWithout } from '../../scripts/lofo.js';
 import { VETO_CODES } from '../helpers/veto-codes.js';
 
 // Issue 15: what the gateway reports for each real error (overlong or not, the rule it logs, the
@@ -15,12 +15,12 @@ const B = 'body_too_large';
 function classifyFixture(id: string, disabled: string[] = []): Verdict {
   const f = fixtures.get(id);
   if (f === undefined) throw new Error(`no fixture ${id}`);
-  return classifyWith(f, { disabledFamilies: new Set(disabled) });
+  return classifyWith(f, createClassifier(rulesWithout(...disabled)));
 }
 
 /** A message as OpenAI-compatible servers wrap it (no code, so the wording alone decides). */
 function message(text: string, status = 400, disabled: string[] = []): Verdict {
-  return classifyResponse({ status, body: JSON.stringify({ error: { message: text } }) }, { disabledFamilies: new Set(disabled) });
+  return createClassifier(rulesWithout(...disabled)).classifyResponse({ status, body: JSON.stringify({ error: { message: text } }) });
 }
 
 const overlong = (rule: string, reason: string, limits: StatedLimits): Verdict =>

@@ -1,10 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { classifyResponse, type Verdict } from '../../src/overlong/classify.js';
+import { createClassifier, type Verdict } from '../../src/overlong/classify.js';
+
+/** The general layer alone: a classifier with no specific rule. */
+const generalOnly = createClassifier([]);
 
 // One wording per way the general layer can be told something, read with the general layer
 // alone: each alternative of each veto, noun and relation decides at least one case here.
 const general = (message: string): Verdict =>
-  classifyResponse({ status: 400, body: JSON.stringify({ error: { message } }) }, { generalOnly: true });
+  generalOnly.classifyResponse({ status: 400, body: JSON.stringify({ error: { message } }) });
 
 describe('each veto wording', () => {
   it.each([
