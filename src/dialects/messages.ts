@@ -294,12 +294,10 @@ const bound: BoundState = {
 function streamEvent(event: string | undefined, data: string): StreamEventKind {
   const type = event ?? /"type"\s*:\s*"([^"]+)"/.exec(data.slice(0, 200))?.[1];
   if (type && PREAMBLE.has(type)) return 'preamble';
-  // Stopped for the window before any content block: the request did not fit (the classifier reads why).
-  if (type === 'message_delta' && WINDOW_STOPPED.test(data.slice(0, 500))) return 'failure';
-  return type === 'error' ? 'failure' : 'output';
+  // A message that ends before any content block (its stop reason comes first) is judged like an
+  // error: the classifier reads whether it stopped because the input filled the window.
+  return type === 'error' || type === 'message_delta' ? 'failure' : 'output';
 }
-
-const WINDOW_STOPPED = /"stop_reason"\s*:\s*"model_context_window_exceeded"/;
 
 export const messages: Dialect = {
   api: 'messages',

@@ -45,6 +45,14 @@ export interface Classifier {
 // Cheap pre-check for stream chunks: normal deltas contain none of these words.
 const ERROR_MARKER = /error|exception|exceed|too long|too large|overflow|failed/i;
 
+/** Bytes a success's first chunk must hold to be worth classifying: an error, or a stop reason naming the window. */
+const VERDICT_MARKS = [Buffer.from('error'), Buffer.from('exceeded')];
+
+/** Whether a successful answer's first bytes can carry anything but a success (the relay's cheap check). */
+export function mayCarryVerdict(bytes: Buffer): boolean {
+  return VERDICT_MARKS.some((mark) => bytes.includes(mark));
+}
+
 /**
  * A classifier that runs these specific rules (rows of the tables in rules.ts, in the tables'
  * order) before the general layer. The gateway runs them all; scripts/lofo.ts builds classifiers

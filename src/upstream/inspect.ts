@@ -2,7 +2,7 @@ import { createParser } from 'eventsource-parser';
 import type { Readable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import type { StreamEventKind } from '../dialects/types.js';
-import { classifyResponse, classifyStreamEvent, type Verdict } from '../overlong/classify.js';
+import { classifyResponse, classifyStreamEvent, mayCarryVerdict, type Verdict } from '../overlong/classify.js';
 import { fromUpstreamFailure } from '../errors.js';
 import { decodeText, firstChunk, holdBody, type HeldBody } from './body.js';
 import type { UpstreamAnswer } from './client.js';
@@ -18,9 +18,6 @@ export interface InspectedAnswer {
 export type StreamEvents = (event: string | undefined, data: string) => StreamEventKind;
 
 const PASS: Verdict = { overlong: false, rule: 'success' };
-const ERROR_MARK = Buffer.from('error');
-/** A stop reason that names the window (`model_context_window_exceeded`) carries no `error`. */
-const EXCEEDED_MARK = Buffer.from('exceeded');
 /** The most bytes of preamble events held before giving up and relaying (they are a few hundred bytes). */
 export const PREAMBLE_LIMIT_BYTES = 64 * 1024;
 
@@ -96,7 +93,7 @@ function holdPreamble(body: Readable, events: StreamEvents): Promise<{ held: Hel
 
 function mayCarryError(bytes: Buffer, encoding: string | string[] | undefined): boolean {
   // Compressed bytes cannot be searched; decoding a first chunk is cheap enough.
-  return encoding !== undefined || bytes.includes(ERROR_MARK) || bytes.includes(EXCEEDED_MARK);
+  return encoding !== undefined || mayCarryVerdict(bytes);
 }
 
 function header(value: string | string[] | undefined): string | undefined {

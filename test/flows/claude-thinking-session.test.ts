@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { boundFigures, expectPrefixChangesExplained, OVERFLOW, runBoundSession, type BoundRun, expectSentAsIsUntilOverflow } from '../helpers/bound-session-replay.js';
+import { BOUND_VARIANTS, boundFigures, expectPrefixChangesExplained, OVERFLOW, runBoundSession, type BoundRun, expectSentAsIsUntilOverflow } from '../helpers/bound-session-replay.js';
 import { parseCompactionHeader } from '../helpers/rescue.js';
-import type { LimitStyle } from '../helpers/session-replay.js';
 import type { BindingCheck } from '../helpers/strict-anthropic.js';
 
 /*
@@ -28,12 +27,7 @@ function expectReSigned(run: BoundRun): void {
  * when masking is not enough the conversation is summarised. With masking off the summary path is
  * the only one, as before.
  */
-const variants: Array<[LimitStyle, string, Record<string, unknown>, 'mask' | 'summarize']> = [
-  ['413', 'masking (the default)', {}, 'mask'],
-  ['window', 'masking (the default)', {}, 'mask'],
-  ['413', 'masking off', { compaction: { mask: false } }, 'summarize'],
-  ['window', 'masking off', { compaction: { mask: false } }, 'summarize'],
-];
+const variants = BOUND_VARIANTS;
 
 /** The block `signature` sits where the agent sent it, after only what the agent sent: nothing before it changed. */
 function inUnchangedOpening(sent: any[], original: any[], signature: string): boolean {

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { boundFigures, expectPrefixChangesExplained, OVERFLOW, runBoundSession, type BoundRun, type BoundTurn, expectSentAsIsUntilOverflow } from '../helpers/bound-session-replay.js';
+import { BOUND_VARIANTS, boundFigures, expectPrefixChangesExplained, OVERFLOW, runBoundSession, type BoundRun, type BoundTurn, expectSentAsIsUntilOverflow } from '../helpers/bound-session-replay.js';
 import { parseCompactionHeader } from '../helpers/rescue.js';
-import type { LimitStyle } from '../helpers/session-replay.js';
 import type { ReasoningCheck } from '../helpers/strict-responses.js';
 
 /*
@@ -32,12 +31,7 @@ function expectReSigned(run: BoundRun): void {
  * stale reasoning); when masking is not enough the conversation is summarised. With masking off
  * the summary path is the only one, as before.
  */
-const variants: Array<[LimitStyle, string, Record<string, unknown>, 'mask' | 'summarize']> = [
-  ['413', 'masking (the default)', {}, 'mask'],
-  ['window', 'masking (the default)', {}, 'mask'],
-  ['413', 'masking off', { compaction: { mask: false } }, 'summarize'],
-  ['window', 'masking off', { compaction: { mask: false } }, 'summarize'],
-];
+const variants = BOUND_VARIANTS;
 
 describe.each(variants)('the recorded Codex session with reasoning, behind a %s limit, %s', (style, variant, config, strategy) => {
   it('every turn answered; the stale reasoning of the kept tail dropped and counted, none made under the prefix', async () => {

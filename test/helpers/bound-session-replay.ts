@@ -408,3 +408,14 @@ export function expectPrefixChangesExplained(run: BoundRun, f: BoundFigures, unc
     else unchanged?.(t, previous);
   });
 }
+
+/**
+ * The limits and configurations a bound session is replayed under: masking (the default) and,
+ * with it off, the summary path alone; each behind an edge 413 and a stated window.
+ */
+export const BOUND_VARIANTS: Array<[LimitStyle, string, Record<string, unknown>, 'mask' | 'summarize']> = [
+  ['413', 'masking (the default)', {}, 'mask'],
+  ['window', 'masking (the default)', {}, 'mask'],
+  ['413', 'masking off', { compaction: { mask: false } }, 'summarize'],
+  ['window', 'masking off', { compaction: { mask: false } }, 'summarize'],
+];
