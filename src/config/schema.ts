@@ -7,6 +7,11 @@ export const DEFAULTS = {
   port: 8080,
   bodyLimitBytes: 64 * MiB,
   shutdownGraceMs: 30_000,
+  // A client has this long to send a whole request (a 64 MiB body at ~1 MB/s), and its headers.
+  requestTimeoutMs: 120_000,
+  headersTimeoutMs: 30_000,
+  // Longer than common load balancers' idle timeouts (60 s), so the gateway is not the side that closes first.
+  keepAliveTimeoutMs: 72_000,
   upstreamUrl: 'https://api.openai.com/v1',
   connectTimeoutMs: 10_000,
   // A 100k-token prompt can take minutes before its first token.
@@ -18,6 +23,11 @@ export const DEFAULTS = {
   summarizerTimeoutMs: 60_000,
   summarizerMaxInputTokens: 60_000,
   summarizerMaxSummaryTokens: 2_000,
+  // What one compaction may spend on the summarizer at most; past it the oldest part goes to the digest.
+  summarizerMaxCalls: 16,
+  summarizerMaxInputBytes: 4 * MiB,
+  // Past this many bytes of conversations under rescue at once, a rescue waits this long, then the upstream's error is relayed.
+  rescueWaitMs: 2_000,
   // A new compaction aims at this share of the limit, so the next turns fit under the same summary.
   targetRatio: 0.5,
   // A completion limit lowered below this is no help: compact instead.
@@ -39,6 +49,9 @@ const server = z
     port: z.number().int().min(0).max(65535).default(DEFAULTS.port),
     bodyLimitBytes: positiveInt.default(DEFAULTS.bodyLimitBytes),
     shutdownGraceMs: z.number().int().min(0).default(DEFAULTS.shutdownGraceMs),
+    requestTimeoutMs: z.number().int().min(0).default(DEFAULTS.requestTimeoutMs),
+    headersTimeoutMs: z.number().int().min(0).default(DEFAULTS.headersTimeoutMs),
+    keepAliveTimeoutMs: z.number().int().min(0).default(DEFAULTS.keepAliveTimeoutMs),
   })
   .strict();
 
@@ -56,6 +69,10 @@ const upstream = z
 const auth = z
   .object({
     keys: z.array(z.string().min(1)).default([]),
+    /** Serve without gateway keys on a non-loopback address while holding an upstream key: an open gateway, on purpose. */
+    allowOpen: z.boolean().default(false),
+    /** When set, /metrics answers only a request carrying this key (Bearer or x-api-key). */
+    metricsKey: z.string().min(1).optional(),
   })
   .strict();
 
@@ -78,6 +95,9 @@ const compaction = z
     proactive: z.boolean().default(true),
     targetRatio: z.number().min(0.2).max(0.95).default(DEFAULTS.targetRatio),
     minCompletionTokens: z.number().int().min(1).default(DEFAULTS.minCompletionTokens),
+    /** Bytes of request bodies under rescue at once, gateway-wide; by default a share of the heap limit. */
+    rescueBudgetBytes: positiveInt.optional(),
+    rescueWaitMs: z.number().int().min(0).default(DEFAULTS.rescueWaitMs),
   })
   .strict();
 
@@ -86,6 +106,8 @@ const memory = z
     enabled: z.boolean().default(true),
     maxBytes: positiveInt.default(DEFAULTS.memoryMaxBytes),
     ttlSeconds: positiveInt.default(DEFAULTS.memoryTtlSeconds),
+    /** Requests that carry no credential share one memory (a single-user sidecar); off by default. */
+    shareAnonymous: z.boolean().default(false),
     redisUrl: z
       .string()
       .refine((u) => /^rediss?:\/\//i.test(u), 'must be a redis:// or rediss:// URL')
@@ -103,6 +125,8 @@ const summarizer = z
     timeoutMs: positiveInt.default(DEFAULTS.summarizerTimeoutMs),
     maxInputTokens: z.number().int().min(1000).default(DEFAULTS.summarizerMaxInputTokens),
     maxSummaryTokens: z.number().int().min(100).default(DEFAULTS.summarizerMaxSummaryTokens),
+    maxCalls: z.number().int().min(1).default(DEFAULTS.summarizerMaxCalls),
+    maxInputBytes: positiveInt.default(DEFAULTS.summarizerMaxInputBytes),
     prompt: z.string().min(1).optional(),
     /**
      * Condense with the provider's own compaction where the upstream has it (OpenAI's
