@@ -1,6 +1,9 @@
 # syntax=docker/dockerfile:1
 # compaction-gateway container image. Build: docker build -t compaction-gateway .
-# Run:   docker run -p 8080:8080 -e UPSTREAM_URL=https://api.openai.com/v1 compaction-gateway
+# Run:   docker run -p 127.0.0.1:8080:8080 -e UPSTREAM_URL=https://api.openai.com/v1 compaction-gateway
+#        (clients send their own provider key). With the provider key in the gateway
+#        (-e UPSTREAM_API_KEY), set -e GATEWAY_API_KEYS too: on HOST=0.0.0.0 the gateway refuses to
+#        start holding the provider key with no gateway key, unless -e GATEWAY_ALLOW_OPEN=1.
 # Config: mount a YAML file at /app/config/default.yaml, or anywhere with CONFIG=/path/to/file.
 ARG NODE_VERSION=26
 # Unset by default. An offline build passes them to npm (npm reads npm_config_* from the

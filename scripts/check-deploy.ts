@@ -34,6 +34,7 @@ import { ConfigError, ENV_NAMES, loadConfig } from '../src/config/load.js';
 import type { Config } from '../src/config/schema.js';
 import { validateConfig } from '../src/config/load.js';
 import { buildServer } from '../src/server.js';
+import { openGatewayRefusal } from '../src/startup.js';
 import { validateComposeFile } from './deploy/compose-schema.js';
 import { KUBERNETES_SCHEMA_SOURCE, validateKubernetesObject } from './deploy/kubernetes.js';
 import { baseMetricName, dashboardQueries, metricNames } from './deploy/promql.js';
@@ -84,13 +85,16 @@ function durationMs(value: unknown): number {
 /**
  * Loads a gateway config the way the gateway does (file, then environment), returning the config
  * or the loader's problems. Unknown variable names are problems too: the gateway ignores them.
+ * So is an open gateway (the provider key, no gateway key, beyond loopback): it refuses to start.
  */
 function loadGatewayConfig(file: string, env: Record<string, string>): { config?: Readonly<Config>; problems: string[] } {
   const problems = Object.keys(env)
     .filter((name) => !GATEWAY_ENV.has(name))
     .map((name) => `environment variable ${name} is not one the gateway reads (${[...GATEWAY_ENV].join(', ')})`);
   try {
-    return { config: loadConfig(['--config', file], env), problems };
+    const config = loadConfig(['--config', file], env);
+    const refusal = openGatewayRefusal(config);
+    return refusal ? { problems: [...problems, refusal.split('\n')[0].replace(/ Do one of:$/, '')] } : { config, problems };
   } catch (err) {
     if (err instanceof ConfigError) return { problems: [...problems, ...err.problems] };
     throw err;
@@ -100,19 +104,23 @@ function loadGatewayConfig(file: string, env: Record<string, string>): { config?
 // --- compose -------------------------------------------------------------------------------
 
 function composeConfig(env: Record<string, string | undefined>) {
-  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(UPSTREAM_API_KEY|UPSTREAM_URL|GATEWAY_API_KEY|COMPOSE_.*)$/.test(k)));
+  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(UPSTREAM_API_KEY|UPSTREAM_URL|GATEWAY_API_KEYS?|COMPOSE_.*)$/.test(k)));
   return run('docker-compose', ['-f', COMPOSE_FILE, 'config'], { env: { ...base, ...env } as NodeJS.ProcessEnv });
 }
 
 check('compose: docker-compose config', () => {
   const version = run('docker-compose', ['version', '--short']).out;
-  const missing = composeConfig({});
-  if (missing.status === 0 || !/UPSTREAM_API_KEY/.test(missing.out)) {
-    fail([`without UPSTREAM_API_KEY, docker-compose config should refuse the file naming it; it said (exit ${missing.status}): ${missing.out.slice(0, 300)}`]);
+  // Both are required: the gateway listens beyond loopback (for Prometheus) holding the provider key.
+  const required = { UPSTREAM_API_KEY: 'sk-check', GATEWAY_API_KEYS: 'gw-check' };
+  for (const name of Object.keys(required) as Array<keyof typeof required>) {
+    const missing = composeConfig({ ...required, [name]: undefined });
+    if (missing.status === 0 || !new RegExp(name).test(missing.out)) {
+      fail([`without ${name}, docker-compose config should refuse the file naming it; it said (exit ${missing.status}): ${missing.out.slice(0, 300)}`]);
+    }
   }
-  const ok = composeConfig({ UPSTREAM_API_KEY: 'sk-check' });
+  const ok = composeConfig(required);
   if (ok.status !== 0) fail([ok.out]);
-  return `docker-compose ${version} accepts the file; without UPSTREAM_API_KEY it refuses it`;
+  return `docker-compose ${version} accepts the file; without UPSTREAM_API_KEY or GATEWAY_API_KEYS it refuses it`;
 });
 
 check('compose: the Compose Specification schema (Docker Compose v2)', () => {
@@ -122,7 +130,7 @@ check('compose: the Compose Specification schema (Docker Compose v2)', () => {
 });
 
 check('compose: services fit together', () => {
-  const resolved = composeConfig({ UPSTREAM_API_KEY: 'sk-check', GATEWAY_API_KEY: 'gw-check' });
+  const resolved = composeConfig({ UPSTREAM_API_KEY: 'sk-check', GATEWAY_API_KEYS: 'gw-check' });
   if (resolved.status !== 0) fail([resolved.out]);
   const compose = parseYaml(resolved.out);
   const services: Record<string, any> = compose.services ?? {};
@@ -230,6 +238,9 @@ check('compose: services fit together', () => {
     const provider = toml.model_providers?.[toml.model_provider];
     if (provider?.base_url !== `http://127.0.0.1:${port}/v1`) problems.push(`agent: Codex's base_url is ${provider?.base_url}, not http://127.0.0.1:${port}/v1`);
     if (provider?.env_key && !agent.environment?.[provider.env_key]) problems.push(`agent: ${provider.env_key} (Codex's env_key) is not set`);
+    else if (provider?.env_key && config!.auth.keys.length > 0 && !config!.auth.keys.includes(agent.environment[provider.env_key])) {
+      problems.push(`agent: ${provider.env_key} (Codex's env_key) is not one of the gateway's keys (GATEWAY_API_KEYS)`);
+    }
     if (agent.environment?.CODEX_HOME !== posix.dirname(codex.target)) problems.push('agent: CODEX_HOME is not where config.toml is mounted');
   }
   fail(problems);

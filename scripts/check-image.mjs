@@ -618,6 +618,21 @@ async function checkStopDrains(ctx) {
   return `in-flight request answered 200 during the stop; exit code 0 after ${seconds(stopMs)}`;
 }
 
+/**
+ * The image as shipped (HOST=0.0.0.0) with the provider key and no gateway key is an open
+ * gateway: it must refuse to start, exit 2, saying what to set. No network: nothing can reach it.
+ */
+async function checkOpenGatewayRefused() {
+  const name = `check-image-open-${process.pid}-${Date.now().toString(36)}`;
+  live.containers.add(name);
+  const result = await podman(['run', '--name', name, '--network=none', '-e', 'UPSTREAM_API_KEY=sk-check-never-shown', IMAGE]);
+  const said = `${result.stdout}${result.stderr}`;
+  if (result.code !== 2) fail(`exited ${result.code}, expected 2; it said:\n${tail(said, 10)}`);
+  if (!/refusing to start an open gateway/.test(said) || !/GATEWAY_API_KEYS/.test(said) || !/GATEWAY_ALLOW_OPEN=1/.test(said)) fail(`the refusal does not say what to set:\n${tail(said, 10)}`);
+  if (said.includes('sk-check-never-shown')) fail('the refusal shows the provider key');
+  return 'UPSTREAM_API_KEY without GATEWAY_API_KEYS on the image\'s HOST=0.0.0.0: exit 2, naming GATEWAY_API_KEYS and GATEWAY_ALLOW_OPEN=1';
+}
+
 // ---------------------------------------------------------------------------------------------
 
 async function main() {
@@ -657,6 +672,7 @@ async function main() {
   await check('rescue end to end', checkRescue);
   await check('mounted config used', checkMountedConfig);
   await check('podman stop drains, exit 0', checkStopDrains);
+  await check('open gateway refused', checkOpenGatewayRefused);
 
   const failed = results.filter((r) => !r.ok);
   console.log('');

@@ -46,6 +46,7 @@ export function usage(): string {
     '',
     'Every setting is a config file key, or an environment variable:',
     wrap(ENV_NAMES.join(' '), 76, '  '),
+    'In a config file, ${VAR} and ${VAR:-default} are read from the environment ($${ is a literal ${).',
     'See README.md, "Configuration".',
     '',
   ].join('\n');

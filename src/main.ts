@@ -6,11 +6,11 @@ import { fileURLToPath } from 'node:url';
 import type { FastifyInstance } from 'fastify';
 import type { DestinationStream } from 'pino';
 import { UsageError, flagList, parseArgs, usage } from './cli.js';
-import { ConfigError, configSource, loadConfig } from './config/load.js';
+import { ConfigError, configSource, loadConfig, unknownVariableWarning, unknownVariables, type UnknownVariable } from './config/load.js';
 import type { Config } from './config/schema.js';
 import { dropLogs, flushLogs, stdoutDestination } from './logging.js';
 import { buildServer } from './server.js';
-import { loggableRedisUrl, probeRedis, startupFields, startupWarnings } from './startup.js';
+import { loggableRedisUrl, openGatewayRefusal, probeRedis, startupFields, startupWarnings } from './startup.js';
 
 /** The process: read flags and config, build the server, listen, shut down on SIGTERM/SIGINT. */
 async function main(): Promise<void> {
@@ -27,13 +27,19 @@ async function main(): Promise<void> {
   if (command === 'version') return exitWith(0, `compaction-gateway ${gatewayVersion()}\n`, 'stdout');
 
   const shipped = fileURLToPath(new URL('../config/default.yaml', import.meta.url));
+  // A misspelt variable explains many a config error or refusal: said with them, and logged once serving.
+  const unknownEnv = unknownVariables(process.env);
+  const refuse = (message: string) =>
+    exitWith(2, [message, ...unknownEnv.map((u) => `warning: ${unknownVariableWarning(u)}`)].map((line) => `compaction-gateway: ${line}\n`).join(''));
   let config: Readonly<Config>;
   try {
     config = loadConfig(argv, process.env, shipped);
   } catch (err) {
-    if (err instanceof ConfigError) return exitWith(2, `compaction-gateway: ${err.message}\n`);
+    if (err instanceof ConfigError) return refuse(err.message);
     throw err;
   }
+  const refusal = openGatewayRefusal(config);
+  if (refusal) return refuse(refusal);
   const logStream = stdoutDestination(config.log.format);
   // A stdout that fails (closed, broken pipe) must not end the process: there is nowhere to say so.
   (logStream as { on?: (event: string, fn: () => void) => void }).on?.('error', () => {});
@@ -41,16 +47,17 @@ async function main(): Promise<void> {
   // Before listening: a signal that arrives while starting still drains and exits.
   exitOnSignals(app, logStream, config.server.shutdownGraceMs, idleConnectionCloser(app.server));
   await app.listen({ host: config.server.host, port: config.server.port });
-  await logStartup(app, config, configSource(argv, process.env, shipped));
+  await logStartup(app, config, configSource(argv, process.env, shipped), unknownEnv);
 }
 
-async function logStartup(app: FastifyInstance, config: Readonly<Config>, source: string | undefined): Promise<void> {
+async function logStartup(app: FastifyInstance, config: Readonly<Config>, source: string | undefined, unknownEnv: UnknownVariable[]): Promise<void> {
   const fields = startupFields(config, source, { gateway: gatewayVersion(), node: process.version });
   const redisUrl = config.memory.enabled ? config.memory.redisUrl : undefined;
   const redisProblem = redisUrl ? await probeRedis(redisUrl) : null;
   if (redisUrl) fields.memory += redisProblem ? ' (not reachable at start)' : ' (reachable)';
   app.log.info({ ...fields, pid: process.pid }, 'gateway ready');
   for (const warning of startupWarnings(config)) app.log.warn(warning);
+  for (const unknown of unknownEnv) app.log.warn({ variable: unknown.name, didYouMean: unknown.meant?.name }, unknownVariableWarning(unknown));
   if (redisUrl && redisProblem) {
     const address = loggableRedisUrl(redisUrl);
     app.log.warn(

@@ -1,3 +1,4 @@
+import { BlockList, isIP } from 'node:net';
 import { Redis } from 'ioredis';
 import type { Config } from './config/schema.js';
 
@@ -24,9 +25,52 @@ export function startupFields(config: Readonly<Config>, source: string | undefin
   };
 }
 
+/**
+ * Why the gateway will not start with this config, or undefined. Holding the provider key with
+ * no gateway key on an address beyond loopback would hand that key to anyone who reaches the
+ * port (the image binds 0.0.0.0): that takes `auth.allowOpen`, said on purpose.
+ */
+export function openGatewayRefusal(config: Readonly<Config>): string | undefined {
+  if (!isOpenGateway(config) || config.auth.allowOpen) return undefined;
+  const { host } = config.server;
+  return [
+    `refusing to start an open gateway: it holds the provider key (upstream.apiKey, UPSTREAM_API_KEY), asks clients for no key ` +
+      `(auth.keys, GATEWAY_API_KEYS, is empty) and listens on ${host} (server.host, HOST), beyond loopback: ` +
+      `anyone who reaches ${portOf(config)} could spend the provider key. Do one of:`,
+    '  - set GATEWAY_API_KEYS to one or more comma-separated keys (auth.keys); clients present one as their Bearer token, x-api-key or x-goog-api-key',
+    '  - listen on loopback only: HOST=127.0.0.1 (server.host)',
+    '  - serve it open on purpose (a private network, an authenticating proxy in front): GATEWAY_ALLOW_OPEN=1 (auth.allowOpen: true)',
+  ].join('\n');
+}
+
+const portOf = (config: Readonly<Config>) => (config.server.port === 0 ? 'its port' : `port ${config.server.port}`);
+
+/** The provider key, no gateway key, and an address beyond loopback. */
+function isOpenGateway(config: Readonly<Config>): boolean {
+  return Boolean(config.upstream.apiKey) && config.auth.keys.length === 0 && !isLoopback(config.server.host);
+}
+
+const LOOPBACK = new BlockList();
+LOOPBACK.addSubnet('127.0.0.0', 8, 'ipv4');
+LOOPBACK.addAddress('::1', 'ipv6');
+
+/** 127.0.0.0/8 (IPv4-mapped too), ::1 or localhost. A host name is not resolved here: only `localhost` counts. */
+export function isLoopback(host: string): boolean {
+  const bare = host.replace(/^\[(.*)\]$/, '$1');
+  if (bare.toLowerCase() === 'localhost') return true;
+  const family = isIP(bare);
+  return family !== 0 && LOOPBACK.check(bare, family === 4 ? 'ipv4' : 'ipv6');
+}
+
 /** Settings that start fine but will probably not do what was meant, each as a sentence. */
 export function startupWarnings(config: Readonly<Config>): string[] {
   const warnings: string[] = [];
+  if (isOpenGateway(config) && config.auth.allowOpen) {
+    warnings.push(
+      `open gateway: anyone who reaches ${portOf(config)} on ${config.server.host} is served with the provider key (upstream.apiKey), ` +
+        'without a gateway key, because auth.allowOpen (GATEWAY_ALLOW_OPEN) is set. Set GATEWAY_API_KEYS to require one.',
+    );
+  }
   for (const [key, url] of [['upstream.url', config.upstream.url], ['summarizer.url', config.summarizer.url]] as const) {
     if (url && new URL(url).pathname.replace(/\/+$/, '') === '') {
       warnings.push(

@@ -1,6 +1,9 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
+import { expandVariables } from './expand.js';
 import { configSchema, type Config } from './schema.js';
+import { allKeyPaths, keysAt, kindAt, type ValueKind } from './shape.js';
+import { closest } from './suggest.js';
 
 export class ConfigError extends Error {
   readonly code = 'GW_CONFIG_INVALID';
@@ -10,7 +13,7 @@ export class ConfigError extends Error {
 }
 
 type Env = Record<string, string | undefined>;
-type EnvKind = 'string' | 'int' | 'number' | 'list' | 'bool';
+type EnvKind = ValueKind;
 type Tree = Record<string, unknown>;
 
 /** Environment variables and the config key each one sets, with how to read its value. */
@@ -26,6 +29,7 @@ const ENV_KEYS: Array<[name: string, path: string, kind: EnvKind]> = [
   ['UPSTREAM_API_KEY', 'upstream.apiKey', 'string'],
   ['UPSTREAM_FIRST_BYTE_TIMEOUT_MS', 'upstream.firstByteTimeoutMs', 'int'],
   ['UPSTREAM_IDLE_TIMEOUT_MS', 'upstream.idleTimeoutMs', 'int'],
+  ['UPSTREAM_PREAMBLE_HOLD_MS', 'upstream.preambleHoldMs', 'int'],
   ['GATEWAY_API_KEYS', 'auth.keys', 'list'],
   ['GATEWAY_ALLOW_OPEN', 'auth.allowOpen', 'bool'],
   ['GATEWAY_METRICS_KEY', 'auth.metricsKey', 'string'],
@@ -59,21 +63,56 @@ const ENV_KEYS: Array<[name: string, path: string, kind: EnvKind]> = [
 
 export const ENV_NAMES = ENV_KEYS.map(([name]) => name);
 
+/** The prefixes of the gateway's own variables: one of these that it does not read is a mistake. */
+const ENV_PREFIXES = /^(UPSTREAM|GATEWAY|COMPACTION|SUMMARIZER|MEMORY)_/;
+
 /**
  * Defaults < file (`--config FILE`, else CONFIG, else `defaultFile` if it exists) < environment. Validated once; the result is frozen.
+ * `${VAR}` and `${VAR:-default}` in the file's string values come from `env` (src/config/expand.ts).
  * Throws ConfigError listing every problem, key by key.
  */
 export function loadConfig(argv: readonly string[], env: Env, defaultFile?: string): Readonly<Config> {
   const file = configSource(argv, env, defaultFile);
   const tree: Tree = file ? readConfigFile(file) : {};
   const fromEnv = new Map<string, string>();
-  for (const [name, path, kind] of ENV_KEYS) {
-    const raw = env[name];
-    if (raw === undefined || raw === '') continue;
-    setPath(tree, path, envValue(raw, kind));
+  const set = ENV_KEYS.filter(([name]) => env[name] !== undefined && env[name] !== '');
+  const expansion = expandVariables(tree, env, new Set(set.map(([, path]) => path)), (path, text) => envValue(text, kindAt(path) ?? 'string'));
+  if (expansion.problems.length > 0) throw new ConfigError(expansion.problems.map((p) => `config file ${file}: ${p}`));
+  for (const [path, reference] of expansion.sources) fromEnv.set(path, reference);
+  for (const [name, path, kind] of set) {
+    setPath(tree, path, envValue(env[name]!, kind));
     fromEnv.set(path, name);
   }
   return validateConfig(tree, fromEnv);
+}
+
+export interface UnknownVariable {
+  name: string;
+  /** The variable probably meant, and the key it sets. */
+  meant?: { name: string; key: string };
+}
+
+/** Variables with the gateway's prefixes that it does not read (a typo, or a name from elsewhere), never their values. */
+export function unknownVariables(env: Env): UnknownVariable[] {
+  const keyOf = new Map(ENV_KEYS.map(([name, path]) => [name, path]));
+  return Object.keys(env)
+    .filter((name) => ENV_PREFIXES.test(name) && !keyOf.has(name))
+    .sort()
+    .map((name) => {
+      // GATEWAY_PORT means PORT; else the nearest name after the same prefix (UPSTREAM_BASE_URL: UPSTREAM_URL).
+      const prefix = ENV_PREFIXES.exec(name)![0];
+      const rest = name.slice(prefix.length);
+      const siblings = ENV_NAMES.filter((known) => known.startsWith(prefix)).map((known) => known.slice(prefix.length));
+      const sibling = closest(rest, siblings);
+      const meant = keyOf.has(rest) ? rest : sibling ? prefix + sibling : closest(name, ENV_NAMES, true);
+      return meant ? { name, meant: { name: meant, key: keyOf.get(meant)! } } : { name };
+    });
+}
+
+/** The sentence an operator reads about one unknown variable. */
+export function unknownVariableWarning({ name, meant }: UnknownVariable): string {
+  const guess = meant ? `: did you mean ${meant.name} (${meant.key})?` : `; the gateway's variables are listed by --help`;
+  return `environment variable ${name} is set, but the gateway reads no such variable and ignores it${guess}`;
 }
 
 /** The config file in force (`--config`, else CONFIG, else `defaultFile` if it exists), or none: defaults and environment only. */
@@ -85,16 +124,26 @@ export function validateConfig(input: unknown, fromEnv = new Map<string, string>
   const result = configSchema.safeParse(input);
   if (!result.success) {
     throw new ConfigError(
-      result.error.issues.map((issue) => {
-        const keys = 'keys' in issue && Array.isArray(issue.keys) ? issue.keys : [];
-        const path = [...issue.path, ...keys].join('.') || '(root)';
+      result.error.issues.flatMap((issue) => {
+        if (issue.code === 'unrecognized_keys') return issue.keys.map((key) => unknownKeyProblem(issue.path, key));
+        const path = issue.path.join('.') || '(root)';
         const envName = fromEnv.get(issue.path.join('.'));
-        const got = keys.length > 0 ? '' : shownValue(issue.path, valueAt(input, issue.path));
-        return `${path}${envName ? ` (from ${envName})` : ''}: ${issue.message}${got}`;
+        return `${path}${envName ? ` (from ${envName})` : ''}: ${issue.message}${shownValue(issue.path, valueAt(input, issue.path))}`;
       }),
     );
   }
   return deepFreeze(result.data);
+}
+
+/** `upstream.api_key: unknown key; did you mean apiKey?`: a near key at that level, else one by that name elsewhere. */
+function unknownKeyProblem(at: readonly PropertyKey[], key: string): string {
+  const here = closest(key, keysAt(at));
+  const elsewhere = allKeyPaths()
+    .filter((path) => path.slice(0, -1).join('.') !== at.join('.') && closest(key, [path.at(-1)!], true) !== undefined)
+    .map((path) => path.join('.'))
+    .slice(0, 3);
+  const guess = here ?? (elsewhere.length > 0 ? elsewhere.join(' or ') : undefined);
+  return `${[...at, key].join('.')}: unknown key${guess ? `; did you mean ${guess}?` : ''}`;
 }
 
 function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {

@@ -18,6 +18,8 @@ export const DEFAULTS = {
   firstByteTimeoutMs: 600_000,
   idleTimeoutMs: 300_000,
   errorBodyLimitBytes: 1 * MiB,
+  // A stream's opening events are held this long at most for a failure that may follow them; then they go to the client.
+  preambleHoldMs: 5_000,
   keepRecent: 6,
   maxReplays: 1,
   summarizerTimeoutMs: 60_000,
@@ -27,7 +29,7 @@ export const DEFAULTS = {
   summarizerMaxCalls: 16,
   summarizerMaxInputBytes: 4 * MiB,
   // Past this many bytes of conversations under rescue at once, a rescue waits this long, then the upstream's error is relayed.
-  rescueWaitMs: 2_000,
+  rescueWaitMs: 10_000,
   // A new compaction aims at this share of the limit, so the next turns fit under the same summary.
   targetRatio: 0.5,
   // A completion limit lowered below this is no help: compact instead.
@@ -63,6 +65,7 @@ const upstream = z
     firstByteTimeoutMs: positiveInt.default(DEFAULTS.firstByteTimeoutMs),
     idleTimeoutMs: positiveInt.default(DEFAULTS.idleTimeoutMs),
     errorBodyLimitBytes: positiveInt.default(DEFAULTS.errorBodyLimitBytes),
+    preambleHoldMs: positiveInt.max(2_147_483_647).default(DEFAULTS.preambleHoldMs),
   })
   .strict();
 
