@@ -8,6 +8,7 @@ export const ERRORS = {
   invalid_path: { status: 400, type: 'invalid_request_error', message: 'The request path is not allowed.' },
   invalid_api_key: { status: 401, type: 'authentication_error', message: 'Missing or invalid gateway API key.' },
   not_found: { status: 404, type: 'invalid_request_error', message: 'Unknown route.' },
+  request_timeout: { status: 408, type: 'invalid_request_error', message: 'The request was not received in time.' },
   request_too_large: { status: 413, type: 'invalid_request_error', message: "The request body is larger than the gateway's limit." },
   headers_too_large: { status: 431, type: 'invalid_request_error', message: 'The request line or headers are larger than the gateway accepts.' },
   unsupported_media_type: { status: 415, type: 'invalid_request_error', message: 'Unsupported content type or encoding.' },

@@ -27,5 +27,5 @@ export async function attempt(
   ctx.notes.streamed = String(answer.headers['content-type'] ?? '').includes('text/event-stream');
   deps.metrics.upstreamTtfb.observe(ctx.notes.route ?? ctx.dialect.api, answer.ttfbMs / 1000);
   const whole = rewritten && ctx.dialect.droppedState !== null;
-  return inspect(answer, deps.config.upstream.errorBodyLimitBytes, ctx.dialect.streamEvent, whole);
+  return inspect(answer, deps.config.upstream, ctx.dialect.streamEvent, whole);
 }

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { createKeyCheck } from '../auth.js';
 import { errorBody } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 
@@ -6,6 +7,8 @@ export interface HealthDeps {
   metrics: Metrics;
   /** True once shutdown has begun: readiness fails so load balancers stop sending traffic. */
   isDraining: () => boolean;
+  /** When set, /metrics answers only a scrape that presents it (Bearer or x-api-key); the probes stay open. */
+  metricsKey?: string;
 }
 
 export async function healthRoutes(app: FastifyInstance, deps: HealthDeps): Promise<void> {
@@ -14,7 +17,11 @@ export async function healthRoutes(app: FastifyInstance, deps: HealthDeps): Prom
     if (deps.isDraining()) return reply.code(503).send(errorBody('shutting_down'));
     return { status: 'ready' };
   });
-  app.get('/metrics', async (_request, reply) => {
+  const scraper = deps.metricsKey ? createKeyCheck([deps.metricsKey]) : null;
+  app.get('/metrics', async (request, reply) => {
+    if (scraper && !scraper(request.headers.authorization, request.headers['x-api-key'])) {
+      return reply.code(401).header('www-authenticate', 'Bearer').send(errorBody('invalid_api_key', 'Missing or invalid metrics key.'));
+    }
     reply.header('content-type', deps.metrics.registry.contentType);
     return deps.metrics.registry.metrics();
   });

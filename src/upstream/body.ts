@@ -1,5 +1,6 @@
 import type { Readable } from 'node:stream';
-import zlib from 'node:zlib';
+import { DEFAULTS } from '../config/schema.js';
+import { codingsOf, decode, decodeSync } from '../content-coding.js';
 import { fromUpstreamFailure } from '../errors.js';
 
 export interface HeldBody {
@@ -72,33 +73,28 @@ function endedWithNothingLeft(body: Readable): boolean {
 }
 
 /**
- * Decodes a held (possibly truncated) error body as text for the classifier. Unknown encodings
- * and corrupt data give what could be decoded, never an exception.
+ * A held (possibly cut-off) body as text for the classifier: at most `limit` decoded bytes, the
+ * first ones, which is where an error says what it is. An unknown coding gives the bytes as they
+ * are, corrupt data an empty text; never an exception. The client still gets the upstream's own
+ * bytes: this text is only read.
  */
-export function decodeText(bytes: Buffer, contentEncoding: string | string[] | undefined): string {
-  const encoding = String(contentEncoding ?? '').trim().toLowerCase();
-  // A truncated body is normal here: flush what the decoder has instead of failing.
-  const opts = { finishFlush: zlib.constants.Z_SYNC_FLUSH };
-  try {
-    if (encoding === 'gzip' || encoding === 'x-gzip') return zlib.gunzipSync(bytes, opts).toString('utf8');
-    if (encoding === 'deflate') return inflateEither(bytes);
-    if (encoding === 'br') {
-      return zlib.brotliDecompressSync(bytes, { finishFlush: zlib.constants.BROTLI_OPERATION_FLUSH }).toString('utf8');
-    }
-    const zstd = (zlib as { zstdDecompressSync?: (b: Buffer) => Buffer }).zstdDecompressSync;
-    if (encoding === 'zstd' && zstd) return zstd(bytes).toString('utf8');
-  } catch {
-    return '';
-  }
-  return bytes.toString('utf8');
+export async function textOf(bytes: Buffer, contentEncoding: string | string[] | undefined, limit: number): Promise<string> {
+  const codings = codingsOf(contentEncoding);
+  if (codings === null || codings.length === 0) return bytes.toString('utf8');
+  // Most answers are a few KB, decoded at once (bounded, so a millisecond or two at most); only
+  // one that inflates past the bound is decoded again as a stream, for its first `limit` bytes.
+  const atOnce = decodeSync(bytes, codings, { limit, truncated: true });
+  const decoded = atOnce.outcome === 'over' ? await decode(bytes, codings, { limit, truncated: true }) : atOnce;
+  return decoded.bytes.toString('utf8');
 }
 
-function inflateEither(bytes: Buffer): string {
-  const opts = { finishFlush: zlib.constants.Z_SYNC_FLUSH };
-  try {
-    return zlib.inflateSync(bytes, opts).toString('utf8');
-  } catch {
-    // Some servers send raw deflate without the zlib wrapper.
-    return zlib.inflateRawSync(bytes, opts).toString('utf8');
-  }
+/**
+ * The same, at once, for a caller that cannot wait: past `limit` decoded bytes it gives up (an
+ * empty text) rather than inflate a bomb.
+ */
+export function decodeText(bytes: Buffer, contentEncoding: string | string[] | undefined, limit: number = DEFAULTS.errorBodyLimitBytes): string {
+  const codings = codingsOf(contentEncoding);
+  if (codings === null || codings.length === 0) return bytes.toString('utf8');
+  const decoded = decodeSync(bytes, codings, { limit, truncated: true });
+  return decoded.outcome === 'complete' ? decoded.bytes.toString('utf8') : '';
 }

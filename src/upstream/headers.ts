@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
-import zlib from 'node:zlib';
+import { CAN_ZSTD } from '../content-coding.js';
 
 /**
  * RFC 9110 hop-by-hop headers, plus `host`, which undici sets from the upstream origin, and
@@ -98,18 +98,26 @@ export interface CredentialOptions {
 /** Where clients put their credentials: OpenAI's Bearer token, Azure's api-key, x-api-key and Google's x-goog-api-key. */
 export const CLIENT_CREDENTIALS = ['authorization', 'api-key', 'x-api-key', 'x-goog-api-key'] as const;
 
+/** This hop as `X-Forwarded-*` tell it: the address that connected to the gateway, and the Host it asked for. */
+export interface Hop {
+  address: string | undefined;
+  host: string | undefined;
+}
+
 /**
  * The headers a request carries upstream: end-to-end ones, the gateway's credentials if it has
- * its own, only decodable encodings, and the request id. On the chat route the body goes
- * separately, so its length is undici's; the passthrough keeps the client's.
+ * its own, only decodable encodings, this hop in `X-Forwarded-*`, and the request id. On the chat
+ * route the body goes separately, so its length is undici's; the passthrough keeps the client's.
  */
 export function requestHeadersForUpstream(
   incoming: IncomingHttpHeaders,
   requestId: string,
   credentials: CredentialOptions,
+  hop: Hop,
   drop: ReadonlySet<string> = DROP_TO_UPSTREAM,
 ): Record<string, string | string[]> {
   const headers = endToEnd(incoming, drop);
+  forwarded(headers, hop);
   if (credentials.apiKey) {
     for (const name of CLIENT_CREDENTIALS) delete headers[name];
     if (credentials.style === 'x-api-key' || credentials.style === 'x-goog-api-key') headers[credentials.style] = credentials.apiKey;
@@ -122,6 +130,22 @@ export function requestHeadersForUpstream(
   return headers;
 }
 
+/**
+ * As a proxy tells the next one: the client's address appended to the `X-Forwarded-For` it sent
+ * (a list, earliest first, which only the upstream can decide how far to trust); the scheme and
+ * host an earlier proxy recorded kept, else this hop's (the gateway itself speaks plain HTTP).
+ */
+function forwarded(headers: Record<string, string | string[]>, hop: Hop): void {
+  const address = hop.address?.startsWith('::ffff:') && hop.address.includes('.') ? hop.address.slice(7) : hop.address;
+  if (address) {
+    const prior = headers['x-forwarded-for'];
+    const list = Array.isArray(prior) ? prior.join(', ') : prior;
+    headers['x-forwarded-for'] = list?.trim() ? `${list}, ${address}` : address;
+  }
+  headers['x-forwarded-proto'] ??= 'http';
+  if (hop.host && !unsafe(hop.host)) headers['x-forwarded-host'] ??= hop.host;
+}
+
 const DROP_TO_UPSTREAM = new Set(['content-length', 'x-gateway-compaction', 'x-request-id']);
 const FROM_UPSTREAM_DROP = new Set(['x-gateway-compaction']);
 /** For a body streamed through untouched: its length stays the client's. */
@@ -131,7 +155,6 @@ export const DROP_FROM_STREAMED = new Set(['x-gateway-compaction', 'x-request-id
  * The gateway must be able to read an error body to classify it, so it only lets the upstream
  * pick an encoding it can decode (Node 20's zlib has no zstd).
  */
-const CAN_ZSTD = typeof (zlib as { zstdDecompressSync?: unknown }).zstdDecompressSync === 'function';
 
 let lastAccepted: string | undefined;
 let lastDecodable = '';

@@ -7,7 +7,7 @@ import { Client, expectOpenAIError, rawHttp, rawStatus } from './helpers.js';
 /*
  * Odd request bodies on /v1/chat/completions. The gateway does not read a body on its way in, so
  * each goes upstream byte for byte and the upstream's answer comes back (the gateway's own error
- * only for what it must refuse: a body over its size limit); never a 500, a crash or a hang.
+ * only for what it must refuse: a body over its size limit, sent or decoded); never a 500, a crash or a hang.
  */
 
 const BODY_LIMIT = 8 * 1024 * 1024;
@@ -64,7 +64,7 @@ const cases: Array<[string, string | Buffer, Record<string, string>, Expect]> = 
   ['not JSON under text/plain', 'hello', { 'content-type': 'text/plain' }, FORWARDED],
   // Size.
   ['a body over the limit', msgs([{ role: 'user', content: 'x'.repeat(BODY_LIMIT) }]), {}, gatewayError(413, 'request_too_large')],
-  // Compressed bodies: forwarded as sent; decompressed (bounded) only if a rescue must read them.
+  // Compressed bodies: forwarded as sent, decoded (bounded by the body limit) on the way in; past the limit, refused.
   ['a gzip body', gzipSync(msgs([{ role: 'user', content: 'hi' }])), { 'content-encoding': 'gzip' }, FORWARDED],
   ['a deflate body', deflateSync(msgs([{ role: 'user', content: 'hi' }])), { 'content-encoding': 'deflate' }, FORWARDED],
   ['a raw deflate body', deflateRawSync(msgs([{ role: 'user', content: 'hi' }])), { 'content-encoding': 'deflate' }, FORWARDED],
@@ -74,7 +74,7 @@ const cases: Array<[string, string | Buffer, Record<string, string>, Expect]> = 
   ['gzip that is not gzip', 'plainly not gzip', { 'content-encoding': 'gzip' }, FORWARDED],
   ['truncated gzip', gzipSync(msgs([{ role: 'user', content: 'x'.repeat(10_000) }])).subarray(0, 40), { 'content-encoding': 'gzip' }, FORWARDED],
   ['gzip of something that is not JSON', gzipSync('hello'), { 'content-encoding': 'gzip' }, FORWARDED],
-  ['a gzip bomb (65 KB that inflates to 65 MiB, past the default limit)', gzipSync(Buffer.alloc(65 * 1024 * 1024, 0x20)), { 'content-encoding': 'gzip' }, FORWARDED],
+  ['a gzip bomb (65 KB that inflates to 65 MiB, past the limit)', gzipSync(Buffer.alloc(65 * 1024 * 1024, 0x20)), { 'content-encoding': 'gzip' }, gatewayError(413, 'request_too_large')],
   ['an unknown content-encoding', msgs([{ role: 'user', content: 'hi' }]), { 'content-encoding': 'x-custom' }, FORWARDED],
   ['content-encoding compress', msgs([{ role: 'user', content: 'hi' }]), { 'content-encoding': 'compress' }, FORWARDED],
 ];
@@ -116,13 +116,16 @@ describe('odd bodies on the chat route', () => {
     }
   });
 
-  it('a gzip body that inflates past the configured limit is forwarded, and never decompressed past it', async () => {
-    const bomb = gzipSync(Buffer.alloc(BODY_LIMIT + 1024, 0x20));
+  it('a gzip body that inflates just past the configured limit is refused with a 413, and not forwarded; one just within it goes', async () => {
     const before = upstream.received.length;
-    const res = await client.post(`${gateway.baseUrl}/chat/completions`, bomb, { 'content-encoding': 'gzip' });
+    const over = await client.post(`${gateway.baseUrl}/chat/completions`, gzipSync(Buffer.alloc(BODY_LIMIT + 1, 0x20)), { 'content-encoding': 'gzip' });
+    expect(over.status).toBe(413);
+    expectOpenAIError(over.json, 'request_too_large');
+    expect(upstream.received.length).toBe(before);
+    const within = gzipSync(Buffer.alloc(BODY_LIMIT, 0x20));
+    const res = await client.post(`${gateway.baseUrl}/chat/completions`, within, { 'content-encoding': 'gzip' });
     expect(res.status).toBe(200);
-    expect(upstream.received.length).toBe(before + 1);
-    expect(upstream.received.at(-1)!.body.equals(bomb)).toBe(true);
+    expect(upstream.received.at(-1)!.body.equals(within)).toBe(true);
   });
 
   it('a body without any content-type is read as JSON and forwarded', async () => {

@@ -1,0 +1,171 @@
+import zlib from 'node:zlib';
+
+/*
+ * Content codings undone with a bound on what comes out: the one decoder for request bodies
+ * (routes/request-body.ts, rescue/request.ts) and the upstream's bodies (upstream/body.ts). A few
+ * KB of gzip can inflate to gigabytes, so the bound is on the decoded bytes, never the encoded
+ * ones. `decode` runs zlib as a stream: its work is done in libuv's thread pool, 64 KiB at a time,
+ * and it stops at the bound, so that no body holds the event loop or the heap. `decodeSync` is for
+ * the few callers that cannot wait; it gives up at the bound (zlib's `maxOutputLength`).
+ */
+
+export type Coding = 'gzip' | 'deflate' | 'br' | 'zstd';
+
+export interface DecodeOptions {
+  /** The most decoded bytes to produce, at every stage of a chain of codings. */
+  limit: number;
+  /** The input may be a prefix of the body (a held error body): decode what it holds instead of calling it corrupt. */
+  truncated?: boolean;
+}
+
+export interface Decoded {
+  /** What came out: at most `limit` bytes. */
+  bytes: Buffer;
+  /**
+   * `complete`: everything, within the bound; `over`: there was more than the bound; `corrupt`:
+   * the input is not valid in its coding. With `decode`, `bytes` holds what came out before it
+   * stopped (the first `limit` bytes, when over); `decodeSync` gives nothing unless complete.
+   */
+  outcome: 'complete' | 'over' | 'corrupt';
+}
+
+type Decompressor = zlib.Gunzip | zlib.Inflate | zlib.InflateRaw | zlib.BrotliDecompress;
+
+const zstd = zlib as {
+  createZstdDecompress?: (options?: zlib.ZlibOptions) => Decompressor;
+  zstdDecompressSync?: (bytes: Buffer, options?: zlib.ZlibOptions) => Buffer;
+};
+
+/** Whether this Node can undo `zstd` (22.15 and later; Node 20 cannot). */
+export const CAN_ZSTD = typeof zstd.createZstdDecompress === 'function' && typeof zstd.zstdDecompressSync === 'function';
+
+const CHUNK_BYTES = 64 * 1024;
+const EMPTY = Buffer.alloc(0);
+
+/**
+ * The codings a Content-Encoding lists, in the order they were applied (`identity` and empty
+ * entries skipped); null when one of them cannot be undone here.
+ */
+export function codingsOf(header: string | string[] | undefined): Coding[] | null {
+  const value = Array.isArray(header) ? header.join(',') : header;
+  if (!value) return [];
+  const codings: Coding[] = [];
+  for (const raw of value.split(',')) {
+    const coding = raw.trim().toLowerCase();
+    if (coding === '' || coding === 'identity') continue;
+    if (coding === 'gzip' || coding === 'x-gzip') codings.push('gzip');
+    else if (coding === 'deflate' || coding === 'br' || (coding === 'zstd' && CAN_ZSTD)) codings.push(coding);
+    else return null;
+  }
+  return codings;
+}
+
+/** Undoes the codings, last applied first, streaming, and stops at the bound. Never rejects. */
+export async function decode(input: Buffer | readonly Buffer[], codings: readonly Coding[], options: DecodeOptions): Promise<Decoded> {
+  let chunks: readonly Buffer[] = Buffer.isBuffer(input) ? [input] : input;
+  let truncated = options.truncated === true;
+  let outcome: Decoded['outcome'] = 'complete';
+  for (let i = codings.length - 1; i >= 0; i--) {
+    const stage = await undo(chunks, codings[i], { limit: options.limit, truncated });
+    chunks = stage.chunks;
+    if (stage.outcome === 'corrupt') return { bytes: join(chunks), outcome: 'corrupt' };
+    if (stage.outcome === 'over') {
+      outcome = 'over';
+      // What was kept is a prefix of this stage's output: the next stage may still read it.
+      if (!options.truncated) break;
+      truncated = true;
+    }
+  }
+  return { bytes: join(chunks), outcome };
+}
+
+interface Stage {
+  chunks: Buffer[];
+  outcome: Decoded['outcome'];
+}
+
+async function undo(input: readonly Buffer[], coding: Coding, options: Required<DecodeOptions>): Promise<Stage> {
+  if (coding !== 'deflate') return run(input, decompressor(coding, options.truncated), options.limit);
+  const wrapped = await run(input, decompressor('deflate', options.truncated), options.limit);
+  // Some senders use raw deflate, without the zlib wrapper the coding names.
+  return wrapped.outcome === 'corrupt' ? run(input, zlib.createInflateRaw(zlibOptions(options.truncated)), options.limit) : wrapped;
+}
+
+function run(input: readonly Buffer[], stream: Decompressor, limit: number): Promise<Stage> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let settled = false;
+    const settle = (outcome: Decoded['outcome']) => {
+      if (settled) return;
+      settled = true;
+      // Stops the work still queued in the thread pool and frees zlib's memory.
+      if (outcome !== 'complete') stream.destroy();
+      resolve({ chunks, outcome });
+    };
+    stream.on('data', (chunk: Buffer) => {
+      if (settled) return;
+      const room = limit - size;
+      if (chunk.length > room) {
+        if (room > 0) chunks.push(chunk.subarray(0, room));
+        size = limit;
+        settle('over');
+        return;
+      }
+      chunks.push(chunk);
+      size += chunk.length;
+    });
+    stream.on('end', () => settle('complete'));
+    stream.on('error', () => settle('corrupt'));
+    for (const chunk of input) stream.write(chunk);
+    stream.end();
+  });
+}
+
+function decompressor(coding: Coding, truncated: boolean): Decompressor {
+  if (coding === 'gzip') return zlib.createGunzip(zlibOptions(truncated));
+  if (coding === 'deflate') return zlib.createInflate(zlibOptions(truncated));
+  if (coding === 'br') return zlib.createBrotliDecompress(brotliOptions(truncated));
+  return zstd.createZstdDecompress!({ chunkSize: CHUNK_BYTES });
+}
+
+/** A cut-off body ends without its trailer: flush what the decoder has instead of failing. */
+function zlibOptions(truncated: boolean): zlib.ZlibOptions {
+  return truncated ? { chunkSize: CHUNK_BYTES, finishFlush: zlib.constants.Z_SYNC_FLUSH } : { chunkSize: CHUNK_BYTES };
+}
+
+function brotliOptions(truncated: boolean): zlib.BrotliOptions {
+  return truncated ? { chunkSize: CHUNK_BYTES, finishFlush: zlib.constants.BROTLI_OPERATION_FLUSH } : { chunkSize: CHUNK_BYTES };
+}
+
+function join(chunks: readonly Buffer[]): Buffer {
+  if (chunks.length === 0) return EMPTY;
+  return chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
+}
+
+/**
+ * The same, at once: for a caller that cannot wait. Each stage may produce at most `limit`
+ * bytes, which bounds both its memory and its time; past that the outcome is `over`, with nothing.
+ */
+export function decodeSync(input: Buffer, codings: readonly Coding[], options: DecodeOptions): Decoded {
+  let bytes = input;
+  try {
+    for (let i = codings.length - 1; i >= 0; i--) bytes = undoSync(bytes, codings[i], options);
+  } catch (err) {
+    return { bytes: EMPTY, outcome: (err as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE' ? 'over' : 'corrupt' };
+  }
+  return { bytes, outcome: 'complete' };
+}
+
+function undoSync(bytes: Buffer, coding: Coding, { limit, truncated = false }: DecodeOptions): Buffer {
+  const opts = { ...zlibOptions(truncated), maxOutputLength: limit };
+  if (coding === 'gzip') return zlib.gunzipSync(bytes, opts);
+  if (coding === 'br') return zlib.brotliDecompressSync(bytes, { ...brotliOptions(truncated), maxOutputLength: limit });
+  if (coding === 'zstd') return zstd.zstdDecompressSync!(bytes, { maxOutputLength: limit });
+  try {
+    return zlib.inflateSync(bytes, opts);
+  } catch (err) {
+    if ((err as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE') throw err;
+    return zlib.inflateRawSync(bytes, opts);
+  }
+}

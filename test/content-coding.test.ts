@@ -1,0 +1,124 @@
+import zlib from 'node:zlib';
+import { describe, expect, it } from 'vitest';
+import { codingsOf, decode, decodeSync, type Coding } from '../src/content-coding.js';
+
+/*
+ * The one decoder for request bodies and upstream error bodies: every coding undone, last applied
+ * first, never more than `limit` bytes out (at every stage), a cut-off input read for what it holds
+ * when asked to, and streaming so that the event loop keeps turning while a body inflates.
+ */
+
+const text = Buffer.from(JSON.stringify({ error: { message: 'maximum context length is 128000 tokens', padding: 'p'.repeat(50_000) } }));
+const MiB = 1024 * 1024;
+
+describe('codingsOf', () => {
+  it.each([
+    [undefined, []],
+    ['', []],
+    ['identity', []],
+    ['gzip', ['gzip']],
+    [' X-GZIP ', ['gzip']],
+    ['deflate', ['deflate']],
+    ['br', ['br']],
+    ['gzip, br', ['gzip', 'br']],
+    ['identity, ,gzip', ['gzip']],
+    [['gzip', 'br'], ['gzip', 'br']],
+    ['compress', null],
+    ['gzip, x-custom', null],
+  ] as const)('%j -> %j', (header, codings) => {
+    expect(codingsOf(header as string | string[] | undefined)).toEqual(codings);
+  });
+});
+
+const encoded: Array<[string, Coding[], Buffer]> = [
+  ['gzip', ['gzip'], zlib.gzipSync(text)],
+  ['deflate (zlib)', ['deflate'], zlib.deflateSync(text)],
+  ['deflate (raw)', ['deflate'], zlib.deflateRawSync(text)],
+  ['br', ['br'], zlib.brotliCompressSync(text)],
+  ['gzip, then br', ['gzip', 'br'], zlib.brotliCompressSync(zlib.gzipSync(text))],
+];
+
+describe.each([
+  ['decode', async (input: Buffer, codings: Coding[], limit: number, truncated?: boolean) => decode(input, codings, { limit, truncated })],
+  ['decodeSync', async (input: Buffer, codings: Coding[], limit: number, truncated?: boolean) => decodeSync(input, codings, { limit, truncated })],
+] as const)('%s', (name, run) => {
+  it.each(encoded)('%s: whole, within the bound', async (_name, codings, input) => {
+    const out = await run(input, codings, text.length);
+    expect(out.outcome).toBe('complete');
+    expect(out.bytes.equals(text)).toBe(true);
+  });
+
+  it.each(encoded)('%s: past the bound, over', async (_name, codings, input) => {
+    const out = await run(input, codings, 1000);
+    expect(out.outcome).toBe('over');
+    // A stream keeps what came out up to the bound; at once there is nothing to keep.
+    expect(out.bytes.equals(name === 'decode' ? text.subarray(0, 1000) : Buffer.alloc(0))).toBe(true);
+  });
+
+  it('not what its coding says: corrupt', async () => {
+    for (const coding of ['gzip', 'deflate', 'br'] as const) expect((await run(Buffer.from('plainly not compressed'), [coding], MiB)).outcome).toBe('corrupt');
+  });
+
+  it('cut off: corrupt, unless the input is known to be a prefix', async () => {
+    const whole = Buffer.from('x'.repeat(200_000) + 'y'.repeat(200_000) + 'z'.repeat(200_000));
+    const cut = zlib.gzipSync(whole).subarray(0, 300);
+    expect((await run(cut, ['gzip'], MiB)).outcome).toBe('corrupt');
+    const prefix = await run(cut, ['gzip'], MiB, true);
+    expect(prefix.outcome).toBe('complete');
+    expect(prefix.bytes.length).toBeGreaterThan(0);
+    expect(prefix.bytes.length).toBeLessThan(whole.length);
+    expect(whole.subarray(0, prefix.bytes.length).equals(prefix.bytes)).toBe(true);
+  });
+});
+
+describe('decode, streaming', () => {
+  /** gzip members, one after another, are one body: `members` copies of 8 MiB of zeros. */
+  const member = zlib.gzipSync(Buffer.alloc(8 * MiB), { level: 9 });
+  const zeros = (members: number) => Buffer.concat(Array.from({ length: members }, () => member));
+
+  it('a 2 GiB bomb gives its first megabyte and stops', async () => {
+    const bomb = zeros(256);
+    expect(bomb.length).toBeLessThan(3 * MiB);
+    const out = await decode(bomb, ['gzip'], { limit: MiB, truncated: true });
+    expect(out.outcome).toBe('over');
+    expect(out.bytes.length).toBe(MiB);
+    expect(out.bytes.every((b) => b === 0)).toBe(true);
+  });
+
+  it('a prefix past the bound at an inner stage is still read by the outer one when the input is a prefix', async () => {
+    // br(gzip(text)): the br stage is cut at 40 bytes, and gzip reads what that holds.
+    const nested = zlib.brotliCompressSync(zlib.gzipSync(text));
+    expect((await decode(nested, ['gzip', 'br'], { limit: 40, truncated: true })).outcome).toBe('over');
+    expect((await decode(nested, ['gzip', 'br'], { limit: 40 })).outcome).toBe('over');
+  });
+
+  it('a body arriving in many chunks is one body', async () => {
+    const input = zlib.gzipSync(text);
+    const chunks = Array.from({ length: Math.ceil(input.length / 7) }, (_, i) => input.subarray(i * 7, i * 7 + 7));
+    const out = await decode(chunks, ['gzip'], { limit: text.length });
+    expect(out).toMatchObject({ outcome: 'complete' });
+    expect(out.bytes.equals(text)).toBe(true);
+  });
+
+  it('lets the event loop turn while 64 MiB inflate', async () => {
+    const body = zeros(8);
+    let ticks = 0;
+    let last = performance.now();
+    let longestGap = 0;
+    const timer = setInterval(() => {
+      const now = performance.now();
+      longestGap = Math.max(longestGap, now - last);
+      last = now;
+      ticks++;
+    }, 2);
+    const started = performance.now();
+    const out = await decode(body, ['gzip'], { limit: 64 * MiB });
+    const took = performance.now() - started;
+    clearInterval(timer);
+    console.log(`64 MiB inflated in ${took.toFixed(0)} ms; a 2 ms timer ticked ${ticks} times meanwhile, longest gap ${longestGap.toFixed(1)} ms`);
+    expect(out.outcome).toBe('complete');
+    expect(out.bytes.length).toBe(64 * MiB);
+    // At once (gunzipSync), the timer could not tick until the end.
+    expect(ticks).toBeGreaterThan(1);
+  });
+});

@@ -1,0 +1,109 @@
+import { Readable } from 'node:stream';
+import { request } from 'undici';
+import OpenAI from 'openai';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startGateway, type TestGateway } from '../helpers/gateway.js';
+import { Client, expectOpenAIError, rawStatus, settle } from './helpers.js';
+import { abortTolerantUpstream, slowClient, type SlowClient, type TolerantUpstream } from './transport-helpers.js';
+
+/*
+ * server.bodyLimitBytes holds on the pass-through routes (/v1/embeddings, /v1/files, /v1beta/...)
+ * as on the rescued ones, though their bodies stream upstream as they arrive: a declared length
+ * over the limit is refused before a byte is read or sent, and a chunked body is counted on its
+ * way and its upstream request aborted the moment it passes the limit. Either way the client gets
+ * a 413 in the gateway's error shape, and the connection closes (it may still be sending).
+ */
+
+const LIMIT = 64 * 1024;
+let upstream: TolerantUpstream;
+let gateway: TestGateway;
+const client = new Client();
+const opened: SlowClient[] = [];
+
+beforeAll(async () => {
+  upstream = await abortTolerantUpstream();
+  gateway = await startGateway({ upstream: { url: upstream.baseUrl }, server: { bodyLimitBytes: LIMIT } });
+});
+afterEach(() => {
+  for (const c of opened.splice(0)) c.socket.destroy();
+  upstream.seen.length = 0;
+});
+afterAll(async () => {
+  await client.close();
+  await gateway.close();
+  await upstream.close();
+});
+
+describe('a declared body over the limit', () => {
+  it('through the openai SDK: embeddings.create gets a 413 request_too_large, nothing goes upstream', async () => {
+    const sdk = new OpenAI({ baseURL: gateway.baseUrl, apiKey: 'sk-test', maxRetries: 0, timeout: 15_000 });
+    const err = await sdk.embeddings.create({ model: 'text-embedding-3-small', input: 'x'.repeat(LIMIT) }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.APIError);
+    expect((err as InstanceType<typeof OpenAI.APIError>).status).toBe(413);
+    expect((err as InstanceType<typeof OpenAI.APIError>).code).toBe('request_too_large');
+    expect(upstream.seen).toHaveLength(0);
+  });
+
+  it.each(['/v1/embeddings', '/v1/files', '/v1beta/models/gemini-2.5-pro:countTokens'])('on %s: 413 before the body is read, and the connection closes', async (path) => {
+    const head = `POST ${path} HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\nContent-Length: ${LIMIT + 1}\r\n\r\n`;
+    const c = await slowClient(gateway.origin, head, opened);
+    expect(await c.closedWithin(5_000), c.received()).toBe(true);
+    const answer = rawStatus(c.received());
+    expect(answer.status, c.received()).toBe(413);
+    expectOpenAIError(JSON.parse(answer.body), 'request_too_large');
+    expect(c.received()).toMatch(/\r\nconnection: close\r\n/i);
+    expect(upstream.seen, c.received()).toHaveLength(0);
+  });
+});
+
+describe('a chunked body', () => {
+  /** A chunked POST of `total` bytes in 8 KiB chunks, read to its end. */
+  async function postChunked(path: string, total: number) {
+    async function* chunks() {
+      for (let sent = 0; sent < total; sent += 8192) yield Buffer.alloc(Math.min(8192, total - sent), 0x61);
+    }
+    const res = await request(`${gateway.origin}${path}`, {
+      method: 'POST',
+      dispatcher: client.agent,
+      headers: { 'content-type': 'application/octet-stream' },
+      // Without a length, undici sends an iterable body chunked.
+      body: Readable.from(chunks()),
+      signal: AbortSignal.timeout(15_000),
+    }).catch((err: Error) => err);
+    if (res instanceof Error) return { error: res };
+    return { status: res.statusCode, headers: res.headers, text: await res.body.text() };
+  }
+
+  it('passing the limit on its way up: 413 request_too_large, and the upstream request is aborted', async () => {
+    const res = await postChunked('/v1/files', LIMIT * 4);
+    expect(res).toMatchObject({ status: 413 });
+    expectOpenAIError(JSON.parse((res as { text: string }).text), 'request_too_large');
+    expect((res as { headers: Record<string, unknown> }).headers.connection).toBe('close');
+    // Whatever the stand-in saw of it ended without its body.
+    const seen = await settle(() => upstream.seen.map((s) => s.outcome), (o) => !o.includes('pending'));
+    expect(seen).not.toContain('whole');
+    expect(upstream.seen.every((s) => s.bytes <= LIMIT)).toBe(true);
+  });
+
+  it('within the limit: forwarded whole, chunked as it came', async () => {
+    const res = await postChunked('/v1/files', LIMIT - 100);
+    expect(res).toMatchObject({ status: 200 });
+    expect(upstream.seen).toHaveLength(1);
+    expect(upstream.seen[0]).toMatchObject({ url: '/v1/files', bytes: LIMIT - 100, outcome: 'whole' });
+    expect(upstream.seen[0].headers['transfer-encoding']).toBe('chunked');
+  });
+
+  it('exactly at the limit: forwarded', async () => {
+    const res = await postChunked('/v1/embeddings', LIMIT);
+    expect(res).toMatchObject({ status: 200 });
+    expect(upstream.seen[0]).toMatchObject({ bytes: LIMIT, outcome: 'whole' });
+  });
+});
+
+it('a declared body within the limit streams upstream byte for byte', async () => {
+  const body = JSON.stringify({ model: 'text-embedding-3-small', input: 'y'.repeat(LIMIT - 100) });
+  const res = await client.post(`${gateway.baseUrl}/embeddings`, body);
+  expect(res.status).toBe(200);
+  expect(upstream.seen[0]).toMatchObject({ url: '/v1/embeddings', bytes: Buffer.byteLength(body), outcome: 'whole' });
+  expect(upstream.seen[0].headers['content-length']).toBe(String(Buffer.byteLength(body)));
+});
