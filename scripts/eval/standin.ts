@@ -69,7 +69,7 @@ function messagesOf(body: string): { who: string; text: string }[] {
   for (const line of lines) {
     const header = HEADER.exec(line);
     if (header) out.push({ who: header[1], text: [] });
-    else if (out.length > 0 && !line.startsWith('-> calls ')) out.at(-1)!.text.push(line);
+    else if (out.length > 0 && !line.trimStart().startsWith('-> calls ')) out.at(-1)!.text.push(line);
   }
   return out.map(({ who, text }) => ({ who, text: text.join('\n') }));
 }

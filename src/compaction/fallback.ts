@@ -36,13 +36,30 @@ export function clampSummaryText(text: string, maxBytes: number): string {
 }
 
 function render(middle: Rendered[], bytes: number): string {
-  const counts = new Map<string, number>();
-  for (const call of middle.flatMap((item) => item.calls)) counts.set(call.name || 'unnamed', (counts.get(call.name || 'unnamed') ?? 0) + 1);
   return [
     `${plural(middle.length, 'message')} (about ${formatCount(Math.round(bytes / 4))} tokens) were condensed ` +
       `without a model summary; what follows is a mechanical digest.`,
-    toolCallLine(counts),
+    toolCallLine(toolCounts(middle)),
   ].join('\n');
+}
+
+/**
+ * The digest of the oldest condensed items, which the summarizer's cost cap for one compaction
+ * left unread (summarize.ts): it goes first, the model's summary of the newer items after it.
+ */
+export function cappedDigestText(oldest: Rendered[], bytes: number): string {
+  return [
+    `The oldest ${plural(oldest.length, 'message')} (about ${formatCount(Math.round(bytes / 4))} tokens) were past the ` +
+      `summarizer's cost cap for one compaction and were condensed without a model summary; a mechanical digest of them:`,
+    toolCallLine(toolCounts(oldest)),
+    'The summary of the newer messages follows.',
+  ].join('\n');
+}
+
+function toolCounts(middle: Rendered[]): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const item of middle) for (const call of item.calls) counts.set(call.name || 'unnamed', (counts.get(call.name || 'unnamed') ?? 0) + 1);
+  return counts;
 }
 
 function toolCallLine(counts: Map<string, number>): string {

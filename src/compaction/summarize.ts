@@ -1,8 +1,11 @@
 import type { Dispatcher } from 'undici';
 import { discard } from '../upstream/body.js';
-import { COMBINE_NOTE, DEFAULT_SUMMARY_PROMPT, PARTIAL_NOTE } from './prompt.js';
+import { cappedDigestText } from './fallback.js';
+import { COMBINE_NOTE, DEFAULT_SUMMARY_PROMPT, PARTIAL_NOTE, TRANSCRIPT_RULES } from './prompt.js';
 import type { Rendered, SummarizerWire } from '../dialects/types.js';
-import { chunkTranscript, clipBytes, renderTranscript } from './transcript.js';
+import { jsonTextBytes } from './size.js';
+import { chunkTranscript, clipBytes, entryBytes, INDENT, renderBlock, renderItem } from './transcript.js';
+import { mapInSlices } from '../time-slice.js';
 
 export interface SummarizerSettings {
   /** The API's base URL, e.g. https://api.openai.com/v1. */
@@ -19,6 +22,13 @@ export interface SummarizerSettings {
   /** The most tokens one summary may take. */
   maxSummaryTokens: number;
   prompt?: string;
+  /**
+   * What one compaction may spend on the summarizer at most: calls (parts, merges, and runs
+   * chunked again after a refusal), and bytes of call bodies sent. Past either, the oldest items
+   * go to the deterministic digest instead.
+   */
+  maxCalls: number;
+  maxInputBytes: number;
   dispatcher: Dispatcher;
   /**
    * The largest call body, in bytes, that asks for `maxTokens` and is known to fit the summarizer
@@ -55,6 +65,8 @@ export interface SummaryResult {
   text: string;
   calls: number;
   tokens: SummarizerTokens;
+  /** The oldest items the cost cap left to the deterministic digest, which `text` starts with; 0 when none. */
+  digested: number;
 }
 
 /**
@@ -90,7 +102,7 @@ const CHUNK_SUMMARIES = 3;
 const MIN_SUMMARY_TOKENS = 64;
 /** A run refused as overlong is chunked again at most this many times. */
 const RECHUNKS = 2;
-/** Rounds of combining; a run that has not converged by then is not going to. */
+/** Rounds of combining; a run that has not converged by then is not going to, and is merged in one call. */
 const MAX_ROUNDS = 8;
 
 /**
@@ -99,7 +111,9 @@ const MAX_ROUNDS = 8;
  * (map-reduce), so that even a 7 MB history compacts. The whole run shares one deadline. With a
  * previous summary, the result condenses it and the new messages together. Chunks fit what is
  * known of the summarizer's window; a call refused as overlong teaches it, and the run starts
- * again in smaller chunks (within the same deadline).
+ * again in smaller chunks (within the same deadline). Every call counts against the cost cap
+ * (`maxCalls`, `maxInputBytes`): the newest items the cap affords are summarised, and the oldest
+ * beyond them get the deterministic digest, at the start of the text.
  */
 export async function summarize(
   items: Rendered[],
@@ -108,12 +122,13 @@ export async function summarize(
   previousSummary?: string,
 ): Promise<SummaryResult> {
   const { deadline, clear } = deadlineOf(signal, s.timeoutMs);
-  const counter: Counter = { calls: 0, tokens: { input: 0, output: 0, estimated: false } };
+  const counter = newCounter();
   let settings = s;
   try {
     for (let round = 0; ; round++) {
       try {
-        return { text: await mapReduce(items, settings, deadline, counter, previousSummary), calls: counter.calls, tokens: counter.tokens };
+        const run = await mapReduce(items, settings, deadline, counter, previousSummary);
+        return { text: withDigest(items.slice(0, run.from), run.text), calls: counter.calls, tokens: counter.tokens, digested: run.from };
       } catch (err) {
         const refusal = err instanceof SummarizerError && err.kind === 'rejected' ? err.refusal : undefined;
         // (What fits now, before the lesson: the fit may read bounds the lesson updates.)
@@ -135,13 +150,32 @@ export async function summarize(
   }
 }
 
+/** What a compaction's calls have spent so far: calls and body bytes sent, and their tokens. */
 interface Counter {
   calls: number;
+  bytes: number;
   tokens: SummarizerTokens;
 }
 
+function newCounter(): Counter {
+  return { calls: 0, bytes: 0, tokens: { input: 0, output: 0, estimated: false } };
+}
+
+/** A run's summary, and where the items it read start (the ones before went to the digest). */
+interface Run {
+  text: string;
+  from: number;
+}
+
+function withDigest(oldest: Rendered[], text: string): string {
+  if (oldest.length === 0) return text;
+  // A size for "about N tokens", without reading huge texts through once more.
+  const chars = oldest.reduce((sum, item) => sum + item.text.length + item.calls.reduce((n, c) => n + c.args.length, 0), 0);
+  return `${cappedDigestText(oldest, chars)}\n\n${text}`;
+}
+
 /** One run at one chunking; its calls still in flight when it ends (one failed) are cancelled. */
-async function mapReduce(items: Rendered[], s: SummarizerSettings, deadline: AbortSignal, counter: Counter, previousSummary?: string): Promise<string> {
+async function mapReduce(items: Rendered[], s: SummarizerSettings, deadline: AbortSignal, counter: Counter, previousSummary?: string): Promise<Run> {
   const run = new AbortController();
   try {
     return await chunked(items, s, AbortSignal.any([deadline, run.signal]), counter, previousSummary);
@@ -150,23 +184,127 @@ async function mapReduce(items: Rendered[], s: SummarizerSettings, deadline: Abo
   }
 }
 
-async function chunked(items: Rendered[], s: SummarizerSettings, deadline: AbortSignal, counter: Counter, previousSummary?: string): Promise<string> {
-  const { budget, maxTokens } = sizing(s, counter);
-  const settings = { ...s, maxSummaryTokens: maxTokens };
-  const rendered = renderTranscript(items, Math.floor(budget / 2));
+async function chunked(items: Rendered[], s: SummarizerSettings, deadline: AbortSignal, counter: Counter, previousSummary?: string): Promise<Run> {
+  const size = sizing(s, counter);
+  const settings = { ...s, maxSummaryTokens: size.maxTokens };
+  // A hundred thousand turns are rendered and measured between time slices.
+  const perItem = Math.floor(size.budget / 2);
+  const blocks = await mapInSlices(items, (item) => renderItem(item, perItem));
   // Incremental: the summarizer reads its earlier summary, never the messages it condensed.
-  if (previousSummary) rendered.unshift(clipBytes(`[summary of the earlier conversation]\n${previousSummary}`, budget));
-  let pieces = chunkTranscript(rendered, budget);
-  let note: (i: number, n: number) => string = PARTIAL_NOTE;
-  // Each round shrinks the material by about chunk-size / summary-size; it ends in a few rounds.
-  for (let round = 0; pieces.length > 1; round++) {
-    if (round >= MAX_ROUNDS) throw new SummarizerError('bad_response', `the summaries did not converge in ${MAX_ROUNDS} rounds`, counter.calls);
-    const summaries = await mapLimited(pieces, PARALLEL_CALLS, (piece, i) => call(settings, `${note(i + 1, pieces.length)}\n\n${piece}`, deadline, counter));
-    pieces = chunkTranscript(summaries.map((text) => clipBytes(text, budget)), budget);
-    note = () => COMBINE_NOTE;
-    if (pieces.length === 1) return call(settings, `${COMBINE_NOTE}\n\n${pieces[0]}`, deadline, counter);
+  const earlier = previousSummary ? [renderBlock('summary of the earlier conversation', previousSummary, size.budget)] : [];
+  const left = { calls: s.maxCalls - counter.calls, bytes: s.maxInputBytes - counter.bytes };
+  const sizes = await mapInSlices(blocks, entryBytes);
+  const earlierSizes = earlier.map(entryBytes);
+  const from = newestAffordable(sizes, earlierSizes, size, left);
+  if (from === undefined) {
+    throw new SummarizerError('overlong', `the summarizer's cost cap for one compaction (${s.maxCalls} calls, ${s.maxInputBytes} bytes) leaves no room for a call`, counter.calls);
   }
-  return call(settings, pieces[0] ?? '', deadline, counter);
+  const pieces = chunkTranscript([...earlier, ...blocks.slice(from)], size.budget, [...earlierSizes, ...sizes.slice(from)]);
+  return { text: await condensePieces(pieces, settings, size, deadline, counter), from };
+}
+
+/**
+ * The parts summarised (at most four calls at once), then their summaries merged, in rounds
+ * while the cap leaves room for a round and a last merge; past that (or past MAX_ROUNDS), the
+ * summaries are each shortened so that one last call merges them all.
+ */
+async function condensePieces(pieces: string[], s: SummarizerSettings, c: CallSize, deadline: AbortSignal, counter: Counter): Promise<string> {
+  if (pieces.length <= 1) return call(s, pieces[0] ?? '', deadline, counter);
+  let note: (i: number, n: number) => string = PARTIAL_NOTE;
+  for (let round = 1; ; round++) {
+    const n = pieces.length;
+    const summaries = await mapLimited(pieces, PARALLEL_CALLS, (piece, i) => call(s, `${note(i + 1, n)}\n\n${piece}`, deadline, counter));
+    const blocks = summaries.map((text, i) => renderBlock(`summary ${i + 1} of ${n}`, text, c.budget));
+    pieces = chunkTranscript(blocks, c.budget);
+    note = () => COMBINE_NOTE;
+    if (pieces.length > 1 && (round >= MAX_ROUNDS || !affordsRound(pieces, c, s, counter))) pieces = [squeezed(blocks, c.budget)];
+    if (pieces.length === 1) return call(s, `${COMBINE_NOTE}\n\n${pieces[0]}`, deadline, counter);
+  }
+}
+
+/** Room for a round of merging these pieces, and for one last merge after it. */
+function affordsRound(pieces: string[], c: CallSize, s: SummarizerSettings, counter: Counter): boolean {
+  const bytes = pieces.reduce((sum, piece) => sum + jsonTextBytes(piece) + c.overhead, 0) + c.budget + c.overhead;
+  return counter.calls + pieces.length + 1 <= s.maxCalls && counter.bytes + bytes <= s.maxInputBytes;
+}
+
+/** Summaries shortened to share one call: each its part of `budget`, the whole within it whatever. */
+function squeezed(blocks: string[], budget: number): string {
+  const share = Math.floor(budget / blocks.length) - entryBytes('');
+  const shortened = blocks.map((block) => clipBytes(block, share, INDENT));
+  return clipBytes(shortened.join('\n\n'), budget, INDENT);
+}
+
+/** One call's size: the transcript it carries, the summary it asks for, and the body around the transcript. */
+interface CallSize {
+  budget: number;
+  maxTokens: number;
+  overhead: number;
+}
+
+/**
+ * Where the newest items one run can afford start, the earlier summary read first: the most
+ * of them whose calls (parts and merges, as `runCost` counts them) are within what is `left`;
+ * undefined when not even the newest one is.
+ */
+function newestAffordable(sizes: number[], earlier: number[], c: CallSize, left: { calls: number; bytes: number }): number | undefined {
+  const fits = (chunks: Chunking) => {
+    const cost = runCost(chunks, c);
+    return cost.calls <= left.calls && cost.bytes <= left.bytes;
+  };
+  const withEarlier = (chunks: Chunking) => earlier.reduce((acc, bytes) => addOlder(acc, bytes, c.budget), chunks);
+  if (sizes.length === 0) return fits(withEarlier(NO_CHUNKS)) ? 0 : undefined;
+  // Chunked greedily from the newest end: as few chunks as chunking in order makes.
+  let chunks = NO_CHUNKS;
+  let from: number | undefined;
+  for (let i = sizes.length - 1; i >= 0; i--) {
+    chunks = addOlder(chunks, sizes[i], c.budget);
+    if (!fits(withEarlier(chunks))) break;
+    from = i;
+  }
+  return from;
+}
+
+interface Chunking {
+  count: number;
+  /** Bytes of the chunk being filled (the oldest), and of all. */
+  fill: number;
+  bytes: number;
+}
+
+const NO_CHUNKS: Chunking = { count: 0, fill: 0, bytes: 0 };
+
+/** `chunks` with an older entry before them, by the rule of `chunkSizes`. */
+function addOlder(chunks: Chunking, bytes: number, budget: number): Chunking {
+  if (chunks.count === 0) return { count: 1, fill: bytes, bytes };
+  if (chunks.fill + bytes > budget) return { count: chunks.count + 1, fill: bytes, bytes: chunks.bytes + bytes };
+  return { count: chunks.count, fill: chunks.fill + bytes, bytes: chunks.bytes + bytes };
+}
+
+/**
+ * The most a run over these chunks costs: one call for one chunk (or none); else a call a
+ * chunk, and the rounds of merging their summaries, each merge call reckoned a full one.
+ */
+function runCost(chunks: Chunking, c: CallSize): { calls: number; bytes: number } {
+  if (chunks.count <= 1) return { calls: 1, bytes: chunks.bytes + c.overhead };
+  const merges = mergeCalls(chunks.count, summariesPerCall(c));
+  return { calls: chunks.count + merges, bytes: chunks.bytes + chunks.count * c.overhead + merges * (c.budget + c.overhead) };
+}
+
+/** Calls that merge `n` summaries, `k` a call, round after round down to one. */
+function mergeCalls(n: number, k: number): number {
+  let calls = 0;
+  for (let left = n; left > 1; ) {
+    left = Math.ceil(left / k);
+    calls += left;
+  }
+  return calls;
+}
+
+/** Summaries of the size asked for that one merge call holds (at least two, or merging never ends). */
+function summariesPerCall(c: CallSize): number {
+  const summary = c.maxTokens * SUMMARY_BYTES_PER_TOKEN + entryBytes('[summary 99 of 99]\n');
+  return Math.max(2, Math.floor(c.budget / summary));
 }
 
 /**
@@ -175,22 +313,24 @@ async function chunked(items: Rendered[], s: SummarizerSettings, deadline: Abort
  * instructions, the longest note and the completion counted. In a tight window the summary asked
  * for shrinks until a chunk holds a few summaries' worth, or the window is too small for any.
  */
-function sizing(s: SummarizerSettings, counter: Counter): { budget: number; maxTokens: number } {
+function sizing(s: SummarizerSettings, counter: Counter): CallSize {
   const byTokens = Math.max(2_000, (s.maxInputTokens - s.maxSummaryTokens) * CHARS_PER_TOKEN - 4_000);
-  if (!s.callFit) return { budget: byTokens, maxTokens: s.maxSummaryTokens };
-  const longestNote = [COMBINE_NOTE, PARTIAL_NOTE(9_999_999, 9_999_999)].reduce((a, b) => (a.length > b.length ? a : b));
+  const overheadAt = (tokens: number) => Buffer.byteLength(JSON.stringify(callBody(s, `${LONGEST_NOTE}\n\n`, tokens)));
+  if (!s.callFit) return { budget: byTokens, maxTokens: s.maxSummaryTokens, overhead: overheadAt(s.maxSummaryTokens) };
   for (let tokens = s.maxSummaryTokens; tokens >= MIN_SUMMARY_TOKENS; tokens = Math.floor(tokens * 0.8)) {
-    const overhead = Buffer.byteLength(JSON.stringify(callBody(s, `${longestNote}\n\n`, tokens)));
+    const overhead = overheadAt(tokens);
     const room = Math.min(byTokens, s.callFit(tokens) - overhead);
-    if (room >= CHUNK_SUMMARIES * tokens * SUMMARY_BYTES_PER_TOKEN) return { budget: room, maxTokens: tokens };
+    if (room >= CHUNK_SUMMARIES * tokens * SUMMARY_BYTES_PER_TOKEN) return { budget: room, maxTokens: tokens, overhead };
   }
   throw new SummarizerError('overlong', "the summarizer model's window is too small for its instructions and a summary", counter.calls);
 }
 
+const LONGEST_NOTE = [COMBINE_NOTE, PARTIAL_NOTE(9_999_999, 9_999_999)].reduce((a, b) => (a.length > b.length ? a : b));
+
 function callBody(s: SummarizerSettings, transcript: string, maxTokens: number): unknown {
   return s.wire.body({
     model: s.model,
-    instructions: s.prompt ?? DEFAULT_SUMMARY_PROMPT,
+    instructions: `${s.prompt ?? DEFAULT_SUMMARY_PROMPT}\n\n${TRANSCRIPT_RULES}`,
     transcript: `<conversation>\n${transcript}\n</conversation>`,
     maxTokens,
     request: s.request,
@@ -234,6 +374,7 @@ function count(counter: Counter, usage: { input: number; output: number } | unde
 /** One POST to the summarizer's API, marked as the gateway's own; the answer's text, bounded. */
 async function post(s: SummarizerSettings, path: string, body: string, signal: AbortSignal, counter: Counter, limit: number, maxTokens = 0): Promise<string> {
   counter.calls++;
+  counter.bytes += Buffer.byteLength(body);
   const url = new URL(`${s.url.replace(/\/+$/, '')}${path}`);
   const res = await s.dispatcher.request({
     origin: url.origin,
@@ -260,7 +401,7 @@ async function post(s: SummarizerSettings, path: string, body: string, signal: A
  */
 export async function providerCompact(items: unknown[], s: SummarizerSettings, signal: AbortSignal, limit: number): Promise<{ window: unknown[]; calls: number }> {
   const compact = s.wire.compact;
-  const counter: Counter = { calls: 0, tokens: { input: 0, output: 0, estimated: false } };
+  const counter = newCounter();
   if (!compact) throw new SummarizerError('rejected', 'the API has no compaction of its own', 0);
   const { deadline, clear } = deadlineOf(signal, s.timeoutMs);
   try {

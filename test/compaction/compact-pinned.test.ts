@@ -197,7 +197,7 @@ describe('with a summarizer', () => {
     // less the trail's 99 bytes (with the blank line before it), 4,743, at 4 bytes a token.
     const [call] = upstream.received;
     expect(call.json.max_tokens).toBe(1_185);
-    expect(call.json.messages[1].content).toContain('[tool result a]\nAAAA');
+    expect(call.json.messages[1].content).toContain('[tool result a]\n  AAAA');
   });
 
   it('asks for at most the configured summary size, and has at least 600 bytes for the summary item', async () => {

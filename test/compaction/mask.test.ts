@@ -31,9 +31,9 @@ describe('maskOutputs', () => {
   const entries = items.map((i) => chat.describe(i));
   const mask = (aimBytes: number) => maskOutputs({ items, entries, dialect: chat, keepFirst: 2, aimBytes });
 
-  it('masks the oldest outputs first, and only as many as the aim needs', () => {
+  it('masks the oldest outputs first, and only as many as the aim needs', async () => {
     const before = itemsBytes(items);
-    const masked = mask(before - 5000)!;
+    const masked = (await mask(before - 5000))!;
     expect(masked.masked).toBe(2);
     expect(masked.end).toBe(6);
     expect(itemsBytes(masked.items)).toBeLessThanOrEqual(before - 5000);
@@ -42,16 +42,16 @@ describe('maskOutputs', () => {
     expect(masked.items.filter((m, i) => m !== items[i]).map((m) => (m as { tool_call_id: string }).tool_call_id)).toEqual(['c0', 'c1']);
   });
 
-  it('never masks the last unit, and says null when the aim cannot be reached without it', () => {
-    const all = mask(0);
+  it('never masks the last unit, and says null when the aim cannot be reached without it', async () => {
+    const all = await mask(0);
     expect(all).toBeNull();
-    const most = mask(itemsBytes(items) - 5 * 3900)!;
+    const most = (await mask(itemsBytes(items) - 5 * 3900))!;
     expect(most.masked).toBe(5);
     expect(most.items.at(-1)).toBe(items.at(-1));
   });
 
-  it('leaves what is already under the aim alone (null: nothing to do)', () => {
-    expect(mask(itemsBytes(items) + 1)).toBeNull();
+  it('leaves what is already under the aim alone (null: nothing to do)', async () => {
+    expect(await mask(itemsBytes(items) + 1)).toBeNull();
   });
 });
 
@@ -140,11 +140,11 @@ describe('whatever the conversation', () => {
   it.each<[string, Dialect, fc.Arbitrary<unknown[]>]>([
     ['chat', chat, conversationArb],
     ['responses', responses, responsesConversationArb],
-  ])('%s: a masked list is valid for its API, the same length, smaller, its last unit and every non-output item as sent', (_, dialect, conversations) => {
-    fc.assert(
-      fc.property(conversations, fc.double({ min: 0, max: 1, noNaN: true }), fc.boolean(), (items, share, all) => {
+  ])('%s: a masked list is valid for its API, the same length, smaller, its last unit and every non-output item as sent', async (_, dialect, conversations) => {
+    await fc.assert(
+      fc.asyncProperty(conversations, fc.double({ min: 0, max: 1, noNaN: true }), fc.boolean(), async (items, share, all) => {
         const entries = items.map((i) => dialect.describe(i));
-        const masked = maskOutputs({ items, entries, dialect, keepFirst: 1, aimBytes: Math.floor(itemsBytes(items) * share), all });
+        const masked = await maskOutputs({ items, entries, dialect, keepFirst: 1, aimBytes: Math.floor(itemsBytes(items) * share), all });
         if (!masked) return;
         expect(masked.items).toHaveLength(items.length);
         expect(validateCompaction(dialect, items, masked.items)).toEqual([]);

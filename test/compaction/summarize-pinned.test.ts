@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { Agent } from 'undici';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { COMBINE_NOTE, DEFAULT_SUMMARY_PROMPT } from '../../src/compaction/prompt.js';
+import { COMBINE_NOTE, DEFAULT_SUMMARY_PROMPT, TRANSCRIPT_RULES } from '../../src/compaction/prompt.js';
 import { SummarizerError, summarize, type SummarizerSettings } from '../../src/compaction/summarize.js';
 import { chat } from '../../src/dialects/chat.js';
 import type { Rendered } from '../../src/dialects/types.js';
@@ -30,6 +30,8 @@ function settings(over: Partial<SummarizerSettings> = {}): SummarizerSettings {
     timeoutMs: 10_000,
     maxInputTokens: 100_000,
     maxSummaryTokens: 1_000,
+    maxCalls: 16,
+    maxInputBytes: 4 * 1024 * 1024,
     dispatcher,
     ...over,
   };
@@ -54,7 +56,7 @@ describe('one summarizer call', () => {
     upstream = await startFakeUpstream((_req, res) => json(res, 200, completion('  The user wants the bug fixed.\n')));
     const items = [said('user', 'Fix the bug'), said('assistant', '', [{ id: 'c1', name: 'read_file', args: '{"path":"a.ts"}' }])];
     const result = await run(items, settings({ request: { model: 'm', max_completion_tokens: 5 } }));
-    expect(result).toEqual({ text: 'The user wants the bug fixed.', calls: 1, tokens: { input: 12, output: 3, estimated: false } });
+    expect(result).toEqual({ text: 'The user wants the bug fixed.', calls: 1, tokens: { input: 12, output: 3, estimated: false }, digested: 0 });
     expect(upstream.received).toHaveLength(1);
     const [call] = upstream.received;
     expect(call.method).toBe('POST');
@@ -68,19 +70,19 @@ describe('one summarizer call', () => {
     expect(call.json).toEqual({
       model: 'summarizer-model',
       messages: [
-        { role: 'system', content: DEFAULT_SUMMARY_PROMPT },
-        { role: 'user', content: '<conversation>\n[user]\nFix the bug\n\n[assistant]\n-> calls read_file({"path":"a.ts"}) [c1]\n</conversation>' },
+        { role: 'system', content: `${DEFAULT_SUMMARY_PROMPT}\n\n${TRANSCRIPT_RULES}` },
+        { role: 'user', content: '<conversation>\n[user]\n  Fix the bug\n\n[assistant]\n  -> calls read_file({"path":"a.ts"}) [c1]\n</conversation>' },
       ],
       max_completion_tokens: 1_000,
       stream: false,
     });
   });
 
-  it('uses a configured prompt, and its own headers override the defaults', async () => {
+  it('uses a configured prompt (the transcript layout rules after it), and its own headers override the defaults', async () => {
     upstream = await startFakeUpstream((_req, res) => json(res, 200, completion('ok')));
     await run([said('user', 'hi')], settings({ prompt: 'Summarise tersely.', headers: { accept: 'application/x-custom' } }));
     const [call] = upstream.received;
-    expect(call.json.messages[0]).toEqual({ role: 'system', content: 'Summarise tersely.' });
+    expect(call.json.messages[0]).toEqual({ role: 'system', content: `Summarise tersely.\n\n${TRANSCRIPT_RULES}` });
     expect(call.headers.accept).toBe('application/x-custom');
   });
 
@@ -88,7 +90,7 @@ describe('one summarizer call', () => {
     upstream = await startFakeUpstream((_req, res) => json(res, 200, completion('merged')));
     const result = await run([said('user', 'and the docs')], settings(), 'Fixed the bug in a.ts.');
     expect(result).toMatchObject({ text: 'merged', calls: 1 });
-    expect(transcriptOf(upstream.received[0])).toBe('<conversation>\n[summary of the earlier conversation]\nFixed the bug in a.ts.\n\n[user]\nand the docs\n</conversation>');
+    expect(transcriptOf(upstream.received[0])).toBe('<conversation>\n[summary of the earlier conversation]\n  Fixed the bug in a.ts.\n\n[user]\n  and the docs\n</conversation>');
   });
 });
 
@@ -117,19 +119,20 @@ describe('a middle longer than the summarizer reads at once', () => {
     expect(result).toMatchObject({ text: 'ALL', calls: 3 });
     const transcripts = upstream.received.map(transcriptOf);
     expect(transcripts.slice(0, 2).sort()).toEqual([
-      `<conversation>\nThis is part 1 of 2 of the conversation, in order. Summarise only this part.\n\n[user]\n${'a'.repeat(2_000)}\n\n[user]\n${'b'.repeat(2_000)}\n</conversation>`,
-      `<conversation>\nThis is part 2 of 2 of the conversation, in order. Summarise only this part.\n\n[user]\n${'c'.repeat(2_000)}\n\n[user]\n${'d'.repeat(2_000)}\n</conversation>`,
+      `<conversation>\nThis is part 1 of 2 of the conversation, in order. Summarise only this part.\n\n[user]\n  ${'a'.repeat(2_000)}\n\n[user]\n  ${'b'.repeat(2_000)}\n</conversation>`,
+      `<conversation>\nThis is part 2 of 2 of the conversation, in order. Summarise only this part.\n\n[user]\n  ${'c'.repeat(2_000)}\n\n[user]\n  ${'d'.repeat(2_000)}\n</conversation>`,
     ]);
-    expect(transcripts[2]).toBe(`<conversation>\n${COMBINE_NOTE}\n\nsummary of part 1\n\nsummary of part 2\n</conversation>`);
+    expect(transcripts[2]).toBe(`<conversation>\n${COMBINE_NOTE}\n\n[summary 1 of 2]\n  summary of part 1\n\n[summary 2 of 2]\n  summary of part 2\n</conversation>`);
   });
 
   it('an item longer than half the window is shown by its ends, with how much was left out', async () => {
     upstream = await startFakeUpstream((_req, res) => json(res, 200, completion('short')));
     const text = `${'<'.repeat(700)}${'>'.repeat(800)}`;
     await run([said('user', text)], settings({ maxInputTokens: 1_000, maxSummaryTokens: 500 }));
-    // 1,000 escaped bytes at most an item: the marker takes 38 ("\n" is two), each end 481 of
-    // what is left ("[user]\n" is 8 of the first).
-    expect(transcriptOf(upstream.received[0])).toBe(`<conversation>\n[user]\n${'<'.repeat(473)}\n[... 546 characters left out ...]\n${'>'.repeat(481)}\n</conversation>`);
+    // 1,000 escaped bytes at most an item: "[user]\n" takes 8, the marker 42 (each "\n" is two,
+    // and its lines are indented as the content is), each end 475 of what is left (the first
+    // starting with the indent).
+    expect(transcriptOf(upstream.received[0])).toBe(`<conversation>\n[user]\n  ${'<'.repeat(473)}\n  [... 552 characters left out ...]\n  ${'>'.repeat(475)}\n</conversation>`);
   });
 
   it('at the smallest window, parts of 2,000 chars; summaries too long to combine at once are combined in rounds', async () => {
@@ -139,7 +142,7 @@ describe('a middle longer than the summarizer reads at once', () => {
       const text = transcriptOf(req);
       const part = /This is part (\d+) of 3/.exec(text);
       if (part) return json(res, 200, completion(`${part[1]}`.repeat(1_500)));
-      const round2 = new RegExp(`^<conversation>\\n${COMBINE_NOTE.replace(/[.]/g, '\\.')}\\n\\n(\\d)\\1{1499}\\n</conversation>$`).exec(text);
+      const round2 = new RegExp(`^<conversation>\\n${COMBINE_NOTE.replace(/[.]/g, '\\.')}\\n\\n\\[summary \\d of 3\\]\\n  (\\d)\\1{1499}\\n</conversation>$`).exec(text);
       json(res, 200, completion(round2 ? `merged ${round2[1]}` : 'ALL'));
     });
     const items = ['a', 'b', 'c', 'd', 'e'].map((c) => said('user', c.repeat(700)));
@@ -147,7 +150,7 @@ describe('a middle longer than the summarizer reads at once', () => {
     expect(result).toMatchObject({ text: 'ALL', calls: 7 });
     const transcripts = upstream.received.map(transcriptOf);
     expect(transcripts.slice(0, 3).map((t) => /This is part (\d) of 3/.exec(t)?.[1]).sort()).toEqual(['1', '2', '3']);
-    expect(transcripts.at(-1)).toBe(`<conversation>\n${COMBINE_NOTE}\n\nmerged 1\n\nmerged 2\n\nmerged 3\n</conversation>`);
+    expect(transcripts.at(-1)).toBe(`<conversation>\n${COMBINE_NOTE}\n\n[summary 1 of 3]\n  merged 1\n\n[summary 2 of 3]\n  merged 2\n\n[summary 3 of 3]\n  merged 3\n</conversation>`);
   });
 
   it('runs at most four calls at once, and four when there are more parts', async () => {

@@ -52,6 +52,8 @@ function settings(over: Partial<SummarizerSettings> = {}): SummarizerSettings {
     timeoutMs: 10_000,
     maxInputTokens: 60_000,
     maxSummaryTokens: 2_000,
+    maxCalls: 16,
+    maxInputBytes: 4 * 1024 * 1024,
     dispatcher,
     ...over,
   };
