@@ -1,12 +1,31 @@
 import { createHash } from 'node:crypto';
+import { forEachInSlices } from '../time-slice.js';
+
+/** Where a request carries who it is: every credential header the APIs use, and a cookie. */
+const TENANT_HEADERS = ['authorization', 'api-key', 'x-api-key', 'x-goog-api-key', 'cookie'] as const;
 
 /**
- * Who a memory belongs to: a hash of the credential the client presented (never the value
- * itself), so one tenant's summary is never served into another's conversation.
+ * Who a memory belongs to: a hash of every credential the request carries (never the values
+ * themselves), so one tenant's summary or lesson is never served into another's conversation:
+ * its credential headers, its cookie, and a `key` in its query (Gemini's). Null when it carries
+ * none: then it is no one's, and shares nothing unless the gateway says anonymous requests may.
  */
-export function tenantOf(headers: Record<string, string | string[] | undefined>): string {
-  const credential = headers.authorization ?? headers['api-key'] ?? headers['x-api-key'] ?? headers['x-goog-api-key'] ?? '';
-  return sha256(`tenant\0${Array.isArray(credential) ? credential.join(',') : credential}`).slice(0, 32);
+export function tenantOf(headers: Record<string, string | string[] | undefined>, query = ''): string | null {
+  const hash = createHash('sha256').update('tenant');
+  let carried = false;
+  for (const name of TENANT_HEADERS) {
+    const value = headers[name];
+    const text = Array.isArray(value) ? value.join(',') : value;
+    if (!text) continue;
+    carried = true;
+    hash.update(`\0${name}\0${text}`);
+  }
+  const key = query.includes('key=') ? new URLSearchParams(query).get('key') : null;
+  if (key) {
+    carried = true;
+    hash.update(`\0?key\0${key}`);
+  }
+  return carried ? hash.digest('hex').slice(0, 32) : null;
 }
 
 /**
@@ -26,31 +45,40 @@ export function itemDigest(item: unknown): string {
 /** A rescue looks a request's items up, then remembers them: each is serialised and hashed once. */
 const digests = new WeakMap<object, string>();
 
+/** Digests every item ahead of a lookup, between time slices: a long history's hashing never holds the event loop. */
+export function digestInSlices(items: readonly unknown[]): Promise<void> {
+  return forEachInSlices(items, itemDigest);
+}
+
 /** Prompt-cache hints move from turn to turn without changing what a message says. */
 const IGNORED_KEYS = new Set(['cache_control']);
 
 /**
- * Running digests over `items[from..]`: element i identifies items[from .. from+i]
- * together (each link hashes the previous one), so a remembered span of any length is checked
- * with one comparison. Computed lazily, up to `count` messages.
+ * The digest of `items[from .. from+length]` for each asked length (in the order asked; undefined
+ * past the end): one running hash over the items' digests, read at each length, so a remembered
+ * span of any length is checked with one comparison and a long history costs one hash, not one a message.
  */
-export function chainDigests(items: readonly unknown[], from: number, count: number): string[] {
-  const out: string[] = [];
-  let previous = 'chain';
-  for (let i = from; i < Math.min(items.length, from + count); i++) {
-    previous = sha256(`${previous}\0${itemDigest(items[i])}`);
-    out.push(previous);
+export function spanDigests(items: readonly unknown[], from: number, lengths: readonly number[]): Array<string | undefined> {
+  const wanted = [...new Set(lengths)].filter((n) => n > 0 && from + n <= items.length).sort((a, b) => a - b);
+  const found = new Map<number, string>();
+  const hash = createHash('sha256').update('span\0');
+  let done = 0;
+  for (const length of wanted) {
+    for (; done < length; done++) hash.update(itemDigest(items[from + done])).update('\0');
+    found.set(length, hash.copy().digest('hex'));
   }
-  return out;
+  return lengths.map((n) => found.get(n));
 }
 
 /**
- * Identifies a conversation: its tenant, upstream, API, and the items kept before any summary
- * (instructions and the opening user input). Many sessions share a system prompt; the task tells
- * them apart.
+ * Identifies a conversation: its tenant, upstream, API and model, and the items kept before any
+ * summary (instructions and the opening user input). Many sessions share a system prompt; the
+ * task tells them apart. The model is part of it: a summary made to fit one model's window is
+ * not another's (a larger window would get it compacted ahead for nothing).
  */
-export function sessionKey(tenant: string, upstream: string, api: string, items: readonly unknown[], fixedEnd: number): string {
-  const hash = createHash('sha256').update(`${tenant}\0${upstream}\0${api}\0`);
+export function sessionKey(tenant: string, upstream: string, api: string, model: string, items: readonly unknown[], fixedEnd: number): string {
+  // The model is the client's string, of any characters: its length makes it unambiguous.
+  const hash = createHash('sha256').update(`${tenant}\0${upstream}\0${api}\0${model.length}:${model}\0`);
   for (let i = 0; i < fixedEnd && i < items.length; i++) hash.update(itemDigest(items[i])).update('\0');
   return hash.digest('hex').slice(0, 40);
 }

@@ -1,10 +1,14 @@
+import { createHash } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import { Counter, Gauge, type Registry } from 'prom-client';
+import type { Bounds } from '../compaction/target.js';
 import type { Config } from '../config/schema.js';
-import { chainDigests, sessionKey } from './fingerprint.js';
-import { LocalStore, RedisStore, type LearnedLimit, type MemoryEntry, type MemoryStore } from './store.js';
+import { sessionKey, spanDigests } from './fingerprint.js';
+import { believed, loosened, type LearnedLimit } from './limits.js';
+import { LocalStore, RedisStore, type MemoryEntry, type MemoryStore } from './store.js';
 
-export type { LearnedLimit, MemoryEntry } from './store.js';
+export type { LearnedLimit } from './limits.js';
+export type { MemoryEntry } from './store.js';
 
 /** A remembered compaction that this request extends. */
 export interface Recalled {
@@ -24,9 +28,11 @@ export interface RecalledView {
 }
 
 /**
- * What the gateway remembers between requests: compactions per conversation (so a session that
- * overflowed once is not summarised from scratch every turn) and the limits rejections stated.
- * Every store failure is a miss: the gateway keeps working without memory, and says so once.
+ * What the gateway remembers between requests, per tenant (a hash of the request's credentials,
+ * fingerprint.ts tenantOf): compactions per conversation and model (so a session that overflowed
+ * once is not summarised from scratch every turn) and, per upstream and model, the limits
+ * rejections stated (limits.ts says when they are believed). Every store failure is a miss: the
+ * gateway keeps working without memory, and says so once.
  */
 export class CompactionMemory {
   private storeDown = false;
@@ -67,28 +73,28 @@ export class CompactionMemory {
     });
     this.limitTokens = new Gauge({
       name: 'gateway_learned_context_limit_tokens',
-      help: 'Context window a rejection stated, per model.',
+      help: 'Context window a rejection stated, per model: the last one learned, by any tenant (each tenant keeps its own).',
       labelNames: ['model'] as const,
       registers: [registry],
     });
     this.limitBytes = new Gauge({
       name: 'gateway_learned_body_limit_bytes',
-      help: 'Request body limit a 413 stated, or the smallest body refused when none was stated, per model.',
+      help: 'Request body limit a 413 stated, or the smallest body refused when none was stated, per model: the last one learned, by any tenant.',
       labelNames: ['model'] as const,
       registers: [registry],
     });
   }
 
   /** The newest remembered compaction whose span this request repeats exactly, if any. */
-  async recall(tenant: string, api: string, items: readonly unknown[], fixedEnd: number): Promise<Recalled | null> {
-    const session = this.session(tenant, api, items, fixedEnd);
+  async recall(tenant: string, api: string, model: string, items: readonly unknown[], fixedEnd: number): Promise<Recalled | null> {
+    const session = this.session(tenant, api, model, items, fixedEnd);
     const entries = await this.guard('read', () => this.store.entries(session), []);
     const after = items.length - fixedEnd;
     // A span must leave something after it: the request the agent added since.
     const usable = entries.filter((e) => e.spanLength < after).sort((a, b) => b.spanLength - a.spanLength);
     if (usable.length === 0) return null;
-    const chain = chainDigests(items, fixedEnd, usable[0].spanLength);
-    const entry = usable.find((e) => chain[e.spanLength - 1] === e.spanDigest);
+    const digests = spanDigests(items, fixedEnd, usable.map((e) => e.spanLength));
+    const entry = usable.find((e, i) => digests[i] === e.spanDigest);
     return entry ? { session, entry } : null;
   }
 
@@ -103,7 +109,7 @@ export class CompactionMemory {
 
   /** Remembers what a new summary stands for: the span of `items` after the kept prefix, by digest. */
   async remember(session: string, tenant: string, items: readonly unknown[], fixedEnd: number, entry: Omit<MemoryEntry, 'spanDigest'>): Promise<void> {
-    const spanDigest = chainDigests(items, fixedEnd, entry.spanLength).at(-1);
+    const [spanDigest] = spanDigests(items, fixedEnd, [entry.spanLength]);
     if (!spanDigest) return;
     await this.guard('write', async () => {
       await this.store.remember(session, { ...entry, spanDigest });
@@ -121,26 +127,41 @@ export class CompactionMemory {
     return this.store.mayHaveTenants();
   }
 
-  session(tenant: string, api: string, items: readonly unknown[], fixedEnd: number): string {
-    return sessionKey(tenant, this.upstream, api, items, fixedEnd);
+  session(tenant: string, api: string, model: string, items: readonly unknown[], fixedEnd: number): string {
+    return sessionKey(tenant, this.upstream, api, model, items, fixedEnd);
   }
 
-  /** What rejections taught about this upstream and model. */
-  async limitFor(model: string): Promise<LearnedLimit | undefined> {
-    return this.guard('read', () => this.store.limit(this.limitKey(model)), undefined);
+  /** What rejections taught about this tenant's requests to this upstream and model, as believed for a request of `bytes`. */
+  async limitFor(tenant: string, model: string, bytes: number): Promise<Bounds | undefined> {
+    return believed(await this.guard('read', () => this.store.limit(this.limitKey(tenant, model)), undefined), bytes);
   }
 
-  async learn(model: string, limit: LearnedLimit): Promise<void> {
-    const key = this.limitKey(model);
-    await this.guard('write', () => this.store.learn(key, limit), undefined);
+  /** Adds a refusal's lesson (limits.ts lessonOf); the tenant is marked, so its accepted requests can loosen it. */
+  async learn(tenant: string, model: string, lesson: LearnedLimit): Promise<void> {
+    const key = this.limitKey(tenant, model);
+    await this.guard('write', async () => {
+      await this.store.learn(key, lesson);
+      await this.store.markTenant(tenant);
+    }, undefined);
     const known = await this.guard('read', () => this.store.limit(key), undefined);
     const bytes = known?.limitBytes ?? known?.refusedBytes;
     if (known?.limitTokens) this.limitTokens.set({ model }, known.limitTokens);
     if (bytes) this.limitBytes.set({ model }, bytes);
   }
 
-  private limitKey(model: string): string {
-    return `${this.upstream}\0${model}`;
+  /** A request of `bytes` was accepted: whatever it disproves of what was learned is dropped. */
+  async accepted(tenant: string, model: string, bytes: number): Promise<void> {
+    const key = this.limitKey(tenant, model);
+    const known = await this.guard('read', () => this.store.limit(key), undefined);
+    const rest = known ? loosened(known, bytes) : null;
+    if (!rest) return;
+    await this.guard('write', () => this.store.replaceLimit(key, rest), undefined);
+    this.log.info({ model, bytes, was: known, now: rest }, `an accepted request of ${bytes} bytes disproved a limit learned for its model; dropped`);
+  }
+
+  /** One key per tenant, upstream and model, of fixed length: a model name is the client's string. */
+  private limitKey(tenant: string, model: string): string {
+    return createHash('sha256').update(`${tenant}\0${this.upstream}\0${model.length}:${model}`).digest('hex').slice(0, 40);
   }
 
   close(): Promise<void> {

@@ -1,8 +1,10 @@
 import { Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
 import type { BoundMemory } from '../compaction/bound.js';
-import { smallest, type Bounds } from '../compaction/target.js';
 import type { Trail } from '../compaction/trail.js';
+import { mergedLimit, type LearnedLimit } from './limits.js';
+
+export type { LearnedLimit } from './limits.js';
 
 /** One remembered compaction of a conversation. */
 export interface MemoryEntry {
@@ -37,14 +39,16 @@ export interface MemoryEntry {
   createdAt: number;
 }
 
-export type LearnedLimit = Bounds;
-
 export interface MemoryStore {
   /** The session's entries, newest first. */
   entries(session: string): Promise<MemoryEntry[]>;
   remember(session: string, entry: MemoryEntry): Promise<void>;
-  limit(model: string): Promise<LearnedLimit | undefined>;
-  learn(model: string, limit: LearnedLimit): Promise<void>;
+  /** What was learned under a key (one tenant, upstream and model: see CompactionMemory). */
+  limit(key: string): Promise<LearnedLimit | undefined>;
+  /** Adds a lesson to what is known under the key (limits.ts mergedLimit). */
+  learn(key: string, limit: LearnedLimit): Promise<void>;
+  /** Replaces what is known under the key (a loosened limit); an empty one forgets it. */
+  replaceLimit(key: string, limit: LearnedLimit): Promise<void>;
   /** Marks a tenant as having remembered compactions, and asks whether one has. */
   markTenant(tenant: string): Promise<void>;
   hasTenant(tenant: string): Promise<boolean>;
@@ -54,12 +58,6 @@ export interface MemoryStore {
    */
   mayHaveTenants(): boolean;
   close(): Promise<void>;
-}
-
-/** Bounds only tighten: the smaller limit wins, a newer bytes-per-token ratio replaces the old. */
-function merged(old: LearnedLimit | undefined, learned: LearnedLimit): LearnedLimit {
-  const bounds = smallest(learned, old ?? {});
-  return Object.fromEntries(Object.entries(bounds).filter(([, v]) => v !== undefined)) as LearnedLimit;
 }
 
 /** Entries kept per conversation: later turns extend the newest; older ones rarely match again. */
@@ -92,12 +90,17 @@ export class LocalStore implements MemoryStore {
     this.cache.set(`s:${session}`, withEntry(await this.entries(session), entry));
   }
 
-  async limit(model: string): Promise<LearnedLimit | undefined> {
-    return this.cache.get(`l:${model}`) as LearnedLimit | undefined;
+  async limit(key: string): Promise<LearnedLimit | undefined> {
+    return this.cache.get(`l:${key}`) as LearnedLimit | undefined;
   }
 
-  async learn(model: string, limit: LearnedLimit): Promise<void> {
-    this.cache.set(`l:${model}`, merged(await this.limit(model), limit));
+  async learn(key: string, limit: LearnedLimit): Promise<void> {
+    this.cache.set(`l:${key}`, mergedLimit(await this.limit(key), limit));
+  }
+
+  async replaceLimit(key: string, limit: LearnedLimit): Promise<void> {
+    if (Object.keys(limit).length === 0) this.cache.delete(`l:${key}`);
+    else this.cache.set(`l:${key}`, limit);
   }
 
   async markTenant(tenant: string): Promise<void> {
@@ -129,9 +132,10 @@ export class RedisStore implements MemoryStore {
   constructor(
     url: string,
     private readonly ttlSeconds: number,
-    // v4: entries may be masked spans (strategy mask, every item of the span) and carry a trail; a
-    // v3 replica would read a masked span as a provider's window.
-    private readonly prefix = 'compaction-gateway:v4:',
+    // v5: sessions are keyed by model too, and learned limits by tenant, upstream and model (a
+    // hash), with the size of the request that stated each; a v4 replica would share one tenant's
+    // lesson with every other. (v4: entries may be masked spans and carry a trail.)
+    private readonly prefix = 'compaction-gateway:v5:',
   ) {
     this.redis = new Redis(url, {
       enableOfflineQueue: false,
@@ -155,14 +159,18 @@ export class RedisStore implements MemoryStore {
     await this.redis.set(`${this.prefix}s:${session}`, JSON.stringify(list), 'EX', this.ttlSeconds);
   }
 
-  async limit(model: string): Promise<LearnedLimit | undefined> {
-    const text = await this.redis.get(`${this.prefix}l:${model}`);
+  async limit(key: string): Promise<LearnedLimit | undefined> {
+    const text = await this.redis.get(`${this.prefix}l:${key}`);
     return text ? (JSON.parse(text) as LearnedLimit) : undefined;
   }
 
-  async learn(model: string, limit: LearnedLimit): Promise<void> {
-    const value = merged(await this.limit(model), limit);
-    await this.redis.set(`${this.prefix}l:${model}`, JSON.stringify(value), 'EX', this.ttlSeconds);
+  async learn(key: string, limit: LearnedLimit): Promise<void> {
+    await this.replaceLimit(key, mergedLimit(await this.limit(key), limit));
+  }
+
+  async replaceLimit(key: string, limit: LearnedLimit): Promise<void> {
+    if (Object.keys(limit).length === 0) await this.redis.del(`${this.prefix}l:${key}`);
+    else await this.redis.set(`${this.prefix}l:${key}`, JSON.stringify(limit), 'EX', this.ttlSeconds);
   }
 
   async markTenant(tenant: string): Promise<void> {

@@ -8,6 +8,7 @@
  * prompt. Two statuses are decisive on their own: 429 is a rate limit whatever it says,
  * and 413 is a body-size rejection unless its body says it is a per-minute quota.
  */
+import { echoesIn } from './echo.js';
 import { gatherEvidence, MAX_SCAN_CHARS, type Evidence } from './evidence.js';
 import { codeWords, decideGeneral, findGeneralVeto, prose, readStatements } from './general.js';
 import { completionCrowdsOutPrompt, limitReader } from './numbers.js';
@@ -35,11 +36,15 @@ import type { StatedLimits, UpstreamError, Verdict } from './types.js';
 export type { OverlongReason, StatedLimits, UpstreamError, Verdict } from './types.js';
 export type { Rule } from './rules.js';
 
+/**
+ * `request`: the body the error answers, parsed (JSON), read only when a verdict would act: text
+ * it supplied (echo.ts) never makes one.
+ */
 export interface Classifier {
   /** An error response (status >= 400, or a 200 JSON body that carries an error object). */
-  classifyResponse(error: UpstreamError): Verdict;
+  classifyResponse(error: UpstreamError, request?: unknown): Verdict;
   /** One server-sent event's `data` payload (or the raw first chunk of a 200 stream). */
-  classifyStreamEvent(data: string): Verdict;
+  classifyStreamEvent(data: string, request?: unknown): Verdict;
 }
 
 // Cheap pre-check for stream chunks: normal deltas contain none of these words.
@@ -60,34 +65,58 @@ export function mayCarryVerdict(bytes: Buffer): boolean {
  */
 export function createClassifier(rules: readonly Rule[]): Classifier {
   const read = readerOf(rules);
+  const response = (status: number, body: string, echoes: readonly string[]): Judged => {
+    const evidence = gatherEvidence(body, status >= 400, echoes);
+    if (status < 400 && evidence.windowStopBeforeOutput) return { evidence, verdict: windowStop() };
+    if (status < 400 && !evidence.carriesError) return { evidence, verdict: notOverlong('no_error_object') };
+    return { evidence, verdict: status === 413 ? decide413(read(evidence)) : decide(read(evidence)) };
+  };
+  const streamEvent = (data: string, echoes: readonly string[]): Judged => {
+    const evidence = gatherEvidence(data, false, echoes);
+    if (evidence.windowStopBeforeOutput) return { evidence, verdict: windowStop() };
+    if (!evidence.carriesError) return { evidence, verdict: notOverlong('no_error_object') };
+    return { evidence, verdict: decide(read(evidence)) };
+  };
   return {
-    classifyResponse(error) {
+    classifyResponse(error, request) {
       try {
         const status = Number.isInteger(error.status) ? error.status : 0;
         const body = typeof error.body === 'string' ? error.body : '';
         if (status === 429) return notOverlong('status_429');
-        const evidence = gatherEvidence(body, status >= 400);
-        if (status < 400 && evidence.windowStopBeforeOutput) return windowStop();
-        if (status < 400 && !evidence.carriesError) return notOverlong('no_error_object');
-        return status === 413 ? decide413(read(evidence)) : decide(read(evidence));
+        return unechoed(response(status, body, []), request, (echoes) => response(status, body, echoes));
       } catch {
         // A classifier bug must never break the relay: the error goes to the client as it came.
         return notOverlong('classifier_failed');
       }
     },
-    classifyStreamEvent(data) {
+    classifyStreamEvent(data, request) {
       try {
         if (typeof data !== 'string') return notOverlong('no_error_marker');
         if (!ERROR_MARKER.test(data.slice(0, MAX_SCAN_CHARS))) return notOverlong('no_error_marker');
-        const evidence = gatherEvidence(data, false);
-        if (evidence.windowStopBeforeOutput) return windowStop();
-        if (!evidence.carriesError) return notOverlong('no_error_object');
-        return decide(read(evidence));
+        return unechoed(streamEvent(data, []), request, (echoes) => streamEvent(data, echoes));
       } catch {
         return notOverlong('classifier_failed');
       }
     },
   };
+}
+
+/** A verdict and the evidence it was reached on. */
+interface Judged {
+  evidence: Evidence;
+  verdict: Verdict;
+}
+
+/**
+ * The verdict once text the request supplied is cut out, when the first one would act (an
+ * overflow the gateway rescues and learns from, a refusal of bound state it mends). Most errors
+ * are judged once; an error that echoes nothing of the request is too.
+ */
+function unechoed(first: Judged, request: unknown, again: (echoes: readonly string[]) => Judged): Verdict {
+  if (request === undefined || !(first.verdict.overlong || BINDING_RULES.has(first.verdict.rule))) return first.verdict;
+  const echoes = echoesIn(first.evidence.text, request);
+  if (echoes === null) return notOverlong('echoes_request');
+  return echoes.length === 0 ? first.verdict : again(echoes).verdict;
 }
 
 /** The gateway's classifier: every specific rule, then the general layer. */

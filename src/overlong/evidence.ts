@@ -8,6 +8,7 @@
  * body costs at most a few passes over its first megabytes.
  */
 import { createParser } from 'eventsource-parser';
+import { withoutEchoes } from './echo.js';
 import type { StatedLimits } from './types.js';
 
 export interface Evidence {
@@ -84,6 +85,9 @@ class Collector {
   private windowStop = false;
   private sawOutput = false;
 
+  /** `echoes`: text the request supplied (echo.ts), cut out of every message before anything reads it. */
+  constructor(private readonly echoes: readonly string[]) {}
+
   evidence(): Evidence {
     return {
       codes: this.codes,
@@ -144,9 +148,10 @@ class Collector {
   }
 
   /** A message: kept for phrase matching, scanned for repr codes, and re-parsed if it wraps JSON. */
-  addText(s: string, nested: number): void {
+  addText(text: string, nested: number): void {
     const room = MAX_SCAN_CHARS - this.textChars;
-    if (room <= 0 || s.length === 0) return;
+    if (room <= 0 || text.length === 0) return;
+    const s = this.echoes.length > 0 ? withoutEchoes(text, this.echoes) : text;
     const piece = s.slice(0, room);
     this.texts.push(piece);
     this.textChars += piece.length + 1;
@@ -208,10 +213,11 @@ const SSE_FIELD = /(?:^|\n)(?:data|event):/;
 /**
  * Evidence from a whole response body or from one stream event.
  * `plainTextIsError`: a non-JSON body of an error response is the error text itself;
- * a non-JSON stream chunk counts only if it says "error".
+ * a non-JSON stream chunk counts only if it says "error". `echoes`: text the request supplied,
+ * which no rule reads.
  */
-export function gatherEvidence(body: string, plainTextIsError: boolean): Evidence {
-  const c = new Collector();
+export function gatherEvidence(body: string, plainTextIsError: boolean, echoes: readonly string[] = []): Evidence {
+  const c = new Collector(echoes);
   const trimmed = body.slice(0, MAX_PARSE_CHARS).trim();
   if (looksLikeJson(trimmed)) {
     readJsonOrLines(c, trimmed);

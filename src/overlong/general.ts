@@ -57,7 +57,7 @@ export const VETOES: readonly Veto[] = [
   {
     rule: 'schema',
     pattern:
-      /\b(?:extra|unknown|unrecognized|unexpected|additional|unsupported) (?:inputs?|fields?|keys?|properties|property|parameters?|arguments?)\b|\bextra[ _]forbidden\b|\bnot permitted\b|\binvalid type\b|\bshould be a valid\b|\bexpected (?:a|an) (?:string|object|array|integer|number|boolean|list)\b(?! with)|\bmissing required\b|\bis a required property\b|\bfield required\b|\bmust be (?:a|an) (?:string|object|array|integer|number|boolean)\b/i,
+      /\b(?:extra|unknown|unrecognized|unexpected|additional|unsupported) (?:inputs?|fields?|keys?|properties|property|parameters?|arguments?)\b|\bextra[ _]forbidden\b|\bnot permitted\b|\binvalid type\b|\b(?:invalid|unsupported|invalid enum) value\b|\bliteral error\b|\bsupported values are\b|\bis not one of\b|\binput should be ['"`]|\bshould be a valid\b|\bexpected (?:a|an) (?:string|object|array|integer|number|boolean|list)\b(?! with)|\bmissing required\b|\bis a required property\b|\bfield required\b|\bmust be (?:a|an) (?:string|object|array|integer|number|boolean)\b/i,
   },
   { rule: 'overloaded', pattern: /\boverloaded\b|\bat capacity\b|\btemporarily unavailable\b/i },
   // A cap on requests in flight (a count of them, "(5/5)"), or no replica to serve: waiting helps, compacting does not.

@@ -3,45 +3,88 @@ import { DEFAULT_BYTES_PER_TOKEN, learnedTarget, type Bounds, type SizeTarget } 
 import type { Conversation } from '../dialects/types.js';
 import { tenantOf } from '../memory/fingerprint.js';
 import type { CompactionMemory, Recalled } from '../memory/index.js';
+import { lessonOf } from '../memory/limits.js';
 import type { Verdict } from '../overlong/types.js';
-import { modelOf, type RescueContext } from './context.js';
+import { holdBudget, modelOf, type RescueContext } from './context.js';
 import { countCompaction, type RescueRecord } from './report.js';
 
 /*
  * The rescue's use of the compaction memory: what a rejection teaches, which remembered summary a
  * request extends, and sending a request compacted before its first attempt when it extends one
- * (it would surely be refused again). Every store failure counts as a miss: the gateway keeps
- * working without memory.
+ * (it would surely be refused again). All of it per tenant: a request that carries no credential
+ * has no memory at all, unless memory.shareAnonymous lets every such request share one (a
+ * single-user sidecar). Every store failure counts as a miss: the gateway keeps working without
+ * memory.
  */
 
-/** A rejection teaches a bound, per upstream and model: a stated limit, or a refused size. */
-export async function learnFrom(ctx: RescueContext, verdict: Extract<Verdict, { overlong: true }>, rejectedBytes: number): Promise<void> {
-  const model = modelOf(ctx);
-  if (!ctx.deps.memory || !model) return;
-  const { reason, limits } = verdict;
-  const learned: Bounds = {};
-  // Per model only what does not depend on the content: a stated window, a body limit, a refused
-  // size. How many bytes a token takes is the conversation's (kept with its compaction).
-  if (reason === 'context_length' && limits.limitTokens) {
-    learned.limitTokens = limits.limitTokens;
-    learned.completionCounted = (limits as { completionCounted?: boolean }).completionCounted === true || limits.completionTokens !== undefined;
-  }
-  if (reason === 'body_too_large' && limits.limitBytes) learned.limitBytes = limits.limitBytes;
-  // No number stated: the refused size is the bound.
-  if (!learned.limitTokens && !learned.limitBytes && rejectedBytes > 0) learned.refusedBytes = rejectedBytes;
-  if (Object.keys(learned).length > 0) await ctx.deps.memory.learn(model, learned);
+/** The one tenant of every request without a credential, where memory.shareAnonymous allows it. */
+const ANONYMOUS = 'anonymous';
+
+/**
+ * Whom the request's memory belongs to: its credentials, and a `key` in its query (as it goes
+ * upstream; a Gemini key the gateway takes out of it is in clientHeaders as x-goog-api-key).
+ * Null: it has none.
+ */
+export function tenantFor(ctx: Pick<RescueContext, 'clientHeaders' | 'path' | 'deps'>): string | null {
+  const query = ctx.path.indexOf('?');
+  const tenant = tenantOf(ctx.clientHeaders, query >= 0 ? ctx.path.slice(query + 1) : '');
+  return tenant ?? (ctx.deps.config.memory.shareAnonymous ? ANONYMOUS : null);
 }
 
-export async function learnedBounds(ctx: RescueContext): Promise<Bounds | undefined> {
+/**
+ * A rejection teaches a bound, per tenant, upstream and model (memory/limits.ts): a stated limit
+ * that fits the refused request, else the refused size. `verdict` is the one judged beside the
+ * request (InspectedAnswer.judge): text the client wrote teaches nothing.
+ */
+export async function learnFrom(ctx: RescueContext, verdict: Verdict, rejectedBytes: number): Promise<void> {
+  const memory = ctx.deps.memory;
   const model = modelOf(ctx);
-  return ctx.deps.memory && model ? ctx.deps.memory.limitFor(model) : undefined;
+  if (!memory || !model || !verdict.overlong) return;
+  const tenant = tenantFor(ctx);
+  // Per model only what does not depend on the content: a stated window, a body limit, a refused
+  // size. How many bytes a token takes is the conversation's (kept with its compaction).
+  const lesson = lessonOf(verdict.reason, verdict.limits, rejectedBytes);
+  if (tenant && Object.keys(lesson).length > 0) await memory.learn(tenant, model, lesson);
 }
+
+/** What rejections taught about the request's tenant and model, as far as it is believed for this request's size. */
+export async function learnedBounds(ctx: RescueContext): Promise<Bounds | undefined> {
+  const memory = ctx.deps.memory;
+  const model = modelOf(ctx);
+  const tenant = memory && model ? tenantFor(ctx) : null;
+  return memory && model && tenant ? memory.limitFor(tenant, model, ctx.incoming.bytes) : undefined;
+}
+
+/**
+ * The upstream accepted a request of `bytes` (what was sent: the client's, or a compaction ahead):
+ * a limit learned for its tenant and model that says it could not fit is dropped
+ * (memory/limits.ts). Only for a tenant the memory knows; the model as the access log read it off
+ * the body's first bytes (never parsed for it). Resolves once the request's size is read (the body
+ * is let go after); the store's read and write are not waited for.
+ */
+export async function noteAccepted(ctx: RescueContext, bytes?: number): Promise<void> {
+  const memory = ctx.deps.memory;
+  const tenant = memory?.mayKnowTenants() ? tenantFor(ctx) : null;
+  if (!memory || !tenant || !(await knows(ctx, memory, tenant))) return;
+  const model = ctx.pathModel ?? ctx.notes.model;
+  if (model) void memory.accepted(tenant, model, bytes ?? ctx.incoming.bytes);
+}
+
+/** Whether memory knows the request's tenant, asked once a request (a compaction ahead and the acceptance after it share the answer). */
+function knows(ctx: RescueContext, memory: CompactionMemory, tenant: string): Promise<boolean> {
+  let known = askedTenants.get(ctx);
+  if (known === undefined) askedTenants.set(ctx, (known = memory.knowsTenant(tenant)));
+  return known;
+}
+
+const askedTenants = new WeakMap<RescueContext, Promise<boolean>>();
 
 /** The remembered compaction this conversation extends, counted as a hit or a miss. */
 export async function recallFor(ctx: RescueContext, conversation: Conversation): Promise<Recalled | null> {
   const memory = ctx.deps.memory;
-  if (!memory) return null;
-  const recalled = await memory.recall(tenantOf(ctx.clientHeaders), ctx.dialect.api, conversation.items, keptPrefixEnd(conversation));
+  const tenant = memory ? tenantFor(ctx) : null;
+  if (!memory || !tenant) return null;
+  const recalled = await memory.recall(tenant, ctx.dialect.api, modelOf(ctx) ?? '', conversation.items, keptPrefixEnd(conversation));
   memory.countLookup(recalled);
   return recalled;
 }
@@ -49,9 +92,9 @@ export async function recallFor(ctx: RescueContext, conversation: Conversation):
 /** Remembers the span a summary stands for, so later turns of the conversation reuse it. */
 export async function rememberSpan(ctx: RescueContext, conversation: Conversation, span: NewSpan, recalled: Recalled | null, target: SizeTarget): Promise<void> {
   const memory = ctx.deps.memory;
-  if (!memory) return;
-  const tenant = tenantOf(ctx.clientHeaders);
-  const session = recalled?.session ?? memory.session(tenant, ctx.dialect.api, conversation.items, span.fixedEnd);
+  const tenant = memory ? tenantFor(ctx) : null;
+  if (!memory || !tenant) return;
+  const session = recalled?.session ?? memory.session(tenant, ctx.dialect.api, modelOf(ctx) ?? '', conversation.items, span.fixedEnd);
   await memory.remember(session, tenant, conversation.items, span.fixedEnd, {
     spanLength: span.spanLength,
     pinnedOffsets: span.pinnedOffsets,
@@ -118,11 +161,14 @@ export function memoryAhead(ctx: RescueContext): CompactionMemory | null {
  */
 export async function compactAhead(ctx: RescueContext, memory: CompactionMemory, summarizer: (target: SizeTarget) => SummarizerTarget): Promise<Proactive | null> {
   // Only a tenant with something remembered has its body parsed before the first attempt.
-  if (!(await memory.knowsTenant(tenantOf(ctx.clientHeaders)))) return null;
-  const json = ctx.incoming.json;
+  const tenant = tenantFor(ctx);
+  if (!tenant || !(await knows(ctx, memory, tenant))) return null;
+  // Never waits: without a share of the rescue budget now, the request goes as sent.
+  if (!(await holdBudget(ctx, 0)).held) return null;
+  const json = await ctx.incoming.load();
   const conversation = json ? ctx.dialect.read(json) : null;
   if (!json || !conversation) return null;
-  const recalled = await memory.recall(tenantOf(ctx.clientHeaders), ctx.dialect.api, conversation.items, keptPrefixEnd(conversation));
+  const recalled = await memory.recall(tenant, ctx.dialect.api, modelOf(ctx) ?? '', conversation.items, keptPrefixEnd(conversation));
   if (!recalled) return null;
   memory.countLookup(recalled);
 
@@ -146,10 +192,13 @@ export async function compactAhead(ctx: RescueContext, memory: CompactionMemory,
   const durationMs = performance.now() - started;
   countCompaction(ctx.deps.metrics, ctx.dialect.api, compaction, durationMs);
   if (compaction.outcome !== 'compacted') return null;
-  if (compaction.newSpan) await rememberSpan(ctx, conversation, compaction.newSpan, recalled, target);
+  // Remembered with what this conversation's own rejection said fits, not what was learned since:
+  // a lesson is applied afresh each time, and may be dropped (memory/limits.ts).
+  const remembered = { ...target, fitBytes: recalled.entry.fitBytes, aimBytes: recalled.entry.aimBytes };
+  if (compaction.newSpan) await rememberSpan(ctx, conversation, compaction.newSpan, recalled, remembered);
   memory.countProactive();
   const record: RescueRecord = { api: ctx.dialect.api, outcome: 'compacted', trigger: 'proactive', compaction, bound: compaction.bound, limit: 'learned', durationMs };
-  return { rewrite: rewriteOf(ctx, conversation, compaction, recalled, target), record };
+  return { rewrite: rewriteOf(ctx, conversation, compaction, recalled, remembered), record };
 }
 
 /** What the remembered compaction knew to fit, tightened by anything learned since. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { chainDigests, itemDigest, sessionKey, tenantOf } from '../../src/memory/fingerprint.js';
+import { itemDigest, sessionKey, spanDigests, tenantOf } from '../../src/memory/fingerprint.js';
 import { LocalStore, type MemoryEntry } from '../../src/memory/store.js';
 
 describe('fingerprints', () => {
@@ -11,26 +11,56 @@ describe('fingerprints', () => {
     expect(itemDigest({ role: 'user', content: 'hi' })).not.toBe(itemDigest({ role: 'assistant', content: 'hi' }));
   });
 
-  it('chain digests identify a whole prefix, and only that prefix', () => {
+  it('span digests identify a whole span, and only that span', () => {
     const m = [1, 2, 3, 4].map((i) => ({ role: 'user', content: `m${i}` }));
-    const chain = chainDigests(m, 0, 4);
-    expect(chain).toHaveLength(4);
-    expect(chainDigests(m.slice(0, 2), 0, 2)).toEqual(chain.slice(0, 2));
+    const all = spanDigests(m, 0, [1, 2, 3, 4]);
+    expect(new Set(all).size).toBe(4);
+    // Asked in any order, alone or together, from a longer or a shorter list: the same digest.
+    expect(spanDigests(m, 0, [4, 2])).toEqual([all[3], all[1]]);
+    expect(spanDigests(m.slice(0, 2), 0, [2])).toEqual([all[1]]);
+    expect(spanDigests(m, 0, [5])).toEqual([undefined]);
+    expect(spanDigests([{ x: 0 }, ...m], 1, [4])).toEqual([all[3]]);
     const changed = [...m];
     changed[0] = { role: 'user', content: 'other' };
-    expect(chainDigests(changed, 0, 4)[3]).not.toBe(chain[3]);
+    expect(spanDigests(changed, 0, [4])).not.toEqual([all[3]]);
+    expect(spanDigests(changed, 0, [4])).toEqual(spanDigests(changed, 0, [4]));
   });
 
   it('tenants are hashes of the credential, never the credential', () => {
-    const a = tenantOf({ authorization: 'Bearer sk-AAAA' });
-    const b = tenantOf({ authorization: 'Bearer sk-BBBB' });
+    const a = tenantOf({ authorization: 'Bearer sk-AAAA' })!;
+    const b = tenantOf({ authorization: 'Bearer sk-BBBB' })!;
     expect(a).not.toBe(b);
     expect(a).not.toContain('sk-AAAA');
-    expect(tenantOf({ 'api-key': 'azure-key' })).not.toBe(tenantOf({}));
+    expect(tenantOf({ 'api-key': 'azure-key' })).toMatch(/^[0-9a-f]{32}$/);
     const msgs = [{ role: 'system', content: 's' }, { role: 'user', content: 'task' }];
-    expect(sessionKey(a, 'u', 'chat', msgs, 2)).not.toBe(sessionKey(b, 'u', 'chat', msgs, 2));
-    // the same conversation in another API is another session
-    expect(sessionKey(a, 'u', 'chat', msgs, 2)).not.toBe(sessionKey(a, 'u', 'responses', msgs, 2));
+    expect(sessionKey(a, 'u', 'chat', 'm', msgs, 2)).not.toBe(sessionKey(b, 'u', 'chat', 'm', msgs, 2));
+    // the same conversation in another API, or to another model, is another session
+    expect(sessionKey(a, 'u', 'chat', 'm', msgs, 2)).not.toBe(sessionKey(a, 'u', 'responses', 'm', msgs, 2));
+    expect(sessionKey(a, 'u', 'chat', 'm', msgs, 2)).not.toBe(sessionKey(a, 'u', 'chat', 'm-1m', msgs, 2));
+    expect(sessionKey(a, 'u', 'chat', 'm', msgs, 2)).toBe(sessionKey(a, 'u', 'chat', 'm', msgs, 2));
+  });
+
+  it('a tenant from every credential a request carries: each header, a cookie, a key in the query', () => {
+    const carried = [
+      tenantOf({ authorization: 'Bearer k' }),
+      tenantOf({ 'x-api-key': 'k' }),
+      tenantOf({ 'api-key': 'k' }),
+      tenantOf({ 'x-goog-api-key': 'k' }),
+      tenantOf({ cookie: 'session=k' }),
+      tenantOf({}, 'alt=sse&key=k'),
+      tenantOf({ authorization: 'Bearer k', cookie: 'session=k' }),
+    ];
+    for (const t of carried) expect(t).toMatch(/^[0-9a-f]{32}$/);
+    expect(new Set(carried).size).toBe(carried.length);
+    // Another cookie is another tenant; the same credentials are the same one.
+    expect(tenantOf({ cookie: 'session=j' })).not.toBe(tenantOf({ cookie: 'session=k' }));
+    expect(tenantOf({ cookie: 'session=k' })).toBe(tenantOf({ cookie: 'session=k' }));
+  });
+
+  it('a request with no credential is no tenant at all', () => {
+    expect(tenantOf({})).toBeNull();
+    expect(tenantOf({ 'content-type': 'application/json', 'user-agent': 'x' }, 'alt=sse')).toBeNull();
+    expect(tenantOf({ authorization: '', cookie: '' }, 'key=')).toBeNull();
   });
 });
 
@@ -62,12 +92,22 @@ describe('the in-process store', () => {
     expect(await store.entries('s9')).toHaveLength(1);
   });
 
-  it('learned bounds only tighten', async () => {
+  it('learned bounds only tighten, each stated limit with the size of the request that stated it', async () => {
     const store = new LocalStore(1_000_000, 60);
     await store.learn('m', { refusedBytes: 102_733 });
-    await store.learn('m', { refusedBytes: 150_000, limitTokens: 37_000 });
+    await store.learn('m', { refusedBytes: 150_000, limitTokens: 37_000, windowFrom: 150_000 });
     await store.learn('m', { refusedBytes: 92_100 });
-    expect(await store.limit('m')).toEqual({ refusedBytes: 92_100, limitTokens: 37_000 });
+    await store.learn('m', { limitTokens: 40_000, windowFrom: 160_000 });
+    expect(await store.limit('m')).toEqual({ refusedBytes: 92_100, limitTokens: 37_000, windowFrom: 150_000 });
+  });
+
+  it('a replaced limit is what is known; an empty one forgets', async () => {
+    const store = new LocalStore(1_000_000, 60);
+    await store.learn('m', { refusedBytes: 102_733, limitTokens: 40 });
+    await store.replaceLimit('m', { refusedBytes: 102_733 });
+    expect(await store.limit('m')).toEqual({ refusedBytes: 102_733 });
+    await store.replaceLimit('m', {});
+    expect(await store.limit('m')).toBeUndefined();
   });
 
   it('remembers which tenants have compactions', async () => {

@@ -20,6 +20,8 @@ it('a proactive compaction the provider still rejects gets one reactive rescue, 
     upstream: { url: provider.baseUrl },
     summarizer: { maxInputTokens: 500_000 },
     compaction: { proactive: true },
+    // A single-user sidecar: its client sends no credential, and opts in to a memory all the same.
+    memory: { shareAnonymous: true },
   });
   const n = firstOverflow(options.limitBytes);
   expect((await postChat(gateway, request(n))).status).toBe(200);

@@ -84,6 +84,7 @@ const EVERY_FIXTURE: Row[] = [
   ['openai-429-request-too-large-tpm', 'status_429'],
   ['groq-413-tpm-request-too-large', 'rate_limit'],
   ['openai-invalid-api-key', 'auth'],
+  ['openai-invalid-value-echoes-forged-overflow', 'schema'],
   ['openai-max-tokens-too-large', 'output_token_cap'],
   ['anthropic-max-tokens-over-model-cap', 'output_token_cap'],
   ['litellm-proxy-rewrap-anthropic-max-tokens', 'output_token_cap'],

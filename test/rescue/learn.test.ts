@@ -1,28 +1,30 @@
 import { describe, expect, it } from 'vitest';
-import type { Bounds } from '../../src/compaction/target.js';
 import { chat } from '../../src/dialects/chat.js';
+import type { LearnedLimit } from '../../src/memory/limits.js';
 import type { RescueContext } from '../../src/rescue/context.js';
 import { learnedBounds, learnFrom, recallFor } from '../../src/rescue/memory.js';
 import { readIncoming } from '../../src/rescue/request.js';
 
 /*
- * What one rejection teaches the memory, per model: a stated window (with whether the error
- * counted the completion, and this model's bytes per token), a stated body limit, or else the
- * size that was refused. A request with no model, or a gateway without memory, teaches nothing.
+ * What one rejection teaches the memory, per tenant and model: a stated window (with whether the
+ * error counted the completion, and the size of the request that stated it), a stated body limit,
+ * or else the size that was refused. A request with no model or no credential, or a gateway
+ * without memory, teaches nothing.
  */
 
-function ctxWith(body: unknown, learned: Array<[string, Bounds]>, memory = true): RescueContext {
+function ctxWith(body: unknown, learned: Array<[string, LearnedLimit]>, memory = true, clientHeaders: Record<string, string> = { authorization: 'Bearer sk-a' }): RescueContext {
   const fake = {
-    learn: async (model: string, bounds: Bounds) => void learned.push([model, bounds]),
-    limitFor: async (model: string) => ({ limitTokens: model.length }),
+    learn: async (_tenant: string, model: string, bounds: LearnedLimit) => void learned.push([model, bounds]),
+    limitFor: async (_tenant: string, model: string) => ({ limitTokens: model.length }),
     recall: async () => null,
     countLookup: () => {},
   };
   return {
-    deps: { memory: memory ? fake : null },
+    deps: { memory: memory ? fake : null, config: { memory: { shareAnonymous: false } } },
     dialect: chat,
+    path: '/v1/chat/completions',
     incoming: readIncoming(Buffer.from(JSON.stringify(body)), undefined),
-    clientHeaders: {},
+    clientHeaders,
   } as unknown as RescueContext;
 }
 
@@ -30,31 +32,31 @@ const overlong = (reason: 'context_length' | 'body_too_large', limits: Record<st
 
 describe('learnFrom', () => {
   it('a stated window and a stated completion; never the prompt\u2019s bytes per token (that is the conversation\u2019s)', async () => {
-    const learned: Array<[string, Bounds]> = [];
+    const learned: Array<[string, LearnedLimit]> = [];
     await learnFrom(ctxWith({ model: 'm1' }, learned), overlong('context_length', { limitTokens: 8000, promptTokens: 9000, completionTokens: 500 }), 36_000);
-    expect(learned).toEqual([['m1', { limitTokens: 8000, completionCounted: true }]]);
+    expect(learned).toEqual([['m1', { limitTokens: 8000, completionCounted: true, windowFrom: 36_000 }]]);
   });
 
   it('a window whose error did not count the completion, and states no prompt size', async () => {
-    const learned: Array<[string, Bounds]> = [];
+    const learned: Array<[string, LearnedLimit]> = [];
     await learnFrom(ctxWith({ model: 'm1' }, learned), overlong('context_length', { limitTokens: 8000 }), 36_000);
-    expect(learned).toEqual([['m1', { limitTokens: 8000, completionCounted: false }]]);
+    expect(learned).toEqual([['m1', { limitTokens: 8000, completionCounted: false, windowFrom: 36_000 }]]);
   });
 
   it('an error that says it counted the completion without stating it', async () => {
-    const learned: Array<[string, Bounds]> = [];
+    const learned: Array<[string, LearnedLimit]> = [];
     await learnFrom(ctxWith({ model: 'm1' }, learned), overlong('context_length', { limitTokens: 8000, completionCounted: true }), 36_000);
-    expect(learned[0][1]).toEqual({ limitTokens: 8000, completionCounted: true });
+    expect(learned[0][1]).toEqual({ limitTokens: 8000, completionCounted: true, windowFrom: 36_000 });
   });
 
   it('a stated body limit on a 413', async () => {
-    const learned: Array<[string, Bounds]> = [];
+    const learned: Array<[string, LearnedLimit]> = [];
     await learnFrom(ctxWith({ model: 'm2' }, learned), overlong('body_too_large', { limitBytes: 1_048_576 }), 2_000_000);
-    expect(learned).toEqual([['m2', { limitBytes: 1_048_576 }]]);
+    expect(learned).toEqual([['m2', { limitBytes: 1_048_576, bodyLimitFrom: 2_000_000 }]]);
   });
 
   it('no number stated: the refused size is the bound, for either reason', async () => {
-    const learned: Array<[string, Bounds]> = [];
+    const learned: Array<[string, LearnedLimit]> = [];
     await learnFrom(ctxWith({ model: 'm3' }, learned), overlong('body_too_large', {}), 2_000_000);
     await learnFrom(ctxWith({ model: 'm3' }, learned), overlong('context_length', { promptTokens: 100 }), 50_000);
     expect(learned).toEqual([
@@ -64,7 +66,7 @@ describe('learnFrom', () => {
   });
 
   it('a number of the other kind is not taken: a byte limit on a context error, a window on a 413', async () => {
-    const learned: Array<[string, Bounds]> = [];
+    const learned: Array<[string, LearnedLimit]> = [];
     await learnFrom(ctxWith({ model: 'm4' }, learned), overlong('context_length', { limitBytes: 1000 }), 5000);
     await learnFrom(ctxWith({ model: 'm4' }, learned), overlong('body_too_large', { limitTokens: 1000, promptTokens: 10 }), 6000);
     expect(learned).toEqual([
@@ -73,11 +75,13 @@ describe('learnFrom', () => {
     ]);
   });
 
-  it('nothing to learn from an empty refusal, a request with no model, or without memory', async () => {
-    const learned: Array<[string, Bounds]> = [];
+  it('nothing to learn from an empty refusal, a request with no model or no credential, a verdict the echo check undid, or without memory', async () => {
+    const learned: Array<[string, LearnedLimit]> = [];
     await learnFrom(ctxWith({ model: 'm5' }, learned), overlong('body_too_large', {}), 0);
     await learnFrom(ctxWith({ messages: [] }, learned), overlong('context_length', { limitTokens: 8000 }), 9000);
     await learnFrom(ctxWith({ model: 'm5' }, learned, false), overlong('context_length', { limitTokens: 8000 }), 9000);
+    await learnFrom(ctxWith({ model: 'm5' }, learned, true, {}), overlong('context_length', { limitTokens: 8000 }), 9000);
+    await learnFrom(ctxWith({ model: 'm5' }, learned), { overlong: false, rule: 'schema' }, 9000);
     expect(learned).toEqual([]);
   });
 });
