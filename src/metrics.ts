@@ -1,4 +1,4 @@
-import { Counter, Histogram, Registry, collectDefaultMetrics, type Gauge, type LabelValues } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type LabelValues } from 'prom-client';
 import { RequestCounter, RouteHistogram } from './request-metrics.js';
 
 /*
@@ -25,7 +25,7 @@ export const COMPACTION_LABELS = [
   ...combinations({ api: APIS, strategy: ['mask', 'summarize', 'fallback'], outcome: ['replayed', 'replay_failed', 'compacted'] }),
   ...combinations({ api: ['responses'], strategy: ['provider'], outcome: ['replayed', 'replay_failed', 'compacted'] }),
   ...combinations({ api: APIS, strategy: ['clamp', 'truncation'], outcome: ['replayed', 'replay_failed'] }),
-  ...combinations({ api: APIS, strategy: ['none'], outcome: ['not_shrunk', 'disabled', 'replay_failed'] }),
+  ...combinations({ api: APIS, strategy: ['none'], outcome: ['not_shrunk', 'disabled', 'replay_failed', 'shed'] }),
 ];
 
 /**
@@ -147,6 +147,13 @@ export function createMetrics() {
     registers: [registry],
   });
 
+  const rescueBudget = new Gauge({
+    name: 'gateway_rescue_budget_bytes',
+    help: 'Memory rescues hold at once, estimated before each body is parsed (state in_use), and the most they may hold (state limit, compaction.rescueBudgetBytes); past it a rescue waits, then is shed.',
+    labelNames: ['state'] as const,
+    registers: [registry],
+  });
+
   startAtZero(overlong, combinations({ api: APIS, reason: OVERLONG_REASONS }));
   startAtZero(bindingRefusals, combinations({ api: APIS, request: BINDING_REQUESTS }));
   startAtZero(boundBlocks, combinations({ api: APIS, action: BOUND_ACTIONS }));
@@ -176,6 +183,7 @@ export function createMetrics() {
     removedTokens,
     bindingRefusals,
     boundBlocks,
+    rescueBudget,
   };
 }
 

@@ -17,6 +17,7 @@ import { healthRoutes } from './routes/health.js';
 import { messagesEndpoints } from './routes/messages.js';
 import { passthroughRoutes } from './routes/passthrough.js';
 import { rescuedRoutes, type RescuedExchange } from './routes/rescued.js';
+import { RescueBudget, defaultRescueBudget } from './rescue/budget.js';
 import { responsesEndpoints } from './routes/responses.js';
 import { createDispatcher } from './upstream/client.js';
 import { ClientResponse } from './upstream/relay.js';
@@ -56,6 +57,7 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
     childLoggerFactory: lazyChildLogger,
     genReqId: (req: IncomingMessage) => requestIdOf(req),
     bodyLimit: config.server.bodyLimitBytes,
+    http: { connectionsCheckingInterval: checkingInterval(config.server) },
     clientErrorHandler: answerClientError,
     // Errors fastify raises before routing (a path that is not valid percent-encoding).
     frameworkErrors: (error, _request, reply) => {
@@ -64,6 +66,7 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
     },
   });
 
+  applyTimeouts(app.server, config.server);
   app.decorate('startDraining', () => {
     draining = true;
   });
@@ -98,17 +101,21 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const gatewayError = toGatewayError(error);
     logError(request, error, gatewayError);
+    // Answered before its body was read (a 401, a 413): the client may still be sending it, slowly
+    // or for ever, and the connection would be held meanwhile. Node closes it after this answer.
+    if (!request.raw.complete && hasBody(request.headers)) reply.header('connection', 'close');
     reply.code(gatewayError.status).send(gatewayError.toJSON());
   });
   app.setNotFoundHandler((request, reply) => {
     reply.code(404).send(errorBody('not_found', notFoundMessage(request.method, pathOf(request.url))));
   });
 
-  app.register(healthRoutes, { metrics, isDraining: () => draining });
+  app.register(healthRoutes, { metrics, isDraining: () => draining, metricsKey: config.auth.metricsKey });
   const memory = createMemory(config, metrics.registry, app.log);
   startMemoryMetricsAtZero(metrics.registry);
   boundModelLabels(metrics.registry);
-  const rescueDeps = { config, dispatcher, target, metrics, memory };
+  const budget = new RescueBudget(config.compaction.rescueBudgetBytes ?? defaultRescueBudget(), metrics.rescueBudget);
+  const rescueDeps = { config, dispatcher, target, metrics, memory, budget };
   const endpoints = [...chatEndpoints, ...responsesEndpoints, ...messagesEndpoints];
   app.register(rescuedRoutes, { deps: rescueDeps, endpoints: [...endpoints, ...geminiEndpoints] });
   const front = frontDoor({
@@ -219,6 +226,33 @@ function pathOf(url: string): string {
   return query < 0 ? url : url.slice(0, query);
 }
 
+function hasBody(headers: FastifyRequest['headers']): boolean {
+  return headers['transfer-encoding'] !== undefined || Number(headers['content-length']) > 0;
+}
+
+/**
+ * How long a client may take to send a whole request (from its first byte to its last) and its
+ * headers, and how long an idle keep-alive connection stays open; 0 turns one off. None of them
+ * runs while the gateway waits for the upstream: the request is whole by then. fastify's
+ * `connectionTimeout`, an idle timeout on the socket, would cut a request whose first token is
+ * minutes away; it stays unset. (fastify reads a keep-alive timeout of 0 as its default: set here.)
+ */
+function applyTimeouts(server: Server, timeouts: Config['server']): void {
+  server.requestTimeout = timeouts.requestTimeoutMs;
+  server.headersTimeout = timeouts.headersTimeoutMs;
+  server.keepAliveTimeout = timeouts.keepAliveTimeoutMs;
+}
+
+/**
+ * Node looks for requests past their timeouts on an interval, 30 s by default, which would let a
+ * timeout run on for as long again: a quarter of the shortest one set, within 100 ms and 30 s.
+ */
+function checkingInterval(timeouts: Config['server']): number {
+  const set = [timeouts.requestTimeoutMs, timeouts.headersTimeoutMs].filter((ms) => ms > 0);
+  if (set.length === 0) return 30_000;
+  return Math.min(30_000, Math.max(100, Math.floor(Math.min(...set) / 4)));
+}
+
 /**
  * Requests Node's parser refuses before any route runs (CR/LF or NUL in a header, oversized
  * headers) still get an OpenAI-shaped answer, then the connection closes.
@@ -228,7 +262,7 @@ function answerClientError(err: Error & { code?: string }, socket: Duplex): void
     socket.destroy();
     return;
   }
-  const code = err.code === 'HPE_HEADER_OVERFLOW' ? 'headers_too_large' : 'bad_request';
+  const code = err.code === 'HPE_HEADER_OVERFLOW' ? 'headers_too_large' : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'request_timeout' : 'bad_request';
   const body = JSON.stringify(errorBody(code));
   const status = ERRORS[code].status;
   socket.end(

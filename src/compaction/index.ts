@@ -6,7 +6,8 @@ import { rebind, type BoundMemory } from './bound.js';
 import { headEnd, openingEnd } from './conversation.js';
 import { clampSummaryText, fallbackSummaryText, summaryIntro } from './fallback.js';
 import { planCompaction, range } from './plan.js';
-import { itemsBytes, jsonBytes } from './size.js';
+import { itemBytes, itemsBytes, jsonBytes } from './size.js';
+import { forEachInSlices, letOthersRun, mapInSlices } from '../time-slice.js';
 import { maskOutputs, type Masked } from './mask.js';
 import { trailOf, trailText, type Trail } from './trail.js';
 import { providerCompact, SummarizerError, summarize, type CallFit, type Refusal, type SummarizerFailureKind, type SummarizerTokens } from './summarize.js';
@@ -55,7 +56,7 @@ export interface CompactionInput {
   /** Every bound block after the edit point goes stripped (a remembered lesson of a span read anew). */
   stripAll?: boolean;
   /** Called when a summarizer run starts, and when it ends (ok, or why it fell back). */
-  onSummary?: (event: { phase: 'start'; items: number } | { phase: 'end'; ms: number; calls: number; failure?: SummarizerFailureKind }) => void;
+  onSummary?: (event: { phase: 'start'; items: number } | { phase: 'end'; ms: number; calls: number; failure?: SummarizerFailureKind; digested?: number }) => void;
 }
 
 export interface CompactionFigures {
@@ -135,6 +136,8 @@ export async function compact(given: CompactionInput): Promise<CompactionResult>
   let input = given;
   const { items } = input.conversation;
   const figures = { messagesBefore: items.length, bytesBefore: input.bodyBytes, tokensBefore: input.target.tokensBefore };
+  // Each item measured once, between time slices; each phase below then runs in a tick of its own.
+  await forEachInSlices(items, itemBytes);
   const overhead = input.bodyBytes - itemsBytes(items);
   const fixedEnd = keptPrefixEnd(input.conversation);
   let view = input.recalled ? applyRecalled(items, fixedEnd, input.recalled) : plainView(items, fixedEnd);
@@ -151,8 +154,11 @@ export async function compact(given: CompactionInput): Promise<CompactionResult>
     // A limit nobody stated (only a refused size, or nothing) is a guess: mask as far as it goes.
     const guessed = input.target.exact !== true;
     const aimBytes = Math.min(input.target.aimBytes, input.target.fitBytes - 1) - overhead;
-    const masked = input.config.compaction.mask ? maskOutputs({ items: view.items, entries, dialect: input.dialect, keepFirst: view.keepFirst, aimBytes, all: guessed }) : null;
-    if (masked) return finishMasked(input, figures, view, masked, fixedEnd);
+    const masked = input.config.compaction.mask ? await maskOutputs({ items: view.items, entries, dialect: input.dialect, keepFirst: view.keepFirst, aimBytes, all: guessed }) : null;
+    if (masked) {
+      await letOthersRun();
+      return finishMasked(input, figures, view, masked, fixedEnd);
+    }
     // (Also with masking since turned off, or a replica that has it off: a masked span is read so.)
     if (input.recalled) {
       // A masked span keeps every position, so the masked list is the conversation as the model
@@ -165,6 +171,7 @@ export async function compact(given: CompactionInput): Promise<CompactionResult>
   }
   // Aim low to leave room for the next turns (the tail stops growing there), but only what is
   // known to fit is a reason to cut kept content.
+  await letOthersRun();
   const plan = planAt(input, view, entries, fitItems - 1, input.target.aimBytes - overhead);
   if ('failure' in plan) return notShrunk(figures, plan.failure);
 
@@ -185,6 +192,7 @@ export async function compact(given: CompactionInput): Promise<CompactionResult>
     : input.recalled
       ? rememberedSpan(input.recalled, fixedEnd)
       : undefined;
+  await letOthersRun();
   return finish(input, figures, compacted, origins, summary, input.recalled ? 'hit' : 'miss', plan.cut, newSpan, made);
 }
 
@@ -331,10 +339,13 @@ async function condense(plan: Planned, view: RecalledView, entries: readonly Ent
   const keptWindow = recalled ? summaryItemsOf(recalled).filter((item) => input.dialect.describe(item).role === 'opaque') : [];
   // Opaque items (encrypted reasoning, compaction items) are dropped whole, never read.
   const readableAt = plan.middle.filter((i) => entries[i].role !== 'opaque');
-  const readable = readableAt.map((i) => input.dialect.render(view.items[i]));
+  const readable = await mapInSlices(readableAt, (i) => input.dialect.render(view.items[i]));
   // The trail reads the request's own items (a masked output is whole there).
   const own = (i: number, k: number) => (original[view.originalIndex(i)] === view.items[i] ? readable[k] : input.dialect.render(original[view.originalIndex(i)]));
-  const trail = trailOf(readableAt.map((i, k) => ({ rendered: own(i, k), answers: entries[i].answers })), recalled?.trail);
+  const trailItems = await mapInSlices(readableAt, (i, k) => ({ rendered: own(i, k), answers: entries[i].answers }));
+  await letOthersRun();
+  const trail = trailOf(trailItems, recalled?.trail);
+  await letOthersRun();
   const intro = summaryIntro(count, input.because);
   const role = compaction.summaryRole;
   const budget = Math.max(0, plan.reserve - jsonBytes(input.dialect.summaryItem(intro, role)));
@@ -355,7 +366,7 @@ async function condense(plan: Planned, view: RecalledView, entries: readonly Ent
     const settings = summarizerSettings(input, Math.floor(textBudget / BYTES_PER_SUMMARY_TOKEN));
     const result = await summarize(readable, settings, input.signal, recalled?.summaryText || undefined);
     const ms = performance.now() - started;
-    input.onSummary?.({ phase: 'end', ms, calls: earlierCalls + result.calls });
+    input.onSummary?.({ phase: 'end', ms, calls: earlierCalls + result.calls, digested: result.digested || undefined });
     return made(result.text, { strategy: 'summarize', calls: earlierCalls + result.calls, tokens: result.tokens, ms, providerFailure: byProvider?.failure });
   } catch (err) {
     if (!(err instanceof SummarizerError) || err.kind === 'aborted') throw err;
@@ -429,6 +440,8 @@ function summarizerSettings(input: CompactionInput, maxSummaryTokens: number) {
     maxInputTokens: s.maxInputTokens,
     maxSummaryTokens: Math.max(64, Math.min(s.maxSummaryTokens, maxSummaryTokens)),
     prompt: s.prompt,
+    maxCalls: s.maxCalls,
+    maxInputBytes: s.maxInputBytes,
     dispatcher: input.dispatcher,
   };
 }

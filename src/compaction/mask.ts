@@ -3,6 +3,7 @@ import { unitsOf } from './conversation.js';
 import { formatSize } from './shrink.js';
 import { itemBytes, itemsBytes } from './size.js';
 import { resultLine } from './trail.js';
+import { timeSlice } from '../time-slice.js';
 
 /*
  * The rung between lowering the completion limit and summarising: observation masking. Old tool
@@ -37,7 +38,7 @@ export interface Masked {
 }
 
 /** The conversation with its oldest outputs masked down to the aim; null when masking all of them does not get there. */
-export function maskOutputs(input: MaskInput): Masked | null {
+export async function maskOutputs(input: MaskInput): Promise<Masked | null> {
   const { items, entries, dialect } = input;
   const units = unitsOf(entries, input.keepFirst);
   if (units.length < 2) return null;
@@ -48,7 +49,9 @@ export function maskOutputs(input: MaskInput): Masked | null {
   let total = itemsBytes(items);
   let end = -1;
   let masked = 0;
+  const slice = timeSlice();
   for (let i = 0; i < protectFrom && (input.all || total > input.aimBytes); i++) {
+    if (slice.due()) await slice.pause();
     if (entries[i].calls.length > 0) for (const call of dialect.render(items[i]).calls) calls.set(call.id, call);
     if (i < input.keepFirst || entries[i].answers.length === 0) continue;
     let replaced = 0;

@@ -1,3 +1,5 @@
+import { sourceText } from '../json-source.js';
+
 /** UTF-8 byte length of `JSON.stringify(value)`; 0 for what JSON cannot represent (undefined). */
 export function jsonBytes(value: unknown): number {
   const json: string | undefined = JSON.stringify(value);
@@ -22,13 +24,15 @@ export function itemBytes(item: unknown): number {
   if (typeof item !== 'object' || item === null) return jsonBytes(item);
   let bytes = measured.get(item);
   if (bytes === undefined) {
-    bytes = jsonBytes(item);
+    // An item parsed from the request goes upstream as its source text (json-source.ts).
+    const source = sourceText(item);
+    bytes = source === undefined ? jsonBytes(item) : Buffer.byteLength(source, 'utf8');
     measured.set(item, bytes);
   }
   return bytes;
 }
 
-/** Exactly `jsonBytes(items)`, but from per-item sizes, the way the planner counts. */
+/** The bytes `items` are written with as a JSON array (each parsed item as its source text), from per-item sizes, the way the planner counts. */
 export function itemsBytes(items: readonly unknown[]): number {
   return arrayBytes(items.map(itemBytes));
 }

@@ -80,7 +80,7 @@ export const chat: Dialect = {
     if (!messages.every((m) => isRecord(m) && typeof m.role === 'string')) return null;
     return { items: messages, entries: messages.map(describe) };
   },
-  write: (request, items) => Buffer.from(JSON.stringify({ ...request, messages: items })),
+  write: (request, items) => withField(request, 'messages', items),
   describe,
   render,
   slots,

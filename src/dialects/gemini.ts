@@ -1,5 +1,5 @@
 import type { Dialect, Entry, Rendered, Slot, ToolOutput } from './types.js';
-import { isRecord, positiveInt, str, usageOf, wireBytes, type Json } from './parts.js';
+import { isRecord, positiveInt, str, usageOf, wireBytes, withField, type Json } from './parts.js';
 
 /*
  * The Gemini API (Gemini CLI): the conversation is `contents`, turns of role `user` or `model`
@@ -133,7 +133,7 @@ export const gemini: Dialect = {
     if (!Array.isArray(list) || list.length === 0 || !list.every((c) => isRecord(c) && Array.isArray(c.parts))) return null;
     return { items: list, entries: list.map(describe) };
   },
-  write: (request, items) => Buffer.from(JSON.stringify({ ...request, contents: wireContents(items) })),
+  write: (request, items) => withField(request, 'contents', wireContents(items)),
   describe,
   render,
   slots,
@@ -141,7 +141,7 @@ export const gemini: Dialect = {
   // The API has no system turn among contents: a summary is the user's.
   summaryItem: (text) => ({ role: 'user', parts: [{ text }] }),
   completion: (request) => positiveInt(generationConfig(request).maxOutputTokens),
-  withCompletion: (request, tokens) => Buffer.from(JSON.stringify({ ...request, generationConfig: { ...generationConfig(request), maxOutputTokens: tokens } })),
+  withCompletion: (request, tokens) => withField(request, 'generationConfig', { ...generationConfig(request), maxOutputTokens: tokens }),
   problems,
   // A stream's events are whole answers, an error among them: the first one decides.
   streamEvent: null,

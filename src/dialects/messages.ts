@@ -1,4 +1,5 @@
 import type { BoundState, Dialect, Entry, Rendered, Slot, StreamEventKind, ToolOutput } from './types.js';
+import { derive } from '../json-source.js';
 import { countEntries, heldTransformations, isRecord, positiveInt, str, usageOf, wireBytes, withField, withFlag, type Json } from './parts.js';
 
 /*
@@ -282,7 +283,7 @@ const bound: BoundState = {
       return own === 'drop_block' ? { request, headers: {} as Record<string, string>, added: false } : null;
     }
     return {
-      request: { ...request, thinking: { ...thinking, block_binding: { prefix_mismatch_behavior: 'drop_block' } } },
+      request: derive(request, { thinking: { ...thinking, block_binding: { prefix_mismatch_behavior: 'drop_block' } } }),
       headers: { 'anthropic-beta': withFlag(headers['anthropic-beta'], BINDING_BETA) },
       added: true,
     };
@@ -307,7 +308,7 @@ export const messages: Dialect = {
     if (!list.every((m) => isRecord(m) && typeof m.role === 'string')) return null;
     return { items: list, entries: list.map(describe) };
   },
-  write: (request, items) => Buffer.from(JSON.stringify({ ...request, messages: withinBreakpoints(request, wireMessages(items)) })),
+  write: (request, items) => withField(request, 'messages', withinBreakpoints(request, wireMessages(items))),
   describe,
   render,
   slots,

@@ -2,6 +2,8 @@
  * Small readers shared by the dialects: they look at plain JSON values, not at any one API.
  */
 
+import { writeDerived } from '../json-source.js';
+
 export type Json = Record<string, unknown>;
 
 export function isRecord(value: unknown): value is Json {
@@ -53,9 +55,9 @@ export function positiveInt(value: unknown): number | undefined {
   return typeof value === 'number' && Number.isInteger(value) && value > 0 ? value : undefined;
 }
 
-/** Serialises `request` with `field` set to `value`, keeping the key order as sent. */
+/** Serialises `request` with `field` set to `value`, keeping the key order and every other field's bytes as sent. */
 export function withField(request: Json, field: string, value: unknown): Buffer {
-  return Buffer.from(JSON.stringify({ ...request, [field]: value }));
+  return Buffer.from(writeDerived(request, { [field]: value }));
 }
 
 /** Credentials and a header the API requires, copied from the rescued request for the summarizer. */

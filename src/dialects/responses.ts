@@ -101,7 +101,7 @@ export const responses: Dialect = {
     if (!Array.isArray(input) || input.length === 0 || !input.every(isRecord)) return null;
     return { items: input, entries: input.map(describe) };
   },
-  write: (request, items) => Buffer.from(JSON.stringify({ ...request, input: items })),
+  write: (request, items) => withField(request, 'input', items),
   describe,
   render,
   slots,

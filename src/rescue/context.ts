@@ -6,6 +6,7 @@ import type { CompactionMemory } from '../memory/index.js';
 import type { Metrics } from '../metrics.js';
 import type { ClientGone } from '../upstream/client-gone.js';
 import type { UpstreamTarget } from '../upstream/target.js';
+import { rescueCost, type Release, type RescueBudget } from './budget.js';
 import type { IncomingRequest } from './request.js';
 
 /** What every rescuable route shares: built once in server.ts. */
@@ -16,6 +17,8 @@ export interface RescueDeps {
   metrics: Metrics;
   /** What the gateway remembers of past compactions; null when memory is off. */
   memory: CompactionMemory | null;
+  /** Bytes of bodies under rescue at once, gateway-wide. */
+  budget: RescueBudget;
 }
 
 /** One request on its way through the rescue. */
@@ -34,7 +37,23 @@ export interface RescueContext {
   log: FastifyBaseLogger;
   /** Fires when the client leaves: cancels upstream and summarizer work. */
   gone: ClientGone;
-  notes: { compaction?: string; upstreamStatus?: number; upstreamTtfbMs?: number; streamed?: boolean; route?: string };
+  /** What the access log tells; `model` as read off the body's first bytes (never parsed for it). */
+  notes: { compaction?: string; upstreamStatus?: number; upstreamTtfbMs?: number; streamed?: boolean; route?: string; model?: string };
+  /** This request's share of the rescue budget while its body is read for a rescue (see holdBudget). */
+  held?: Release;
+}
+
+/**
+ * Holds the request's share of the rescue budget before its body is parsed (once: a compaction
+ * ahead and the rescue after it share one); the estimated cost it asked for, and whether it was
+ * given within `waitMs`.
+ */
+export async function holdBudget(ctx: RescueContext, waitMs: number): Promise<{ held: boolean; cost: number }> {
+  if (ctx.held) return { held: true, cost: 0 };
+  const cost = rescueCost(ctx.incoming.bytes, await ctx.incoming.objects());
+  const release = await ctx.deps.budget.hold(cost, waitMs, ctx.gone.signal);
+  if (release) ctx.held = release;
+  return { held: release !== null, cost };
 }
 
 /** The header that marks a request as already handled by a gateway, or opts a request out. */

@@ -1,6 +1,7 @@
 import { compact, type SummarizerTarget } from '../compaction/index.js';
 import { boundsAfter, clampedCompletion, fitFor, sizeTarget, type Bounds, type SizeTarget } from '../compaction/target.js';
 import { DIALECTS } from '../dialects/index.js';
+import { digestInSlices } from '../memory/fingerprint.js';
 import { pickHeaders } from '../dialects/parts.js';
 import type { Conversation, SummarizerWire } from '../dialects/types.js';
 import type { Verdict } from '../overlong/types.js';
@@ -9,9 +10,10 @@ import { decodeText, discard } from '../upstream/body.js';
 import { CLIENT_CREDENTIALS } from '../upstream/headers.js';
 import type { InspectedAnswer } from '../upstream/inspect.js';
 import { attempt } from './attempt.js';
-import { markedHeaders, modelOf, optedOut, type RescueContext } from './context.js';
-import { compactAhead, learnedBounds, learnFrom, memoryAhead, recallFor, rememberSpan, rewriteOf, type Rewrite } from './memory.js';
+import { holdBudget, markedHeaders, modelOf, optedOut, type RescueContext } from './context.js';
+import { compactAhead, learnedBounds, learnFrom, memoryAhead, noteAccepted, recallFor, rememberSpan, rewriteOf, type Rewrite } from './memory.js';
 import { compactionHeader, countCompaction, countRescue, logDecision, seconds, type RescueRecord, type ReplayResult } from './report.js';
+import { noCredentials, sameOrigin } from './summarizer-credentials.js';
 
 /*
  * The rescue, written once for every API: attempt -> overlong and nothing sent yet? -> make the
@@ -31,6 +33,16 @@ export interface Outcome {
  * one check of whether any byte reached the client.
  */
 export async function serve(ctx: RescueContext, committed: () => boolean): Promise<Outcome> {
+  try {
+    return await attemptAndRescue(ctx, committed);
+  } finally {
+    // Whatever the answer, it is known: the parsed body and the budget it held go (it may stream for minutes).
+    ctx.held?.();
+    ctx.incoming.release();
+  }
+}
+
+async function attemptAndRescue(ctx: RescueContext, committed: () => boolean): Promise<Outcome> {
   const config = ctx.deps.config;
   const memory = config.compaction.proactive && config.compaction.maxReplays > 0 ? memoryAhead(ctx) : null;
   const ahead = memory && !optedOut(ctx) ? await compactAhead(ctx, memory, (target) => summarizerFor(ctx, target)) : null;
@@ -39,6 +51,8 @@ export async function serve(ctx: RescueContext, committed: () => boolean): Promi
   if (!ahead && isBindingRefusal(first.verdict)) ctx.deps.metrics.bindingRefusals.inc({ api: ctx.dialect.api, request: 'client' });
   if (ahead) countRescue(ctx.deps.metrics, ahead.record);
   const header = ahead ? noted(ctx, ahead.record) : undefined;
+  // An accepted request may disprove what was learned of its model's limits.
+  if (!first.verdict.overlong && first.answer.status < 400) await noteAccepted(ctx, sent?.bytes);
   if (!first.verdict.overlong || committed()) return { answer: first, header };
   return rescue(ctx, first, first.verdict, sent?.bytes ?? ctx.incoming.bytes, ahead !== null);
 }
@@ -55,11 +69,19 @@ async function rescue(
   afterAhead: boolean,
 ): Promise<Outcome> {
   const { deps, dialect } = ctx;
-  const { reason, limits } = verdict;
+  const hold = await holdBudget(ctx, deps.config.compaction.rescueWaitMs);
+  // A client that left while waiting was not shed: there is no one to answer.
+  if (!hold.held && ctx.gone.aborted) throw new Error('the client disconnected while its rescue waited for the budget');
+  const json = hold.held ? await ctx.incoming.load() : null;
+  // Judged once more beside the request: what the client wrote and the error echoes makes no
+  // verdict (a value quoting "maximum context length is 40 tokens"); then it is the client's error.
+  const judged = json ? first.judge(json) : verdict;
+  if (!judged.overlong) return { answer: first };
+  const { reason, limits } = judged;
   const record: RescueRecord = { api: dialect.api, outcome: 'disabled', trigger: 'rejected', reason, rejectedStatus: first.answer.status };
   deps.metrics.overlong.inc({ api: dialect.api, reason });
-  const json = ctx.incoming.json;
-  if (json) await learnFrom(ctx, verdict, rejectedBytes);
+  if (!hold.held) return shed(ctx, record, first, hold.cost);
+  if (json) await learnFrom(ctx, judged, rejectedBytes);
   if (deps.config.compaction.maxReplays === 0 || optedOut(ctx)) return passThrough(ctx, record, first);
   if (!json) return notShrunk(ctx, record, first, 'no_messages', rejectedBytes);
 
@@ -78,7 +100,7 @@ async function rescue(
     record.remedy = 'truncation';
     return replay(ctx, record, first, plain(truncated));
   }
-  return compactAndReplay(ctx, record, first, verdict, conversation, rejectedBytes, afterAhead);
+  return compactAndReplay(ctx, record, first, judged, conversation, rejectedBytes, afterAhead);
 }
 
 async function compactAndReplay(
@@ -94,6 +116,8 @@ async function compactAndReplay(
   const json = ctx.incoming.json!;
   const started = performance.now();
   const rejection = { reason: verdict.reason, limits: verdict.limits, bodyBytes: rejectedBytes, requested: dialect.completion(json) };
+  // Hashed ahead in slices: looking up and remembering a long history then takes no long stretch.
+  if (deps.memory) await digestInSlices(conversation.items);
   // After a compaction ahead was refused too, memory has had its say: start from the request.
   const recalled = afterAhead ? null : await recallFor(ctx, conversation);
   const ratio = deps.config.compaction.targetRatio;
@@ -222,6 +246,13 @@ function notShrunk(ctx: RescueContext, record: RescueRecord, first: InspectedAns
   return passThrough(ctx, record, first);
 }
 
+/** Too many bytes under rescue already: the upstream's own answer, and the process stays up for everyone. */
+function shed(ctx: RescueContext, record: RescueRecord, first: InspectedAnswer, cost: number): Outcome {
+  record.outcome = 'shed';
+  record.budget = { inUse: ctx.deps.budget.inUse, limit: ctx.deps.budget.limitBytes, cost };
+  return passThrough(ctx, record, first);
+}
+
 function passThrough(ctx: RescueContext, record: RescueRecord, first: InspectedAnswer): Outcome {
   logDecision(ctx.log, record);
   countRescue(ctx.deps.metrics, record);
@@ -248,8 +279,9 @@ function summarizerFor(ctx: RescueContext, target: SizeTarget): SummarizerTarget
   const s = ctx.deps.config.summarizer;
   const wire = DIALECTS[s.api ?? ctx.dialect.api].summarizer;
   const model = s.model ?? modelOf(ctx) ?? '';
-  const own = s.apiKey ? keyHeaders(wire.credential, s.apiKey) : requestCredentials(ctx);
   const url = s.url ?? ctx.deps.config.upstream.url;
+  // The request's own credentials are the upstream's: never sent to another origin.
+  const own = s.apiKey ? keyHeaders(wire.credential, s.apiKey) : sameOrigin(url, ctx.deps.config.upstream.url) ? requestCredentials(ctx) : noCredentials(ctx.deps.config, ctx.log);
   const same = (a: string, b: string) => a.replace(/\/+$/, '') === b.replace(/\/+$/, '');
   const ownModel = same(url, ctx.deps.config.upstream.url) && (s.api ?? ctx.dialect.api) === ctx.dialect.api && (s.model === undefined || s.model === modelOf(ctx));
   // The provider's own compaction reads the request's own items and its window is bound to them:
@@ -307,5 +339,8 @@ function logSummary(ctx: RescueContext, e: Parameters<NonNullable<Parameters<typ
   const api = ctx.dialect.api;
   if (e.phase === 'start') ctx.log.info({ api, items: e.items }, `summarizing ${e.items} items for a compaction`);
   else if (e.failure) ctx.log.warn({ api, ms: Math.round(e.ms), calls: e.calls, failure: e.failure }, `summarizer failed (${e.failure}) after ${seconds(e.ms)}; using the deterministic digest`);
-  else ctx.log.info({ api, ms: Math.round(e.ms), calls: e.calls }, `summary ready in ${seconds(e.ms)} (${e.calls} summarizer call${e.calls === 1 ? '' : 's'})`);
+  else if (e.digested) {
+    const { maxCalls, maxInputBytes } = ctx.deps.config.summarizer;
+    ctx.log.warn({ api, ms: Math.round(e.ms), calls: e.calls, digested: e.digested, maxCalls, maxInputBytes }, `summary ready in ${seconds(e.ms)} (${e.calls} summarizer calls); the summarizer's cost cap for one compaction (${maxCalls} calls, ${maxInputBytes} bytes) was reached, so the oldest ${e.digested} messages went to the deterministic digest`);
+  } else ctx.log.info({ api, ms: Math.round(e.ms), calls: e.calls }, `summary ready in ${seconds(e.ms)} (${e.calls} summarizer call${e.calls === 1 ? '' : 's'})`);
 }

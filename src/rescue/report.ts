@@ -5,7 +5,7 @@ import type { Api } from '../dialects/types.js';
 import type { Metrics } from '../metrics.js';
 import type { OverlongReason } from '../overlong/types.js';
 
-export type Outcome = 'replayed' | 'replay_failed' | 'not_shrunk' | 'disabled' | 'compacted';
+export type Outcome = 'replayed' | 'replay_failed' | 'not_shrunk' | 'disabled' | 'compacted' | 'shed';
 export type ReplayResult = 'success' | 'upstream_error' | 'still_overlong' | 'failed';
 /** What made the replay smaller: a lowered completion limit, the upstream's own truncation, or compaction. */
 export type Remedy = 'clamp' | 'truncation' | 'compaction';
@@ -32,6 +32,8 @@ export interface RescueRecord {
   bindingRetry?: boolean;
   /** Bound items the upstream's answer says it dropped (its input_transformations). */
   stateDropped?: number;
+  /** A shed rescue: the memory rescues held when it gave up waiting, the budget, and what it would have cost (all estimated, rescueCost). */
+  budget?: { inUse: number; limit: number; cost: number };
 }
 
 /**
@@ -88,6 +90,13 @@ export function logDecision(log: FastifyBaseLogger, r: RescueRecord): void {
       : `upstream rejected the ${r.api} request as overlong (${r.rejectedStatus} ${r.reason}, limit ${r.limit ?? 'unknown'})`;
   if (r.outcome === 'disabled') {
     log.warn(fields, `${what}: compaction is off for this request; passing the upstream error through`);
+  } else if (r.outcome === 'shed' && r.budget) {
+    const b = r.budget;
+    const why =
+      b.cost > b.limit
+        ? `reading it would take about ${size(b.cost)}, more than the whole rescue budget (${size(b.limit)}, compaction.rescueBudgetBytes)`
+        : `rescues held about ${size(b.inUse)} already and it needed ${size(b.cost)} more (budget ${size(b.limit)}, compaction.rescueBudgetBytes)`;
+    log.warn(fields, `${what}: shed, ${why}; passing the upstream error through`);
   } else if (r.remedy === 'clamp') {
     log.warn(fields, `${what}: the prompt fits; lowered the completion limit from ${r.completion?.before} to ${r.completion?.after}, replaying once`);
   } else if (r.remedy === 'truncation') {
@@ -124,7 +133,7 @@ const NOT_LOGGED = new Set(['body', 'newSpan', 'headers', 'restrip', 'bound']);
 /** The log object: one level, rounded, nothing large. */
 function flat(r: RescueRecord): Record<string, unknown> {
   const c = r.compaction;
-  const { compaction: _c, completion, durationMs, bound, ...rest } = r;
+  const { compaction: _c, completion, durationMs, bound, budget, ...rest } = r;
   const figures = c
     ? Object.fromEntries(
         Object.entries(c)
@@ -140,6 +149,9 @@ function flat(r: RescueRecord): Record<string, unknown> {
     blockBinding: bound ? (bound.optIn ? 'drop_block' : 'none') : undefined,
     completionBefore: completion?.before,
     completionAfter: completion?.after,
+    budgetInUseBytes: budget?.inUse,
+    budgetBytes: budget?.limit,
+    costBytes: budget?.cost,
     durationMs: durationMs === undefined ? undefined : Math.round(durationMs),
   };
 }

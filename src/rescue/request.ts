@@ -1,20 +1,29 @@
-import zlib from 'node:zlib';
+import { StringDecoder } from 'node:string_decoder';
 import { DEFAULTS } from '../config/schema.js';
+import { codingsOf, decodeSync } from '../content-coding.js';
+import { parseObject, parseObjectNow } from '../json-source.js';
+import { timeSlice } from '../time-slice.js';
 
 /*
  * The client's request as the rescue sees it. The bytes go upstream exactly as they came, and
- * nothing is decoded or parsed until something needs to look inside: a rescue (the upstream said
- * it was too long) or the compaction memory. A body that cannot be read then (not JSON, a
- * corrupt encoding) simply cannot be compacted: the upstream already answered it, and that
- * answer is relayed.
+ * nothing is parsed until something needs to look inside: a rescue (the upstream said it was too
+ * long) or the compaction memory. (A compressed body arrives decoded already, bounded, from
+ * routes/request-body.ts.) A body that cannot be read then (not JSON, a corrupt encoding) simply
+ * cannot be compacted: the upstream already answered it, and that answer is relayed.
  */
 export interface IncomingRequest {
   /** The bytes the client sent, in one buffer (joined on first use). */
   readonly raw: Buffer;
   /** The same bytes as they arrived, for the first attempt: one buffer, or the chunks unjoined. */
   readonly wire: Buffer | readonly Buffer[];
-  /** The parsed body when it is a JSON object the rescue can compact; null otherwise. */
+  /** The parsed body when it is a JSON object the rescue can compact; null otherwise. Parsed in one piece unless `load()` parsed it first. */
   readonly json: Record<string, unknown> | null;
+  /** `json`, parsed in slices that let other requests run between them (a 40 MB body is over a second of parsing). */
+  load(): Promise<Record<string, unknown> | null>;
+  /** Lets go of the parsed body and the joined bytes once the rescue is over (the answer may stream for minutes). */
+  release(): void;
+  /** How many JSON objects the body holds at most (its `{` bytes), counted between time slices: what parsing it costs besides its bytes. */
+  objects(): Promise<number>;
   /** Size of the body once decoded (the wire size when it was not compressed); 0 when it cannot be decoded. */
   readonly bytes: number;
 }
@@ -30,8 +39,10 @@ export function readIncoming(
   received: Buffer | readonly Buffer[] | undefined,
   contentEncoding: string | undefined,
   limitBytes: number = DEFAULTS.bodyLimitBytes,
+  /** The body decoded already, as it was received (routes/request-body.ts); null when it could not be. */
+  decoded?: Buffer | null,
 ): IncomingRequest {
-  return new LazyIncoming(wireOf(received), contentEncoding, limitBytes);
+  return new LazyIncoming(wireOf(received), contentEncoding, limitBytes, decoded);
 }
 
 /**
@@ -47,19 +58,68 @@ class LazyIncoming implements IncomingRequest {
     readonly wire: Buffer | readonly Buffer[],
     private readonly contentEncoding: string | undefined,
     private readonly limitBytes: number,
-  ) {}
+    decoded: Buffer | null | undefined,
+  ) {
+    this.#decoded = decoded;
+  }
 
   get raw(): Buffer {
     return (this.#joined ??= Buffer.isBuffer(this.wire) ? this.wire : Buffer.concat(this.wire));
   }
 
   get bytes(): number {
+    if (this.#plain()) return Buffer.isBuffer(this.wire) ? this.wire.length : this.wire.reduce((sum, chunk) => sum + chunk.length, 0);
     return this.#decode()?.length ?? 0;
   }
 
   get json(): Record<string, unknown> | null {
-    if (this.#json === undefined) this.#json = parseObject(this.#decode());
+    if (this.#json === undefined) this.#json = parseNow(this.#decode());
     return this.#json;
+  }
+
+  async load(): Promise<Record<string, unknown> | null> {
+    if (this.#json !== undefined) return this.#json;
+    const text = this.#text();
+    const json = text ? await parseObject(text, MAX_COMPACTABLE_DEPTH) : null;
+    // A synchronous read may have finished first.
+    return (this.#json ??= json);
+  }
+
+  async objects(): Promise<number> {
+    const chunks = this.#plain() ? (Buffer.isBuffer(this.wire) ? [this.wire] : this.wire) : [this.#decode() ?? EMPTY];
+    const slice = timeSlice();
+    let count = 0;
+    for (const chunk of chunks) {
+      for (let from = 0; from < chunk.length; from += SCANNED_PER_STEP) {
+        const end = Math.min(chunk.length, from + SCANNED_PER_STEP);
+        for (let i = from; i < end; i++) if (chunk[i] === 0x7b) count++;
+        if (slice.due()) await slice.pause();
+      }
+    }
+    return count;
+  }
+
+  /** Sent as it is (no content coding): its bytes are the chunks as they came. */
+  #plain(): boolean {
+    return this.#decoded === undefined && codingsOf(this.contentEncoding)?.length === 0;
+  }
+
+  /** The body as text; a plain one read off its chunks, never joined into another copy first. */
+  #text(): string | null {
+    if (this.#plain() && !Buffer.isBuffer(this.wire)) {
+      const decoder = new StringDecoder('utf8');
+      let text = '';
+      for (const chunk of this.wire) text += decoder.write(chunk);
+      return text + decoder.end();
+    }
+    const bytes = this.#decode();
+    return bytes && bytes.length > 0 ? bytes.toString('utf8') : null;
+  }
+
+  release(): void {
+    this.#json = null;
+    this.#joined = undefined;
+    this.#decoded = null;
   }
 
   #decode(): Buffer | null {
@@ -69,6 +129,7 @@ class LazyIncoming implements IncomingRequest {
 }
 
 const EMPTY = Buffer.alloc(0);
+const SCANNED_PER_STEP = 256 * 1024;
 
 /** A body of one chunk (every small request) is that buffer; several stay a list until joined. */
 function wireOf(received: Buffer | readonly Buffer[] | undefined): Buffer | readonly Buffer[] {
@@ -87,45 +148,8 @@ export function peekModel(raw: Buffer | undefined): string | undefined {
 
 const MODEL_FIELD = /"model"\s*:\s*"([\w.:/@+-]{1,100})"/;
 
-function parseObject(bytes: Buffer | null): Record<string, unknown> | null {
-  if (!bytes || bytes.length === 0) return null;
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(bytes.toString('utf8'));
-  } catch {
-    return null;
-  }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return null;
-  return nestedDeeperThan(parsed, MAX_COMPACTABLE_DEPTH) ? null : (parsed as Record<string, unknown>);
-}
-
-/** Iterative, so that it cannot overflow the stack itself; stops at the first path too deep. */
-function nestedDeeperThan(root: object, limit: number): boolean {
-  const stack: Array<{ value: object; depth: number }> = [{ value: root, depth: 1 }];
-  for (let item = stack.pop(); item; item = stack.pop()) {
-    if (item.depth > limit) return true;
-    const children = Array.isArray(item.value) ? item.value : Object.values(item.value);
-    for (const child of children) {
-      if (typeof child === 'object' && child !== null) stack.push({ value: child, depth: item.depth + 1 });
-    }
-  }
-  return false;
-}
-
-type Coding = 'gzip' | 'deflate' | 'br';
-
-/** The codings applied to the body, in the order they were applied; null when one is unknown. */
-function encodingsOf(header: string | undefined): Coding[] | null {
-  if (!header) return [];
-  const codings: Coding[] = [];
-  for (const raw of header.split(',')) {
-    const coding = raw.trim().toLowerCase();
-    if (coding === '' || coding === 'identity') continue;
-    if (coding === 'gzip' || coding === 'x-gzip') codings.push('gzip');
-    else if (coding === 'deflate' || coding === 'br') codings.push(coding);
-    else return null;
-  }
-  return codings;
+function parseNow(bytes: Buffer | null): Record<string, unknown> | null {
+  return bytes && bytes.length > 0 ? parseObjectNow(bytes.toString('utf8'), MAX_COMPACTABLE_DEPTH) : null;
 }
 
 /**
@@ -134,25 +158,9 @@ function encodingsOf(header: string | undefined): Coding[] | null {
  * gigabytes.
  */
 function decompressed(body: Buffer, contentEncoding: string | undefined, limitBytes: number): Buffer | null {
-  const codings = encodingsOf(contentEncoding);
+  const codings = codingsOf(contentEncoding);
   if (codings === null) return null;
-  let bytes = body;
-  try {
-    for (const coding of [...codings].reverse()) bytes = decode(bytes, coding, limitBytes);
-  } catch {
-    return null;
-  }
-  return bytes;
-}
-
-function decode(bytes: Buffer, coding: Coding, maxOutputLength: number): Buffer {
-  if (coding === 'gzip') return zlib.gunzipSync(bytes, { maxOutputLength });
-  if (coding === 'br') return zlib.brotliDecompressSync(bytes, { maxOutputLength });
-  try {
-    return zlib.inflateSync(bytes, { maxOutputLength });
-  } catch (err) {
-    if ((err as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE') throw err;
-    // Some clients send raw deflate, without the zlib wrapper.
-    return zlib.inflateRawSync(bytes, { maxOutputLength });
-  }
+  if (codings.length === 0) return body;
+  const decoded = decodeSync(body, codings, { limit: limitBytes });
+  return decoded.outcome === 'complete' ? decoded.bytes : null;
 }

@@ -7,7 +7,7 @@ import type { RescueDeps } from '../rescue/context.js';
 import { serve } from '../rescue/index.js';
 import { peekModel, readIncoming } from '../rescue/request.js';
 import { ClientGone } from '../upstream/client-gone.js';
-import { collectBody } from './request-body.js';
+import { collectBody, type ReceivedBody } from './request-body.js';
 import { requestHeadersForUpstream, type CredentialStyle } from '../upstream/headers.js';
 import { ClientResponse } from '../upstream/relay.js';
 
@@ -48,21 +48,25 @@ function handle(deps: RescueDeps, endpoint: RescuedEndpoint, request: FastifyReq
   reply.hijack();
   const params = (request.params ?? {}) as Record<string, string>;
   const exchange = { id: request.id, url: request.url, headers: request.headers, log: request.log, notes: request.notes, res: reply.raw, params };
-  return serveRescued(deps, endpoint, exchange, request.body as Buffer[] | undefined);
+  const body = request.body as ReceivedBody | undefined;
+  // The rescue holds the body as long as it needs it, not for as long as the answer streams.
+  request.body = undefined;
+  return serveRescued(deps, endpoint, exchange, body);
 }
 
 /**
  * The client's bytes go upstream unchanged, and no status is written to the client before the
  * upstream's answer has been seen (and, when it was refused as overlong, rescued).
  */
-export async function serveRescued(deps: RescueDeps, endpoint: RescuedEndpoint, exchange: RescuedExchange, chunks: Buffer[] | undefined): Promise<void> {
+export async function serveRescued(deps: RescueDeps, endpoint: RescuedEndpoint, exchange: RescuedExchange, body: ReceivedBody | undefined): Promise<void> {
   const params = exchange.params ?? {};
   const pathModel = endpoint.model?.(params);
-  exchange.notes.model = pathModel ?? peekModel(chunks?.[0]);
+  exchange.notes.model = pathModel ?? peekModel(body?.decoded ?? body?.chunks[0]);
   const client = new ClientResponse(exchange.res, exchange.id);
   const gone = whenClientLeaves(exchange.res);
   const query = exchange.url.indexOf('?');
-  const headers = requestHeadersForUpstream(exchange.headers, exchange.id, { apiKey: deps.config.upstream.apiKey, style: endpoint.credentials });
+  const hop = { address: exchange.res.socket?.remoteAddress, host: exchange.headers.host };
+  const headers = requestHeadersForUpstream(exchange.headers, exchange.id, { apiKey: deps.config.upstream.apiKey, style: endpoint.credentials }, hop);
   // A stream whose failure may come after its preamble must be readable event by event.
   if (endpoint.dialect.streamEvent && headers['accept-encoding'] !== undefined) headers['accept-encoding'] = 'identity';
   const upstreamPath = typeof endpoint.upstreamPath === 'string' ? endpoint.upstreamPath : endpoint.upstreamPath(params);
@@ -71,7 +75,7 @@ export async function serveRescued(deps: RescueDeps, endpoint: RescuedEndpoint, 
     deps,
     dialect: endpoint.dialect,
     path: `${deps.target.basePath}${upstreamPath}${search}`,
-    incoming: readIncoming(chunks, header(exchange.headers['content-encoding']), deps.config.server.bodyLimitBytes),
+    incoming: readIncoming(body?.chunks, header(exchange.headers['content-encoding']), deps.config.server.bodyLimitBytes, body?.decoded),
     pathModel,
     headers,
     clientHeaders: endpoint.credentials === 'x-goog-api-key' ? withQueryKey(exchange.headers, query >= 0 ? exchange.url.slice(query + 1) : '') : exchange.headers,

@@ -1,9 +1,11 @@
+import { RescueBudget } from '../../src/rescue/budget.js';
 import pino from 'pino';
 import { Agent } from 'undici';
 import { afterEach, expect, it } from 'vitest';
 import { validateConfig } from '../../src/config/load.js';
 import type { ConfigInput } from '../../src/config/schema.js';
 import { chat } from '../../src/dialects/chat.js';
+import { tenantOf } from '../../src/memory/fingerprint.js';
 import { createMemory, type CompactionMemory } from '../../src/memory/index.js';
 import { createMetrics } from '../../src/metrics.js';
 import type { RescueContext } from '../../src/rescue/context.js';
@@ -44,7 +46,7 @@ async function run(body: unknown, memory: CompactionMemory) {
   agents.push(dispatcher);
   const target = parseTarget(config.upstream.url);
   const ctx: RescueContext = {
-    deps: { config, dispatcher, target, metrics: createMetrics(), memory },
+    deps: { config, dispatcher, target, metrics: createMetrics(), memory, budget: new RescueBudget(64 * 2 ** 20) },
     dialect: chat,
     path: `${target.basePath}/chat/completions`,
     incoming: readIncoming(Buffer.from(JSON.stringify(body)), undefined),
@@ -77,7 +79,7 @@ it('a limit learned since a span was remembered lowers the aim of the compaction
 
   // Learned since: a window of 2,500 tokens at 4 bytes: fit 9,000 bytes, aim 5,000 bytes, both
   // under what was remembered. The next turn, 100 turns longer, is compacted ahead at that aim.
-  await memory.learn('fake-model', { limitTokens: 2500, bytesPerToken: 4 });
+  await memory.learn(tenantOf(TENANT)!, 'fake-model', { limitTokens: 2500 });
   const body = smallTurns(200);
   const next = await run(body, memory);
   expect(next).toMatchObject({ outcome: 'compacted', trigger: 'proactive', limit: 'learned' });

@@ -1,0 +1,31 @@
+/*
+ * Chat bodies of the sizes an adversary (or a long agent session) sends: built straight into one
+ * buffer, as a client would have them on the wire. The same shapes as bench/hostile-load.ts.
+ */
+
+/** An agent-like conversation of about `targetBytes`: a system prompt, a task, then tool rounds with big outputs. */
+export function agentConversationBody(targetBytes: number, messages: number, seed: number): Buffer {
+  const rounds = Math.max(1, Math.floor((messages - 2) / 2));
+  const outputBytes = Math.max(16, Math.floor(targetBytes / rounds) - 200);
+  const line = `src/module-${seed}.ts:42: error TS2345: Argument of type 'string' is not assignable to parameter of type 'number'.\n`;
+  const output = line.repeat(Math.ceil(outputBytes / line.length)).slice(0, outputBytes);
+  const items: unknown[] = [
+    { role: 'system', content: 'You are a coding agent.' },
+    { role: 'user', content: `Fix the build of project ${seed}.` },
+  ];
+  for (let i = 0; i < rounds; i++) {
+    const id = `call_${seed}_${i}`;
+    items.push({ role: 'assistant', content: null, tool_calls: [{ id, type: 'function', function: { name: 'bash', arguments: JSON.stringify({ command: `npm test -- ${i}` }) } }] });
+    items.push({ role: 'tool', tool_call_id: id, content: `${i}: ${output}` });
+  }
+  items.push({ role: 'user', content: 'Go on.' });
+  return Buffer.from(JSON.stringify({ model: 'gpt-test', messages: items }));
+}
+
+/** Alternating one-line turns, as many as asked: the most items per byte (1M of them are about 44 MB). */
+export function tinyTurnsBody(messages: number, seed: number): Buffer {
+  const items: unknown[] = [{ role: 'system', content: 'You are a coding agent.' }];
+  for (let i = 0; i < messages; i++) items.push({ role: i % 2 === 0 ? 'user' : 'assistant', content: `turn ${seed}.${i}` });
+  if (messages % 2 === 0) items.push({ role: 'user', content: 'Go on.' });
+  return Buffer.from(JSON.stringify({ model: 'gpt-test', messages: items }));
+}

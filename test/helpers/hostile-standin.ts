@@ -1,0 +1,112 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+
+/*
+ * An OpenAI-like upstream on loopback for bodies of tens of megabytes: it refuses a body over
+ * `limitBytes` as context_length_exceeded, answers a smaller one, and plays the summarizer (calls
+ * marked `x-gateway-compaction: summarizer`). It never keeps a refused body, only its size and
+ * the exact bytes of the error it sent back, so that a test can check a client got those bytes.
+ */
+
+export interface ChatCall {
+  /** Bytes of the request body as received. */
+  bytes: number;
+  status: number;
+  /** The response body exactly as sent. */
+  answer: Buffer;
+  /** An accepted (small) body, parsed. */
+  json?: any;
+}
+
+export interface HostileStandIn {
+  /** What an `upstream.url` points at: origin + '/v1'. */
+  baseUrl: string;
+  chatCalls: ChatCall[];
+  summarizerCalls(): number;
+  summarizerBytes(): number;
+  close(): Promise<void>;
+}
+
+export const SUMMARY = 'SUMMARY: the user asked to fix the build; files src/a.ts and src/b.ts were edited.';
+
+function completion(content: string) {
+  return {
+    id: 'chatcmpl-hostile',
+    object: 'chat.completion',
+    created: 1,
+    model: 'gpt-test',
+    choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
+    usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
+  };
+}
+
+/** The upstream's refusal: OpenAI's words, sized to the body it refuses. */
+export function contextLengthError(bytes: number, limitBytes: number): Buffer {
+  return Buffer.from(
+    JSON.stringify({
+      error: {
+        message: `This model's maximum context length is ${limitBytes / 4} tokens. However, your messages resulted in ${Math.ceil(bytes / 4)} tokens. Please reduce the length of the messages.`,
+        type: 'invalid_request_error',
+        param: 'messages',
+        code: 'context_length_exceeded',
+      },
+    }),
+  );
+}
+
+export async function startHostileStandIn(limitBytes = 1_000_000): Promise<HostileStandIn> {
+  const chatCalls: ChatCall[] = [];
+  let summarizerCalls = 0;
+  let summarizerBytes = 0;
+  const sockets = new Set<Socket>();
+  const send = (res: ServerResponse, status: number, body: Buffer) => {
+    res.writeHead(status, { 'content-type': 'application/json', 'content-length': body.length });
+    res.end(body);
+  };
+  const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    let bytes = 0;
+    const kept: Buffer[] = [];
+    const summarizer = req.headers['x-gateway-compaction'] === 'summarizer';
+    req.on('data', (c: Buffer) => {
+      bytes += c.length;
+      if (bytes <= limitBytes) kept.push(c);
+    });
+    req.on('end', () => {
+      if (summarizer) {
+        summarizerCalls++;
+        summarizerBytes += bytes;
+        return send(res, 200, Buffer.from(JSON.stringify(completion(SUMMARY))));
+      }
+      if (bytes > limitBytes) {
+        const answer = contextLengthError(bytes, limitBytes);
+        chatCalls.push({ bytes, status: 400, answer });
+        return send(res, 400, answer);
+      }
+      const answer = Buffer.from(JSON.stringify(completion('rescued answer')));
+      let json: unknown;
+      try {
+        json = JSON.parse(Buffer.concat(kept).toString('utf8'));
+      } catch {
+        json = undefined;
+      }
+      chatCalls.push({ bytes, status: 200, answer, json });
+      send(res, 200, answer);
+    });
+  });
+  server.on('connection', (socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    baseUrl: `http://127.0.0.1:${port}/v1`,
+    chatCalls,
+    summarizerCalls: () => summarizerCalls,
+    summarizerBytes: () => summarizerBytes,
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
