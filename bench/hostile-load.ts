@@ -4,13 +4,14 @@
  * N concurrent conversations of M MB each, and a /healthz poller. Reports the child's peak RSS
  * (VmHWM), the poller's worst latency, what each client got, and the summarizer calls.
  *
- *   npx tsx bench/hostile-load.ts [--mb 20] [--n 4] [--heap 384] [--messages 2000]
+ *   npx tsx bench/hostile-load.ts [--mb 20] [--n 4] [--heap 384] [--messages 2000] [--tiny] [--cpu-prof]
  */
-import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
+import { request as httpRequest } from 'node:http';
 import { readFileSync } from 'node:fs';
-import type { AddressInfo } from 'node:net';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { agentConversationBody, tinyTurnsBody } from '../test/helpers/hostile-bodies.js';
+import { startHostileStandIn } from '../test/helpers/hostile-standin.js';
 
 const arg = (name: string, fallback: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -22,83 +23,6 @@ const HEAP = arg('heap', 384);
 const MESSAGES = arg('messages', 2000);
 const LIMIT_BYTES = 1_000_000;
 const MAIN = fileURLToPath(new URL('../dist/main.js', import.meta.url));
-
-let summarizerCalls = 0;
-let summarizerBytes = 0;
-let chatCalls = 0;
-
-function answer(res: ServerResponse, status: number, body: unknown) {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-  res.end(text);
-}
-
-const upstream = createServer((req: IncomingMessage, res: ServerResponse) => {
-  let bytes = 0;
-  const chunks: Buffer[] = [];
-  const summarizer = req.headers['x-gateway-compaction'] === 'summarizer';
-  req.on('data', (c: Buffer) => {
-    bytes += c.length;
-    if (bytes <= LIMIT_BYTES) chunks.push(c);
-  });
-  req.on('end', () => {
-    if (summarizer) {
-      summarizerCalls++;
-      summarizerBytes += bytes;
-      return answer(res, 200, completion('SUMMARY: the user asked to fix the build; files src/a.ts and src/b.ts were edited.'));
-    }
-    chatCalls++;
-    if (bytes > LIMIT_BYTES) {
-      return answer(res, 400, {
-        error: {
-          message: `This model's maximum context length is ${LIMIT_BYTES / 4} tokens. However, your messages resulted in ${Math.ceil(bytes / 4)} tokens. Please reduce the length of the messages.`,
-          type: 'invalid_request_error',
-          param: 'messages',
-          code: 'context_length_exceeded',
-        },
-      });
-    }
-    answer(res, 200, completion('rescued answer'));
-  });
-});
-
-function completion(content: string) {
-  return {
-    id: 'chatcmpl-x',
-    object: 'chat.completion',
-    created: 1,
-    model: 'gpt-test',
-    choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
-    usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
-  };
-}
-
-/** Alternating one-line turns, as many as asked: the most items per byte. */
-function tinyTurns(messages: number, seed: number): Buffer {
-  const items: unknown[] = [{ role: 'system', content: 'You are a coding agent.' }];
-  for (let i = 0; i < messages; i++) items.push({ role: i % 2 === 0 ? 'user' : 'assistant', content: `turn ${seed}.${i}` });
-  if (messages % 2 === 0) items.push({ role: 'user', content: 'Go on.' });
-  return Buffer.from(JSON.stringify({ model: 'gpt-test', messages: items }));
-}
-
-/** An agent-like conversation: a system prompt, a task, then tool rounds with big outputs. */
-function conversation(targetBytes: number, messages: number, seed: number): Buffer {
-  const rounds = Math.max(1, Math.floor((messages - 2) / 2));
-  const outputBytes = Math.max(16, Math.floor(targetBytes / rounds) - 200);
-  const line = `src/module-${seed}.ts:42: error TS2345: Argument of type 'string' is not assignable to parameter of type 'number'.\n`;
-  const output = line.repeat(Math.ceil(outputBytes / line.length)).slice(0, outputBytes);
-  const items: unknown[] = [
-    { role: 'system', content: 'You are a coding agent.' },
-    { role: 'user', content: `Fix the build of project ${seed}.` },
-  ];
-  for (let i = 0; i < rounds; i++) {
-    const id = `call_${seed}_${i}`;
-    items.push({ role: 'assistant', content: null, tool_calls: [{ id, type: 'function', function: { name: 'bash', arguments: JSON.stringify({ command: `npm test -- ${i}` }) } }] });
-    items.push({ role: 'tool', tool_call_id: id, content: `${i}: ${output}` });
-  }
-  items.push({ role: 'user', content: 'Go on.' });
-  return Buffer.from(JSON.stringify({ model: 'gpt-test', messages: items }));
-}
 
 function post(origin: string, path: string, body: Buffer): Promise<{ status: number; bytes: number; header?: string; ms: number }> {
   const started = performance.now();
@@ -130,9 +54,9 @@ function peakRss(pid: number): number {
 }
 
 async function main() {
-  await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
-  const upstreamUrl = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}/v1`;
-  const profile = process.argv.includes('--cpu-prof') ? ['--cpu-prof', '--cpu-prof-dir=/tmp/hostile-prof', ...(process.env.LAG_PRELOAD ? ['--import', process.env.LAG_PRELOAD] : [])] : [];
+  const upstream = await startHostileStandIn(LIMIT_BYTES);
+  const upstreamUrl = upstream.baseUrl;
+  const profile = process.argv.includes('--cpu-prof') ? ['--cpu-prof', '--cpu-prof-dir=/tmp/hostile-prof'] : [];
   const child = spawn(process.execPath, [`--max-old-space-size=${HEAP}`, ...profile, MAIN], {
     env: { PATH: process.env.PATH ?? '', UPSTREAM_URL: upstreamUrl, PORT: '0', LOG_LEVEL: 'info', ...extraEnv() },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -153,7 +77,7 @@ async function main() {
     }, 20);
   });
   const tiny = process.argv.includes('--tiny');
-  const bodies = Array.from({ length: N }, (_, i) => (tiny ? tinyTurns(MESSAGES, i) : conversation(MB * 1024 * 1024, MESSAGES, i)));
+  const bodies = Array.from({ length: N }, (_, i) => (tiny ? tinyTurnsBody(MESSAGES, i) : agentConversationBody(MB * 1024 * 1024, MESSAGES, i)));
   const baseRss = peakRss(child.pid!);
   let worst = 0;
   let polls = 0;
@@ -174,7 +98,7 @@ async function main() {
   await poller;
   const peak = exit ? 0 : peakRss(child.pid!);
   child.kill('SIGTERM');
-  upstream.close();
+  await upstream.close();
   console.log(
     JSON.stringify(
       {
@@ -190,9 +114,9 @@ async function main() {
         polls,
         wallMs: Math.round(wall),
         results: results.map((r) => (r.status === 'fulfilled' ? { status: r.value.status, header: r.value.header, ms: Math.round(r.value.ms) } : { error: String(r.reason) })),
-        chatCalls,
-        summarizerCalls,
-        summarizerMb: +(summarizerBytes / 2 ** 20).toFixed(1),
+        chatCalls: upstream.chatCalls.length,
+        summarizerCalls: upstream.summarizerCalls(),
+        summarizerMb: +(upstream.summarizerBytes() / 2 ** 20).toFixed(1),
         crash: exit ? output.split('\n').filter((l) => !l.startsWith('{')).slice(-25).join('\n') : undefined,
         log: output.split('\n').filter((l) => /"level":(40|50|60)/.test(l)).slice(0, 3).map((l) => l.slice(0, 300)),
       },

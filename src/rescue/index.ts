@@ -51,8 +51,8 @@ async function attemptAndRescue(ctx: RescueContext, committed: () => boolean): P
   if (!ahead && isBindingRefusal(first.verdict)) ctx.deps.metrics.bindingRefusals.inc({ api: ctx.dialect.api, request: 'client' });
   if (ahead) countRescue(ctx.deps.metrics, ahead.record);
   const header = ahead ? noted(ctx, ahead.record) : undefined;
-  // An accepted request may disprove what was learned of its model's limits.
-  if (!first.verdict.overlong && first.answer.status < 400) await noteAccepted(ctx, sent?.bytes);
+  // An accepted request may disprove what was learned of its model's limits (its answer does not wait for that).
+  if (!first.verdict.overlong && first.answer.status < 400) void noteAccepted(ctx, sent?.bytes ?? ctx.incoming.bytes).catch((err: Error) => ctx.log.warn({ err: err.message }, 'could not note an accepted request in memory'));
   if (!first.verdict.overlong || committed()) return { answer: first, header };
   return rescue(ctx, first, first.verdict, sent?.bytes ?? ctx.incoming.bytes, ahead !== null);
 }

@@ -62,12 +62,12 @@ export async function learnedBounds(ctx: RescueContext): Promise<Bounds | undefi
  * the body's first bytes (never parsed for it). Resolves once the request's size is read (the body
  * is let go after); the store's read and write are not waited for.
  */
-export async function noteAccepted(ctx: RescueContext, bytes?: number): Promise<void> {
+export async function noteAccepted(ctx: RescueContext, bytes: number): Promise<void> {
   const memory = ctx.deps.memory;
   const tenant = memory?.mayKnowTenants() ? tenantFor(ctx) : null;
   if (!memory || !tenant || !(await knows(ctx, memory, tenant))) return;
   const model = ctx.pathModel ?? ctx.notes.model;
-  if (model) void memory.accepted(tenant, model, bytes ?? ctx.incoming.bytes);
+  if (model) await memory.accepted(tenant, model, bytes);
 }
 
 /** Whether memory knows the request's tenant, asked once a request (a compaction ahead and the acceptance after it share the answer). */

@@ -1,6 +1,6 @@
 /*
  * Chat bodies of the sizes an adversary (or a long agent session) sends: built straight into one
- * buffer, as a client would have them on the wire. The same shapes as bench/hostile-load.ts.
+ * buffer, as a client would have them on the wire (bench/hostile-load.ts sends them too).
  */
 
 /** An agent-like conversation of about `targetBytes`: a system prompt, a task, then tool rounds with big outputs. */
