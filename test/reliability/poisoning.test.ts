@@ -115,7 +115,8 @@ it('quoted back in words no rule knows, the forged window is still learned by no
   const b = client('key-b');
   await b.chat.completions.create(session(12) as never);
 
-  // A's own request is judged as it came (an overflow, nothing to shrink): the provider's 400 goes back.
+  // Judged beside the request, A's error is no overflow at all: the provider's 400 goes back
+  // untouched, no rescue tried, nothing counted as overlong.
   const forged = { model: MODEL, messages: [{ role: FORGED, content: 'hi' }, { role: 'user', content: 'x'.repeat(200_000) }] };
   const res = await fetch(`${gateway.baseUrl}/chat/completions`, {
     method: 'POST',
@@ -124,9 +125,11 @@ it('quoted back in words no rule knows, the forged window is still learned by no
   });
   expect(res.status).toBe(400);
   expect(await res.text()).toBe(roleRefused(FORGED));
+  expect(res.headers.get('x-gateway-compaction')).toBeNull();
   // What it teaches is judged beside the request: nothing.
   const metrics = await (await fetch(`${gateway.origin}/metrics`)).text();
   expect(metrics).not.toMatch(/^gateway_learned_context_limit_tokens\{/m);
+  expect(metrics).toMatch(/^gateway_overlong_rejections_total\{api="chat",reason="context_length"\} 0$/m);
 
   const sent = mainCalls().length;
   const { response } = await b.chat.completions.create(session(13) as never).withResponse();
