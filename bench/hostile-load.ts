@@ -56,7 +56,7 @@ function peakRss(pid: number): number {
 async function main() {
   const upstream = await startHostileStandIn(LIMIT_BYTES);
   const upstreamUrl = upstream.baseUrl;
-  const profile = process.argv.includes('--cpu-prof') ? ['--cpu-prof', '--cpu-prof-dir=/tmp/hostile-prof'] : [];
+  const profile = process.argv.includes('--cpu-prof') ? ['--cpu-prof', '--cpu-prof-dir=/tmp/hostile-prof', ...(process.env.LAG_PRELOAD ? ['--import', process.env.LAG_PRELOAD] : [])] : [];
   const child = spawn(process.execPath, [`--max-old-space-size=${HEAP}`, ...profile, MAIN], {
     env: { PATH: process.env.PATH ?? '', UPSTREAM_URL: upstreamUrl, PORT: '0', LOG_LEVEL: 'info', ...extraEnv() },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -20,7 +20,7 @@ import { validateCompaction } from './validate.js';
  * the deterministic digest, or the provider's own compaction.
  */
 export type Strategy = 'mask' | 'summarize' | 'fallback' | 'provider';
-export type NotShrunkWhy = 'no_messages' | 'nothing_to_shrink' | 'cannot_fit' | 'invalid_plan';
+export type NotShrunkWhy = 'no_messages' | 'too_many_items' | 'nothing_to_shrink' | 'cannot_fit' | 'invalid_plan';
 
 /** Where and how the summarizer is called; the rescue picks the API. */
 export interface SummarizerTarget {

@@ -10,7 +10,7 @@ import { decodeText, discard } from '../upstream/body.js';
 import { CLIENT_CREDENTIALS } from '../upstream/headers.js';
 import type { InspectedAnswer } from '../upstream/inspect.js';
 import { attempt } from './attempt.js';
-import { holdBudget, markedHeaders, modelOf, optedOut, type RescueContext } from './context.js';
+import { holdBudget, markedHeaders, modelOf, optedOut, tooManyItems, type RescueContext } from './context.js';
 import { compactAhead, learnedBounds, learnFrom, memoryAhead, noteAccepted, recallFor, rememberSpan, rewriteOf, type Rewrite } from './memory.js';
 import { compactionHeader, countCompaction, countRescue, logDecision, seconds, type RescueRecord, type ReplayResult } from './report.js';
 import { noCredentials, sameOrigin } from './summarizer-credentials.js';
@@ -84,6 +84,7 @@ async function rescue(
   if (json) await learnFrom(ctx, judged, rejectedBytes);
   if (deps.config.compaction.maxReplays === 0 || optedOut(ctx)) return passThrough(ctx, record, first);
   if (!json) return notShrunk(ctx, record, first, 'no_messages', rejectedBytes);
+  if (tooManyItems(json)) return notShrunk(ctx, record, first, 'too_many_items', rejectedBytes);
 
   // Lossless first: the prompt fits, only prompt plus the requested completion does not.
   const requested = dialect.completion(json);
@@ -240,7 +241,7 @@ function noted(ctx: RescueContext, record: RescueRecord): string {
   return header;
 }
 
-function notShrunk(ctx: RescueContext, record: RescueRecord, first: InspectedAnswer, why: 'no_messages', bytes: number): Outcome {
+function notShrunk(ctx: RescueContext, record: RescueRecord, first: InspectedAnswer, why: 'no_messages' | 'too_many_items', bytes: number): Outcome {
   record.outcome = 'not_shrunk';
   record.compaction = { outcome: 'not_shrunk', why, summarizerCalls: 0, messagesBefore: 0, bytesBefore: bytes, tokensBefore: 0 };
   return passThrough(ctx, record, first);

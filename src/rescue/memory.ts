@@ -5,7 +5,7 @@ import { tenantOf } from '../memory/fingerprint.js';
 import type { CompactionMemory, Recalled } from '../memory/index.js';
 import { lessonOf } from '../memory/limits.js';
 import type { Verdict } from '../overlong/types.js';
-import { holdBudget, modelOf, type RescueContext } from './context.js';
+import { holdBudget, modelOf, tooManyItems, type RescueContext } from './context.js';
 import { countCompaction, type RescueRecord } from './report.js';
 
 /*
@@ -166,7 +166,7 @@ export async function compactAhead(ctx: RescueContext, memory: CompactionMemory,
   // Never waits: without a share of the rescue budget now, the request goes as sent.
   if (!(await holdBudget(ctx, 0)).held) return null;
   const json = await ctx.incoming.load();
-  const conversation = json ? ctx.dialect.read(json) : null;
+  const conversation = json && !tooManyItems(json) ? ctx.dialect.read(json) : null;
   if (!json || !conversation) return null;
   const recalled = await memory.recall(tenant, ctx.dialect.api, modelOf(ctx) ?? '', conversation.items, keptPrefixEnd(conversation));
   if (!recalled) return null;
