@@ -87,7 +87,11 @@ export class LocalStore implements MemoryStore {
   }
 
   async remember(session: string, entry: MemoryEntry): Promise<void> {
-    this.cache.set(`s:${session}`, withEntry(await this.entries(session), entry));
+    // A copy of its own, as Redis keeps one: a string parsed out of a request is a slice of the
+    // request's whole text (V8's JSON.parse), and an entry holding one line of it would keep a
+    // 20 MB body alive for as long as it is remembered.
+    const own = JSON.parse(JSON.stringify(entry)) as MemoryEntry;
+    this.cache.set(`s:${session}`, withEntry(await this.entries(session), own));
   }
 
   async limit(key: string): Promise<LearnedLimit | undefined> {
