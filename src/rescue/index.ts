@@ -37,15 +37,23 @@ export async function serve(ctx: RescueContext, committed: () => boolean): Promi
     return await attemptAndRescue(ctx, committed);
   } finally {
     // Whatever the answer, it is known: the parsed body and the budget it held go (it may stream for minutes).
-    ctx.held?.();
-    ctx.incoming.release();
+    letGoOfBody(ctx);
   }
+}
+
+/** The parsed body and its share of the rescue budget go: nothing is held while the upstream thinks. */
+function letGoOfBody(ctx: RescueContext): void {
+  ctx.held?.();
+  ctx.held = undefined;
+  ctx.incoming.release();
 }
 
 async function attemptAndRescue(ctx: RescueContext, committed: () => boolean): Promise<Outcome> {
   const config = ctx.deps.config;
   const memory = config.compaction.proactive && config.compaction.maxReplays > 0 ? memoryAhead(ctx) : null;
   const ahead = memory && !optedOut(ctx) ? await compactAhead(ctx, memory, (target) => summarizerFor(ctx, target)) : null;
+  // Read for a compaction ahead that did not happen: the request goes as sent, holding nothing.
+  if (!ahead) letGoOfBody(ctx);
   const sent = ahead ? await sendRewritten(ctx, ahead.record, ahead.rewrite) : null;
   const first = sent?.answer ?? (await attempt(ctx, ctx.incoming.wire, ctx.headers));
   if (!ahead && isBindingRefusal(first.verdict)) ctx.deps.metrics.bindingRefusals.inc({ api: ctx.dialect.api, request: 'client' });

@@ -20,7 +20,7 @@ export interface IncomingRequest {
   readonly json: Record<string, unknown> | null;
   /** `json`, parsed in slices that let other requests run between them (a 40 MB body is over a second of parsing). */
   load(): Promise<Record<string, unknown> | null>;
-  /** Lets go of the parsed body and the joined bytes once the rescue is over (the answer may stream for minutes). */
+  /** Lets go of the parsed body and the joined bytes (a later `load()` reads them again): nothing is held while an upstream thinks or an answer streams. */
   release(): void;
   /** How many JSON objects the body holds at most (its `{` bytes), counted between time slices: what parsing it costs besides its bytes. */
   objects(): Promise<number>;
@@ -117,9 +117,8 @@ class LazyIncoming implements IncomingRequest {
   }
 
   release(): void {
-    this.#json = null;
+    this.#json = undefined;
     this.#joined = undefined;
-    this.#decoded = null;
   }
 
   #decode(): Buffer | null {
