@@ -12,6 +12,7 @@ export interface RequestNotes {
 
 declare module 'fastify' {
   interface FastifyRequest {
-    notes: RequestNotes;
+    /** Set by the onRequest hook on every request (null only before it: fastify decorates with a primitive). */
+    notes: RequestNotes | null;
   }
 }

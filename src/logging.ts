@@ -53,8 +53,6 @@ const LOG_BATCH_MS = 200;
 
 /** The parts of pino's SonicBoom destination the gateway uses. */
 interface Sonic extends DestinationStream {
-  _writing?: boolean;
-  _len?: number;
   destroyed?: boolean;
   flush?: (cb?: (err?: Error) => void) => void;
   flushSync?: () => void;
@@ -113,7 +111,9 @@ function batched(sonic: Sonic): DestinationStream {
     if (sonic.destroyed) return;
     try {
       batcher.push();
-      if ((sonic._len ?? 0) > 0 && !sonic._writing) sonic.flush?.();
+      // SonicBoom holds up to its minLength until asked: asked every batch (with nothing held, a
+      // write of nothing; while a write is under way, it writes the rest after it).
+      sonic.flush?.();
     } catch {
       // The next batch tries again; a log line is never worth the process.
     }
@@ -160,8 +160,8 @@ export function flushLogs(stream: DestinationStream, withinMs: number, done: (fl
       return done(false);
     }
   }
-  const holding = !sonic.destroyed && (sonic._writing === true || (sonic._len ?? 0) > 0);
-  if (!holding || typeof sonic.flush !== 'function') return done(true);
+  // Whether SonicBoom holds anything is not on its public surface: it is asked to flush, and says when it is done.
+  if (sonic.destroyed || typeof sonic.flush !== 'function') return done(true);
   let settled = false;
   const settle = (flushed: boolean) => {
     if (settled) return;

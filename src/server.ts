@@ -70,7 +70,7 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
   app.decorate('startDraining', () => {
     draining = true;
   });
-  app.decorateRequest('notes', null as never);
+  app.decorateRequest('notes', null);
   // Callback hooks, not async ones: they run on every request, and a promise each is not free.
   app.addHook('onRequest', (request, reply, done) => {
     request.notes = { route: routeLabel(request.routeOptions.url, request.url) };

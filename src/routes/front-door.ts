@@ -39,7 +39,7 @@ export interface RecordedRequest {
   id: string;
   method: string;
   url: string;
-  notes: RequestNotes;
+  notes: RequestNotes | null;
 }
 
 /** The request handler's first step: true when it took the request, false to leave it to fastify. */

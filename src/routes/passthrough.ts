@@ -38,7 +38,7 @@ export async function passthroughRoutes(app: FastifyInstance, deps: PassthroughD
     upstream: deps.target.origin,
     prefix: deps.apiPrefix,
     rewritePrefix: deps.apiPrefix === '/v1' ? deps.target.basePath : `${deps.target.basePath}/v1beta`,
-    undici: deps.dispatcher as never,
+    undici: deps.dispatcher,
     disableRequestLogging: true,
     preHandler: async (request) => {
       const url = request.raw.url ?? '';

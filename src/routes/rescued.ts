@@ -47,7 +47,7 @@ export interface RescuedExchange {
 function handle(deps: RescueDeps, endpoint: RescuedEndpoint, request: FastifyRequest, reply: FastifyReply): Promise<void> {
   reply.hijack();
   const params = (request.params ?? {}) as Record<string, string>;
-  const exchange = { id: request.id, url: request.url, headers: request.headers, log: request.log, notes: request.notes, res: reply.raw, params };
+  const exchange = { id: request.id, url: request.url, headers: request.headers, log: request.log, notes: request.notes!, res: reply.raw, params };
   const body = request.body as ReceivedBody | undefined;
   // The rescue holds the body as long as it needs it, not for as long as the answer streams.
   request.body = undefined;

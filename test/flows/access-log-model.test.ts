@@ -16,7 +16,7 @@ it('the access log line has the model the route noted, and none when no route no
   });
   const app = buildServer(validateConfig({ upstream: { url: 'http://127.0.0.1:9/v1' } }), { logStream });
   app.post('/test/noted-model', async (request) => {
-    request.notes.model = (request.body as { model: string }).model;
+    request.notes!.model = (request.body as { model: string }).model;
     return { ok: true };
   });
   await app.inject({ method: 'POST', url: '/test/noted-model', payload: { model: 'gpt-test-1' } });
