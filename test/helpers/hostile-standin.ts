@@ -54,6 +54,34 @@ export function contextLengthError(bytes: number, limitBytes: number): Buffer {
   );
 }
 
+/**
+ * OpenAI's refusal of a conversation whose tool messages do not pair with the calls before them
+ * (its wording, typo included), or null: a tool message must answer a call of the assistant
+ * message before its run of tool messages, and every call must be answered before the next turn.
+ */
+export function toolPairRefusal(json: unknown): Buffer | null {
+  const messages = (json as { messages?: Array<{ role?: string; tool_calls?: Array<{ id: string }>; tool_call_id?: string }> })?.messages;
+  if (!Array.isArray(messages)) return null;
+  const refuse = (message: string, at: number) => Buffer.from(JSON.stringify({ error: { message, type: 'invalid_request_error', param: `messages.[${at}].role`, code: null } }));
+  let open = new Set<string>();
+  let openedAt = -1;
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i];
+    if (m.role === 'tool') {
+      if (!open.delete(String(m.tool_call_id))) return refuse("Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.", i);
+      continue;
+    }
+    if (open.size > 0) {
+      return refuse(`An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: ${[...open].join(', ')}`, openedAt);
+    }
+    open = new Set((m.tool_calls ?? []).map((c) => c.id));
+    openedAt = i;
+  }
+  return open.size > 0
+    ? refuse(`An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: ${[...open].join(', ')}`, openedAt)
+    : null;
+}
+
 export async function startHostileStandIn(limitBytes = 1_000_000): Promise<HostileStandIn> {
   const chatCalls: ChatCall[] = [];
   let summarizerCalls = 0;
@@ -82,15 +110,18 @@ export async function startHostileStandIn(limitBytes = 1_000_000): Promise<Hosti
         chatCalls.push({ bytes, status: 400, answer });
         return send(res, 400, answer);
       }
-      const answer = Buffer.from(JSON.stringify(completion('rescued answer')));
       let json: unknown;
       try {
         json = JSON.parse(Buffer.concat(kept).toString('utf8'));
       } catch {
         json = undefined;
       }
-      chatCalls.push({ bytes, status: 200, answer, json });
-      send(res, 200, answer);
+      // As strict as OpenAI about the replay's tool pairs: its exact refusals.
+      const refusal = toolPairRefusal(json);
+      const status = refusal ? 400 : 200;
+      const answer = refusal ?? Buffer.from(JSON.stringify(completion('rescued answer')));
+      chatCalls.push({ bytes, status, answer, json });
+      send(res, status, answer);
     });
   });
   server.on('connection', (socket) => {
