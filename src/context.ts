@@ -3,6 +3,8 @@ export interface RequestNotes {
   route: string;
   /** The model the request names, when it could be read off cheaply (never parsed for it). */
   model?: string;
+  /** The upstream it was routed to (its config name). */
+  upstream?: string;
   upstreamStatus?: number;
   upstreamTtfbMs?: number;
   streamed?: boolean;

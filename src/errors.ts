@@ -1,3 +1,5 @@
+import type { Api } from './dialects/types.js';
+
 /**
  * Every error the gateway itself answers with. Callers and tests match on `code`; the README
  * lists each one with what to do. Upstream errors are never rewritten into these.
@@ -8,6 +10,7 @@ export const ERRORS = {
   invalid_path: { status: 400, type: 'invalid_request_error', message: 'The request path is not allowed.' },
   invalid_api_key: { status: 401, type: 'authentication_error', message: 'Missing or invalid gateway API key.' },
   not_found: { status: 404, type: 'invalid_request_error', message: 'Unknown route.' },
+  no_upstream: { status: 404, type: 'invalid_request_error', message: 'No upstream of this gateway serves this request.' },
   request_timeout: { status: 408, type: 'invalid_request_error', message: 'The request was not received in time.' },
   request_too_large: { status: 413, type: 'invalid_request_error', message: "The request body is larger than the gateway's limit." },
   headers_too_large: { status: 431, type: 'invalid_request_error', message: 'The request line or headers are larger than the gateway accepts.' },
@@ -40,7 +43,54 @@ export class GatewayError extends Error {
   toJSON(): OpenAIErrorBody {
     return errorBody(this.code, this.message, this.param);
   }
+
+  /** The error in the shape the caller's API gives its own (OpenAI's when the API is not known). */
+  bodyFor(api: Api | undefined): unknown {
+    return errorBodyFor(api, this.code, this.message, this.param);
+  }
 }
+
+/**
+ * A gateway error as each API's clients parse their provider's: OpenAI's `{error: {message,
+ * type, code, param}}`; Anthropic's `{type: "error", error: {type, message}}`, its type by status
+ * as Anthropic's error docs list them; Google's `{error: {code, message, status, details}}` with a
+ * google.rpc status name, and the gateway's code as an ErrorInfo reason. Clients and tests match
+ * on the gateway's code: in OpenAI's `code`, Anthropic's extra `code`, Google's ErrorInfo.
+ */
+export function errorBodyFor(api: Api | undefined, code: ErrorCode, message?: string, param: string | null = null): unknown {
+  const status = ERRORS[code].status;
+  const text = message ?? ERRORS[code].message;
+  if (api === 'messages') return { type: 'error', error: { type: ANTHROPIC_TYPES[status] ?? (status >= 500 ? 'api_error' : 'invalid_request_error'), message: text, code } };
+  if (api === 'gemini') {
+    return { error: { code: status, message: text, status: GOOGLE_STATUSES[status] ?? (status >= 500 ? 'INTERNAL' : 'INVALID_ARGUMENT'), details: [{ '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason: code.toUpperCase(), domain: 'compaction-gateway' }] } };
+  }
+  return errorBody(code, message, param);
+}
+
+const ANTHROPIC_TYPES: Record<number, string> = {
+  400: 'invalid_request_error',
+  401: 'authentication_error',
+  403: 'permission_error',
+  404: 'not_found_error',
+  413: 'request_too_large',
+  429: 'rate_limit_error',
+  500: 'api_error',
+  504: 'timeout_error',
+  529: 'overloaded_error',
+};
+
+const GOOGLE_STATUSES: Record<number, string> = {
+  400: 'INVALID_ARGUMENT',
+  401: 'UNAUTHENTICATED',
+  403: 'PERMISSION_DENIED',
+  404: 'NOT_FOUND',
+  408: 'DEADLINE_EXCEEDED',
+  429: 'RESOURCE_EXHAUSTED',
+  500: 'INTERNAL',
+  502: 'UNAVAILABLE',
+  503: 'UNAVAILABLE',
+  504: 'DEADLINE_EXCEEDED',
+};
 
 export interface OpenAIErrorBody {
   error: { message: string; type: string; code: string; param: string | null };
@@ -58,6 +108,11 @@ export function fromUpstreamFailure(err: unknown): GatewayError {
   const said = code && !detail.includes(code) ? `${code}: ${detail}` : detail;
   if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
     return new GatewayError('upstream_timeout', `The upstream did not answer in time (${code}).`, { cause: err });
+  }
+  // A forward proxy that would not open the tunnel (407: its credentials; 403: a destination it refuses).
+  const tunnel = /^Proxy response \((\d{3})\)/.exec(detail);
+  if (tunnel) {
+    return new GatewayError('upstream_unreachable', `The forward proxy refused to connect to the upstream (it answered ${tunnel[1]}${tunnel[1] === '407' ? ': check the proxy credentials' : ''}).`, { cause: err });
   }
   if (code === 'UND_ERR_CONNECT_TIMEOUT') {
     return new GatewayError('upstream_unreachable', `Connecting to the upstream timed out (${code}).`, { cause: err });

@@ -37,8 +37,12 @@ const MISNAMED_DEFAULTS = ['nodejs_active_handles_total', 'nodejs_active_request
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 
-/** Every metric the gateway exports, on its own registry (so tests can build many gateways). */
-export function createMetrics() {
+/**
+ * Every metric the gateway exports, on its own registry (so tests can build many gateways). The
+ * rescue's series carry the `upstream` label, its values the config's upstream names (bounded by
+ * the config), each started at zero.
+ */
+export function createMetrics(upstreamNames: readonly string[] = ['default']) {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   for (const name of MISNAMED_DEFAULTS) registry.removeSingleMetric(name);
@@ -46,7 +50,7 @@ export function createMetrics() {
   // The series every request touches: prom-client's registry renders them, request-metrics.ts keeps them.
   const requests = new RequestCounter(
     'gateway_http_requests_total',
-    'Requests answered by the gateway, by route and status class, counted when the response ends.',
+    'Requests answered by the gateway, by route, status class and the upstream it was routed to (none for the gateway\'s own answers), counted when the response ends.',
   );
   const duration = new RouteHistogram(
     'gateway_http_request_duration_seconds',
@@ -55,27 +59,27 @@ export function createMetrics() {
   );
   const upstreamTtfb = new RouteHistogram(
     'gateway_upstream_ttfb_seconds',
-    'Time from sending a request upstream to receiving its response headers, by route.',
+    'Time from sending a request upstream to receiving its response headers, by route and upstream.',
     LATENCY_BUCKETS,
   );
   for (const metric of [requests, duration, upstreamTtfb]) registry.registerMetric(metric as never);
 
   const overlong = new Counter({
     name: 'gateway_overlong_rejections_total',
-    help: 'Requests the upstream rejected as overlong (before any byte reached the client), by API and reason.',
-    labelNames: ['api', 'reason'] as const,
+    help: 'Requests the upstream rejected as overlong (before any byte reached the client), by API, reason and upstream.',
+    labelNames: ['api', 'reason', 'upstream'] as const,
     registers: [registry],
   });
   const compactions = new Counter({
     name: 'gateway_compactions_total',
-    help: 'Rescues and proactive compactions, by API, strategy (mask, summarize, fallback, provider, clamp, truncation, none) and outcome.',
-    labelNames: ['api', 'strategy', 'outcome'] as const,
+    help: 'Rescues and proactive compactions, by API, strategy (mask, summarize, fallback, provider, clamp, truncation, none), outcome and upstream.',
+    labelNames: ['api', 'strategy', 'outcome', 'upstream'] as const,
     registers: [registry],
   });
   const replays = new Counter({
     name: 'gateway_replays_total',
-    help: 'Replays of rescued requests, by API and result (success, upstream_error, still_overlong, failed).',
-    labelNames: ['api', 'result'] as const,
+    help: 'Replays of rescued requests, by API, result (success, upstream_error, still_overlong, failed) and upstream.',
+    labelNames: ['api', 'result', 'upstream'] as const,
     registers: [registry],
   });
   const compactionDuration = new Histogram({
@@ -154,11 +158,12 @@ export function createMetrics() {
     registers: [registry],
   });
 
-  startAtZero(overlong, combinations({ api: APIS, reason: OVERLONG_REASONS }));
+  const perUpstream = (sets: readonly LabelSet[]) => sets.flatMap((set) => upstreamNames.map((upstream) => ({ ...set, upstream })));
+  startAtZero(overlong, perUpstream(combinations({ api: APIS, reason: OVERLONG_REASONS })));
   startAtZero(bindingRefusals, combinations({ api: APIS, request: BINDING_REQUESTS }));
   startAtZero(boundBlocks, combinations({ api: APIS, action: BOUND_ACTIONS }));
-  startAtZero(compactions, COMPACTION_LABELS);
-  startAtZero(replays, combinations({ api: APIS, result: REPLAY_RESULTS }));
+  startAtZero(compactions, perUpstream(COMPACTION_LABELS));
+  startAtZero(replays, perUpstream(combinations({ api: APIS, result: REPLAY_RESULTS })));
   startAtZero(summarizerFailures, combinations({ kind: SUMMARIZER_FAILURE_KINDS }));
   startAtZero(summarizerTokens, combinations({ direction: TOKEN_DIRECTIONS, source: TOKEN_SOURCES }));
   startAtZero(removedBytes, combinations({ api: APIS }));

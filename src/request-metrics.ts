@@ -29,7 +29,7 @@ export interface RegistryMetric {
 }
 
 interface CounterSeries {
-  labels: { route: string; method: string; status_class: string };
+  labels: { route: string; method: string; status_class: string; upstream?: string };
   value: number;
 }
 
@@ -50,16 +50,16 @@ abstract class KeyedSeries<S> {
   }
 }
 
-/** `gateway_http_requests_total{route, method, status_class}`. */
+/** `gateway_http_requests_total{route, method, status_class, upstream}`; `upstream` absent for the gateway's own answers. */
 export class RequestCounter extends KeyedSeries<CounterSeries> implements RegistryMetric {
   readonly type = 'counter';
 
-  inc(route: string, method: string, status: number): void {
+  inc(route: string, method: string, status: number, upstream?: string): void {
     const statusClass = STATUS_CLASSES[Math.floor(status / 100)] ?? `${Math.floor(status / 100)}xx`;
-    const key = `${route} ${method} ${statusClass}`;
+    const key = `${route} ${method} ${statusClass} ${upstream ?? ''}`;
     const series = this.series.get(key);
     if (series) series.value += 1;
-    else this.series.set(key, { labels: { route, method, status_class: statusClass }, value: 1 });
+    else this.series.set(key, { labels: upstream === undefined ? { route, method, status_class: statusClass } : { route, method, status_class: statusClass, upstream }, value: 1 });
   }
 
   async get() {
@@ -70,13 +70,14 @@ export class RequestCounter extends KeyedSeries<CounterSeries> implements Regist
 
 interface HistogramSeries {
   route: string;
+  upstream?: string;
   /** Observations per bucket, not cumulative; the last one is +Inf. */
   counts: Float64Array;
   sum: number;
   count: number;
 }
 
-/** A histogram with one label, `route`. */
+/** A histogram by `route`, and `upstream` where one is given. */
 export class RouteHistogram extends KeyedSeries<HistogramSeries> implements RegistryMetric {
   readonly type = 'histogram';
 
@@ -88,11 +89,12 @@ export class RouteHistogram extends KeyedSeries<HistogramSeries> implements Regi
     super(name, help);
   }
 
-  observe(route: string, value: number): void {
-    let series = this.series.get(route);
+  observe(route: string, value: number, upstream?: string): void {
+    const key = upstream === undefined ? route : `${route} ${upstream}`;
+    let series = this.series.get(key);
     if (!series) {
-      series = { route, counts: new Float64Array(this.upperBounds.length + 1), sum: 0, count: 0 };
-      this.series.set(route, series);
+      series = { route, upstream, counts: new Float64Array(this.upperBounds.length + 1), sum: 0, count: 0 };
+      this.series.set(key, series);
     }
     let bucket = 0;
     while (bucket < this.upperBounds.length && value > this.upperBounds[bucket]) bucket++;
@@ -105,7 +107,7 @@ export class RouteHistogram extends KeyedSeries<HistogramSeries> implements Regi
   async getForPromString() {
     const values: MetricValue[] = [];
     for (const s of this.series.values()) {
-      const shared = { route: s.route };
+      const shared: Record<string, string> = s.upstream === undefined ? { route: s.route } : { route: s.route, upstream: s.upstream };
       let cumulative = 0;
       this.upperBounds.forEach((le, i) => {
         cumulative += s.counts[i];

@@ -6,7 +6,7 @@ import type { DestinationStream } from 'pino';
 import './context.js';
 import { createKeyCheck } from './auth.js';
 import type { Config } from './config/schema.js';
-import { ERRORS, GatewayError, errorBody, failureLog } from './errors.js';
+import { ERRORS, GatewayError, errorBody, errorBodyFor, failureLog } from './errors.js';
 import { accessLogger, lazyChildLogger, loggerOptions, stdoutDestination, type AccessLog } from './logging.js';
 import { createMemory } from './memory/index.js';
 import { boundModelLabels, createMetrics, startMemoryMetricsAtZero, type Metrics } from './metrics.js';
@@ -19,31 +19,35 @@ import { passthroughRoutes } from './routes/passthrough.js';
 import { rescuedRoutes, type RescuedExchange } from './routes/rescued.js';
 import { RescueBudget, defaultRescueBudget } from './rescue/budget.js';
 import { responsesEndpoints } from './routes/responses.js';
-import { createDispatcher } from './upstream/client.js';
+import { createEgress } from './upstream/client.js';
 import { ClientResponse } from './upstream/relay.js';
-import { parseTarget } from './upstream/target.js';
+import { apiOfUrl, byPrefix, resolveUpstreams, type Upstreams } from './upstream/upstreams.js';
 
 export interface ServerDeps {
   /** Where log lines go (default stdout); tests capture them here. */
   logStream?: DestinationStream;
-  /** The undici dispatcher for upstream calls (default: one keep-alive Agent built from config). */
+  /** The undici dispatcher for upstream calls (default: one pool per origin, built from config; see egress.ts). */
   dispatcher?: Dispatcher;
   metrics?: Metrics;
+  /** Where HTTPS_PROXY, HTTP_PROXY and NO_PROXY are read (default: the process's environment). */
+  env?: Record<string, string | undefined>;
 }
 
 declare module 'fastify' {
   interface FastifyInstance {
     /** Begin shutdown: readiness fails from now on. */
     startDraining(): void;
+    /** The upstreams it serves, as the config resolved them. */
+    upstreams: Upstreams;
   }
 }
 
 /** Builds the gateway; never listens by itself. */
 export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): FastifyInstance {
-  const metrics = deps.metrics ?? createMetrics();
+  const upstreams = resolveUpstreams(config);
+  const metrics = deps.metrics ?? createMetrics(upstreams.all.map((u) => u.name));
   const ownDispatcher = !deps.dispatcher;
-  const dispatcher = deps.dispatcher ?? createDispatcher(config.upstream);
-  const target = parseTarget(config.upstream.url);
+  const dispatcher = deps.dispatcher ?? createEgress(config, upstreams, deps.env ?? process.env);
   const logStream = deps.logStream ?? stdoutDestination(config.log.format);
   const accessLog = accessLogger(config.log.level, logStream);
   let draining = false;
@@ -70,10 +74,11 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
   app.decorate('startDraining', () => {
     draining = true;
   });
+  app.decorate('upstreams', upstreams);
   app.decorateRequest('notes', null);
   // Callback hooks, not async ones: they run on every request, and a promise each is not free.
   app.addHook('onRequest', (request, reply, done) => {
-    request.notes = { route: routeLabel(request.routeOptions.url, request.url) };
+    request.notes = { route: routeLabel(request.routeOptions.url, request.url, upstreams) };
     reply.header('x-request-id', request.id);
     done();
   });
@@ -104,10 +109,10 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
     // Answered before its body was read (a 401, a 413): the client may still be sending it, slowly
     // or for ever, and the connection would be held meanwhile. Node closes it after this answer.
     if (!request.raw.complete && hasBody(request.headers)) reply.header('connection', 'close');
-    reply.code(gatewayError.status).send(gatewayError.toJSON());
+    reply.code(gatewayError.status).send(gatewayError.bodyFor(apiOfUrl(upstreams, request.url)));
   });
   app.setNotFoundHandler((request, reply) => {
-    reply.code(404).send(errorBody('not_found', notFoundMessage(request.method, pathOf(request.url))));
+    reply.code(404).send(errorBodyFor(apiOfUrl(upstreams, request.url), 'not_found', notFoundMessage(request.method, pathOf(request.url), upstreams)));
   });
 
   app.register(healthRoutes, { metrics, isDraining: () => draining, metricsKey: config.auth.metricsKey });
@@ -115,7 +120,7 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
   startMemoryMetricsAtZero(metrics.registry);
   boundModelLabels(metrics.registry);
   const budget = new RescueBudget(config.compaction.rescueBudgetBytes ?? defaultRescueBudget(), metrics.rescueBudget);
-  const rescueDeps = { config, dispatcher, target, metrics, memory, budget };
+  const rescueDeps = { config, dispatcher, upstreams, metrics, memory, budget };
   const endpoints = [...chatEndpoints, ...responsesEndpoints, ...messagesEndpoints];
   app.register(rescuedRoutes, { deps: rescueDeps, endpoints: [...endpoints, ...geminiEndpoints] });
   const front = frontDoor({
@@ -129,13 +134,16 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
       const gatewayError = toGatewayError(error as FastifyError);
       logError(exchange, error, gatewayError);
       // As fastify does after a body it could not read: the client may still be sending it.
-      new ClientResponse(exchange.res, exchange.id).sendError(gatewayError, { connection: 'close' });
+      new ClientResponse(exchange.res, exchange.id, apiOfUrl(upstreams, exchange.url)).sendError(gatewayError, { connection: 'close' });
     },
   });
   enterThrough(app.server, front);
   if (memory) app.addHook('onClose', async () => memory.close());
-  app.register(passthroughRoutes, { config, dispatcher, target, apiPrefix: '/v1' });
-  app.register(passthroughRoutes, { config, dispatcher, target, apiPrefix: '/v1beta' });
+  // Each upstream under its own prefix, and the plain /v1 and /v1beta routed request by request.
+  for (const apiPrefix of ['/v1', '/v1beta'] as const) {
+    for (const upstream of upstreams.all) app.register(passthroughRoutes, { config, dispatcher, upstreams, upstream, apiPrefix });
+    app.register(passthroughRoutes, { config, dispatcher, upstreams, apiPrefix });
+  }
   if (ownDispatcher) app.addHook('onClose', async () => dispatcher.close());
   return app;
 }
@@ -178,7 +186,7 @@ function recordRequest(
   const notes = request.notes;
   const code = status;
   const route = notes?.route ?? 'unmatched';
-  metrics.requests.inc(route, request.method, code);
+  metrics.requests.inc(route, request.method, code, notes?.upstream);
   metrics.duration.observe(route, elapsedMs / 1000);
   const fields = {
     requestId: request.id,
@@ -189,6 +197,7 @@ function recordRequest(
     upstreamStatus: notes?.upstreamStatus,
     upstreamTtfbMs: notes?.upstreamTtfbMs === undefined ? undefined : Math.round(notes.upstreamTtfbMs * 10) / 10,
     model: notes?.model,
+    upstream: notes?.upstream,
     streamed: notes?.streamed,
     compaction: notes?.compaction,
   };
@@ -197,9 +206,14 @@ function recordRequest(
   else accessLog.info(fields, 'request completed');
 }
 
-/** The `route` label: the matched route, or for a pass-through request its bounded endpoint family. */
-export function routeLabel(matched: string | undefined, url: string): string {
+/**
+ * The `route` label: the matched route, or for a pass-through request its bounded endpoint family;
+ * a route under an upstream's prefix as the same route without it (the `upstream` label says which).
+ */
+export function routeLabel(matched: string | undefined, url: string, upstreams?: Upstreams): string {
   if (matched === undefined) return 'unmatched';
+  const prefixed = upstreams && matched.length > 1 ? byPrefix(upstreams, matched) : null;
+  if (prefixed) return routeLabel(prefixed.rest, url.slice(url.indexOf('/', 1)));
   if (GEMINI_PASSTHROUGH.has(matched)) return 'passthrough_gemini';
   if (!PASSTHROUGH_ROUTES.has(matched)) return matched.startsWith('/v1beta/') ? geminiRouteLabel(matched) : matched;
   const family = /^\/v1\/([^/?]*)/.exec(url)?.[1] ?? '';
@@ -215,10 +229,13 @@ const PASSTHROUGH_FAMILIES = new Set(['chat', 'responses', 'messages', 'embeddin
 /** OpenAI-style paths that agents send without the `/v1` their base URL should end in. */
 const MISSING_V1 = /^\/(chat\/completions|responses|messages|completions|embeddings|models)(\/|$)/;
 
-function notFoundMessage(method: string, path: string): string {
+function notFoundMessage(method: string, path: string, upstreams: Upstreams): string {
   const unknown = `Unknown route: ${method} ${path}.`;
-  if (!MISSING_V1.test(path)) return unknown;
-  return `${unknown} The gateway serves the API under /v1: add /v1 to the client's base URL (${method} /v1${path}).`;
+  // Under an upstream's prefix too: `/openai/responses` is `/openai/v1/responses` without its /v1.
+  const prefixed = byPrefix(upstreams, path);
+  const [prefix, rest] = prefixed ? [`/${prefixed.upstream.name}`, prefixed.rest] : ['', path];
+  if (!MISSING_V1.test(rest)) return unknown;
+  return `${unknown} The gateway serves the API under ${prefix}/v1: add /v1 to the client's base URL (${method} ${prefix}/v1${rest}).`;
 }
 
 function pathOf(url: string): string {

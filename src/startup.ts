@@ -1,27 +1,54 @@
 import { BlockList, isIP } from 'node:net';
 import { Redis } from 'ioredis';
 import type { Config } from './config/schema.js';
+import { summarizerDestination, uncredentialedSummarizer } from './rescue/summarizer-credentials.js';
+import { egressRoute } from './upstream/egress.js';
+import { resolveUpstreams, type Upstream, type Upstreams } from './upstream/upstreams.js';
 
 /**
  * What an operator needs to read from the first lines of the log: which config is in force,
- * where requests go, and what will not work as they might expect. Never a credential.
+ * where requests go (every upstream: its URL, whose key, which proxy), and what will not work as
+ * they might expect. Never a credential.
  */
-export function startupFields(config: Readonly<Config>, source: string | undefined, versions: { gateway: string; node: string }) {
-  const { summarizer, memory } = config;
+export function startupFields(
+  config: Readonly<Config>,
+  source: string | undefined,
+  versions: { gateway: string; node: string },
+  env: Record<string, string | undefined> = process.env,
+) {
+  const { memory } = config;
+  const upstreams = resolveUpstreams(config);
   return {
     config: source ?? 'defaults (no config file)',
-    upstream: loggableUrl(config.upstream.url),
-    upstreamKey: config.upstream.apiKey ? 'the gateway\'s own (upstream.apiKey)' : "the client's",
+    upstreams: upstreams.all.map((u) => upstreamLine(config, upstreams, u, env)),
+    defaultUpstream: upstreams.fallback?.name ?? 'none (a request no prefix or route sends anywhere gets 404 no_upstream)',
+    ...(config.routes.length > 0 ? { routes: config.routes.map((r) => `${[r.api && `api ${r.api}`, r.model && `model ${r.model}`].filter(Boolean).join(', ')} -> ${r.upstream}`) } : {}),
     auth: config.auth.keys.length > 0 ? `on (${config.auth.keys.length} gateway key${config.auth.keys.length > 1 ? 's' : ''})` : 'off',
     compaction: config.compaction.maxReplays === 0 ? 'off (maxReplays 0)' : config.compaction.strategy,
-    summarizer:
-      config.compaction.strategy === 'fallback'
-        ? 'none (strategy fallback)'
-        : `${summarizer.url ? loggableUrl(summarizer.url) : "the request's own upstream"}, ${summarizer.model ? `model ${summarizer.model}` : "the request's model"}`,
     memory: !memory.enabled ? 'off' : memory.redisUrl ? `redis ${loggableRedisUrl(memory.redisUrl)}` : 'local (in-process)',
     proactive: config.compaction.proactive,
     version: versions.gateway,
     node: versions.node,
+  };
+}
+
+/** One upstream as the startup line tells it. */
+function upstreamLine(config: Readonly<Config>, upstreams: Upstreams, u: Upstream, env: Record<string, string | undefined>) {
+  const route = egressRoute(u.target.origin, u.proxy, env);
+  const summarizer = summarizerDestination(config, upstreams, u);
+  const summarizerUrl = summarizer.upstream && summarizer.upstream !== u ? `upstream ${summarizer.upstream.name}` : summarizer.url === u.url ? "the request's own upstream" : loggableUrl(summarizer.url);
+  return {
+    name: u.name,
+    url: loggableUrl(u.url),
+    prefix: `/${u.name}`,
+    apis: [...u.apis].join(','),
+    key: u.apiKey ? `the gateway's own (${u.apiKeyKey})` : config.auth.keys.length > 0 ? 'none (clients present gateway keys, which go no further)' : "the client's",
+    proxy: route.via === 'direct' ? `direct (${route.because})` : `${route.via} (${route.because})`,
+    ...(u.caFile ? { caFile: u.caFile } : {}),
+    summarizer:
+      config.compaction.strategy === 'fallback'
+        ? 'none (strategy fallback)'
+        : `${summarizerUrl}, ${summarizer.model ? `model ${summarizer.model}` : "the request's model"}${summarizer.api ? `, ${summarizer.api} API` : ''}`,
   };
 }
 
@@ -34,7 +61,7 @@ export function openGatewayRefusal(config: Readonly<Config>): string | undefined
   if (!isOpenGateway(config) || config.auth.allowOpen) return undefined;
   const { host } = config.server;
   return [
-    `refusing to start an open gateway: it holds the provider key (upstream.apiKey, UPSTREAM_API_KEY), asks clients for no key ` +
+    `refusing to start an open gateway: it holds a provider key (${providerKeys(config).join(', ')}), asks clients for no key ` +
       `(auth.keys, GATEWAY_API_KEYS, is empty) and listens on ${host} (server.host, HOST), beyond loopback: ` +
       `anyone who reaches ${portOf(config)} could spend the provider key. Do one of:`,
     '  - set GATEWAY_API_KEYS to one or more comma-separated keys (auth.keys); clients present one as their Bearer token, x-api-key or x-goog-api-key',
@@ -45,9 +72,17 @@ export function openGatewayRefusal(config: Readonly<Config>): string | undefined
 
 const portOf = (config: Readonly<Config>) => (config.server.port === 0 ? 'its port' : `port ${config.server.port}`);
 
-/** The provider key, no gateway key, and an address beyond loopback. */
+/** A provider key (an upstream's, a summarizer's), no gateway key, and an address beyond loopback. */
 function isOpenGateway(config: Readonly<Config>): boolean {
-  return Boolean(config.upstream.apiKey) && config.auth.keys.length === 0 && !isLoopback(config.server.host);
+  return providerKeys(config).length > 0 && config.auth.keys.length === 0 && !isLoopback(config.server.host);
+}
+
+/** The config keys that hold a provider key the gateway would spend on a client's behalf. */
+function providerKeys(config: Readonly<Config>): string[] {
+  const keys = resolveUpstreams(config).all.filter((u) => u.apiKey).map((u) => u.apiKeyKey);
+  if (config.summarizer.apiKey) keys.push('summarizer.apiKey');
+  for (const [name, u] of Object.entries(config.upstreams ?? {})) if (u.summarizer?.apiKey) keys.push(`upstreams.${name}.summarizer.apiKey`);
+  return keys;
 }
 
 const LOOPBACK = new BlockList();
@@ -71,12 +106,24 @@ export function startupWarnings(config: Readonly<Config>): string[] {
         'without a gateway key, because auth.allowOpen (GATEWAY_ALLOW_OPEN) is set. Set GATEWAY_API_KEYS to require one.',
     );
   }
-  for (const [key, url] of [['upstream.url', config.upstream.url], ['summarizer.url', config.summarizer.url]] as const) {
+  const upstreams = resolveUpstreams(config);
+  const urls: Array<[string, string | undefined]> = [
+    ...upstreams.all.filter((u) => !(u.apis.size === 1 && u.apis.has('gemini'))).map((u): [string, string] => [u.name === 'default' && !config.upstreams?.default ? 'upstream.url' : `upstreams.${u.name}.url`, u.url]),
+    ['summarizer.url', config.summarizer.url],
+  ];
+  for (const [key, url] of urls) {
     if (url && new URL(url).pathname.replace(/\/+$/, '') === '') {
       warnings.push(
         `${key} ${loggableUrl(url)} has no version path: requests will go to ${loggableUrl(url).replace(/\/+$/, '')}/chat/completions. ` +
           'Most providers need the /v1 (or their own version path) in the base URL; the Gemini API\'s is its origin, for Gemini clients.',
       );
+    }
+  }
+  for (const u of upstreams.all) {
+    const warning = config.compaction.strategy === 'fallback' ? undefined : uncredentialedSummarizer(u, summarizerDestination(config, upstreams, u));
+    if (warning) warnings.push(warning);
+    if (config.auth.keys.length > 0 && !u.apiKey && config.upstreams) {
+      warnings.push(`upstream ${u.name} has no apiKey and gateway keys are on: its requests go with no credential (a gateway key is never sent on): right for an upstream that needs none (a local model), not for one that does.`);
     }
   }
   return warnings;

@@ -2,7 +2,7 @@ import type { Dispatcher } from 'undici';
 import { compact, type SummarizerTarget } from '../../src/compaction/index.js';
 import type { SizeTarget } from '../../src/compaction/target.js';
 import { validateConfig } from '../../src/config/load.js';
-import type { Config } from '../../src/config/schema.js';
+import { DEFAULTS, type Config } from '../../src/config/schema.js';
 import { DIALECTS } from '../../src/dialects/index.js';
 import type { Api, Dialect } from '../../src/dialects/types.js';
 import { meter, tokensOf, type Tokens } from './meter.js';
@@ -155,5 +155,5 @@ export function summarizerTarget(config: Readonly<Config>, dialect: Dialect, req
   const wire = DIALECTS[s.api ?? dialect.api].summarizer;
   const model = s.model ?? (typeof request.model === 'string' ? request.model : 'stand-in');
   const key: Record<string, string> = !s.apiKey ? {} : wire.credential === 'bearer' ? { authorization: `Bearer ${s.apiKey}` } : { [wire.credential]: s.apiKey };
-  return { url: s.url ?? config.upstream.url, model, wire, headers: { ...wire.headers({}), ...key } };
+  return { url: s.url ?? config.upstream.url ?? DEFAULTS.upstreamUrl, model, wire, headers: { ...wire.headers({}), ...key } };
 }

@@ -30,6 +30,8 @@ const ENV_KEYS: Array<[name: string, path: string, kind: EnvKind]> = [
   ['UPSTREAM_FIRST_BYTE_TIMEOUT_MS', 'upstream.firstByteTimeoutMs', 'int'],
   ['UPSTREAM_IDLE_TIMEOUT_MS', 'upstream.idleTimeoutMs', 'int'],
   ['UPSTREAM_PREAMBLE_HOLD_MS', 'upstream.preambleHoldMs', 'int'],
+  ['UPSTREAM_PROXY', 'upstream.proxy', 'string'],
+  ['UPSTREAM_CA_FILE', 'upstream.caFile', 'string'],
   ['GATEWAY_API_KEYS', 'auth.keys', 'list'],
   ['GATEWAY_ALLOW_OPEN', 'auth.allowOpen', 'bool'],
   ['GATEWAY_METRICS_KEY', 'auth.metricsKey', 'string'],
@@ -128,11 +130,37 @@ export function validateConfig(input: unknown, fromEnv = new Map<string, string>
         if (issue.code === 'unrecognized_keys') return issue.keys.map((key) => unknownKeyProblem(issue.path, key));
         const path = issue.path.join('.') || '(root)';
         const envName = fromEnv.get(issue.path.join('.'));
-        return `${path}${envName ? ` (from ${envName})` : ''}: ${issue.message}${shownValue(issue.path, valueAt(input, issue.path))}`;
+        // A problem that names its value in its own words is not followed by it; a mapping is never shown (it may hold a key).
+        const said = issue.code === 'custom' && (issue.params as { said?: boolean } | undefined)?.said === true;
+        const shown = said ? '' : shownValue(issue.path, valueAt(input, issue.path));
+        return `${path}${envName ? ` (from ${envName})` : ''}: ${issue.message}${shown}`;
       }),
     );
   }
+  const files = caFileProblems(result.data);
+  if (files.length > 0) throw new ConfigError(files);
   return deepFreeze(result.data);
+}
+
+/** A CA file that cannot be read or holds no PEM certificate: said now, not at the first TLS handshake. */
+function caFileProblems(config: Config): string[] {
+  const files: Array<[string, string | undefined]> = [
+    ['upstream.caFile', config.upstream.caFile],
+    ...Object.entries(config.upstreams ?? {}).map(([name, u]): [string, string | undefined] => [`upstreams.${name}.caFile`, u.caFile]),
+  ];
+  const problems: string[] = [];
+  for (const [key, file] of files) {
+    if (file === undefined) continue;
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (err) {
+      problems.push(`${key}: cannot be read: ${(err as Error).message}`);
+      continue;
+    }
+    if (!text.includes('-----BEGIN CERTIFICATE-----')) problems.push(`${key}: ${file} holds no PEM certificate (-----BEGIN CERTIFICATE-----)`);
+  }
+  return problems;
 }
 
 /** `upstream.api_key: unknown key; did you mean apiKey?`: a near key at that level, else one by that name elsewhere. */
@@ -157,13 +185,13 @@ function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
 
 /** The bad value as the problem line shows it: `; got "loud"`, with secrets masked. */
 function shownValue(path: readonly PropertyKey[], value: unknown): string {
-  if (value === undefined) return '';
+  if (value === undefined || (typeof value === 'object' && value !== null)) return '';
   const key = String(path.at(-1));
   if (key === 'apiKey' || path[0] === 'auth') return '; got [redacted]';
   const quoted = typeof value === 'string';
   let text = quoted ? value : JSON.stringify(value) ?? String(value);
   // A URL may carry a password (`redis://:pw@host`) or a key in its query.
-  if (typeof value === 'string' && /url$/i.test(key)) text = text.replace(/\/\/[^/@]*@/, '//[redacted]@').replace(/\?.*$/, '');
+  if (typeof value === 'string' && /(url|proxy)$/i.test(key)) text = text.replace(/\/\/[^/@]*@/, '//[redacted]@').replace(/\?.*$/, '');
   if (text.length > 80) text = `${text.slice(0, 77)}...`;
   return `; got ${quoted ? JSON.stringify(text) : text}`;
 }

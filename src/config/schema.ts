@@ -57,17 +57,72 @@ const server = z
   })
   .strict();
 
+/** The APIs the gateway serves, by the names routes and upstreams use. */
+export const API_NAMES = ['chat', 'responses', 'messages', 'gemini'] as const;
+const apiName = z.enum(API_NAMES);
+
+/** A forward proxy's URL, or `none`: straight to the upstream whatever HTTPS_PROXY says. */
+const proxySetting = z.union([z.literal('none'), httpUrl]);
+
+/**
+ * The default upstream (`upstream.url`, UPSTREAM_URL), and what every named upstream takes
+ * unless it sets its own: timeouts, the error-body bound, the preamble hold, egress.
+ */
 const upstream = z
   .object({
-    url: httpUrl.default(DEFAULTS.upstreamUrl),
+    url: httpUrl.optional(),
     apiKey: z.string().min(1).optional(),
     connectTimeoutMs: positiveInt.default(DEFAULTS.connectTimeoutMs),
     firstByteTimeoutMs: positiveInt.default(DEFAULTS.firstByteTimeoutMs),
     idleTimeoutMs: positiveInt.default(DEFAULTS.idleTimeoutMs),
     errorBodyLimitBytes: positiveInt.default(DEFAULTS.errorBodyLimitBytes),
     preambleHoldMs: positiveInt.max(2_147_483_647).default(DEFAULTS.preambleHoldMs),
+    proxy: proxySetting.optional(),
+    /** PEM file of CA certificates trusted for the upstream, on top of Node's own. */
+    caFile: z.string().min(1).optional(),
   })
   .strict();
+
+/** Where an upstream's compactions get their summaries, when not from the request's own upstream and model. */
+const upstreamSummarizer = z
+  .object({
+    /** Another configured upstream (its URL and its own key). */
+    upstream: z.string().min(1).optional(),
+    url: httpUrl.optional(),
+    api: apiName.optional(),
+    model: z.string().min(1).optional(),
+    apiKey: z.string().min(1).optional(),
+  })
+  .strict()
+  .refine((s) => !(s.upstream && s.url), 'takes upstream or url, not both');
+
+/** Upstream names are path prefixes (`/NAME/v1/...`) and metric labels: lowercase words. */
+export const UPSTREAM_NAME = /^[a-z][a-z0-9_-]{0,31}$/;
+
+const namedUpstream = z
+  .object({
+    url: httpUrl,
+    apiKey: z.string().min(1).optional(),
+    /** The APIs it serves; all of them by default. */
+    apis: z.array(apiName).min(1).optional(),
+    connectTimeoutMs: positiveInt.optional(),
+    firstByteTimeoutMs: positiveInt.optional(),
+    idleTimeoutMs: positiveInt.optional(),
+    proxy: proxySetting.optional(),
+    caFile: z.string().min(1).optional(),
+    summarizer: upstreamSummarizer.optional(),
+  })
+  .strict();
+
+const route = z
+  .object({
+    api: apiName.optional(),
+    /** A glob on the request's model: `*` any run of characters, `?` one. */
+    model: z.string().min(1).optional(),
+    upstream: z.string().min(1),
+  })
+  .strict()
+  .refine((r) => r.api !== undefined || r.model !== undefined, 'needs api or model (a route without either would match everything: that is defaultUpstream)');
 
 const auth = z
   .object({
@@ -139,7 +194,7 @@ const summarizer = z
   })
   .strict();
 
-export const configSchema = z
+const configObject = z
   .object({
     server: server.default(() => server.parse({})),
     upstream: upstream.default(() => upstream.parse({})),
@@ -148,19 +203,107 @@ export const configSchema = z
     compaction: compaction.default(() => compaction.parse({})),
     summarizer: summarizer.default(() => summarizer.parse({})),
     memory: memory.default(() => memory.parse({})),
+    /** Named upstreams, each served under `/NAME/v1/...` and picked by `routes`. */
+    upstreams: z.record(z.string(), namedUpstream).optional(),
+    /** The upstream of a request no path prefix or route picks. */
+    defaultUpstream: z.string().min(1).optional(),
+    /** First match wins; then defaultUpstream. */
+    routes: z.array(route).default([]),
   })
-  .strict()
-  .superRefine((config, ctx) => {
-    // With gateway keys, the client's Authorization carries a gateway key, which is never forwarded.
-    if (config.auth.keys.length > 0 && !config.upstream.apiKey) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['upstream', 'apiKey'],
-        message: 'is required when auth.keys is set (the gateway key is not forwarded upstream)',
-      });
+  .strict();
+
+export const configSchema = configObject.superRefine((config, ctx) => {
+  // With gateway keys, the client's Authorization carries a gateway key, which is never forwarded.
+  if (config.auth.keys.length > 0 && !config.upstreams && !config.upstream.apiKey) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['upstream', 'apiKey'],
+      message: 'is required when auth.keys is set (the gateway key is not forwarded upstream)',
+    });
+  }
+  // Each names the value it is about in its own words: the value is not shown again after it.
+  for (const problem of upstreamProblems(config)) ctx.addIssue({ code: 'custom', ...problem, params: { said: true } });
+});
+
+/** Paths the gateway serves itself: an upstream of one of these names would be shadowed, or shadow them. */
+const RESERVED_NAMES = new Set(['v1', 'v1beta', 'healthz', 'readyz', 'metrics']);
+
+/** Names that refer to no upstream, and names that cannot be prefixes; each a problem at its key. */
+function upstreamProblems(config: z.infer<typeof configObject>): Array<{ path: PropertyKey[]; message: string }> {
+  const problems: Array<{ path: PropertyKey[]; message: string }> = [];
+  const named = config.upstreams ?? {};
+  const names = new Set(Object.keys(named));
+  // upstream.url (UPSTREAM_URL) beside named upstreams is one more, named `default`.
+  const implicit = config.upstreams !== undefined && (config.upstream.url !== undefined || config.upstream.apiKey !== undefined);
+  if (implicit && names.has('default')) {
+    problems.push({ path: ['upstreams', 'default'], message: 'two upstreams are named default (prefix /default): upstream.url (UPSTREAM_URL) defines one beside upstreams; drop one of them' });
+  }
+  if (implicit && config.upstream.url === undefined) {
+    problems.push({ path: ['upstream', 'apiKey'], message: 'is set without upstream.url: beside upstreams it defines an upstream named default, which needs its url (or put the key on a named upstream)' });
+  }
+  if (implicit) names.add('default');
+  // Without a URL of its own the summarizer is each request's upstream: one key for all of them would reach every provider.
+  if (config.upstreams !== undefined && config.summarizer.apiKey !== undefined && config.summarizer.url === undefined) {
+    problems.push({
+      path: ['summarizer', 'apiKey'],
+      message: "is set without summarizer.url beside upstreams: it would go to every upstream's summarizer calls; set summarizer.url (the key goes there only), or give the upstream that needs it its own summarizer.apiKey",
+    });
+  }
+  for (const name of Object.keys(named)) {
+    if (!UPSTREAM_NAME.test(name)) problems.push({ path: ['upstreams', name], message: 'an upstream name is a lowercase word (a-z, digits, - and _, at most 32): it is the path prefix /NAME and a metric label' });
+    else if (RESERVED_NAMES.has(name)) problems.push({ path: ['upstreams', name], message: `the prefix /${name} would shadow the gateway's own /${name}: choose another name` });
+  }
+  const known = [...names].sort().join(', ') || '(none)';
+  const servesApi = (name: string, api: string) => name === 'default' && !named.default ? true : (named[name]?.apis ?? API_NAMES).includes(api as never);
+  if (config.upstreams !== undefined && names.size === 0) problems.push({ path: ['upstreams'], message: 'is empty: name at least one upstream, or leave it out and set upstream.url' });
+  if (config.defaultUpstream !== undefined && !names.has(config.defaultUpstream)) {
+    problems.push({ path: ['defaultUpstream'], message: `names no upstream: ${JSON.stringify(config.defaultUpstream)}; the upstreams are ${known}` });
+  }
+  if (config.defaultUpstream !== undefined && config.upstreams === undefined) {
+    problems.push({ path: ['defaultUpstream'], message: 'needs upstreams: with upstream.url alone there is one upstream, and every request goes to it' });
+  }
+  config.routes.forEach((r, i) => {
+    if (config.upstreams === undefined) problems.push({ path: ['routes', i], message: 'needs upstreams: with upstream.url alone there is one upstream to route to' });
+    else if (!names.has(r.upstream)) problems.push({ path: ['routes', i, 'upstream'], message: `names no upstream: ${JSON.stringify(r.upstream)}; the upstreams are ${known}` });
+    else if (r.api !== undefined && !servesApi(r.upstream, r.api)) {
+      problems.push({ path: ['routes', i], message: `routes the ${r.api} API to ${r.upstream}, which does not serve it (its apis: ${named[r.upstream]!.apis!.join(', ')})` });
     }
   });
+  problems.push(...sharedOriginProblems(config, implicit));
+  for (const [name, u] of Object.entries(named)) {
+    const other = u.summarizer?.upstream;
+    if (other !== undefined && !names.has(other)) problems.push({ path: ['upstreams', name, 'summarizer', 'upstream'], message: `names no upstream: ${JSON.stringify(other)}; the upstreams are ${known}` });
+    else if (other !== undefined && u.summarizer?.api !== undefined && !servesApi(other, u.summarizer.api)) {
+      problems.push({ path: ['upstreams', name, 'summarizer', 'api'], message: `is ${u.summarizer.api}, which ${other} does not serve (its apis: ${named[other]!.apis!.join(', ')})` });
+    }
+  }
+  return problems;
+}
 
 export type Config = z.infer<typeof configSchema>;
 /** What a caller may pass: every key optional, as in a config file. */
 export type ConfigInput = z.input<typeof configSchema>;
+
+/** Upstreams on one origin share its connection pool, so they must agree on how it connects. */
+function sharedOriginProblems(config: z.infer<typeof configObject>, implicit: boolean): Array<{ path: PropertyKey[]; message: string }> {
+  const shared = config.upstream;
+  const entries: Array<[name: string, url: string, egress: Record<string, unknown>]> = [];
+  if (implicit && shared.url) entries.push(['default', shared.url, {}]);
+  for (const [name, u] of Object.entries(config.upstreams ?? {})) entries.push([name, u.url, u]);
+  const first = new Map<string, { name: string; egress: string }>();
+  const problems: Array<{ path: PropertyKey[]; message: string }> = [];
+  for (const [name, url, u] of entries) {
+    const keys = ['proxy', 'caFile', 'connectTimeoutMs', 'firstByteTimeoutMs', 'idleTimeoutMs'] as const;
+    const egress = JSON.stringify(keys.map((k) => u[k] ?? shared[k]));
+    const origin = new URL(url).origin;
+    const seen = first.get(origin);
+    if (!seen) first.set(origin, { name, egress });
+    else if (seen.egress !== egress) {
+      problems.push({
+        path: name === 'default' ? ['upstream'] : ['upstreams', name],
+        message: `shares the origin ${origin} with ${seen.name} but not its ${keys.join(', ')}: the gateway keeps one connection pool per origin; give them the same`,
+      });
+    }
+  }
+  return problems;
+}

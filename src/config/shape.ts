@@ -10,6 +10,8 @@ export function schemaAt(path: readonly PropertyKey[]): z.ZodType | undefined {
   for (const key of path) {
     if (node instanceof z.ZodObject) node = (node.shape as Record<PropertyKey, z.ZodType>)[key];
     else if (node instanceof z.ZodArray) node = node.element as z.ZodType;
+    // A mapping of names (upstreams): every name holds the same shape.
+    else if (node instanceof z.ZodRecord) node = node.valueType as z.ZodType;
     else return undefined;
     if (!node) return undefined;
     node = bare(node);

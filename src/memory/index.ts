@@ -47,7 +47,6 @@ export class CompactionMemory {
     private readonly store: MemoryStore,
     registry: Registry,
     private readonly log: FastifyBaseLogger,
-    private readonly upstream: string,
   ) {
     this.lookups = new Counter({
       name: 'gateway_memory_lookups_total',
@@ -86,8 +85,8 @@ export class CompactionMemory {
   }
 
   /** The newest remembered compaction whose span this request repeats exactly, if any. */
-  async recall(tenant: string, api: string, model: string, items: readonly unknown[], fixedEnd: number): Promise<Recalled | null> {
-    const session = this.session(tenant, api, model, items, fixedEnd);
+  async recall(tenant: string, upstream: string, api: string, model: string, items: readonly unknown[], fixedEnd: number): Promise<Recalled | null> {
+    const session = this.session(tenant, upstream, api, model, items, fixedEnd);
     const entries = await this.guard('read', () => this.store.entries(session), []);
     const after = items.length - fixedEnd;
     // A span must leave something after it: the request the agent added since.
@@ -127,18 +126,19 @@ export class CompactionMemory {
     return this.store.mayHaveTenants();
   }
 
-  session(tenant: string, api: string, model: string, items: readonly unknown[], fixedEnd: number): string {
-    return sessionKey(tenant, this.upstream, api, model, items, fixedEnd);
+  /** `upstream`: the upstream's memory key (its name and URL; upstreams.ts), so no two upstreams share what is remembered. */
+  session(tenant: string, upstream: string, api: string, model: string, items: readonly unknown[], fixedEnd: number): string {
+    return sessionKey(tenant, upstream, api, model, items, fixedEnd);
   }
 
   /** What rejections taught about this tenant's requests to this upstream and model, as believed for a request of `bytes`. */
-  async limitFor(tenant: string, model: string, bytes: number): Promise<Bounds | undefined> {
-    return believed(await this.guard('read', () => this.store.limit(this.limitKey(tenant, model)), undefined), bytes);
+  async limitFor(tenant: string, upstream: string, model: string, bytes: number): Promise<Bounds | undefined> {
+    return believed(await this.guard('read', () => this.store.limit(limitKey(tenant, upstream, model)), undefined), bytes);
   }
 
   /** Adds a refusal's lesson (limits.ts lessonOf); the tenant is marked, so its accepted requests can loosen it. */
-  async learn(tenant: string, model: string, lesson: LearnedLimit): Promise<void> {
-    const key = this.limitKey(tenant, model);
+  async learn(tenant: string, upstream: string, model: string, lesson: LearnedLimit): Promise<void> {
+    const key = limitKey(tenant, upstream, model);
     await this.guard('write', async () => {
       await this.store.learn(key, lesson);
       await this.store.markTenant(tenant);
@@ -150,18 +150,13 @@ export class CompactionMemory {
   }
 
   /** A request of `bytes` was accepted: whatever it disproves of what was learned is dropped. */
-  async accepted(tenant: string, model: string, bytes: number): Promise<void> {
-    const key = this.limitKey(tenant, model);
+  async accepted(tenant: string, upstream: string, model: string, bytes: number): Promise<void> {
+    const key = limitKey(tenant, upstream, model);
     const known = await this.guard('read', () => this.store.limit(key), undefined);
     const rest = known ? loosened(known, bytes) : null;
     if (!rest) return;
     await this.guard('write', () => this.store.replaceLimit(key, rest), undefined);
     this.log.info({ model, bytes, was: known, now: rest }, `an accepted request of ${bytes} bytes disproved a limit learned for its model; dropped`);
-  }
-
-  /** One key per tenant, upstream and model, of fixed length: a model name is the client's string. */
-  private limitKey(tenant: string, model: string): string {
-    return createHash('sha256').update(`${tenant}\0${this.upstream}\0${model.length}:${model}`).digest('hex').slice(0, 40);
   }
 
   close(): Promise<void> {
@@ -213,5 +208,10 @@ export function createMemory(config: Readonly<Config>, registry: Registry, log: 
   const store = config.memory.redisUrl
     ? new RedisStore(config.memory.redisUrl, config.memory.ttlSeconds)
     : new LocalStore(config.memory.maxBytes, config.memory.ttlSeconds);
-  return new CompactionMemory(store, registry, log, config.upstream.url);
+  return new CompactionMemory(store, registry, log);
+}
+
+/** One key per tenant, upstream and model, of fixed length: a model name is the client's string. */
+function limitKey(tenant: string, upstream: string, model: string): string {
+  return createHash('sha256').update(`${tenant}\0${upstream}\0${model.length}:${model}`).digest('hex').slice(0, 40);
 }

@@ -15,7 +15,7 @@ export async function attempt(
 ): Promise<InspectedAnswer> {
   const { deps } = ctx;
   const answer = await callUpstream(deps.dispatcher, {
-    target: deps.target,
+    target: ctx.upstream.target,
     path: ctx.path,
     method: 'POST',
     headers,
@@ -25,7 +25,7 @@ export async function attempt(
   ctx.notes.upstreamStatus = answer.status;
   ctx.notes.upstreamTtfbMs = answer.ttfbMs;
   ctx.notes.streamed = String(answer.headers['content-type'] ?? '').includes('text/event-stream');
-  deps.metrics.upstreamTtfb.observe(ctx.notes.route ?? ctx.dialect.api, answer.ttfbMs / 1000);
+  deps.metrics.upstreamTtfb.observe(ctx.notes.route ?? ctx.dialect.api, answer.ttfbMs / 1000, ctx.upstream.name);
   const whole = rewritten && ctx.dialect.droppedState !== null;
   return inspect(answer, deps.config.upstream, ctx.dialect.streamEvent, whole);
 }

@@ -5,7 +5,7 @@ import type { Dialect } from '../dialects/types.js';
 import type { CompactionMemory } from '../memory/index.js';
 import type { Metrics } from '../metrics.js';
 import type { ClientGone } from '../upstream/client-gone.js';
-import type { UpstreamTarget } from '../upstream/target.js';
+import type { Upstream, Upstreams } from '../upstream/upstreams.js';
 import { rescueCost, type Release, type RescueBudget } from './budget.js';
 import type { IncomingRequest } from './request.js';
 
@@ -13,7 +13,7 @@ import type { IncomingRequest } from './request.js';
 export interface RescueDeps {
   config: Readonly<Config>;
   dispatcher: Dispatcher;
-  target: UpstreamTarget;
+  upstreams: Upstreams;
   metrics: Metrics;
   /** What the gateway remembers of past compactions; null when memory is off. */
   memory: CompactionMemory | null;
@@ -24,6 +24,8 @@ export interface RescueDeps {
 /** One request on its way through the rescue. */
 export interface RescueContext {
   deps: RescueDeps;
+  /** Where the request was routed: its URL, its own key, its memory, its summarizer. */
+  upstream: Upstream;
   dialect: Dialect;
   /** The upstream path the request goes to (base path included) and its query. */
   path: string;
@@ -38,7 +40,7 @@ export interface RescueContext {
   /** Fires when the client leaves: cancels upstream and summarizer work. */
   gone: ClientGone;
   /** What the access log tells; `model` as read off the body's first bytes (never parsed for it). */
-  notes: { compaction?: string; upstreamStatus?: number; upstreamTtfbMs?: number; streamed?: boolean; route?: string; model?: string };
+  notes: { compaction?: string; upstreamStatus?: number; upstreamTtfbMs?: number; streamed?: boolean; route?: string; model?: string; upstream?: string };
   /** This request's share of the rescue budget while its body is read for a rescue (see holdBudget). */
   held?: Release;
 }

@@ -13,7 +13,7 @@ import { attempt } from './attempt.js';
 import { holdBudget, markedHeaders, modelOf, optedOut, tooManyItems, type RescueContext } from './context.js';
 import { compactAhead, learnedBounds, learnFrom, memoryAhead, noteAccepted, recallFor, rememberSpan, rewriteOf, type Rewrite } from './memory.js';
 import { compactionHeader, countCompaction, countRescue, logDecision, seconds, type RescueRecord, type ReplayResult } from './report.js';
-import { noCredentials, sameOrigin } from './summarizer-credentials.js';
+import { noCredentials, summarizerDestination } from './summarizer-credentials.js';
 
 /*
  * The rescue, written once for every API: attempt -> overlong and nothing sent yet? -> make the
@@ -86,8 +86,8 @@ async function rescue(
   const judged = json ? first.judge(json) : verdict;
   if (!judged.overlong) return { answer: first };
   const { reason, limits } = judged;
-  const record: RescueRecord = { api: dialect.api, outcome: 'disabled', trigger: 'rejected', reason, rejectedStatus: first.answer.status };
-  deps.metrics.overlong.inc({ api: dialect.api, reason });
+  const record: RescueRecord = { api: dialect.api, upstream: ctx.upstream.name, outcome: 'disabled', trigger: 'rejected', reason, rejectedStatus: first.answer.status };
+  deps.metrics.overlong.inc({ api: dialect.api, reason, upstream: ctx.upstream.name });
   if (!hold.held) return shed(ctx, record, first, hold.cost);
   if (json) await learnFrom(ctx, judged, rejectedBytes);
   if (deps.config.compaction.maxReplays === 0 || optedOut(ctx)) return passThrough(ctx, record, first);
@@ -285,17 +285,21 @@ function replayResult(replay: InspectedAnswer): ReplayResult {
  * own model, its calls are sized to what `target` knows of that model's window.
  */
 function summarizerFor(ctx: RescueContext, target: SizeTarget): SummarizerTarget {
-  const s = ctx.deps.config.summarizer;
-  const wire = DIALECTS[s.api ?? ctx.dialect.api].summarizer;
-  const model = s.model ?? modelOf(ctx) ?? '';
-  const url = s.url ?? ctx.deps.config.upstream.url;
-  // The request's own credentials are the upstream's: never sent to another origin.
-  const own = s.apiKey ? keyHeaders(wire.credential, s.apiKey) : sameOrigin(url, ctx.deps.config.upstream.url) ? requestCredentials(ctx) : noCredentials(ctx.deps.config, ctx.log);
+  const destination = summarizerDestination(ctx.deps.config, ctx.deps.upstreams, ctx.upstream);
+  const { url, credential } = destination;
+  // Another upstream by name speaks one of its own APIs: the request's when it serves it.
+  const served = destination.upstream?.apis;
+  const api = destination.api ?? (served && !served.has(ctx.dialect.api) ? [...served][0] : ctx.dialect.api);
+  const wire = DIALECTS[api].summarizer;
+  const model = destination.model ?? modelOf(ctx) ?? '';
+  // The request's own credentials are its upstream's: never sent to another origin.
+  const own =
+    credential.kind === 'key' ? keyHeaders(wire.credential, credential.key) : credential.kind === 'request' ? requestCredentials(ctx) : noCredentials(ctx.deps.config, ctx.upstream, destination, ctx.log);
   const same = (a: string, b: string) => a.replace(/\/+$/, '') === b.replace(/\/+$/, '');
-  const ownModel = same(url, ctx.deps.config.upstream.url) && (s.api ?? ctx.dialect.api) === ctx.dialect.api && (s.model === undefined || s.model === modelOf(ctx));
+  const ownModel = same(url, ctx.upstream.url) && api === ctx.dialect.api && (destination.model === undefined || destination.model === modelOf(ctx));
   // The provider's own compaction reads the request's own items and its window is bound to them:
   // only the upstream itself, in the request's API, model and credentials.
-  const providerCompaction = s.providerCompaction && ownModel && !s.apiKey;
+  const providerCompaction = ctx.deps.config.summarizer.providerCompaction && ownModel && credential.kind === 'request';
   const window = { bounds: ownModel ? target.bounds ?? {} : {}, bytesPerToken: target.bytesPerToken };
   return {
     url,
@@ -332,9 +336,13 @@ function callFit(bounds: Bounds, bytesPerToken: number, tokens: number): number 
   return fitFor({ ...bounds, completionCounted: true }, bytesPerToken, tokens);
 }
 
-/** The credentials the request went upstream with; a Gemini key sent as `?key=` as the header it stands for. */
+/**
+ * The credentials the request went upstream with; a Gemini key sent as `?key=` as the header it
+ * stands for. A gateway in front (Portkey) reads its own key and routing from `x-portkey-*`
+ * headers: they go along too, to the same upstream only.
+ */
 function requestCredentials(ctx: RescueContext): Record<string, string> {
-  const headers = pickHeaders(ctx.headers, CLIENT_CREDENTIALS);
+  const headers = pickHeaders(ctx.headers, [...CLIENT_CREDENTIALS, ...Object.keys(ctx.headers).filter((name) => name.startsWith('x-portkey-'))]);
   const queryKey = ctx.clientHeaders['x-goog-api-key'];
   if (Object.keys(headers).length === 0 && typeof queryKey === 'string') headers['x-goog-api-key'] = queryKey;
   return headers;

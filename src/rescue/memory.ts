@@ -44,7 +44,7 @@ export async function learnFrom(ctx: RescueContext, verdict: Verdict, rejectedBy
   // Per model only what does not depend on the content: a stated window, a body limit, a refused
   // size. How many bytes a token takes is the conversation's (kept with its compaction).
   const lesson = lessonOf(verdict.reason, verdict.limits, rejectedBytes);
-  if (tenant && Object.keys(lesson).length > 0) await memory.learn(tenant, model, lesson);
+  if (tenant && Object.keys(lesson).length > 0) await memory.learn(tenant, ctx.upstream.memoryKey, model, lesson);
 }
 
 /** What rejections taught about the request's tenant and model, as far as it is believed for this request's size. */
@@ -52,7 +52,7 @@ export async function learnedBounds(ctx: RescueContext): Promise<Bounds | undefi
   const memory = ctx.deps.memory;
   const model = modelOf(ctx);
   const tenant = memory && model ? tenantFor(ctx) : null;
-  return memory && model && tenant ? memory.limitFor(tenant, model, ctx.incoming.bytes) : undefined;
+  return memory && model && tenant ? memory.limitFor(tenant, ctx.upstream.memoryKey, model, ctx.incoming.bytes) : undefined;
 }
 
 /**
@@ -67,7 +67,7 @@ export async function noteAccepted(ctx: RescueContext, bytes: number): Promise<v
   const tenant = memory?.mayKnowTenants() ? tenantFor(ctx) : null;
   if (!memory || !tenant || !(await knows(ctx, memory, tenant))) return;
   const model = ctx.pathModel ?? ctx.notes.model;
-  if (model) await memory.accepted(tenant, model, bytes);
+  if (model) await memory.accepted(tenant, ctx.upstream.memoryKey, model, bytes);
 }
 
 /** Whether memory knows the request's tenant, asked once a request (a compaction ahead and the acceptance after it share the answer). */
@@ -84,7 +84,7 @@ export async function recallFor(ctx: RescueContext, conversation: Conversation):
   const memory = ctx.deps.memory;
   const tenant = memory ? tenantFor(ctx) : null;
   if (!memory || !tenant) return null;
-  const recalled = await memory.recall(tenant, ctx.dialect.api, modelOf(ctx) ?? '', conversation.items, keptPrefixEnd(conversation));
+  const recalled = await memory.recall(tenant, ctx.upstream.memoryKey, ctx.dialect.api, modelOf(ctx) ?? '', conversation.items, keptPrefixEnd(conversation));
   memory.countLookup(recalled);
   return recalled;
 }
@@ -94,7 +94,7 @@ export async function rememberSpan(ctx: RescueContext, conversation: Conversatio
   const memory = ctx.deps.memory;
   const tenant = memory ? tenantFor(ctx) : null;
   if (!memory || !tenant) return;
-  const session = recalled?.session ?? memory.session(tenant, ctx.dialect.api, modelOf(ctx) ?? '', conversation.items, span.fixedEnd);
+  const session = recalled?.session ?? memory.session(tenant, ctx.upstream.memoryKey, ctx.dialect.api, modelOf(ctx) ?? '', conversation.items, span.fixedEnd);
   await memory.remember(session, tenant, conversation.items, span.fixedEnd, {
     spanLength: span.spanLength,
     pinnedOffsets: span.pinnedOffsets,
@@ -168,7 +168,7 @@ export async function compactAhead(ctx: RescueContext, memory: CompactionMemory,
   const json = await ctx.incoming.load();
   const conversation = json && !tooManyItems(json) ? ctx.dialect.read(json) : null;
   if (!json || !conversation) return null;
-  const recalled = await memory.recall(tenant, ctx.dialect.api, modelOf(ctx) ?? '', conversation.items, keptPrefixEnd(conversation));
+  const recalled = await memory.recall(tenant, ctx.upstream.memoryKey, ctx.dialect.api, modelOf(ctx) ?? '', conversation.items, keptPrefixEnd(conversation));
   if (!recalled) return null;
   memory.countLookup(recalled);
 
@@ -197,7 +197,7 @@ export async function compactAhead(ctx: RescueContext, memory: CompactionMemory,
   const remembered = { ...target, fitBytes: recalled.entry.fitBytes, aimBytes: recalled.entry.aimBytes };
   if (compaction.newSpan) await rememberSpan(ctx, conversation, compaction.newSpan, recalled, remembered);
   memory.countProactive();
-  const record: RescueRecord = { api: ctx.dialect.api, outcome: 'compacted', trigger: 'proactive', compaction, bound: compaction.bound, limit: 'learned', durationMs };
+  const record: RescueRecord = { api: ctx.dialect.api, upstream: ctx.upstream.name, outcome: 'compacted', trigger: 'proactive', compaction, bound: compaction.bound, limit: 'learned', durationMs };
   return { rewrite: rewriteOf(ctx, conversation, compaction, recalled, remembered), record };
 }
 

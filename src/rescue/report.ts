@@ -13,6 +13,8 @@ export type Remedy = 'clamp' | 'truncation' | 'compaction';
 /** Everything one rescue did, as the header, the log line and the metrics tell it. */
 export interface RescueRecord {
   api: Api;
+  /** The upstream it went to (its config name). */
+  upstream?: string;
   outcome: Outcome;
   /** What set it off: an overlong rejection, or memory before the first attempt. */
   trigger: 'rejected' | 'proactive';
@@ -157,8 +159,9 @@ function flat(r: RescueRecord): Record<string, unknown> {
 }
 
 export function countRescue(metrics: Metrics, r: RescueRecord, replay?: ReplayResult): void {
-  metrics.compactions.inc({ api: r.api, strategy: strategyOf(r) ?? 'none', outcome: r.outcome });
-  if (replay) metrics.replays.inc({ api: r.api, result: replay });
+  const upstream = r.upstream ?? 'default';
+  metrics.compactions.inc({ api: r.api, strategy: strategyOf(r) ?? 'none', outcome: r.outcome, upstream });
+  if (replay) metrics.replays.inc({ api: r.api, result: replay, upstream });
 }
 
 /** Counted when the decision is made, before the replay's answer is known. */

@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FastifyBaseLogger } from 'fastify';
 import type { RequestNotes } from '../context.js';
 import { lazyChildLogger } from '../logging.js';
+import { byPrefix } from '../upstream/upstreams.js';
 import type { RescueDeps } from '../rescue/context.js';
 import { collectBody } from './request-body.js';
 import { serveRescued, type RescuedEndpoint, type RescuedExchange } from './rescued.js';
@@ -51,7 +52,12 @@ export function frontDoor(opts: FrontDoorOptions): FrontDoor {
   return (req, res) => {
     const url = req.url ?? '';
     const query = url.indexOf('?');
-    const endpoint = req.method === 'POST' ? byPath.get(query < 0 ? url : url.slice(0, query)) : undefined;
+    if (req.method !== 'POST') return false;
+    const path = query < 0 ? url : url.slice(0, query);
+    // The endpoint itself, or under an upstream's prefix (`/anthropic/v1/messages`).
+    let endpoint = byPath.get(path);
+    const prefixed = endpoint ? null : byPrefix(opts.deps.upstreams, path);
+    if (prefixed) endpoint = byPath.get(prefixed.rest);
     if (!endpoint || opts.closing()) return false;
     if (opts.keyCheck && !opts.keyCheck(req.headers.authorization, req.headers['x-api-key'])) return false;
     if (Number(req.headers['content-length']) > limit || !PLAIN_MEDIA_TYPE.test(req.headers['content-type'] ?? '')) return false;
@@ -71,7 +77,7 @@ export function frontDoor(opts: FrontDoorOptions): FrontDoor {
     collectBody(req, limit, (err, chunks) => {
       if (err) opts.answerError(exchange, err);
       // serveRescued answers its own failures; what escapes it is a bug, answered as fastify would (500, logged).
-      else serveRescued(opts.deps, endpoint, exchange, chunks).catch((bug: Error) => opts.answerError(exchange, bug));
+      else serveRescued(opts.deps, endpoint, exchange, chunks, prefixed?.upstream).catch((bug: Error) => opts.answerError(exchange, bug));
     });
     return true;
   };

@@ -1,25 +1,31 @@
 import proxy from '@fastify/http-proxy';
 import type { IncomingMessage } from 'node:http';
 import { Transform } from 'node:stream';
-import { errorCodes, type FastifyInstance } from 'fastify';
+import { errorCodes, type FastifyInstance, type FastifyRequest } from 'fastify';
 import type { Dispatcher } from 'undici';
 import type { Config } from '../config/schema.js';
 import { GatewayError, failureLog, fromUpstreamFailure } from '../errors.js';
 import { DROP_FROM_STREAMED, requestHeadersForUpstream, responseHeadersForClient, type CredentialStyle } from '../upstream/headers.js';
-import { assertSafePath, type UpstreamTarget } from '../upstream/target.js';
+import { assertSafePath } from '../upstream/target.js';
+import { apiOfPath, type Upstream, type Upstreams } from '../upstream/upstreams.js';
+import { peekModel } from '../rescue/request.js';
 
 export interface PassthroughDeps {
   config: Readonly<Config>;
   dispatcher: Dispatcher;
-  target: UpstreamTarget;
+  upstreams: Upstreams;
+  /** The upstream of the prefix `/NAME` this registration serves; absent: the plain prefix, routed request by request. */
+  upstream?: Upstream;
   /** `/v1` (OpenAI, Anthropic), or `/v1beta` (Gemini, whose base URL is the origin: the prefix goes upstream as it came). */
   apiPrefix: '/v1' | '/v1beta';
 }
 
-
 /**
  * Every other /v1/* path (models, embeddings, completions, responses, audio, files...): bodies
  * streamed untouched both ways through @fastify/http-proxy, on the gateway's one dispatcher.
+ * Registered once per upstream under its prefix (`/openai/v1/*`), and once for the plain prefix,
+ * where each request goes where routing sends it: by its path's API (count_tokens is the Messages
+ * API's), the model its body's first bytes name where a route reads models, else the default.
  */
 export async function passthroughRoutes(app: FastifyInstance, deps: PassthroughDeps): Promise<void> {
   // reply-from logs every upstream failure itself, with its stack, before onError runs (and
@@ -29,34 +35,57 @@ export async function passthroughRoutes(app: FastifyInstance, deps: PassthroughD
     route.logLevel = 'error';
   });
   const log = app.log;
+  const { upstreams, apiPrefix, upstream: fixed } = deps;
+  const prefix = fixed ? `/${fixed.name}${apiPrefix}` : apiPrefix;
+  const gatewayKeys = deps.config.auth.keys.length > 0;
+  const routed = new WeakMap<object, Upstream>();
+  const upstreamOf = (request: object) => routed.get(request) ?? fixed!;
+  /** The request's path as the upstream's API has it: without the upstream's prefix. */
+  const apiPath = (url: string) => (fixed ? url.slice(fixed.name.length + 1) : url);
   // In place of the plugin's own parsers (which hand the body on unchecked): the same stream, within the body limit.
   const limit = deps.config.server.bodyLimitBytes;
-  app.addContentTypeParser('application/json', (_request, payload, done) => limited(payload, limit, done));
-  app.addContentTypeParser('*', (_request, payload, done) => limited(payload, limit, done));
+  const readModel = !fixed && upstreams.readsModel;
+  const parse = (request: FastifyRequest, payload: IncomingMessage, done: (err: Error | null, body?: unknown) => void) =>
+    readModel ? withModelRead(request, payload, () => limited(payload, limit, done)) : limited(payload, limit, done);
+  app.addContentTypeParser('application/json', parse);
+  app.addContentTypeParser('*', parse);
   await app.register(proxy, {
     proxyPayloads: false,
-    upstream: deps.target.origin,
-    prefix: deps.apiPrefix,
-    rewritePrefix: deps.apiPrefix === '/v1' ? deps.target.basePath : `${deps.target.basePath}/v1beta`,
+    upstream: fixed ? fixed.target.origin : '',
+    prefix,
+    rewritePrefix: fixed ? upstreamPrefix(fixed, apiPrefix) : apiPrefix,
     undici: deps.dispatcher,
     disableRequestLogging: true,
+    // The plain prefix: the path under the routed upstream's base path.
+    handler: fixed ? undefined : (request, reply, dest, options) => reply.from(upstreamPrefix(upstreamOf(request), apiPrefix) + dest.slice(apiPrefix.length), options),
     preHandler: async (request) => {
-      const url = request.raw.url ?? '';
+      const url = apiPath(request.raw.url ?? '');
       const q = url.indexOf('?');
-      assertPassthroughPath(q >= 0 ? url.slice(0, q) : url, deps.apiPrefix);
+      const path = q >= 0 ? url.slice(0, q) : url;
+      assertPassthroughPath(path, apiPrefix);
+      const api = apiOfPath(path);
+      const chosen = fixed ? upstreams.prefixed(fixed, api) : upstreams.pick(api, request.notes?.model);
+      if ('refused' in chosen) throw new GatewayError('no_upstream', chosen.refused);
+      routed.set(request, chosen);
+      if (request.notes) request.notes.upstream = chosen.name;
     },
     replyOptions: {
+      ...(fixed ? {} : { getUpstream: (request: object) => upstreamOf(request).target.origin }),
       rewriteRequestHeaders: (request, headers) => {
-        const style = credentialStyle(request.url);
+        const target = upstreamOf(request);
+        const style = credentialStyle(apiPath(request.url));
         const hop = { address: request.raw.socket.remoteAddress, host: request.headers.host };
-        const out = requestHeadersForUpstream(headers, request.id, { apiKey: deps.config.upstream.apiKey, style }, hop, DROP_FROM_STREAMED);
+        const out = requestHeadersForUpstream(headers, request.id, { apiKey: target.apiKey, style, gatewayKeys }, hop, DROP_FROM_STREAMED);
         // reply-from set host to the upstream's; keep it.
         out.host = String(headers.host);
         return out;
       },
+      // A Gemini key in the query is the client's: it goes no further where the gateway sends its own, or is a gateway key.
+      queryString: (search, reqUrl, request) => withoutQueryKey(search || queryOf(reqUrl), upstreamOf(request).apiKey !== undefined || gatewayKeys),
       rewriteHeaders: (headers, request) => responseHeadersForClient(headers, request?.id ?? '') as typeof headers,
       onError: (reply, { error }) => {
         const cause = (error as { cause?: unknown }).cause ?? error;
+        const api = apiOfPath(apiPath(reply.request.url));
         if (reply.request.raw.socket.destroyed) {
           // The client left (or was cut for sending too slowly) mid-body: nobody to answer, and not the upstream's doing.
           log.info({ requestId: reply.request.id, reason: (cause as Error)?.message }, 'client disconnected; upstream request aborted');
@@ -64,13 +93,13 @@ export async function passthroughRoutes(app: FastifyInstance, deps: PassthroughD
         }
         if (isTooLarge(cause)) {
           // The body passed the limit on its way up: the upstream request is aborted; the client may still be sending.
-          reply.code(413).header('connection', 'close').send(new GatewayError('request_too_large').toJSON());
+          reply.code(413).header('connection', 'close').send(new GatewayError('request_too_large').bodyFor(api));
           return;
         }
         const gatewayError = error instanceof GatewayError ? error : fromUpstreamFailure(cause);
         const { fields, message } = failureLog(gatewayError);
-        log.warn({ requestId: reply.request.id, ...fields }, message);
-        reply.code(gatewayError.status).header('content-type', 'application/json; charset=utf-8').send(gatewayError.toJSON());
+        log.warn({ requestId: reply.request.id, upstream: upstreamOf(reply.request).name, ...fields }, message);
+        reply.code(gatewayError.status).header('content-type', 'application/json; charset=utf-8').send(gatewayError.bodyFor(api));
       },
       // Pass every answer through as it came: no hidden retries of a client's request.
       retryDelay: () => null,
@@ -78,6 +107,45 @@ export async function passthroughRoutes(app: FastifyInstance, deps: PassthroughD
   });
 }
 
+/** Where an API prefix goes under an upstream's base URL: `/v1` is the base path itself; `/v1beta` goes on after it. */
+function upstreamPrefix(upstream: Upstream, apiPrefix: '/v1' | '/v1beta'): string {
+  return apiPrefix === '/v1' ? upstream.target.basePath : `${upstream.target.basePath}/v1beta`;
+}
+
+function queryOf(url: string): string {
+  const q = url.indexOf('?');
+  return q < 0 ? '' : url.slice(q);
+}
+
+/** The query as it goes upstream (without its `?`), less `key` when that is not the client's to send on. */
+function withoutQueryKey(search: string, drop: boolean): string {
+  const query = search.startsWith('?') ? search.slice(1) : search;
+  if (!drop || !query.includes('key=')) return query;
+  const params = new URLSearchParams(query);
+  params.delete('key');
+  return params.toString();
+}
+
+/**
+ * Where a route reads models: the model the body's first bytes name (peekModel, as the access log
+ * reads it; never parsed for it) is noted before routing. The bytes read go back to the stream.
+ */
+function withModelRead(request: Pick<FastifyRequest, 'notes'>, payload: IncomingMessage, next: () => void): void {
+  const onReadable = () => {
+    payload.off('end', onEnd);
+    const chunk = payload.read() as Buffer | null;
+    if (chunk) {
+      if (request.notes) request.notes.model = peekModel(chunk);
+      payload.unshift(chunk);
+    }
+    next();
+  };
+  const onEnd = () => {
+    payload.off('readable', onReadable);
+    next();
+  };
+  payload.once('readable', onReadable).once('end', onEnd);
+}
 
 /**
  * A body streamed upstream as it arrives, within the limit: a declared length over it is refused

@@ -10,6 +10,7 @@ import { ClientGone } from '../upstream/client-gone.js';
 import { collectBody, type ReceivedBody } from './request-body.js';
 import { requestHeadersForUpstream, type CredentialStyle } from '../upstream/headers.js';
 import { ClientResponse } from '../upstream/relay.js';
+import type { Upstream } from '../upstream/upstreams.js';
 
 /** One API's rescued endpoint: where it listens, where it goes upstream, and its dialect. */
 export interface RescuedEndpoint {
@@ -28,7 +29,13 @@ export async function rescuedRoutes(app: FastifyInstance, opts: { deps: RescueDe
   app.removeAllContentTypeParsers();
   const limit = opts.deps.config.server.bodyLimitBytes;
   app.addContentTypeParser('*', (_request, payload, done) => collectBody(payload, limit, done));
-  for (const endpoint of opts.endpoints) app.post(endpoint.path, (request, reply) => handle(opts.deps, endpoint, request, reply));
+  for (const endpoint of opts.endpoints) {
+    app.post(endpoint.path, (request, reply) => handle(opts.deps, endpoint, request, reply));
+    // And under each upstream's prefix: `/anthropic/v1/messages` is /v1/messages against `anthropic`.
+    for (const upstream of opts.deps.upstreams.all) {
+      app.post(`/${upstream.name}${endpoint.path}`, (request, reply) => handle(opts.deps, endpoint, request, reply, upstream));
+    }
+  }
 }
 
 /** One request to a rescued endpoint, as fastify or the front door (front-door.ts) received it. */
@@ -44,37 +51,56 @@ export interface RescuedExchange {
   params?: Record<string, string>;
 }
 
-function handle(deps: RescueDeps, endpoint: RescuedEndpoint, request: FastifyRequest, reply: FastifyReply): Promise<void> {
+function handle(deps: RescueDeps, endpoint: RescuedEndpoint, request: FastifyRequest, reply: FastifyReply, prefixed?: Upstream): Promise<void> {
   reply.hijack();
   const params = (request.params ?? {}) as Record<string, string>;
   const exchange = { id: request.id, url: request.url, headers: request.headers, log: request.log, notes: request.notes!, res: reply.raw, params };
   const body = request.body as ReceivedBody | undefined;
   // The rescue holds the body as long as it needs it, not for as long as the answer streams.
   request.body = undefined;
-  return serveRescued(deps, endpoint, exchange, body);
+  return serveRescued(deps, endpoint, exchange, body, prefixed);
 }
 
 /**
  * The client's bytes go upstream unchanged, and no status is written to the client before the
  * upstream's answer has been seen (and, when it was refused as overlong, rescued).
  */
-export async function serveRescued(deps: RescueDeps, endpoint: RescuedEndpoint, exchange: RescuedExchange, body: ReceivedBody | undefined): Promise<void> {
+export async function serveRescued(
+  deps: RescueDeps,
+  endpoint: RescuedEndpoint,
+  exchange: RescuedExchange,
+  body: ReceivedBody | undefined,
+  prefixed?: Upstream,
+): Promise<void> {
   const params = exchange.params ?? {};
   const pathModel = endpoint.model?.(params);
+  const api = endpoint.dialect.api;
   exchange.notes.model = pathModel ?? peekModel(body?.decoded ?? body?.chunks[0]);
-  const client = new ClientResponse(exchange.res, exchange.id);
+  const client = new ClientResponse(exchange.res, exchange.id, api);
+  // The upstream: the one the prefix names, else the first route matching the API and the model as read off the body's first bytes, else the default.
+  const upstream = prefixed ? deps.upstreams.prefixed(prefixed, api) : deps.upstreams.pick(api, exchange.notes.model);
+  if ('refused' in upstream) {
+    // The client's base URL or model, not an operating condition: one plain line at info.
+    exchange.log.info({ api, model: exchange.notes.model }, `answered 404 no_upstream: ${upstream.refused}`);
+    client.sendError(new GatewayError('no_upstream', upstream.refused));
+    return;
+  }
+  exchange.notes.upstream = upstream.name;
   const gone = whenClientLeaves(exchange.res);
   const query = exchange.url.indexOf('?');
   const hop = { address: exchange.res.socket?.remoteAddress, host: exchange.headers.host };
-  const headers = requestHeadersForUpstream(exchange.headers, exchange.id, { apiKey: deps.config.upstream.apiKey, style: endpoint.credentials }, hop);
+  const gatewayKeys = deps.config.auth.keys.length > 0;
+  const headers = requestHeadersForUpstream(exchange.headers, exchange.id, { apiKey: upstream.apiKey, style: endpoint.credentials, gatewayKeys }, hop);
   // A stream whose failure may come after its preamble must be readable event by event.
   if (endpoint.dialect.streamEvent && headers['accept-encoding'] !== undefined) headers['accept-encoding'] = 'identity';
   const upstreamPath = typeof endpoint.upstreamPath === 'string' ? endpoint.upstreamPath : endpoint.upstreamPath(params);
-  const search = query >= 0 ? upstreamQuery(exchange.url.slice(query + 1), deps.config.upstream.apiKey !== undefined && endpoint.credentials === 'x-goog-api-key') : '';
+  const replacesKey = (upstream.apiKey !== undefined || gatewayKeys) && endpoint.credentials === 'x-goog-api-key';
+  const search = query >= 0 ? upstreamQuery(exchange.url.slice(query + 1), replacesKey) : '';
   const ctx = {
     deps,
+    upstream,
     dialect: endpoint.dialect,
-    path: `${deps.target.basePath}${upstreamPath}${search}`,
+    path: `${upstream.target.basePath}${upstreamPath}${search}`,
     incoming: readIncoming(body?.chunks, header(exchange.headers['content-encoding']), deps.config.server.bodyLimitBytes, body?.decoded),
     pathModel,
     headers,

@@ -1,17 +1,22 @@
-import { Agent, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
 import type { Config } from '../config/schema.js';
 import { fromUpstreamFailure } from '../errors.js';
+import { Egress, type EgressSettings } from './egress.js';
 import type { UpstreamTarget } from './target.js';
+import type { Upstreams } from './upstreams.js';
 
-/** One keep-alive dispatcher for every upstream call the gateway makes. */
-export function createDispatcher(upstream: Config['upstream']): Dispatcher {
-  return new Agent({
-    connect: { timeout: upstream.connectTimeoutMs },
-    headersTimeout: upstream.firstByteTimeoutMs,
-    bodyTimeout: upstream.idleTimeoutMs,
-    keepAliveTimeout: 30_000,
-    connections: null,
-  });
+/**
+ * The one dispatcher of every call the gateway makes: a keep-alive pool per origin, each
+ * upstream's with its own proxy, CA and timeouts; a summarizer's URL elsewhere with the shared
+ * settings (`upstream.*`) and the environment's proxy.
+ */
+export function createEgress(config: Readonly<Config>, upstreams: Upstreams, env: Record<string, string | undefined>): Egress {
+  const shared: EgressSettings = { ...config.upstream, proxy: config.upstream.proxy, caFile: undefined };
+  const origins = new Map<string, EgressSettings>();
+  for (const u of upstreams.all) if (!origins.has(u.target.origin)) origins.set(u.target.origin, u);
+  const summarizerUrls = [config.summarizer.url, ...upstreams.all.map((u) => u.summarizer.url)];
+  for (const url of summarizerUrls) if (url && !origins.has(new URL(url).origin)) origins.set(new URL(url).origin, shared);
+  return new Egress(origins, shared, env);
 }
 
 export interface UpstreamCall {

@@ -93,6 +93,8 @@ export interface CredentialOptions {
   apiKey?: string;
   /** `Authorization: Bearer <key>` (the default) or `x-api-key: <key>`. */
   style?: CredentialStyle;
+  /** The client's credentials are the gateway's own keys (auth.keys): never sent on, whether or not `apiKey` replaces them. */
+  gatewayKeys?: boolean;
 }
 
 /** Where clients put their credentials: OpenAI's Bearer token, Azure's api-key, x-api-key and Google's x-goog-api-key. */
@@ -118,8 +120,8 @@ export function requestHeadersForUpstream(
 ): Record<string, string | string[]> {
   const headers = endToEnd(incoming, drop);
   forwarded(headers, hop);
+  if (credentials.apiKey || credentials.gatewayKeys) for (const name of CLIENT_CREDENTIALS) delete headers[name];
   if (credentials.apiKey) {
-    for (const name of CLIENT_CREDENTIALS) delete headers[name];
     if (credentials.style === 'x-api-key' || credentials.style === 'x-goog-api-key') headers[credentials.style] = credentials.apiKey;
     else headers.authorization = `Bearer ${credentials.apiKey}`;
   }

@@ -1,5 +1,6 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
+import type { Api } from '../dialects/types.js';
 import type { GatewayError } from '../errors.js';
 import { responseHeadersForClient } from './headers.js';
 import { discard, type HeldBody } from './body.js';
@@ -13,6 +14,8 @@ export class ClientResponse {
   constructor(
     private readonly res: ServerResponse,
     private readonly requestId: string,
+    /** The API whose error shape the gateway's own errors take. */
+    private readonly api?: Api,
   ) {}
 
   /** Has any byte of the response (status line included) left for the client? */
@@ -45,13 +48,13 @@ export class ClientResponse {
     await pipeBody(answer.body, this.res);
   }
 
-  /** The gateway's own error, in OpenAI's shape. Only possible while nothing was sent. */
+  /** The gateway's own error, in its API's shape. Only possible while nothing was sent. */
   sendError(err: GatewayError, extra: OutgoingHttpHeaders = {}): void {
     if (this.committed) {
       this.res.destroy(err);
       return;
     }
-    const body = JSON.stringify(err.toJSON());
+    const body = JSON.stringify(err.bodyFor(this.api));
     this.res.writeHead(err.status, {
       'content-type': 'application/json; charset=utf-8',
       'content-length': Buffer.byteLength(body),

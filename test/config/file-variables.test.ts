@@ -54,7 +54,7 @@ describe('variables in the config file, through the built process', () => {
     proc = runGateway(['--config', config], { PROVIDER_ORIGIN: upstream.origin, MY_PROVIDER_KEY: 'sk-from-the-environment' });
     const origin = await listening(proc);
     await expect.poll(() => jsonLines(proc!).find((l) => l.msg === 'gateway ready'), { timeout: 10_000 }).toMatchObject({
-      upstream: upstream.baseUrl,
+      upstreams: [expect.objectContaining({ name: 'default', url: upstream.baseUrl, key: "the gateway's own (upstream.apiKey)" })],
       compaction: 'fallback',
     });
     const sdk = new OpenAI({ baseURL: `${origin}/v1`, apiKey: 'placeholder', maxRetries: 0, timeout: 10_000 });

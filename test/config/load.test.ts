@@ -24,7 +24,8 @@ describe('loadConfig', () => {
   it('has working defaults', () => {
     const config = loadConfig([], {});
     expect(config.server).toMatchObject({ host: '127.0.0.1', port: 8080, bodyLimitBytes: 64 * 1024 * 1024 });
-    expect(config.upstream.url).toBe('https://api.openai.com/v1');
+    expect(config.upstream.url).toBeUndefined();
+    expect(config.upstreams).toBeUndefined();
     expect(Object.isFrozen(config.upstream)).toBe(true);
   });
 

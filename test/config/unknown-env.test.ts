@@ -41,7 +41,7 @@ describe('unknown environment variables', () => {
 
     // What the operator would otherwise find out later: no provider key, no auth.
     const ready = jsonLines(proc).find((l) => l.msg === 'gateway ready');
-    expect(ready).toMatchObject({ upstreamKey: "the client's", auth: 'off' });
+    expect(ready).toMatchObject({ upstreams: [expect.objectContaining({ key: "the client's" })], auth: 'off' });
     const sdk = new OpenAI({ baseURL: `${origin}/v1`, apiKey: 'sk-client-own', maxRetries: 0, timeout: 10_000 });
     await sdk.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] });
     expect(upstream.received.at(-1)!.headers.authorization).toBe('Bearer sk-client-own');

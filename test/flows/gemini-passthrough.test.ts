@@ -26,7 +26,7 @@ it('countTokens is passed through, not rescued, its body and the key as sent', a
   const [sent] = upstream.received;
   expect([sent.url, sent.body.toString(), sent.headers['x-goog-api-key']]).toEqual(['/v1beta/models/gemini-3.1-pro-preview:countTokens', body, 'client-key']);
   const metrics = await (await fetch(`${gateway.origin}/metrics`)).text();
-  expect(metrics).toContain('gateway_http_requests_total{route="passthrough_gemini",method="POST",status_class="2xx"} 1');
+  expect(metrics).toContain('gateway_http_requests_total{route="passthrough_gemini",method="POST",status_class="2xx",upstream="default"} 1');
 });
 
 it('with the gateway\u2019s own key, it goes as x-goog-api-key instead of the client\u2019s', async () => {

@@ -342,7 +342,7 @@ describe('a summarizer that fails', () => {
     expect(turns.at(-1)!.parts).toEqual(lastIssued());
     const metrics = await (await fetch(`${origin}/metrics`)).text();
     expect(metrics).toContain('gateway_summarizer_failures_total{kind="unreachable"} 1');
-    expect(metrics).toContain('gateway_compactions_total{api="gemini",strategy="fallback",outcome="replayed"} 1');
+    expect(metrics).toContain('gateway_compactions_total{api="gemini",strategy="fallback",outcome="replayed",upstream="default"} 1');
   });
 });
 
@@ -425,17 +425,17 @@ describe('metrics', () => {
     await agent.turn(origin);
     const metrics = await (await fetch(`${origin}/metrics`)).text();
     const series = (prefix: string) => metrics.split('\n').filter((l) => l.startsWith(prefix) && !l.endsWith(' 0'));
-    expect(series('gateway_overlong_rejections_total{api="gemini"')).toEqual(['gateway_overlong_rejections_total{api="gemini",reason="context_length"} 1']);
-    expect(series('gateway_replays_total{api="gemini"')).toEqual(['gateway_replays_total{api="gemini",result="success"} 1']);
+    expect(series('gateway_overlong_rejections_total{api="gemini"')).toEqual(['gateway_overlong_rejections_total{api="gemini",reason="context_length",upstream="default"} 1']);
+    expect(series('gateway_replays_total{api="gemini"')).toEqual(['gateway_replays_total{api="gemini",result="success",upstream="default"} 1']);
     expect(series('gateway_compactions_total{api="gemini"')).toEqual([
-      'gateway_compactions_total{api="gemini",strategy="mask",outcome="replayed"} 1',
-      'gateway_compactions_total{api="gemini",strategy="mask",outcome="compacted"} 1',
+      'gateway_compactions_total{api="gemini",strategy="mask",outcome="replayed",upstream="default"} 1',
+      'gateway_compactions_total{api="gemini",strategy="mask",outcome="compacted",upstream="default"} 1',
     ]);
     expect(metrics).toContain('gateway_summarizer_calls_total 0');
     expect(series('gateway_compaction_removed_bytes_total{api="gemini"}')).toHaveLength(1);
     expect(metrics).toContain('gateway_proactive_compactions_total 1');
     expect(metrics).toContain('gateway_binding_refusals_total{api="gemini",request="compacted"} 0');
-    expect(metrics).toContain('gateway_http_requests_total{route="/v1beta/models/{model}:streamGenerateContent",method="POST",status_class="2xx"} 9');
+    expect(metrics).toContain('gateway_http_requests_total{route="/v1beta/models/{model}:streamGenerateContent",method="POST",status_class="2xx",upstream="default"} 9');
     for (const other of ['chat', 'responses', 'messages']) expect(series(`gateway_overlong_rejections_total{api="${other}"`)).toEqual([]);
   });
 });

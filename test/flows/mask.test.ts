@@ -54,7 +54,7 @@ it('masks the oldest outputs until the request fits: no summarizer call, every m
   expect(sent.at(-1)).toEqual(body.messages.at(-1));
 
   const metrics = await (await fetch(`${gateway.origin}/metrics`)).text();
-  expect(metrics).toContain('gateway_compactions_total{api="chat",strategy="mask",outcome="replayed"} 1');
+  expect(metrics).toContain('gateway_compactions_total{api="chat",strategy="mask",outcome="replayed",upstream="default"} 1');
   expect(metrics).toMatch(/gateway_compaction_removed_bytes_total\{api="chat"\} [1-9]\d{3,}/);
   expect(metrics).toContain('gateway_summarizer_calls_total 0');
 });

@@ -43,15 +43,15 @@ describe('/metrics', () => {
     const text = await scrape();
     const zero = (series: string) => expect(text).toContain(`${series} 0\n`);
     for (const api of ['chat', 'responses', 'messages']) {
-      zero(`gateway_overlong_rejections_total{api="${api}",reason="context_length"}`);
-      zero(`gateway_overlong_rejections_total{api="${api}",reason="body_too_large"}`);
-      zero(`gateway_compactions_total{api="${api}",strategy="summarize",outcome="replayed"}`);
-      zero(`gateway_replays_total{api="${api}",result="success"}`);
+      zero(`gateway_overlong_rejections_total{api="${api}",reason="context_length",upstream="default"}`);
+      zero(`gateway_overlong_rejections_total{api="${api}",reason="body_too_large",upstream="default"}`);
+      zero(`gateway_compactions_total{api="${api}",strategy="summarize",outcome="replayed",upstream="default"}`);
+      zero(`gateway_replays_total{api="${api}",result="success",upstream="default"}`);
     }
-    zero('gateway_compactions_total{api="chat",strategy="fallback",outcome="replay_failed"}');
-    zero('gateway_compactions_total{api="messages",strategy="clamp",outcome="replayed"}');
-    zero('gateway_compactions_total{api="responses",strategy="none",outcome="not_shrunk"}');
-    for (const result of ['success', 'upstream_error', 'still_overlong', 'failed']) zero(`gateway_replays_total{api="chat",result="${result}"}`);
+    zero('gateway_compactions_total{api="chat",strategy="fallback",outcome="replay_failed",upstream="default"}');
+    zero('gateway_compactions_total{api="messages",strategy="clamp",outcome="replayed",upstream="default"}');
+    zero('gateway_compactions_total{api="responses",strategy="none",outcome="not_shrunk",upstream="default"}');
+    for (const result of ['success', 'upstream_error', 'still_overlong', 'failed']) zero(`gateway_replays_total{api="chat",result="${result}",upstream="default"}`);
     for (const kind of ['timeout', 'unreachable', 'rejected', 'bad_response', 'aborted']) zero(`gateway_summarizer_failures_total{kind="${kind}"}`);
     zero('gateway_memory_store_errors_total{operation="read"}');
     zero('gateway_memory_store_errors_total{operation="write"}');

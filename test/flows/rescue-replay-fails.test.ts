@@ -35,8 +35,8 @@ it('an upstream that keeps rejecting: two calls, then its own error with outcome
     'replay-status': 400,
   });
   const metrics = await (await fetch(`${gateway.origin}/metrics`)).text();
-  expect(metrics).toMatch(/gateway_replays_total\{api="chat",result="still_overlong"\} 1/);
-  expect(metrics).toMatch(/gateway_compactions_total\{api="chat",strategy="summarize",outcome="replay_failed"\} 1/);
+  expect(metrics).toMatch(/gateway_replays_total\{api="chat",result="still_overlong",upstream="default"\} 1/);
+  expect(metrics).toMatch(/gateway_compactions_total\{api="chat",strategy="summarize",outcome="replay_failed",upstream="default"\} 1/);
 });
 
 it('a replay answered with a 500 is relayed as it came', async () => {

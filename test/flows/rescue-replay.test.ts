@@ -92,9 +92,9 @@ it('counts the rescue in metrics', async () => {
   await setup('openai_400');
   await postChat(gateway, agentRequest(60));
   const metrics = await (await fetch(`${gateway.origin}/metrics`)).text();
-  expect(metrics).toMatch(/gateway_overlong_rejections_total\{api="chat",reason="context_length"\} 1/);
-  expect(metrics).toMatch(/gateway_compactions_total\{api="chat",strategy="summarize",outcome="replayed"\} 1/);
-  expect(metrics).toMatch(/gateway_replays_total\{api="chat",result="success"\} 1/);
+  expect(metrics).toMatch(/gateway_overlong_rejections_total\{api="chat",reason="context_length",upstream="default"\} 1/);
+  expect(metrics).toMatch(/gateway_compactions_total\{api="chat",strategy="summarize",outcome="replayed",upstream="default"\} 1/);
+  expect(metrics).toMatch(/gateway_replays_total\{api="chat",result="success",upstream="default"\} 1/);
   // Each call sized to the window the error stated: several for this history.
   const summarizerCalls = provider.summarizerCalls().length;
   expect(summarizerCalls).toBeGreaterThanOrEqual(1);

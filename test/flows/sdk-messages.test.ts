@@ -57,7 +57,7 @@ async function expectOneReplay(response: Response, message: Anthropic.Message) {
   expect(message.content).toEqual([{ type: 'text', text: 'rescued answer' }]);
   // The replay's usage as the upstream reported it: the gateway leaves the answer untouched.
   expect(message.usage.input_tokens).toBe(tokensOf(calls[1].body.length));
-  expect(await replaysMetric()).toBe('gateway_replays_total{api="messages",result="success"} 1');
+  expect(await replaysMetric()).toBe('gateway_replays_total{api="messages",result="success",upstream="default"} 1');
   const warnings = gateway.logLines().filter((l) => l.level === 40 && /^upstream rejected the messages request as overlong/.test(l.msg));
   expect(warnings).toHaveLength(1);
   expect(warnings[0].compaction).toMatchObject({ api: 'messages', outcome: 'replayed' });

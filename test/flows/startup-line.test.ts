@@ -38,20 +38,30 @@ describe('the startup line', () => {
       COMPACTION_PROACTIVE: 'true',
     });
     await listening(proc);
-    await expect.poll(() => warnings(proc!).length, { timeout: 10_000 }).toBe(2);
+    await expect.poll(() => warnings(proc!).length, { timeout: 10_000 }).toBe(3);
     expect(ready(proc)).toMatchObject({
       config: expect.stringMatching(/config\/default\.yaml$/),
-      upstream: `${upstream.origin}/`,
-      upstreamKey: expect.stringMatching(/upstream\.apiKey/),
+      upstreams: [
+        {
+          name: 'default',
+          url: `${upstream.origin}/`,
+          prefix: '/default',
+          apis: 'chat,responses,messages,gemini',
+          key: "the gateway's own (upstream.apiKey)",
+          proxy: 'direct (no HTTPS_PROXY or HTTP_PROXY set)',
+          summarizer: 'http://127.0.0.1:9/v1, model small-model',
+        },
+      ],
+      defaultUpstream: 'default',
       auth: 'on (2 gateway keys)',
-      summarizer: 'http://127.0.0.1:9/v1, model small-model',
       memory: `redis redis://:***@127.0.0.1:${redisPort} (not reachable at start)`,
       proactive: true,
       version: VERSION,
       node: process.version,
       pid: proc.child.pid,
     });
-    const [noVersion, redisDown] = warnings(proc);
+    const [noVersion, uncredentialed, redisDown] = warnings(proc);
+    expect(uncredentialed).toMatch(/^the summarizer of upstream default is http:\/\/127\.0\.0\.1:9, which is not on default's origin and has no key of its own/);
     expect(noVersion).toMatch(new RegExp(`upstream\\.url ${upstream.origin}/ has no version path.*/v1`));
     expect(redisDown).toBe(
       `Redis at redis://:***@127.0.0.1:${redisPort} is not reachable (connection refused: nothing listens at that address). ` +
@@ -66,11 +76,9 @@ describe('the startup line', () => {
     await listening(proc);
     await expect.poll(() => ready(proc!), { timeout: 10_000 }).toBeTruthy();
     expect(ready(proc)).toMatchObject({
-      upstream: upstream.baseUrl,
-      upstreamKey: "the client's",
+      upstreams: [expect.objectContaining({ url: upstream.baseUrl, key: "the client's", summarizer: "the request's own upstream, the request's model" })],
       auth: 'off',
       compaction: 'summarize',
-      summarizer: "the request's own upstream, the request's model",
       memory: 'local (in-process)',
       proactive: true,
     });
@@ -92,7 +100,7 @@ describe('the startup line', () => {
     proc = runGateway([], { PORT: '0', UPSTREAM_URL: upstream.baseUrl, LOG_FORMAT: 'pretty' });
     await listening(proc);
     await expect.poll(() => proc!.output(), { timeout: 10_000 }).toMatch(/INFO.*gateway ready/);
-    expect(proc.output()).toMatch(/upstream: "http:\/\/127\.0\.0\.1:\d+\/v1"/);
+    expect(proc.output()).toMatch(/"url": "http:\/\/127\.0\.0\.1:\d+\/v1"/);
     expect(jsonLines(proc)).toEqual([]);
   });
 });

@@ -154,7 +154,7 @@ describe('a growing conversation, turn after turn', () => {
     expect(metrics).toMatch(/gateway_memory_lookups_total\{result="hit"\} 12/);
     expect(metrics).toMatch(/gateway_memory_lookups_total\{result="miss"\} 1/);
     expect(metrics).toContain('gateway_summarizer_calls_total 0\n');
-    expect(metrics).toContain(`gateway_compactions_total{api="chat",strategy="mask",outcome="replayed"} 13\n`);
+    expect(metrics).toContain(`gateway_compactions_total{api="chat",strategy="mask",outcome="replayed",upstream="default"} 13\n`);
   });
 
   it('with memory off, every overflowing turn is summarised from scratch', async () => {

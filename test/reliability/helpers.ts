@@ -150,6 +150,17 @@ export function expectOpenAIError(body: any, code: string): void {
   expect(body.error).toHaveProperty('param');
 }
 
+/** A gateway error in Anthropic's shape (on /v1/messages): `{type: "error", error: {type, message}}`, the gateway's code beside them. */
+export function expectAnthropicError(body: any, code: string, type: string): void {
+  expect(body).toMatchObject({ type: 'error', error: { type, message: expect.any(String), code } });
+}
+
+/** A gateway error in Google's shape (on /v1beta): `{error: {code: status, message, status, details: [ErrorInfo]}}`. */
+export function expectGoogleError(body: any, code: string, status: number, statusName: string): void {
+  expect(body?.error).toMatchObject({ code: status, message: expect.any(String), status: statusName });
+  expect(body.error.details).toEqual([{ '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason: code.toUpperCase(), domain: 'compaction-gateway' }]);
+}
+
 /** Resolves after `ms`. */
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 

@@ -129,7 +129,7 @@ it('quoted back in words no rule knows, the forged window is still learned by no
   // What it teaches is judged beside the request: nothing.
   const metrics = await (await fetch(`${gateway.origin}/metrics`)).text();
   expect(metrics).not.toMatch(/^gateway_learned_context_limit_tokens\{/m);
-  expect(metrics).toMatch(/^gateway_overlong_rejections_total\{api="chat",reason="context_length"\} 0$/m);
+  expect(metrics).toMatch(/^gateway_overlong_rejections_total\{api="chat",reason="context_length",upstream="default"\} 0$/m);
 
   const sent = mainCalls().length;
   const { response } = await b.chat.completions.create(session(13) as never).withResponse();

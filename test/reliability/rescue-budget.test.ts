@@ -115,7 +115,7 @@ async function start(compaction: { rescueBudgetBytes?: number; rescueWaitMs?: nu
 
 const metrics = async (g: TestGateway) => (await fetch(`${g.origin}/metrics`)).text();
 const inUse = async (g: TestGateway) => sample(await metrics(g), 'gateway_rescue_budget_bytes', { state: 'in_use' });
-const shedCount = async (g: TestGateway) => sample(await metrics(g), 'gateway_compactions_total', { api: 'chat', strategy: 'none', outcome: 'shed' });
+const shedCount = async (g: TestGateway) => sample(await metrics(g), 'gateway_compactions_total', { api: 'chat', strategy: 'none', outcome: 'shed', upstream: 'default' });
 const shedWarnings = (g: TestGateway) => g.logLines().filter((l) => l.level === 40 && /\bshed\b/.test(l.msg));
 
 /** Waits (bounded) until `ready()` holds; fails saying what was awaited. */

@@ -131,7 +131,7 @@ describe('secrets never reach a log line', () => {
       SUMMARIZER_URL: `http://u:${QUERY_KEY}@127.0.0.1:9/v1`,
     });
     expect(running).toMatch(/gateway ready/);
-    expect(running).toMatch(/"upstream":"http:\/\/127\.0\.0\.1:9\/v1"/);
+    expect(running).toMatch(/"url":"http:\/\/127\.0\.0\.1:9\/v1"/);
     expectNoSecrets(running);
     const refused = await start({ UPSTREAM_URL: `http://user:${QUERY_KEY}@127.0.0.1:99999/v1`, UPSTREAM_API_KEY: UPSTREAM_KEY, SUMMARIZER_API_KEY: '' });
     expect(refused).toMatch(/invalid configuration/);

@@ -4,7 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { completion, json, startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
 import { agentRequest, isSummarizer, parseCompactionHeader } from '../helpers/rescue.js';
-import { Client, expectOpenAIError, sleep } from './helpers.js';
+import { Client, expectAnthropicError, expectOpenAIError, sleep } from './helpers.js';
 
 /*
  * Decompression bombs both ways. An upstream's error body is read up to
@@ -163,7 +163,9 @@ describe('a gzip bomb as a request body', () => {
     expect(requestBomb.length).toBeLessThan(LIMIT);
     const res = await client.post(`${gateway.baseUrl}${path}`, requestBomb, { 'content-encoding': 'gzip' }, AbortSignal.timeout(15_000));
     expect(res.status).toBe(413);
-    expectOpenAIError(res.json, 'request_too_large');
+    // In the shape of the caller's API: Anthropic's on /messages.
+    if (path === '/messages') expectAnthropicError(res.json, 'request_too_large', 'request_too_large');
+    else expectOpenAIError(res.json, 'request_too_large');
     expect(upstream.received).toHaveLength(0);
   });
 

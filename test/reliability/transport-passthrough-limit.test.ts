@@ -3,7 +3,7 @@ import { request } from 'undici';
 import OpenAI from 'openai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
-import { Client, expectOpenAIError, rawStatus, settle } from './helpers.js';
+import { Client, expectGoogleError, expectOpenAIError, rawStatus, settle } from './helpers.js';
 import { abortTolerantUpstream, slowClient, type SlowClient, type TolerantUpstream } from './transport-helpers.js';
 
 /*
@@ -50,7 +50,8 @@ describe('a declared body over the limit', () => {
     expect(await c.closedWithin(5_000), c.received()).toBe(true);
     const answer = rawStatus(c.received());
     expect(answer.status, c.received()).toBe(413);
-    expectOpenAIError(JSON.parse(answer.body), 'request_too_large');
+    if (path.startsWith('/v1beta/')) expectGoogleError(JSON.parse(answer.body), 'request_too_large', 413, 'INVALID_ARGUMENT');
+    else expectOpenAIError(JSON.parse(answer.body), 'request_too_large');
     expect(c.received()).toMatch(/\r\nconnection: close\r\n/i);
     expect(upstream.seen, c.received()).toHaveLength(0);
   });

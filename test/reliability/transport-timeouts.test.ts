@@ -2,7 +2,7 @@ import OpenAI from 'openai';
 import { afterEach, describe, expect, it } from 'vitest';
 import { completion, json, startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
-import { expectOpenAIError, rawStatus, sleep } from './helpers.js';
+import { expectAnthropicError, expectOpenAIError, rawStatus, sleep } from './helpers.js';
 import { abortTolerantUpstream, slowClient as slowClientOf, type SlowClient } from './transport-helpers.js';
 
 /*
@@ -117,7 +117,9 @@ describe('an early answer closes the connection', () => {
     const answer = rawStatus(client.received());
     expect(answer.status, client.received()).toBe(401);
     expect(client.received()).toMatch(/\r\nconnection: close\r\n/i);
-    expectOpenAIError(JSON.parse(answer.body), 'invalid_api_key');
+    // In the shape of the caller's API: Anthropic's on /v1/messages.
+    if (head.includes('/v1/messages')) expectAnthropicError(JSON.parse(answer.body), 'invalid_api_key', 'authentication_error');
+    else expectOpenAIError(JSON.parse(answer.body), 'invalid_api_key');
     expect(upstream.received).toHaveLength(0);
   });
 

@@ -13,14 +13,17 @@ import { readIncoming } from '../../src/rescue/request.js';
  */
 
 function ctxWith(body: unknown, learned: Array<[string, LearnedLimit]>, memory = true, clientHeaders: Record<string, string> = { authorization: 'Bearer sk-a' }): RescueContext {
+  // Every lesson and lookup is the routed upstream's own.
+  const own = (upstream: string) => expect(upstream).toBe('upstream-memory-key');
   const fake = {
-    learn: async (_tenant: string, model: string, bounds: LearnedLimit) => void learned.push([model, bounds]),
-    limitFor: async (_tenant: string, model: string) => ({ limitTokens: model.length }),
+    learn: async (_tenant: string, upstream: string, model: string, bounds: LearnedLimit) => (own(upstream), void learned.push([model, bounds])),
+    limitFor: async (_tenant: string, upstream: string, model: string) => (own(upstream), { limitTokens: model.length }),
     recall: async () => null,
     countLookup: () => {},
   };
   return {
     deps: { memory: memory ? fake : null, config: { memory: { shareAnonymous: false } } },
+    upstream: { name: 'default', memoryKey: 'upstream-memory-key' },
     dialect: chat,
     path: '/v1/chat/completions',
     incoming: readIncoming(Buffer.from(JSON.stringify(body)), undefined),

@@ -12,7 +12,7 @@ import type { RescueContext } from '../../src/rescue/context.js';
 import { serve } from '../../src/rescue/index.js';
 import { readIncoming } from '../../src/rescue/request.js';
 import { ClientGone } from '../../src/upstream/client-gone.js';
-import { parseTarget } from '../../src/upstream/target.js';
+import { resolveUpstreams } from '../../src/upstream/upstreams.js';
 import { completion, json, startFakeUpstream, type FakeUpstream, type Received } from '../helpers/fake-upstream.js';
 import { isSummarizer, parseCompactionHeader, toolTurnsBody } from '../helpers/rescue.js';
 
@@ -44,9 +44,11 @@ async function run(body: unknown, memory: CompactionMemory) {
   const config = validateConfig({ upstream: { url: upstream.baseUrl }, summarizer: { maxInputTokens: 500_000 }, ...CONFIG });
   const dispatcher = new Agent();
   agents.push(dispatcher);
-  const target = parseTarget(config.upstream.url);
+  const upstreams = resolveUpstreams(config);
+  const target = upstreams.all[0].target;
   const ctx: RescueContext = {
-    deps: { config, dispatcher, target, metrics: createMetrics(), memory, budget: new RescueBudget(64 * 2 ** 20) },
+    deps: { config, dispatcher, upstreams, metrics: createMetrics(), memory, budget: new RescueBudget(64 * 2 ** 20) },
+    upstream: upstreams.all[0],
     dialect: chat,
     path: `${target.basePath}/chat/completions`,
     incoming: readIncoming(Buffer.from(JSON.stringify(body)), undefined),
@@ -79,7 +81,7 @@ it('a limit learned since a span was remembered lowers the aim of the compaction
 
   // Learned since: a window of 2,500 tokens at 4 bytes: fit 9,000 bytes, aim 5,000 bytes, both
   // under what was remembered. The next turn, 100 turns longer, is compacted ahead at that aim.
-  await memory.learn(tenantOf(TENANT)!, 'fake-model', { limitTokens: 2500 });
+  await memory.learn(tenantOf(TENANT)!, upstream.baseUrl, 'fake-model', { limitTokens: 2500 });
   const body = smallTurns(200);
   const next = await run(body, memory);
   expect(next).toMatchObject({ outcome: 'compacted', trigger: 'proactive', limit: 'learned' });

@@ -16,7 +16,7 @@ import { serve, type Outcome } from '../../src/rescue/index.js';
 import { readIncoming } from '../../src/rescue/request.js';
 import { discard } from '../../src/upstream/body.js';
 import { ClientGone } from '../../src/upstream/client-gone.js';
-import { parseTarget } from '../../src/upstream/target.js';
+import { resolveUpstreams } from '../../src/upstream/upstreams.js';
 import { completion, json, startFakeUpstream, type FakeUpstream, type Handler, type Received } from '../helpers/fake-upstream.js';
 import { isSummarizer, parseCompactionHeader, toolTurnsBody } from '../helpers/rescue.js';
 
@@ -80,11 +80,13 @@ async function run(
   const metrics = createMetrics();
   const dispatcher = new Agent();
   agents.push(dispatcher);
-  const target = parseTarget(config.upstream.url);
+  const upstreams = resolveUpstreams(config);
+  const target = upstreams.all[0].target;
   const raw = o.raw ?? Buffer.from(typeof body === 'string' ? body : JSON.stringify(body));
   const dialect = o.dialect ?? chat;
   const ctx: RescueContext = {
-    deps: { config, dispatcher, target, metrics, memory: o.memory ?? null, budget: new RescueBudget(64 * 2 ** 20) },
+    deps: { config, dispatcher, upstreams, metrics, memory: o.memory ?? null, budget: new RescueBudget(64 * 2 ** 20) },
+    upstream: upstreams.all[0],
     dialect,
     path: `${target.basePath}${o.path ?? (dialect === chat ? '/chat/completions' : '/responses')}`,
     incoming: readIncoming(raw, o.encoding),
@@ -417,7 +419,7 @@ describe('with memory', () => {
     const memory = makeMemory();
     const first = await run(agentBody(20), { config: memoryConfig(), memory, clientHeaders: { authorization: 'Bearer sk-client' } });
     expect(first.header).toMatchObject({ outcome: 'replayed', memory: 'miss' });
-    expect(await memory.limitFor(tenantOf({ authorization: 'Bearer sk-client' })!, 'fake-model', Buffer.byteLength(JSON.stringify(agentBody(20))))).toMatchObject({ limitTokens: 5000 });
+    expect(await memory.limitFor(tenantOf({ authorization: 'Bearer sk-client' })!, upstream.baseUrl, 'fake-model', Buffer.byteLength(JSON.stringify(agentBody(20))))).toMatchObject({ limitTokens: 5000 });
 
     const body = agentBody(21);
     const next = await run(body, { config: memoryConfig(), memory, clientHeaders: { authorization: 'Bearer sk-client' } });
@@ -500,7 +502,7 @@ describe('with memory', () => {
     const memory = makeMemory();
     const tenant = { authorization: 'Bearer sk-client' };
     await run(agentBody(20, { max_tokens: 1500 }), { config: memoryConfig(), memory, clientHeaders: tenant });
-    await memory.learn(tenantOf(tenant)!, 'fake-model', { limitTokens: 3000, completionCounted: true });
+    await memory.learn(tenantOf(tenant)!, upstream.baseUrl, 'fake-model', { limitTokens: 3000, completionCounted: true });
     limit = 6_000;
     const r = await run(agentBody(21, { max_tokens: 1500 }), { config: memoryConfig(), memory, clientHeaders: tenant });
     expect(r.header).toMatchObject({ outcome: 'compacted', trigger: 'proactive' });

@@ -163,8 +163,8 @@ it('counts the rescue with api="responses"', async () => {
   const sdk = await setup('openai_400');
   await sdk.responses.create(codexRequest(false) as any);
   const metrics = await (await fetch(`${gateway.origin}/metrics`)).text();
-  expect(metrics).toMatch(/gateway_overlong_rejections_total\{api="responses",reason="context_length"\} 1/);
-  expect(metrics).toMatch(/gateway_replays_total\{api="responses",result="success"\} 1/);
+  expect(metrics).toMatch(/gateway_overlong_rejections_total\{api="responses",reason="context_length",upstream="default"\} 1/);
+  expect(metrics).toMatch(/gateway_replays_total\{api="responses",result="success",upstream="default"\} 1/);
   const warn = gateway.logLines().filter((l) => l.level === 40 && /overlong/.test(l.msg));
   expect(warn).toHaveLength(1);
   expect(warn[0].msg).toMatch(/upstream rejected the responses request as overlong \(400 context_length/);

@@ -1,0 +1,151 @@
+import { readFileSync } from 'node:fs';
+import { rootCertificates } from 'node:tls';
+import { Agent, Dispatcher, ProxyAgent } from 'undici';
+
+/*
+ * How the gateway's outbound traffic leaves: one connection pool per origin (an upstream's, a
+ * summarizer's), each going straight there or through a forward proxy. A proxy is the origin's
+ * own `proxy` when it sets one (`none`: never), else HTTPS_PROXY for https:// and HTTP_PROXY for
+ * http:// (lower-case names first; an https:// origin without HTTPS_PROXY uses HTTP_PROXY), unless
+ * NO_PROXY lists its host: the rules of undici's EnvHttpProxyAgent and curl, decided here once per
+ * origin so that what the startup line says is what the pool does.
+ */
+
+/** What one origin's pool is built from. */
+export interface EgressSettings {
+  /** A proxy URL, `none`, or undefined: the environment decides. */
+  proxy?: string;
+  /** PEM CA certificates trusted for the origin, on top of Node's own (and NODE_EXTRA_CA_CERTS). */
+  caFile?: string;
+  connectTimeoutMs: number;
+  firstByteTimeoutMs: number;
+  idleTimeoutMs: number;
+}
+
+/** How traffic to one origin goes, as the startup line says it (a proxy's credentials never shown). */
+export interface EgressRoute {
+  /** `direct`, or the proxy's origin. */
+  via: string;
+  /** Why: the upstream's own `proxy`, HTTPS_PROXY, HTTP_PROXY, NO_PROXY, or no proxy set. */
+  because: string;
+  /** The proxy's URL in full (credentials included): for the pool only. */
+  proxyUrl?: string;
+}
+
+type Env = Record<string, string | undefined>;
+
+/** The proxy an origin's traffic goes through, if any, and why. */
+export function egressRoute(origin: string, proxy: string | undefined, env: Env): EgressRoute {
+  if (proxy === 'none') return { via: 'direct', because: 'proxy: none' };
+  if (proxy !== undefined) return { via: new URL(proxy).origin, because: 'its proxy setting', proxyUrl: proxy };
+  const url = new URL(origin);
+  const http = envValue(env, 'http_proxy');
+  const https = envValue(env, 'https_proxy');
+  const chosen = url.protocol === 'https:' ? (https ? { name: 'HTTPS_PROXY', url: https } : http ? { name: 'HTTP_PROXY', url: http } : null) : http ? { name: 'HTTP_PROXY', url: http } : null;
+  if (!chosen) return { via: 'direct', because: 'no HTTPS_PROXY or HTTP_PROXY set' };
+  if (noProxyMatches(url, envValue(env, 'no_proxy') ?? '')) return { via: 'direct', because: 'NO_PROXY lists it' };
+  return { via: new URL(chosen.url).origin, because: chosen.name, proxyUrl: chosen.url };
+}
+
+/** `no_proxy`, else `NO_PROXY` (the lower-case name first, as curl and undici read them). */
+function envValue(env: Env, lower: string): string | undefined {
+  const value = env[lower] ?? env[lower.toUpperCase()];
+  return value === '' ? undefined : value;
+}
+
+/** NO_PROXY: `*`, or entries of a host (its subdomains too; a leading `.` or `*.` is the same) with an optional port. */
+export function noProxyMatches(url: URL, noProxy: string): boolean {
+  if (noProxy.trim() === '*') return true;
+  const host = url.host.replace(/:\d*$/, '').toLowerCase();
+  const port = Number.parseInt(url.port, 10) || (url.protocol === 'https:' ? 443 : 80);
+  for (const entry of noProxy.split(/[,\s]/)) {
+    if (!entry) continue;
+    const parsed = /^(.+):(\d+)$/.exec(entry);
+    const name = (parsed ? parsed[1] : entry).replace(/^\*?\./, '').toLowerCase();
+    if (parsed && Number.parseInt(parsed[2], 10) !== port) continue;
+    if (host === name || host.endsWith(`.${name}`)) return true;
+  }
+  return false;
+}
+
+/** One origin's pool: keep-alive connections, straight or tunnelled through the proxy. */
+function poolFor(route: EgressRoute, settings: EgressSettings, env: Env): Dispatcher {
+  const tls = { timeout: settings.connectTimeoutMs, ...(settings.caFile ? { ca: trusted(settings.caFile, env) } : {}) };
+  const common = { headersTimeout: settings.firstByteTimeoutMs, bodyTimeout: settings.idleTimeoutMs, keepAliveTimeout: 30_000, connections: null };
+  if (!route.proxyUrl) return new Agent({ connect: tls, ...common });
+  // The upstream's TLS runs inside the tunnel; an https:// proxy's own connection trusts the same CAs.
+  return new ProxyAgent({ uri: route.proxyUrl, requestTls: tls, proxyTls: tls, ...common });
+}
+
+/**
+ * The CAs trusted where a caFile is set. A `ca` list replaces Node's default one, which holds
+ * Node's bundled roots and NODE_EXTRA_CA_CERTS: both are kept (a TLS-inspecting proxy's CA often
+ * comes as NODE_EXTRA_CA_CERTS), and the file is added.
+ */
+function trusted(caFile: string, env: Env): string[] {
+  const extra = env.NODE_EXTRA_CA_CERTS;
+  let extraPem: string[] = [];
+  try {
+    extraPem = extra ? [readFileSync(extra, 'utf8')] : [];
+  } catch {
+    // Node itself warns about an unreadable NODE_EXTRA_CA_CERTS at startup and goes on without it.
+  }
+  return [...rootCertificates, ...extraPem, readFileSync(caFile, 'utf8')];
+}
+
+/**
+ * The gateway's one dispatcher: each request goes to its origin's pool. An origin it was not
+ * built with (none in the gateway's own traffic) goes by the environment with `fallback`'s settings.
+ */
+export class Egress extends Dispatcher {
+  private readonly pools = new Map<string, Dispatcher>();
+  readonly routes = new Map<string, EgressRoute>();
+
+  constructor(
+    origins: ReadonlyMap<string, EgressSettings>,
+    private readonly fallback: EgressSettings,
+    private readonly env: Env,
+  ) {
+    super();
+    for (const [origin, settings] of origins) this.add(origin, settings);
+  }
+
+  /** How traffic to `url`'s origin goes. */
+  routeOf(url: string): EgressRoute {
+    const origin = new URL(url).origin;
+    return this.routes.get(origin) ?? egressRoute(origin, this.fallback.proxy, this.env);
+  }
+
+  override dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
+    const origin = typeof options.origin === 'string' ? new URL(options.origin).origin : options.origin!.origin;
+    return (this.pools.get(origin) ?? this.add(origin, this.fallback)).dispatch(options, handler);
+  }
+
+  override close(): Promise<void>;
+  override close(callback: () => void): void;
+  override close(callback?: () => void): Promise<void> | void {
+    const closed = Promise.all([...this.pools.values()].map((pool) => pool.close())).then(() => undefined);
+    if (!callback) return closed;
+    void closed.then(callback, callback);
+  }
+
+  override destroy(): Promise<void>;
+  override destroy(err: Error | null): Promise<void>;
+  override destroy(callback: () => void): void;
+  override destroy(err: Error | null, callback: () => void): void;
+  override destroy(a?: Error | null | (() => void), b?: () => void): Promise<void> | void {
+    const err = typeof a === 'function' ? null : a ?? null;
+    const callback = typeof a === 'function' ? a : b;
+    const destroyed = Promise.all([...this.pools.values()].map((pool) => pool.destroy(err))).then(() => undefined);
+    if (!callback) return destroyed;
+    void destroyed.then(callback, callback);
+  }
+
+  private add(origin: string, settings: EgressSettings): Dispatcher {
+    const route = egressRoute(origin, settings.proxy, this.env);
+    const pool = poolFor(route, settings, this.env);
+    this.pools.set(origin, pool);
+    this.routes.set(origin, route);
+    return pool;
+  }
+}

@@ -1,0 +1,198 @@
+import type { Api } from '../dialects/types.js';
+import { API_NAMES, DEFAULTS, type Config } from '../config/schema.js';
+import { parseTarget, type UpstreamTarget } from './target.js';
+
+/*
+ * The upstreams a gateway serves and how a request finds its own, in this order: a path prefix
+ * naming one (`/anthropic/v1/messages` is `/v1/messages` against `anthropic`), then the first of
+ * `routes` that matches the request's API and model, then `defaultUpstream`. A single-upstream
+ * config (`upstream.url`, UPSTREAM_URL) is one upstream named `default`, and every request goes
+ * to it as before. The gateway never translates between APIs: a route matches only an upstream
+ * that serves the request's API.
+ */
+
+/** Where a summarizer call goes for one upstream's compactions, when not to the request's own upstream and model. */
+export interface SummarizerChoice {
+  upstream?: string;
+  url?: string;
+  api?: Api;
+  model?: string;
+  apiKey?: string;
+}
+
+export interface Upstream {
+  name: string;
+  url: string;
+  target: UpstreamTarget;
+  /** The gateway's own key for it; without one, the client's credentials go as sent. */
+  apiKey?: string;
+  /** The config key that holds its key, for the startup line (never the key). */
+  apiKeyKey: string;
+  apis: ReadonlySet<Api>;
+  connectTimeoutMs: number;
+  firstByteTimeoutMs: number;
+  idleTimeoutMs: number;
+  /** A forward proxy's URL, `none`, or undefined: as HTTPS_PROXY / HTTP_PROXY / NO_PROXY say. */
+  proxy?: string;
+  caFile?: string;
+  summarizer: SummarizerChoice;
+  /** What memory and learned limits are keyed by: its name and its URL (a name moved elsewhere starts afresh). */
+  memoryKey: string;
+}
+
+export interface RouteRule {
+  api?: Api;
+  model?: RegExp;
+  upstream: Upstream;
+}
+
+/** Why no upstream serves a request: a sentence for the client, in its API's error shape. */
+export interface NoUpstream {
+  refused: string;
+}
+
+export class Upstreams {
+  readonly all: readonly Upstream[];
+  private readonly byName: ReadonlyMap<string, Upstream>;
+
+  constructor(
+    upstreams: readonly Upstream[],
+    private readonly rules: readonly RouteRule[],
+    readonly fallback: Upstream | undefined,
+  ) {
+    this.all = upstreams;
+    this.byName = new Map(upstreams.map((u) => [u.name, u]));
+  }
+
+  named(name: string): Upstream | undefined {
+    return this.byName.get(name);
+  }
+
+  /** Whether routing needs the request's model: some rule reads it. */
+  get readsModel(): boolean {
+    return this.rules.some((r) => r.model !== undefined);
+  }
+
+  /**
+   * The upstream of a request without a prefix: the first rule that matches its API and model and
+   * whose upstream serves that API, else the default. `api` is undefined for a path of no API
+   * (`/v1/models`, `/v1/files`): only the default serves it.
+   */
+  pick(api: Api | undefined, model: string | undefined): Upstream | NoUpstream {
+    if (api !== undefined) {
+      for (const rule of this.rules) {
+        if (rule.api !== undefined && rule.api !== api) continue;
+        if (rule.model !== undefined && (model === undefined || !rule.model.test(model))) continue;
+        if (rule.upstream.apis.has(api)) return rule.upstream;
+      }
+    }
+    const fallback = this.fallback;
+    if (fallback && (api === undefined || fallback.apis.has(api))) return fallback;
+    return { refused: this.noneServes(api, model) };
+  }
+
+  /** The upstream a prefix names, when it serves `api`. */
+  prefixed(upstream: Upstream, api: Api | undefined): Upstream | NoUpstream {
+    if (api === undefined || upstream.apis.has(api)) return upstream;
+    return { refused: `The upstream ${upstream.name} does not serve the ${API_TITLES[api]} API (it serves ${[...upstream.apis].map((a) => API_TITLES[a]).join(', ')}). ${this.servedBy(api)}` };
+  }
+
+  private noneServes(api: Api | undefined, model: string | undefined): string {
+    const what = api === undefined ? 'this path' : `the ${API_TITLES[api]} API${model ? ` for the model ${JSON.stringify(model)}` : ''}`;
+    const why = this.fallback ? `the default upstream, ${this.fallback.name}, does not serve it and no route matches` : 'no route matches and no defaultUpstream is set';
+    return `No upstream of this gateway serves ${what}: ${why}. ${api ? this.servedBy(api) : ''}`.trim();
+  }
+
+  private servedBy(api: Api): string {
+    const serving = this.all.filter((u) => u.apis.has(api)).map((u) => `/${u.name}/${api === 'gemini' ? 'v1beta' : 'v1'}`);
+    return serving.length > 0 ? `Base URLs that serve it here: ${serving.join(', ')}.` : 'No upstream here serves it.';
+  }
+}
+
+/** How the APIs are named to a person. */
+export const API_TITLES: Record<Api, string> = {
+  chat: 'Chat Completions',
+  responses: 'Responses',
+  messages: 'Anthropic Messages',
+  gemini: 'Gemini',
+};
+
+/** The upstreams a validated config describes. */
+export function resolveUpstreams(config: Readonly<Config>): Upstreams {
+  const shared = config.upstream;
+  const list: Upstream[] = [];
+  const implicit = config.upstreams === undefined || shared.url !== undefined;
+  if (implicit) {
+    const url = shared.url ?? DEFAULTS.upstreamUrl;
+    list.push({
+      name: 'default',
+      url,
+      target: parseTarget(url),
+      apiKey: shared.apiKey,
+      apiKeyKey: 'upstream.apiKey',
+      apis: new Set(API_NAMES),
+      connectTimeoutMs: shared.connectTimeoutMs,
+      firstByteTimeoutMs: shared.firstByteTimeoutMs,
+      idleTimeoutMs: shared.idleTimeoutMs,
+      proxy: shared.proxy,
+      caFile: shared.caFile,
+      summarizer: {},
+      // As before named upstreams: what a single-upstream gateway remembered stays found.
+      memoryKey: url,
+    });
+  }
+  for (const [name, u] of Object.entries(config.upstreams ?? {})) {
+    list.push({
+      name,
+      url: u.url,
+      target: parseTarget(u.url),
+      apiKey: u.apiKey,
+      apiKeyKey: `upstreams.${name}.apiKey`,
+      apis: new Set(u.apis ?? API_NAMES),
+      connectTimeoutMs: u.connectTimeoutMs ?? shared.connectTimeoutMs,
+      firstByteTimeoutMs: u.firstByteTimeoutMs ?? shared.firstByteTimeoutMs,
+      idleTimeoutMs: u.idleTimeoutMs ?? shared.idleTimeoutMs,
+      proxy: u.proxy ?? shared.proxy,
+      caFile: u.caFile ?? shared.caFile,
+      summarizer: u.summarizer ?? {},
+      memoryKey: `${name}\0${u.url}`,
+    });
+  }
+  const byName = new Map(list.map((u) => [u.name, u]));
+  const rules = config.routes.map((r) => ({ api: r.api, model: r.model === undefined ? undefined : globPattern(r.model), upstream: byName.get(r.upstream)! }));
+  const fallbackName = config.defaultUpstream ?? (byName.has('default') ? 'default' : list.length === 1 ? list[0].name : undefined);
+  return new Upstreams(list, rules, fallbackName === undefined ? undefined : byName.get(fallbackName));
+}
+
+/** `qwen*` as a whole-string pattern: `*` any run of characters, `?` one, everything else itself. */
+export function globPattern(glob: string): RegExp {
+  const body = glob.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.');
+  return new RegExp(`^${body}$`, 's');
+}
+
+/**
+ * The upstream a path's first segment names, and the path without it: `/anthropic/v1/messages`
+ * is `/v1/messages` against `anthropic`. Null when the first segment names none.
+ */
+export function byPrefix(upstreams: Upstreams, path: string): { upstream: Upstream; rest: string } | null {
+  const end = path.indexOf('/', 1);
+  if (end < 0) return null;
+  const upstream = upstreams.named(path.slice(1, end));
+  return upstream ? { upstream, rest: path.slice(end) } : null;
+}
+
+/** The API a pass-through path belongs to (its family), or undefined for one of no API (`/v1/models`). */
+export function apiOfPath(path: string): Api | undefined {
+  if (path.startsWith('/v1beta/')) return 'gemini';
+  if (/^\/v1\/messages(\/|\?|$)/.test(path)) return 'messages';
+  if (/^\/v1\/responses(\/|\?|$)/.test(path)) return 'responses';
+  if (/^\/v1\/chat\/completions(\/|\?|$)/.test(path)) return 'chat';
+  return undefined;
+}
+
+/** The API a request's URL belongs to, under an upstream's prefix or not: whose error shape the gateway's own errors take. */
+export function apiOfUrl(upstreams: Upstreams, url: string): Api | undefined {
+  const q = url.indexOf('?');
+  const path = q < 0 ? url : url.slice(0, q);
+  return apiOfPath(byPrefix(upstreams, path)?.rest ?? path);
+}
