@@ -117,7 +117,11 @@ export class Egress extends Dispatcher {
   }
 
   override dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
-    const origin = typeof options.origin === 'string' ? new URL(options.origin).origin : options.origin!.origin;
+    // The gateway's own calls name origins as URL.origin wrote them: found as they are, unparsed.
+    const given = typeof options.origin === 'string' ? options.origin : options.origin!.origin;
+    const pool = this.pools.get(given);
+    if (pool) return pool.dispatch(options, handler);
+    const origin = new URL(given).origin;
     return (this.pools.get(origin) ?? this.add(origin, this.fallback)).dispatch(options, handler);
   }
 

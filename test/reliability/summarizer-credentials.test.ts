@@ -68,7 +68,7 @@ async function start(config: { upstreamKey?: string; summarizer?: Record<string,
   });
 }
 
-const CREDENTIALS = ['authorization', 'api-key', 'x-api-key', 'x-goog-api-key', 'cookie'];
+const CREDENTIALS = ['authorization', 'api-key', 'x-api-key', 'x-goog-api-key', 'cookie', 'x-portkey-api-key'];
 /** Every summarizer call went to the summarizer's own host, marked, with no credential in its headers or query. */
 function expectNoCredentials(calls: Received[]): void {
   expect(calls.length).toBeGreaterThan(0);
@@ -110,7 +110,7 @@ describe('a summarizer on another origin, without summarizer.apiKey', () => {
   it("gets neither the client's Bearer key nor its api-key (OpenAI SDK), and a WARN says so once", async () => {
     await start();
     for (let i = 0; i < 2; i++) {
-      const answer = await chatSdk(CLIENT_KEY).chat.completions.create(agentRequest(60) as never, { headers: { 'api-key': 'azure-SECRET-key' } });
+      const answer = await chatSdk(CLIENT_KEY).chat.completions.create(agentRequest(60) as never, { headers: { 'api-key': 'azure-SECRET-key', 'x-portkey-api-key': 'pk-SECRET-4444' } });
       expect(answer.choices[0].message.content).toBe('rescued answer');
     }
     expectNoCredentials(summarizer!.received);
@@ -191,5 +191,20 @@ describe('a summarizer with a key of its own, or on the upstream\u2019s origin',
       expect(call.headers.authorization).toBe(`Bearer ${CLIENT_KEY}`);
     }
     expect(warnings()).toHaveLength(0);
+  });
+
+  it("the upstream itself behind Portkey: its summarizer calls carry the client's x-portkey-* headers too", async () => {
+    // Portkey refuses a call without its key; the summary must come from it, not the digest.
+    upstream = await startFakeUpstream((req, res) => {
+      if (req.headers['x-portkey-api-key'] !== 'pk-team-key') return json(res, 401, { error: { message: 'x-portkey-api-key missing', type: 'authentication_error' } });
+      provider(req, res);
+    });
+    gateway = await startGateway({ upstream: { url: upstream.baseUrl }, compaction: { mask: false } });
+    const sdk = new OpenAI({ baseURL: gateway.baseUrl, apiKey: CLIENT_KEY, maxRetries: 0, defaultHeaders: { 'x-portkey-api-key': 'pk-team-key', 'x-portkey-provider': 'openai' } });
+    const { response } = await sdk.chat.completions.create(agentRequest(60) as never).withResponse();
+    expect(parseCompactionHeader(response.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'replayed', strategy: 'summarize' });
+    const calls = upstream.received.filter(isSummarizer);
+    expect(calls.length).toBeGreaterThan(0);
+    for (const call of calls) expect(call.headers).toMatchObject({ 'x-portkey-api-key': 'pk-team-key', 'x-portkey-provider': 'openai', authorization: `Bearer ${CLIENT_KEY}` });
   });
 });
