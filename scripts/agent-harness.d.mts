@@ -10,3 +10,8 @@ export declare function startGateway(
   upstreamOrigin: string,
   options?: { built?: boolean; path?: string },
 ): Promise<{ origin: string; stop: () => Promise<void>; log: () => string }>;
+/** The gateway as a process with a config file (`--config`), built dist/ by default. */
+export declare function startGatewayWith(
+  configFile: string,
+  options?: { built?: boolean },
+): Promise<{ origin: string; stop: () => Promise<void>; log: () => string }>;

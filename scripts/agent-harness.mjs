@@ -1,5 +1,5 @@
-// What the by-hand agent scripts (try-agents, try-overflow) share: writing files, running a CLI
-// to its end (bounded), and a real gateway process on a loopback port.
+// What the by-hand agent scripts (try-agents, try-overflow, try-multi) share: writing files,
+// running a CLI to its end (bounded), and a real gateway process on a loopback port.
 import { spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -33,10 +33,23 @@ export function run(cmd, args, options, timeoutMs) {
  * or the origin alone with `path: ''` (the Gemini API's base URL). Resolves once it listens.
  */
 export async function startGateway(upstreamOrigin, { built = false, path = '/v1' } = {}) {
+  return launch(built, [], { UPSTREAM_URL: `${upstreamOrigin}${path}`, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', UPSTREAM_API_KEY: '', GATEWAY_API_KEYS: '' });
+}
+
+/**
+ * The gateway as a process with `configFile` (`--config`), built dist/ by default. The file sets
+ * the upstreams, keys and port (`server: {host: 127.0.0.1, port: 0}`); the upstream and key
+ * variables are emptied so that only the file speaks. Resolves once it listens.
+ */
+export async function startGatewayWith(configFile, { built = true } = {}) {
+  return launch(built, ['--config', configFile], { LOG_LEVEL: 'info', UPSTREAM_URL: '', UPSTREAM_API_KEY: '', GATEWAY_API_KEYS: '', PORT: '', HOST: '' });
+}
+
+async function launch(built, args, env) {
   const entry = built ? [join(ROOT, 'dist', 'main.js')] : ['--import', 'tsx', join(ROOT, 'src', 'main.ts')];
-  const child = spawn(process.execPath, entry, {
+  const child = spawn(process.execPath, [...entry, ...args], {
     cwd: ROOT,
-    env: { ...process.env, UPSTREAM_URL: `${upstreamOrigin}${path}`, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', UPSTREAM_API_KEY: '', GATEWAY_API_KEYS: '' },
+    env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let log = '';
