@@ -20,10 +20,18 @@
 //                plus server.shutdownGraceMs; a sidecar init container has restartPolicy Always;
 //                every Secret, ConfigMap and Service reference resolves. A ConfigMap no workload
 //                mounts (configmap-upstreams.yaml) is swapped into the workload its header names,
-//                with the env its header says to add, and checked the same way.
-//   alerts       `promtool check rules` and `promtool test rules`.
+//                with the env its header says to add, and checked the same way. A manifest's
+//                header states the Kubernetes version its features need. The ServiceMonitor and
+//                PodMonitor (prometheus-operator/) select the gateway's Service or pods, on its
+//                probed port, at /metrics, sending the metrics key's Secret exactly when the
+//                gateway asks for one.
+//   alerts       `promtool check rules` and `promtool test rules`; CompactionGatewayDown has one
+//                selector, in its `up` and its absent(), and it matches the job that compose, the
+//                annotation scrape job (scrape-kubernetes-pods.yaml, its relabel rules applied
+//                here to the pods) and the monitors give the gateway.
 //   dashboard    every query parses (`promtool check rules` on a generated rules file), every
-//                panel is well-formed and uses the $datasource variable.
+//                panel is well-formed and uses the $datasource variable; every selector filters
+//                by $job and $instance, label_values() of a gateway metric with no catch-all All.
 //   metrics      every metric the alerts and the dashboard use exists on a real gateway's /metrics.
 //
 // Needs promtool and docker-compose on PATH (.ci/run installs Debian's prometheus and
@@ -43,7 +51,8 @@ import { openGatewayRefusal } from '../src/startup.js';
 import { validateComposeFile } from './deploy/compose-schema.js';
 import { composeHostCheck, isServiceName, upstreamProblems, variablesNamedIn } from './deploy/upstreams.js';
 import { KUBERNETES_SCHEMA_SOURCE, validateKubernetesObject } from './deploy/kubernetes.js';
-import { baseMetricName, dashboardQueries, metricNames } from './deploy/promql.js';
+import { baseMetricName, dashboardQueries, gatewayScopeProblems, labelValuesVariables, metricNames, selectors } from './deploy/promql.js';
+import { fromOperator, matches, parseMatchers, podTargetLabels, relabel, type Matcher } from './deploy/relabel.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const DEPLOY = join(ROOT, 'deploy');
@@ -244,8 +253,12 @@ function composeServicesFit({ files, required }: ComposeSetup): string {
       const promConfig = parseYaml(readFileSync(local, 'utf8'));
       const targets: string[] = (promConfig.scrape_configs ?? []).flatMap((s: any) => (s.static_configs ?? []).flatMap((c: any) => c.targets ?? []));
       if (!targets.includes(`gateway:${port}`)) problems.push(`prometheus: scrapes ${targets.join(', ') || 'nothing'}, not gateway:${port}`);
-      const jobs = (promConfig.scrape_configs ?? []).map((s: any) => s.job_name);
-      if (!jobs.includes('compaction-gateway')) problems.push('prometheus: no scrape job named compaction-gateway (the alerts select job="compaction-gateway")');
+      // Its job is one CompactionGatewayDown selects (alerts.yaml's header says how to change that).
+      const down = downSelector();
+      for (const s of (promConfig.scrape_configs ?? []).filter((s: any) => (s.static_configs ?? []).some((c: any) => (c.targets ?? []).includes(`gateway:${port}`)))) {
+        const labels = relabel({ job: s.job_name, __address__: `gateway:${port}`, __metrics_path__: s.metrics_path ?? '/metrics' }, s.relabel_configs ?? []);
+        if (!labels || !matches(down.matchers, labels)) problems.push(`prometheus: scrape job ${s.job_name} gives the gateway job="${labels?.job}", which CompactionGatewayDown's ${down.text} does not select`);
+      }
     }
   } finally {
     rmSync(layout, { recursive: true, force: true });
@@ -560,7 +573,258 @@ check('kubernetes: the gateway with each alternative ConfigMap', () => {
   return alternatives.length === 0 ? 'every ConfigMap is mounted by a workload: none to check' : summary.join('; ');
 });
 
+/** Kubernetes versions from which a feature the manifests use is on by default. */
+const KUBERNETES_FEATURES: Array<{ what: string; since: [number, number]; used: (pod: any) => boolean }> = [
+  {
+    what: 'a lifecycle sleep action (PodLifecycleSleepAction)',
+    since: [1, 30],
+    used: (pod) => [...(pod.containers ?? []), ...(pod.initContainers ?? [])].some((c: any) => c.lifecycle?.preStop?.sleep || c.lifecycle?.postStart?.sleep),
+  },
+  { what: 'a native sidecar (an init container with restartPolicy: Always)', since: [1, 29], used: (pod) => (pod.initContainers ?? []).some((c: any) => c.restartPolicy === 'Always') },
+];
+
+check('kubernetes: the Kubernetes version each manifest needs is stated', () => {
+  const problems: string[] = [];
+  const summary: string[] = [];
+  const workloads = kubernetesDocuments().filter(isWorkload);
+  for (const file of [...new Set(workloads.map((d) => d.file))]) {
+    const pods = workloads.filter((d) => d.file === file).map((d) => d.obj.spec.template.spec);
+    const used = KUBERNETES_FEATURES.filter((f) => pods.some(f.used));
+    if (used.length === 0) continue;
+    const need = used.reduce((a, f) => (f.since[1] > a.since[1] ? f : a));
+    const header = readFileSync(file, 'utf8').split('\n').filter((l) => l.startsWith('#')).join(' ');
+    const stated = [...header.matchAll(/Kubernetes (\d+)\.(\d+)/g)].map((m) => [Number(m[1]), Number(m[2])] as const);
+    const where = relative(ROOT, file);
+    if (stated.length === 0) problems.push(`${where}: uses ${need.what}, on by default from Kubernetes ${need.since.join('.')}, and its header states no Kubernetes version`);
+    for (const [major, minor] of stated) {
+      if (major < need.since[0] || (major === need.since[0] && minor < need.since[1])) {
+        problems.push(`${where}: its header says Kubernetes ${major}.${minor}, but it uses ${need.what}, on by default only from ${need.since.join('.')}`);
+      }
+    }
+    summary.push(`${where} needs ${need.since.join('.')} (${used.map((f) => f.what.replace(/ \(.*\)$/, '')).join(', ')}), and says so`);
+  }
+  fail(problems);
+  return summary.join('; ');
+});
+
+/** The objects a label selector (matchLabels only) picks among `labelled`, by the labels `labelsOf` gives. */
+function selected<T>(selector: any, labelled: T[], labelsOf: (t: T) => Record<string, string> | undefined, where: string, problems: string[]): T[] {
+  if (selector?.matchExpressions?.length) problems.push(`${where}: matchExpressions: this check reads matchLabels only`);
+  const wanted = Object.entries<string>(selector?.matchLabels ?? {});
+  if (wanted.length === 0) problems.push(`${where}: selects by no label, so it takes in every Service or pod of the namespace`);
+  return labelled.filter((t) => wanted.every(([k, v]) => labelsOf(t)?.[k] === v));
+}
+
+/** The gateway containers of a workload's pod, each with its container ports. */
+function gatewayContainers(w: K8sDoc): Array<{ c: any; init: boolean }> {
+  const pod = w.obj.spec.template.spec;
+  return [...(pod.initContainers ?? []).map((c: any) => ({ c, init: true })), ...(pod.containers ?? []).map((c: any) => ({ c, init: false }))].filter(({ c }) => isGatewayImage(c.image));
+}
+
+/**
+ * What a monitor's endpoint sends as a scrape key against what the gateway asks: with
+ * GATEWAY_METRICS_KEY from a Secret, the endpoint's authorization (or bearerTokenSecret) is that
+ * Secret's key; without it, none (a key sent for nothing reads as if /metrics were protected).
+ */
+function scrapeKeyProblems(endpoint: any, gateway: any, find: Find, where: string): string[] {
+  const problems: string[] = [];
+  const env = (gateway.env ?? []).find((e: any) => e.name === 'GATEWAY_METRICS_KEY');
+  const sent = endpoint.authorization?.credentials ?? endpoint.bearerTokenSecret;
+  const type = endpoint.authorization?.type ?? 'Bearer';
+  if (sent) {
+    const secret = find(join(DEPLOY, 'kubernetes'), 'Secret', sent.name);
+    if (!secret) problems.push(`${where}: its scrape key refers to Secret ${sent.name}, which is not in deploy/kubernetes`);
+    else if (!(sent.key in { ...(secret.obj.data ?? {}), ...(secret.obj.stringData ?? {}) })) problems.push(`${where}: its scrape key refers to key ${sent.key}, not in Secret ${sent.name}`);
+  }
+  if (!env) {
+    if (sent) problems.push(`${where}: sends Secret ${sent.name} key ${sent.key} as a scrape key, and the gateway ${gateway.name} sets no GATEWAY_METRICS_KEY`);
+    return problems;
+  }
+  const ref = env.valueFrom?.secretKeyRef;
+  if (!ref) problems.push(`${where}: the gateway ${gateway.name}'s GATEWAY_METRICS_KEY does not come from a Secret`);
+  else if (!sent) problems.push(`${where}: the gateway ${gateway.name} asks for GATEWAY_METRICS_KEY (Secret ${ref.name} key ${ref.key}), and the endpoint sends no authorization: every scrape is refused`);
+  else if (sent.name !== ref.name || sent.key !== ref.key) problems.push(`${where}: sends Secret ${sent.name} key ${sent.key}; the gateway ${gateway.name} reads GATEWAY_METRICS_KEY from Secret ${ref.name} key ${ref.key}`);
+  else if (type !== 'Bearer') problems.push(`${where}: authorization type ${type}: the gateway takes its metrics key as Bearer`);
+  return problems;
+}
+
+/** The job label each monitor gives the gateway's targets, as the Operator writes its scrape config. */
+interface MonitorJob {
+  where: string;
+  job: string | undefined;
+}
+
+function monitorsProblems(): { problems: string[]; summary: string[]; jobs: MonitorJob[] } {
+  const docs = kubernetesDocuments();
+  const find = finder(docs);
+  const problems: string[] = [];
+  const summary: string[] = [];
+  const jobs: MonitorJob[] = [];
+  const workloads = docs.filter(isWorkload);
+  const podsOf = (labels: Record<string, string>) => workloads.filter((w) => Object.entries(labels).every(([k, v]) => w.obj.spec.template.metadata?.labels?.[k] === v));
+  const monitors = docs.filter((d) => d.obj.apiVersion === 'monitoring.coreos.com/v1' && ['ServiceMonitor', 'PodMonitor'].includes(d.obj.kind));
+  for (const { file, obj } of monitors) {
+    const where = `${relative(ROOT, file)} ${obj.kind}/${obj.metadata.name}`;
+    const namespace = obj.metadata.namespace ?? 'default';
+    if (obj.kind === 'ServiceMonitor') {
+      const services = selected(obj.spec.selector, docs.filter((d) => d.obj.kind === 'Service'), (s) => s.obj.metadata?.labels, where, problems);
+      if (services.length === 0) problems.push(`${where}: its selector matches no Service's labels in deploy/kubernetes`);
+      for (const service of services) {
+        const backends = podsOf(service.obj.spec.selector ?? {}).filter((w) => dirname(w.file) === dirname(service.file));
+        for (const [i, ep] of (obj.spec.endpoints ?? []).entries()) {
+          const at = `${where} endpoint ${i} -> Service/${service.obj.metadata.name}`;
+          if ((ep.path ?? '/metrics') !== '/metrics') problems.push(`${at}: path ${ep.path}, not /metrics`);
+          if (typeof ep.port !== 'string') problems.push(`${at}: no port name (the Service's port is named)`);
+          const sport = (service.obj.spec.ports ?? []).find((p: any) => p.name === ep.port);
+          if (!sport) {
+            problems.push(`${at}: port ${ep.port} is no port name of the Service (it has ${(service.obj.spec.ports ?? []).map((p: any) => p.name).join(', ')})`);
+            continue;
+          }
+          // The Service port leads to the gateway's own port: the one its probes ask, so server.port.
+          const target = sport.targetPort ?? sport.port;
+          const gateways = backends.flatMap(gatewayContainers).filter(({ c }) => (c.ports ?? []).some((p: any) => (typeof target === 'string' ? p.name === target : p.containerPort === target)));
+          if (gateways.length === 0) problems.push(`${at}: the Service's port ${ep.port} leads to no gateway container's port`);
+          for (const { c } of gateways) {
+            if (c.readinessProbe?.httpGet?.port !== target) problems.push(`${at}: port ${ep.port} is ${target}, and the gateway ${c.name} answers its probes on ${c.readinessProbe?.httpGet?.port}`);
+            problems.push(...scrapeKeyProblems(ep, c, find, at));
+          }
+          const base = obj.spec.jobLabel && service.obj.metadata.labels?.[obj.spec.jobLabel] ? service.obj.metadata.labels[obj.spec.jobLabel] : service.obj.metadata.name;
+          const labels: Record<string, string> = { job: base, __meta_kubernetes_service_name: service.obj.metadata.name, __meta_kubernetes_namespace: namespace };
+          for (const [k, v] of Object.entries<string>(service.obj.metadata.labels ?? {})) labels[`__meta_kubernetes_service_label_${k.replace(/[^a-zA-Z0-9_]/g, '_')}`] = v;
+          const out = relabel(labels, (ep.relabelings ?? []).map(fromOperator));
+          jobs.push({ where: at, job: out?.job });
+          summary.push(`${obj.kind}/${obj.metadata.name} -> Service/${service.obj.metadata.name}:${ep.port} ${ep.path ?? '/metrics'}, job ${out?.job}`);
+        }
+      }
+    } else {
+      const pods = selected(obj.spec.selector, workloads, (w) => w.obj.spec.template.metadata?.labels, where, problems);
+      if (pods.length === 0) problems.push(`${where}: its selector matches no workload's pod labels in deploy/kubernetes`);
+      for (const w of pods) {
+        const pod = w.obj.spec.template.spec;
+        const all = [...(pod.initContainers ?? []).map((c: any) => ({ c, init: true })), ...(pod.containers ?? []).map((c: any) => ({ c, init: false }))];
+        for (const [i, ep] of (obj.spec.podMetricsEndpoints ?? []).entries()) {
+          const at = `${where} endpoint ${i} -> ${w.obj.kind}/${w.obj.metadata.name}`;
+          if ((ep.path ?? '/metrics') !== '/metrics') problems.push(`${at}: path ${ep.path}, not /metrics`);
+          const owners = all.filter(({ c }) => (c.ports ?? []).some((p: any) => p.name === ep.port));
+          if (owners.length !== 1 || !isGatewayImage(owners[0].c.image)) {
+            problems.push(`${at}: port ${ep.port} is ${owners.length === 0 ? 'no container port name of the pod' : `named by ${owners.map(({ c }) => c.name).join(' and ')}, not by the gateway container alone`}`);
+            continue;
+          }
+          const { c, init } = owners[0];
+          if (c.readinessProbe?.httpGet?.port !== ep.port) problems.push(`${at}: port ${ep.port}, and the gateway ${c.name} answers its probes on ${c.readinessProbe?.httpGet?.port}`);
+          problems.push(...scrapeKeyProblems(ep, c, find, at));
+          const template = w.obj.spec.template;
+          const base = obj.spec.jobLabel && template.metadata?.labels?.[obj.spec.jobLabel] ? template.metadata.labels[obj.spec.jobLabel] : `${namespace}/${obj.metadata.name}`;
+          const port = (c.ports ?? []).find((p: any) => p.name === ep.port);
+          const labels = podTargetLabels(template, { job: base, namespace, podName: `${w.obj.metadata.name}-0`, podIp: '10.0.0.1', container: c, port, init });
+          const out = relabel(labels, (ep.relabelings ?? []).map(fromOperator));
+          if (!out) problems.push(`${at}: its relabelings drop the gateway's target`);
+          jobs.push({ where: at, job: out?.job });
+          summary.push(`${obj.kind}/${obj.metadata.name} -> ${w.obj.kind}/${w.obj.metadata.name} container ${c.name}:${ep.port} ${ep.path ?? '/metrics'}, job ${out?.job}`);
+        }
+      }
+    }
+  }
+  if (monitors.length === 0) problems.push('no ServiceMonitor or PodMonitor in deploy/kubernetes');
+  return { problems, summary, jobs };
+}
+
+check('kubernetes: the Prometheus Operator monitors scrape the gateway', () => {
+  const { problems, summary } = monitorsProblems();
+  fail(problems);
+  return summary.join('; ');
+});
+
 // --- alerts --------------------------------------------------------------------------------
+
+/**
+ * The selector CompactionGatewayDown picks the gateway's targets by, `{job="compaction-gateway"}`:
+ * the same in its `up` and its absent(), which must be there (`up == 0` alone never sees a
+ * gateway that no target stands for). alerts.yaml's header says how to change it.
+ */
+function downSelector(): { text: string; matchers: Matcher[] } {
+  const rules = (parseYaml(readFileSync(ALERTS, 'utf8')).groups ?? []).flatMap((g: any) => g.rules ?? []);
+  const rule = rules.find((r: any) => r.alert === 'CompactionGatewayDown');
+  if (!rule) throw new Failed([`${relative(ROOT, ALERTS)} has no CompactionGatewayDown`]);
+  const problems: string[] = [];
+  if (!/\babsent\s*\(\s*up\s*\{/.test(rule.expr)) problems.push(`CompactionGatewayDown has no absent(up{...}): with no gateway target at all it never fires: ${rule.expr}`);
+  const texts = [...new Set(selectors(rule.expr).filter((s) => s.name === 'up').map((s) => s.matchers.replace(/\s+/g, '')))];
+  if (texts.length !== 1) problems.push(`CompactionGatewayDown selects up by ${texts.map((t) => `{${t}}`).join(' and ') || 'nothing'}: one selector, written the same in both places`);
+  let matchers: Matcher[] = [];
+  try {
+    matchers = parseMatchers(texts[0] ?? '');
+  } catch (err) {
+    problems.push(`CompactionGatewayDown: ${(err as Error).message}`);
+  }
+  if (texts.length === 1 && matchers.length === 0) problems.push('CompactionGatewayDown selects up by no label: every target Prometheus scrapes, its own too');
+  fail(problems);
+  return { text: `{${texts[0]}}`, matchers };
+}
+
+const SCRAPE_KUBERNETES_PODS = join(DEPLOY, 'prometheus', 'scrape-kubernetes-pods.yaml');
+
+check('alerts: CompactionGatewayDown selects the gateway in every scrape setup', () => {
+  const down = downSelector();
+  const problems: string[] = [];
+  const summary: string[] = [];
+  const judge = (where: string, labels: Record<string, string> | undefined) => {
+    if (!labels) return problems.push(`${where}: the gateway's target is dropped`);
+    if (!matches(down.matchers, labels)) problems.push(`${where}: the gateway's target gets job="${labels.job}", which ${down.text} does not match (alerts.yaml's header says how to change one or the other)`);
+    summary.push(`${where}: job ${labels.job}`);
+  };
+
+  // Compose: the job that scrapes gateway:PORT, relabeled as Prometheus would.
+  const compose = parseYaml(readFileSync(join(DEPLOY, 'compose', 'prometheus.yml'), 'utf8'));
+  for (const s of compose.scrape_configs ?? []) {
+    for (const c of s.static_configs ?? []) {
+      for (const t of (c.targets ?? []).filter((t: string) => t.startsWith('gateway:'))) {
+        judge(`compose job ${s.job_name}`, relabel({ job: s.job_name, __address__: t, __metrics_path__: s.metrics_path ?? '/metrics', ...(c.labels ?? {}) }, s.relabel_configs ?? []));
+      }
+    }
+  }
+
+  // Annotation-based scraping: promtool checks the config (Debian's promtool has no Kubernetes
+  // discovery, so it sees the job with no targets), then its rules go over each gateway pod here.
+  const pods = parseYaml(readFileSync(SCRAPE_KUBERNETES_PODS, 'utf8'));
+  const dir = mkdtempSync(join(tmpdir(), 'check-deploy-scrape-'));
+  try {
+    const copy = structuredClone(pods);
+    for (const s of copy.scrape_configs ?? []) {
+      if (s.kubernetes_sd_configs) {
+        delete s.kubernetes_sd_configs;
+        s.static_configs = [];
+      }
+    }
+    writeFileSync(join(dir, 'prometheus.yml'), JSON.stringify(copy));
+    const r = run('promtool', ['check', 'config', join(dir, 'prometheus.yml')]);
+    if (r.status !== 0) problems.push(`${relative(ROOT, SCRAPE_KUBERNETES_PODS)}: promtool check config: ${r.out}`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  const job = (pods.scrape_configs ?? []).find((s: any) => s.kubernetes_sd_configs?.some((k: any) => k.role === 'pod'));
+  if (!job) problems.push(`${relative(ROOT, SCRAPE_KUBERNETES_PODS)}: no scrape job with kubernetes_sd_configs role pod`);
+  for (const w of job ? kubernetesDocuments().filter(isWorkload) : []) {
+    const template = w.obj.spec.template;
+    for (const { c, init } of gatewayContainers(w)) {
+      const where = `${relative(ROOT, w.file)} ${w.obj.kind}/${w.obj.metadata.name} container ${c.name} through ${relative(ROOT, SCRAPE_KUBERNETES_PODS)}`;
+      const port = (c.ports ?? []).find((p: any) => p.name === c.readinessProbe?.httpGet?.port || p.containerPort === c.readinessProbe?.httpGet?.port);
+      if (!port) {
+        problems.push(`${where}: no container port for its probes`);
+        continue;
+      }
+      const labels = relabel(podTargetLabels(template, { job: job.job_name, namespace: 'default', podName: `${w.obj.metadata.name}-0`, podIp: '10.0.0.1', container: c, port, init }), job.relabel_configs ?? []);
+      if (labels && labels.__address__ !== `10.0.0.1:${port.containerPort}`) problems.push(`${where}: scrapes ${labels.__address__}, not the gateway's port ${port.containerPort} (prometheus.io/port)`);
+      if (labels && labels.__metrics_path__ !== '/metrics') problems.push(`${where}: scrapes ${labels.__metrics_path__}, not /metrics (prometheus.io/path)`);
+      if ((c.env ?? []).some((e: any) => e.name === 'GATEWAY_METRICS_KEY') && !job.authorization) problems.push(`${where}: the gateway asks for GATEWAY_METRICS_KEY, and the scrape job sends no authorization: every scrape is refused`);
+      judge(where.replace(/ through .*$/, ' (annotations)'), labels);
+    }
+  }
+
+  // The Prometheus Operator's monitors.
+  for (const { where, job } of monitorsProblems().jobs) judge(where, job === undefined ? undefined : { job });
+  fail(problems);
+  return `${down.text} in up and absent(); ${summary.join('; ')}`;
+});
 
 check('alerts: promtool check rules', () => {
   const r = run('promtool', ['check', 'rules', ALERTS]);
@@ -598,6 +862,14 @@ check('dashboard: every query parses', () => {
     rmSync(dir, { recursive: true, force: true });
   }
   return `${queries.length} queries in ${new Set(queries.map((q) => q.where.replace(/ [A-Z]$/, ''))).size} panels parse`;
+});
+
+check('dashboard: every panel selects the gateway\'s targets only', () => {
+  const dashboard = JSON.parse(readFileSync(DASHBOARD, 'utf8'));
+  fail(gatewayScopeProblems(dashboard));
+  const { variables } = labelValuesVariables(dashboard);
+  const { queries } = dashboardQueries(dashboard, { raw: true });
+  return `${queries.length} queries filter by ${variables.map((v) => `${v.label}=~"$${v.name}"`).join(', ')}; ${variables.map((v) => `$${v.name} lists ${v.selector}'s ${v.label} values, All = those`).join('; ')}`;
 });
 
 // --- metric names --------------------------------------------------------------------------

@@ -1,5 +1,7 @@
 // Validates Kubernetes objects against the Kubernetes OpenAPI schemas that the npm package
-// kubernetes-models ships compiled (Kubernetes 1.33's API; nothing is downloaded at run time).
+// kubernetes-models ships compiled (Kubernetes 1.33's API; nothing is downloaded at run time),
+// and the Prometheus Operator's ServiceMonitor and PodMonitor against the schemas of its CRDs
+// that @kubernetes-models/prometheus-operator ships compiled the same way.
 //
 // The schemas check types, required fields, enums and formats (a quantity such as "512Mi", a
 // port number). Like the API server's OpenAPI, they allow fields they do not declare, which is
@@ -16,6 +18,7 @@ import * as networkingV1 from 'kubernetes-models/networking.k8s.io/v1';
 import * as policyV1 from 'kubernetes-models/policy/v1';
 import * as rbacV1 from 'kubernetes-models/rbac.authorization.k8s.io/v1';
 import * as coreV1 from 'kubernetes-models/v1';
+import * as monitoringV1 from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1';
 
 type ModelClass = (new (data?: unknown) => unknown) & { prototype: { validate(): void } };
 
@@ -29,9 +32,10 @@ const GROUPS: Record<string, Record<string, unknown>> = {
   'autoscaling/v2': autoscalingV2,
   'rbac.authorization.k8s.io/v1': rbacV1,
   'admissionregistration.k8s.io/v1': admissionregistrationV1,
+  'monitoring.coreos.com/v1': monitoringV1,
 };
 
-export const KUBERNETES_SCHEMA_SOURCE = 'kubernetes-models 4.5.1 (Kubernetes 1.33 OpenAPI)';
+export const KUBERNETES_SCHEMA_SOURCE = 'kubernetes-models 4.5.1 (Kubernetes 1.33 OpenAPI) and @kubernetes-models/prometheus-operator 4.4.4 (the CRDs of Prometheus Operator 0.65)';
 
 /** Problems with one object: schema violations and unknown fields, as JSON pointers. Empty when valid. */
 export function validateKubernetesObject(doc: unknown): string[] {

@@ -18,14 +18,22 @@ const BUILTIN_VARIABLES: Record<string, string> = {
   __range: '1h',
 };
 
-export function dashboardQueries(dashboard: any): { queries: DashboardQuery[]; problems: string[] } {
+/**
+ * Every panel query, its variables replaced: by `values` where given (resolveAll's, as Grafana
+ * would with "All" selected), else a query variable by `.+` (enough for parsing). `raw` leaves
+ * them as written, only checking each is defined.
+ */
+export function dashboardQueries(
+  dashboard: any,
+  options: { values?: Record<string, string>; raw?: boolean } = {},
+): { queries: DashboardQuery[]; problems: string[] } {
   const problems: string[] = [];
   const queries: DashboardQuery[] = [];
   const variables = new Map<string, string>(Object.entries(BUILTIN_VARIABLES));
   for (const v of dashboard?.templating?.list ?? []) {
     // A datasource variable selects where queries go; a query variable stands for label values,
     // which this check replaces with a regex that matches them (the queries use `=~`).
-    variables.set(v.name, v.type === 'query' ? '.+' : '');
+    variables.set(v.name, options.values?.[v.name] ?? (v.type === 'query' ? '.+' : ''));
   }
   const ids = new Set<number>();
   const panels: any[] = [];
@@ -54,7 +62,7 @@ export function dashboardQueries(dashboard: any): { queries: DashboardQuery[]; p
       }
       const { expr, unknown } = substitute(target.expr, variables);
       for (const u of unknown) problems.push(`${where}: unknown variable $${u}`);
-      queries.push({ where, expr });
+      queries.push({ where, expr: options.raw ? target.expr : expr });
     }
   }
   return { queries, problems };
@@ -93,4 +101,111 @@ export function metricNames(expr: string): string[] {
 export function baseMetricName(name: string, histograms: Set<string>): string {
   const m = /^(.*)_(bucket|sum|count)$/.exec(name);
   return m && histograms.has(m[1]) ? m[1] : name;
+}
+
+/** A dashboard query variable of the `label_values(selector, label)` kind, as Grafana reads it. */
+export interface LabelValuesVariable {
+  name: string;
+  selector: string;
+  label: string;
+  multi: boolean;
+  includeAll: boolean;
+  /** What "All" stands for when set; unset, Grafana lists every value the query found. */
+  allValue?: string;
+}
+
+/** The dashboard's query variables in order (a later one may use an earlier one), or problems. */
+export function labelValuesVariables(dashboard: any): { variables: LabelValuesVariable[]; problems: string[] } {
+  const variables: LabelValuesVariable[] = [];
+  const problems: string[] = [];
+  for (const v of dashboard?.templating?.list ?? []) {
+    if (v.type !== 'query') continue;
+    const text = typeof v.query === 'string' ? v.query : v.query?.query;
+    const m = /^\s*label_values\(\s*(.+?)\s*,\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\)\s*$/.exec(String(text ?? ''));
+    if (!m) {
+      problems.push(`variable $${v.name}: its query is not label_values(selector, label): ${text}`);
+      continue;
+    }
+    const allValue = typeof v.allValue === 'string' && v.allValue !== '' ? v.allValue : undefined;
+    variables.push({ name: v.name, selector: m[1], label: m[2], multi: Boolean(v.multi), includeAll: Boolean(v.includeAll), allValue });
+  }
+  return { variables, problems };
+}
+
+/** Grafana's escaping of one value for a regex matcher (its Prometheus data source's prometheusSpecialRegexEscape). */
+function grafanaRegexEscape(value: string): string {
+  return value.replace(/\\/g, '\\\\\\\\').replace(/[$^*{}[\]'+?.()|]/g, '\\\\$&');
+}
+
+/**
+ * What `$name` becomes in a query with "All" selected, as Grafana's Prometheus data source
+ * interpolates it: the allValue as written when one is set, else every value found, each
+ * regex-escaped, as `(a|b)` (a single value alone).
+ */
+export function allValueOf(variable: LabelValuesVariable, values: string[]): string {
+  if (variable.allValue !== undefined) return variable.allValue;
+  const escaped = [...values].sort().map(grafanaRegexEscape);
+  return escaped.length === 1 ? escaped[0] : `(${escaped.join('|')})`;
+}
+
+/**
+ * Resolves every query variable with "All" selected, as Grafana does on load: each variable's
+ * label_values query runs with the earlier variables already resolved. `labelValues` asks
+ * Prometheus (its /api/v1/label/<label>/values?match[]=<selector>, which Grafana uses).
+ */
+export async function resolveAll(
+  dashboard: any,
+  labelValues: (selector: string, label: string) => Promise<string[]>,
+): Promise<Record<string, string>> {
+  const { variables, problems } = labelValuesVariables(dashboard);
+  if (problems.length > 0) throw new Error(problems.join('; '));
+  const resolved: Record<string, string> = {};
+  for (const v of variables) {
+    const known = new Map([...Object.entries(BUILTIN_VARIABLES), ...Object.entries(resolved)]);
+    const { expr: selector, unknown } = substitute(v.selector, known);
+    if (unknown.length > 0) throw new Error(`variable $${v.name}: its query uses $${unknown.join(', $')}, not defined before it`);
+    resolved[v.name] = allValueOf(v, await labelValues(selector, v.label));
+  }
+  return resolved;
+}
+
+/**
+ * Where a dashboard could show targets that are not the gateway's: a query variable that is not
+ * label_values() of a gateway_ metric, or whose "All" is a catch-all (allValue), or a series
+ * selector in a panel that does not match every such variable's label (`job=~"$job"`), so that
+ * `up` or process_* would take in Prometheus itself and every other process scraped.
+ */
+export function gatewayScopeProblems(dashboard: any): string[] {
+  const { variables, problems } = labelValuesVariables(dashboard);
+  for (const v of variables) {
+    const metric = /^([a-zA-Z_:][a-zA-Z0-9_:]*)/.exec(v.selector)?.[1] ?? '';
+    if (!metric.startsWith('gateway_')) problems.push(`variable $${v.name}: lists ${v.label} values of ${metric || v.selector}, not of a gateway_ metric, so it may offer other targets`);
+    if (v.allValue !== undefined) problems.push(`variable $${v.name}: "All" is allValue ${JSON.stringify(v.allValue)}, which matches every target, not the ${v.label} values found`);
+    if (!v.includeAll || !v.multi) problems.push(`variable $${v.name}: needs includeAll and multi, so that "All" stands for every gateway ${v.label}`);
+  }
+  const wanted = variables.map((v) => `${v.label}=~"$${v.name}"`);
+  const { queries, problems: queryProblems } = dashboardQueries(dashboard, { raw: true });
+  problems.push(...queryProblems);
+  for (const q of queries) {
+    for (const { name, matchers } of selectors(q.expr)) {
+      const missing = wanted.filter((w) => !matchers.replace(/\s+/g, '').split(',').includes(w));
+      if (missing.length > 0) problems.push(`${q.where}: ${name}${matchers ? `{${matchers}}` : ''} lacks ${missing.join(', ')}`);
+    }
+  }
+  return problems;
+}
+
+/** The series selectors of an expression: each metric name (outside strings) and the matchers in its braces. */
+export function selectors(expr: string): Array<{ name: string; matchers: string }> {
+  const out: Array<{ name: string; matchers: string }> = [];
+  const names = /\b(gateway_[a-z0-9_]+|process_[a-z0-9_]+|nodejs_[a-z0-9_]+|up)\b(?!\s*\()/g;
+  for (const m of expr.matchAll(names)) {
+    // Inside a string literal when an odd number of unescaped quotes precede it.
+    const before = expr.slice(0, m.index).replace(/\\./g, '');
+    if ((before.match(/"/g) ?? []).length % 2 === 1) continue;
+    const rest = expr.slice(m.index + m[0].length);
+    const braces = /^\s*\{((?:[^}"]|"(?:[^"\\]|\\.)*")*)\}/.exec(rest);
+    out.push({ name: m[1], matchers: braces ? braces[1] : '' });
+  }
+  return out;
 }

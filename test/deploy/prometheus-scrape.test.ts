@@ -1,14 +1,19 @@
-// A real Prometheus (Debian's binary, on a loopback port) scrapes a real gateway that has just
-// rescued a request, and the rescue is read back through Prometheus's HTTP API. The same
+// A real Prometheus (Debian's binary, on a loopback port) scrapes itself and a real gateway that
+// has just rescued a request, and the rescue is read back through Prometheus's HTTP API. The
+// gateway's target goes through deploy/prometheus/scrape-kubernetes-pods.yaml's relabel rules,
+// labelled as Kubernetes discovery labels a pod of deploy/kubernetes/shared/gateway.yaml. The same
 // Prometheus loads deploy/prometheus/alerts.yaml and evaluates every rule against the gateway's
-// real series, and runs every query of the Grafana dashboard.
+// real series, runs every query of the Grafana dashboard, shows 1 on its "Gateways up" panel with
+// All selected, and fires CompactionGatewayDown when the gateway stops and when its target goes.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dashboardQueries } from '../../scripts/deploy/promql.js';
+import { parse as parseYaml, parseAllDocuments } from 'yaml';
+import { dashboardQueries, resolveAll } from '../../scripts/deploy/promql.js';
+import { podTargetLabels } from '../../scripts/deploy/relabel.js';
 import { completion, json, startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
 import { postChat, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { freePort } from '../helpers/ports.js';
@@ -33,6 +38,33 @@ describe.skipIf(!HAVE_PROMETHEUS && !IN_CI)('Prometheus scraping a gateway throu
   let prometheusLog = '';
   let api = '';
   let dir = '';
+  let bothUpAt = 0;
+  let gatewayStopped = false;
+
+  /**
+   * Prometheus scraping itself, and the gateway through the annotation-based job of
+   * scrape-kubernetes-pods.yaml: its one target carries the discovery labels a pod of
+   * shared/gateway.yaml would have, at the test gateway's address (its prometheus.io/port
+   * annotation says the test gateway's port, not 8080).
+   */
+  function prometheusConfig({ port, withGateway }: { port: number; withGateway: boolean }): string {
+    const [pods] = parseYaml(readFileSync(join(DEPLOY, 'prometheus', 'scrape-kubernetes-pods.yaml'), 'utf8')).scrape_configs;
+    const deployment = parseAllDocuments(readFileSync(join(DEPLOY, 'kubernetes', 'shared', 'gateway.yaml'), 'utf8')).map((d) => d.toJS()).find((o) => o.kind === 'Deployment');
+    const template = structuredClone(deployment.spec.template);
+    const { host, port: gatewayPort } = new URL(gateway.origin);
+    template.metadata.annotations['prometheus.io/port'] = gatewayPort;
+    const container = template.spec.containers.find((c: any) => c.name === 'compaction-gateway');
+    const discovered = podTargetLabels(template, { job: pods.job_name, namespace: 'default', podName: 'compaction-gateway-0', podIp: '127.0.0.1', container, port: { ...container.ports[0], containerPort: Number(gatewayPort) }, init: false });
+    const { job: _job, __address__: _address, __scheme__: _scheme, __metrics_path__: _path, ...labels } = discovered;
+    // Without the gateway the job stays, with no target, as when discovery finds no pod: Prometheus
+    // marks the gone target's series stale (a job removed from the config would leave them be).
+    const gatewayJob = { job_name: pods.job_name, relabel_configs: pods.relabel_configs, static_configs: withGateway ? [{ targets: [host], labels }] : [] };
+    return JSON.stringify({
+      global: { scrape_interval: '1s', evaluation_interval: '1s' },
+      rule_files: ['alerts.yaml'],
+      scrape_configs: [{ job_name: 'prometheus', static_configs: [{ targets: [`127.0.0.1:${port}`] }] }, gatewayJob],
+    });
+  }
 
   beforeAll(async () => {
     expect(HAVE_PROMETHEUS, 'the prometheus binary must be on PATH in CI (.ci/run installs Debian\'s prometheus)').toBe(true);
@@ -54,20 +86,7 @@ describe.skipIf(!HAVE_PROMETHEUS && !IN_CI)('Prometheus scraping a gateway throu
     const port = await freePort();
     api = `http://127.0.0.1:${port}`;
     copyFileSync(join(DEPLOY, 'prometheus', 'alerts.yaml'), join(dir, 'alerts.yaml'));
-    // The compose setup's job name, which the alerts select on; short intervals for the test.
-    writeFileSync(
-      join(dir, 'prometheus.yml'),
-      [
-        'global:',
-        '  scrape_interval: 1s',
-        '  evaluation_interval: 1s',
-        'rule_files: [alerts.yaml]',
-        'scrape_configs:',
-        '  - job_name: compaction-gateway',
-        `    static_configs: [{ targets: ["${new URL(gateway.origin).host}"] }]`,
-        '',
-      ].join('\n'),
-    );
+    writeFileSync(join(dir, 'prometheus.yml'), prometheusConfig({ port, withGateway: true }));
     prometheus = spawn(
       'prometheus',
       [
@@ -85,11 +104,14 @@ describe.skipIf(!HAVE_PROMETHEUS && !IN_CI)('Prometheus scraping a gateway throu
       const res = await fetch(`${api}/-/ready`).catch(() => undefined);
       return res?.status === 200 || undefined;
     });
+    // Both targets scraped once: from here on every rule evaluation sees them.
+    await waitFor('both targets up', async () => ((await query('up == 1')).length === 2 ? true : undefined));
+    bothUpAt = Date.now();
   }, TEST_MS);
 
   afterAll(async () => {
     await stopProcess(prometheus);
-    await gateway?.close();
+    if (!gatewayStopped) await gateway?.close();
     await upstream?.close();
     if (dir) rmSync(dir, { recursive: true, force: true });
   }, TEST_MS);
@@ -125,7 +147,8 @@ describe.skipIf(!HAVE_PROMETHEUS && !IN_CI)('Prometheus scraping a gateway throu
     const rules = await waitFor('every rule evaluated', async () => {
       const body = await getJson(`${api}/api/v1/rules`);
       const all = body.data.groups.flatMap((g: any) => g.rules);
-      return all.length === expected && all.every((r: any) => r.lastEvaluation && !r.lastEvaluation.startsWith('0001-')) ? all : undefined;
+      // Evaluated since both targets were up: before the first scrape, absent() in CompactionGatewayDown is pending.
+      return all.length === expected && all.every((r: any) => Date.parse(r.lastEvaluation) > bothUpAt) ? all : undefined;
     });
     for (const rule of rules) {
       expect({ rule: rule.name, health: rule.health, lastError: rule.lastError ?? '' }).toEqual({ rule: rule.name, health: 'ok', lastError: '' });
@@ -160,6 +183,72 @@ describe.skipIf(!HAVE_PROMETHEUS && !IN_CI)('Prometheus scraping a gateway throu
     const [r] = (await getJson(`${api}/api/v1/query?query=${encodeURIComponent(ratio.expr)}`)).data.result;
     expect(r.value[1]).toBe('1');
   }, TEST_MS);
+
+  it('shows 1 on the "Gateways up" panel with All selected, and only the gateway on the process panels, beside a Prometheus scraping itself', async () => {
+    // Two targets: the gateway and Prometheus itself, both up.
+    expect((await query('up')).map((r: any) => r.metric.job).sort()).toEqual(['compaction-gateway', 'prometheus']);
+    const dashboard = JSON.parse(readFileSync(join(DEPLOY, 'grafana', 'compaction-gateway.json'), 'utf8'));
+    // The variables as Grafana resolves them on load, "All" selected.
+    const values = await resolveAll(dashboard, async (selector, label) => {
+      const body = await getJson(`${api}/api/v1/label/${label}/values?match[]=${encodeURIComponent(selector)}`);
+      expect(body.status).toBe('success');
+      return body.data;
+    });
+    const { queries } = dashboardQueries(dashboard, { values });
+    const panel = (title: string) => queries.filter((q) => q.where.includes(`(${title})`));
+
+    const [up] = panel('Gateways up');
+    const result = await query(up.expr);
+    expect({ expr: up.expr, values: result.map((r: any) => r.value[1]) }).toEqual({ expr: up.expr, values: ['1'] });
+
+    // Memory and CPU: the gateway's process, not Prometheus's (which exports the same process_* metrics).
+    const gatewayInstance = new URL(gateway.origin).host;
+    for (const q of [...panel('Memory'), ...panel('CPU')]) {
+      const series = await query(q.expr);
+      expect({ where: q.where, instances: [...new Set(series.map((r: any) => r.metric.instance))] }).toEqual({ where: q.where, instances: [gatewayInstance] });
+    }
+  }, TEST_MS);
+
+  it('fires CompactionGatewayDown when the gateway stops, and when its target is gone', async () => {
+    // The shipped rules with `for: 2s` instead of 5m, loaded by a reload (SIGHUP).
+    const rules = parseYaml(readFileSync(join(DEPLOY, 'prometheus', 'alerts.yaml'), 'utf8'));
+    const down = rules.groups.flatMap((g: any) => g.rules).find((r: any) => r.alert === 'CompactionGatewayDown');
+    down.for = '2s';
+    writeFileSync(join(dir, 'alerts.yaml'), JSON.stringify(rules));
+    prometheus!.kill('SIGHUP');
+    await waitFor('the reloaded Down rule', async () => {
+      const body = await getJson(`${api}/api/v1/rules`);
+      const rule = body.data.groups.flatMap((g: any) => g.rules).find((r: any) => r.name === 'CompactionGatewayDown');
+      return rule?.duration === 2 && rule.state === 'inactive' ? rule : undefined;
+    });
+
+    await gateway.close();
+    gatewayStopped = true;
+    const instance = new URL(gateway.origin).host;
+    const [stopped] = await waitFor('CompactionGatewayDown firing for the stopped gateway', async () => {
+      const firing = await firingDown();
+      return firing.length > 0 ? firing : undefined;
+    });
+    expect(stopped.labels).toEqual({ alertname: 'CompactionGatewayDown', severity: 'critical', job: 'compaction-gateway', instance, namespace: 'default', pod: 'compaction-gateway-0', app_kubernetes_io_name: 'compaction-gateway' });
+    expect(stopped.annotations.summary).toBe(`compaction-gateway ${instance} is not answering scrapes`);
+
+    // Its target gone, as when its pods are: absent() takes over.
+    writeFileSync(join(dir, 'prometheus.yml'), prometheusConfig({ port: Number(new URL(api).port), withGateway: false }));
+    prometheus!.kill('SIGHUP');
+    const [gone] = await waitFor('CompactionGatewayDown firing with no gateway target', async () => {
+      const firing = (await firingDown()).filter((a: any) => a.labels.instance === undefined);
+      return firing.length > 0 ? firing : undefined;
+    });
+    expect(gone.labels).toEqual({ alertname: 'CompactionGatewayDown', severity: 'critical', job: 'compaction-gateway' });
+    expect(gone.annotations.summary).toBe('Prometheus has no compaction-gateway target');
+    // Prometheus itself is still scraped and up: the alert is about the gateway only.
+    expect((await query('up')).map((r: any) => [r.metric.job, r.value[1]])).toEqual([['prometheus', '1']]);
+  }, TEST_MS);
+
+  async function firingDown(): Promise<any[]> {
+    const body = await getJson(`${api}/api/v1/alerts`);
+    return body.data.alerts.filter((a: any) => a.labels.alertname === 'CompactionGatewayDown' && a.state === 'firing');
+  }
 
   async function query(promql: string): Promise<any[]> {
     const body = await getJson(`${api}/api/v1/query?query=${encodeURIComponent(promql)}`);
