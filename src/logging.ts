@@ -30,22 +30,33 @@ export function loggerOptions(level: string): LoggerOptions {
     redact: { paths: REDACT_PATHS, censor: '[redacted]' },
     // Serialise only what an operator needs; fastify's default req serialiser logs no headers.
     base: BASE,
+    // `"time":"2026-12-02T04:30:00.000Z"`: read as it is, and parsed as a date by log shippers.
+    timestamp: pino.stdTimeFunctions.isoTime,
   };
+}
+
+/** `log.format`: `auto` is pretty lines at a terminal, JSON lines anywhere else (a pipe, a file, a container's log). */
+export type LogFormat = 'auto' | 'json' | 'pretty';
+
+/** What `log.format` comes to for a stdout that is (or is not) a terminal. */
+export function chosenLogFormat(format: LogFormat, isTTY: boolean): 'json' | 'pretty' {
+  if (format === 'auto') return isTTY ? 'pretty' : 'json';
+  return format;
 }
 
 /**
  * stdout, through pino's asynchronous destination, which writes from libuv's thread pool; or,
- * for `log.format: pretty`, through pino-pretty, which is loaded only then. JSON lines are
+ * for `log.format: pretty` (or `auto` at a terminal), through pino-pretty, which is loaded only then. JSON lines are
  * gathered into batches of 4 KB, or whatever came in 200 ms when fewer come: a thread-pool write
  * per line cost about 17 µs a request. The shutdown writes what a batch holds (see `flushLogs`),
  * and so does any other exit.
  */
-export function stdoutDestination(format: 'json' | 'pretty' = 'json'): DestinationStream {
+export function stdoutDestination(format: LogFormat = 'json', isTTY = process.stdout.isTTY === true): DestinationStream {
   nonBlockingStdout();
   // SonicBoom keeps its own minimum too: with none, its flush() would report done at once.
-  if (format === 'json') return batched(pino.destination({ dest: 1, minLength: LOG_BATCH_CHARS }) as unknown as Sonic);
+  if (chosenLogFormat(format, isTTY) === 'json') return batched(pino.destination({ dest: 1, minLength: LOG_BATCH_CHARS }) as unknown as Sonic);
   const pretty = createRequire(import.meta.url)('pino-pretty') as typeof import('pino-pretty');
-  return pretty({ destination: 1, colorize: process.stdout.isTTY === true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'hostname,service' });
+  return pretty({ destination: 1, colorize: isTTY, translateTime: 'SYS:HH:MM:ss.l', ignore: 'hostname,service' });
 }
 
 const LOG_BATCH_CHARS = 4096;
@@ -207,11 +218,12 @@ export interface AccessLog {
  */
 export function accessLogger(level: string, stream: DestinationStream): AccessLog {
   const threshold = pino.levels.values[level] ?? Number.POSITIVE_INFINITY;
+  const time = isoTimeCache();
   const write = (value: number, fields: object, msg: string) => {
     if (value < threshold) return;
     const body = JSON.stringify(fields);
     const inner = body.length > 2 ? `${body.slice(1, -1)},` : '';
-    stream.write(`{"level":${value},"time":${Date.now()},"service":${SERVICE},${inner}"msg":${JSON.stringify(msg)}}\n`);
+    stream.write(`{"level":${value},"time":"${time()}","service":${SERVICE},${inner}"msg":${JSON.stringify(msg)}}\n`);
   };
   return {
     info: (fields, msg) => write(pino.levels.values.info, fields, msg),
@@ -220,6 +232,20 @@ export function accessLogger(level: string, stream: DestinationStream): AccessLo
 }
 
 const SERVICE = JSON.stringify(BASE.service);
+
+/** The time as pino's isoTime writes it, made once per millisecond: a busy gateway logs many lines in one. */
+function isoTimeCache(): () => string {
+  let ms = 0;
+  let iso = '';
+  return () => {
+    const now = Date.now();
+    if (now !== ms) {
+      ms = now;
+      iso = new Date(now).toISOString();
+    }
+    return iso;
+  };
+}
 
 type LogMethod = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace';
 

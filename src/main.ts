@@ -10,7 +10,8 @@ import { ConfigError, configSource, loadConfig, unknownVariableWarning, unknownV
 import type { Config } from './config/schema.js';
 import { dropLogs, flushLogs, stdoutDestination } from './logging.js';
 import { buildServer } from './server.js';
-import { loggableRedisUrl, openGatewayRefusal, probeRedis, startupFields, startupWarnings } from './startup.js';
+import { startTelemetry } from './telemetry.js';
+import { listeningOrigin, memoryRedis, openGatewayRefusal, probeRedis, redisUnreachable, startupFields, startupWarnings } from './startup.js';
 
 /** The process: read flags and config, build the server, listen, shut down on SIGTERM/SIGINT. */
 async function main(): Promise<void> {
@@ -40,30 +41,33 @@ async function main(): Promise<void> {
   }
   const refusal = openGatewayRefusal(config);
   if (refusal) return refuse(refusal);
-  const logStream = stdoutDestination(config.log.format);
+  // `auto`: readable lines for a person at a terminal, JSON lines for everything else.
+  const logStream = stdoutDestination(config.log.format, process.stdout.isTTY === true);
   // A stdout that fails (closed, broken pipe) must not end the process: there is nowhere to say so.
   (logStream as { on?: (event: string, fn: () => void) => void }).on?.('error', () => {});
   const app = buildServer(config, { logStream });
+  // Traces only when an OTLP endpoint is set; otherwise the SDK is never loaded. The last spans go out on close.
+  const telemetry = startTelemetry(config, gatewayVersion(), app.log);
+  app.addHook('onClose', async () => (await telemetry)?.shutdown());
   // Before listening: a signal that arrives while starting still drains and exits.
   exitOnSignals(app, logStream, config.server.shutdownGraceMs, idleConnectionCloser(app.server));
+  await telemetry;
   await app.listen({ host: config.server.host, port: config.server.port });
   await logStartup(app, config, configSource(argv, process.env, shipped), unknownEnv);
 }
 
 async function logStartup(app: FastifyInstance, config: Readonly<Config>, source: string | undefined, unknownEnv: UnknownVariable[]): Promise<void> {
-  const fields = startupFields(config, source, { gateway: gatewayVersion(), node: process.version });
-  const redisUrl = config.memory.enabled ? config.memory.redisUrl : undefined;
-  const redisProblem = redisUrl ? await probeRedis(redisUrl) : null;
-  if (redisUrl) fields.memory += redisProblem ? ' (not reachable at start)' : ' (reachable)';
+  const fields = startupFields(config, source, { gateway: gatewayVersion(), node: process.version, origin: listeningOrigin(app.server.address()) });
+  // A Redis node, a Cluster or a Sentinel set: asked once, and said plainly when it does not answer.
+  const redis = memoryRedis(config);
+  const redisProblem = redis ? await probeRedis(redis) : null;
+  if (redis) fields.memory += redisProblem ? ' (not reachable at start)' : ' (reachable)';
   app.log.info({ ...fields, pid: process.pid }, 'gateway ready');
   for (const warning of startupWarnings(config)) app.log.warn(warning);
   for (const unknown of unknownEnv) app.log.warn({ variable: unknown.name, didYouMean: unknown.meant?.name }, unknownVariableWarning(unknown));
-  if (redisUrl && redisProblem) {
-    const address = loggableRedisUrl(redisUrl);
-    app.log.warn(
-      { redis: address },
-      `Redis at ${address} is not reachable (${redisProblem}). The gateway serves requests without compaction memory until Redis answers, then uses it again by itself.`,
-    );
+  if (redis && redisProblem) {
+    const unreachable = redisUnreachable(redis, redisProblem);
+    app.log.warn({ redis: unreachable.redis }, unreachable.message);
   }
 }
 

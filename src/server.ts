@@ -22,6 +22,7 @@ import { responsesEndpoints } from './routes/responses.js';
 import { createEgress } from './upstream/client.js';
 import { ClientResponse } from './upstream/relay.js';
 import { apiOfUrl, byPrefix, resolveUpstreams, type Upstreams } from './upstream/upstreams.js';
+import { noteRecorded, tracedRequests, tracesUrl } from './telemetry.js';
 
 export interface ServerDeps {
   /** Where log lines go (default stdout); tests capture them here. */
@@ -137,7 +138,7 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
       new ClientResponse(exchange.res, exchange.id, apiOfUrl(upstreams, exchange.url)).sendError(gatewayError, { connection: 'close' });
     },
   });
-  enterThrough(app.server, front);
+  enterThrough(app.server, front, tracesUrl(config.telemetry) !== undefined);
   if (memory) app.addHook('onClose', async () => memory.close());
   // Each upstream under its own prefix, and the plain /v1 and /v1beta routed request by request.
   for (const apiPrefix of ['/v1', '/v1beta'] as const) {
@@ -155,13 +156,15 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
  * (fastify's `serverFactory` would do the same, but a server of one's own loses fastify's second
  * listener when the host is `localhost`, which binds both 127.0.0.1 and ::1.)
  */
-function enterThrough(server: Server, front: FrontDoor): void {
+function enterThrough(server: Server, front: FrontDoor, traced: boolean): void {
   const handlers = server.listeners('request') as Array<(req: IncomingMessage, res: ServerResponse) => void>;
   server.removeAllListeners('request');
-  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+  const serve = (req: IncomingMessage, res: ServerResponse) => {
     if (front(req, res)) return;
     for (const handler of handlers) handler(req, res);
-  });
+  };
+  // Both ways in share this listener, and so one server span per request (telemetry.ts); untraced, nothing is added.
+  server.on('request', traced ? tracedRequests(serve, (path) => PROBES.has(path)) : serve);
 }
 
 /** Health probes and metric scrapes: open without a gateway key, and logged at debug. */
@@ -184,6 +187,7 @@ function recordRequest(
   elapsedMs: number,
 ): void {
   const notes = request.notes;
+  noteRecorded(request.method, notes);
   const code = status;
   const route = notes?.route ?? 'unmatched';
   metrics.requests.inc(route, request.method, code, notes?.upstream);

@@ -1,35 +1,76 @@
-import { BlockList, isIP } from 'node:net';
-import { Redis } from 'ioredis';
+import { BlockList, isIP, type AddressInfo } from 'node:net';
+import { connectRedis, describeRedisTarget, redisTargetOf, type RedisTarget } from './memory/redis.js';
 import type { Config } from './config/schema.js';
+import type { Api } from './dialects/types.js';
 import { summarizerDestination, uncredentialedSummarizer } from './rescue/summarizer-credentials.js';
 import { egressRoute } from './upstream/egress.js';
 import { resolveUpstreams, type Upstream, type Upstreams } from './upstream/upstreams.js';
 
 /**
- * What an operator needs to read from the first lines of the log: which config is in force,
- * where requests go (every upstream: its URL, whose key, which proxy), and what will not work as
- * they might expect. Never a credential.
+ * What an operator needs to read from the first lines of the log: the base URLs to give agents
+ * (from `running.origin`, where the gateway listens), which config is in force, where requests go
+ * (every upstream: its URL, whose key, which proxy), and what will not work as they might expect.
+ * Never a credential.
  */
 export function startupFields(
   config: Readonly<Config>,
   source: string | undefined,
-  versions: { gateway: string; node: string },
+  running: { gateway: string; node: string; origin?: string },
   env: Record<string, string | undefined> = process.env,
 ) {
   const { memory } = config;
   const upstreams = resolveUpstreams(config);
+  const { origin } = running;
+  const unprefixed = origin ? agentBaseUrls(origin, '', unprefixedApis(config, upstreams)) : {};
   return {
+    ...(Object.keys(unprefixed).length > 0 ? { baseUrls: unprefixed } : {}),
     config: source ?? 'defaults (no config file)',
-    upstreams: upstreams.all.map((u) => upstreamLine(config, upstreams, u, env)),
+    upstreams: upstreams.all.map((u) => ({ ...upstreamLine(config, upstreams, u, env), ...(origin ? { baseUrls: agentBaseUrls(origin, `/${u.name}`, u.apis) } : {}) })),
     defaultUpstream: upstreams.fallback?.name ?? 'none (a request no prefix or route sends anywhere gets 404 no_upstream)',
     ...(config.routes.length > 0 ? { routes: config.routes.map((r) => `${[r.api && `api ${r.api}`, r.model && `model ${r.model}`].filter(Boolean).join(', ')} -> ${r.upstream}`) } : {}),
     auth: config.auth.keys.length > 0 ? `on (${config.auth.keys.length} gateway key${config.auth.keys.length > 1 ? 's' : ''})` : 'off',
     compaction: config.compaction.maxReplays === 0 ? 'off (maxReplays 0)' : config.compaction.strategy,
-    memory: !memory.enabled ? 'off' : memory.redisUrl ? `redis ${loggableRedisUrl(memory.redisUrl)}` : 'local (in-process)',
+    memory: memoryLine(memory),
     proactive: config.compaction.proactive,
-    version: versions.gateway,
-    node: versions.node,
+    version: running.gateway,
+    node: running.node,
   };
+}
+
+/**
+ * The base URL each kind of agent is given, for the APIs served there: OpenAI's SDKs and Codex
+ * (`OPENAI_BASE_URL`) take it with `/v1`; Anthropic's (`ANTHROPIC_BASE_URL`) and Gemini's
+ * (`GOOGLE_GEMINI_BASE_URL`) add their own version path to it.
+ */
+export function agentBaseUrls(origin: string, prefix: string, apis: ReadonlySet<Api>): { openai?: string; anthropic?: string; gemini?: string } {
+  const at = `${origin}${prefix}`;
+  return {
+    ...(apis.has('chat') || apis.has('responses') ? { openai: `${at}/v1` } : {}),
+    ...(apis.has('messages') ? { anthropic: at } : {}),
+    ...(apis.has('gemini') ? { gemini: at } : {}),
+  };
+}
+
+/** The APIs a request without a prefix can be served in: the default upstream's, and those a route sends somewhere that serves them. */
+function unprefixedApis(config: Readonly<Config>, upstreams: Upstreams): Set<Api> {
+  const apis = new Set<Api>(upstreams.fallback?.apis ?? []);
+  for (const route of config.routes) {
+    const served = upstreams.named(route.upstream)?.apis ?? new Set<Api>();
+    for (const api of served) if (route.api === undefined || route.api === api) apis.add(api);
+  }
+  return apis;
+}
+
+/**
+ * `http://HOST:PORT` of the address the server listens on, for the ready line. A wildcard address
+ * (0.0.0.0, ::) is shown as 127.0.0.1: it serves there too, and a host name or another interface's
+ * address may not be what reaches it (a container's name, a NAT). Undefined for a pipe.
+ */
+export function listeningOrigin(address: AddressInfo | string | null): string | undefined {
+  if (address === null || typeof address === 'string') return undefined;
+  const wildcard = address.address === '0.0.0.0' || address.address === '::';
+  const host = wildcard ? '127.0.0.1' : address.address.includes(':') ? `[${address.address}]` : address.address;
+  return `http://${host}:${address.port}`;
 }
 
 /** One upstream as the startup line tells it. */
@@ -131,20 +172,27 @@ export function startupWarnings(config: Readonly<Config>): string[] {
 
 const REDIS_PROBE_MS = 1_000;
 
+/** Where compaction memory lives, as the ready line says it (no secret). */
+function memoryLine(memory: Readonly<Config['memory']>): string {
+  if (!memory.enabled) return 'off';
+  const redis = redisTargetOf(memory);
+  return redis ? describeRedisTarget(redis) : 'local (in-process)';
+}
+
 /**
  * Whether Redis answers a PING within a second: null when it does, else what went wrong in
- * plain words. The gateway starts either way (memory is an optimisation, and reconnects).
+ * plain words. `target`: a URL, or memory.redis as a whole (a cluster: its slots are read; a
+ * Sentinel set: the master it names). The gateway starts either way (memory is an
+ * optimisation, and reconnects).
  */
-export async function probeRedis(url: string, timeoutMs = REDIS_PROBE_MS): Promise<string | null> {
-  const redis = new Redis(url, {
-    lazyConnect: true,
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 0,
-    connectTimeout: timeoutMs,
-    retryStrategy: () => null,
-  });
+export async function probeRedis(target: string | RedisTarget, timeoutMs = REDIS_PROBE_MS): Promise<string | null> {
+  const redis = connectRedis(typeof target === 'string' ? { kind: 'node', url: target, tls: /^rediss:/i.test(target) } : target, 'probe', timeoutMs);
   let firstError: Error | undefined;
   redis.on('error', (err: Error) => (firstError ??= err));
+  // A sentinel that answers, but names no master by that name, says so only here.
+  redis.on('sentinelError', (err: Error) => {
+    if (/successfully, but got an invalid reply/.test(err.message)) firstError = err;
+  });
   let timer: NodeJS.Timeout | undefined;
   const deadline = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' })), timeoutMs);
@@ -160,13 +208,29 @@ export async function probeRedis(url: string, timeoutMs = REDIS_PROBE_MS): Promi
   }
 }
 
+/** The Redis the memory uses, for main's probe at start: undefined with memory off or in-process. */
+export function memoryRedis(config: Readonly<Config>): RedisTarget | undefined {
+  return config.memory.enabled ? redisTargetOf(config.memory) : undefined;
+}
+
+/** The startup WARN for a Redis the probe did not reach: its address (no secret) and the sentence. */
+export function redisUnreachable(target: RedisTarget, problem: string): { redis: string; message: string } {
+  const redis = describeRedisTarget(target).replace(/^redis /, '');
+  const what = target.kind === 'node' ? `Redis at ${redis}` : target.kind === 'cluster' ? `The Redis Cluster at ${redis.replace(/^cluster /, '')}` : `Redis (${redis})`;
+  return { redis, message: `${what} is not reachable (${problem}). The gateway serves requests without compaction memory until Redis answers, then uses it again by itself.` };
+}
+
 /** What a Redis client error means, in plain words (for the startup WARN, and any other Redis warning). */
 export function describeRedisError(err: Error & { code?: string }, timeoutMs = REDIS_PROBE_MS): string {
   const text = `${err.code ?? ''} ${err.message}`;
   if (/ECONNREFUSED/.test(text)) return 'connection refused: nothing listens at that address';
+  // Redis 7's sentinels say "No such master"; older ones answer with no address.
+  if (/No such master|successfully, but got an invalid reply/i.test(text)) return 'the sentinels know no master by that name (memory.redis.name)';
+  if (/All sentinels are unreachable/i.test(text)) return 'no sentinel answered at the addresses given';
+  if (/Failed to refresh slots cache|cluster support disabled/i.test(text)) return 'no seed node answered as a Redis Cluster node (is cluster mode on?)';
   if (/ENOTFOUND|EAI_AGAIN/.test(text)) return 'its host name does not resolve';
   if (/ETIMEDOUT|timeout/i.test(text)) return `no answer within ${timeoutMs} ms`;
-  if (/NOAUTH|WRONGPASS|invalid password|AUTH/i.test(text)) return 'it refused the credentials in the URL';
+  if (/NOAUTH|WRONGPASS|invalid password|AUTH/i.test(text)) return 'it refused the credentials (in the URL, or memory.redis.username/password)';
   if (/ECONNRESET|EPIPE|closed/i.test(text)) return 'it closed the connection (is it Redis, and is TLS right: redis:// vs rediss://?)';
   return err.message.split('\n')[0].slice(0, 120);
 }
@@ -177,9 +241,4 @@ export function loggableUrl(url: string): string {
   return `${parsed.origin}${parsed.pathname}`;
 }
 
-/** A Redis URL with its password masked (`redis://user:***@host:6379/0`). */
-export function loggableRedisUrl(url: string): string {
-  const parsed = new URL(url);
-  const user = parsed.username || parsed.password ? `${parsed.username}${parsed.password ? ':***' : ''}@` : '';
-  return `${parsed.protocol}//${user}${parsed.host}${parsed.pathname === '/' ? '' : parsed.pathname}`;
-}
+export { loggableRedisUrl } from './memory/redis.js';

@@ -6,6 +6,7 @@ import type { Rendered, SummarizerWire } from '../dialects/types.js';
 import { jsonTextBytes } from './size.js';
 import { chunkTranscript, clipBytes, entryBytes, INDENT, renderBlock, renderItem } from './transcript.js';
 import { mapInSlices } from '../time-slice.js';
+import { traceSummarizerCall } from '../telemetry.js';
 
 export interface SummarizerSettings {
   /** The API's base URL, e.g. https://api.openai.com/v1. */
@@ -376,15 +377,19 @@ async function post(s: SummarizerSettings, path: string, body: string, signal: A
   counter.calls++;
   counter.bytes += Buffer.byteLength(body);
   const url = new URL(`${s.url.replace(/\/+$/, '')}${path}`);
-  const res = await s.dispatcher.request({
-    origin: url.origin,
-    path: url.pathname + url.search,
-    method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json', 'x-gateway-compaction': 'summarizer', ...s.headers },
-    body,
-    signal,
-  });
-  const text = await boundedText(res.body, limit, counter.calls);
+  const headers = { 'content-type': 'application/json', accept: 'application/json', 'x-gateway-compaction': 'summarizer', ...s.headers };
+  // A traced request's summarizer call is a span of its own, and carries its traceparent.
+  const traced = traceSummarizerCall({ url, model: s.model, wire: s.wire, compact: path === s.wire.compact?.path, maxTokens }, headers);
+  let res: Dispatcher.ResponseData;
+  let text: string;
+  try {
+    res = await s.dispatcher.request({ origin: url.origin, path: url.pathname + url.search, method: 'POST', headers: traced?.headers ?? headers, body, signal });
+    text = await boundedText(res.body, limit, counter.calls);
+  } catch (err) {
+    traced?.failed(err);
+    throw err;
+  }
+  traced?.answered(res.statusCode, () => s.wire.usage(parsedAnswer(text)));
   if (res.statusCode >= 400) {
     // A refused call read nothing, but its input is spent as far as anyone can tell: estimated.
     count(counter, undefined, body, '');
@@ -418,6 +423,14 @@ export async function providerCompact(items: unknown[], s: SummarizerSettings, s
     throw asSummarizerError(err, signal, counter.calls);
   } finally {
     clear();
+  }
+}
+
+function parsedAnswer(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
   }
 }
 

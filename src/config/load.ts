@@ -48,6 +48,14 @@ const ENV_KEYS: Array<[name: string, path: string, kind: EnvKind]> = [
   ['COMPACTION_RESCUE_WAIT_MS', 'compaction.rescueWaitMs', 'int'],
   ['MEMORY_ENABLED', 'memory.enabled', 'bool'],
   ['MEMORY_REDIS_URL', 'memory.redisUrl', 'string'],
+  ['MEMORY_REDIS_CLUSTER_NODES', 'memory.redis.cluster', 'list'],
+  ['MEMORY_REDIS_SENTINELS', 'memory.redis.sentinels', 'list'],
+  ['MEMORY_REDIS_SENTINEL_NAME', 'memory.redis.name', 'string'],
+  ['MEMORY_REDIS_SENTINEL_PASSWORD', 'memory.redis.sentinelPassword', 'string'],
+  ['MEMORY_REDIS_USERNAME', 'memory.redis.username', 'string'],
+  ['MEMORY_REDIS_PASSWORD', 'memory.redis.password', 'string'],
+  ['MEMORY_REDIS_TLS', 'memory.redis.tls', 'bool'],
+  ['MEMORY_REDIS_CA_FILE', 'memory.redis.caFile', 'string'],
   ['MEMORY_MAX_BYTES', 'memory.maxBytes', 'int'],
   ['MEMORY_TTL_SECONDS', 'memory.ttlSeconds', 'int'],
   ['MEMORY_SHARE_ANONYMOUS', 'memory.shareAnonymous', 'bool'],
@@ -61,6 +69,10 @@ const ENV_KEYS: Array<[name: string, path: string, kind: EnvKind]> = [
   ['SUMMARIZER_MAX_CALLS', 'summarizer.maxCalls', 'int'],
   ['SUMMARIZER_MAX_INPUT_BYTES', 'summarizer.maxInputBytes', 'int'],
   ['SUMMARIZER_PROVIDER_COMPACTION', 'summarizer.providerCompaction', 'bool'],
+  // OpenTelemetry's own names, as every SDK and collector operator knows them.
+  ['OTEL_EXPORTER_OTLP_ENDPOINT', 'telemetry.otlpEndpoint', 'string'],
+  ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'telemetry.tracesEndpoint', 'string'],
+  ['OTEL_SERVICE_NAME', 'telemetry.serviceName', 'string'],
 ];
 
 export const ENV_NAMES = ENV_KEYS.map(([name]) => name);
@@ -147,6 +159,7 @@ function caFileProblems(config: Config): string[] {
   const files: Array<[string, string | undefined]> = [
     ['upstream.caFile', config.upstream.caFile],
     ...Object.entries(config.upstreams ?? {}).map(([name, u]): [string, string | undefined] => [`upstreams.${name}.caFile`, u.caFile]),
+    ['memory.redis.caFile', typeof config.memory.redis === 'object' ? config.memory.redis.caFile : undefined],
   ];
   const problems: string[] = [];
   for (const [key, file] of files) {
@@ -187,11 +200,11 @@ function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
 function shownValue(path: readonly PropertyKey[], value: unknown): string {
   if (value === undefined || (typeof value === 'object' && value !== null)) return '';
   const key = String(path.at(-1));
-  if (key === 'apiKey' || path[0] === 'auth') return '; got [redacted]';
+  if (key === 'apiKey' || /password$/i.test(key) || path[0] === 'auth') return '; got [redacted]';
   const quoted = typeof value === 'string';
   let text = quoted ? value : JSON.stringify(value) ?? String(value);
   // A URL may carry a password (`redis://:pw@host`) or a key in its query.
-  if (typeof value === 'string' && /(url|proxy)$/i.test(key)) text = text.replace(/\/\/[^/@]*@/, '//[redacted]@').replace(/\?.*$/, '');
+  if (typeof value === 'string' && /(url|proxy|redis)$/i.test(key)) text = text.replace(/\/\/[^/@]*@/, '//[redacted]@').replace(/\?.*$/, '');
   if (text.length > 80) text = `${text.slice(0, 77)}...`;
   return `; got ${quoted ? JSON.stringify(text) : text}`;
 }

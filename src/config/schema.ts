@@ -137,8 +137,8 @@ const auth = z
 const log = z
   .object({
     level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-    // JSON lines for machines; `pretty` (pino-pretty) for a human at a terminal.
-    format: z.enum(['json', 'pretty']).default('json'),
+    // JSON lines for machines; `pretty` (pino-pretty) for a human at a terminal; `auto`: pretty when stdout is a terminal.
+    format: z.enum(['auto', 'json', 'pretty']).default('auto'),
   })
   .strict();
 
@@ -159,6 +159,43 @@ const compaction = z
   })
   .strict();
 
+const redisUrl = z.string().refine((u) => /^rediss?:\/\//i.test(u), 'must be a redis:// or rediss:// URL');
+
+/** `host:port` of a Redis node or a Sentinel (`[::1]:6379` for IPv6). */
+const redisAddress = z.string().regex(/^(\[[0-9A-Fa-f:.]+\]|[^\s:[\]/@]+):\d{1,5}$/, 'must be host:port');
+
+/**
+ * Where the shared memory lives, beyond one URL: a Redis Cluster (seed nodes) or a Sentinel set
+ * (the sentinels and the master's name), with credentials and TLS. Without url, cluster or
+ * sentinels it adds credentials and TLS to memory.redisUrl. docs/memory.md.
+ */
+const redisTarget = z
+  .object({
+    url: redisUrl.optional(),
+    cluster: z.array(redisAddress).min(1).optional(),
+    sentinels: z.array(redisAddress).min(1).optional(),
+    /** The master's name the sentinels watch (`sentinel monitor NAME ...`). */
+    name: z.string().min(1).optional(),
+    db: z.number().int().min(0).optional(),
+    username: z.string().min(1).optional(),
+    password: z.string().min(1).optional(),
+    sentinelUsername: z.string().min(1).optional(),
+    sentinelPassword: z.string().min(1).optional(),
+    tls: z.boolean().optional(),
+    /** PEM file of the CA that signed Redis's certificates (TLS on). */
+    caFile: z.string().min(1).optional(),
+  })
+  .strict()
+  .superRefine((r, ctx) => {
+    const targets = (['url', 'cluster', 'sentinels'] as const).filter((k) => r[k] !== undefined);
+    if (targets.length > 1) ctx.addIssue({ code: 'custom', path: [], message: `takes one of url, cluster or sentinels; got ${targets.join(' and ')}` });
+    if (r.sentinels && !r.name) ctx.addIssue({ code: 'custom', path: ['name'], message: 'needs the name of the master the sentinels watch (sentinel monitor NAME ...)' });
+    for (const key of ['name', 'sentinelUsername', 'sentinelPassword'] as const) {
+      if (r[key] !== undefined && !r.sentinels) ctx.addIssue({ code: 'custom', path: [key], message: 'is for sentinels only', params: { said: true } });
+    }
+    if (r.db !== undefined && r.cluster) ctx.addIssue({ code: 'custom', path: ['db'], message: 'a Redis Cluster has database 0 only' });
+  });
+
 const memory = z
   .object({
     enabled: z.boolean().default(true),
@@ -166,12 +203,16 @@ const memory = z
     ttlSeconds: positiveInt.default(DEFAULTS.memoryTtlSeconds),
     /** Requests that carry no credential share one memory (a single-user sidecar); off by default. */
     shareAnonymous: z.boolean().default(false),
-    redisUrl: z
-      .string()
-      .refine((u) => /^rediss?:\/\//i.test(u), 'must be a redis:// or rediss:// URL')
-      .optional(),
+    redisUrl: redisUrl.optional(),
+    /** A redis:// URL (as redisUrl), or a mapping: a cluster, sentinels, credentials, TLS. */
+    redis: z.union([redisUrl, redisTarget], { error: 'must be a redis:// URL or a mapping with url, cluster or sentinels' }).optional(),
   })
-  .strict();
+  .strict()
+  .superRefine((m, ctx) => {
+    const target = typeof m.redis === 'string' || m.redis?.url || m.redis?.cluster || m.redis?.sentinels;
+    if (target && m.redisUrl) ctx.addIssue({ code: 'custom', path: ['redis'], message: 'says where Redis is, and so does memory.redisUrl: keep one', params: { said: true } });
+    else if (m.redis && !target && !m.redisUrl) ctx.addIssue({ code: 'custom', path: ['redis'], message: 'needs url, cluster or sentinels (or memory.redisUrl)', params: { said: true } });
+  });
 
 const summarizer = z
   .object({
@@ -194,6 +235,18 @@ const summarizer = z
   })
   .strict();
 
+/** Traces over OTLP/HTTP (docs/telemetry.md): off unless an endpoint is set. */
+const telemetry = z
+  .object({
+    /** The OTLP/HTTP base URL (OTEL_EXPORTER_OTLP_ENDPOINT); traces go to its `/v1/traces`. */
+    otlpEndpoint: httpUrl.optional(),
+    /** The traces URL itself (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), used as it is; wins over otlpEndpoint. */
+    tracesEndpoint: httpUrl.optional(),
+    /** `service.name` (OTEL_SERVICE_NAME); compaction-gateway by default. */
+    serviceName: z.string().min(1).optional(),
+  })
+  .strict();
+
 const configObject = z
   .object({
     server: server.default(() => server.parse({})),
@@ -203,6 +256,7 @@ const configObject = z
     compaction: compaction.default(() => compaction.parse({})),
     summarizer: summarizer.default(() => summarizer.parse({})),
     memory: memory.default(() => memory.parse({})),
+    telemetry: telemetry.default(() => telemetry.parse({})),
     /** Named upstreams, each served under `/NAME/v1/...` and picked by `routes`. */
     upstreams: z.record(z.string(), namedUpstream).optional(),
     /** The upstream of a request no path prefix or route picks. */

@@ -1,11 +1,12 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Bounds } from '../compaction/target.js';
 import type { Config } from '../config/schema.js';
 import { sessionKey, spanDigests } from './fingerprint.js';
 import { believed, loosened, type LearnedLimit } from './limits.js';
-import { LocalStore, RedisStore, type MemoryEntry, type MemoryStore } from './store.js';
+import { RedisStore, redisTargetOf } from './redis.js';
+import { LocalStore, type MemoryEntry, type MemoryStore } from './store.js';
 
 export type { LearnedLimit } from './limits.js';
 export type { MemoryEntry } from './store.js';
@@ -15,6 +16,25 @@ export interface Recalled {
   session: string;
   entry: MemoryEntry;
 }
+
+/**
+ * The right to compact a conversation and remember what came of it, held by one request at a time
+ * across every replica sharing the store (CompactionMemory.lease).
+ */
+export interface Lease {
+  readonly session: string;
+  readonly token: string;
+  /** Frees it (if still this one's: never another's), and stops renewing it. */
+  release(): Promise<void>;
+}
+
+/** How long a lease lasts unrenewed: a holder that crashed frees it within this. */
+export const LEASE_TTL_MS = 10_000;
+/** How long the store is left alone after an operation failed slowly (CompactionMemory.guard). */
+const STORE_PAUSE_MS = 1_000;
+const SLOW_FAILURE_MS = 100;
+/** How often a holder renews its lease while its compaction runs (summaries may take a minute). */
+const LEASE_RENEW_MS = 3_000;
 
 /** The request with a remembered span replaced by its summary. */
 export interface RecalledView {
@@ -36,12 +56,14 @@ export interface RecalledView {
  */
 export class CompactionMemory {
   private storeDown = false;
+  private pausedUntil = 0;
   private readonly lookups: Counter<'result'>;
   private readonly saved: Counter;
   private readonly proactive: Counter;
   private readonly errors: Counter<'operation'>;
   private readonly limitTokens: Gauge<'model'>;
   private readonly limitBytes: Gauge<'model'>;
+  private readonly leaseWaits: Counter<'result'>;
 
   constructor(
     private readonly store: MemoryStore,
@@ -82,6 +104,14 @@ export class CompactionMemory {
       labelNames: ['model'] as const,
       registers: [registry],
     });
+    this.leaseWaits = new Counter({
+      name: 'gateway_memory_lease_waits_total',
+      help: 'Compactions that waited for another request (any replica) compacting the same conversation, by result (reused: went on after it, with what it remembered; timed_out: compacted without remembering).',
+      labelNames: ['result'] as const,
+      registers: [registry],
+    });
+    // At 0 from the start, so increase() sees the first wait.
+    for (const result of ['reused', 'timed_out']) this.leaseWaits.inc({ result }, 0);
   }
 
   /** The newest remembered compaction whose span this request repeats exactly, if any. */
@@ -106,14 +136,66 @@ export class CompactionMemory {
     this.proactive.inc();
   }
 
-  /** Remembers what a new summary stands for: the span of `items` after the kept prefix, by digest. */
-  async remember(session: string, tenant: string, items: readonly unknown[], fixedEnd: number, entry: Omit<MemoryEntry, 'spanDigest'>): Promise<void> {
+  /**
+   * Remembers what a new summary stands for (the span of `items` after the kept prefix, by
+   * digest), while `lease` is still the session's: a lease lost meanwhile (expired, or gone in a
+   * failover and taken by another replica) writes nothing.
+   */
+  async remember(lease: Lease, tenant: string, items: readonly unknown[], fixedEnd: number, entry: Omit<MemoryEntry, 'spanDigest'>): Promise<void> {
     const [spanDigest] = spanDigests(items, fixedEnd, [entry.spanLength]);
     if (!spanDigest) return;
-    await this.guard('write', async () => {
-      await this.store.remember(session, { ...entry, spanDigest });
-      await this.store.markTenant(tenant);
-    }, undefined);
+    const written = await this.guard('write', async () => {
+      const kept = await this.store.remember(lease.session, { ...entry, spanDigest }, lease.token);
+      if (kept) await this.store.markTenant(tenant);
+      return kept;
+    }, false);
+    if (!written && !this.storeDown) this.log.info({ session: lease.session }, "the conversation's lease was lost while it was compacted (it expired, or Redis failed over); what it made is not remembered");
+  }
+
+  /**
+   * The conversation's lease: only its holder compacts the conversation and remembers the result.
+   * While another request holds it (on any replica), waits for it up to `waitMs` (what its
+   * summary may take), and then takes it: the holder's summary is remembered by then, and the
+   * caller recalls it. Null when the wait ran out, the client left, or the store failed: the
+   * caller compacts on its own and remembers nothing, so two never both write one conversation.
+   */
+  async lease(session: string, waitMs: number, signal?: AbortSignal): Promise<Lease | null> {
+    const until = performance.now() + waitMs;
+    let waited = false;
+    // Bounded by time; the count is a second bound should the clock not move.
+    for (let round = 0; round < 10_000; round++) {
+      const token = randomUUID();
+      const taken = await this.guard('write', () => this.store.acquire(session, token, LEASE_TTL_MS), null);
+      if (taken === null) return null;
+      if (taken) {
+        if (waited) this.leaseWaits.inc({ result: 'reused' });
+        return this.held(session, token);
+      }
+      const left = until - performance.now();
+      if (left <= 0 || signal?.aborted) break;
+      if (!waited) this.log.info({ session, waitMs }, 'another request is compacting this conversation; waiting for its summary');
+      waited = true;
+      await this.guard('read', () => this.store.whenFree(session, left, signal), undefined);
+    }
+    // Not waited for (waitMs 0): the caller only takes a lease that is free.
+    if (!waited) return null;
+    this.leaseWaits.inc({ result: 'timed_out' });
+    if (!signal?.aborted) this.log.info({ session, waitMs }, `another request was still compacting this conversation after ${waitMs} ms; compacting it here too, without remembering the result`);
+    return null;
+  }
+
+  /** A lease taken: renewed while held, so a long summary keeps it and a crashed holder's expires. */
+  private held(session: string, token: string): Lease {
+    const renewing = setInterval(() => void this.store.renew(session, token, LEASE_TTL_MS).catch(() => {}), LEASE_RENEW_MS);
+    renewing.unref();
+    return {
+      session,
+      token,
+      release: async () => {
+        clearInterval(renewing);
+        await this.guard('write', () => this.store.release(session, token), undefined);
+      },
+    };
   }
 
   /** Whether anything is remembered for this tenant: only then is a request read before its first attempt. */
@@ -163,7 +245,15 @@ export class CompactionMemory {
     return this.store.close();
   }
 
+  /**
+   * After an operation failed slowly (a timeout, a cluster retrying on nodes that are gone), the
+   * store is left alone for STORE_PAUSE_MS: every operation is a miss at once, so a request does
+   * not pay each of its operations' bounds in turn; then the next operation tries it again. A
+   * quick failure (not connected yet: no offline queue) costs nothing and pauses nothing.
+   */
   private async guard<T>(operation: 'read' | 'write', fn: () => Promise<T>, fallback: T): Promise<T> {
+    if (performance.now() < this.pausedUntil) return fallback;
+    const started = performance.now();
     try {
       const value = await fn();
       if (this.storeDown) {
@@ -173,6 +263,8 @@ export class CompactionMemory {
       return value;
     } catch (err) {
       this.errors.inc({ operation });
+      // (A value that does not parse is that key's problem, not the store's.)
+      if (performance.now() - started >= SLOW_FAILURE_MS && !(err instanceof SyntaxError)) this.pausedUntil = performance.now() + STORE_PAUSE_MS;
       if (!this.storeDown) {
         this.storeDown = true;
         this.log.warn({ err: (err as Error).message }, 'compaction memory store failed; going on without memory until it is back');
@@ -205,9 +297,8 @@ export function applyRecalled(items: readonly unknown[], fixedEnd: number, entry
 
 export function createMemory(config: Readonly<Config>, registry: Registry, log: FastifyBaseLogger): CompactionMemory | null {
   if (!config.memory.enabled) return null;
-  const store = config.memory.redisUrl
-    ? new RedisStore(config.memory.redisUrl, config.memory.ttlSeconds)
-    : new LocalStore(config.memory.maxBytes, config.memory.ttlSeconds);
+  const redis = redisTargetOf(config.memory);
+  const store = redis ? new RedisStore(redis, config.memory.ttlSeconds) : new LocalStore(config.memory.maxBytes, config.memory.ttlSeconds);
   return new CompactionMemory(store, registry, log);
 }
 

@@ -1,4 +1,3 @@
-import { Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
 import type { BoundMemory } from '../compaction/bound.js';
 import type { Trail } from '../compaction/trail.js';
@@ -42,7 +41,11 @@ export interface MemoryEntry {
 export interface MemoryStore {
   /** The session's entries, newest first. */
   entries(session: string): Promise<MemoryEntry[]>;
-  remember(session: string, entry: MemoryEntry): Promise<void>;
+  /**
+   * Adds an entry to the session's. With `lease`, only while that lease is still the session's
+   * (a fenced write): false, and nothing written, once it is not.
+   */
+  remember(session: string, entry: MemoryEntry, lease?: string): Promise<boolean>;
   /** What was learned under a key (one tenant, upstream and model: see CompactionMemory). */
   limit(key: string): Promise<LearnedLimit | undefined>;
   /** Adds a lesson to what is known under the key (limits.ts mergedLimit). */
@@ -57,13 +60,21 @@ export interface MemoryStore {
    * credential and asking. A store shared between replicas can never say so.
    */
   mayHaveTenants(): boolean;
+  /** Takes the conversation's lease as `lease` for `ttlMs` (SET NX PX): false while another holds it. */
+  acquire(session: string, lease: string, ttlMs: number): Promise<boolean>;
+  /** Extends the lease while it is still `lease`'s: false once it is not (expired, or taken since). */
+  renew(session: string, lease: string, ttlMs: number): Promise<boolean>;
+  /** Frees the lease if it is still `lease`'s (compare and delete): never another's. */
+  release(session: string, lease: string): Promise<void>;
+  /** Resolves once the conversation's lease is free, after `ms` at most, or when `signal` aborts. */
+  whenFree(session: string, ms: number, signal?: AbortSignal): Promise<void>;
   close(): Promise<void>;
 }
 
 /** Entries kept per conversation: later turns extend the newest; older ones rarely match again. */
 export const ENTRIES_PER_SESSION = 4;
 
-function withEntry(list: MemoryEntry[], entry: MemoryEntry): MemoryEntry[] {
+export function withEntry(list: MemoryEntry[], entry: MemoryEntry): MemoryEntry[] {
   const others = list.filter((e) => e.spanDigest !== entry.spanDigest);
   return [entry, ...others].slice(0, ENTRIES_PER_SESSION);
 }
@@ -73,6 +84,8 @@ export class LocalStore implements MemoryStore {
   private readonly cache: LRUCache<string, MemoryEntry[] | LearnedLimit>;
   /** Set by the first markTenant: from then on every request asks (entries expire; the flag need not). */
   private tenantsMarked = false;
+  /** Conversations being compacted by a request of this process. */
+  private readonly leases = new Map<string, LocalLease>();
 
   constructor(maxBytes: number, ttlSeconds: number) {
     this.cache = new LRUCache({
@@ -86,12 +99,14 @@ export class LocalStore implements MemoryStore {
     return (this.cache.get(`s:${session}`) as MemoryEntry[] | undefined) ?? [];
   }
 
-  async remember(session: string, entry: MemoryEntry): Promise<void> {
+  async remember(session: string, entry: MemoryEntry, lease?: string): Promise<boolean> {
+    if (lease !== undefined && this.leases.get(session)?.token !== lease) return false;
     // A copy of its own, as Redis keeps one: a string parsed out of a request is a slice of the
     // request's whole text (V8's JSON.parse), and an entry holding one line of it would keep a
     // 20 MB body alive for as long as it is remembered.
     const own = JSON.parse(JSON.stringify(entry)) as MemoryEntry;
     this.cache.set(`s:${session}`, withEntry(await this.entries(session), own));
+    return true;
   }
 
   async limit(key: string): Promise<LearnedLimit | undefined> {
@@ -120,77 +135,74 @@ export class LocalStore implements MemoryStore {
     return this.tenantsMarked;
   }
 
-  async close(): Promise<void> {
-    this.tenantsMarked = false;
-    this.cache.clear();
-  }
-}
-
-/**
- * Shared by every replica pointed at the same Redis. Commands fail at once while Redis is down
- * (no offline queue) so a request never waits on it; the caller treats a failure as a miss.
- */
-export class RedisStore implements MemoryStore {
-  private readonly redis: Redis;
-
-  constructor(
-    url: string,
-    private readonly ttlSeconds: number,
-    // v5: sessions are keyed by model too, and learned limits by tenant, upstream and model (a
-    // hash), with the size of the request that stated each; a v4 replica would share one tenant's
-    // lesson with every other. (v4: entries may be masked spans and carry a trail.)
-    private readonly prefix = 'compaction-gateway:v5:',
-  ) {
-    this.redis = new Redis(url, {
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-      commandTimeout: 500,
-      connectTimeout: 1_000,
-      retryStrategy: (attempt) => Math.min(attempt * 200, 2_000),
-      lazyConnect: false,
-    });
-    // Errors surface through the failing commands; this keeps ioredis from printing them.
-    this.redis.on('error', () => {});
-  }
-
-  async entries(session: string): Promise<MemoryEntry[]> {
-    const text = await this.redis.get(`${this.prefix}s:${session}`);
-    return text ? (JSON.parse(text) as MemoryEntry[]) : [];
-  }
-
-  async remember(session: string, entry: MemoryEntry): Promise<void> {
-    const list = withEntry(await this.entries(session), entry);
-    await this.redis.set(`${this.prefix}s:${session}`, JSON.stringify(list), 'EX', this.ttlSeconds);
-  }
-
-  async limit(key: string): Promise<LearnedLimit | undefined> {
-    const text = await this.redis.get(`${this.prefix}l:${key}`);
-    return text ? (JSON.parse(text) as LearnedLimit) : undefined;
-  }
-
-  async learn(key: string, limit: LearnedLimit): Promise<void> {
-    await this.replaceLimit(key, mergedLimit(await this.limit(key), limit));
-  }
-
-  async replaceLimit(key: string, limit: LearnedLimit): Promise<void> {
-    if (Object.keys(limit).length === 0) await this.redis.del(`${this.prefix}l:${key}`);
-    else await this.redis.set(`${this.prefix}l:${key}`, JSON.stringify(limit), 'EX', this.ttlSeconds);
-  }
-
-  async markTenant(tenant: string): Promise<void> {
-    await this.redis.set(`${this.prefix}t:${tenant}`, '1', 'EX', this.ttlSeconds);
-  }
-
-  async hasTenant(tenant: string): Promise<boolean> {
-    return (await this.redis.exists(`${this.prefix}t:${tenant}`)) === 1;
-  }
-
-  /** Another replica may have remembered any tenant: always ask Redis. */
-  mayHaveTenants(): boolean {
+  async acquire(session: string, lease: string, ttlMs: number): Promise<boolean> {
+    if (this.leases.has(session)) return false;
+    let free!: () => void;
+    const freed = new Promise<void>((resolve) => (free = resolve));
+    const expiry = setTimeout(() => this.drop(session, lease), ttlMs);
+    expiry.unref();
+    this.leases.set(session, { token: lease, freed, free, expiry });
     return true;
   }
 
+  async renew(session: string, lease: string, ttlMs: number): Promise<boolean> {
+    const held = this.leases.get(session);
+    if (held?.token !== lease) return false;
+    clearTimeout(held.expiry);
+    held.expiry = setTimeout(() => this.drop(session, lease), ttlMs);
+    held.expiry.unref();
+    return true;
+  }
+
+  async release(session: string, lease: string): Promise<void> {
+    this.drop(session, lease);
+  }
+
+  async whenFree(session: string, ms: number, signal?: AbortSignal): Promise<void> {
+    const held = this.leases.get(session);
+    if (held) await firstOf(held.freed, ms, signal);
+  }
+
   async close(): Promise<void> {
-    this.redis.disconnect();
+    this.tenantsMarked = false;
+    this.cache.clear();
+    for (const [session, held] of this.leases) this.drop(session, held.token);
+  }
+
+  /** The lease goes if it is still `lease`'s, and whoever waits for it goes on. */
+  private drop(session: string, lease: string): void {
+    const held = this.leases.get(session);
+    if (held?.token !== lease) return;
+    clearTimeout(held.expiry);
+    this.leases.delete(session);
+    held.free();
+  }
+}
+
+/** In-process leases: a request of the conversation waits on the promise of the one compacting it. */
+interface LocalLease {
+  token: string;
+  freed: Promise<void>;
+  free: () => void;
+  expiry: NodeJS.Timeout;
+}
+
+/** Resolves with `promise`, after `ms`, or when `signal` aborts, whichever comes first; leaves no timer behind. */
+export async function firstOf(promise: Promise<unknown>, ms: number, signal?: AbortSignal): Promise<void> {
+  if (signal?.aborted || ms <= 0) return;
+  let timer: NodeJS.Timeout | undefined;
+  let onAbort: (() => void) | undefined;
+  try {
+    await Promise.race([
+      promise,
+      new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, ms);
+        onAbort = resolve;
+        signal?.addEventListener('abort', onAbort, { once: true });
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+    if (onAbort) signal?.removeEventListener('abort', onAbort);
   }
 }

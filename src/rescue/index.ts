@@ -11,9 +11,10 @@ import { CLIENT_CREDENTIALS } from '../upstream/headers.js';
 import type { InspectedAnswer } from '../upstream/inspect.js';
 import { attempt } from './attempt.js';
 import { holdBudget, markedHeaders, modelOf, optedOut, tooManyItems, type RescueContext } from './context.js';
-import { compactAhead, learnedBounds, learnFrom, memoryAhead, noteAccepted, recallFor, rememberSpan, rewriteOf, type Rewrite } from './memory.js';
+import { compactAhead, learnedBounds, learnFrom, memoryAhead, noteAccepted, recallFor, rememberSpan, rewriteOf, underLease, type Rewrite } from './memory.js';
 import { compactionHeader, countCompaction, countRescue, logDecision, seconds, type RescueRecord, type ReplayResult } from './report.js';
 import { noCredentials, summarizerDestination } from './summarizer-credentials.js';
+import { noteRescue } from '../telemetry.js';
 
 /*
  * The rescue, written once for every API: attempt -> overlong and nothing sent yet? -> make the
@@ -127,36 +128,42 @@ async function compactAndReplay(
   const rejection = { reason: verdict.reason, limits: verdict.limits, bodyBytes: rejectedBytes, requested: dialect.completion(json) };
   // Hashed ahead in slices: looking up and remembering a long history then takes no long stretch.
   if (deps.memory) await digestInSlices(conversation.items);
-  // After a compaction ahead was refused too, memory has had its say: start from the request.
-  const recalled = afterAhead ? null : await recallFor(ctx, conversation);
-  const ratio = deps.config.compaction.targetRatio;
-  const learned = await learnedBounds(ctx);
-  const target = sizeTarget(rejection, learned, ratio, recalled?.entry.bytesPerToken);
-  const compactTo = (to: SizeTarget) =>
-    compact({
-      dialect,
-      request: json,
-      conversation,
-      headers: ctx.headers,
-      bodyBytes: ctx.incoming.bytes,
-      target: to,
-      config: deps.config,
-      dispatcher: deps.dispatcher,
-      summarizer: summarizerFor(ctx, to),
-      signal: ctx.gone.signal,
-      because: verdict.reason === 'body_too_large' ? "the request exceeded the upstream's size limit" : "the request exceeded the model's context window",
-      recalled: recalled?.entry,
-      onSummary: (e) => logSummary(ctx, e),
-    });
-  let used = target;
-  let compaction = await compactTo(used);
-  // What other requests taught must not make this one unrescuable: it is tried once more with
-  // what its own rejection says, which is never looser than what the upstream accepted or refused.
-  const own = learned ? sizeTarget(rejection, undefined, ratio, recalled?.entry.bytesPerToken) : null;
-  if (compaction.outcome === 'not_shrunk' && compaction.why === 'cannot_fit' && own && own.fitBytes > target.fitBytes) {
-    used = own;
-    compaction = await compactTo(used);
-  }
+  // One request at a time compacts a conversation, on any replica (rescue/memory.ts underLease):
+  // another's summary is waited for, then recalled here and reused, not made twice.
+  const { compaction, used, remembered } = await underLease(ctx, conversation, async (lease) => {
+    // After a compaction ahead was refused too, memory has had its say: start from the request.
+    const recalled = afterAhead ? null : await recallFor(ctx, conversation);
+    const ratio = deps.config.compaction.targetRatio;
+    const learned = await learnedBounds(ctx);
+    const target = sizeTarget(rejection, learned, ratio, recalled?.entry.bytesPerToken);
+    const compactTo = (to: SizeTarget) =>
+      compact({
+        dialect,
+        request: json,
+        conversation,
+        headers: ctx.headers,
+        bodyBytes: ctx.incoming.bytes,
+        target: to,
+        config: deps.config,
+        dispatcher: deps.dispatcher,
+        summarizer: summarizerFor(ctx, to),
+        signal: ctx.gone.signal,
+        because: verdict.reason === 'body_too_large' ? "the request exceeded the upstream's size limit" : "the request exceeded the model's context window",
+        recalled: recalled?.entry,
+        onSummary: (e) => logSummary(ctx, e),
+      });
+    let used = target;
+    let compaction = await compactTo(used);
+    // What other requests taught must not make this one unrescuable: it is tried once more with
+    // what its own rejection says, which is never looser than what the upstream accepted or refused.
+    const own = learned ? sizeTarget(rejection, undefined, ratio, recalled?.entry.bytesPerToken) : null;
+    if (compaction.outcome === 'not_shrunk' && compaction.why === 'cannot_fit' && own && own.fitBytes > target.fitBytes) {
+      used = own;
+      compaction = await compactTo(used);
+    }
+    if (compaction.outcome === 'compacted' && compaction.newSpan) await rememberSpan(ctx, conversation, compaction.newSpan, used, lease);
+    return { compaction, used, remembered: lease !== null };
+  });
   Object.assign(record, { remedy: 'compaction', compaction, limit: used.source, durationMs: performance.now() - started });
   countCompaction(deps.metrics, dialect.api, compaction, record.durationMs!);
   if (compaction.outcome !== 'compacted') {
@@ -164,8 +171,7 @@ async function compactAndReplay(
     return passThrough(ctx, record, first);
   }
   record.bound = compaction.bound;
-  if (compaction.newSpan) await rememberSpan(ctx, conversation, compaction.newSpan, recalled, used);
-  return replay(ctx, record, first, rewriteOf(ctx, conversation, compaction, recalled, used));
+  return replay(ctx, record, first, rewriteOf(ctx, conversation, compaction, used, remembered));
 }
 
 async function replay(ctx: RescueContext, record: RescueRecord, first: InspectedAnswer, rewrite: Rewrite): Promise<Outcome> {
@@ -202,11 +208,12 @@ function plain(body: Buffer): Rewrite {
  * exception to "replay once", bounded to one more call.
  */
 async function sendRewritten(ctx: RescueContext, record: RescueRecord, rewrite: Rewrite): Promise<Sent> {
-  const send = (r: Pick<Rewrite, 'body' | 'headers'>) => attempt(ctx, r.body, { ...markedHeaders(ctx.headers, compactionHeader(record)), ...r.headers }, true);
+  const send = (r: Pick<Rewrite, 'body' | 'headers'>) => attempt(ctx, r.body, { ...markedHeaders(ctx.headers, compactionHeader(record)), ...r.headers }, record);
   const countRefusal = (a: InspectedAnswer) => isBindingRefusal(a.verdict) && ctx.deps.metrics.bindingRefusals.inc({ api: ctx.dialect.api, request: 'compacted' });
+  let answer: InspectedAnswer | undefined;
   try {
     let bytes = rewrite.body.length;
-    let answer = await send(rewrite);
+    answer = await send(rewrite);
     countRefusal(answer);
     // Only a refusal of the blocks themselves is mended by removing them (not one of the opt-in).
     const again = refusesBoundState(answer.verdict) ? await rewrite.restrip() : null;
@@ -221,7 +228,7 @@ async function sendRewritten(ctx: RescueContext, record: RescueRecord, rewrite: 
     noteBound(ctx, record, answer);
     return { answer, bytes };
   } finally {
-    logDecision(ctx.log, record);
+    logDecision(ctx.log, record, answer);
   }
 }
 
@@ -246,6 +253,7 @@ function noteBound(ctx: RescueContext, record: RescueRecord, answer: InspectedAn
 function noted(ctx: RescueContext, record: RescueRecord): string {
   const header = compactionHeader(record);
   ctx.notes.compaction = header;
+  noteRescue(record, header);
   return header;
 }
 
@@ -271,6 +279,7 @@ function passThrough(ctx: RescueContext, record: RescueRecord, first: InspectedA
 function finish(ctx: RescueContext, record: RescueRecord, answer: InspectedAnswer): Outcome {
   const header = compactionHeader(record);
   ctx.notes.compaction = header;
+  noteRescue(record, header);
   return { answer, header };
 }
 
@@ -358,6 +367,6 @@ function logSummary(ctx: RescueContext, e: Parameters<NonNullable<Parameters<typ
   else if (e.failure) ctx.log.warn({ api, ms: Math.round(e.ms), calls: e.calls, failure: e.failure }, `summarizer failed (${e.failure}) after ${seconds(e.ms)}; using the deterministic digest`);
   else if (e.digested) {
     const { maxCalls, maxInputBytes } = ctx.deps.config.summarizer;
-    ctx.log.warn({ api, ms: Math.round(e.ms), calls: e.calls, digested: e.digested, maxCalls, maxInputBytes }, `summary ready in ${seconds(e.ms)} (${e.calls} summarizer calls); the summarizer's cost cap for one compaction (${maxCalls} calls, ${maxInputBytes} bytes) was reached, so the oldest ${e.digested} messages went to the deterministic digest`);
+    ctx.log.info({ api, ms: Math.round(e.ms), calls: e.calls, digested: e.digested, maxCalls, maxInputBytes }, `summary ready in ${seconds(e.ms)} (${e.calls} summarizer calls); the summarizer's cost cap for one compaction (${maxCalls} calls, ${maxInputBytes} bytes) was reached, so the oldest ${e.digested} messages went to the deterministic digest`);
   } else ctx.log.info({ api, ms: Math.round(e.ms), calls: e.calls }, `summary ready in ${seconds(e.ms)} (${e.calls} summarizer call${e.calls === 1 ? '' : 's'})`);
 }

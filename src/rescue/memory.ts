@@ -2,7 +2,7 @@ import { compact, keptPrefixEnd, type BoundFigures, type CompactionResult, type 
 import { DEFAULT_BYTES_PER_TOKEN, learnedTarget, type Bounds, type SizeTarget } from '../compaction/target.js';
 import type { Conversation } from '../dialects/types.js';
 import { tenantOf } from '../memory/fingerprint.js';
-import type { CompactionMemory, Recalled } from '../memory/index.js';
+import type { CompactionMemory, Lease, MemoryEntry, Recalled } from '../memory/index.js';
 import { lessonOf } from '../memory/limits.js';
 import type { Verdict } from '../overlong/types.js';
 import { holdBudget, modelOf, tooManyItems, type RescueContext } from './context.js';
@@ -89,13 +89,49 @@ export async function recallFor(ctx: RescueContext, conversation: Conversation):
   return recalled;
 }
 
-/** Remembers the span a summary stands for, so later turns of the conversation reuse it. */
-export async function rememberSpan(ctx: RescueContext, conversation: Conversation, span: NewSpan, recalled: Recalled | null, target: SizeTarget): Promise<void> {
+/** The conversation's key in memory, or null when it has none (memory off, no tenant). */
+function sessionOf(ctx: RescueContext, conversation: Conversation): { memory: CompactionMemory; tenant: string; session: string } | null {
   const memory = ctx.deps.memory;
   const tenant = memory ? tenantFor(ctx) : null;
-  if (!memory || !tenant) return;
-  const session = recalled?.session ?? memory.session(tenant, ctx.upstream.memoryKey, ctx.dialect.api, modelOf(ctx) ?? '', conversation.items, span.fixedEnd);
-  await memory.remember(session, tenant, conversation.items, span.fixedEnd, {
+  if (!memory || !tenant) return null;
+  return { memory, tenant, session: memory.session(tenant, ctx.upstream.memoryKey, ctx.dialect.api, modelOf(ctx) ?? '', conversation.items, keptPrefixEnd(conversation)) };
+}
+
+/**
+ * Runs `work` (recall, compact, remember) holding the conversation's lease, so one request at a
+ * time, on any replica, compacts a conversation: the others wait for it (up to
+ * summarizer.timeoutMs, what its summary may take), then recall what it remembered and reuse it.
+ * Past that wait, or with the store failing, `work` gets no lease: it compacts on its own and
+ * remembers nothing. The lease is freed when `work` is done, before anything goes upstream.
+ */
+export async function underLease<T>(ctx: RescueContext, conversation: Conversation, work: (lease: Lease | null) => Promise<T>): Promise<T> {
+  const at = sessionOf(ctx, conversation);
+  const lease = at ? await at.memory.lease(at.session, ctx.deps.config.summarizer.timeoutMs, ctx.gone.signal) : null;
+  try {
+    return await work(lease);
+  } finally {
+    await lease?.release();
+  }
+}
+
+/**
+ * Remembers the span a summary stands for, so later turns of the conversation reuse it: under
+ * `lease` when the caller holds one; `'take'` takes it now if it is free (never waiting); null
+ * remembers nothing.
+ */
+export async function rememberSpan(ctx: RescueContext, conversation: Conversation, span: NewSpan, target: SizeTarget, lease: Lease | null | 'take'): Promise<void> {
+  const at = lease ? sessionOf(ctx, conversation) : null;
+  const held = at && (lease === 'take' ? await at.memory.lease(at.session, 0) : lease);
+  if (!at || !held) return;
+  try {
+    await at.memory.remember(held, at.tenant, conversation.items, span.fixedEnd, entryOf(span, target));
+  } finally {
+    if (lease === 'take') await held.release();
+  }
+}
+
+function entryOf(span: NewSpan, target: SizeTarget): Omit<MemoryEntry, 'spanDigest'> {
+  return {
     spanLength: span.spanLength,
     pinnedOffsets: span.pinnedOffsets,
     ...(span.summary.length === 1 ? { summary: span.summary[0] } : { summary: null, summaryItems: span.summary }),
@@ -109,7 +145,7 @@ export async function rememberSpan(ctx: RescueContext, conversation: Conversatio
     aimBytes: target.aimBytes,
     bytesPerToken: target.bytesPerToken,
     createdAt: Date.now(),
-  });
+  };
 }
 
 /** A compacted request as it goes upstream, and its retry with all bound state stripped. */
@@ -120,19 +156,21 @@ export interface Rewrite {
   restrip: () => Promise<{ body: Buffer; headers: Record<string, string>; bound: BoundFigures } | null>;
 }
 
+/** `remembered`: whether the compaction was remembered (it held the lease), so its stripped retry is remembered in its place. */
 export function rewriteOf(
   ctx: RescueContext,
   conversation: Conversation,
   compaction: Extract<CompactionResult, { outcome: 'compacted' }>,
-  recalled: Recalled | null,
   target: SizeTarget,
+  remembered: boolean,
 ): Rewrite {
   return {
     body: compaction.body,
     headers: compaction.headers,
     restrip: async () => {
       const again = compaction.restrip();
-      if (again?.span) await rememberSpan(ctx, conversation, again.span, recalled, target);
+      // After the replay: the lease is taken again, briefly, and only if no one holds it.
+      if (again?.span) await rememberSpan(ctx, conversation, again.span, target, remembered ? 'take' : null);
       return again;
     },
   };
@@ -168,11 +206,28 @@ export async function compactAhead(ctx: RescueContext, memory: CompactionMemory,
   const json = await ctx.incoming.load();
   const conversation = json && !tooManyItems(json) ? ctx.dialect.read(json) : null;
   if (!json || !conversation) return null;
-  const recalled = await memory.recall(tenant, ctx.upstream.memoryKey, ctx.dialect.api, modelOf(ctx) ?? '', conversation.items, keptPrefixEnd(conversation));
-  if (!recalled) return null;
-  memory.countLookup(recalled);
-
+  const recall = () => memory.recall(tenant, ctx.upstream.memoryKey, ctx.dialect.api, modelOf(ctx) ?? '', conversation.items, keptPrefixEnd(conversation));
+  if (!(await recall())) return null;
   const started = performance.now();
+  // Extending the summary is a summary too: under the lease, recalled afresh (another request may have extended it meanwhile).
+  return underLease(ctx, conversation, async (lease) => {
+    const recalled = await recall();
+    if (!recalled) return null;
+    memory.countLookup(recalled);
+    return aheadUnderLease(ctx, conversation, json, recalled, lease, started, summarizer);
+  });
+}
+
+async function aheadUnderLease(
+  ctx: RescueContext,
+  conversation: Conversation,
+  json: Record<string, unknown>,
+  recalled: Recalled,
+  lease: Lease | null,
+  started: number,
+  summarizer: (target: SizeTarget) => SummarizerTarget,
+): Promise<Proactive | null> {
+  const memory = ctx.deps.memory!;
   const bytes = ctx.incoming.bytes;
   const target = aheadTarget(recalled, bytes, await learnedBounds(ctx), ctx);
   const compaction = await compact({
@@ -195,10 +250,10 @@ export async function compactAhead(ctx: RescueContext, memory: CompactionMemory,
   // Remembered with what this conversation's own rejection said fits, not what was learned since:
   // a lesson is applied afresh each time, and may be dropped (memory/limits.ts).
   const remembered = { ...target, fitBytes: recalled.entry.fitBytes, aimBytes: recalled.entry.aimBytes };
-  if (compaction.newSpan) await rememberSpan(ctx, conversation, compaction.newSpan, recalled, remembered);
+  if (compaction.newSpan) await rememberSpan(ctx, conversation, compaction.newSpan, remembered, lease);
   memory.countProactive();
   const record: RescueRecord = { api: ctx.dialect.api, upstream: ctx.upstream.name, outcome: 'compacted', trigger: 'proactive', compaction, bound: compaction.bound, limit: 'learned', durationMs };
-  return { rewrite: rewriteOf(ctx, conversation, compaction, recalled, remembered), record };
+  return { rewrite: rewriteOf(ctx, conversation, compaction, remembered, lease !== null), record };
 }
 
 /** What the remembered compaction knew to fit, tightened by anything learned since. */

@@ -4,6 +4,7 @@ import type { LimitSource } from '../compaction/target.js';
 import type { Api } from '../dialects/types.js';
 import type { Metrics } from '../metrics.js';
 import type { OverlongReason } from '../overlong/types.js';
+import type { InspectedAnswer } from '../upstream/inspect.js';
 
 export type Outcome = 'replayed' | 'replay_failed' | 'not_shrunk' | 'disabled' | 'compacted' | 'shed';
 export type ReplayResult = 'success' | 'upstream_error' | 'still_overlong' | 'failed';
@@ -82,8 +83,14 @@ function strategyOf(r: RescueRecord): string | undefined {
   return r.compaction?.outcome === 'compacted' ? r.compaction.strategy : undefined;
 }
 
-/** The one WARN line a rescue writes when it decides, with the numbers in the sentence. */
-export function logDecision(log: FastifyBaseLogger, r: RescueRecord): void {
+/**
+ * The one line a rescue writes when it decides, with the numbers in the sentence: a WARN when the
+ * upstream refused something (an overlong rejection, bound thinking, a request compacted ahead),
+ * and an INFO for a request compacted ahead from memory that the upstream then accepted (`answer`,
+ * when it is known), which is every later turn of a healthy long session. At debug, the summary
+ * text that stood in for the history goes in a line of its own (logSummaryText).
+ */
+export function logDecision(log: FastifyBaseLogger, r: RescueRecord, answer?: Pick<InspectedAnswer, 'answer' | 'verdict'>): void {
   const c = r.compaction;
   const fields = { compaction: flat(r) };
   const what =
@@ -111,11 +118,66 @@ export function logDecision(log: FastifyBaseLogger, r: RescueRecord): void {
     const memory = c.memory === 'hit' ? (c.summarizerCalls === 0 ? ', remembered summary reused as it was' : ', remembered summary extended') : '';
     const cut = c.cut > 0 ? `, ${c.cut} kept contents cut to fit` : '';
     const then = r.trigger === 'proactive' ? 'sending it compacted' : 'replaying once';
-    log.warn(
-      fields,
-      `${what}: compacted ${c.messagesBefore} items into ${c.messagesAfter} (${size(c.bytesBefore)} -> ${size(c.bytesAfter)}, ${c.strategy}${took}${memory}${cut})${fellBack}, ${then}${boundSaid(r)}`,
-    );
+    const accepted = r.trigger === 'proactive' && !r.bindingRetry && answer !== undefined && !answer.verdict.overlong && answer.answer.status < 400;
+    const message = `${what}: compacted ${c.messagesBefore} items into ${c.messagesAfter} (${size(c.bytesBefore)} -> ${size(c.bytesAfter)}, ${c.strategy}${took}${memory}${cut})${fellBack}, ${then}${boundSaid(r)}`;
+    if (accepted) log.info(fields, message);
+    else log.warn(fields, `${message}${r.trigger === 'proactive' ? refusedAhead(answer) : ''}`);
+    logSummaryText(log, r, c);
   }
+}
+
+/** What the upstream did with a request compacted ahead that it did not accept. */
+function refusedAhead(answer: Pick<InspectedAnswer, 'answer' | 'verdict'> | undefined): string {
+  if (!answer) return '';
+  const status = answer.answer.status;
+  if (answer.verdict.overlong) return `; the upstream refused it as overlong all the same (${status})`;
+  return status >= 400 ? `; the upstream answered ${status}, passed through` : '';
+}
+
+/** The most of a summary's text one debug line carries (UTF-16 code units); its whole length is said beside it. */
+export const SUMMARY_LOG_CHARS = 16 * 1024;
+
+const DEBUG_LEVELS = new Set(['debug', 'trace']);
+
+/**
+ * At debug only: what the model got instead of the history, one line per compaction. The summary
+ * is the conversation's own content (the person's words, code, tool output, retold), so the line
+ * says so (`content: "user"`): logs that must not hold prompts keep debug off. A summary reused
+ * from memory unchanged was logged when it was made; masked outputs and a provider's own window
+ * have no text of ours.
+ */
+function logSummaryText(log: FastifyBaseLogger, r: RescueRecord, c: Extract<CompactionResult, { outcome: 'compacted' }>): void {
+  if (!DEBUG_LEVELS.has(log.level)) return;
+  const span = c.newSpan;
+  const text = span?.summaryText ?? '';
+  const summary = text.length > SUMMARY_LOG_CHARS ? cutAt(text, SUMMARY_LOG_CHARS) : text;
+  const fields = {
+    content: 'user',
+    api: r.api,
+    upstream: r.upstream,
+    trigger: r.trigger,
+    strategy: c.strategy,
+    memory: c.memory,
+    summarizedItems: span?.summarizedCount,
+    summary,
+    summaryChars: text.length,
+    ...(summary.length < text.length ? { summaryTruncated: true } : {}),
+  };
+  const standsFor = span ? `${span.summarizedCount} earlier items` : 'the earlier items';
+  const what = !span
+    ? 'the remembered summary, sent unchanged (its text was logged at debug when it was made)'
+    : c.strategy === 'mask'
+      ? 'old tool outputs masked, no summary text'
+      : c.strategy === 'provider'
+        ? "the provider's own compaction window, opaque, no summary text"
+        : `the summary (${text.length} chars${summary.length < text.length ? `, the first ${summary.length} here` : ''})`;
+  log.debug(fields, `what the model got instead of ${standsFor}: ${what}; user content, logged at debug only`);
+}
+
+/** The first `chars` code units of `text`, never half of a surrogate pair. */
+function cutAt(text: string, chars: number): string {
+  const code = text.charCodeAt(chars - 1);
+  return text.slice(0, code >= 0xd800 && code <= 0xdbff ? chars - 1 : chars);
 }
 
 /** What happened to bound thinking and reasoning, when anything did: "; 3 thinking blocks stripped, ...". */

@@ -11,6 +11,7 @@ import { collectBody, type ReceivedBody } from './request-body.js';
 import { requestHeadersForUpstream, type CredentialStyle } from '../upstream/headers.js';
 import { ClientResponse } from '../upstream/relay.js';
 import type { Upstream } from '../upstream/upstreams.js';
+import { noteRequested } from '../telemetry.js';
 
 /** One API's rescued endpoint: where it listens, where it goes upstream, and its dialect. */
 export interface RescuedEndpoint {
@@ -76,6 +77,7 @@ export async function serveRescued(
   const pathModel = endpoint.model?.(params);
   const api = endpoint.dialect.api;
   exchange.notes.model = pathModel ?? peekModel(body?.decoded ?? body?.chunks[0]);
+  noteRequested(api, exchange.notes.model);
   const client = new ClientResponse(exchange.res, exchange.id, api);
   // The upstream: the one the prefix names, else the first route matching the API and the model as read off the body's first bytes, else the default.
   const upstream = prefixed ? deps.upstreams.prefixed(prefixed, api) : deps.upstreams.pick(api, exchange.notes.model);

@@ -72,8 +72,8 @@ function expectRescuedWithDigest(r: Awaited<ReturnType<typeof rescue>>): number 
   // Newer than the digested part, every turn up to the kept tail was read, none skipped.
   expect(read).toEqual(Array.from({ length: read.length }, (_, i) => first + i));
   expect(Number(digest![2])).toBe(Math.ceil(digested / 2));
-  // The cap is said, with its numbers, in the summarizer's WARN line.
-  const warned = gateway!.logLines().filter((l) => l.level === 40 && /cost cap/.test(l.msg));
+  // The cap is said, with its numbers, in the summarizer's line: INFO, as a WARN is for what the upstream refused.
+  const warned = gateway!.logLines().filter((l) => l.level === 30 && /cost cap/.test(l.msg));
   expect(warned).toHaveLength(1);
   expect(warned[0]).toMatchObject({ digested, calls: r.calls.length });
   return digested;

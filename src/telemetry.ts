@@ -1,0 +1,294 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, context, propagation, trace, type Attributes, type Context, type Span } from '@opentelemetry/api';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Config } from './config/schema.js';
+import type { RequestNotes } from './context.js';
+import type { Api, SummarizerWire } from './dialects/types.js';
+import type { InspectedAnswer } from './upstream/inspect.js';
+
+/*
+ * Traces, opt-in (docs/telemetry.md): on when an OTLP endpoint is configured, and then one server
+ * span per request, a child span per upstream attempt and per summarizer call, GenAI attributes
+ * and the compaction's own. Off, the SDK is never loaded (startTelemetry imports it), the server
+ * installs no wrapper, and every helper below finds no span in the context of the API's no-op
+ * context manager and returns at once. Nothing a span carries is the conversation's content:
+ * names, models, sizes, counts and statuses only.
+ */
+
+/** The OTLP/HTTP traces URL, or undefined when tracing is off. */
+export function tracesUrl(telemetry: Config['telemetry']): string | undefined {
+  if (telemetry.tracesEndpoint) return telemetry.tracesEndpoint;
+  // As OTEL_EXPORTER_OTLP_ENDPOINT is read everywhere: a base URL, the signal's path appended.
+  if (telemetry.otlpEndpoint) return `${telemetry.otlpEndpoint.replace(/\/+$/, '')}/v1/traces`;
+  return undefined;
+}
+
+export interface Telemetry {
+  /** Exports what is left (bounded in time) and stops. */
+  shutdown(): Promise<void>;
+}
+
+/** Starts the SDK when tracing is on; off, resolves to null without loading it. */
+export async function startTelemetry(config: Readonly<Config>, version: string, log: FastifyBaseLogger): Promise<Telemetry | null> {
+  const url = tracesUrl(config.telemetry);
+  if (!url) return null;
+  const { startSdk } = await import('./telemetry/sdk.js');
+  return startSdk({ url, serviceName: config.telemetry.serviceName, version, log });
+}
+
+/** The API's proxy: a no-op until the SDK registers its provider. */
+const tracer = trace.getTracer('compaction-gateway');
+
+type Listener = (req: IncomingMessage, res: ServerResponse) => void;
+
+/**
+ * `serve` inside a server span: a client's `traceparent` is its parent, it ends when the response
+ * closes, and the request and response are bound to its context, so that whatever runs for this
+ * request (the front door's or fastify's, the rescue, the summarizer) finds it as the active span.
+ * Paths `skip` names (probes, scrapes) are served untraced.
+ */
+export function tracedRequests(serve: Listener, skip: (path: string) => boolean): Listener {
+  return (req, res) => {
+    const url = req.url ?? '/';
+    const query = url.indexOf('?');
+    // The path only: a query may hold a key (Gemini's `?key=`).
+    const path = query < 0 ? url : url.slice(0, query);
+    if (skip(path)) return serve(req, res);
+    const method = req.method ?? 'GET';
+    const parent = propagation.extract(ROOT_CONTEXT, req.headers);
+    const attributes: Attributes = { 'http.request.method': method, 'url.path': path, 'url.scheme': 'http' };
+    if (req.socket.remoteAddress) attributes['client.address'] = req.socket.remoteAddress;
+    if (typeof req.headers['user-agent'] === 'string') attributes['user_agent.original'] = req.headers['user-agent'];
+    const span = tracer.startSpan(method, { kind: SpanKind.SERVER, attributes }, parent);
+    const active = trace.setSpan(parent, span);
+    res.once('close', () => endServerSpan(span, res));
+    context.bind(active, req);
+    context.bind(active, res);
+    context.with(active, serve, undefined, req, res);
+  };
+}
+
+function endServerSpan(span: Span, res: ServerResponse): void {
+  const status = res.statusCode;
+  span.setAttribute('http.response.status_code', status);
+  // A server span fails on the gateway's side only: a 4xx is the client's.
+  if (status >= 500) {
+    span.setAttribute('error.type', String(status));
+    span.setStatus({ code: SpanStatusCode.ERROR });
+  }
+  span.end();
+}
+
+/** The recording server span of the request being served, if any. */
+function serverSpan(): Span | undefined {
+  const span = trace.getActiveSpan();
+  return span?.isRecording() ? span : undefined;
+}
+
+/** A rescued request's API and model, on its server span. */
+export function noteRequested(api: Api, model: string | undefined): void {
+  serverSpan()?.setAttributes(genAi(api, model));
+}
+
+/** What the request log says of the route and the upstream, on the server span (server.ts recordRequest). */
+export function noteRecorded(method: string, notes: RequestNotes | null): void {
+  const span = serverSpan();
+  if (!span || !notes) return;
+  // The route label is a template (`/v1/chat/completions`), or a pass-through's family (`passthrough_models`).
+  if (notes.route.startsWith('/')) {
+    span.updateName(`${method} ${notes.route}`);
+    span.setAttribute('http.route', notes.route);
+  }
+  span.setAttribute('gateway.route', notes.route);
+  if (notes.upstream) span.setAttribute('gateway.upstream.name', notes.upstream);
+}
+
+/** What one rescue did, as its `x-gateway-compaction` header says it, on the server span. */
+export function noteRescue(record: { remedy?: string; compaction?: { outcome: string; summarizerCalls: number } }, header: string): void {
+  const span = serverSpan();
+  if (!span) return;
+  const attributes: Attributes = { 'gateway.compaction.summarizer_calls': record.compaction?.summarizerCalls ?? 0 };
+  if (record.remedy) attributes['gateway.compaction.remedy'] = record.remedy;
+  // The header is an RFC 8941 dictionary of tokens and integers (report.ts): each member an attribute.
+  for (const member of header.split(', ')) {
+    const eq = member.indexOf('=');
+    if (eq <= 0) continue;
+    const value = member.slice(eq + 1);
+    attributes[`gateway.compaction.${member.slice(0, eq).replaceAll('-', '_')}`] = /^-?\d+$/.test(value) ? Number(value) : value;
+  }
+  // The semantic conventions' flag: set only when a compacted conversation went upstream, never false.
+  if (record.compaction?.outcome === 'compacted') attributes['gen_ai.conversation.compacted'] = true;
+  span.setAttributes(attributes);
+}
+
+/** One call the gateway makes, as a span: the headers to send with it, and how it ended. */
+export interface CallTrace<H> {
+  /** The call's headers, with its own span's `traceparent` in place of the client's. */
+  headers: H;
+  failed(err: unknown): void;
+}
+
+export interface AttemptTrace extends CallTrace<Record<string, string | string[]>> {
+  /** The answer as judged; the span ends when its body closes (a relayed stream, at its end). */
+  answered(inspected: InspectedAnswer): void;
+}
+
+export interface Attempt {
+  api: Api;
+  model: string | undefined;
+  /** The upstream's config name and origin. */
+  upstream: string;
+  origin: string;
+  /** The gateway rewrote the request (a replay, or compacted ahead), and whether a compacted conversation is what it carries. */
+  rewritten: boolean;
+  compacted: boolean;
+  /** The tokens a whole JSON answer reports (the dialect's reading). */
+  usage: SummarizerWire['usage'];
+}
+
+/** A child span for one attempt upstream, when the request is traced; else null. */
+export function traceAttempt(a: Attempt, headers: Record<string, string | string[]>): AttemptTrace | null {
+  const parent = tracedContext();
+  if (!parent) return null;
+  const attributes: Attributes = { ...genAi(a.api, a.model), ...serverAddress(a.origin), 'gateway.upstream.name': a.upstream, 'gateway.attempt.rewritten': a.rewritten };
+  if (a.compacted) attributes['gen_ai.conversation.compacted'] = true;
+  const span = tracer.startSpan(callName(OPERATION[a.api], a.model), { kind: SpanKind.CLIENT, attributes }, parent);
+  const end = ending(span);
+  return {
+    headers: withTraceparent(headers, trace.setSpan(parent, span)),
+    answered: ({ answer, held, verdict }) => {
+      if (end.done) return;
+      setStatus(span, answer.status);
+      if (verdict.overlong) span.setAttributes({ 'gateway.overlong': true, 'gateway.overlong.rule': verdict.rule });
+      // Usage only from an answer already held whole as JSON: a stream is never read for it.
+      const type = String(answer.headers['content-type'] ?? '');
+      if (held.complete && answer.status < 400 && type.includes('json') && answer.headers['content-encoding'] === undefined) {
+        setUsage(span, () => a.usage(parsed(held.bytes.toString('utf8'))));
+      }
+      const body = answer.body;
+      if (body.destroyed) end();
+      else body.once('close', end);
+    },
+    failed: (err) => end(() => setFailure(span, err)),
+  };
+}
+
+export interface SummarizerTrace extends CallTrace<Record<string, string>> {
+  /** The call's answer (its body already read whole); `usage` reads its token counts. */
+  answered(status: number, usage: () => { input: number; output: number } | undefined): void;
+}
+
+export interface SummarizerCall {
+  url: URL;
+  model: string;
+  wire: SummarizerWire;
+  /** The provider's own compaction endpoint rather than a summary. */
+  compact: boolean;
+  maxTokens: number;
+}
+
+/** A child span for one summarizer call, when the request is traced; else null. */
+export function traceSummarizerCall(c: SummarizerCall, headers: Record<string, string>): SummarizerTrace | null {
+  const parent = tracedContext();
+  if (!parent) return null;
+  // The wire is one API's: its credential style tells which, and the path which of OpenAI's two.
+  const api: Api = c.wire.credential === 'x-api-key' ? 'messages' : c.wire.credential === 'x-goog-api-key' ? 'gemini' : c.url.pathname.includes('/responses') ? 'responses' : 'chat';
+  const operation = c.compact ? 'compact' : OPERATION[api];
+  const attributes: Attributes = { ...genAi(api, c.model), 'gen_ai.operation.name': operation, ...serverAddress(c.url.origin), 'gateway.summarizer': true };
+  if (c.maxTokens > 0) attributes['gen_ai.request.max_tokens'] = c.maxTokens;
+  const span = tracer.startSpan(callName(operation, c.model), { kind: SpanKind.CLIENT, attributes }, parent);
+  const end = ending(span);
+  return {
+    headers: withTraceparent(headers, trace.setSpan(parent, span)),
+    answered: (status, usage) =>
+      end(() => {
+        setStatus(span, status);
+        if (status < 400) setUsage(span, usage);
+      }),
+    failed: (err) => end(() => setFailure(span, err)),
+  };
+}
+
+/** The GenAI conventions' values for each API the gateway serves; the provider is the API's (the upstream's own name is ours). */
+const OPERATION: Record<Api, string> = { chat: 'chat', responses: 'chat', messages: 'chat', gemini: 'generate_content' };
+const PROVIDER: Record<Api, string> = { chat: 'openai', responses: 'openai', messages: 'anthropic', gemini: 'gcp.gemini' };
+const OPENAI_API_TYPE: Partial<Record<Api, string>> = { chat: 'chat_completions', responses: 'responses' };
+
+function genAi(api: Api, model: string | undefined): Attributes {
+  const attributes: Attributes = { 'gen_ai.operation.name': OPERATION[api], 'gen_ai.provider.name': PROVIDER[api] };
+  if (model) attributes['gen_ai.request.model'] = model;
+  const type = OPENAI_API_TYPE[api];
+  if (type) attributes['openai.api.type'] = type;
+  return attributes;
+}
+
+/** `{gen_ai.operation.name} {gen_ai.request.model}`, as the conventions name a model call. */
+function callName(operation: string, model: string | undefined): string {
+  return model ? `${operation} ${model}` : operation;
+}
+
+function serverAddress(origin: string): Attributes {
+  const url = new URL(origin);
+  const port = url.port ? Number(url.port) : url.protocol === 'https:' ? 443 : 80;
+  return { 'server.address': url.hostname, 'server.port': port };
+}
+
+/** The call's headers with the span's trace context in place of whatever the client sent. */
+function withTraceparent<H extends Record<string, string | string[]>>(headers: H, active: Context): H {
+  const out: Record<string, string | string[]> = { ...headers };
+  delete out.traceparent;
+  delete out.tracestate;
+  propagation.inject(active, out);
+  return out as H;
+}
+
+/**
+ * The context of the request being traced (its server span's, or a child's), or null: tracing
+ * is off, or the span is the API's invalid stand-in (no SDK registered), and the call goes as it is.
+ */
+function tracedContext(): Context | null {
+  const active = context.active();
+  const span = trace.getSpan(active);
+  return span && trace.isSpanContextValid(span.spanContext()) ? active : null;
+}
+
+/** Ends the span once, whichever way the call ends first; `last` runs only then. */
+function ending(span: Span): ((last?: () => void) => void) & { done: boolean } {
+  const end = (last?: () => void) => {
+    if (end.done) return;
+    end.done = true;
+    last?.();
+    span.end();
+  };
+  end.done = false;
+  return end;
+}
+
+function setStatus(span: Span, status: number): void {
+  span.setAttribute('http.response.status_code', status);
+  if (status >= 400) {
+    span.setAttribute('error.type', String(status));
+    span.setStatus({ code: SpanStatusCode.ERROR });
+  }
+}
+
+/** A call that got no answer: its error's code (UND_ERR_*, a GatewayError's, a summarizer failure's kind), never its text. */
+function setFailure(span: Span, err: unknown): void {
+  const e = err as { code?: unknown; kind?: unknown; name?: unknown } | undefined;
+  const type = [e?.kind, e?.code, e?.name].find((v): v is string => typeof v === 'string' && v.length > 0 && v !== 'Error') ?? '_OTHER';
+  span.setAttribute('error.type', type);
+  span.setStatus({ code: SpanStatusCode.ERROR });
+}
+
+function setUsage(span: Span, usage: () => { input: number; output: number } | undefined): void {
+  const tokens = usage();
+  if (tokens) span.setAttributes({ 'gen_ai.usage.input_tokens': tokens.input, 'gen_ai.usage.output_tokens': tokens.output });
+}
+
+function parsed(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
