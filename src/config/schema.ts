@@ -60,6 +60,7 @@ const server = z
 /** The APIs the gateway serves, by the names routes and upstreams use. */
 export const API_NAMES = ['chat', 'responses', 'messages', 'gemini'] as const;
 const apiName = z.enum(API_NAMES);
+type ApiName = (typeof API_NAMES)[number];
 
 /** A forward proxy's URL, or `none`: straight to the upstream whatever HTTPS_PROXY says. */
 const proxySetting = z.union([z.literal('none'), httpUrl]);
@@ -308,7 +309,7 @@ function upstreamProblems(config: z.infer<typeof configObject>): Array<{ path: P
     else if (RESERVED_NAMES.has(name)) problems.push({ path: ['upstreams', name], message: `the prefix /${name} would shadow the gateway's own /${name}: choose another name` });
   }
   const known = [...names].sort().join(', ') || '(none)';
-  const servesApi = (name: string, api: string) => name === 'default' && !named.default ? true : (named[name]?.apis ?? API_NAMES).includes(api as never);
+  const servesApi = (name: string, api: ApiName) => (name === 'default' && !named.default) || (named[name]?.apis ?? API_NAMES).includes(api);
   if (config.upstreams !== undefined && names.size === 0) problems.push({ path: ['upstreams'], message: 'is empty: name at least one upstream, or leave it out and set upstream.url' });
   if (config.defaultUpstream !== undefined && !names.has(config.defaultUpstream)) {
     problems.push({ path: ['defaultUpstream'], message: `names no upstream: ${JSON.stringify(config.defaultUpstream)}; the upstreams are ${known}` });
