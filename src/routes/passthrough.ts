@@ -5,7 +5,7 @@ import { errorCodes, type FastifyInstance, type FastifyRequest } from 'fastify';
 import type { Dispatcher } from 'undici';
 import type { Config } from '../config/schema.js';
 import { GatewayError, failureLog, fromUpstreamFailure } from '../errors.js';
-import { DROP_FROM_STREAMED, requestHeadersForUpstream, responseHeadersForClient, type CredentialStyle } from '../upstream/headers.js';
+import { DROP_FROM_STREAMED, queryWithoutKey, requestHeadersForUpstream, responseHeadersForClient, type CredentialStyle } from '../upstream/headers.js';
 import { assertSafePath } from '../upstream/target.js';
 import { apiOfPath, type Upstream, type Upstreams } from '../upstream/upstreams.js';
 import { peekModel } from '../rescue/request.js';
@@ -81,7 +81,7 @@ export async function passthroughRoutes(app: FastifyInstance, deps: PassthroughD
         return out;
       },
       // A Gemini key in the query is the client's: it goes no further where the gateway sends its own, or is a gateway key.
-      queryString: (search, reqUrl, request) => withoutQueryKey(search || queryOf(reqUrl), upstreamOf(request).apiKey !== undefined || gatewayKeys),
+      queryString: (search, reqUrl, request) => queryWithoutKey((search || queryOf(reqUrl)).replace(/^\?/, ''), upstreamOf(request).apiKey !== undefined || gatewayKeys),
       rewriteHeaders: (headers, request) => responseHeadersForClient(headers, request?.id ?? '') as typeof headers,
       onError: (reply, { error }) => {
         const cause = (error as { cause?: unknown }).cause ?? error;
@@ -115,15 +115,6 @@ function upstreamPrefix(upstream: Upstream, apiPrefix: '/v1' | '/v1beta'): strin
 function queryOf(url: string): string {
   const q = url.indexOf('?');
   return q < 0 ? '' : url.slice(q);
-}
-
-/** The query as it goes upstream (without its `?`), less `key` when that is not the client's to send on. */
-function withoutQueryKey(search: string, drop: boolean): string {
-  const query = search.startsWith('?') ? search.slice(1) : search;
-  if (!drop || !query.includes('key=')) return query;
-  const params = new URLSearchParams(query);
-  params.delete('key');
-  return params.toString();
 }
 
 /**
@@ -183,6 +174,6 @@ export function assertPassthroughPath(path: string, prefix: '/v1' | '/v1beta' = 
 
 /** Anthropic's own paths (count_tokens, batches) take the gateway's key as `x-api-key`, as /v1/messages does; the Gemini API's as `x-goog-api-key`. */
 function credentialStyle(url: string): CredentialStyle | undefined {
-  if (url.startsWith('/v1beta/')) return 'x-goog-api-key';
-  return url === '/v1/messages' || url.startsWith('/v1/messages/') || url.startsWith('/v1/messages?') ? 'x-api-key' : undefined;
+  const api = apiOfPath(url);
+  return api === 'gemini' ? 'x-goog-api-key' : api === 'messages' ? 'x-api-key' : undefined;
 }

@@ -8,7 +8,7 @@ import { serve } from '../rescue/index.js';
 import { peekModel, readIncoming } from '../rescue/request.js';
 import { ClientGone } from '../upstream/client-gone.js';
 import { collectBody, type ReceivedBody } from './request-body.js';
-import { requestHeadersForUpstream, type CredentialStyle } from '../upstream/headers.js';
+import { queryWithoutKey, requestHeadersForUpstream, type CredentialStyle } from '../upstream/headers.js';
 import { ClientResponse } from '../upstream/relay.js';
 import type { Upstream } from '../upstream/upstreams.js';
 import { noteRequested } from '../telemetry.js';
@@ -97,7 +97,9 @@ export async function serveRescued(
   if (endpoint.dialect.streamEvent && headers['accept-encoding'] !== undefined) headers['accept-encoding'] = 'identity';
   const upstreamPath = typeof endpoint.upstreamPath === 'string' ? endpoint.upstreamPath : endpoint.upstreamPath(params);
   const replacesKey = (upstream.apiKey !== undefined || gatewayKeys) && endpoint.credentials === 'x-goog-api-key';
-  const search = query >= 0 ? upstreamQuery(exchange.url.slice(query + 1), replacesKey) : '';
+  const rest = query >= 0 ? queryWithoutKey(exchange.url.slice(query + 1), replacesKey) : '';
+  // A query that was only the key goes with it.
+  const search = query < 0 || (replacesKey && rest === '') ? '' : `?${rest}`;
   const ctx = {
     deps,
     upstream,
@@ -127,15 +129,6 @@ function withQueryKey(headers: IncomingHttpHeaders, query: string): IncomingHttp
   if (headers['x-goog-api-key'] !== undefined || !query.includes('key=')) return headers;
   const key = new URLSearchParams(query).get('key');
   return key ? { ...headers, 'x-goog-api-key': key } : headers;
-}
-
-/** The query as it goes upstream: as sent, less a client's `key` where the gateway sends its own. */
-function upstreamQuery(query: string, ownKey: boolean): string {
-  if (!ownKey || !query.includes('key=')) return `?${query}`;
-  const params = new URLSearchParams(query);
-  params.delete('key');
-  const rest = params.toString();
-  return rest ? `?${rest}` : '';
 }
 
 function header(value: string | string[] | undefined): string | undefined {

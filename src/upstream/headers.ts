@@ -97,6 +97,17 @@ export interface CredentialOptions {
   gatewayKeys?: boolean;
 }
 
+/**
+ * A query as it goes upstream (without its `?`): as sent, less a client's Gemini `key` when that
+ * is not the client's to send on (the gateway sends its own, or it is a gateway key).
+ */
+export function queryWithoutKey(query: string, dropKey: boolean): string {
+  if (!dropKey || !query.includes('key=')) return query;
+  const params = new URLSearchParams(query);
+  params.delete('key');
+  return params.toString();
+}
+
 /** Where clients put their credentials: OpenAI's Bearer token, Azure's api-key, x-api-key and Google's x-goog-api-key. */
 export const CLIENT_CREDENTIALS = ['authorization', 'api-key', 'x-api-key', 'x-goog-api-key'] as const;
 
