@@ -1,7 +1,5 @@
 #!/usr/bin/env node
 import { readFileSync } from 'node:fs';
-import type { Server } from 'node:http';
-import type { Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance } from 'fastify';
 import type { DestinationStream } from 'pino';
@@ -50,9 +48,9 @@ async function main(): Promise<void> {
   const telemetry = startTelemetry(config, gatewayVersion(), app.log);
   app.addHook('onClose', async () => (await telemetry)?.shutdown());
   // Before listening: a signal that arrives while starting still drains and exits.
-  exitOnSignals(app, logStream, config.server.shutdownGraceMs, idleConnectionCloser(app.server));
+  exitOnSignals(app, logStream, config.server.shutdownGraceMs);
   await telemetry;
-  await app.listen({ host: config.server.host, port: config.server.port });
+  await app.listenOn(config.server.host, config.server.port);
   await logStartup(app, config, configSource(argv, process.env, shipped), unknownEnv);
 }
 
@@ -91,7 +89,7 @@ function exitWith(code: number, text: string, to: 'stdout' | 'stderr' = 'stderr'
  * anything else runs, and every later step is guarded, so nothing (a log write that throws, a
  * connection that never closes, an upstream that stalls) can keep the process alive past it.
  */
-function exitOnSignals(app: FastifyInstance, logStream: DestinationStream, graceMs: number, closeIdle: () => void): void {
+function exitOnSignals(app: FastifyInstance, logStream: DestinationStream, graceMs: number): void {
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
@@ -100,7 +98,7 @@ function exitOnSignals(app: FastifyInstance, logStream: DestinationStream, grace
     quietly(() => app.startDraining());
     quietly(() => app.log.info({ signal, graceMs }, 'shutting down: finishing in-flight requests'));
     // Connections go as soon as they fall idle (a stream that was running ends).
-    quietly(() => setInterval(closeIdle, 100).unref());
+    quietly(() => setInterval(() => app.closeIdleConnections(), 100).unref());
     let closed: Promise<void>;
     try {
       closed = app.close();
@@ -146,31 +144,6 @@ function quietly(step: () => unknown): void {
   } catch {
     // Shutting down goes on: the deadline is armed, and there is nowhere left to report this.
   }
-}
-
-/**
- * Closes every connection without a request in progress. `server.closeIdleConnections()` alone
- * misses connections that never sent a request (a pre-connecting client or load balancer, a
- * client that gave up before sending), and one of those held shutdown for the whole grace period.
- */
-function idleConnectionCloser(server: Server): () => void {
-  const open = new Set<Socket>();
-  const busy = new Set<Socket>();
-  server.on('connection', (socket: Socket) => {
-    open.add(socket);
-    socket.once('close', () => {
-      open.delete(socket);
-      busy.delete(socket);
-    });
-  });
-  server.on('request', (req, res) => {
-    busy.add(req.socket);
-    res.once('close', () => busy.delete(req.socket));
-  });
-  return () => {
-    server.closeIdleConnections();
-    for (const socket of open) if (!busy.has(socket)) socket.destroy();
-  };
 }
 
 main().catch((err) => {

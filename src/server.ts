@@ -1,4 +1,6 @@
-import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { randomUUID } from 'node:crypto';
+import { STATUS_CODES, type IncomingMessage } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Dispatcher } from 'undici';
@@ -12,17 +14,17 @@ import { createMemory } from './memory/index.js';
 import { boundModelLabels, createMetrics, startMemoryMetricsAtZero, type Metrics } from './metrics.js';
 import { chatEndpoints } from './routes/chat.js';
 import { geminiEndpoints, geminiRouteLabel } from './routes/gemini.js';
-import { frontDoor, requestIdOf, type FrontDoor, type RecordedRequest } from './routes/front-door.js';
 import { healthRoutes } from './routes/health.js';
 import { messagesEndpoints } from './routes/messages.js';
 import { passthroughRoutes } from './routes/passthrough.js';
-import { rescuedRoutes, type RescuedExchange } from './routes/rescued.js';
+import { rescuedRoutes } from './routes/rescued.js';
 import { RescueBudget, defaultRescueBudget } from './rescue/budget.js';
 import { responsesEndpoints } from './routes/responses.js';
 import { createEgress } from './upstream/client.js';
-import { ClientResponse } from './upstream/relay.js';
 import { apiOfUrl, byPrefix, resolveUpstreams, type Upstreams } from './upstream/upstreams.js';
 import { noteRecorded, tracedRequests, tracesUrl } from './telemetry.js';
+import { Listeners, primaryHost } from './listeners.js';
+import type { RequestNotes } from './context.js';
 
 export interface ServerDeps {
   /** Where log lines go (default stdout); tests capture them here. */
@@ -40,6 +42,10 @@ declare module 'fastify' {
     startDraining(): void;
     /** The upstreams it serves, as the config resolved them. */
     upstreams: Upstreams;
+    /** Listens on `host` (both loopbacks for `localhost`, see listeners.ts) and `port`. */
+    listenOn(host: string, port: number): Promise<void>;
+    /** Closes every connection without a request in progress, on every address it listens on. */
+    closeIdleConnections(): void;
   }
 }
 
@@ -52,9 +58,16 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
   const logStream = deps.logStream ?? stdoutDestination(config.log.format);
   const accessLog = accessLogger(config.log.level, logStream);
   let draining = false;
-  let closing = false;
+  const traced = tracesUrl(config.telemetry) !== undefined;
+  const listeners = new Listeners({
+    timeouts: config.server,
+    // One server span per request (telemetry.ts); untraced, nothing is added.
+    wrap: (handler) => (traced ? tracedRequests(handler, (path) => PROBES.has(path)) : handler),
+    clientError: answerClientError,
+  });
 
   const app = Fastify({
+    serverFactory: listeners.factory,
     logger: { ...loggerOptions(config.log.level), stream: logStream },
     // One line per request, written by the onResponse hook below with the upstream's figures.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
@@ -62,7 +75,6 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
     childLoggerFactory: lazyChildLogger,
     genReqId: (req: IncomingMessage) => requestIdOf(req),
     bodyLimit: config.server.bodyLimitBytes,
-    http: { connectionsCheckingInterval: checkingInterval(config.server) },
     clientErrorHandler: answerClientError,
     // Errors fastify raises before routing (a path that is not valid percent-encoding).
     frameworkErrors: (error, _request, reply) => {
@@ -71,20 +83,27 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
     },
   });
 
-  applyTimeouts(app.server, config.server);
   app.decorate('startDraining', () => {
     draining = true;
   });
+  app.decorate('listenOn', async (host: string, port: number) => {
+    await app.listen({ host: primaryHost(host), port });
+    await listeners.alsoListen(host, (app.server.address() as AddressInfo).port);
+  });
+  app.decorate('closeIdleConnections', () => listeners.closeIdle());
+  // The other addresses stop taking connections when fastify's own server does, and are waited for.
+  let othersClosed: Promise<void> | undefined;
+  app.addHook('preClose', (done) => {
+    othersClosed = listeners.closeOthers();
+    done();
+  });
+  app.addHook('onClose', async () => othersClosed);
   app.decorate('upstreams', upstreams);
   app.decorateRequest('notes', null);
   // Callback hooks, not async ones: they run on every request, and a promise each is not free.
   app.addHook('onRequest', (request, reply, done) => {
     request.notes = { route: routeLabel(request.routeOptions.url, request.url, upstreams) };
     reply.header('x-request-id', request.id);
-    done();
-  });
-  app.addHook('preClose', (done) => {
-    closing = true;
     done();
   });
   const keyCheck = config.auth.keys.length > 0 ? createKeyCheck(config.auth.keys) : null;
@@ -122,23 +141,7 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
   boundModelLabels(metrics.registry);
   const budget = new RescueBudget(config.compaction.rescueBudgetBytes ?? defaultRescueBudget(), metrics.rescueBudget);
   const rescueDeps = { config, dispatcher, upstreams, metrics, memory, budget };
-  const endpoints = [...chatEndpoints, ...responsesEndpoints, ...messagesEndpoints];
-  app.register(rescuedRoutes, { deps: rescueDeps, endpoints: [...endpoints, ...geminiEndpoints] });
-  const front = frontDoor({
-    deps: rescueDeps,
-    endpoints,
-    keyCheck,
-    closing: () => closing,
-    log: () => app.log,
-    record: (request, status, elapsedMs) => recordRequest(metrics, accessLog, request, status, elapsedMs),
-    answerError: (exchange: RescuedExchange, error: Error) => {
-      const gatewayError = toGatewayError(error as FastifyError);
-      logError(exchange, error, gatewayError);
-      // As fastify does after a body it could not read: the client may still be sending it.
-      new ClientResponse(exchange.res, exchange.id, apiOfUrl(upstreams, exchange.url)).sendError(gatewayError, { connection: 'close' });
-    },
-  });
-  enterThrough(app.server, front, tracesUrl(config.telemetry) !== undefined);
+  app.register(rescuedRoutes, { deps: rescueDeps, endpoints: [...chatEndpoints, ...responsesEndpoints, ...messagesEndpoints, ...geminiEndpoints] });
   if (memory) app.addHook('onClose', async () => memory.close());
   // Each upstream under its own prefix, and the plain /v1 and /v1beta routed request by request.
   for (const apiPrefix of ['/v1', '/v1beta'] as const) {
@@ -149,23 +152,6 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
   return app;
 }
 
-
-/**
- * Puts the front door (routes/front-door.ts) before fastify's own request handler on the server
- * fastify made: the rescued endpoints' requests are served there unless it leaves them to fastify.
- * (fastify's `serverFactory` would do the same, but a server of one's own loses fastify's second
- * listener when the host is `localhost`, which binds both 127.0.0.1 and ::1.)
- */
-function enterThrough(server: Server, front: FrontDoor, traced: boolean): void {
-  const handlers = server.listeners('request') as Array<(req: IncomingMessage, res: ServerResponse) => void>;
-  server.removeAllListeners('request');
-  const serve = (req: IncomingMessage, res: ServerResponse) => {
-    if (front(req, res)) return;
-    for (const handler of handlers) handler(req, res);
-  };
-  // Both ways in share this listener, and so one server span per request (telemetry.ts); untraced, nothing is added.
-  server.on('request', traced ? tracedRequests(serve, (path) => PROBES.has(path)) : serve);
-}
 
 /** Health probes and metric scrapes: open without a gateway key, and logged at debug. */
 const PROBES = new Set(['/healthz', '/readyz', '/metrics']);
@@ -182,7 +168,7 @@ function addKeyCheck(app: FastifyInstance, check: ReturnType<typeof createKeyChe
 function recordRequest(
   metrics: Metrics,
   accessLog: AccessLog,
-  request: RecordedRequest,
+  request: { id: string; method: string; url: string; notes: RequestNotes | null },
   status: number,
   elapsedMs: number,
 ): void {
@@ -252,29 +238,6 @@ function hasBody(headers: FastifyRequest['headers']): boolean {
 }
 
 /**
- * How long a client may take to send a whole request (from its first byte to its last) and its
- * headers, and how long an idle keep-alive connection stays open; 0 turns one off. None of them
- * runs while the gateway waits for the upstream: the request is whole by then. fastify's
- * `connectionTimeout`, an idle timeout on the socket, would cut a request whose first token is
- * minutes away; it stays unset. (fastify reads a keep-alive timeout of 0 as its default: set here.)
- */
-function applyTimeouts(server: Server, timeouts: Config['server']): void {
-  server.requestTimeout = timeouts.requestTimeoutMs;
-  server.headersTimeout = timeouts.headersTimeoutMs;
-  server.keepAliveTimeout = timeouts.keepAliveTimeoutMs;
-}
-
-/**
- * Node looks for requests past their timeouts on an interval, 30 s by default, which would let a
- * timeout run on for as long again: a quarter of the shortest one set, within 100 ms and 30 s.
- */
-function checkingInterval(timeouts: Config['server']): number {
-  const set = [timeouts.requestTimeoutMs, timeouts.headersTimeoutMs].filter((ms) => ms > 0);
-  if (set.length === 0) return 30_000;
-  return Math.min(30_000, Math.max(100, Math.floor(Math.min(...set) / 4)));
-}
-
-/**
  * Requests Node's parser refuses before any route runs (CR/LF or NUL in a header, oversized
  * headers) still get an OpenAI-shaped answer, then the connection closes.
  */
@@ -290,6 +253,14 @@ function answerClientError(err: Error & { code?: string }, socket: Duplex): void
     `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json; charset=utf-8\r\n` +
       `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
   );
+}
+
+const REQUEST_ID = /^[\w.:@/+=-]{1,128}$/;
+
+/** The client's own x-request-id when it is a sane token, else a new UUID. */
+function requestIdOf(req: IncomingMessage): string {
+  const given = req.headers['x-request-id'];
+  return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
 }
 
 function toGatewayError(error: FastifyError): GatewayError {

@@ -39,7 +39,7 @@ export async function rescuedRoutes(app: FastifyInstance, opts: { deps: RescueDe
   }
 }
 
-/** One request to a rescued endpoint, as fastify or the front door (front-door.ts) received it. */
+/** One request to a rescued endpoint, as its fastify route received it. */
 export interface RescuedExchange {
   id: string;
   /** The request's path and query, as sent. */

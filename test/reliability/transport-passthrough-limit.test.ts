@@ -86,18 +86,26 @@ describe('a chunked body', () => {
     expect(upstream.seen.every((s) => s.bytes <= LIMIT)).toBe(true);
   });
 
-  it('within the limit: forwarded whole, chunked as it came', async () => {
+  /** What reached the upstream whole; the previous case's aborted request may still be arriving. */
+  const whole = () => upstream.seen.filter((s) => s.outcome === 'whole');
+
+  it('within the limit: forwarded whole, its framing as HTTP allows', async () => {
     const res = await postChunked('/v1/files', LIMIT - 100);
     expect(res).toMatchObject({ status: 200 });
-    expect(upstream.seen).toHaveLength(1);
-    expect(upstream.seen[0]).toMatchObject({ url: '/v1/files', bytes: LIMIT - 100, outcome: 'whole' });
-    expect(upstream.seen[0].headers['transfer-encoding']).toBe('chunked');
+    expect(whole()).toHaveLength(1);
+    expect(whole()[0]).toMatchObject({ url: '/v1/files', bytes: LIMIT - 100 });
+    // Chunked as it came, or (undici's choice when the body has all arrived before it writes, as on
+    // Node 26) with its length; never both, never a length that is not the body's.
+    const { 'transfer-encoding': chunked, 'content-length': length } = whole()[0].headers;
+    if (length === undefined) expect(chunked).toBe('chunked');
+    else expect([chunked, length]).toEqual([undefined, String(LIMIT - 100)]);
   });
 
   it('exactly at the limit: forwarded', async () => {
     const res = await postChunked('/v1/embeddings', LIMIT);
     expect(res).toMatchObject({ status: 200 });
-    expect(upstream.seen[0]).toMatchObject({ bytes: LIMIT, outcome: 'whole' });
+    expect(whole()).toHaveLength(1);
+    expect(whole()[0]).toMatchObject({ bytes: LIMIT });
   });
 });
 
