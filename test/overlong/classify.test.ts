@@ -247,6 +247,11 @@ describe('negatives', () => {
     expect(classifyResponse({ status: 400, body })).toMatchObject({ overlong: true, reason: 'context_length' });
   });
 
+  it('treats string_above_max_length on a message content named only in the text (an empty param) as overlong', () => {
+    const body = JSON.stringify({ error: { message: "Invalid 'messages[3].content': string too long.", param: '', code: 'string_above_max_length' } });
+    expect(classifyResponse({ status: 400, body })).toMatchObject({ overlong: true, reason: 'context_length', rule: 'string_above_max_length' });
+  });
+
   it('never calls a 429 overlong, even when it asks to shorten the prompt', () => {
     const body = JSON.stringify({
       error: { message: 'prompt is too long for your tier; please reduce the prompt length', code: 'context_length_exceeded' },
@@ -285,6 +290,26 @@ describe('body-size rejections', () => {
   it('a 413 that is really a per-minute quota is not', () => {
     const body = '{"error":{"message":"Request too large for model `x` on tokens per minute (TPM): Limit 6000, Requested 9000"}}';
     expect(classifyResponse({ status: 413, body })).toEqual({ overlong: false, rule: 'rate_limit' });
+  });
+
+  describe('the error codes of a body of many errors', () => {
+    const codes = (n: number, last: string) => JSON.stringify(Array.from({ length: n + 1 }, (_, i) => ({ error: { code: i === n ? last : `code_${i}` } })));
+
+    it.each([
+      ['rate_limit_exceeded', 'rate_limit'],
+      ['insufficient_quota', 'quota'],
+    ])('%s, after 31 other codes, turns a 413 into %s', (code, rule) => {
+      expect(classifyResponse({ status: 413, body: codes(31, code) })).toEqual({ overlong: false, rule });
+    });
+
+    it('another code (a content filter) does not turn a 413 around', () => {
+      expect(classifyResponse({ status: 413, body: codes(1, 'content_filter') })).toEqual({
+        overlong: true,
+        reason: 'body_too_large',
+        limits: {},
+        rule: 'status_413',
+      });
+    });
   });
 
   it('recognises body-size text under other statuses', () => {

@@ -20,6 +20,10 @@ describe('room left for the prompt', () => {
     [2048, 128],
     [16, 1],
     [64, 4],
+    // a sixteenth rounded down: 1000 / 16 = 62.5
+    [1000, 62],
+    // a completion as large as a tiny window fills it
+    [8, 1],
   ])('a %i-token window needs %i tokens of room', (limit, room) => {
     expect(MIN_PROMPT_ROOM_TOKENS).toBe(256);
     const crowded = classifyResponse({ status: 400, body: anthropic(limit, limit - room + 1, limit) });
@@ -34,6 +38,22 @@ describe('room left for the prompt', () => {
     expect(completionCrowdsOutPrompt({ limitTokens: 0, completionTokens: 10 })).toBe(false);
     expect(completionCrowdsOutPrompt({ limitTokens: -5, completionTokens: -5 })).toBe(false);
     expect(completionCrowdsOutPrompt({ limitTokens: 1, completionTokens: 1 })).toBe(true);
+    expect(completionCrowdsOutPrompt({ limitTokens: 0, completionTokens: 0 })).toBe(false);
+    expect(completionCrowdsOutPrompt({})).toBe(false);
+  });
+
+  it('draws the same line on TGI\u2019s wording, which keeps its own rule name on the overlong side', () => {
+    // TGI's wording (fixture together-tgi-validation) with the numbers around the edge.
+    const tgi = (limit: number, input: number, maxNew: number) =>
+      classifyResponse({
+        status: 422,
+        body: JSON.stringify({
+          error: `Input validation error: \`inputs\` tokens + \`max_new_tokens\` must be <= ${limit}. Given: ${input} \`inputs\` tokens and ${maxNew} \`max_new_tokens\``,
+          error_type: 'validation',
+        }),
+      });
+    expect(tgi(4096, 3900, 3840)).toMatchObject({ overlong: true, rule: 'tgi_inputs_plus_max_new_tokens' });
+    expect(tgi(4096, 3900, 3841)).toEqual({ overlong: false, rule: 'completion_fills_window' });
   });
 
   it('does not apply to a body-size rejection', () => {

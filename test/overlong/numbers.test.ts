@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { classifyResponse } from '../../src/overlong/classify.js';
 import { rulesWithout } from '../../scripts/lofo.js';
-import { completionCrowdsOutPrompt, limitReader } from '../../src/overlong/numbers.js';
+import { limitReader } from '../../src/overlong/numbers.js';
 import { RULES, STATEMENTS, type Rule } from '../../src/overlong/rules.js';
 import type { StatedLimits } from '../../src/overlong/types.js';
 
-// Issue 15: the numbers each real wording states, read by the specific rules alone (the general reading
+// The numbers each real wording states, read by the specific rules alone (the general reading
 // in quantities.ts fills gaps in the verdict, so only a limit reader shows what these patterns
-// read), written out literally; and with the wording's family switched off, nothing.
+// read), written out literally; and with the wording's family switched off, nothing. The one
+// decision the numbers support (a completion that leaves the prompt no room) is in room.test.ts.
 /** The numbers the given rules' wordings state, as a classifier built from them reads them. */
 const readerOf = (rules: readonly Rule[]) => limitReader(STATEMENTS.filter((r) => rules.includes(r)));
 const extractLimits = readerOf(RULES);
@@ -75,47 +75,5 @@ describe('numbers sent as fields', () => {
       limitTokens: 25088,
       completionTokens: 3,
     });
-  });
-});
-
-// The one decision the numbers support: a requested completion that leaves a prompt no room is
-// cured by lowering max_tokens, not by compacting (the gateway passes the error on unchanged).
-describe('room left for the prompt', () => {
-  // TGI's wording (fixture together-tgi-validation) with the numbers around the edge.
-  const tgi = (limit: number, input: number, maxNew: number) =>
-    classifyResponse({
-      status: 422,
-      body: JSON.stringify({
-        error: `Input validation error: \`inputs\` tokens + \`max_new_tokens\` must be <= ${limit}. Given: ${input} \`inputs\` tokens and ${maxNew} \`max_new_tokens\``,
-        error_type: 'validation',
-      }),
-    });
-
-  it('keeps an overflow with 256 tokens of room overlong, and calls 255 a completion that fills the window', () => {
-    expect(tgi(4096, 3900, 3840)).toMatchObject({ overlong: true, rule: 'tgi_inputs_plus_max_new_tokens' });
-    expect(tgi(4096, 3900, 3841)).toEqual({ overlong: false, rule: 'completion_fills_window' });
-  });
-
-  it('asks for a sixteenth of a small window: 128 tokens of 2048', () => {
-    expect(tgi(2048, 2000, 1920)).toMatchObject({ overlong: true, rule: 'tgi_inputs_plus_max_new_tokens' });
-    expect(tgi(2048, 2000, 1921)).toEqual({ overlong: false, rule: 'completion_fills_window' });
-  });
-
-  it('rounds the sixteenth down', () => {
-    // 1000 / 16 = 62.5: 62 tokens of room are enough
-    expect(completionCrowdsOutPrompt({ limitTokens: 1000, completionTokens: 938 })).toBe(false);
-    expect(completionCrowdsOutPrompt({ limitTokens: 1000, completionTokens: 939 })).toBe(true);
-  });
-
-  it('asks for at least one token in a tiny window', () => {
-    expect(completionCrowdsOutPrompt({ limitTokens: 8, completionTokens: 7 })).toBe(false);
-    expect(completionCrowdsOutPrompt({ limitTokens: 8, completionTokens: 8 })).toBe(true);
-  });
-
-  it('decides nothing without both numbers, or with a window of 0', () => {
-    expect(completionCrowdsOutPrompt({ limitTokens: 0, completionTokens: 0 })).toBe(false);
-    expect(completionCrowdsOutPrompt({ limitTokens: 4096 })).toBe(false);
-    expect(completionCrowdsOutPrompt({ completionTokens: 4096 })).toBe(false);
-    expect(completionCrowdsOutPrompt({})).toBe(false);
   });
 });
