@@ -15,9 +15,25 @@ export interface ProcStats {
   maxRssBytes: number;
   /** Whatever else the child counts (the fake upstream's summarizer figures). */
   extra?: Record<string, number>;
+  /** Only when asked for (bench/soak.ts). */
+  memory?: MemoryStats;
 }
 
-export type ToChild = { type: 'stats'; id: number } | { type: 'profile'; id: number; action: 'start' | 'stop' };
+/**
+ * The heap and the open handles. `afterGc` measures after full garbage collections (where
+ * --expose-gc allows them): what a process holds at rest.
+ */
+export type MemoryRequest = 'now' | 'afterGc';
+
+export interface MemoryStats {
+  heapUsedBytes: number;
+  heapTotalBytes: number;
+  externalBytes: number;
+  /** Active resources by type (`TCPSocketWrap`, `Timeout`...), as process.getActiveResourcesInfo() lists them. */
+  handles: Record<string, number>;
+}
+
+export type ToChild = { type: 'stats'; id: number; memory?: MemoryRequest } | { type: 'profile'; id: number; action: 'start' | 'stop' };
 export type FromChild =
   | { type: 'ready'; port: number }
   | { type: 'stats'; id: number; stats: ProcStats }
@@ -37,11 +53,25 @@ export function ownStats(extra?: Record<string, number>): ProcStats {
 export function announce(server: Server, extra?: () => Record<string, number>): void {
   const send = (message: FromChild) => process.send?.(message);
   process.on('message', (message: ToChild) => {
-    if (message?.type === 'stats') send({ type: 'stats', id: message.id, stats: ownStats(extra?.()) });
+    if (message?.type === 'stats' && message.memory) void memoryStats(message.memory).then((memory) => send({ type: 'stats', id: message.id, stats: { ...ownStats(extra?.()), memory } }));
+    else if (message?.type === 'stats') send({ type: 'stats', id: message.id, stats: ownStats(extra?.()) });
     if (message?.type === 'profile') void profile(message.action).then((p) => send({ type: 'profile', id: message.id, profile: p }));
   });
   process.on('disconnect', () => process.exit(0));
   send({ type: 'ready', port: (server.address() as AddressInfo).port });
+}
+
+async function memoryStats(when: MemoryRequest): Promise<MemoryStats> {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  // A turn of the event loop between collections lets finalizers and closing handles run.
+  for (let i = 0; i < 3 && gc && when === 'afterGc'; i++) {
+    gc();
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  const memory = process.memoryUsage();
+  const handles: Record<string, number> = {};
+  for (const type of process.getActiveResourcesInfo()) handles[type] = (handles[type] ?? 0) + 1;
+  return { heapUsedBytes: memory.heapUsed, heapTotalBytes: memory.heapTotal, externalBytes: memory.external, handles };
 }
 
 let session: Session | undefined;

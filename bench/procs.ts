@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import type { FromChild, ProcStats } from './child.js';
+import type { FromChild, MemoryRequest, ProcStats, ToChild } from './child.js';
 
 export type { ProcStats } from './child.js';
 
@@ -9,7 +10,8 @@ export interface BenchProcess {
   name: string;
   origin: string;
   pid: number;
-  stats(): Promise<ProcStats>;
+  /** `memory`: with the heap and open handles, measured now or after full collections (bench/soak.ts). */
+  stats(options?: { memory?: MemoryRequest }): Promise<ProcStats>;
   /** Starts the V8 CPU profiler in the child; stopping returns its profile (bench/profile.ts). */
   profile(action: 'start' | 'stop'): Promise<unknown>;
   stop(): Promise<void>;
@@ -20,14 +22,21 @@ const STATS_TIMEOUT_MS = 5_000;
 
 /**
  * Starts `bench/<script>` under `node --import tsx`, passing `config` as JSON in argv. stdout
- * goes to /dev/null (the gateway's log lines are written there, as to any file, at full cost);
- * stderr is kept for the error message if the child fails.
+ * goes to /dev/null (the gateway's log lines are written there, as to any file, at full cost)
+ * unless `onStdoutLine` reads it; stderr is kept for the error message if the child fails.
  */
-export async function startProcess(name: string, script: string, config: unknown, nodeFlags: string[] = []): Promise<BenchProcess> {
+export async function startProcess(
+  name: string,
+  script: string,
+  config: unknown,
+  nodeFlags: string[] = [],
+  onStdoutLine?: (line: string) => void,
+): Promise<BenchProcess> {
   const path = fileURLToPath(new URL(script, import.meta.url));
   const child = spawn(process.execPath, [...nodeFlags, '--import', 'tsx', path, JSON.stringify(config)], {
-    stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+    stdio: ['ignore', onStdoutLine ? 'pipe' : 'ignore', 'pipe', 'ipc'],
   });
+  if (onStdoutLine) createInterface({ input: child.stdout!, crlfDelay: Infinity }).on('line', onStdoutLine);
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => {
     stderr = (stderr + chunk.toString()).slice(-4000);
@@ -38,7 +47,7 @@ export async function startProcess(name: string, script: string, config: unknown
     name,
     origin: `http://127.0.0.1:${port}`,
     pid: child.pid!,
-    stats: () => requestStats(child, name, nextId++),
+    stats: (options) => requestStats(child, name, nextId++, options?.memory),
     profile: (action) => requestProfile(child, name, nextId++, action),
     stop: () => stopChild(child),
   };
@@ -66,7 +75,7 @@ function waitReady(child: ChildProcess, name: string, stderr: () => string): Pro
   });
 }
 
-function requestStats(child: ChildProcess, name: string, id: number): Promise<ProcStats> {
+function requestStats(child: ChildProcess, name: string, id: number, memory: MemoryRequest | undefined): Promise<ProcStats> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       child.off('message', onMessage);
@@ -79,7 +88,7 @@ function requestStats(child: ChildProcess, name: string, id: number): Promise<Pr
       resolve(message.stats);
     };
     child.on('message', onMessage);
-    child.send({ type: 'stats', id });
+    child.send({ type: 'stats', id, ...(memory ? { memory } : {}) } satisfies ToChild);
   });
 }
 

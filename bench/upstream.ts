@@ -1,11 +1,11 @@
 import { createServer, type ServerResponse } from 'node:http';
 import { announce, listenLoopback } from './child.js';
-import { ACCEPT_ANY_SIZE, SENT_AT_FIELD, type UpstreamConfig } from './upstream-config.js';
+import { ACCEPT_ANY_SIZE, BAD_JSON_MESSAGE, HOLD_ANSWER, MODEL, SENT_AT_FIELD, type UpstreamConfig } from './upstream-config.js';
 
 /*
  * The fake provider the proxies stand in front of: OpenAI-shaped JSON answers, SSE streams of
  * separate writes a few milliseconds apart, a context window (a 400 context_length_exceeded
- * for bodies over `limitBytes`) and a summarizer that takes a fixed time per call.
+ * for bodies over `limitBytes`), a summarizer that takes a fixed time per call and a model list.
  * Runs as its own process so that its CPU is nobody's cost.
  */
 
@@ -18,8 +18,13 @@ const STREAM_MARK = Buffer.from('"stream":true');
 const summarizer = { calls: 0, busyMs: 0, active: 0, since: 0 };
 /** Connections the proxies opened: a proxy that does not keep them alive pays for it. */
 let connections = 0;
+/** Requests whose answer has not closed yet: at rest, a proxy that left one behind leaks it. */
+let unfinished = 0;
+const models = Buffer.from(JSON.stringify({ object: 'list', data: [{ id: MODEL, object: 'model', created: 1_700_000_000, owned_by: 'bench' }] }));
 
 const server = createServer((req, res) => {
+  unfinished++;
+  res.once('close', () => unfinished--);
   const chunks: Buffer[] = [];
   let size = 0;
   req.on('data', (chunk: Buffer) => {
@@ -27,17 +32,40 @@ const server = createServer((req, res) => {
     size += chunk.length;
   });
   req.on('end', () => {
+    if (req.method === 'GET' && req.url === '/v1/models') return sendJson(res, 200, models);
     if (req.headers['x-gateway-compaction'] === 'summarizer') return summarize(res);
     if (config.limitBytes !== undefined && size > config.limitBytes && !req.headers[ACCEPT_ANY_SIZE]) return reject(res, size);
-    if (isStream(chunks)) return void stream(res);
-    res.writeHead(200, { 'content-type': 'application/json', 'content-length': answer.length });
-    res.end(answer);
+    if (req.headers[HOLD_ANSWER]) return;
+    const streamed = config.parseBodies ? parsedStream(Buffer.concat(chunks)) : isStream(chunks);
+    if (streamed === undefined) return badJson(res);
+    if (streamed) return void stream(res);
+    if (config.answerDelayMs) setTimeout(() => sendJson(res, 200, answer), config.answerDelayMs);
+    else sendJson(res, 200, answer);
   });
 });
+
+function sendJson(res: ServerResponse, status: number, body: Buffer): void {
+  if (res.destroyed) return;
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': body.length });
+  res.end(body);
+}
 
 function isStream(chunks: Buffer[]): boolean {
   // Bench clients put `"stream":true` first; looking at the start spares a copy of large bodies.
   return chunks.length > 0 && chunks[0].subarray(0, 64).includes(STREAM_MARK);
+}
+
+/** Whether the body asks for a stream; undefined when it is not JSON. */
+function parsedStream(body: Buffer): boolean | undefined {
+  try {
+    return (JSON.parse(body.toString('utf8')) as { stream?: unknown }).stream === true;
+  } catch {
+    return undefined;
+  }
+}
+
+function badJson(res: ServerResponse): void {
+  sendJson(res, 400, Buffer.from(JSON.stringify({ error: { message: BAD_JSON_MESSAGE, type: 'invalid_request_error', param: null, code: null } })));
 }
 
 async function stream(res: ServerResponse): Promise<void> {
@@ -56,7 +84,7 @@ function streamEvent(i: number): string {
     id: 'chatcmpl-bench',
     object: 'chat.completion.chunk',
     created: 1_700_000_000,
-    model: 'fake-model',
+    model: MODEL,
     system_fingerprint: 'fp_bench',
     choices: [{ index: 0, delta, logprobs: null, finish_reason: null }],
     [SENT_AT_FIELD]: performance.timeOrigin + performance.now(),
@@ -94,7 +122,7 @@ function completion(content: string) {
     id: 'chatcmpl-bench',
     object: 'chat.completion',
     created: 1_700_000_000,
-    model: 'fake-model',
+    model: MODEL,
     choices: [{ index: 0, message: { role: 'assistant', content, refusal: null }, logprobs: null, finish_reason: 'stop' }],
     usage: { prompt_tokens: 120, completion_tokens: 30, total_tokens: 150 },
   };
@@ -105,7 +133,7 @@ function sleep(ms: number): Promise<void> {
 }
 
 // Keep-alive longer than the proxies' so that they, not the upstream, decide when to close.
-server.keepAliveTimeout = 60_000;
+server.keepAliveTimeout = config.keepAliveMs ?? 60_000;
 server.on('connection', () => connections++);
 await listenLoopback(server);
-announce(server, () => ({ summarizerCalls: summarizer.calls, summarizerBusyMs: summarizer.busyMs, connections }));
+announce(server, () => ({ summarizerCalls: summarizer.calls, summarizerBusyMs: summarizer.busyMs, connections, unfinished }));

@@ -2,7 +2,7 @@
 // npm run check:package: the npm package installs and runs with production dependencies only.
 //
 //   pack       `npm pack` in a copy of the project without dist/ (its prepack builds it)
-//   contents   the tarball holds dist/**/*.js, config/default.yaml, package.json, README.md and
+//   contents   the tarball holds dist/**/*.js, config/default.yaml, docs/*.md, package.json, README.md and
 //              LICENSE, nothing else (no src, test, bench, source maps); dist/main.js starts with a
 //              shebang and is the `compaction-gateway` bin
 //   install    into an empty folder: `npm ci --omit=dev --offline` from the npm cache the project's
@@ -27,7 +27,7 @@ const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const LIMITS = Object.freeze({ totalMs: 6 * 60_000, packMs: 3 * 60_000, installMs: 3 * 60_000, commandMs: 30_000, startMs: 30_000, requestMs: 10_000, stopMs: 15_000 });
 /** Not copied for packing: installed, built, generated or local. */
 const NOT_COPIED = new Set(['.git', 'node_modules', 'dist', 'coverage', 'reports', '.stryker-tmp', '.vitest-results.json']);
-/** What the tarball may hold besides dist/**\/*.js (npm adds package.json, README and LICENSE itself). */
+/** What the tarball may hold besides dist/**\/*.js and docs/*.md (npm adds package.json, README and LICENSE itself). */
 const SHIPPED = new Set(['package.json', 'README.md', 'LICENSE', 'config/default.yaml']);
 
 class Failed extends Error {}
@@ -124,9 +124,9 @@ async function pack(): Promise<string> {
 async function contents(): Promise<string> {
   const listing = await must('tar -tzf', 'tar', ['-tzf', ctx.tarball!], { cwd: work });
   const files = listing.split('\n').filter((line) => line && !line.endsWith('/')).map((line) => line.replace(/^package\//, ''));
-  const stray = files.filter((f) => !SHIPPED.has(f) && !/^dist\/.+\.js$/.test(f));
+  const stray = files.filter((f) => !SHIPPED.has(f) && !/^dist\/.+\.js$/.test(f) && !/^docs\/[\w-]+\.md$/.test(f));
   if (stray.length) fail(`${stray.length} files that should not ship: ${stray.slice(0, 10).join(', ')}${stray.length > 10 ? ', …' : ''}`);
-  const missing = [...SHIPPED, 'dist/main.js'].filter((f) => !files.includes(f));
+  const missing = [...SHIPPED, 'dist/main.js', 'docs/configuration.md'].filter((f) => !files.includes(f));
   if (missing.length) fail(`missing from the tarball: ${missing.join(', ')}`);
   const shipped = JSON.parse(await must('reading package.json from the tarball', 'tar', ['-xzOf', ctx.tarball!, 'package/package.json'], { cwd: work }));
   if (shipped.bin?.['compaction-gateway'] !== 'dist/main.js') fail(`bin.compaction-gateway is ${JSON.stringify(shipped.bin)}, not dist/main.js`);

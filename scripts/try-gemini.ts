@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Received } from '../test/helpers/fake-upstream.js';
 import { startStrictGemini, type StrictGemini, type StrictGeminiReject } from '../test/helpers/strict-gemini.js';
-import { ROOT, startGateway, write } from './agent-harness.mjs';
+import { ROOT, startGateway, write } from './agent-harness.js';
 
 const MODES = ['edge_413', 'invalid_argument'] as const;
 type Mode = (typeof MODES)[number];

@@ -23,7 +23,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, request as httpRequest, type IncomingMessage, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ROOT, run, startGateway, write } from './agent-harness.mjs';
+import { ROOT, run, startGateway, write } from './agent-harness.js';
 import type { Received } from '../test/helpers/fake-upstream.js';
 import { startStrictAnthropic, type BindingCheck, type StrictAnthropicReject } from '../test/helpers/strict-anthropic.js';
 import { startStrictResponses, type ReasoningCheck, type StrictResponsesReject } from '../test/helpers/strict-responses.js';

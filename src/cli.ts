@@ -39,7 +39,7 @@ export function usage(): string {
   return [
     'usage: compaction-gateway [--config FILE]',
     '',
-    'An OpenAI-compatible gateway that compacts and replays requests rejected as too long.',
+    'A gateway for coding agents (chat completions, Responses, Anthropic Messages, Gemini) that compacts and replays requests rejected as too long.',
     '',
     'flags:',
     ...FLAGS.map(([flag, what]) => `  ${flag.padEnd(width)}  ${what}`),
@@ -47,7 +47,7 @@ export function usage(): string {
     'Every setting is a config file key, or an environment variable:',
     wrap(ENV_NAMES.join(' '), 76, '  '),
     'In a config file, ${VAR} and ${VAR:-default} are read from the environment ($${ is a literal ${).',
-    'See README.md, "Configuration".',
+    'Every key, its variable and default: docs/configuration.md.',
     '',
   ].join('\n');
 }

@@ -1,9 +1,10 @@
 import { expect, it } from 'vitest';
-import { formatReport, runSoak, soakPassed } from '../../scripts/soak.js';
+import { formatReport, runSoak, soakPassed } from '../../bench/soak.js';
 
 /*
- * The soak of `npm run soak`, short: ~6 s of mixed traffic through a gateway child process
- * (streaming and not, ~10% rescued, some clients aborting), then the same checks.
+ * The soak of `npm run soak`, short: ~6 s of mixed traffic through the built gateway in a child
+ * process, against the bench's fake upstream (streaming and not, ~10% rescued, some clients
+ * aborting), then the same checks. dist/ is the one `pretest` built.
  */
 it('survives ~6 s of mixed traffic: nothing unexpected, heap and handles back at rest', async () => {
   const report = await runSoak({ durationMs: 6_000, phases: 2, concurrency: 24, maxRequests: 0, warmupRequests: 100 });

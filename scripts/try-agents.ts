@@ -1,4 +1,3 @@
-#!/usr/bin/env node
 // npm run try:agents: runs the real agent CLIs, each configured with its snippet from
 // deploy/agents/, against a gateway on loopback whose upstream is a local stand-in provider, and
 // checks that each one's request came through the gateway to the provider with its key.
@@ -11,17 +10,35 @@
 // Everything listens on 127.0.0.1; the agents' own background traffic (telemetry, update checks)
 // is turned off where they have a switch for it.
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { ROOT, run, startGateway, write } from './agent-harness.mjs';
+import { join } from 'node:path';
+import { ROOT, run, startGateway, write } from './agent-harness.js';
 
 const AGENTS = join(ROOT, 'deploy', 'agents');
 const INSTALL_MS = 10 * 60_000;
 const RUN_MS = 120_000;
 
-/** name -> npm package, the pinned version last checked, how to set it up and run it. */
-const ALL = {
+interface AgentCli {
+  pkg: string;
+  /** The version last checked. */
+  version: string;
+  bin: string;
+  /** The environment variable that carries its key. */
+  key: string;
+  /** The header it sends the key in; `authorization: Bearer` when unset. */
+  header?: string;
+  /** The API path its requests must reach the provider on. */
+  path: string;
+  setup: (home: string, gatewayOrigin: string, cwd: string) => void;
+  env: (home: string) => Record<string, string>;
+  args: string[];
+}
+
+type AgentName = 'codex' | 'claude' | 'opencode' | 'pi' | 'qwen';
+
+const ALL: Record<AgentName, AgentCli> = {
   codex: {
     pkg: '@openai/codex', version: '0.171.0', bin: 'codex', key: 'OPENAI_API_KEY', path: '/v1/responses',
     setup: (home, gw) => write(join(home, 'codex', 'config.toml'), snippet('codex/config.toml', gw)),
@@ -36,7 +53,7 @@ const ALL = {
   },
   opencode: {
     pkg: 'opencode-ai', version: '1.18.33', bin: 'opencode', key: 'OPENAI_API_KEY', path: '/v1/chat/completions',
-    setup: (home, gw, cwd) => write(join(cwd, 'opencode.json'), snippet('opencode/opencode.json', gw)),
+    setup: (_home, gw, cwd) => write(join(cwd, 'opencode.json'), snippet('opencode/opencode.json', gw)),
     env: (home) => ({ XDG_CONFIG_HOME: join(home, '.config'), XDG_CACHE_HOME: join(home, '.cache'), XDG_DATA_HOME: join(home, '.local', 'share'), OPENCODE_DISABLE_MODELS_FETCH: '1', OPENCODE_DISABLE_AUTOUPDATE: '1', OPENCODE_DISABLE_SHARE: '1' }),
     args: ['run', 'say hi'],
   },
@@ -57,33 +74,50 @@ const ALL = {
   },
 };
 
-function snippet(file, gatewayOrigin) {
+const isAgentName = (name: string): name is AgentName => Object.hasOwn(ALL, name);
+
+function snippet(file: string, gatewayOrigin: string): string {
   return readFileSync(join(AGENTS, file), 'utf8').replaceAll('http://127.0.0.1:8080', gatewayOrigin);
 }
+
+interface Received {
+  path: string;
+  headers: IncomingHttpHeaders;
+}
+
+/** An SSE event: its `event:` type (none for chat completions' chunks) and its data. */
+type SseEvent = [type: string | null, data: string | Record<string, unknown>];
+
+function sse(res: ServerResponse, events: SseEvent[]): void {
+  res.writeHead(200, { 'content-type': 'text/event-stream' });
+  for (const [type, data] of events) res.write(`${type ? `event: ${type}\n` : ''}data: ${typeof data === 'string' ? data : JSON.stringify(type ? { type, ...data } : data)}\n\n`);
+  res.end();
+}
+
 /** The stand-in provider: answers the chat, Responses and Messages APIs, streamed or not. */
 async function startProvider() {
-  const received = [];
+  const received: Received[] = [];
   const server = createServer(async (req, res) => {
     let body = '';
     for await (const c of req) body += c;
-    let j;
-    try { j = JSON.parse(body); } catch { j = undefined; }
-    received.push({ path: req.url.split('?')[0], headers: req.headers });
-    const sse = (events) => {
-      res.writeHead(200, { 'content-type': 'text/event-stream' });
-      for (const [type, data] of events) res.write(`${type ? `event: ${type}\n` : ''}data: ${typeof data === 'string' ? data : JSON.stringify(type ? { type, ...data } : data)}\n\n`);
-      res.end();
-    };
+    let j: { model?: string; stream?: boolean } | undefined;
+    try {
+      j = JSON.parse(body) as typeof j;
+    } catch {
+      j = undefined;
+    }
+    const url = req.url ?? '/';
+    received.push({ path: url.split('?')[0], headers: req.headers });
     const text = 'hello from the stand-in provider';
-    if (req.url.includes('/responses')) {
-      return sse([
+    if (url.includes('/responses')) {
+      return sse(res, [
         ['response.created', { response: { id: 'resp_1' } }],
         ['response.output_item.done', { item: { type: 'message', role: 'assistant', id: 'msg_1', content: [{ type: 'output_text', text }] } }],
         ['response.completed', { response: { id: 'resp_1', usage: { input_tokens: 1, input_tokens_details: null, output_tokens: 1, output_tokens_details: null, total_tokens: 2 } } }],
       ]);
     }
-    if (req.url.includes('/messages')) {
-      return sse([
+    if (url.includes('/messages')) {
+      return sse(res, [
         ['message_start', { message: { id: 'msg_1', type: 'message', role: 'assistant', content: [], model: j?.model, stop_reason: null, stop_sequence: null, usage: { input_tokens: 1, output_tokens: 0 } } }],
         ['content_block_start', { index: 0, content_block: { type: 'text', text: '' } }],
         ['content_block_delta', { index: 0, delta: { type: 'text_delta', text } }],
@@ -92,13 +126,13 @@ async function startProvider() {
         ['message_stop', {}],
       ]);
     }
-    if (req.url.includes('/chat/completions')) {
+    if (url.includes('/chat/completions')) {
       const base = { id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model: j?.model ?? 'm' };
       if (!j?.stream) {
         res.writeHead(200, { 'content-type': 'application/json' });
         return res.end(JSON.stringify({ ...base, object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: text }, finish_reason: 'stop' }], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }));
       }
-      return sse([
+      return sse(res, [
         [null, { ...base, choices: [{ index: 0, delta: { role: 'assistant', content: text }, finish_reason: null }] }],
         [null, { ...base, choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] }],
         [null, { ...base, choices: [], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }],
@@ -108,14 +142,24 @@ async function startProvider() {
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end(JSON.stringify({ object: 'list', data: [] }));
   });
-  await new Promise((r) => server.listen(0, '127.0.0.1', r));
-  return { origin: `http://127.0.0.1:${server.address().port}`, received, close: () => new Promise((r) => server.close(r)) };
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    received,
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
 }
 
 // Arguments: agent names, optionally name@version; none means all, at the pinned versions.
-const wanted = process.argv.slice(2).map((a) => a.split('@'));
-const agents = wanted.length > 0 ? wanted : Object.keys(ALL).map((n) => [n]);
-for (const [name] of agents) if (!ALL[name]) { console.error(`unknown agent ${name}; known: ${Object.keys(ALL).join(', ')}`); process.exit(2); }
+const wanted = process.argv.slice(2).map((a): [string, string | undefined] => [a.split('@')[0], a.split('@')[1]]);
+const agents: Array<[AgentName, string | undefined]> = [];
+for (const [name, version] of wanted.length > 0 ? wanted : Object.keys(ALL).map((n): [string, undefined] => [n, undefined])) {
+  if (!isAgentName(name)) {
+    console.error(`unknown agent ${name}; known: ${Object.keys(ALL).join(', ')}`);
+    process.exit(2);
+  }
+  agents.push([name, version]);
+}
 
 const work = mkdtempSync(join(tmpdir(), 'try-agents-'));
 const provider = await startProvider();
@@ -132,7 +176,11 @@ try {
     mkdirSync(cwd, { recursive: true });
     writeFileSync(join(dir, 'package.json'), '{"private":true}');
     const install = await run('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error', `${a.pkg}@${version}`], { cwd: dir, env: process.env }, INSTALL_MS);
-    if (install.code !== 0) { failed++; console.log(`FAIL ${name}: npm install ${a.pkg}@${version}: ${install.out.slice(-500)}`); continue; }
+    if (install.code !== 0) {
+      failed++;
+      console.log(`FAIL ${name}: npm install ${a.pkg}@${version}: ${install.out.slice(-500)}`);
+      continue;
+    }
     a.setup(home, gateway.origin, cwd);
     const key = `sk-try-${name}-${Math.random().toString(36).slice(2, 10)}`;
     const before = provider.received.length;

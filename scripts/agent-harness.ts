@@ -1,28 +1,43 @@
-// What the by-hand agent scripts (try-agents, try-overflow, try-multi) share: writing files,
-// running a CLI to its end (bounded), and a real gateway process on a loopback port.
-import { spawn } from 'node:child_process';
+// What the by-hand agent scripts (try-agents, try-overflow, try-multi, try-preserved, try-gemini)
+// share: writing files, running a CLI to its end (bounded), and a real gateway process on a
+// loopback port.
+import { spawn, type SpawnOptions } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
-export function write(file, text) {
+export interface RunResult {
+  /** The exit code, or the signal that ended it. */
+  code: number | string;
+  /** stdout and stderr, interleaved as they came. */
+  out: string;
+}
+
+export interface GatewayProcess {
+  origin: string;
+  stop: () => Promise<void>;
+  /** Everything the gateway has written so far. */
+  log: () => string;
+}
+
+export function write(file: string, text: string): void {
   mkdirSync(dirname(file), { recursive: true });
   writeFileSync(file, text);
 }
 
 /** Runs a command to its end, bounded; resolves with its exit code and output. */
-export function run(cmd, args, options, timeoutMs) {
+export function run(cmd: string, args: string[], options: SpawnOptions, timeoutMs: number): Promise<RunResult> {
   return new Promise((resolvePromise) => {
     const child = spawn(cmd, args, { ...options, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
-    child.stdout.on('data', (c) => (out += c));
-    child.stderr.on('data', (c) => (out += c));
+    child.stdout!.on('data', (c: Buffer) => (out += c));
+    child.stderr!.on('data', (c: Buffer) => (out += c));
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
     child.on('close', (code, signal) => {
       clearTimeout(timer);
-      resolvePromise({ code: code ?? signal, out });
+      resolvePromise({ code: code ?? signal ?? 'unknown', out });
     });
   });
 }
@@ -32,7 +47,7 @@ export function run(cmd, args, options, timeoutMs) {
  * (tsx) by default, or the built dist/ with `built: true`. Its UPSTREAM_URL is the origin + `/v1`,
  * or the origin alone with `path: ''` (the Gemini API's base URL). Resolves once it listens.
  */
-export async function startGateway(upstreamOrigin, { built = false, path = '/v1' } = {}) {
+export async function startGateway(upstreamOrigin: string, { built = false, path = '/v1' }: { built?: boolean; path?: string } = {}): Promise<GatewayProcess> {
   return launch(built, [], { UPSTREAM_URL: `${upstreamOrigin}${path}`, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', UPSTREAM_API_KEY: '', GATEWAY_API_KEYS: '' });
 }
 
@@ -41,11 +56,11 @@ export async function startGateway(upstreamOrigin, { built = false, path = '/v1'
  * the upstreams, keys and port (`server: {host: 127.0.0.1, port: 0}`); the upstream and key
  * variables are emptied so that only the file speaks. Resolves once it listens.
  */
-export async function startGatewayWith(configFile, { built = true } = {}) {
+export async function startGatewayWith(configFile: string, { built = true }: { built?: boolean } = {}): Promise<GatewayProcess> {
   return launch(built, ['--config', configFile], { LOG_LEVEL: 'info', UPSTREAM_URL: '', UPSTREAM_API_KEY: '', GATEWAY_API_KEYS: '', PORT: '', HOST: '' });
 }
 
-async function launch(built, args, env) {
+async function launch(built: boolean, args: string[], env: Record<string, string>): Promise<GatewayProcess> {
   const entry = built ? [join(ROOT, 'dist', 'main.js')] : ['--import', 'tsx', join(ROOT, 'src', 'main.ts')];
   const child = spawn(process.execPath, [...entry, ...args], {
     cwd: ROOT,
@@ -53,17 +68,23 @@ async function launch(built, args, env) {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let log = '';
-  const origin = await new Promise((resolveOrigin, reject) => {
+  const origin = await new Promise<string>((resolveOrigin, reject) => {
     const timer = setTimeout(() => reject(new Error(`the gateway did not start: ${log}`)), 30_000);
-    child.stdout.on('data', (c) => {
+    child.stdout.on('data', (c: Buffer) => {
       log += c;
       const m = /listening at (http:\/\/127\.0\.0\.1:\d+)/i.exec(log);
-      if (m) { clearTimeout(timer); resolveOrigin(m[1]); }
+      if (m) {
+        clearTimeout(timer);
+        resolveOrigin(m[1]);
+      }
     });
-    child.stderr.on('data', (c) => (log += c));
-    child.once('exit', (code) => { clearTimeout(timer); reject(new Error(`the gateway exited (${code}): ${log}`)); });
+    child.stderr.on('data', (c: Buffer) => (log += c));
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`the gateway exited (${code}): ${log}`));
+    });
   });
-  const stop = async () => {
+  const stop = async (): Promise<void> => {
     if (child.exitCode !== null || child.signalCode !== null) return;
     const gone = new Promise((r) => child.once('exit', r));
     child.kill('SIGTERM');

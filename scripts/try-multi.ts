@@ -1,4 +1,3 @@
-#!/usr/bin/env node
 // npm run try:multi -- CLAUDE_BIN CODEX_BIN PI_BIN: issue 27's "Done when", with the real CLIs.
 // Claude Code, Codex and pi, at the same time, through ONE gateway with their own base URLs, each
 // in a 12-tool-call session that overflows its own provider; each must exit 0, and no provider may
@@ -19,10 +18,11 @@
 // pointed at a trap on loopback that refuses and records anything bound outside 127.0.0.1.
 // Every run is bounded (RUN_MS). On failure the work folder (logs, requests) is kept and printed.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ROOT, run, startGatewayWith, write } from './agent-harness.mjs';
+import { ROOT, run, startGatewayWith, write, type RunResult } from './agent-harness.js';
 
 const bins = process.argv.slice(2);
 if (bins.length !== 3) {
@@ -40,13 +40,24 @@ const SUMMARY = 'Summary: the user asked to review every file under src/; the fi
 const SECRETS = [GATEWAY_KEY, 'sk-ant-gw', 'sk-openai-gw'];
 const CREDENTIAL_HEADERS = ['authorization', 'x-api-key', 'api-key', 'x-goog-api-key'];
 
+type ProviderName = 'anthropic' | 'openai' | 'local';
+type AgentName = 'claude' | 'codex' | 'pi';
+
+interface ProviderSpec {
+  key: string | undefined;
+  header: string | undefined;
+  limit: number;
+  own: RegExp;
+  agent: AgentName;
+}
+
 /**
  * Per provider: the key the gateway holds for it (and the header it goes in), its window in
  * request-body bytes (4 bytes a token; local's in tokens, below), the paths of its own API, and
  * the CLI it scripts. The limits sit about halfway through each CLI's session (Claude Code's first
  * body is ~50 KB, Codex's ~60 KB, pi's ~6 KB; each turn adds ~10 KB).
  */
-const PROVIDERS = {
+const PROVIDERS: Record<ProviderName, ProviderSpec> = {
   anthropic: { key: 'sk-ant-gw', header: 'x-api-key', limit: 130_000, own: /^\/v1\/messages(\/count_tokens)?$/, agent: 'claude' },
   openai: { key: 'sk-openai-gw', header: 'authorization', limit: 110_000, own: /^\/v1\/(responses|responses\/compact|models)$/, agent: 'codex' },
   // A 26k-token vLLM model: it counts the prompt and max_completion_tokens together, so pi's
@@ -57,8 +68,77 @@ const PROVIDERS = {
 /** A model-API path of any of the three: one that is not the provider's own is a foreign request. */
 const MODEL_API = /^\/v1\/(messages|responses|chat\/completions)(\/|$)/;
 
+/** What the scripted models read of a request body (any of the three APIs). */
+interface RequestJson {
+  model?: unknown;
+  stream?: unknown;
+  messages?: unknown;
+  input?: unknown;
+  tools?: unknown;
+  max_tokens?: unknown;
+  max_completion_tokens?: unknown;
+  stream_options?: { include_usage?: unknown };
+}
+
+interface Received {
+  method: string | undefined;
+  path: string;
+  bytes: number;
+  kind: 'summarizer' | 'model' | 'other';
+  refused: boolean;
+  /** The tool call this request asks for next; null for a request without tools. */
+  step: number | null;
+  carriesLastFile: boolean;
+  credentials: string;
+  ownKey: boolean;
+  leaks: string[];
+  error?: string;
+  body?: undefined;
+}
+
+/** How far the CLI got: the highest tool result it sent back, and whether the final answer went out. */
+interface ScriptState {
+  maxResult: number;
+  finalSent: boolean;
+}
+
+interface Answer {
+  req: IncomingMessage;
+  res: ServerResponse;
+  json: RequestJson | undefined;
+  record: Received;
+  state: ScriptState;
+  limit: number;
+}
+
+interface Provider {
+  origin: string;
+  received: Received[];
+  state: ScriptState;
+  close: () => Promise<void>;
+}
+
+interface CliResult {
+  agent: AgentName;
+  exit: RunResult;
+  start: number;
+  end: number;
+}
+
+/** A gateway access line, as the log has it (the fields the report reads). */
+interface AccessLine {
+  msg: string;
+  method?: string;
+  path?: string;
+  status: number;
+  upstream?: string;
+  compaction?: string;
+}
+
+type Item = Record<string, unknown>;
+
 const work = mkdtempSync(join(tmpdir(), 'try-multi-'));
-const providers = {
+const providers: Record<ProviderName, Provider> = {
   anthropic: await startProvider('anthropic', anthropicAnswer),
   openai: await startProvider('openai', responsesAnswer),
   local: await startProvider('local', chatAnswer),
@@ -67,9 +147,10 @@ const traps = { claude: await startTrap(), codex: await startTrap(), pi: await s
 const configFile = join(work, 'gateway.json');
 write(configFile, JSON.stringify(gatewayConfig(), null, 2));
 const gateway = await startGatewayWith(configFile);
-console.log(`try:multi: gateway ${gateway.origin}; providers ${Object.entries(providers).map(([n, p]) => `${n} ${p.origin} (${limitText(n)})`).join(', ')}`);
+const names = Object.keys(providers) as ProviderName[];
+console.log(`try:multi: gateway ${gateway.origin}; providers ${names.map((n) => `${n} ${providers[n].origin} (${limitText(n)})`).join(', ')}`);
 
-let results;
+let results: CliResult[];
 try {
   results = await Promise.all([runClaude(), runCodex(), runPi()]);
 } finally {
@@ -81,7 +162,7 @@ const log = gateway.log();
 writeFileSync(join(work, 'gateway.log'), log);
 const access = accessLines(log);
 let ok = true;
-for (const [name, p] of Object.entries(providers)) ok = report(name, p, results.find((r) => r.agent === PROVIDERS[name].agent), access) && ok;
+for (const name of names) ok = report(name, providers[name], results.find((r) => r.agent === PROVIDERS[name].agent)!, access) && ok;
 const startedAt = Math.min(...results.map((r) => r.start));
 const overlap = Math.min(...results.map((r) => r.end)) - Math.max(...results.map((r) => r.start));
 console.log(`\nconcurrency: the three CLIs ran together for ${(overlap / 1000).toFixed(1)} s (starts ${results.map((r) => `${r.agent} +${r.start - startedAt} ms`).join(', ')}); all done after ${((Math.max(...results.map((r) => r.end)) - startedAt) / 1000).toFixed(1)} s`);
@@ -95,7 +176,7 @@ process.exit(ok ? 0 : 1);
 // The gateway and the CLIs
 
 function gatewayConfig() {
-  const url = (name) => `${providers[name].origin}/v1`;
+  const url = (name: ProviderName) => `${providers[name].origin}/v1`;
   return {
     server: { host: '127.0.0.1', port: 0 },
     // Loopback only, whatever the caller's HTTPS_PROXY says.
@@ -115,7 +196,7 @@ function gatewayConfig() {
 }
 
 /** A CLI's own folder: a project of 12 files, a HOME, and the env every CLI gets. */
-function setUp(agent) {
+function setUp(agent: AgentName) {
   const dir = join(work, agent);
   const project = join(dir, 'project');
   for (let i = 1; i <= FILES; i++) write(join(project, 'src', `module${i}.ts`), moduleText(agent, i));
@@ -131,7 +212,7 @@ function setUp(agent) {
   return { dir, project, home, env };
 }
 
-async function timed(agent, promise) {
+async function timed(agent: AgentName, promise: Promise<RunResult>): Promise<CliResult> {
   const start = Date.now();
   const exit = await promise;
   const end = Date.now();
@@ -139,16 +220,16 @@ async function timed(agent, promise) {
   return { agent, exit, start, end };
 }
 
-function runClaude() {
+function runClaude(): Promise<CliResult> {
   const { project, home, env } = setUp('claude');
   const base = `${gateway.origin}/anthropic`;
   write(join(home, '.claude', 'settings.json'), snippet('claude-code/settings.json').replaceAll('http://127.0.0.1:8080', base));
-  // try-agents.mjs's switches for Claude Code's own traffic (telemetry, updates, error reports).
+  // try-agents.ts's switches for Claude Code's own traffic (telemetry, updates, error reports).
   const claudeEnv = { ...env, ANTHROPIC_API_KEY: GATEWAY_KEY, ANTHROPIC_BASE_URL: base, CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1', DISABLE_TELEMETRY: '1', DISABLE_AUTOUPDATER: '1', DISABLE_ERROR_REPORTING: '1' };
   return timed('claude', run(claudeBin, ['-p', PROMPT], { cwd: project, env: claudeEnv }, RUN_MS));
 }
 
-function runCodex() {
+function runCodex(): Promise<CliResult> {
   const { project, home, env } = setUp('codex');
   const codexHome = join(home, 'codex');
   write(join(codexHome, 'config.toml'), snippet('codex/config.toml').replaceAll('http://127.0.0.1:8080/v1', `${gateway.origin}/openai/v1`));
@@ -156,10 +237,10 @@ function runCodex() {
   return timed('codex', run(codexBin, ['exec', '--skip-git-repo-check', '-s', 'read-only', PROMPT], { cwd: project, env: codexEnv }, RUN_MS));
 }
 
-function runPi() {
+function runPi(): Promise<CliResult> {
   const { project, home, env } = setUp('pi');
   // Plain /v1: the gateway picks `local` by the model (routes: qwen*).
-  const models = JSON.parse(snippet('pi/models.json'));
+  const models = JSON.parse(snippet('pi/models.json')) as { providers: { gateway: { baseUrl: string; models: Array<{ id: string }> } } };
   models.providers.gateway.baseUrl = `${gateway.origin}/v1`;
   models.providers.gateway.models = [{ id: 'qwen3-coder' }];
   write(join(home, '.pi', 'agent', 'models.json'), JSON.stringify(models, null, 2));
@@ -168,11 +249,11 @@ function runPi() {
   return timed('pi', run(piBin, ['-p', '--model', 'gateway/qwen3-coder', PROMPT], { cwd: project, env: piEnv }, RUN_MS));
 }
 
-function snippet(file) {
+function snippet(file: string): string {
   return readFileSync(join(ROOT, 'deploy', 'agents', file), 'utf8');
 }
 
-function moduleText(agent, i) {
+function moduleText(agent: AgentName, i: number): string {
   const lines = [`// module${i}.ts: generated for try:multi (${agent})`];
   for (let n = 0; lines.join('\n').length < 9_000; n++) lines.push(`export function step${i}_${n}(value: number): number {\n  return value * ${n + 1} + ${i};\n}`);
   return lines.join('\n');
@@ -181,27 +262,31 @@ function moduleText(agent, i) {
 // ---------------------------------------------------------------------------------------------
 // The report
 
-function accessLines(text) {
-  const lines = [];
+function accessLines(text: string): AccessLine[] {
+  const lines: AccessLine[] = [];
   for (const line of text.split('\n')) {
-    let j;
-    try { j = JSON.parse(line); } catch { continue; }
+    let j: AccessLine | null;
+    try {
+      j = JSON.parse(line) as AccessLine | null;
+    } catch {
+      continue;
+    }
     if (j?.msg === 'request completed') lines.push(j);
   }
   return lines;
 }
 
-function limitText(name) {
+function limitText(name: ProviderName): string {
   return name === 'local' ? `window ${PROVIDERS.local.limit} tokens, prompt + completion` : `limit ${PROVIDERS[name].limit} bytes`;
 }
 
-function tally(items) {
-  const counts = new Map();
+function tally(items: string[]): string {
+  const counts = new Map<string, number>();
   for (const i of items) counts.set(i, (counts.get(i) ?? 0) + 1);
   return [...counts].map(([k, n]) => `${k} x${n}`).join(', ') || 'none';
 }
 
-function report(name, p, result, access) {
+function report(name: ProviderName, p: Provider, result: CliResult, access: AccessLine[]): boolean {
   const spec = PROVIDERS[name];
   const { agent, exit } = result;
   const model = p.received.filter((r) => r.kind === 'model');
@@ -210,7 +295,7 @@ function report(name, p, result, access) {
   const mine = access.filter((a) => a.upstream === name);
   const outcomes = mine.map((a) => /outcome=([a-z_]+)/.exec(a.compaction ?? '')?.[1]).filter(Boolean);
   const rescued = outcomes.filter((o) => o === 'replayed' || o === 'compacted').length;
-  const strategies = mine.filter((a) => a.compaction).map((a) => `${/outcome=([a-z_]+)/.exec(a.compaction)?.[1]}/${/strategy=([a-z_]+)/.exec(a.compaction)?.[1] ?? '-'}`);
+  const strategies = mine.filter((a) => a.compaction).map((a) => `${/outcome=([a-z_]+)/.exec(a.compaction ?? '')?.[1]}/${/strategy=([a-z_]+)/.exec(a.compaction ?? '')?.[1] ?? '-'}`);
   const failedAnswers = mine.filter((a) => a.status >= 400);
   const leaks = p.received.flatMap((r) => r.leaks.map((l) => `${r.method} ${r.path}: ${l}`));
   const wrongKey = p.received.filter((r) => !r.ownKey);
@@ -255,21 +340,25 @@ function report(name, p, result, access) {
  * One provider on loopback: records every request (path, size, credential headers, leaks of any
  * other secret in any header or the body), then lets `answer` script the model in its API.
  */
-async function startProvider(name, answer) {
+async function startProvider(name: ProviderName, answer: (a: Answer) => void): Promise<Provider> {
   const spec = PROVIDERS[name];
-  const state = { maxResult: 0, finalSent: false };
-  const received = [];
+  const state: ScriptState = { maxResult: 0, finalSent: false };
+  const received: Received[] = [];
   const server = createServer(async (req, res) => {
     let body = '';
     for await (const c of req) body += c;
-    let json;
-    try { json = JSON.parse(body); } catch { json = undefined; }
-    const path = req.url.split('?')[0];
+    let json: RequestJson | undefined;
+    try {
+      json = JSON.parse(body) as RequestJson;
+    } catch {
+      json = undefined;
+    }
+    const path = (req.url ?? '/').split('?')[0];
     const summarizer = req.headers['x-gateway-compaction'] === 'summarizer';
     const raw = req.rawHeaders.join('\n');
     const credentials = CREDENTIAL_HEADERS.filter((h) => req.headers[h] !== undefined).map((h) => `${h}: ${req.headers[h]}`).join(' ');
     const expected = spec.key === undefined ? '' : `${spec.header}: ${spec.header === 'authorization' ? `Bearer ${spec.key}` : spec.key}`;
-    const record = {
+    const record: Received = {
       method: req.method,
       path,
       bytes: Buffer.byteLength(body),
@@ -286,21 +375,27 @@ async function startProvider(name, answer) {
     try {
       answer({ req, res, json, record, state, limit: spec.limit });
     } catch (err) {
-      record.error = String(err?.stack ?? err);
+      record.error = String((err as Error)?.stack ?? err);
       if (!res.headersSent) sendJson(res, 500, { error: { message: `try:multi stand-in bug: ${err}` } });
       else res.destroy();
     }
   });
-  await new Promise((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    origin: `http://127.0.0.1:${server.address().port}`,
-    received,
-    state,
-    close: () => new Promise((r) => { server.closeAllConnections(); server.close(r); }),
-  };
+  return { origin: await listen(server), received, state, close: () => close(server) };
 }
 
-function tokens(bytes) {
+async function listen(server: Server): Promise<string> {
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+function close(server: Server): Promise<void> {
+  return new Promise((r) => {
+    server.closeAllConnections();
+    server.close(() => r());
+  });
+}
+
+function tokens(bytes: number): number {
   return Math.ceil(bytes / 4);
 }
 
@@ -309,7 +404,7 @@ function tokens(bytes) {
  * (the newest tool result survives compaction: the gateway keeps the recent turns). Null for a
  * request without tools (a CLI's side request). Records how far the CLI got.
  */
-function stepOf(record, state, conversation, tools, idPattern, agent) {
+function stepOf(record: Received, state: ScriptState, conversation: unknown, tools: boolean, idPattern: RegExp, agent: AgentName): number | null {
   if (!tools) return null;
   const text = JSON.stringify(conversation ?? []);
   let max = 0;
@@ -323,7 +418,9 @@ function stepOf(record, state, conversation, tools, idPattern, agent) {
 
 // Anthropic Messages
 
-function anthropicAnswer({ res, json, record, state, limit }) {
+type Block = { type: 'text'; text: string } | { type: 'tool_use'; id: string; name: string; input: Record<string, unknown> };
+
+function anthropicAnswer({ res, json, record, state, limit }: Answer): void {
   if (record.path === '/v1/messages/count_tokens') return sendJson(res, 200, { input_tokens: tokens(record.bytes) });
   if (record.path !== '/v1/messages') return sendJson(res, 404, { type: 'error', error: { type: 'not_found_error', message: `Not found: ${record.method} ${record.path}` } });
   if (record.bytes > limit) {
@@ -332,7 +429,7 @@ function anthropicAnswer({ res, json, record, state, limit }) {
     return sendJson(res, 400, { type: 'error', error: { type: 'invalid_request_error', message: `prompt is too long: ${tokens(record.bytes)} tokens > ${tokens(limit)} maximum` }, request_id: `req_try_${record.bytes}` });
   }
   const model = String(json?.model ?? 'claude-stand-in');
-  let content;
+  let content: Block[];
   if (record.kind === 'summarizer') content = [{ type: 'text', text: SUMMARY }];
   else {
     const step = stepOf(record, state, json?.messages, Array.isArray(json?.tools) && json.tools.length > 0, /toolu_read_(\d+)/g, 'claude');
@@ -355,7 +452,7 @@ function anthropicAnswer({ res, json, record, state, limit }) {
   };
   if (json?.stream !== true) return sendJson(res, 200, message);
   // The API's event order (test/helpers/strict-anthropic.ts), one write per event.
-  const ev = (type, data) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
+  const ev = (type: string, data: Record<string, unknown>) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
   const events = [ev('message_start', { message: { ...message, content: [], stop_reason: null, usage: { ...message.usage, output_tokens: 1 } } })];
   content.forEach((block, index) => {
     const start = block.type === 'tool_use' ? { ...block, input: {} } : { type: 'text', text: '' };
@@ -368,9 +465,9 @@ function anthropicAnswer({ res, json, record, state, limit }) {
   res.end();
 }
 
-// OpenAI Responses (as scripts/try-overflow.mjs's provider)
+// OpenAI Responses (as scripts/try-overflow.ts's provider)
 
-function responsesAnswer({ res, json, record, state, limit }) {
+function responsesAnswer({ res, json, record, state, limit }: Answer): void {
   if (!record.path.startsWith('/v1/responses')) return sendJson(res, 200, { object: 'list', data: [] });
   if (record.bytes > limit) {
     record.refused = true;
@@ -378,15 +475,15 @@ function responsesAnswer({ res, json, record, state, limit }) {
   }
   if (record.kind === 'summarizer') return sendJson(res, 200, response([message(SUMMARY)]));
   // Codex 0.171 sends its tools as an `additional_tools` input item, not in `tools`.
-  const input = Array.isArray(json?.input) ? json.input : [];
-  const tools = (Array.isArray(json?.tools) && json.tools.length > 0) || input.some((i) => i?.type === 'additional_tools');
+  const input: unknown[] = Array.isArray(json?.input) ? json.input : [];
+  const tools = (Array.isArray(json?.tools) && json.tools.length > 0) || input.some((i) => (i as { type?: unknown } | null)?.type === 'additional_tools');
   const step = stepOf(record, state, input, tools, /"call_read_(\d+)"/g, 'codex');
-  const items =
+  const items: Item[] =
     step === null ? [message('OK.')]
       : step > FILES ? [message(FINAL)]
         : [message(`[step ${step}/${FILES}] Reading src/module${step}.ts.`), { type: 'function_call', id: `fc_${step}`, status: 'completed', name: 'exec_command', arguments: JSON.stringify({ cmd: `cat src/module${step}.ts` }), call_id: `call_read_${step}` }];
   if (json?.stream !== true) return sendJson(res, 200, response(items));
-  const sse = (type, data, n) => `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: n, ...data })}\n\n`;
+  const sse = (type: string, data: Record<string, unknown>, n: number) => `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: n, ...data })}\n\n`;
   let n = 0;
   let text = sse('response.created', { response: { ...response([]), status: 'in_progress' } }, n++);
   items.forEach((item, index) => {
@@ -397,18 +494,24 @@ function responsesAnswer({ res, json, record, state, limit }) {
   res.end(text + sse('response.completed', { response: response(items) }, n++));
 }
 
-function message(text) {
+function message(text: string): Item {
   return { type: 'message', id: `msg_${Math.random().toString(36).slice(2)}`, status: 'completed', role: 'assistant', content: [{ type: 'output_text', text, annotations: [] }] };
 }
 
-function response(output) {
+function response(output: Item[]) {
   const usage = { input_tokens: 1000, input_tokens_details: { cached_tokens: 0 }, output_tokens: 20, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 1020 };
   return { id: 'resp_try', object: 'response', created_at: 1, status: 'completed', model: 'stand-in', output, usage, error: null, incomplete_details: null };
 }
 
 // Chat completions, as vLLM serves them
 
-function chatAnswer({ res, json, record, state, limit }) {
+interface ToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+function chatAnswer({ res, json, record, state, limit }: Answer): void {
   if (record.path === '/v1/models') return sendJson(res, 200, { object: 'list', data: [{ id: 'qwen3-coder', object: 'model', created: 1, owned_by: 'vllm' }] });
   if (record.path !== '/v1/chat/completions') return sendJson(res, 404, { object: 'error', message: `Not Found: ${record.path}`, type: 'NotFoundError', param: null, code: 404 });
   const model = String(json?.model ?? 'qwen3-coder');
@@ -423,7 +526,7 @@ function chatAnswer({ res, json, record, state, limit }) {
   }
   const base = { id: `chatcmpl-try-${record.bytes}`, created: 1, model };
   const usage = { prompt_tokens: tokens(record.bytes), completion_tokens: 20, total_tokens: tokens(record.bytes) + 20 };
-  let reply;
+  let reply: { content: string; tool_calls?: ToolCall[] };
   if (record.kind === 'summarizer') reply = { content: SUMMARY };
   else {
     const messages = Array.isArray(json?.messages) ? json.messages : [];
@@ -439,7 +542,7 @@ function chatAnswer({ res, json, record, state, limit }) {
   if (json?.stream !== true) {
     return sendJson(res, 200, { ...base, object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: reply.content, ...(reply.tool_calls ? { tool_calls: reply.tool_calls } : {}) }, finish_reason: finish }], usage });
   }
-  const chunk = (choices, extra = {}) => `data: ${JSON.stringify({ ...base, object: 'chat.completion.chunk', choices, ...extra })}\n\n`;
+  const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) => `data: ${JSON.stringify({ ...base, object: 'chat.completion.chunk', choices, ...extra })}\n\n`;
   let text = chunk([{ index: 0, delta: { role: 'assistant', content: reply.content }, finish_reason: null }]);
   if (reply.tool_calls) text += chunk([{ index: 0, delta: { tool_calls: reply.tool_calls.map((c, index) => ({ index, ...c })) }, finish_reason: null }]);
   text += chunk([{ index: 0, delta: {}, finish_reason: finish }]);
@@ -448,7 +551,7 @@ function chatAnswer({ res, json, record, state, limit }) {
   res.end(`${text}data: [DONE]\n\n`);
 }
 
-function sendJson(res, status, body) {
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body);
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
   res.end(text);
@@ -458,8 +561,8 @@ function sendJson(res, status, body) {
 // The egress trap
 
 /** A forward proxy that forwards nothing: it records where a CLI tried to go and refuses. */
-async function startTrap() {
-  const seen = [];
+async function startTrap(): Promise<{ origin: string; seen: string[]; close: () => Promise<void> }> {
+  const seen: string[] = [];
   const server = createServer((req, res) => {
     seen.push(`${req.method} ${req.url}`);
     res.writeHead(403, { 'content-type': 'text/plain' });
@@ -469,6 +572,5 @@ async function startTrap() {
     seen.push(`CONNECT ${req.url}`);
     socket.end('HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\n\r\n');
   });
-  await new Promise((r) => server.listen(0, '127.0.0.1', r));
-  return { origin: `http://127.0.0.1:${server.address().port}`, seen, close: () => new Promise((r) => { server.closeAllConnections(); server.close(r); }) };
+  return { origin: await listen(server), seen, close: () => close(server) };
 }
