@@ -29,14 +29,19 @@ export function sourceText(item: unknown): string | undefined {
   return typeof item === 'object' && item !== null ? elements.get(item) : undefined;
 }
 
+/** What `parseObject` gives for a top-level array longer than its `maxItems`: read no further. */
+export const TOO_MANY_ITEMS = Symbol('too many items');
+
 /**
  * The top-level JSON object in `text`, or null when the text is not one or nests deeper than
  * `maxDepth` (the root counts 1). Same result as JSON.parse, duplicate keys (the last wins) and
- * `__proto__` (an own field) included. Yields to other work between time slices.
+ * `__proto__` (an own field) included. Yields to other work between time slices. A top-level
+ * array of more than `maxItems` elements ends the reading there: TOO_MANY_ITEMS, whatever
+ * follows (a million messages are not made into a million objects only to be refused).
  */
-export async function parseObject(text: string, maxDepth: number): Promise<Record<string, unknown> | null> {
+export async function parseObject(text: string, maxDepth: number, maxItems = Number.POSITIVE_INFINITY): Promise<Record<string, unknown> | null | typeof TOO_MANY_ITEMS> {
   const slice = timeSlice();
-  const reader = readObject(text, maxDepth, slice.due);
+  const reader = readObject(text, maxDepth, slice.due, maxItems);
   try {
     for (let step = reader.next(); ; step = reader.next()) {
       if (step.done) return step.value;
@@ -50,11 +55,11 @@ export async function parseObject(text: string, maxDepth: number): Promise<Recor
 
 /** `parseObject` in one piece, for a body small enough not to need pauses. */
 export function parseObjectNow(text: string, maxDepth: number): Record<string, unknown> | null {
-  const reader = readObject(text, maxDepth, () => false);
+  const reader = readObject(text, maxDepth, () => false, Number.POSITIVE_INFINITY);
   try {
     let step = reader.next();
     while (!step.done) step = reader.next();
-    return step.value;
+    return step.value === TOO_MANY_ITEMS ? null : step.value;
   } catch (err) {
     if (err instanceof SyntaxError) return null;
     throw err;
@@ -62,7 +67,7 @@ export function parseObjectNow(text: string, maxDepth: number): Record<string, u
 }
 
 /** The reader: a generator that stops at each point where `due()` says it may pause. */
-function* readObject(text: string, maxDepth: number, due: () => boolean): Generator<void, Record<string, unknown> | null> {
+function* readObject(text: string, maxDepth: number, due: () => boolean, maxItems: number): Generator<void, Record<string, unknown> | null | typeof TOO_MANY_ITEMS> {
   let i = skipSpace(text, 0);
   if (text.charCodeAt(i) !== OPEN_OBJECT) return null;
   const root: Record<string, unknown> = {};
@@ -81,8 +86,8 @@ function* readObject(text: string, maxDepth: number, due: () => boolean): Genera
     let value: unknown;
     let end: number;
     if (text.charCodeAt(start) === OPEN_ARRAY) {
-      const read = yield* readArray(text, start, maxDepth, due);
-      if (!read) return null;
+      const read = yield* readArray(text, start, maxDepth, due, maxItems);
+      if (read === TOO_MANY_ITEMS || !read) return read;
       [value, end] = read;
     } else {
       end = valueEnd(text, start, 1, maxDepth);
@@ -105,7 +110,7 @@ function* readObject(text: string, maxDepth: number, due: () => boolean): Genera
 }
 
 /** A top-level array, element by element (each remembered with its text), and where it ends. */
-function* readArray(text: string, start: number, maxDepth: number, due: () => boolean): Generator<void, [unknown[], number] | null> {
+function* readArray(text: string, start: number, maxDepth: number, due: () => boolean, maxItems: number): Generator<void, [unknown[], number] | null | typeof TOO_MANY_ITEMS> {
   if (maxDepth < 2) return null;
   const out: unknown[] = [];
   let i = skipSpace(text, start + 1);
@@ -116,7 +121,7 @@ function* readArray(text: string, start: number, maxDepth: number, due: () => bo
     const piece = text.slice(i, end);
     const element: unknown = JSON.parse(piece);
     if (typeof element === 'object' && element !== null) elements.set(element, piece);
-    out.push(element);
+    if (out.push(element) > maxItems) return TOO_MANY_ITEMS;
     i = skipSpace(text, end);
     const next = text.charCodeAt(i);
     if (next === CLOSE_ARRAY) return [out, i + 1];

@@ -7,7 +7,7 @@ import type { Metrics } from '../metrics.js';
 import type { ClientGone } from '../upstream/client-gone.js';
 import type { Upstream, Upstreams } from '../upstream/upstreams.js';
 import { rescueCost, type Release, type RescueBudget } from './budget.js';
-import type { IncomingRequest } from './request.js';
+import { MAX_RESCUED_ITEMS, type IncomingRequest } from './request.js';
 
 /** What every rescuable route shares: built once in server.ts. */
 export interface RescueDeps {
@@ -77,13 +77,6 @@ export function modelOf(ctx: Pick<RescueContext, 'pathModel' | 'incoming'>): str
   const json = ctx.incoming.json;
   return typeof json?.model === 'string' ? json.model : undefined;
 }
-
-/**
- * A conversation longer than this is not rescued: each of the compaction's passes over it would
- * hold the event loop longer than other clients should wait (a 100k-message rescue stalls them
- * 120-190 ms at worst; a million messages, 2.3 s). No agent session comes near it.
- */
-export const MAX_RESCUED_ITEMS = 150_000;
 
 /** Whether the request's longest top-level list (its conversation, whatever the API) is longer than MAX_RESCUED_ITEMS. */
 export function tooManyItems(json: Record<string, unknown>): boolean {

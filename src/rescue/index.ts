@@ -92,7 +92,7 @@ async function rescue(
   if (!hold.held) return shed(ctx, record, first, hold.cost);
   if (json) await learnFrom(ctx, judged, rejectedBytes);
   if (deps.config.compaction.maxReplays === 0 || optedOut(ctx)) return passThrough(ctx, record, first);
-  if (!json) return notShrunk(ctx, record, first, 'no_messages', rejectedBytes);
+  if (!json) return notShrunk(ctx, record, first, ctx.incoming.tooManyItems ? 'too_many_items' : 'no_messages', rejectedBytes);
   if (tooManyItems(json)) return notShrunk(ctx, record, first, 'too_many_items', rejectedBytes);
 
   // Lossless first: the prompt fits, only prompt plus the requested completion does not.

@@ -1,7 +1,7 @@
 import { StringDecoder } from 'node:string_decoder';
 import { DEFAULTS } from '../config/schema.js';
 import { codingsOf, decodeSync } from '../content-coding.js';
-import { parseObject, parseObjectNow } from '../json-source.js';
+import { TOO_MANY_ITEMS, parseObject, parseObjectNow } from '../json-source.js';
 import { timeSlice } from '../time-slice.js';
 
 /*
@@ -18,8 +18,14 @@ export interface IncomingRequest {
   readonly wire: Buffer | readonly Buffer[];
   /** The parsed body when it is a JSON object the rescue can compact; null otherwise. Parsed in one piece unless `load()` parsed it first. */
   readonly json: Record<string, unknown> | null;
-  /** `json`, parsed in slices that let other requests run between them (a 40 MB body is over a second of parsing). */
+  /**
+   * `json`, parsed in slices that let other requests run between them (a 40 MB body is over a
+   * second of parsing). A top-level list of more than MAX_RESCUED_ITEMS ends the parse there: null,
+   * and `tooManyItems` says why.
+   */
   load(): Promise<Record<string, unknown> | null>;
+  /** Whether `load()` stopped at a top-level list longer than MAX_RESCUED_ITEMS. */
+  readonly tooManyItems: boolean;
   /** Lets go of the parsed body and the joined bytes (a later `load()` reads them again): nothing is held while an upstream thinks or an answer streams. */
   release(): void;
   /** How many JSON objects the body holds at most (its `{` bytes), counted between time slices: what parsing it costs besides its bytes. */
@@ -34,6 +40,15 @@ export interface IncomingRequest {
  * schemas included) nest a few dozen levels at most.
  */
 export const MAX_COMPACTABLE_DEPTH = 256;
+
+/**
+ * A conversation longer than this is not rescued: each of the compaction's passes over it would
+ * hold the event loop longer than other clients should wait (a 100k-message rescue stalls them
+ * 120-190 ms at worst; a million messages, 2.3 s). No agent session comes near it. The parse stops
+ * past it: a million tiny messages made into a million objects (and their source texts) cost
+ * garbage-collector pauses of most of a second on Node 26.
+ */
+export const MAX_RESCUED_ITEMS = 150_000;
 
 export function readIncoming(
   received: Buffer | readonly Buffer[] | undefined,
@@ -53,6 +68,7 @@ class LazyIncoming implements IncomingRequest {
   #joined: Buffer | undefined;
   #decoded: Buffer | null | undefined;
   #json: Record<string, unknown> | null | undefined;
+  tooManyItems = false;
 
   constructor(
     readonly wire: Buffer | readonly Buffer[],
@@ -80,9 +96,10 @@ class LazyIncoming implements IncomingRequest {
   async load(): Promise<Record<string, unknown> | null> {
     if (this.#json !== undefined) return this.#json;
     const text = this.#text();
-    const json = text ? await parseObject(text, MAX_COMPACTABLE_DEPTH) : null;
+    const parsed = text ? await parseObject(text, MAX_COMPACTABLE_DEPTH, MAX_RESCUED_ITEMS) : null;
+    if (parsed === TOO_MANY_ITEMS) this.tooManyItems = true;
     // A synchronous read may have finished first.
-    return (this.#json ??= json);
+    return (this.#json ??= parsed === TOO_MANY_ITEMS ? null : parsed);
   }
 
   async objects(): Promise<number> {

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { derive, parseObject, parseObjectNow, sourceText, writeDerived } from '../../src/json-source.js';
+import { TOO_MANY_ITEMS, derive, parseObject, parseObjectNow, sourceText, writeDerived } from '../../src/json-source.js';
 
 /** JSON text of objects, written with random whitespace between tokens, as clients write it. */
 const spaced = (value: unknown, space: string): string => JSON.stringify(value, null, space);
@@ -54,6 +54,16 @@ describe('parseObject: a request body read field by field', () => {
     expect((parsed!.messages as unknown[]).length).toBe(200_000);
     // Without pauses the interval cannot run at all while the parse holds the event loop.
     expect(ticks).toBeGreaterThan(0);
+  });
+
+  it('stops at a top-level array longer than maxItems, reading nothing after it', async () => {
+    const turns = (n: number) => Array.from({ length: n }, (_, i) => ({ role: 'user', content: `turn ${i}` }));
+    expect(((await parseObject(JSON.stringify({ messages: turns(5), model: 'm' }), 10, 5)) as Record<string, unknown[]>).messages).toHaveLength(5);
+    expect(await parseObject(JSON.stringify({ model: 'm', messages: turns(6) }), 10, 5)).toBe(TOO_MANY_ITEMS);
+    // What follows the sixth element is never read: not even text JSON.parse would refuse.
+    const cut = JSON.stringify({ messages: turns(6) }).replace(/\]\}$/, ',{"broken": ]');
+    expect(await parseObject(cut, 10, 5)).toBe(TOO_MANY_ITEMS);
+    expect(await parseObject(cut, 10)).toBeNull();
   });
 });
 
