@@ -1,5 +1,4 @@
 import v8 from 'node:v8';
-import { Agent } from 'undici';
 import { importDist } from './dist.js';
 import { bigAgentRequest } from './requests.js';
 import { median } from './stats.js';
@@ -39,7 +38,6 @@ if (!gc) throw new Error('run with --expose-gc');
 const original = bigAgentRequest();
 const body = Buffer.from(JSON.stringify(original));
 const config = validateConfig({ compaction: { strategy: 'fallback' } });
-const dispatcher = new Agent();
 // What the classifier reads off the provider's error: a 128k window, the prompt's token count.
 const rejection = {
   reason: 'context_length' as const,
@@ -47,22 +45,20 @@ const rejection = {
   bodyBytes: body.length,
   requested: chat.completion(original),
 };
-const base = {
-  dialect: chat,
-  bodyBytes: body.length,
+const settings = {
   target: sizeTarget(rejection, undefined, config.compaction.targetRatio),
-  config,
-  dispatcher,
-  summarizer: { url: 'http://127.0.0.1:9/v1', model: 'fake-model', headers: {}, wire: chat.summarizer },
-  signal: new AbortController().signal,
   because: "the request exceeded the model's context window",
+  compaction: config.compaction,
+  summary: config.summarizer,
 };
+// The fallback asks no summarizer: one that is never called.
+const summarizer = { wire: chat.summarizer, model: 'fake-model', send: () => Promise.reject(new Error('the fallback asks no summarizer')) };
 
 /** What the rescue hands to compact(): the request and the conversation the dialect reads from it. */
 function input(request: Record<string, unknown>) {
   const conversation = chat.read(request);
   if (!conversation) throw new Error('the bench request has no conversation');
-  return { ...base, request, conversation };
+  return [{ dialect: chat, bodyBytes: body.length, request, conversation }, settings, summarizer] as const;
 }
 
 /** Each compaction gets the request freshly parsed, as the route does: nothing carries over between runs. */
@@ -72,7 +68,7 @@ function parsed(): { request: Record<string, unknown>; ms: number } {
   return { request, ms: performance.now() - started };
 }
 
-for (let i = 0; i < warmups; i++) await compact(input(parsed().request));
+for (let i = 0; i < warmups; i++) await compact(...input(parsed().request));
 const times: number[] = [];
 const parses: number[] = [];
 let last;
@@ -81,7 +77,7 @@ for (let i = 0; i < runs; i++) {
   parses.push(ms);
   gc();
   const started = performance.now();
-  last = await compact(input(request));
+  last = await compact(...input(request));
   times.push(performance.now() - started);
 }
 if (last?.outcome !== 'compacted') throw new Error(`compaction did not compact: ${JSON.stringify(last)}`);
@@ -109,7 +105,7 @@ async function measureMemory(): Promise<{ peak: number; allocated: number }> {
   const before = v8.getHeapStatistics().used_heap_size;
   const profiler = new v8.GCProfiler();
   profiler.start();
-  await compact(input(request));
+  await compact(...input(request));
   const after = v8.getHeapStatistics().used_heap_size;
   const { statistics } = profiler.stop();
   let peak = after;

@@ -2,7 +2,8 @@ import zlib from 'node:zlib';
 
 /*
  * Content codings undone with a bound on what comes out: the one decoder for request bodies
- * (routes/request-body.ts, rescue/request.ts) and the upstream's bodies (upstream/body.ts). A few
+ * (routes/request-body.ts, rescue/request.ts) and the upstream's bodies (upstream/body.ts), and the
+ * one table (CODINGS) of what can be undone, which also says what the upstream is offered. A few
  * KB of gzip can inflate to gigabytes, so the bound is on the decoded bytes, never the encoded
  * ones. `decode` runs zlib as a stream: its work is done in libuv's thread pool, 64 KiB at a time,
  * and it stops at the bound, so that no body holds the event loop or the heap. `decodeSync` is for
@@ -42,6 +43,63 @@ export const CAN_ZSTD = typeof zstd.createZstdDecompress === 'function' && typeo
 const CHUNK_BYTES = 64 * 1024;
 const EMPTY = Buffer.alloc(0);
 
+/** How one coding is undone: as a stream, or at once with at most `limit` bytes out. */
+interface Undoing {
+  stream(truncated: boolean): Decompressor;
+  sync(bytes: Buffer, truncated: boolean, limit: number): Buffer;
+}
+
+interface CodingEntry extends Undoing {
+  /** The names a Content-Encoding or Accept-Encoding may give it. */
+  names: readonly string[];
+  /** Whether this Node can undo it. */
+  available: boolean;
+  /** Tried when the input is not valid as the coding says. */
+  orElse?: Undoing;
+}
+
+/**
+ * Every coding the gateway can undo, and how. A body in any other coding is not decoded (a
+ * request is forwarded as sent, an error body is read as it is), and the upstream is offered
+ * only these (acceptedByUs), so that it answers in a coding the classifier can read.
+ */
+const CODINGS: Record<Coding, CodingEntry> = {
+  gzip: {
+    names: ['gzip', 'x-gzip'],
+    available: true,
+    stream: (truncated) => zlib.createGunzip(zlibOptions(truncated)),
+    sync: (bytes, truncated, limit) => zlib.gunzipSync(bytes, { ...zlibOptions(truncated), maxOutputLength: limit }),
+  },
+  deflate: {
+    names: ['deflate'],
+    available: true,
+    stream: (truncated) => zlib.createInflate(zlibOptions(truncated)),
+    sync: (bytes, truncated, limit) => zlib.inflateSync(bytes, { ...zlibOptions(truncated), maxOutputLength: limit }),
+    // Some senders use raw deflate, without the zlib wrapper the coding names.
+    orElse: {
+      stream: (truncated) => zlib.createInflateRaw(zlibOptions(truncated)),
+      sync: (bytes, truncated, limit) => zlib.inflateRawSync(bytes, { ...zlibOptions(truncated), maxOutputLength: limit }),
+    },
+  },
+  br: {
+    names: ['br'],
+    available: true,
+    stream: (truncated) => zlib.createBrotliDecompress(brotliOptions(truncated)),
+    sync: (bytes, truncated, limit) => zlib.brotliDecompressSync(bytes, { ...brotliOptions(truncated), maxOutputLength: limit }),
+  },
+  zstd: {
+    names: ['zstd'],
+    available: CAN_ZSTD,
+    stream: () => zstd.createZstdDecompress!({ chunkSize: CHUNK_BYTES }),
+    sync: (bytes, _truncated, limit) => zstd.zstdDecompressSync!(bytes, { maxOutputLength: limit }),
+  },
+};
+
+/** Each name a header may use, for the codings this Node can undo. */
+const BY_NAME = new Map<string, Coding>(
+  (Object.entries(CODINGS) as Array<[Coding, CodingEntry]>).filter(([, entry]) => entry.available).flatMap(([coding, entry]) => entry.names.map((name) => [name, coding] as const)),
+);
+
 /**
  * The codings a Content-Encoding lists, in the order they were applied (`identity` and empty
  * entries skipped); null when one of them cannot be undone here.
@@ -51,13 +109,27 @@ export function codingsOf(header: string | string[] | undefined): Coding[] | nul
   if (!value) return [];
   const codings: Coding[] = [];
   for (const raw of value.split(',')) {
-    const coding = raw.trim().toLowerCase();
-    if (coding === '' || coding === 'identity') continue;
-    if (coding === 'gzip' || coding === 'x-gzip') codings.push('gzip');
-    else if (coding === 'deflate' || coding === 'br' || (coding === 'zstd' && CAN_ZSTD)) codings.push(coding);
-    else return null;
+    const name = raw.trim().toLowerCase();
+    if (name === '' || name === 'identity') continue;
+    const coding = BY_NAME.get(name);
+    if (coding === undefined) return null;
+    codings.push(coding);
   }
   return codings;
+}
+
+/**
+ * A client's Accept-Encoding less the codings the gateway cannot undo, for the upstream: it must
+ * answer in one the classifier can read. `identity` and `*` stay; when nothing else is left, `identity`.
+ */
+export function acceptedByUs(acceptEncoding: string): string {
+  const entries = acceptEncoding.split(',').map((entry) => entry.trim());
+  const kept = entries.filter((entry) => {
+    const name = entry.split(';', 1)[0].trim().toLowerCase();
+    return name !== '' && (name === 'identity' || name === '*' || BY_NAME.has(name));
+  });
+  if (kept.length === entries.length) return acceptEncoding;
+  return kept.length > 0 ? kept.join(', ') : 'identity';
 }
 
 /** Undoes the codings, last applied first, streaming, and stops at the bound. Never rejects. */
@@ -85,10 +157,9 @@ interface Stage {
 }
 
 async function undo(input: readonly Buffer[], coding: Coding, options: Required<DecodeOptions>): Promise<Stage> {
-  if (coding !== 'deflate') return run(input, decompressor(coding, options.truncated), options.limit);
-  const wrapped = await run(input, decompressor('deflate', options.truncated), options.limit);
-  // Some senders use raw deflate, without the zlib wrapper the coding names.
-  return wrapped.outcome === 'corrupt' ? run(input, zlib.createInflateRaw(zlibOptions(options.truncated)), options.limit) : wrapped;
+  const entry = CODINGS[coding];
+  const stage = await run(input, entry.stream(options.truncated), options.limit);
+  return stage.outcome === 'corrupt' && entry.orElse ? run(input, entry.orElse.stream(options.truncated), options.limit) : stage;
 }
 
 function run(input: readonly Buffer[], stream: Decompressor, limit: number): Promise<Stage> {
@@ -122,13 +193,6 @@ function run(input: readonly Buffer[], stream: Decompressor, limit: number): Pro
   });
 }
 
-function decompressor(coding: Coding, truncated: boolean): Decompressor {
-  if (coding === 'gzip') return zlib.createGunzip(zlibOptions(truncated));
-  if (coding === 'deflate') return zlib.createInflate(zlibOptions(truncated));
-  if (coding === 'br') return zlib.createBrotliDecompress(brotliOptions(truncated));
-  return zstd.createZstdDecompress!({ chunkSize: CHUNK_BYTES });
-}
-
 /** A cut-off body ends without its trailer: flush what the decoder has instead of failing. */
 function zlibOptions(truncated: boolean): zlib.ZlibOptions {
   return truncated ? { chunkSize: CHUNK_BYTES, finishFlush: zlib.constants.Z_SYNC_FLUSH } : { chunkSize: CHUNK_BYTES };
@@ -158,14 +222,12 @@ export function decodeSync(input: Buffer, codings: readonly Coding[], options: D
 }
 
 function undoSync(bytes: Buffer, coding: Coding, { limit, truncated = false }: DecodeOptions): Buffer {
-  const opts = { ...zlibOptions(truncated), maxOutputLength: limit };
-  if (coding === 'gzip') return zlib.gunzipSync(bytes, opts);
-  if (coding === 'br') return zlib.brotliDecompressSync(bytes, { ...brotliOptions(truncated), maxOutputLength: limit });
-  if (coding === 'zstd') return zstd.zstdDecompressSync!(bytes, { maxOutputLength: limit });
+  const entry = CODINGS[coding];
+  if (!entry.orElse) return entry.sync(bytes, truncated, limit);
   try {
-    return zlib.inflateSync(bytes, opts);
+    return entry.sync(bytes, truncated, limit);
   } catch (err) {
     if ((err as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE') throw err;
-    return zlib.inflateRawSync(bytes, opts);
+    return entry.orElse.sync(bytes, truncated, limit);
   }
 }

@@ -1,8 +1,9 @@
 import type { Api } from './dialects/types.js';
 
 /**
- * Every error the gateway itself answers with. Callers and tests match on `code`; the README
- * lists each one with what to do. Upstream errors are never rewritten into these.
+ * Every error the gateway itself answers with. Callers and tests match on `code`; docs/errors.md
+ * lists each one with what to do (test/docs/tables.test.ts keeps the two equal). Upstream errors
+ * are never rewritten into these.
  */
 export const ERRORS = {
   invalid_json: { status: 400, type: 'invalid_request_error', message: 'The request body is not valid JSON.' },

@@ -47,8 +47,8 @@ export function chosenLogFormat(format: LogFormat, isTTY: boolean): 'json' | 'pr
 /**
  * stdout, through pino's asynchronous destination, which writes from libuv's thread pool; or,
  * for `log.format: pretty` (or `auto` at a terminal), through pino-pretty, which is loaded only then. JSON lines are
- * gathered into batches of 4 KB, or whatever came in 200 ms when fewer come: a thread-pool write
- * per line cost about 17 µs a request. The shutdown writes what a batch holds (see `flushLogs`),
+ * gathered into batches of 4 KB, or whatever came in 200 ms when fewer come, not a thread-pool
+ * write per line (bench/findings.md). The shutdown writes what a batch holds (see `flushLogs`),
  * and so does any other exit.
  */
 export function stdoutDestination(format: LogFormat = 'json', isTTY = process.stdout.isTTY === true): DestinationStream {
@@ -74,9 +74,8 @@ interface Sonic extends DestinationStream {
 /**
  * Log lines gathered into one string per batch before SonicBoom sees them. SonicBoom appends each
  * write to the string it is gathering and measures that string's UTF-8 length on every write, so a
- * batch it gathers itself costs it a flattening of a growing string per line (about 9,000
- * instructions per access line at 4 KB batches, under callgrind); here a batch is an array, joined
- * once. Every line goes through here, access lines and pino's alike, so their order is kept.
+ * batch it gathers itself costs it a flattening of a growing string per line (counted in
+ * bench/findings.md); here a batch is an array, joined once. Every line goes through here, access lines and pino's alike, so their order is kept.
  */
 class LineBatcher implements DestinationStream {
   #parts: string[] = [];
@@ -214,7 +213,7 @@ export interface AccessLog {
  * service, the fields, msg). Every field in it is a figure the gateway computes (method, path
  * without the query, status, timings, the compaction summary), never a header or a body, so it
  * needs neither redaction nor pino's field-by-field serialisation: one JSON.stringify of the
- * fields costs a fraction of the 9 µs per request pino's took in the benchmark's profile.
+ * fields costs a fraction of pino's (bench/findings.md).
  */
 export function accessLogger(level: string, stream: DestinationStream): AccessLog {
   const threshold = pino.levels.values[level] ?? Number.POSITIVE_INFINITY;
@@ -252,7 +251,7 @@ type LogMethod = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace';
 /**
  * fastify's per-request logger (`request.log`), built on first use. fastify makes a pino child
  * for every request; the gateway's requests log through it only when something goes wrong (the
- * access line has its own writer), so most never need one (2 µs a request in the profile). A call
+ * access line has its own writer), so most never need one (bench/findings.md). A call
  * below the logger's level is dropped without building it; the rest go to the real child, with
  * the same bindings, redaction and stream.
  */

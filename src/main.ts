@@ -9,7 +9,8 @@ import type { Config } from './config/schema.js';
 import { dropLogs, flushLogs, stdoutDestination } from './logging.js';
 import { buildServer } from './server.js';
 import { startTelemetry } from './telemetry.js';
-import { listeningOrigin, memoryRedis, openGatewayRefusal, probeRedis, redisUnreachable, startupFields, startupWarnings } from './startup.js';
+import { memoryRedis, probeRedis, redisUnreachable } from './memory/redis.js';
+import { listeningOrigin, openGatewayRefusal, startupFields, startupWarnings } from './startup.js';
 
 /** The process: read flags and config, build the server, listen, shut down on SIGTERM/SIGINT. */
 async function main(): Promise<void> {

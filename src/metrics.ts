@@ -1,5 +1,4 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type LabelValues } from 'prom-client';
-import { RequestCounter, RouteHistogram } from './request-metrics.js';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /*
  * Label values the alerting rules need to see at 0 before the first event: a counter series
@@ -15,6 +14,8 @@ export const TOKEN_DIRECTIONS = ['input', 'output'] as const;
 export const TOKEN_SOURCES = ['usage', 'estimated'] as const;
 
 export const MEMORY_OPERATIONS = ['read', 'write'] as const;
+/** How a wait for another request's compaction of the same conversation ended. */
+export const LEASE_WAIT_RESULTS = ['reused', 'timed_out'] as const;
 /** A binding refusal of a request the gateway rewrote (its own doing), or of one it passed on as sent. */
 export const BINDING_REQUESTS = ['compacted', 'client'] as const;
 /** Bound provider state (signed thinking, reasoning items) the gateway stripped, or the upstream said it dropped. */
@@ -47,22 +48,44 @@ export function createMetrics(upstreamNames: readonly string[] = ['default']) {
   collectDefaultMetrics({ register: registry });
   for (const name of MISNAMED_DEFAULTS) registry.removeSingleMetric(name);
 
-  // The series every request touches: prom-client's registry renders them, request-metrics.ts keeps them.
-  const requests = new RequestCounter(
-    'gateway_http_requests_total',
-    'Requests answered by the gateway, by route, status class and the upstream it was routed to (none for the gateway\'s own answers), counted when the response ends.',
-  );
-  const duration = new RouteHistogram(
-    'gateway_http_request_duration_seconds',
-    'Time from the request reaching the gateway to the last byte of the response, by route.',
-    LATENCY_BUCKETS,
-  );
-  const upstreamTtfb = new RouteHistogram(
-    'gateway_upstream_ttfb_seconds',
-    'Time from sending a request upstream to receiving its response headers, by route and upstream.',
-    LATENCY_BUCKETS,
-  );
-  for (const metric of [requests, duration, upstreamTtfb]) registry.registerMetric(metric as never);
+  // The series every request touches, behind the calls the server and the rescue make (typed, positional).
+  const requestsTotal = new Counter({
+    name: 'gateway_http_requests_total',
+    help: 'Requests answered by the gateway, by route, status class and the upstream it was routed to (none for the gateway\'s own answers), counted when the response ends.',
+    labelNames: ['route', 'method', 'status_class', 'upstream'] as const,
+    registers: [registry],
+  });
+  const requestDuration = new Histogram({
+    name: 'gateway_http_request_duration_seconds',
+    help: 'Time from the request reaching the gateway to the last byte of the response, by route.',
+    labelNames: ['route'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [registry],
+  });
+  const ttfb = new Histogram({
+    name: 'gateway_upstream_ttfb_seconds',
+    help: 'Time from sending a request upstream to receiving its response headers, by route and upstream.',
+    labelNames: ['route', 'upstream'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [registry],
+  });
+  const requests = {
+    /** `upstream` undefined for the gateway's own answers: the series then has no upstream label. */
+    inc(route: string, method: string, status: number, upstream?: string): void {
+      const status_class = `${Math.trunc(status / 100)}xx`;
+      requestsTotal.inc(upstream === undefined ? { route, method, status_class } : { route, method, status_class, upstream });
+    },
+  };
+  const duration = {
+    observe(route: string, seconds: number): void {
+      requestDuration.observe({ route }, seconds);
+    },
+  };
+  const upstreamTtfb = {
+    observe(route: string, seconds: number, upstream: string): void {
+      ttfb.observe({ route, upstream }, seconds);
+    },
+  };
 
   const overlong = new Counter({
     name: 'gateway_overlong_rejections_total',
@@ -169,8 +192,11 @@ export function createMetrics(upstreamNames: readonly string[] = ['default']) {
   startAtZero(removedBytes, combinations({ api: APIS }));
   startAtZero(removedTokens, combinations({ api: APIS }));
 
+  let memory: MemoryMetrics | undefined;
   return {
     registry,
+    /** The compaction memory's metrics, registered the first time memory asks (none when it is off). */
+    memory: (): MemoryMetrics => (memory ??= memoryMetrics(registry)),
     requests,
     duration,
     upstreamTtfb,
@@ -210,34 +236,85 @@ export function startAtZero(counter: Counter<string>, labelSets: readonly LabelS
   for (const labels of labelSets) counter.inc(labels, 0);
 }
 
-/** Zeroes the memory store's error counter, which the memory module registers on the same registry. */
-export function startMemoryMetricsAtZero(registry: Registry): void {
-  const errors = registry.getSingleMetric('gateway_memory_store_errors_total');
-  if (errors instanceof Counter) startAtZero(errors, combinations({ operation: MEMORY_OPERATIONS }));
-}
-
 /** The longest client-chosen label value kept whole. */
 export const LABEL_MAX_CHARS = 100;
 
 /** Distinct client-chosen values a label keeps before the rest become "other". */
 export const CLIENT_LABEL_LIMIT = 50;
 
-/**
- * Bounds the model label of the learned-limit gauges, which the memory module registers on the
- * same registry and sets from the request's `model` (a client's choice). Every `set` passes its
- * label through boundedLabel.
- */
-export function boundModelLabels(registry: Registry, max = CLIENT_LABEL_LIMIT): void {
-  for (const name of ['gateway_learned_context_limit_tokens', 'gateway_learned_body_limit_bytes']) {
-    const gauge = registry.getSingleMetric(name) as Gauge<'model'> | undefined;
-    if (!gauge) continue;
-    const bound = boundedLabel(max);
-    const set = gauge.set.bind(gauge) as (labels: LabelValues<'model'>, value: number) => void;
-    gauge.set = ((labels: LabelValues<'model'> | number, value?: number) => {
-      if (typeof labels === 'number') return set({}, labels);
-      set({ ...labels, model: bound(String(labels.model ?? '')) }, value!);
-    }) as typeof gauge.set;
-  }
+/** A gauge by model, the request's `model` (a client's choice): its label values are bounded (boundedLabel). */
+export interface ModelGauge {
+  set(model: string, value: number): void;
+}
+
+function modelGauge(gauge: Gauge<'model'>, max: number): ModelGauge {
+  const bound = boundedLabel(max);
+  return { set: (model, value) => gauge.set({ model: bound(model) }, value) };
+}
+
+/** What the compaction memory counts (memory/index.ts). */
+export interface MemoryMetrics {
+  lookups: Counter<'result'>;
+  summarizerCallsSaved: Counter;
+  proactive: Counter;
+  storeErrors: Counter<'operation'>;
+  learnedContextLimit: ModelGauge;
+  learnedBodyLimit: ModelGauge;
+  leaseWaits: Counter<'result'>;
+}
+
+function memoryMetrics(registry: Registry, maxModels = CLIENT_LABEL_LIMIT): MemoryMetrics {
+  const lookups = new Counter({
+    name: 'gateway_memory_lookups_total',
+    help: 'Compaction memory lookups for requests to compact, by result (hit: a remembered summary was reused).',
+    labelNames: ['result'] as const,
+    registers: [registry],
+  });
+  const summarizerCallsSaved = new Counter({
+    name: 'gateway_memory_summarizer_calls_saved_total',
+    help: 'Summarizer calls not made because a remembered summary was reused.',
+    registers: [registry],
+  });
+  const proactive = new Counter({
+    name: 'gateway_proactive_compactions_total',
+    help: 'Requests compacted before their first attempt (compaction.proactive), skipping a sure rejection.',
+    registers: [registry],
+  });
+  const storeErrors = new Counter({
+    name: 'gateway_memory_store_errors_total',
+    help: 'Compaction memory store operations that failed (e.g. Redis down); each counts as a miss.',
+    labelNames: ['operation'] as const,
+    registers: [registry],
+  });
+  const contextLimit = new Gauge({
+    name: 'gateway_learned_context_limit_tokens',
+    help: 'Context window a rejection stated, per model: the last one learned, by any tenant (each tenant keeps its own).',
+    labelNames: ['model'] as const,
+    registers: [registry],
+  });
+  const bodyLimit = new Gauge({
+    name: 'gateway_learned_body_limit_bytes',
+    help: 'Request body limit a 413 stated, or the smallest body refused when none was stated, per model: the last one learned, by any tenant.',
+    labelNames: ['model'] as const,
+    registers: [registry],
+  });
+  const leaseWaits = new Counter({
+    name: 'gateway_memory_lease_waits_total',
+    help: 'Compactions that waited for another request (any replica) compacting the same conversation, by result (reused: went on after it, with what it remembered; timed_out: compacted without remembering).',
+    labelNames: ['result'] as const,
+    registers: [registry],
+  });
+  startAtZero(leaseWaits, combinations({ result: LEASE_WAIT_RESULTS }));
+  startAtZero(storeErrors, combinations({ operation: MEMORY_OPERATIONS }));
+  return {
+    lookups,
+    summarizerCallsSaved,
+    proactive,
+    storeErrors,
+    learnedContextLimit: modelGauge(contextLimit, maxModels),
+    learnedBodyLimit: modelGauge(bodyLimit, maxModels),
+    leaseWaits,
+  };
 }
 
 /**

@@ -11,7 +11,7 @@ import type { Config } from './config/schema.js';
 import { ERRORS, GatewayError, errorBody, errorBodyFor, failureLog } from './errors.js';
 import { accessLogger, lazyChildLogger, loggerOptions, stdoutDestination, type AccessLog } from './logging.js';
 import { createMemory } from './memory/index.js';
-import { boundModelLabels, createMetrics, startMemoryMetricsAtZero, type Metrics } from './metrics.js';
+import { createMetrics, type Metrics } from './metrics.js';
 import { chatEndpoints } from './routes/chat.js';
 import { geminiEndpoints, geminiRouteLabel } from './routes/gemini.js';
 import { healthRoutes } from './routes/health.js';
@@ -136,9 +136,7 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
   });
 
   app.register(healthRoutes, { metrics, isDraining: () => draining, metricsKey: config.auth.metricsKey });
-  const memory = createMemory(config, metrics.registry, app.log);
-  startMemoryMetricsAtZero(metrics.registry);
-  boundModelLabels(metrics.registry);
+  const memory = createMemory(config, metrics, app.log);
   const budget = new RescueBudget(config.compaction.rescueBudgetBytes ?? defaultRescueBudget(), metrics.rescueBudget);
   const rescueDeps = { config, dispatcher, upstreams, metrics, memory, budget };
   app.register(rescuedRoutes, { deps: rescueDeps, endpoints: [...chatEndpoints, ...responsesEndpoints, ...messagesEndpoints, ...geminiEndpoints] });

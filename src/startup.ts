@@ -1,5 +1,5 @@
 import { BlockList, isIP, type AddressInfo } from 'node:net';
-import { connectRedis, describeRedisTarget, redisTargetOf, type RedisTarget } from './memory/redis.js';
+import { describeRedisTarget, redisTargetOf } from './memory/redis.js';
 import type { Config } from './config/schema.js';
 import type { Api } from './dialects/types.js';
 import { summarizerDestination, uncredentialedSummarizer } from './rescue/summarizer-credentials.js';
@@ -170,69 +170,11 @@ export function startupWarnings(config: Readonly<Config>): string[] {
   return warnings;
 }
 
-const REDIS_PROBE_MS = 1_000;
-
 /** Where compaction memory lives, as the ready line says it (no secret). */
 function memoryLine(memory: Readonly<Config['memory']>): string {
   if (!memory.enabled) return 'off';
   const redis = redisTargetOf(memory);
   return redis ? describeRedisTarget(redis) : 'local (in-process)';
-}
-
-/**
- * Whether Redis answers a PING within a second: null when it does, else what went wrong in
- * plain words. `target`: a URL, or memory.redis as a whole (a cluster: its slots are read; a
- * Sentinel set: the master it names). The gateway starts either way (memory is an
- * optimisation, and reconnects).
- */
-export async function probeRedis(target: string | RedisTarget, timeoutMs = REDIS_PROBE_MS): Promise<string | null> {
-  const redis = connectRedis(typeof target === 'string' ? { kind: 'node', url: target, tls: /^rediss:/i.test(target) } : target, 'probe', timeoutMs);
-  let firstError: Error | undefined;
-  redis.on('error', (err: Error) => (firstError ??= err));
-  // A sentinel that answers, but names no master by that name, says so only here.
-  redis.on('sentinelError', (err: Error) => {
-    if (/successfully, but got an invalid reply/.test(err.message)) firstError = err;
-  });
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' })), timeoutMs);
-  });
-  try {
-    await Promise.race([redis.connect().then(() => redis.ping()), deadline]);
-    return null;
-  } catch (err) {
-    return describeRedisError(firstError ?? (err as Error), timeoutMs);
-  } finally {
-    clearTimeout(timer);
-    redis.disconnect();
-  }
-}
-
-/** The Redis the memory uses, for main's probe at start: undefined with memory off or in-process. */
-export function memoryRedis(config: Readonly<Config>): RedisTarget | undefined {
-  return config.memory.enabled ? redisTargetOf(config.memory) : undefined;
-}
-
-/** The startup WARN for a Redis the probe did not reach: its address (no secret) and the sentence. */
-export function redisUnreachable(target: RedisTarget, problem: string): { redis: string; message: string } {
-  const redis = describeRedisTarget(target).replace(/^redis /, '');
-  const what = target.kind === 'node' ? `Redis at ${redis}` : target.kind === 'cluster' ? `The Redis Cluster at ${redis.replace(/^cluster /, '')}` : `Redis (${redis})`;
-  return { redis, message: `${what} is not reachable (${problem}). The gateway serves requests without compaction memory until Redis answers, then uses it again by itself.` };
-}
-
-/** What a Redis client error means, in plain words (for the startup WARN, and any other Redis warning). */
-export function describeRedisError(err: Error & { code?: string }, timeoutMs = REDIS_PROBE_MS): string {
-  const text = `${err.code ?? ''} ${err.message}`;
-  if (/ECONNREFUSED/.test(text)) return 'connection refused: nothing listens at that address';
-  // Redis 7's sentinels say "No such master"; older ones answer with no address.
-  if (/No such master|successfully, but got an invalid reply/i.test(text)) return 'the sentinels know no master by that name (memory.redis.name)';
-  if (/All sentinels are unreachable/i.test(text)) return 'no sentinel answered at the addresses given';
-  if (/Failed to refresh slots cache|cluster support disabled/i.test(text)) return 'no seed node answered as a Redis Cluster node (is cluster mode on?)';
-  if (/ENOTFOUND|EAI_AGAIN/.test(text)) return 'its host name does not resolve';
-  if (/ETIMEDOUT|timeout/i.test(text)) return `no answer within ${timeoutMs} ms`;
-  if (/NOAUTH|WRONGPASS|invalid password|AUTH/i.test(text)) return 'it refused the credentials (in the URL, or memory.redis.username/password)';
-  if (/ECONNRESET|EPIPE|closed/i.test(text)) return 'it closed the connection (is it Redis, and is TLS right: redis:// vs rediss://?)';
-  return err.message.split('\n')[0].slice(0, 120);
 }
 
 /** A URL without what may hold a secret: userinfo (`https://user:key@host`) and the query (`?api-key=`). */

@@ -4,7 +4,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from './config/schema.js';
 import type { RequestNotes } from './context.js';
 import type { Api, SummarizerWire } from './dialects/types.js';
-import type { InspectedAnswer } from './upstream/inspect.js';
+import type { InspectedAnswer } from './rescue/inspect.js';
 
 /*
  * Traces, opt-in (docs/telemetry.md): on when an OTLP endpoint is configured, and then one server
@@ -44,7 +44,7 @@ type Listener = (req: IncomingMessage, res: ServerResponse) => void;
 /**
  * `serve` inside a server span: a client's `traceparent` is its parent, it ends when the response
  * closes, and the request and response are bound to its context, so that whatever runs for this
- * request (the front door's or fastify's, the rescue, the summarizer) finds it as the active span.
+ * request (fastify's route, the rescue, the summarizer) finds it as the active span.
  * Paths `skip` names (probes, scrapes) are served untraced.
  */
 export function tracedRequests(serve: Listener, skip: (path: string) => boolean): Listener {

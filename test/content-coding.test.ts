@@ -1,6 +1,6 @@
 import zlib from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { codingsOf, decode, decodeSync, type Coding } from '../src/content-coding.js';
+import { CAN_ZSTD, acceptedByUs, codingsOf, decode, decodeSync, type Coding } from '../src/content-coding.js';
 
 /*
  * The one decoder for request bodies and upstream error bodies: every coding undone, last applied
@@ -27,6 +27,29 @@ describe('codingsOf', () => {
     ['gzip, x-custom', null],
   ] as const)('%j -> %j', (header, codings) => {
     expect(codingsOf(header as string | string[] | undefined)).toEqual(codings);
+  });
+});
+
+describe('acceptedByUs: the upstream is offered only codings the gateway can undo (the same table)', () => {
+  it.each([
+    ['gzip, deflate', 'gzip, deflate'],
+    ['gzip,deflate;q=0.5', 'gzip,deflate;q=0.5'],
+    ['gzip, deflate, br', 'gzip, deflate, br'],
+    ['x-gzip;q=0.9, identity', 'x-gzip;q=0.9, identity'],
+    ['*', '*'],
+    ['compress, gzip', 'gzip'],
+    ['gzip;q=1.0, x-bzip2, br;q=0.5', 'gzip;q=1.0, br;q=0.5'],
+    ['compress', 'identity'],
+    ['gzip, , br', 'gzip, br'],
+    ['GZIP, Br', 'GZIP, Br'],
+  ])('%j -> %j', (accept, offered) => {
+    expect(acceptedByUs(accept)).toBe(offered);
+  });
+
+  it('zstd only where this Node can undo it, in both directions', () => {
+    expect(acceptedByUs('gzip, deflate, br, zstd')).toBe(CAN_ZSTD ? 'gzip, deflate, br, zstd' : 'gzip, deflate, br');
+    expect(acceptedByUs('zstd;q=1')).toBe(CAN_ZSTD ? 'zstd;q=1' : 'identity');
+    expect(codingsOf('zstd')).toEqual(CAN_ZSTD ? ['zstd'] : null);
   });
 });
 

@@ -1,10 +1,11 @@
 import type { Dispatcher } from 'undici';
-import { compact, type SummarizerTarget } from '../../src/compaction/index.js';
+import { compact, type Summarizer } from '../../src/compaction/index.js';
 import type { SizeTarget } from '../../src/compaction/target.js';
 import { validateConfig } from '../../src/config/load.js';
 import { DEFAULTS, type Config } from '../../src/config/schema.js';
 import { DIALECTS } from '../../src/dialects/index.js';
 import type { Api, Dialect } from '../../src/dialects/types.js';
+import { sendingTo } from '../../src/rescue/summarizer.js';
 import { meter, tokensOf, type Tokens } from './meter.js';
 import { condensedItems, probesOf, scoreProbes, writtenBytes, type Score } from './probes.js';
 import type { EvalCase } from './sessions.js';
@@ -88,24 +89,17 @@ export async function evaluate(cases: readonly EvalCase[], options: EvalOptions)
 async function evaluateOne(c: EvalCase, mode: Mode, config: Readonly<Config>, watched: ReturnType<typeof meter>, shares: { fitShare: number; aimShare: number }): Promise<CaseResult> {
   const dialect = DIALECTS[c.api];
   const bytesBefore = Buffer.byteLength(JSON.stringify(c.request));
-  const summarizer = summarizerTarget(config, dialect, c.request);
+  const summarizer = summarizerTarget(config, dialect, c.request, watched.dispatcher);
   // What a case that did not compact shows: nothing condensed, nothing to keep.
   const base = { session: c.session, api: c.api, at: c.at, mode, bytesBefore, condensedItems: 0, writtenBytes: 0, score: scoreProbes(probesOf(dialect, []), {}) };
   const conversation = dialect.read(c.request);
   if (!conversation) return { ...base, outcome: 'no_messages', summarizerCalls: 0, tokens: { input: 0, output: 0, reported: true } };
   watched.take();
-  const result = await compact({
-    dialect,
-    request: c.request,
-    conversation,
-    bodyBytes: bytesBefore,
-    target: shareOf(bytesBefore, shares),
-    config,
-    dispatcher: watched.dispatcher,
+  const result = await compact(
+    { dialect, request: c.request, conversation, bodyBytes: bytesBefore },
+    { target: shareOf(bytesBefore, shares), because: BECAUSE, compaction: config.compaction, summary: config.summarizer },
     summarizer,
-    signal: new AbortController().signal,
-    because: BECAUSE,
-  });
+  );
   const tokens = tokensOf(watched.take(), summarizer.wire);
   if (result.outcome !== 'compacted') {
     return { ...base, outcome: result.why, summarizerCalls: result.summarizerCalls, tokens };
@@ -146,14 +140,17 @@ export function configFor(mode: Mode, summarizer: SummarizerChoice): Readonly<Co
 }
 
 /**
- * The summarizer call as the rescue makes it from the config (src/rescue/index.ts, summarizerFor,
- * which is not exported): the configured API or the request's, the configured key in that API's
- * header, else none (a request here carries no credentials of its own).
+ * The summarizer as the rescue makes it from the config (src/rescue/summarizer.ts, summarizerFor,
+ * which needs a request in flight): the configured API or the request's, the configured key in
+ * that API's header, else none (a request here carries no credentials of its own); its calls
+ * through the rescue's own sending, on `dispatcher`.
  */
-export function summarizerTarget(config: Readonly<Config>, dialect: Dialect, request: Record<string, unknown>): SummarizerTarget {
+export function summarizerTarget(config: Readonly<Config>, dialect: Dialect, request: Record<string, unknown>, dispatcher: Dispatcher): Summarizer {
   const s = config.summarizer;
   const wire = DIALECTS[s.api ?? dialect.api].summarizer;
   const model = s.model ?? (typeof request.model === 'string' ? request.model : 'stand-in');
   const key: Record<string, string> = !s.apiKey ? {} : wire.credential === 'bearer' ? { authorization: `Bearer ${s.apiKey}` } : { [wire.credential]: s.apiKey };
-  return { url: s.url ?? config.upstream.url ?? DEFAULTS.upstreamUrl, model, wire, headers: { ...wire.headers({}), ...key } };
+  const url = s.url ?? config.upstream.url ?? DEFAULTS.upstreamUrl;
+  const headers = { ...wire.headers({}), ...key };
+  return { wire, model, send: sendingTo({ dispatcher, url, model, wire, headers, windowLimit: config.upstream.errorBodyLimitBytes, gone: new AbortController().signal }) };
 }

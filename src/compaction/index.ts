@@ -1,63 +1,56 @@
-import type { Dispatcher } from 'undici';
 import type { Config } from '../config/schema.js';
-import type { Conversation, Dialect, Entry, SummarizerWire } from '../dialects/types.js';
-import { applyRecalled, summaryItemsOf, type MemoryEntry, type RecalledView } from '../memory/index.js';
+import type { Conversation, Dialect, Entry } from '../dialects/types.js';
 import { rebind, type BoundMemory } from './bound.js';
 import { headEnd, openingEnd } from './conversation.js';
 import { clampSummaryText, fallbackSummaryText, summaryIntro } from './fallback.js';
 import { planCompaction, range } from './plan.js';
+import { applyRecalled, summaryItemsOf, type RecalledView, type RememberedSpan } from './recalled.js';
 import { itemBytes, itemsBytes, jsonBytes } from './size.js';
 import { forEachInSlices, letOthersRun, mapInSlices } from '../time-slice.js';
 import { maskOutputs, type Masked } from './mask.js';
 import { trailOf, trailText, type Trail } from './trail.js';
-import { providerCompact, SummarizerError, summarize, type CallFit, type Refusal, type SummarizerFailureKind, type SummarizerTokens } from './summarize.js';
+import { providerCompact, summarize, type SummarySettings } from './summarize.js';
+import { SummarizerError, type Summarizer, type SummarizerFailureKind, type SummarizerTokens } from './summarizer.js';
 import type { SizeTarget } from './target.js';
-import type { Plan } from './types.js';
+import type { Plan, Strategy } from './types.js';
 import { validateCompaction } from './validate.js';
 
-/**
- * How the condensed part was made: old tool outputs masked (no model asked), the summarizer LLM,
- * the deterministic digest, or the provider's own compaction.
- */
-export type Strategy = 'mask' | 'summarize' | 'fallback' | 'provider';
+export type { RememberedSpan } from './recalled.js';
+export type { Summarizer } from './summarizer.js';
+export type { Strategy } from './types.js';
 export type NotShrunkWhy = 'no_messages' | 'too_many_items' | 'nothing_to_shrink' | 'cannot_fit' | 'invalid_plan';
 
-/** Where and how the summarizer is called; the rescue picks the API. */
-export interface SummarizerTarget {
-  url: string;
-  model: string;
-  headers: Record<string, string>;
-  wire: SummarizerWire;
-  /** Condense with the provider's own compaction first (the summarizer is the upstream and its API has one). */
-  providerCompaction?: boolean;
-  /** What fits one summarizer call, where the summarizer's window is known (see SummarizerSettings). */
-  callFit?: CallFit;
-  /** What a refused summarizer call teaches (see SummarizerSettings). */
-  refused?: (refusal: Refusal) => Promise<CallFit | null>;
-}
-
-export interface CompactionInput {
+/** What is compacted: the client's request as its dialect reads it, and what memory holds of it. Never modified. */
+export interface Compactable {
   dialect: Dialect;
-  /** The client's request, parsed, and its conversation. Never modified. */
+  /** The client's request, parsed, and its conversation. */
   request: Record<string, unknown>;
   conversation: Conversation;
   /** The headers the request goes upstream with: an opt-in the compaction adds joins them. */
   headers?: Record<string, string | string[]>;
   bodyBytes: number;
-  target: SizeTarget;
-  config: Readonly<Config>;
-  dispatcher: Dispatcher;
-  summarizer: SummarizerTarget;
-  signal: AbortSignal;
-  /** Why the summary is there, in the words the summary's introduction uses. */
-  because: string;
-  /** A remembered compaction whose span this request repeats: its summary stands in for the span. */
-  recalled?: MemoryEntry | null;
+  /** A remembered compaction whose span this request repeats: its summary stands for the span. */
+  recalled?: RememberedSpan | null;
   /** Every bound block after the edit point goes stripped (a remembered lesson of a span read anew). */
   stripAll?: boolean;
-  /** Called when a summarizer run starts, and when it ends (ok, or why it fell back). */
-  onSummary?: (event: { phase: 'start'; items: number } | { phase: 'end'; ms: number; calls: number; failure?: SummarizerFailureKind; digested?: number }) => void;
 }
+
+/** What a summarizer run reports as it starts and as it ends (ok, or why it fell back). */
+export type SummaryEvent = { phase: 'start'; items: number } | { phase: 'end'; ms: number; calls: number; failure?: SummarizerFailureKind; digested?: number };
+
+/** What planning needs: the size to reach, why, and the config's knobs for it (nothing else of the config). */
+export interface CompactionSettings {
+  target: SizeTarget;
+  /** Why the summary is there, in the words the summary's introduction uses. */
+  because: string;
+  compaction: Pick<Config['compaction'], 'strategy' | 'keepRecent' | 'mask' | 'summaryRole'>;
+  /** What one summary may take and spend. */
+  summary: Pick<Config['summarizer'], 'timeoutMs' | 'maxInputTokens' | 'maxSummaryTokens' | 'prompt' | 'maxCalls' | 'maxInputBytes'>;
+  onSummary?: (event: SummaryEvent) => void;
+}
+
+/** The three of them, as the functions below read them. */
+type CompactionInput = Compactable & CompactionSettings & { summarizer: Summarizer };
 
 export interface CompactionFigures {
   messagesBefore: number;
@@ -130,10 +123,11 @@ const TRAIL_MAX_BYTES = 6 * 1024;
  * Plans a smaller conversation, fills the condensed part with an LLM summary (or the
  * deterministic fallback) and returns the body to send. With a remembered compaction, its summary
  * stands in for the span it covers: reused as it is while the result fits, else only what has
- * aged out since is summarised, together with that summary. Only the summarizer touches the network.
+ * aged out since is summarised, together with that summary. Only `summarizer.send` reaches the
+ * network, and only when a summary is made.
  */
-export async function compact(given: CompactionInput): Promise<CompactionResult> {
-  let input = given;
+export async function compact(subject: Compactable, settings: CompactionSettings, summarizer: Summarizer): Promise<CompactionResult> {
+  let input: CompactionInput = { ...subject, ...settings, summarizer };
   const { items } = input.conversation;
   const figures = { messagesBefore: items.length, bytesBefore: input.bodyBytes, tokensBefore: input.target.tokensBefore };
   // Each item measured once, between time slices; each phase below then runs in a tick of its own.
@@ -149,12 +143,12 @@ export async function compact(given: CompactionInput): Promise<CompactionResult>
   }
   let entries = input.recalled ? view.items.map((item) => input.dialect.describe(item)) : input.conversation.entries;
   // Masking extends no summary: only a masked span of its own, or none.
-  const maskable = input.config.compaction.mask && !input.recalled;
+  const maskable = input.compaction.mask && !input.recalled;
   if (maskable || input.recalled?.strategy === 'mask') {
     // A limit nobody stated (only a refused size, or nothing) is a guess: mask as far as it goes.
     const guessed = input.target.exact !== true;
     const aimBytes = Math.min(input.target.aimBytes, input.target.fitBytes - 1) - overhead;
-    const masked = input.config.compaction.mask ? await maskOutputs({ items: view.items, entries, dialect: input.dialect, keepFirst: view.keepFirst, aimBytes, all: guessed }) : null;
+    const masked = input.compaction.mask ? await maskOutputs({ items: view.items, entries, dialect: input.dialect, keepFirst: view.keepFirst, aimBytes, all: guessed }) : null;
     if (masked) {
       await letOthersRun();
       return finishMasked(input, figures, view, masked, fixedEnd);
@@ -230,7 +224,7 @@ function freshBound(input: CompactionInput, cut: number): BoundMemory {
 }
 
 /** The remembered compaction as it stands, for a turn that reuses its summary (entries from before bound state was kept: all stale). */
-function rememberedSpan(entry: MemoryEntry, fixedEnd: number): NewSpan {
+function rememberedSpan(entry: RememberedSpan, fixedEnd: number): NewSpan {
   const { spanLength, pinnedOffsets, summaryText, trail, summarizedCount, strategy, summarizerCalls } = entry;
   const bound = entry.bound ?? { freshFrom: Number.MAX_SAFE_INTEGER, stripAll: false };
   return { fixedEnd, spanLength, pinnedOffsets, summary: summaryItemsOf(entry), summaryText, trail, summarizedCount, strategy, summarizerCalls, bound };
@@ -239,13 +233,13 @@ function rememberedSpan(entry: MemoryEntry, fixedEnd: number): NewSpan {
 type Planned = Plan & { reserve: number };
 
 function planAt(input: CompactionInput, view: RecalledView, entries: readonly Entry[], targetBytes: number, aimBytes: number): Planned | { failure: NotShrunkWhy } {
-  const reserve = summaryReserve(input.config, targetBytes);
+  const reserve = summaryReserve(input.summary.maxSummaryTokens, targetBytes);
   const plan = planCompaction({
     items: view.items,
     entries,
     dialect: input.dialect,
     keepFirst: view.keepFirst,
-    keepRecent: input.config.compaction.keepRecent,
+    keepRecent: input.compaction.keepRecent,
     targetBytes,
     aimBytes,
     summaryReserveBytes: reserve,
@@ -327,7 +321,7 @@ interface Condensed {
  * the summarizer's summary, else (it failed) the deterministic digest.
  */
 async function condense(plan: Planned, view: RecalledView, entries: readonly Entry[], input: CompactionInput, original: readonly unknown[]): Promise<Condensed> {
-  const { compaction } = input.config;
+  const { compaction } = input;
   const recalled = input.recalled;
   const none = { items: [], text: '', count: 0, strategy: recalled?.strategy ?? compaction.strategy, calls: 0 };
   if (plan.middle.length === 0) return none;
@@ -363,8 +357,8 @@ async function condense(plan: Planned, view: RecalledView, entries: readonly Ent
   if (compaction.strategy === 'fallback') return made(fallback(), { strategy: 'fallback', calls: 0 });
   input.onSummary?.({ phase: 'start', items: readable.length });
   try {
-    const settings = summarizerSettings(input, Math.floor(textBudget / BYTES_PER_SUMMARY_TOKEN));
-    const result = await summarize(readable, settings, input.signal, recalled?.summaryText || undefined);
+    const settings = summarySettings(input, Math.floor(textBudget / BYTES_PER_SUMMARY_TOKEN));
+    const result = await summarize(readable, settings, input.summarizer, recalled?.summaryText || undefined);
     const ms = performance.now() - started;
     input.onSummary?.({ phase: 'end', ms, calls: earlierCalls + result.calls, digested: result.digested || undefined });
     return made(result.text, { strategy: 'summarize', calls: earlierCalls + result.calls, tokens: result.tokens, ms, providerFailure: byProvider?.failure });
@@ -388,7 +382,7 @@ async function providerWindow(plan: Planned, view: RecalledView, input: Compacti
   // The compaction call is a request to the same model: what is over the limit cannot go there either.
   if (itemsBytes(items) >= input.target.fitBytes) return null;
   try {
-    return await providerCompact(items, summarizerSettings(input, input.config.summarizer.maxSummaryTokens), input.signal, input.config.upstream.errorBodyLimitBytes);
+    return await providerCompact(items, summarySettings(input, input.summary.maxSummaryTokens), input.summarizer);
   } catch (err) {
     if (!(err instanceof SummarizerError) || err.kind === 'aborted') throw err;
     return { failure: err.kind, calls: err.calls };
@@ -396,7 +390,7 @@ async function providerWindow(plan: Planned, view: RecalledView, input: Compacti
 }
 
 /** The span of the original request that the new summary stands for, with its pinned items. */
-function spanOf(view: RecalledView, plan: Plan, fixedEnd: number, summary: Condensed, recalled: MemoryEntry | null | undefined, bound: BoundMemory): NewSpan {
+function spanOf(view: RecalledView, plan: Plan, fixedEnd: number, summary: Condensed, recalled: RememberedSpan | null | undefined, bound: BoundMemory): NewSpan {
   const spanEnd = view.originalIndex(plan.tailStart);
   return {
     fixedEnd,
@@ -431,10 +425,9 @@ function plainView(items: unknown[], fixedEnd: number): RecalledView {
   return { items, keepFirst: fixedEnd, originalIndex: (i) => i, origin: (i) => i };
 }
 
-function summarizerSettings(input: CompactionInput, maxSummaryTokens: number) {
-  const s = input.config.summarizer;
+function summarySettings(input: CompactionInput, maxSummaryTokens: number): SummarySettings {
+  const s = input.summary;
   return {
-    ...input.summarizer,
     request: input.request,
     timeoutMs: s.timeoutMs,
     maxInputTokens: s.maxInputTokens,
@@ -442,12 +435,11 @@ function summarizerSettings(input: CompactionInput, maxSummaryTokens: number) {
     prompt: s.prompt,
     maxCalls: s.maxCalls,
     maxInputBytes: s.maxInputBytes,
-    dispatcher: input.dispatcher,
   };
 }
 
-function summaryReserve(config: Readonly<Config>, targetBytes: number): number {
-  const wanted = config.summarizer.maxSummaryTokens * BYTES_PER_SUMMARY_TOKEN + 1_000;
+function summaryReserve(maxSummaryTokens: number, targetBytes: number): number {
+  const wanted = maxSummaryTokens * BYTES_PER_SUMMARY_TOKEN + 1_000;
   return Math.max(600, Math.min(wanted, Math.floor(targetBytes * SUMMARY_SHARE)));
 }
 

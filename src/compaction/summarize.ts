@@ -1,23 +1,16 @@
-import type { Dispatcher } from 'undici';
-import { discard } from '../upstream/body.js';
 import { cappedDigestText } from './fallback.js';
 import { COMBINE_NOTE, DEFAULT_SUMMARY_PROMPT, PARTIAL_NOTE, TRANSCRIPT_RULES } from './prompt.js';
 import type { Rendered, SummarizerWire } from '../dialects/types.js';
 import { jsonTextBytes } from './size.js';
 import { chunkTranscript, clipBytes, entryBytes, INDENT, renderBlock, renderItem } from './transcript.js';
 import { mapInSlices } from '../time-slice.js';
-import { traceSummarizerCall } from '../telemetry.js';
+import { SummarizerError, type Summarizer, type SummarizerCall, type SummarizerTokens } from './summarizer.js';
 
-export interface SummarizerSettings {
-  /** The API's base URL, e.g. https://api.openai.com/v1. */
-  url: string;
-  model: string;
-  /** Headers that authenticate the call (never sent anywhere but `url`), and any the API requires. */
-  headers: Record<string, string>;
-  /** How a call is made in the summarizer's API (chat, responses or messages). */
-  wire: SummarizerWire;
+/** What one summary may take and spend (the config's summarizer.*), and the request it is for. */
+export interface SummarySettings {
   /** The request being rescued: the summarizer call follows its conventions where the API has a choice. */
   request: Record<string, unknown>;
+  /** One deadline for the whole run, however many calls it makes. */
   timeoutMs: number;
   maxInputTokens: number;
   /** The most tokens one summary may take. */
@@ -30,37 +23,10 @@ export interface SummarizerSettings {
    */
   maxCalls: number;
   maxInputBytes: number;
-  dispatcher: Dispatcher;
-  /**
-   * The largest call body, in bytes, that asks for `maxTokens` and is known to fit the summarizer
-   * model's window (where it is known: the summarizer is the upstream's own model).
-   */
-  callFit?: CallFit;
-  /**
-   * Reads a call the summarizer refused: when it was refused as overlong, what fits from now on
-   * (the run is chunked again to it); null when it was refused for another reason.
-   */
-  refused?: (refusal: Refusal) => Promise<CallFit | null>;
 }
 
-export type CallFit = (maxTokens: number) => number;
-
-/** A summarizer call's refusal, as it came back. */
-export interface Refusal {
-  status: number;
-  body: string;
-  /** The refused call's body size, and the completion it asked for. */
-  bytes: number;
-  maxTokens: number;
-}
-
-/** Tokens the summarizer's calls took: as their answers reported, or estimated where they did not. */
-export interface SummarizerTokens {
-  input: number;
-  output: number;
-  /** Part of those counts was estimated from sizes (an answer that reports no usage, or a failed call). */
-  estimated: boolean;
-}
+/** A run's settings and its summarizer, as the functions below read them. */
+type Calls = SummarySettings & Summarizer;
 
 export interface SummaryResult {
   text: string;
@@ -68,27 +34,6 @@ export interface SummaryResult {
   tokens: SummarizerTokens;
   /** The oldest items the cost cap left to the deterministic digest, which `text` starts with; 0 when none. */
   digested: number;
-}
-
-/**
- * Why a summary failed: `overlong` is the summarizer refusing its own call as too long even after
- * chunking to what it said, or a window too small for the instructions and a summary.
- */
-export type SummarizerFailureKind = 'timeout' | 'unreachable' | 'rejected' | 'overlong' | 'bad_response' | 'aborted';
-
-export class SummarizerError extends Error {
-  constructor(
-    readonly kind: SummarizerFailureKind,
-    message: string,
-    readonly calls: number,
-    options?: { cause?: unknown; refusal?: Refusal; tokens?: SummarizerTokens },
-  ) {
-    super(message, options);
-    this.refusal = options?.refusal;
-    this.tokens = options?.tokens ?? { input: 0, output: 0, estimated: false };
-  }
-  readonly refusal?: Refusal;
-  tokens: SummarizerTokens;
 }
 
 /** Characters per token assumed when sizing the summarizer's input: conservative for code and JSON. */
@@ -116,34 +61,30 @@ const MAX_ROUNDS = 8;
  * (`maxCalls`, `maxInputBytes`): the newest items the cap affords are summarised, and the oldest
  * beyond them get the deterministic digest, at the start of the text.
  */
-export async function summarize(
-  items: Rendered[],
-  s: SummarizerSettings,
-  signal: AbortSignal,
-  previousSummary?: string,
-): Promise<SummaryResult> {
-  const { deadline, clear } = deadlineOf(signal, s.timeoutMs);
+export async function summarize(items: Rendered[], settings: SummarySettings, summarizer: Summarizer, previousSummary?: string): Promise<SummaryResult> {
+  const { deadline, clear } = deadlineOf(settings.timeoutMs);
   const counter = newCounter();
-  let settings = s;
+  const s: Calls = { ...settings, ...summarizer };
+  let current = s;
   try {
     for (let round = 0; ; round++) {
       try {
-        const run = await mapReduce(items, settings, deadline, counter, previousSummary);
+        const run = await mapReduce(items, current, deadline, counter, previousSummary);
         return { text: withDigest(items.slice(0, run.from), run.text), calls: counter.calls, tokens: counter.tokens, digested: run.from };
       } catch (err) {
         const refusal = err instanceof SummarizerError && err.kind === 'rejected' ? err.refusal : undefined;
         // (What fits now, before the lesson: the fit may read bounds the lesson updates.)
-        const before = refusal ? Math.min(refusal.bytes, settings.callFit?.(refusal.maxTokens) ?? Infinity) : 0;
+        const before = refusal ? Math.min(refusal.bytes, current.callFit?.(refusal.maxTokens) ?? Infinity) : 0;
         const lesson = refusal && s.refused ? await s.refused(refusal) : null;
         if (!lesson) throw err;
         // A lesson that fits the refused call no tighter teaches nothing: the same calls would go again.
         const tighter = lesson(refusal!.maxTokens) < before;
         if (round >= RECHUNKS || !tighter) throw new SummarizerError('overlong', `the summarizer refused its call as too long ${round + 1} times`, counter.calls, { cause: err });
-        settings = { ...settings, callFit: lesson };
+        current = { ...current, callFit: lesson };
       }
     }
   } catch (err) {
-    const failure = asSummarizerError(err, signal, counter.calls);
+    const failure = asSummarizerError(err, counter.calls);
     failure.tokens = counter.tokens;
     throw failure;
   } finally {
@@ -176,7 +117,7 @@ function withDigest(oldest: Rendered[], text: string): string {
 }
 
 /** One run at one chunking; its calls still in flight when it ends (one failed) are cancelled. */
-async function mapReduce(items: Rendered[], s: SummarizerSettings, deadline: AbortSignal, counter: Counter, previousSummary?: string): Promise<Run> {
+async function mapReduce(items: Rendered[], s: Calls, deadline: AbortSignal, counter: Counter, previousSummary?: string): Promise<Run> {
   const run = new AbortController();
   try {
     return await chunked(items, s, AbortSignal.any([deadline, run.signal]), counter, previousSummary);
@@ -185,7 +126,7 @@ async function mapReduce(items: Rendered[], s: SummarizerSettings, deadline: Abo
   }
 }
 
-async function chunked(items: Rendered[], s: SummarizerSettings, deadline: AbortSignal, counter: Counter, previousSummary?: string): Promise<Run> {
+async function chunked(items: Rendered[], s: Calls, deadline: AbortSignal, counter: Counter, previousSummary?: string): Promise<Run> {
   const size = sizing(s, counter);
   const settings = { ...s, maxSummaryTokens: size.maxTokens };
   // A hundred thousand turns are rendered and measured between time slices.
@@ -209,7 +150,7 @@ async function chunked(items: Rendered[], s: SummarizerSettings, deadline: Abort
  * while the cap leaves room for a round and a last merge; past that (or past MAX_ROUNDS), the
  * summaries are each shortened so that one last call merges them all.
  */
-async function condensePieces(pieces: string[], s: SummarizerSettings, c: CallSize, deadline: AbortSignal, counter: Counter): Promise<string> {
+async function condensePieces(pieces: string[], s: Calls, c: CallSize, deadline: AbortSignal, counter: Counter): Promise<string> {
   if (pieces.length <= 1) return call(s, pieces[0] ?? '', deadline, counter);
   let note: (i: number, n: number) => string = PARTIAL_NOTE;
   for (let round = 1; ; round++) {
@@ -224,7 +165,7 @@ async function condensePieces(pieces: string[], s: SummarizerSettings, c: CallSi
 }
 
 /** Room for a round of merging these pieces, and for one last merge after it. */
-function affordsRound(pieces: string[], c: CallSize, s: SummarizerSettings, counter: Counter): boolean {
+function affordsRound(pieces: string[], c: CallSize, s: Calls, counter: Counter): boolean {
   const bytes = pieces.reduce((sum, piece) => sum + jsonTextBytes(piece) + c.overhead, 0) + c.budget + c.overhead;
   return counter.calls + pieces.length + 1 <= s.maxCalls && counter.bytes + bytes <= s.maxInputBytes;
 }
@@ -314,7 +255,7 @@ function summariesPerCall(c: CallSize): number {
  * instructions, the longest note and the completion counted. In a tight window the summary asked
  * for shrinks until a chunk holds a few summaries' worth, or the window is too small for any.
  */
-function sizing(s: SummarizerSettings, counter: Counter): CallSize {
+function sizing(s: Calls, counter: Counter): CallSize {
   const byTokens = Math.max(2_000, (s.maxInputTokens - s.maxSummaryTokens) * CHARS_PER_TOKEN - 4_000);
   const overheadAt = (tokens: number) => Buffer.byteLength(JSON.stringify(callBody(s, `${LONGEST_NOTE}\n\n`, tokens)));
   if (!s.callFit) return { budget: byTokens, maxTokens: s.maxSummaryTokens, overhead: overheadAt(s.maxSummaryTokens) };
@@ -328,7 +269,7 @@ function sizing(s: SummarizerSettings, counter: Counter): CallSize {
 
 const LONGEST_NOTE = [COMBINE_NOTE, PARTIAL_NOTE(9_999_999, 9_999_999)].reduce((a, b) => (a.length > b.length ? a : b));
 
-function callBody(s: SummarizerSettings, transcript: string, maxTokens: number): unknown {
+function callBody(s: Calls, transcript: string, maxTokens: number): unknown {
   return s.wire.body({
     model: s.model,
     instructions: `${s.prompt ?? DEFAULT_SUMMARY_PROMPT}\n\n${TRANSCRIPT_RULES}`,
@@ -339,25 +280,20 @@ function callBody(s: SummarizerSettings, transcript: string, maxTokens: number):
 }
 
 /**
- * The client's signal, and the whole run's deadline. A timer of our own, not AbortSignal.timeout:
- * on Node 20 that signal can be garbage-collected before it fires, and a stalled summarizer would
- * then hold the client forever.
+ * The whole run's deadline. A timer of our own, not AbortSignal.timeout: on Node 20 that signal
+ * can be garbage-collected before it fires, and a stalled summarizer would then hold the client
+ * forever.
  */
-function deadlineOf(signal: AbortSignal, ms: number): { deadline: AbortSignal; clear: () => void } {
+function deadlineOf(ms: number): { deadline: AbortSignal; clear: () => void } {
   const timeout = new AbortController();
   const timer = setTimeout(() => timeout.abort(new DOMException('the summarizer did not answer in time', 'TimeoutError')), ms);
-  return { deadline: AbortSignal.any([signal, timeout.signal]), clear: () => clearTimeout(timer) };
+  return { deadline: timeout.signal, clear: () => clearTimeout(timer) };
 }
 
-async function call(s: SummarizerSettings, transcript: string, signal: AbortSignal, counter: Counter): Promise<string> {
+async function call(s: Calls, transcript: string, signal: AbortSignal, counter: Counter): Promise<string> {
   const body = JSON.stringify(callBody(s, transcript, s.maxSummaryTokens));
-  const text = await post(s, s.wire.path(s.model), body, signal, counter, answerLimit(s), s.maxSummaryTokens);
-  let answer: unknown;
-  try {
-    answer = JSON.parse(text);
-  } catch {
-    answer = undefined;
-  }
+  const text = await post(s, { kind: 'summary', body, maxTokens: s.maxSummaryTokens }, signal, counter);
+  const answer = parsedAnswer(text);
   const content = summaryContent(s.wire, answer);
   count(counter, s.wire.usage(answer), body, content ?? '');
   if (!content) throw new SummarizerError('bad_response', `summarizer answer had no text: ${text.slice(0, 300)}`, counter.calls);
@@ -372,31 +308,23 @@ function count(counter: Counter, usage: { input: number; output: number } | unde
   if (!usage) t.estimated = true;
 }
 
-/** One POST to the summarizer's API, marked as the gateway's own; the answer's text, bounded. */
-async function post(s: SummarizerSettings, path: string, body: string, signal: AbortSignal, counter: Counter, limit: number, maxTokens = 0): Promise<string> {
+/** One call, counted against the cap; the answer's text, or why there is none (a refusal carries what it said). */
+async function post(s: Calls, call: SummarizerCall, signal: AbortSignal, counter: Counter): Promise<string> {
   counter.calls++;
-  counter.bytes += Buffer.byteLength(body);
-  const url = new URL(`${s.url.replace(/\/+$/, '')}${path}`);
-  const headers = { 'content-type': 'application/json', accept: 'application/json', 'x-gateway-compaction': 'summarizer', ...s.headers };
-  // A traced request's summarizer call is a span of its own, and carries its traceparent.
-  const traced = traceSummarizerCall({ url, model: s.model, wire: s.wire, compact: path === s.wire.compact?.path, maxTokens }, headers);
-  let res: Dispatcher.ResponseData;
-  let text: string;
+  counter.bytes += Buffer.byteLength(call.body);
+  let answer;
   try {
-    res = await s.dispatcher.request({ origin: url.origin, path: url.pathname + url.search, method: 'POST', headers: traced?.headers ?? headers, body, signal });
-    text = await boundedText(res.body, limit, counter.calls);
+    answer = await s.send(call, signal);
   } catch (err) {
-    traced?.failed(err);
-    throw err;
+    throw asSummarizerError(err, counter.calls, signal);
   }
-  traced?.answered(res.statusCode, () => s.wire.usage(parsedAnswer(text)));
-  if (res.statusCode >= 400) {
+  if (answer.status >= 400) {
     // A refused call read nothing, but its input is spent as far as anyone can tell: estimated.
-    count(counter, undefined, body, '');
-    const refusal = { status: res.statusCode, body: text, bytes: Buffer.byteLength(body), maxTokens };
-    throw new SummarizerError('rejected', `summarizer answered ${res.statusCode}: ${text.slice(0, 300)}`, counter.calls, { refusal });
+    count(counter, undefined, call.body, '');
+    const refusal = { status: answer.status, body: answer.text, bytes: Buffer.byteLength(call.body), maxTokens: call.maxTokens };
+    throw new SummarizerError('rejected', `summarizer answered ${answer.status}: ${answer.text.slice(0, 300)}`, counter.calls, { refusal });
   }
-  return text;
+  return answer.text;
 }
 
 /**
@@ -404,13 +332,15 @@ async function post(s: SummarizerSettings, path: string, body: string, signal: A
  * opaque ones included): the window of items to splice in their place. Same deadline and errors
  * as a summary.
  */
-export async function providerCompact(items: unknown[], s: SummarizerSettings, signal: AbortSignal, limit: number): Promise<{ window: unknown[]; calls: number }> {
-  const compact = s.wire.compact;
+export async function providerCompact(items: unknown[], settings: SummarySettings, summarizer: Summarizer): Promise<{ window: unknown[]; calls: number }> {
+  const compact = summarizer.wire.compact;
   const counter = newCounter();
   if (!compact) throw new SummarizerError('rejected', 'the API has no compaction of its own', 0);
-  const { deadline, clear } = deadlineOf(signal, s.timeoutMs);
+  const s: Calls = { ...settings, ...summarizer };
+  const { deadline, clear } = deadlineOf(s.timeoutMs);
   try {
-    const text = await post(s, compact.path, JSON.stringify(compact.body({ model: s.model, items, request: s.request })), deadline, counter, limit);
+    const body = JSON.stringify(compact.body({ model: s.model, items, request: s.request }));
+    const text = await post(s, { kind: 'compact', body, maxTokens: 0 }, deadline, counter);
     let window: unknown[] | undefined;
     try {
       window = compact.window(JSON.parse(text));
@@ -420,7 +350,7 @@ export async function providerCompact(items: unknown[], s: SummarizerSettings, s
     if (!window) throw new SummarizerError('bad_response', `compaction answer had no window: ${text.slice(0, 300)}`, counter.calls);
     return { window, calls: counter.calls };
   } catch (err) {
-    throw asSummarizerError(err, signal, counter.calls);
+    throw asSummarizerError(err, counter.calls);
   } finally {
     clear();
   }
@@ -432,25 +362,6 @@ function parsedAnswer(text: string): unknown {
   } catch {
     return undefined;
   }
-}
-
-/** A summary is a few thousand tokens; an answer far past that is not one. */
-function answerLimit(s: SummarizerSettings): number {
-  return Math.max(64 * 1024, s.maxSummaryTokens * 16);
-}
-
-async function boundedText(body: Dispatcher.ResponseData['body'], limit: number, calls: number): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body) {
-    size += (chunk as Buffer).length;
-    if (size > limit) {
-      discard(body);
-      throw new SummarizerError('bad_response', `summarizer answer exceeded ${limit} bytes`, calls);
-    }
-    chunks.push(chunk as Buffer);
-  }
-  return Buffer.concat(chunks).toString('utf8');
 }
 
 function summaryContent(wire: SummarizerWire, answer: unknown): string | undefined {
@@ -482,15 +393,14 @@ async function mapLimited<T, R>(items: T[], limit: number, fn: (item: T, index: 
   return results;
 }
 
-function asSummarizerError(err: unknown, clientSignal: AbortSignal, calls: number): SummarizerError {
-  if (err instanceof SummarizerError) return err;
-  if (clientSignal.aborted) return new SummarizerError('aborted', 'the client went away', calls, { cause: err });
-  const name = (err as Error)?.name;
-  const code = (err as { code?: string })?.code ?? '';
-  if (name === 'TimeoutError' || name === 'AbortError' || code === 'UND_ERR_ABORTED' || code.includes('TIMEOUT')) {
-    return new SummarizerError('timeout', 'the summarizer did not answer in time', calls, { cause: err });
-  }
-  return new SummarizerError('unreachable', `the summarizer could not be reached (${code || (err as Error)?.message})`, calls, {
-    cause: err,
-  });
+/**
+ * Any failure as a SummarizerError counting `calls`: the summarizer's own as it named it, anything
+ * else (a lesson that failed to be learned) as `unreachable`; `timeout` once the run's deadline
+ * (`signal`) has ended it, whatever the call said.
+ */
+function asSummarizerError(err: unknown, calls: number, signal?: AbortSignal): SummarizerError {
+  const timedOut = signal?.aborted === true && !(err instanceof SummarizerError && err.kind === 'aborted');
+  if (timedOut) return new SummarizerError('timeout', 'the summarizer did not answer in time', calls, { cause: err });
+  if (err instanceof SummarizerError) return signal ? new SummarizerError(err.kind, err.message, calls, { cause: err.cause, refusal: err.refusal, tokens: err.tokens }) : err;
+  return new SummarizerError('unreachable', `the summarizer could not be reached (${(err as { code?: string })?.code || (err as Error)?.message})`, calls, { cause: err });
 }

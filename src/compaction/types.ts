@@ -37,3 +37,9 @@ export interface Plan {
 }
 
 export type PlanFailure = { failure: 'nothing_to_shrink' | 'cannot_fit' };
+
+/**
+ * How the condensed part was made: old tool outputs masked (no model asked), the summarizer LLM,
+ * the deterministic digest, or the provider's own compaction.
+ */
+export type Strategy = 'mask' | 'summarize' | 'fallback' | 'provider';

@@ -17,7 +17,7 @@ type EnvKind = ValueKind;
 type Tree = Record<string, unknown>;
 
 /** Environment variables and the config key each one sets, with how to read its value. */
-const ENV_KEYS: Array<[name: string, path: string, kind: EnvKind]> = [
+export const ENV_KEYS: Array<[name: string, path: string, kind: EnvKind]> = [
   ['HOST', 'server.host', 'string'],
   ['PORT', 'server.port', 'int'],
   ['BODY_LIMIT_BYTES', 'server.bodyLimitBytes', 'int'],

@@ -1,8 +1,8 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
-import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Bounds } from '../compaction/target.js';
 import type { Config } from '../config/schema.js';
+import type { MemoryMetrics, Metrics } from '../metrics.js';
 import { sessionKey, spanDigests } from './fingerprint.js';
 import { believed, loosened, type LearnedLimit } from './limits.js';
 import { RedisStore, redisTargetOf } from './redis.js';
@@ -36,17 +36,6 @@ const SLOW_FAILURE_MS = 100;
 /** How often a holder renews its lease while its compaction runs (summaries may take a minute). */
 const LEASE_RENEW_MS = 3_000;
 
-/** The request with a remembered span replaced by its summary. */
-export interface RecalledView {
-  items: unknown[];
-  /** Leading items to keep as they are: the kept prefix, the summary, pinned items. */
-  keepFirst: number;
-  /** Maps an index in `items` (at or after keepFirst) back to the original request. */
-  originalIndex: (i: number) => number;
-  /** Where any item of `items` came from in the original request; null for the summary. */
-  origin: (i: number) => number | null;
-}
-
 /**
  * What the gateway remembers between requests, per tenant (a hash of the request's credentials,
  * fingerprint.ts tenantOf): compactions per conversation and model (so a session that overflowed
@@ -57,62 +46,12 @@ export interface RecalledView {
 export class CompactionMemory {
   private storeDown = false;
   private pausedUntil = 0;
-  private readonly lookups: Counter<'result'>;
-  private readonly saved: Counter;
-  private readonly proactive: Counter;
-  private readonly errors: Counter<'operation'>;
-  private readonly limitTokens: Gauge<'model'>;
-  private readonly limitBytes: Gauge<'model'>;
-  private readonly leaseWaits: Counter<'result'>;
 
   constructor(
     private readonly store: MemoryStore,
-    registry: Registry,
+    private readonly metrics: MemoryMetrics,
     private readonly log: FastifyBaseLogger,
-  ) {
-    this.lookups = new Counter({
-      name: 'gateway_memory_lookups_total',
-      help: 'Compaction memory lookups for requests to compact, by result (hit: a remembered summary was reused).',
-      labelNames: ['result'] as const,
-      registers: [registry],
-    });
-    this.saved = new Counter({
-      name: 'gateway_memory_summarizer_calls_saved_total',
-      help: 'Summarizer calls not made because a remembered summary was reused.',
-      registers: [registry],
-    });
-    this.proactive = new Counter({
-      name: 'gateway_proactive_compactions_total',
-      help: 'Requests compacted before their first attempt (compaction.proactive), skipping a sure rejection.',
-      registers: [registry],
-    });
-    this.errors = new Counter({
-      name: 'gateway_memory_store_errors_total',
-      help: 'Compaction memory store operations that failed (e.g. Redis down); each counts as a miss.',
-      labelNames: ['operation'] as const,
-      registers: [registry],
-    });
-    this.limitTokens = new Gauge({
-      name: 'gateway_learned_context_limit_tokens',
-      help: 'Context window a rejection stated, per model: the last one learned, by any tenant (each tenant keeps its own).',
-      labelNames: ['model'] as const,
-      registers: [registry],
-    });
-    this.limitBytes = new Gauge({
-      name: 'gateway_learned_body_limit_bytes',
-      help: 'Request body limit a 413 stated, or the smallest body refused when none was stated, per model: the last one learned, by any tenant.',
-      labelNames: ['model'] as const,
-      registers: [registry],
-    });
-    this.leaseWaits = new Counter({
-      name: 'gateway_memory_lease_waits_total',
-      help: 'Compactions that waited for another request (any replica) compacting the same conversation, by result (reused: went on after it, with what it remembered; timed_out: compacted without remembering).',
-      labelNames: ['result'] as const,
-      registers: [registry],
-    });
-    // At 0 from the start, so increase() sees the first wait.
-    for (const result of ['reused', 'timed_out']) this.leaseWaits.inc({ result }, 0);
-  }
+  ) {}
 
   /** The newest remembered compaction whose span this request repeats exactly, if any. */
   async recall(tenant: string, upstream: string, api: string, model: string, items: readonly unknown[], fixedEnd: number): Promise<Recalled | null> {
@@ -128,12 +67,12 @@ export class CompactionMemory {
   }
 
   countLookup(hit: Recalled | null): void {
-    this.lookups.inc({ result: hit ? 'hit' : 'miss' });
-    if (hit) this.saved.inc(hit.entry.summarizerCalls);
+    this.metrics.lookups.inc({ result: hit ? 'hit' : 'miss' });
+    if (hit) this.metrics.summarizerCallsSaved.inc(hit.entry.summarizerCalls);
   }
 
   countProactive(): void {
-    this.proactive.inc();
+    this.metrics.proactive.inc();
   }
 
   /**
@@ -168,7 +107,7 @@ export class CompactionMemory {
       const taken = await this.guard('write', () => this.store.acquire(session, token, LEASE_TTL_MS), null);
       if (taken === null) return null;
       if (taken) {
-        if (waited) this.leaseWaits.inc({ result: 'reused' });
+        if (waited) this.metrics.leaseWaits.inc({ result: 'reused' });
         return this.held(session, token);
       }
       const left = until - performance.now();
@@ -179,7 +118,7 @@ export class CompactionMemory {
     }
     // Not waited for (waitMs 0): the caller only takes a lease that is free.
     if (!waited) return null;
-    this.leaseWaits.inc({ result: 'timed_out' });
+    this.metrics.leaseWaits.inc({ result: 'timed_out' });
     if (!signal?.aborted) this.log.info({ session, waitMs }, `another request was still compacting this conversation after ${waitMs} ms; compacting it here too, without remembering the result`);
     return null;
   }
@@ -227,8 +166,8 @@ export class CompactionMemory {
     }, undefined);
     const known = await this.guard('read', () => this.store.limit(key), undefined);
     const bytes = known?.limitBytes ?? known?.refusedBytes;
-    if (known?.limitTokens) this.limitTokens.set({ model }, known.limitTokens);
-    if (bytes) this.limitBytes.set({ model }, bytes);
+    if (known?.limitTokens) this.metrics.learnedContextLimit.set(model, known.limitTokens);
+    if (bytes) this.metrics.learnedBodyLimit.set(model, bytes);
   }
 
   /** A request of `bytes` was accepted: whatever it disproves of what was learned is dropped. */
@@ -262,7 +201,7 @@ export class CompactionMemory {
       }
       return value;
     } catch (err) {
-      this.errors.inc({ operation });
+      this.metrics.storeErrors.inc({ operation });
       // (A value that does not parse is that key's problem, not the store's.)
       if (performance.now() - started >= SLOW_FAILURE_MS && !(err instanceof SyntaxError)) this.pausedUntil = performance.now() + STORE_PAUSE_MS;
       if (!this.storeDown) {
@@ -274,32 +213,11 @@ export class CompactionMemory {
   }
 }
 
-/** The items that stand for a remembered span: its summary, or the provider's window (entries from before hold one item). */
-export function summaryItemsOf(entry: MemoryEntry): unknown[] {
-  return Array.isArray(entry.summaryItems) ? entry.summaryItems : [entry.summary];
-}
-
-/** The request as it reads with a remembered span replaced by its summary (pinned items kept). */
-export function applyRecalled(items: readonly unknown[], fixedEnd: number, entry: MemoryEntry): RecalledView {
-  const summary = summaryItemsOf(entry);
-  const pinned = entry.pinnedOffsets.map((o) => items[fixedEnd + o]);
-  const pinsAt = fixedEnd + summary.length;
-  const keepFirst = pinsAt + pinned.length;
-  const rest = fixedEnd + entry.spanLength;
-  const originalIndex = (i: number) => rest + (i - keepFirst);
-  return {
-    items: [...items.slice(0, fixedEnd), ...summary, ...pinned, ...items.slice(rest)],
-    keepFirst,
-    originalIndex,
-    origin: (i) => (i < fixedEnd ? i : i < pinsAt ? null : i < keepFirst ? fixedEnd + entry.pinnedOffsets[i - pinsAt] : originalIndex(i)),
-  };
-}
-
-export function createMemory(config: Readonly<Config>, registry: Registry, log: FastifyBaseLogger): CompactionMemory | null {
+export function createMemory(config: Readonly<Config>, metrics: Pick<Metrics, 'memory'>, log: FastifyBaseLogger): CompactionMemory | null {
   if (!config.memory.enabled) return null;
   const redis = redisTargetOf(config.memory);
   const store = redis ? new RedisStore(redis, config.memory.ttlSeconds) : new LocalStore(config.memory.maxBytes, config.memory.ttlSeconds);
-  return new CompactionMemory(store, registry, log);
+  return new CompactionMemory(store, metrics.memory(), log);
 }
 
 /** One key per tenant, upstream and model, of fixed length: a model name is the client's string. */

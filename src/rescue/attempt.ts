@@ -1,6 +1,6 @@
 import { traceAttempt, type AttemptTrace } from '../telemetry.js';
 import { callUpstream } from '../upstream/client.js';
-import { inspect, type InspectedAnswer } from '../upstream/inspect.js';
+import { inspect, type InspectedAnswer } from './inspect.js';
 import type { RescueContext } from './context.js';
 import type { RescueRecord } from './report.js';
 

@@ -1,19 +1,16 @@
-import { compact, type SummarizerTarget } from '../compaction/index.js';
-import { boundsAfter, clampedCompletion, fitFor, sizeTarget, type Bounds, type SizeTarget } from '../compaction/target.js';
-import { DIALECTS } from '../dialects/index.js';
+import { clampedCompletion, sizeTarget, type SizeTarget } from '../compaction/target.js';
 import { digestInSlices } from '../memory/fingerprint.js';
-import { pickHeaders } from '../dialects/parts.js';
-import type { Conversation, SummarizerWire } from '../dialects/types.js';
+import type { Conversation } from '../dialects/types.js';
 import type { Verdict } from '../overlong/types.js';
-import { classifyResponse, isBindingRefusal, refusesBoundState } from '../overlong/classify.js';
+import { isBindingRefusal, refusesBoundState } from '../overlong/classify.js';
 import { decodeText, discard } from '../upstream/body.js';
-import { CLIENT_CREDENTIALS } from '../upstream/headers.js';
-import type { InspectedAnswer } from '../upstream/inspect.js';
+import type { InspectedAnswer } from './inspect.js';
 import { attempt } from './attempt.js';
-import { holdBudget, markedHeaders, modelOf, optedOut, tooManyItems, type RescueContext } from './context.js';
-import { compactAhead, learnedBounds, learnFrom, memoryAhead, noteAccepted, recallFor, rememberSpan, rewriteOf, underLease, type Rewrite } from './memory.js';
-import { compactionHeader, countCompaction, countRescue, logDecision, seconds, type RescueRecord, type ReplayResult } from './report.js';
-import { noCredentials, summarizerDestination } from './summarizer-credentials.js';
+import { compactAhead, memoryAhead } from './ahead.js';
+import { BECAUSE, compactFor } from './compact.js';
+import { holdBudget, markedHeaders, optedOut, tooManyItems, type RescueContext } from './context.js';
+import { learnedBounds, learnFrom, noteAccepted, recallFor, rememberSpan, rewriteOf, underLease, type Rewrite } from './memory.js';
+import { compactionHeader, countCompaction, countRescue, logDecision, type RescueRecord, type ReplayResult } from './report.js';
 import { noteRescue } from '../telemetry.js';
 
 /*
@@ -52,7 +49,7 @@ function letGoOfBody(ctx: RescueContext): void {
 async function attemptAndRescue(ctx: RescueContext, committed: () => boolean): Promise<Outcome> {
   const config = ctx.deps.config;
   const memory = config.compaction.proactive && config.compaction.maxReplays > 0 ? memoryAhead(ctx) : null;
-  const ahead = memory && !optedOut(ctx) ? await compactAhead(ctx, memory, (target) => summarizerFor(ctx, target)) : null;
+  const ahead = memory && !optedOut(ctx) ? await compactAhead(ctx, memory) : null;
   // Read for a compaction ahead that did not happen: the request goes as sent, holding nothing.
   if (!ahead) letGoOfBody(ctx);
   const sent = ahead ? await sendRewritten(ctx, ahead.record, ahead.rewrite) : null;
@@ -136,22 +133,8 @@ async function compactAndReplay(
     const ratio = deps.config.compaction.targetRatio;
     const learned = await learnedBounds(ctx);
     const target = sizeTarget(rejection, learned, ratio, recalled?.entry.bytesPerToken);
-    const compactTo = (to: SizeTarget) =>
-      compact({
-        dialect,
-        request: json,
-        conversation,
-        headers: ctx.headers,
-        bodyBytes: ctx.incoming.bytes,
-        target: to,
-        config: deps.config,
-        dispatcher: deps.dispatcher,
-        summarizer: summarizerFor(ctx, to),
-        signal: ctx.gone.signal,
-        because: verdict.reason === 'body_too_large' ? "the request exceeded the upstream's size limit" : "the request exceeded the model's context window",
-        recalled: recalled?.entry,
-        onSummary: (e) => logSummary(ctx, e),
-      });
+    const because = BECAUSE[verdict.reason === 'body_too_large' ? 'body_too_large' : 'context_length'];
+    const compactTo = (to: SizeTarget) => compactFor(ctx, json, conversation, to, { because, recalled: recalled?.entry, logSummary: true });
     let used = target;
     let compaction = await compactTo(used);
     // What other requests taught must not make this one unrescuable: it is tried once more with
@@ -286,87 +269,4 @@ function finish(ctx: RescueContext, record: RescueRecord, answer: InspectedAnswe
 function replayResult(replay: InspectedAnswer): ReplayResult {
   if (replay.verdict.overlong) return 'still_overlong';
   return replay.answer.status >= 400 ? 'upstream_error' : 'success';
-}
-
-/**
- * Where summaries come from: the configured summarizer, or by default the upstream itself in the
- * API of the request being rescued, with the request's own credentials. When it is the upstream's
- * own model, its calls are sized to what `target` knows of that model's window.
- */
-function summarizerFor(ctx: RescueContext, target: SizeTarget): SummarizerTarget {
-  const destination = summarizerDestination(ctx.deps.config, ctx.deps.upstreams, ctx.upstream);
-  const { url, credential } = destination;
-  // Another upstream by name speaks one of its own APIs: the request's when it serves it.
-  const served = destination.upstream?.apis;
-  const api = destination.api ?? (served && !served.has(ctx.dialect.api) ? [...served][0] : ctx.dialect.api);
-  const wire = DIALECTS[api].summarizer;
-  const model = destination.model ?? modelOf(ctx) ?? '';
-  // The request's own credentials are its upstream's: never sent to another origin.
-  const own =
-    credential.kind === 'key' ? keyHeaders(wire.credential, credential.key) : credential.kind === 'request' ? requestCredentials(ctx) : noCredentials(ctx.deps.config, ctx.upstream, destination, ctx.log);
-  const same = (a: string, b: string) => a.replace(/\/+$/, '') === b.replace(/\/+$/, '');
-  const ownModel = same(url, ctx.upstream.url) && api === ctx.dialect.api && (destination.model === undefined || destination.model === modelOf(ctx));
-  // The provider's own compaction reads the request's own items and its window is bound to them:
-  // only the upstream itself, in the request's API, model and credentials.
-  const providerCompaction = ctx.deps.config.summarizer.providerCompaction && ownModel && credential.kind === 'request';
-  const window = { bounds: ownModel ? target.bounds ?? {} : {}, bytesPerToken: target.bytesPerToken };
-  return {
-    url,
-    model,
-    wire,
-    headers: { ...wire.headers(ctx.headers), ...own },
-    providerCompaction,
-    callFit: ownModel && target.bounds ? (tokens) => callFit(window.bounds, window.bytesPerToken, tokens) : undefined,
-    // A refusal as overlong teaches the summarizer's window; the upstream's own model keeps the lesson.
-    refused: async (refusal) => {
-      const verdict = classifyResponse({ status: refusal.status, body: refusal.body });
-      if (!verdict.overlong) return null;
-      const rejection = { reason: verdict.reason, limits: verdict.limits, bodyBytes: refusal.bytes, requested: refusal.maxTokens };
-      const taught = boundsAfter(rejection, window.bounds);
-      // The refused call itself is a bound too (a stated window drops it from what a request
-      // learns), and it says how dense its tokens were: its prompt took more than the window left.
-      const room = (verdict.limits.limitTokens ?? 0) - refusal.maxTokens;
-      const densest = room > 0 ? refusal.bytes / room : Infinity;
-      window.bounds = { ...taught.bounds, refusedBytes: Math.min(refusal.bytes, taught.bounds.refusedBytes ?? Infinity) };
-      window.bytesPerToken = Math.max(1, Math.min(taught.bytesPerToken, densest));
-      if (ownModel) await learnFrom(ctx, verdict, refusal.bytes);
-      ctx.log.info({ api: ctx.dialect.api, status: refusal.status, rule: verdict.rule }, 'the summarizer refused its call as too long; chunking again to what it said fits');
-      return (tokens) => callFit(window.bounds, window.bytesPerToken, tokens);
-    },
-  };
-}
-
-/**
- * What fits one summarizer call: its completion is counted whatever the rejection's words said
- * (vLLM, OpenAI and Anthropic all refuse prompt + max_tokens over the window; a rejection that
- * names only the prompt does not say they do not).
- */
-function callFit(bounds: Bounds, bytesPerToken: number, tokens: number): number {
-  return fitFor({ ...bounds, completionCounted: true }, bytesPerToken, tokens);
-}
-
-/**
- * The credentials the request went upstream with; a Gemini key sent as `?key=` as the header it
- * stands for. A gateway in front (Portkey) reads its own key and routing from `x-portkey-*`
- * headers: they go along too, to the same upstream only.
- */
-function requestCredentials(ctx: RescueContext): Record<string, string> {
-  const headers = pickHeaders(ctx.headers, [...CLIENT_CREDENTIALS, ...Object.keys(ctx.headers).filter((name) => name.startsWith('x-portkey-'))]);
-  const queryKey = ctx.clientHeaders['x-goog-api-key'];
-  if (Object.keys(headers).length === 0 && typeof queryKey === 'string') headers['x-goog-api-key'] = queryKey;
-  return headers;
-}
-
-function keyHeaders(style: SummarizerWire['credential'], key: string): Record<string, string> {
-  return style === 'bearer' ? { authorization: `Bearer ${key}` } : { [style]: key };
-}
-
-function logSummary(ctx: RescueContext, e: Parameters<NonNullable<Parameters<typeof compact>[0]['onSummary']>>[0]): void {
-  const api = ctx.dialect.api;
-  if (e.phase === 'start') ctx.log.info({ api, items: e.items }, `summarizing ${e.items} items for a compaction`);
-  else if (e.failure) ctx.log.warn({ api, ms: Math.round(e.ms), calls: e.calls, failure: e.failure }, `summarizer failed (${e.failure}) after ${seconds(e.ms)}; using the deterministic digest`);
-  else if (e.digested) {
-    const { maxCalls, maxInputBytes } = ctx.deps.config.summarizer;
-    ctx.log.info({ api, ms: Math.round(e.ms), calls: e.calls, digested: e.digested, maxCalls, maxInputBytes }, `summary ready in ${seconds(e.ms)} (${e.calls} summarizer calls); the summarizer's cost cap for one compaction (${maxCalls} calls, ${maxInputBytes} bytes) was reached, so the oldest ${e.digested} messages went to the deterministic digest`);
-  } else ctx.log.info({ api, ms: Math.round(e.ms), calls: e.calls }, `summary ready in ${seconds(e.ms)} (${e.calls} summarizer call${e.calls === 1 ? '' : 's'})`);
 }

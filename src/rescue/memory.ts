@@ -1,17 +1,16 @@
-import { compact, keptPrefixEnd, type BoundFigures, type CompactionResult, type NewSpan, type SummarizerTarget } from '../compaction/index.js';
-import { DEFAULT_BYTES_PER_TOKEN, learnedTarget, type Bounds, type SizeTarget } from '../compaction/target.js';
+import { keptPrefixEnd, type BoundFigures, type CompactionResult, type NewSpan } from '../compaction/index.js';
+import type { Bounds, SizeTarget } from '../compaction/target.js';
 import type { Conversation } from '../dialects/types.js';
 import { tenantOf } from '../memory/fingerprint.js';
 import type { CompactionMemory, Lease, MemoryEntry, Recalled } from '../memory/index.js';
 import { lessonOf } from '../memory/limits.js';
 import type { Verdict } from '../overlong/types.js';
-import { holdBudget, modelOf, tooManyItems, type RescueContext } from './context.js';
-import { countCompaction, type RescueRecord } from './report.js';
+import { modelOf, type RescueContext } from './context.js';
 
 /*
  * The rescue's use of the compaction memory: what a rejection teaches, which remembered summary a
- * request extends, and sending a request compacted before its first attempt when it extends one
- * (it would surely be refused again). All of it per tenant: a request that carries no credential
+ * request extends, and remembering a new one (a request compacted before its first attempt, when
+ * it extends one, is ahead.ts). All of it per tenant: a request that carries no credential
  * has no memory at all, unless memory.shareAnonymous lets every such request share one (a
  * single-user sidecar). Every store failure counts as a miss: the gateway keeps working without
  * memory.
@@ -71,7 +70,7 @@ export async function noteAccepted(ctx: RescueContext, bytes: number): Promise<v
 }
 
 /** Whether memory knows the request's tenant, asked once a request (a compaction ahead and the acceptance after it share the answer). */
-function knows(ctx: RescueContext, memory: CompactionMemory, tenant: string): Promise<boolean> {
+export function knows(ctx: RescueContext, memory: CompactionMemory, tenant: string): Promise<boolean> {
   let known = askedTenants.get(ctx);
   if (known === undefined) askedTenants.set(ctx, (known = memory.knowsTenant(tenant)));
   return known;
@@ -173,103 +172,5 @@ export function rewriteOf(
       if (again?.span) await rememberSpan(ctx, conversation, again.span, target, remembered ? 'take' : null);
       return again;
     },
-  };
-}
-
-export interface Proactive {
-  rewrite: Rewrite;
-  record: RescueRecord;
-}
-
-/**
- * The memory to look in before the first attempt, or null while it remembers nothing at all: then
- * not even the request's credential is hashed (3 to 5 µs a request), and the first attempt
- * waits on no promise.
- */
-export function memoryAhead(ctx: RescueContext): CompactionMemory | null {
-  const memory = ctx.deps.memory;
-  return memory?.mayKnowTenants() ? memory : null;
-}
-
-/**
- * A request that extends a remembered compaction is sent compacted before its first attempt: the
- * remembered summary as it is while the result fits what is known to fit, else extended. Learned
- * limits set the target; they never trigger a compaction on their own. Returns null when the
- * request should go as the client sent it.
- */
-export async function compactAhead(ctx: RescueContext, memory: CompactionMemory, summarizer: (target: SizeTarget) => SummarizerTarget): Promise<Proactive | null> {
-  // Only a tenant with something remembered has its body parsed before the first attempt.
-  const tenant = tenantFor(ctx);
-  if (!tenant || !(await knows(ctx, memory, tenant))) return null;
-  // Never waits: without a share of the rescue budget now, the request goes as sent.
-  if (!(await holdBudget(ctx, 0)).held) return null;
-  const json = await ctx.incoming.load();
-  const conversation = json && !tooManyItems(json) ? ctx.dialect.read(json) : null;
-  if (!json || !conversation) return null;
-  const recall = () => memory.recall(tenant, ctx.upstream.memoryKey, ctx.dialect.api, modelOf(ctx) ?? '', conversation.items, keptPrefixEnd(conversation));
-  if (!(await recall())) return null;
-  const started = performance.now();
-  // Extending the summary is a summary too: under the lease, recalled afresh (another request may have extended it meanwhile).
-  return underLease(ctx, conversation, async (lease) => {
-    const recalled = await recall();
-    if (!recalled) return null;
-    memory.countLookup(recalled);
-    return aheadUnderLease(ctx, conversation, json, recalled, lease, started, summarizer);
-  });
-}
-
-async function aheadUnderLease(
-  ctx: RescueContext,
-  conversation: Conversation,
-  json: Record<string, unknown>,
-  recalled: Recalled,
-  lease: Lease | null,
-  started: number,
-  summarizer: (target: SizeTarget) => SummarizerTarget,
-): Promise<Proactive | null> {
-  const memory = ctx.deps.memory!;
-  const bytes = ctx.incoming.bytes;
-  const target = aheadTarget(recalled, bytes, await learnedBounds(ctx), ctx);
-  const compaction = await compact({
-    dialect: ctx.dialect,
-    request: json,
-    conversation,
-    headers: ctx.headers,
-    bodyBytes: bytes,
-    target,
-    config: ctx.deps.config,
-    dispatcher: ctx.deps.dispatcher,
-    summarizer: summarizer(target),
-    signal: ctx.gone.signal,
-    because: "the conversation had outgrown the upstream's limit before",
-    recalled: recalled.entry,
-  });
-  const durationMs = performance.now() - started;
-  countCompaction(ctx.deps.metrics, ctx.dialect.api, compaction, durationMs);
-  if (compaction.outcome !== 'compacted') return null;
-  // Remembered with what this conversation's own rejection said fits, not what was learned since:
-  // a lesson is applied afresh each time, and may be dropped (memory/limits.ts).
-  const remembered = { ...target, fitBytes: recalled.entry.fitBytes, aimBytes: recalled.entry.aimBytes };
-  if (compaction.newSpan) await rememberSpan(ctx, conversation, compaction.newSpan, remembered, lease);
-  memory.countProactive();
-  const record: RescueRecord = { api: ctx.dialect.api, upstream: ctx.upstream.name, outcome: 'compacted', trigger: 'proactive', compaction, bound: compaction.bound, limit: 'learned', durationMs };
-  return { rewrite: rewriteOf(ctx, conversation, compaction, remembered, lease !== null), record };
-}
-
-/** What the remembered compaction knew to fit, tightened by anything learned since. */
-function aheadTarget(recalled: Recalled, bytes: number, learned: Bounds | undefined, ctx: RescueContext): SizeTarget {
-  const remembered = { fitBytes: recalled.entry.fitBytes, aimBytes: recalled.entry.aimBytes };
-  const ratio = ctx.deps.config.compaction.targetRatio;
-  const bytesPerToken = recalled.entry.bytesPerToken ?? DEFAULT_BYTES_PER_TOKEN;
-  const fromLearned = learned ? learnedTarget(bytes, learned, ratio, ctx.dialect.completion(ctx.incoming.json ?? {}), bytesPerToken) : null;
-  const fitBytes = Math.min(remembered.fitBytes, fromLearned?.fitBytes ?? Infinity);
-  return {
-    fitBytes,
-    aimBytes: Math.min(remembered.aimBytes, fromLearned?.aimBytes ?? Infinity, fitBytes),
-    bytesPerToken,
-    tokensBefore: Math.round(bytes / bytesPerToken),
-    source: 'learned',
-    bounds: learned,
-    exact: fromLearned?.exact ?? false,
   };
 }

@@ -4,7 +4,7 @@ import type { LimitSource } from '../compaction/target.js';
 import type { Api } from '../dialects/types.js';
 import type { Metrics } from '../metrics.js';
 import type { OverlongReason } from '../overlong/types.js';
-import type { InspectedAnswer } from '../upstream/inspect.js';
+import type { InspectedAnswer } from './inspect.js';
 
 export type Outcome = 'replayed' | 'replay_failed' | 'not_shrunk' | 'disabled' | 'compacted' | 'shed';
 export type ReplayResult = 'success' | 'upstream_error' | 'still_overlong' | 'failed';

@@ -62,7 +62,7 @@ export function readIncoming(
 
 /**
  * Every request builds one, and most never read it: a class, whose getters live on its prototype,
- * costs a fraction of an object literal with getters and closures (2 µs a request in the profile).
+ * costs a fraction of an object literal with getters and closures (bench/findings.md).
  */
 class LazyIncoming implements IncomingRequest {
   #joined: Buffer | undefined;

@@ -4,7 +4,6 @@ import { defaultResource, detectResources, envDetector, resourceFromAttributes }
 import { BatchSpanProcessor, NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
 import type { FastifyBaseLogger } from 'fastify';
-import type { Telemetry } from '../telemetry.js';
 
 /*
  * The OpenTelemetry SDK, loaded (by telemetry.ts, with a dynamic import) only when tracing is on.
@@ -25,7 +24,8 @@ const SHUTDOWN_MS = 5_000;
 /** An exporter that keeps failing says so once, then at most once a minute. */
 const PROBLEM_EVERY_MS = 60_000;
 
-export function startSdk(s: SdkSettings): Telemetry {
+/** What telemetry.ts hands back as its Telemetry (written out here: telemetry.ts imports this file). */
+export function startSdk(s: SdkSettings): { shutdown(): Promise<void> } {
   diag.setLogger(problemsTo(s.log), DiagLogLevel.WARN);
   const resource = defaultResource()
     .merge(resourceFromAttributes({ [ATTR_SERVICE_NAME]: 'compaction-gateway' }))

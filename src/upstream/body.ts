@@ -55,7 +55,7 @@ function ignore(): void {}
 /** Waits for the first chunk of a body (or its end), leaving the stream paused. */
 export function firstChunk(body: Readable): Promise<HeldBody> {
   // Usually the first chunk came in with the headers and is buffered already: take it without a
-  // promise and three listeners per request (13 µs in the benchmark's profile). Whether that was
+  // promise and three listeners per request (measured: bench/findings.md, "what each kept shortcut is worth"). Whether that was
   // all is known only once 'end' has come (readableEnded: Node's public surface says no sooner);
   // otherwise the relay pipes the rest, which may be empty.
   const ready = body.readableLength > 0 ? (body.read() as Buffer | null) : null;

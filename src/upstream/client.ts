@@ -1,6 +1,7 @@
 import type { Dispatcher } from 'undici';
 import type { Config } from '../config/schema.js';
 import { fromUpstreamFailure } from '../errors.js';
+import { discard, holdBody } from './body.js';
 import { Egress, type EgressSettings } from './egress.js';
 import type { UpstreamTarget } from './target.js';
 import type { Upstreams } from './upstreams.js';
@@ -63,4 +64,16 @@ export async function callUpstream(dispatcher: Dispatcher, call: UpstreamCall): 
     if (call.signal.aborted) throw err;
     throw fromUpstreamFailure(err);
   }
+}
+
+/**
+ * An answer's body read whole, for a call the gateway makes of its own (the summarizer's): its
+ * text, or null past `limit` bytes (the rest is let go). A body that fails first rejects as
+ * callUpstream does, with the gateway's own error.
+ */
+export async function readText(answer: UpstreamAnswer, limit: number): Promise<string | null> {
+  const held = await holdBody(answer.body, limit + 1);
+  if (held.complete) return held.bytes.toString('utf8');
+  discard(answer.body);
+  return null;
 }

@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
-import { CAN_ZSTD } from '../content-coding.js';
+import { acceptedByUs } from '../content-coding.js';
 
 /**
  * RFC 9110 hop-by-hop headers, plus `host`, which undici sets from the upstream origin, and
@@ -137,7 +137,8 @@ export function requestHeadersForUpstream(
     else headers.authorization = `Bearer ${credentials.apiKey}`;
   }
   if (typeof headers['accept-encoding'] === 'string') {
-    headers['accept-encoding'] = decodableEncodings(headers['accept-encoding']);
+    // The gateway must be able to read an error body to classify it.
+    headers['accept-encoding'] = acceptedByUs(headers['accept-encoding']);
   }
   headers['x-request-id'] = requestId;
   return headers;
@@ -163,32 +164,6 @@ const DROP_TO_UPSTREAM = new Set(['content-length', 'x-gateway-compaction', 'x-r
 const FROM_UPSTREAM_DROP = new Set(['x-gateway-compaction']);
 /** For a body streamed through untouched: its length stays the client's. */
 export const DROP_FROM_STREAMED = new Set(['x-gateway-compaction', 'x-request-id']);
-
-/**
- * The gateway must be able to read an error body to classify it, so it only lets the upstream
- * pick an encoding it can decode (Node 20's zlib has no zstd).
- */
-
-let lastAccepted: string | undefined;
-let lastDecodable = '';
-
-export function decodableEncodings(acceptEncoding: string): string {
-  if (CAN_ZSTD) return acceptEncoding;
-  // A client sends the same Accept-Encoding every time: remember the last answer.
-  if (acceptEncoding !== lastAccepted) {
-    lastDecodable = withoutZstd(acceptEncoding);
-    lastAccepted = acceptEncoding;
-  }
-  return lastDecodable;
-}
-
-function withoutZstd(acceptEncoding: string): string {
-  const kept = acceptEncoding
-    .split(',')
-    .map((s) => s.trim())
-    .filter((s) => s && !/^zstd\b/i.test(s));
-  return kept.length > 0 ? kept.join(', ') : 'identity';
-}
 
 /** The upstream's response headers as the client sees them. */
 export function responseHeadersForClient(upstream: Headers, requestId: string): OutgoingHttpHeaders {

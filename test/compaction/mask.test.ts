@@ -1,8 +1,8 @@
 import fc from 'fast-check';
-import { Agent } from 'undici';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { compact, type CompactionResult } from '../../src/compaction/index.js';
 import { maskOutputs } from '../../src/compaction/mask.js';
+import { SummarizerError } from '../../src/compaction/summarizer.js';
 import { itemsBytes } from '../../src/compaction/size.js';
 import type { SizeTarget } from '../../src/compaction/target.js';
 import { validateCompaction } from '../../src/compaction/validate.js';
@@ -18,9 +18,6 @@ import { conversationArb, deepFreeze, responsesConversationArb, system, user } f
  * The masking rung: old tool outputs become one line each, oldest first, until the conversation is
  * under the aim; nothing else changes, and no summarizer is asked.
  */
-
-const dispatcher = new Agent();
-afterAll(() => dispatcher.close());
 
 const bash = (id: string, command: string) => ({ role: 'assistant', content: null, tool_calls: [{ id, type: 'function', function: { name: 'bash', arguments: JSON.stringify({ command }) } }] });
 const output = (id: string, content: string) => ({ role: 'tool', tool_call_id: id, content });
@@ -96,19 +93,16 @@ describe('compact() with masking on', () => {
   const run = async (dialect: Dialect, request: Record<string, unknown>, fitBytes: number, mask = true) => {
     const bodyBytes = Buffer.byteLength(JSON.stringify(request));
     const target: SizeTarget = { fitBytes, aimBytes: Math.floor(fitBytes * 0.6), bytesPerToken: 4, tokensBefore: bodyBytes / 4, source: 'stated' };
-    return compact({
-      dialect,
-      request,
-      conversation: dialect.read(request)!,
-      bodyBytes,
-      target,
-      config: validateConfig({ compaction: { mask } }),
-      dispatcher,
-      // Nothing listens there: a summary would fall back, and say so.
-      summarizer: { url: 'http://127.0.0.1:9/v1', model: 'm', headers: {}, wire: dialect.summarizer },
-      signal: new AbortController().signal,
-      because: 'a test',
-    });
+    const config = validateConfig({ compaction: { mask } });
+    // Nothing listens there: a summary would fall back, and say so.
+    const unreachable = async (): Promise<never> => {
+      throw new SummarizerError('unreachable', 'the summarizer could not be reached (ECONNREFUSED)', 0);
+    };
+    return compact(
+      { dialect, request, conversation: dialect.read(request)!, bodyBytes },
+      { target, because: 'a test', compaction: config.compaction, summary: config.summarizer },
+      { wire: dialect.summarizer, model: 'm', send: unreachable },
+    );
   };
 
   it('brings the request under its aim with no summarizer call, every item in place', async () => {

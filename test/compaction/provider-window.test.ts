@@ -1,33 +1,34 @@
-import { Agent } from 'undici';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { compact, keptPrefixEnd, type CompactionResult } from '../../src/compaction/index.js';
 import type { SizeTarget } from '../../src/compaction/target.js';
 import { validateConfig } from '../../src/config/load.js';
 import { responses } from '../../src/dialects/responses.js';
 import type { MemoryEntry } from '../../src/memory/index.js';
-import { json, startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
 import { rCall, rOutput, rReasoning, rSystem, rUser } from './conversations.js';
+import { fakeSummarizer, settingsOf, type FakeSummarizer } from './fake-summarizer.js';
 
 /*
- * The provider's own compaction as compact() uses it: what goes to /responses/compact when a
+ * The provider's own compaction as compact() uses it: what goes to its compaction call when a
  * remembered compaction came before (ours or the provider's), and what stands for the span when
  * the provider's call fails after a window of its own was remembered.
  */
 
-const dispatcher = new Agent();
-afterAll(() => dispatcher.close());
-let upstream: FakeUpstream;
-afterEach(() => upstream?.close());
+let summarizer: FakeSummarizer;
 
 const WINDOW = { type: 'compaction', id: 'cmp_new', encrypted_content: 'gAAAA-window' };
 const OLD_WINDOW = { type: 'compaction', id: 'cmp_old', encrypted_content: 'gAAAA-old' };
 const OUR_SUMMARY = { type: 'message', role: 'user', content: [{ type: 'input_text', text: '[compaction-gateway] The 4 earlier messages ... Summary:\n\nread a.ts' }] };
 
-async function provider(compactStatus: number) {
-  upstream = await startFakeUpstream((req, res) => {
-    if (req.url === '/v1/responses/compact') return compactStatus === 200 ? json(res, 200, { object: 'response.compaction', output: [WINDOW] }) : json(res, compactStatus, { error: { message: 'Invalid URL' } });
-    json(res, 200, { output_text: 'NEW SUMMARY' });
-  });
+/** The upstream as the summarizer: its own compaction answers `compactStatus`; a summary is always made. */
+function provider(compactStatus: number) {
+  summarizer = fakeSummarizer(
+    responses.summarizer,
+    (call) => {
+      if (call.kind === 'compact') return compactStatus === 200 ? { json: { object: 'response.compaction', output: [WINDOW] } } : { status: compactStatus, json: { error: { message: 'Invalid URL' } } };
+      return { json: { output_text: 'NEW SUMMARY' } };
+    },
+    { model: 'gpt-6', providerCompaction: true },
+  );
 }
 
 /** The task, then `rounds` reasoning + call + output rounds of 1 KB. */
@@ -63,19 +64,7 @@ async function run(recalled: MemoryEntry): Promise<Extract<CompactionResult, { o
   const config = validateConfig({ compaction: { keepRecent: 12 }, summarizer: { providerCompaction: true } });
   const conversation = responses.read(body)!;
   expect(keptPrefixEnd(conversation)).toBe(2);
-  const result = await compact({
-    dialect: responses,
-    request: body,
-    conversation,
-    bodyBytes,
-    target,
-    config,
-    dispatcher,
-    summarizer: { url: `${upstream.baseUrl}`, model: 'gpt-6', headers: {}, wire: responses.summarizer, providerCompaction: true },
-    signal: new AbortController().signal,
-    because: 'a test',
-    recalled,
-  });
+  const result = await compact({ dialect: responses, request: body, conversation, bodyBytes, recalled }, settingsOf(config, target), summarizer);
   if (result.outcome !== 'compacted') throw new Error(`not compacted: ${result.why}`);
   return result;
 }
@@ -84,9 +73,9 @@ const sentInput = (r: { body: Buffer }) => JSON.parse(r.body.toString()).input a
 
 describe('the provider\u2019s window after an earlier compaction', () => {
   it('after our summary: the summary goes to /responses/compact with the items that aged out, and the window replaces both', async () => {
-    await provider(200);
+    provider(200);
     const r = await run(remembered([OUR_SUMMARY], 'summarize', 3));
-    const [call] = upstream.received.filter((c) => c.url === '/v1/responses/compact');
+    const [call] = summarizer.calls.filter((c) => c.kind === 'compact');
     expect(call.json.input[0]).toEqual(OUR_SUMMARY);
     expect(call.json.input.slice(1).some((i: any) => i.type === 'reasoning')).toBe(true);
     expect(r.strategy).toBe('provider');
@@ -95,14 +84,14 @@ describe('the provider\u2019s window after an earlier compaction', () => {
   });
 
   it('after a window of its own: the old window goes first, and the new one replaces it', async () => {
-    await provider(200);
+    provider(200);
     const r = await run(remembered([OLD_WINDOW], 'provider', 3));
-    expect(upstream.received.find((c) => c.url === '/v1/responses/compact')!.json.input[0]).toEqual(OLD_WINDOW);
+    expect(summarizer.calls.find((c) => c.kind === 'compact')!.json.input[0]).toEqual(OLD_WINDOW);
     expect(sentInput(r).filter((i) => i.type === 'compaction')).toEqual([WINDOW]);
   });
 
   it('the provider failing after a window of its own: the window stays as it was, our summary of what aged out after it', async () => {
-    await provider(404);
+    provider(404);
     const r = await run(remembered([OLD_WINDOW], 'provider', 3));
     expect(r).toMatchObject({ strategy: 'summarize', providerFailure: 'rejected' });
     const input = sentInput(r);
@@ -112,7 +101,7 @@ describe('the provider\u2019s window after an earlier compaction', () => {
   });
 
   it('and once more after that ([window, our summary] remembered as summarize): the window is still kept', async () => {
-    await provider(404);
+    provider(404);
     const r = await run(remembered([OLD_WINDOW, OUR_SUMMARY], 'summarize', 3));
     const input = sentInput(r);
     expect(input[2]).toEqual(OLD_WINDOW);

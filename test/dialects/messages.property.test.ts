@@ -1,5 +1,4 @@
 import fc from 'fast-check';
-import { Agent } from 'undici';
 import { expect, it } from 'vitest';
 import { compact } from '../../src/compaction/index.js';
 import { sizeTarget } from '../../src/compaction/target.js';
@@ -74,7 +73,6 @@ function build(r: any): Record<string, any> {
 
 it('every compacted Messages request is well formed, strips stale signed thinking but the open round\u2019s, and adds no breakpoint', async () => {
   const config = validateConfig({ compaction: { strategy: 'fallback' } });
-  const dispatcher = new Agent();
   const outcomes = new Map<string, number>();
   await fc.assert(
     fc.asyncProperty(requestArb, async (r) => {
@@ -83,18 +81,12 @@ it('every compacted Messages request is well formed, strips stale signed thinkin
       const limitTokens = Math.max(1, Math.floor((body.length * r.shrinkTo) / 4));
       const limits = r.reason === 'context_length' ? { limitTokens, promptTokens: Math.ceil(body.length / 4) } : { limitBytes: Math.floor(body.length * r.shrinkTo) };
       const target = sizeTarget({ reason: r.reason, limits, bodyBytes: body.length, requested: dialect.completion(json) }, undefined, 0.6);
-      const result = await compact({
-        dialect,
-        request: json,
-        conversation: dialect.read(json)!,
-        bodyBytes: body.length,
-        target,
-        config,
-        dispatcher,
-        summarizer: { url: 'http://127.0.0.1:9/v1', model: 'm', headers: {}, wire: dialect.summarizer },
-        signal: new AbortController().signal,
-        because: 'a test',
-      });
+      const result = await compact(
+        { dialect: dialect, request: json, conversation: dialect.read(json)!, bodyBytes: body.length },
+        { target, because: 'a test', compaction: config.compaction, summary: config.summarizer },
+        // The fallback asks no summarizer.
+        { wire: dialect.summarizer, model: 'm', send: () => Promise.reject(new Error('the fallback asks no summarizer')) },
+      );
       const key = result.outcome === 'compacted' ? 'compacted' : result.why;
       outcomes.set(key, (outcomes.get(key) ?? 0) + 1);
       if (result.outcome !== 'compacted') return;
@@ -121,7 +113,6 @@ it('every compacted Messages request is well formed, strips stale signed thinkin
     }),
     { numRuns: 250 },
   );
-  await dispatcher.close();
   // The generator must reach both sides, or the property says little.
   expect(outcomes.get('compacted') ?? 0, JSON.stringify([...outcomes])).toBeGreaterThan(50);
 });

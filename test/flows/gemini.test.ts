@@ -1,13 +1,15 @@
 import { ApiError, FunctionCallingConfigMode, GoogleGenAI, HarmBlockThreshold, HarmCategory, ThinkingLevel, type GenerateContentConfig } from '@google/genai';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startFakeUpstream, type FakeUpstream, type Received } from '../helpers/fake-upstream.js';
+import type { Received } from '../helpers/fake-upstream.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
 import { freePort } from '../helpers/ports.js';
 import { parseCompactionHeader } from '../helpers/rescue.js';
 import { MESSAGES, startStrictGemini, tokensOf, type StrictGemini, type StrictGeminiReject } from '../helpers/strict-gemini.js';
+import { expectValidGeminiReplay, geminiFixture } from '../scenarios/apis/gemini.js';
 
 /*
- * The Gemini API's row of the scenario table: the official @google/genai SDK pointed at the gateway
+ * A Gemini CLI session (the API's row of the scenario table is test/scenarios/apis/gemini.ts; here,
+ * the session with signed calls): the official @google/genai SDK pointed at the gateway
  * as Gemini CLI is (its base URL the gateway's origin), against the strict Gemini stand-in, which
  * refuses a body past LIMIT in each of the ways the API and its edge do and checks the newest model
  * turn's thought signatures and every function response's pairing. The agent keeps its history as
@@ -22,13 +24,11 @@ const LIMIT = 42_000; // the 7th request is about 39 KB, the 8th 46 KB
 const FIRST_OVER = 8;
 
 let standIn: StrictGemini | undefined;
-let upstream: FakeUpstream | undefined;
 let gateway: TestGateway | undefined;
 afterEach(async () => {
   await gateway?.close();
   await standIn?.close();
-  await upstream?.close();
-  gateway = standIn = upstream = undefined;
+  gateway = standIn = undefined;
 });
 
 const TASK = { role: 'user', parts: [{ text: 'Review every TypeScript file under src/ one by one.' }] };
@@ -139,58 +139,19 @@ async function untilOverflow(agent: Agent, origin: string): Promise<Turn[]> {
 
 const isOverflow = (message: string | null) => message !== null && (message === '413 Request Entity Too Large' || /^The input token count \(\d+\) exceeds the maximum number of tokens allowed \(\d+\)\.$/.test(message));
 const newestModel = (contents: any[]) => contents.findLast((c) => c.role === 'model');
-const summaryOf = (contents: any[]) => contents.find((c) => c.parts.some((p: any) => typeof p.text === 'string' && p.text.includes('[compaction-gateway]')));
-const MASKED = '[tool output omitted by compaction-gateway: read_file, ';
 
 /** Every functionResponse right after the model turn that issued its call, and every call answered there. */
 function expectPairsIntact(contents: any[]): void {
-  contents.forEach((content, i) => {
-    const responses = content.parts.filter((p: any) => p.functionResponse).map((p: any) => p.functionResponse.id);
-    const calls = content.parts.filter((p: any) => p.functionCall).map((p: any) => p.functionCall.id);
-    if (responses.length > 0) expect(contents[i - 1]?.parts.filter((p: any) => p.functionCall).map((p: any) => p.functionCall.id), `contents[${i}]`).toEqual(responses);
-    if (calls.length > 0) expect(contents[i + 1]?.parts.filter((p: any) => p.functionResponse).map((p: any) => p.functionResponse.id), `contents[${i + 1}]`).toEqual(calls);
-  });
+  expect(geminiFixture.brokenPairs({ contents })).toEqual([]);
 }
 
-/**
- * A replay the strict API takes: smaller, its pairs intact, model turns as sent, the rest of the
- * request as sent. Masked, every turn stays where it was; summarised, a user turn stands for several.
- */
+/** The table's Gemini replay check, and the fields the SDK sends: each of them, in order. */
 function expectValidReplay(rejected: Received, replay: Received): void {
-  const before = rejected.json.contents as any[];
-  const after = replay.json.contents as any[];
-  const masked = /strategy=mask\b/.test(String(replay.headers['x-gateway-compaction']));
-  if (masked) expect(after.length).toBe(before.length);
-  else expect(after.length).toBeLessThan(before.length);
-  expect(replay.body.length).toBeLessThan(rejected.body.length);
-  expectPairsIntact(after);
-  // Other fields unchanged, in their order; the SDK did send each of them.
+  expectValidGeminiReplay(rejected, replay);
+  // The newest model turn asked for a file: its call carries the signature the replay must keep.
+  expect(newestModel(rejected.json.contents).parts.find((p: any) => p.functionCall)?.thoughtSignature).toEqual(expect.any(String));
   const { contents: _a, ...fieldsBefore } = rejected.json;
-  const { contents: _b, ...fieldsAfter } = replay.json;
   expect(Object.keys(fieldsBefore)).toEqual(OTHER_FIELDS);
-  expect(fieldsAfter).toEqual(fieldsBefore);
-  expect(Object.keys(replay.json)).toEqual(Object.keys(rejected.json));
-  // A model turn is kept whole or not at all; the newest one is kept, its signature byte for byte.
-  const sentBefore = new Set(before.filter((c) => c.role === 'model').map((c) => JSON.stringify(c)));
-  for (const model of after.filter((c) => c.role === 'model')) expect(sentBefore.has(JSON.stringify(model))).toBe(true);
-  expect(newestModel(after)).toEqual(newestModel(before));
-  const signature = newestModel(before).parts.find((p: any) => p.functionCall).thoughtSignature;
-  expect(replay.body.toString('utf8')).toContain(`"thoughtSignature":${JSON.stringify(signature)}`);
-  // The summary is a user turn (masked: the oldest file reads are placeholders in their own
-  // turns), turns alternate, the last one (the newest file) is whole.
-  if (masked) {
-    expect(summaryOf(after)).toBeUndefined();
-    const placeholders = after.filter((c) => c.role === 'user' && JSON.stringify(c).includes(MASKED));
-    expect(placeholders.length).toBeGreaterThan(0);
-    expect(JSON.stringify(before)).not.toContain(MASKED);
-  } else {
-    expect(summaryOf(after).role).toBe('user');
-  }
-  after.forEach((c, i) => i > 0 && expect(c.role, `contents[${i}]`).not.toBe(after[i - 1].role));
-  expect(after.at(-1)).toEqual(before.at(-1));
-  expect(replay.url).toBe(rejected.url);
-  expect(replay.headers['x-goog-api-key']).toBe(rejected.headers['x-goog-api-key']);
-  expect(replay.headers['x-gateway-compaction']).toMatch(/outcome=replayed/);
 }
 
 /** The model parts the stand-in answered the turn's last call with, as the agent got them. */
@@ -267,45 +228,6 @@ describe('an in-stream failure', () => {
     expect(rescued.header).toMatchObject({ outcome: 'replayed', reason: 'context_length' });
     expect(rescued.parts).toEqual(lastIssued());
     expect(rescued.parts[0].text).toMatch(/^Let me read src\/module\d+\.ts next\.$/);
-  });
-});
-
-describe('a stream already started', () => {
-  const first = { candidates: [{ content: { role: 'model', parts: [{ text: 'Reading the next file' }] }, index: 0 }], modelVersion: MODEL, responseId: 'started-1' };
-  const error = { error: { code: 400, message: MESSAGES.window(50_000, 10_000), status: 'INVALID_ARGUMENT' } };
-  const events = [`data: ${JSON.stringify(first)}\r\n\r\n`, `data: ${JSON.stringify(error)}\r\n\r\n`];
-
-  async function startStarted(): Promise<TestGateway> {
-    upstream = await startFakeUpstream(async (_req, res) => {
-      res.writeHead(200, { 'content-type': 'text/event-stream' });
-      res.write(events[0]);
-      await new Promise((r) => setTimeout(r, 30));
-      res.end(events[1]);
-    });
-    gateway = await startGateway({ upstream: { url: upstream.origin } });
-    return gateway;
-  }
-
-  it('a failure after the first content is relayed as it came, never replayed', async () => {
-    const { origin } = await startStarted();
-    const res = await fetch(`${origin}/v1beta/models/${MODEL}:streamGenerateContent?alt=sse`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-goog-api-key': API_KEY },
-      body: JSON.stringify(new Agent(true).body()),
-    });
-    expect(res.status).toBe(200);
-    expect(await res.text()).toBe(events.join(''));
-    expect(res.headers.get('x-gateway-compaction')).toBeNull();
-    expect(upstream!.received).toHaveLength(1);
-  });
-
-  it('the SDK gets the content that was sent, and the error as the empty chunk it makes of it', async () => {
-    const { origin } = await startStarted();
-    const ai = new GoogleGenAI({ apiKey: API_KEY, httpOptions: { baseUrl: origin } });
-    const chunks: any[] = [];
-    for await (const chunk of await ai.models.generateContentStream({ model: MODEL, contents: [TASK], config: CONFIG })) chunks.push(chunk);
-    expect(chunks.map((c) => c.candidates?.[0]?.content?.parts)).toEqual([first.candidates[0].content.parts, undefined]);
-    expect(upstream!.received).toHaveLength(1);
   });
 });
 

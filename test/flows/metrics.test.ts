@@ -72,9 +72,12 @@ describe('bounded label values', () => {
   it('the learned-limit gauges keep the first models a client names, then "other"', async () => {
     const metrics = createMetrics();
     const app = buildServer(validateConfig({ upstream: { url: 'http://127.0.0.1:9/v1' } }), { metrics });
+    // The server's memory registered them (memory is on by default); the memory sets them through its handle.
     const gauge = metrics.registry.getSingleMetric('gateway_learned_context_limit_tokens') as Gauge<'model'>;
-    for (let i = 0; i < CLIENT_LABEL_LIMIT + 30; i++) gauge.set({ model: `model-${i}` }, 1000 + i);
-    gauge.set({ model: 'model-0' }, 4096);
+    expect(gauge).toBeDefined();
+    const handle = metrics.memory().learnedContextLimit;
+    for (let i = 0; i < CLIENT_LABEL_LIMIT + 30; i++) handle.set(`model-${i}`, 1000 + i);
+    handle.set('model-0', 4096);
     const values = (await gauge.get()).values;
     expect(values).toHaveLength(CLIENT_LABEL_LIMIT + 1);
     expect(values.find((v) => v.labels.model === 'model-0')?.value).toBe(4096);

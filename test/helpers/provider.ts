@@ -1,5 +1,12 @@
 import type { ServerResponse } from 'node:http';
-import { completion, json, sse, startFakeUpstream, streamEvents, type FakeUpstream, type Received } from './fake-upstream.js';
+import { completion, json, sse, startFakeUpstream, streamEvents, type FakeUpstream, type Handler, type Received } from './fake-upstream.js';
+import { NGINX_413 } from './nginx.js';
+import { strictAnthropicRules, type BindingCheck, type StrictAnthropicReject } from './strict-anthropic.js';
+import { strictChatRules, type StrictChatReject } from './strict-chat.js';
+import { strictGeminiRules, type StrictGeminiReject } from './strict-gemini.js';
+import { strictResponsesRules, type StrictResponsesReject } from './strict-responses.js';
+
+export { NGINX_413 };
 
 /** How the fake provider says "too long". */
 export type RejectStyle = 'openai_400' | 'json_413' | 'nginx_413' | 'anthropic_400' | 'sse_in_band';
@@ -20,10 +27,10 @@ export interface FakeProvider extends FakeUpstream {
 
 const BYTES_PER_TOKEN = 4;
 
-export const NGINX_413 =
-  '<html>\r\n<head><title>413 Request Entity Too Large</title></head>\r\n<body>\r\n<center><h1>413 Request Entity Too Large</h1></center>\r\n<hr><center>nginx/1.26.1</center>\r\n</body>\r\n</html>\r\n';
-
-/** An OpenAI-like provider with a small context window, which also plays the summarizer. */
+/**
+ * A lenient OpenAI-like provider with a small context window, which also plays the summarizer:
+ * it checks nothing but the size. New tests take the strict one, `startStandIn`, below.
+ */
 export async function startProvider(options: ProviderOptions): Promise<FakeProvider> {
   const style = options.style ?? 'openai_400';
   const upstream = await startFakeUpstream(async (req, res) => {
@@ -77,4 +84,186 @@ function reject(res: ServerResponse, style: RejectStyle, bytes: number, limitByt
       );
       return;
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The stand-in: one declarative provider for every API the gateway speaks
+
+/*
+ * One loopback server with a route per API, each route the strict rules of its API (the
+ * provider's checks and exact errors: tool pairs, alternation, signed thinking and encrypted
+ * reasoning bound to their prefix, thought signatures, the window), and a script of answers
+ * a test declares ahead (a JSON answer, or a stream of events that may wait for the client and
+ * end or be cut) served to model calls, in order, before the rules answer the rest. A refusal is
+ * declared by the one thing tests care about: how the provider says "too long".
+ */
+
+export type Api = 'chat' | 'responses' | 'messages' | 'gemini';
+
+/** How "too long" is said: a 400 (that states the window, where the API does), an edge's 413 page, or an error inside a 200 stream. */
+export type TooLong = 'stated' | 'page' | 'in_stream';
+
+/** A tool call in any API's words; the stand-in writes it as the API does. */
+export interface Reply {
+  text?: string;
+  call?: { id: string; name: string; args: Record<string, unknown> };
+}
+
+export type Scripted =
+  | { status: number; json: unknown; headers?: Record<string, string> }
+  | {
+      /** SSE events, one write each. */
+      events: string[];
+      /** Wait for this after writing the first `pause.after` events (bounded by the test). */
+      pause?: { after: number; until: Promise<void> };
+      /** How the stream ends: cleanly, or with the connection cut. */
+      end?: 'end' | 'reset';
+    };
+
+export interface StandInOptions {
+  /** Bodies larger than this are over the window (limitBytes / 4 tokens). Default: no limit. */
+  limitBytes?: number;
+  tooLong?: TooLong;
+  /** What the model says to the n-th (1-based) answered model call of `api`. Default: text. */
+  reply?: (api: Api, n: number, req: Received) => Reply;
+  /** How the summarizer's calls are answered instead of by the rules: scripted, or never. */
+  summarizer?: Scripted | 'hang';
+}
+
+export interface StandIn extends FakeUpstream {
+  /** Model calls (the summarizer's excepted) of one API, or of all. */
+  calls(api?: Api): Received[];
+  summarizerCalls(): Received[];
+  /** What the rules answered each model call of `api` with: the refusal's message, or null. */
+  verdicts(api: Api): Array<string | null>;
+  /** Messages API only: what the binding check saw of each model call. */
+  bindingChecks(): BindingCheck[];
+  /** Queues answers for the next model calls, before the rules. */
+  script(...answers: Scripted[]): void;
+  /** The bytes of the answer's body to a request, as written. */
+  answerBytes(req: Received): Buffer;
+  /** The headers of the answer to a request, once it ended. */
+  answerHeaders(req: Received): Record<string, unknown>;
+}
+
+const STYLES: { [A in Api]: Record<TooLong, string> } = {
+  chat: { stated: 'context_length', page: 'edge_413', in_stream: 'sse_in_band' } satisfies Record<TooLong, StrictChatReject>,
+  responses: { stated: 'context_length', page: 'edge_413', in_stream: 'stream_failed' } satisfies Record<TooLong, StrictResponsesReject>,
+  messages: { stated: 'prompt_too_long', page: 'edge_413', in_stream: 'sse_error' } satisfies Record<TooLong, StrictAnthropicReject>,
+  gemini: { stated: 'invalid_argument', page: 'edge_413', in_stream: 'stream_error' } satisfies Record<TooLong, StrictGeminiReject>,
+};
+
+/** The API a request is for, by its path. */
+export function apiOf(url: string): Api | null {
+  const path = url.split('?')[0];
+  if (path.startsWith('/v1beta/models/')) return 'gemini';
+  if (path.endsWith('/chat/completions')) return 'chat';
+  if (/\/responses(\/compact)?$/.test(path)) return 'responses';
+  if (path.endsWith('/messages')) return 'messages';
+  return null;
+}
+
+const summarizing = (r: Received) => r.headers['x-gateway-compaction'] === 'summarizer';
+
+export async function startStandIn(options: StandInOptions = {}): Promise<StandIn> {
+  const tooLong = options.tooLong ?? 'stated';
+  const counts: Record<Api, number> = { chat: 0, responses: 0, messages: 0, gemini: 0 };
+  const reply = (api: Api) => (req: Received) => options.reply?.(api, ++counts[api], req) ?? {};
+  const chat = strictChatRules({
+    limitBytes: options.limitBytes,
+    style: STYLES.chat[tooLong] as StrictChatReject,
+    reply: (req) => {
+      const { text, call } = reply('chat')(req);
+      return { text, toolCall: call && { id: call.id, name: call.name, arguments: JSON.stringify(call.args) } };
+    },
+  });
+  const responses = strictResponsesRules({
+    limitBytes: options.limitBytes,
+    style: STYLES.responses[tooLong] as StrictResponsesReject,
+    reply: (req) => {
+      const { text, call } = reply('responses')(req);
+      return { text, call: call && { call_id: call.id, name: call.name, arguments: JSON.stringify(call.args) } };
+    },
+  });
+  const messages = strictAnthropicRules({
+    limitBytes: options.limitBytes,
+    style: STYLES.messages[tooLong] as StrictAnthropicReject,
+    reply: (req) => {
+      const { text, call } = reply('messages')(req);
+      return { text, toolUse: call && { id: call.id, name: call.name, input: call.args } };
+    },
+  });
+  const gemini = strictGeminiRules({
+    limitBytes: options.limitBytes,
+    style: STYLES.gemini[tooLong] as StrictGeminiReject,
+    reply: (req) => {
+      const { text, call } = reply('gemini')(req);
+      return { text, functionCall: call };
+    },
+  });
+  const routes: Record<Api, Handler> = { chat: chat.handle, responses: responses.handle, messages: messages.handle, gemini: gemini.handle };
+  const script: Scripted[] = [];
+  const written = new Map<Received, Buffer[]>();
+  const headers = new Map<Received, Record<string, unknown>>();
+
+  const upstream = await startFakeUpstream(async (req, res, raw) => {
+    written.set(req, []);
+    headers.set(req, {});
+    record(res, written.get(req)!, headers.get(req)!);
+    const api = apiOf(req.url);
+    if (api === null) return json(res, 404, { error: { message: `no route for ${req.method} ${req.url}` } });
+    const summarizer = summarizing(req) ? options.summarizer : undefined;
+    if (summarizer === 'hang') return;
+    if (summarizer) return play(res, summarizer);
+    const next = summarizing(req) ? undefined : script.shift();
+    if (next) return play(res, next);
+    return routes[api](req, res, raw);
+  });
+
+  const verdicts: Record<Api, () => Array<string | null>> = {
+    chat: () => chat.checks().map((c) => c.refused),
+    responses: () => responses.checks().map((c) => c.refused),
+    messages: () => messages.checks().map((c) => c.refused),
+    gemini: () => gemini.checks().map((c) => c.refused),
+  };
+  return {
+    ...upstream,
+    calls: (api) => upstream.received.filter((r) => !summarizing(r) && apiOf(r.url) !== null && (api === undefined || apiOf(r.url) === api)),
+    summarizerCalls: () => upstream.received.filter(summarizing),
+    verdicts: (api) => verdicts[api](),
+    bindingChecks: messages.checks,
+    script: (...answers) => void script.push(...answers),
+    answerBytes: (req) => Buffer.concat(written.get(req) ?? []),
+    answerHeaders: (req) => headers.get(req) ?? {},
+  };
+}
+
+/** Keeps a copy of the head and of every body byte written to `res`. */
+function record(res: ServerResponse, chunks: Buffer[], head: Record<string, unknown>): void {
+  const writeHead = res.writeHead.bind(res) as (...args: any[]) => ServerResponse;
+  res.writeHead = ((status: number, ...rest: any[]) => {
+    const fields = rest.find((r) => r !== null && typeof r === 'object');
+    if (fields && !Array.isArray(fields)) for (const [k, v] of Object.entries(fields)) head[k.toLowerCase()] = v;
+    return writeHead(status, ...rest);
+  }) as typeof res.writeHead;
+  const keep = (chunk: unknown) => {
+    if (chunk !== undefined && chunk !== null && typeof chunk !== 'function') chunks.push(Buffer.from(chunk as string | Uint8Array));
+  };
+  const write = res.write.bind(res) as (...args: any[]) => boolean;
+  const end = res.end.bind(res) as (...args: any[]) => ServerResponse;
+  res.write = ((chunk: unknown, ...rest: any[]) => (keep(chunk), write(chunk, ...rest))) as typeof res.write;
+  res.end = ((chunk?: unknown, ...rest: any[]) => (keep(chunk), end(chunk, ...rest))) as typeof res.end;
+}
+
+async function play(res: ServerResponse, answer: Scripted): Promise<void> {
+  if ('json' in answer) return json(res, answer.status, answer.json, answer.headers);
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+  for (const [k, event] of answer.events.entries()) {
+    if (answer.pause && k === answer.pause.after) await answer.pause.until;
+    if (res.destroyed) return;
+    res.write(event);
+  }
+  if (answer.pause && answer.pause.after >= answer.events.length) await answer.pause.until;
+  if (answer.end === 'reset') return void res.destroy();
+  res.end();
 }

@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import { completion, json, sse, startFakeUpstream, streamEvents, type FakeUpstream, type Received } from './fake-upstream.js';
-import { NGINX_413 } from './provider.js';
+import { NGINX_413 } from './nginx.js';
 import { responseObject, streamOf } from './responses-provider.js';
 import { sessionBody, sessionTurns } from './sessions.js';
 

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
-import { json, startFakeUpstream, type FakeUpstream, type Received } from './fake-upstream.js';
-import { NGINX_413 } from './provider.js';
+import { json, startFakeUpstream, type FakeUpstream, type Handler, type Received } from './fake-upstream.js';
+import { NGINX_413 } from './nginx.js';
 import { digest, seal, unseal } from './signed.js';
 
 /*
@@ -97,14 +97,23 @@ const DROP_KEYS: ReadonlySet<string> = new Set(['cache_control']);
 const isSummarizer = (r: Received) => r.headers['x-gateway-compaction'] === 'summarizer';
 const isThinking = (b: any) => b?.type === 'thinking' || b?.type === 'redacted_thinking';
 
-export async function startStrictAnthropic(options: StrictAnthropicOptions = {}): Promise<StrictAnthropic> {
+export interface StrictAnthropicRules {
+  handle: Handler;
+  checks(): BindingCheck[];
+  issued(): Array<{ call: number; block: ThinkingBlock }>;
+}
+
+/** The Messages API's rules as a handler, for one server or a route of a shared one. */
+export function strictAnthropicRules(options: StrictAnthropicOptions = {}): StrictAnthropicRules {
   const checks: BindingCheck[] = [];
   const issued: Array<{ call: number; block: ThinkingBlock }> = [];
   let answered = 0;
+  let seen = 0;
 
-  const upstream = await startFakeUpstream((req, res) => {
+  const handle: Handler = (req, res) => {
     const summarizer = isSummarizer(req);
     const check: BindingCheck = { refused: null, invalid: [], dropped: [], dropBlock: false };
+    const call = summarizer ? -1 : seen++;
     if (!summarizer) checks.push(check);
     const admitted = admit(req, check, options);
     if (admitted instanceof Refusal) {
@@ -119,7 +128,7 @@ export async function startStrictAnthropic(options: StrictAnthropicOptions = {})
     } else {
       if (options.thinking !== false && body.thinking?.type !== 'disabled') {
         const block = signedBlock(body, model, located.at(-1)?.binding.id ?? null);
-        issued.push({ call: upstream.received.filter((r) => !isSummarizer(r)).length - 1, block });
+        issued.push({ call, block });
         content.push(block);
       }
       const reply = options.reply?.(req) ?? {};
@@ -139,14 +148,19 @@ export async function startStrictAnthropic(options: StrictAnthropicOptions = {})
     };
     if (body.stream === true) return writeEvents(res, streamOf(message));
     json(res, 200, message);
-  });
+  };
+  return { handle, checks: () => checks, issued: () => issued };
+}
 
+export async function startStrictAnthropic(options: StrictAnthropicOptions = {}): Promise<StrictAnthropic> {
+  const rules = strictAnthropicRules(options);
+  const upstream = await startFakeUpstream(rules.handle);
   return {
     ...upstream,
     messageCalls: () => upstream.received.filter((r) => !isSummarizer(r)),
     summarizerCalls: () => upstream.received.filter(isSummarizer),
-    checks: () => checks,
-    issued: () => issued,
+    checks: rules.checks,
+    issued: rules.issued,
   };
 }
 

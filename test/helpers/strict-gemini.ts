@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
-import { json, startFakeUpstream, type FakeUpstream, type Received } from './fake-upstream.js';
-import { NGINX_413 } from './provider.js';
+import { json, startFakeUpstream, type FakeUpstream, type Handler, type Received } from './fake-upstream.js';
+import { NGINX_413 } from './nginx.js';
 import { seal, unseal } from './signed.js';
 
 /*
@@ -103,14 +103,24 @@ const generate = (r: Received) => ['generateContent', 'streamGenerateContent'].i
 const isRecord = (v: unknown): v is Record<string, any> => v !== null && typeof v === 'object' && !Array.isArray(v);
 const partsOf = (content: unknown): any[] => (isRecord(content) && Array.isArray(content.parts) ? content.parts : []);
 
-export async function startStrictGemini(options: StrictGeminiOptions = {}): Promise<StrictGemini> {
+export interface StrictGeminiRules {
+  handle: Handler;
+  checks(): GeminiCheck[];
+  issued(): Array<{ call: number; parts: unknown[] }>;
+  keys(): Array<ApiKey | null>;
+}
+
+/** The Gemini API's rules as a handler, for one server or a route of a shared one. */
+export function strictGeminiRules(options: StrictGeminiOptions = {}): StrictGeminiRules {
   const checks: GeminiCheck[] = [];
   const issued: Array<{ call: number; parts: unknown[] }> = [];
   const keys: Array<ApiKey | null> = [];
   let answered = 0;
+  let seen = 0;
 
-  const upstream = await startFakeUpstream((req, res) => {
+  const handle: Handler = (req, res) => {
     const route = routeOf(req);
+    const call = route && route.method !== 'countTokens' && !isSummarizer(req) ? seen++ : -1;
     keys.push(route?.key ?? keyOf(req));
     if (!route) return json(res, 404, pretty(googleError(404, 'NOT_FOUND', `The requested URL ${req.url.split('?')[0]} was not found on this server.`)));
     const summarizer = isSummarizer(req);
@@ -130,21 +140,26 @@ export async function startStrictGemini(options: StrictGeminiOptions = {}): Prom
       parts = [{ text: `SUMMARY of ${textOf(admitted).length} chars: the user asked for a review of src/.` }];
     } else {
       parts = answerParts(options.reply?.(req) ?? {}, route.model);
-      issued.push({ call: upstream.received.filter((r) => generate(r) && !isSummarizer(r)).length - 1, parts });
+      issued.push({ call, parts });
     }
     const chunks = chunksOf(parts, route.model, `strict-gemini-${n}-${randomBytes(6).toString('base64url')}`, req.body.length);
     if (route.method === 'generateContent') return json(res, 200, pretty(whole(chunks)));
     writeStream(res, route, chunks);
-  });
+  };
+  return { handle, checks: () => checks, issued: () => issued, keys: () => keys };
+}
 
+export async function startStrictGemini(options: StrictGeminiOptions = {}): Promise<StrictGemini> {
+  const rules = strictGeminiRules(options);
+  const upstream = await startFakeUpstream(rules.handle);
   return {
     ...upstream,
     generateCalls: () => upstream.received.filter((r) => generate(r) && !isSummarizer(r)),
     summarizerCalls: () => upstream.received.filter((r) => generate(r) && isSummarizer(r)),
     countTokensCalls: () => upstream.received.filter((r) => routeOf(r)?.method === 'countTokens'),
-    checks: () => checks,
-    issued: () => issued,
-    keys: () => keys,
+    checks: rules.checks,
+    issued: rules.issued,
+    keys: rules.keys,
   };
 }
 

@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
-import { completion, json, startFakeUpstream, type FakeUpstream, type Received } from './fake-upstream.js';
-import { NGINX_413 } from './provider.js';
+import { completion, json, startFakeUpstream, type FakeUpstream, type Handler, type Received } from './fake-upstream.js';
+import { NGINX_413 } from './nginx.js';
 import { CONTEXT_WINDOW_MESSAGE, event, failedInStream, writeEvents } from './responses-provider.js';
 import { digest, seal, unseal } from './signed.js';
 
@@ -73,7 +73,14 @@ class Refusal {
 const isSummarizer = (r: Received) => r.headers['x-gateway-compaction'] === 'summarizer';
 const isReasoning = (item: any) => item?.type === 'reasoning';
 
-export async function startStrictResponses(options: StrictResponsesOptions = {}): Promise<StrictResponses> {
+export interface StrictResponsesRules {
+  handle: Handler;
+  checks(): ReasoningCheck[];
+  issued(): Array<{ call: number; items: unknown[] }>;
+}
+
+/** The Responses API's rules as a handler, for one server or a route of a shared one. */
+export function strictResponsesRules(options: StrictResponsesOptions = {}): StrictResponsesRules {
   const limitBytes = options.limitBytes ?? Infinity;
   const style = options.style ?? 'context_length';
   const checks: ReasoningCheck[] = [];
@@ -81,10 +88,12 @@ export async function startStrictResponses(options: StrictResponsesOptions = {})
   /** Output item id -> the reasoning item issued right before it. */
   const after = new Map<string, string>();
   let answered = 0;
+  let seen = 0;
 
-  const upstream = await startFakeUpstream((req, res) => {
+  const handle: Handler = (req, res) => {
     const summarizer = isSummarizer(req);
     const check: ReasoningCheck = { refused: null, removed: [] };
+    const call = summarizer ? -1 : seen++;
     if (!summarizer) checks.push(check);
     const refuse = (status: number, refusal: Refusal) => {
       check.refused = refusal.message;
@@ -126,17 +135,22 @@ export async function startStrictResponses(options: StrictResponsesOptions = {})
       items.splice(before.length, 0, { type: 'reasoning', id: binding.id, summary: [], encrypted_content: seal(binding) });
       after.set(last.id, binding.id);
     }
-    issued.push({ call: upstream.received.filter((r) => !isSummarizer(r)).length - 1, items });
+    issued.push({ call, items });
     answer(res, response(body, n, items, transformations, req.body.length), stream);
-  });
+  };
+  return { handle, checks: () => checks, issued: () => issued };
+}
 
+export async function startStrictResponses(options: StrictResponsesOptions = {}): Promise<StrictResponses> {
+  const rules = strictResponsesRules(options);
+  const upstream = await startFakeUpstream(rules.handle);
   return {
     ...upstream,
     responseCalls: () => upstream.received.filter((r) => !isSummarizer(r)),
     summarizerCalls: () => upstream.received.filter(isSummarizer),
     compactCalls: () => upstream.received.filter((r) => r.url.startsWith('/v1/responses/compact')),
-    checks: () => checks,
-    issued: () => issued,
+    checks: rules.checks,
+    issued: rules.issued,
   };
 }
 

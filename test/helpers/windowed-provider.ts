@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import { completion, json, sse, startFakeUpstream, streamEvents, type FakeUpstream, type Received } from './fake-upstream.js';
-import { NGINX_413 } from './provider.js';
+import { NGINX_413 } from './nginx.js';
 
 /*
  * A vLLM-like chat-completions upstream with a context window of `window` tokens that holds

@@ -1,7 +1,6 @@
 import { Readable } from 'node:stream';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import fc from 'fast-check';
-import { Agent } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { compact } from '../../src/compaction/index.js';
 import { jsonBytes } from '../../src/compaction/size.js';
@@ -68,7 +67,6 @@ describe('the classifier on mutated real provider errors', () => {
 
 describe('compaction end to end (deterministic fallback, no network)', () => {
   const config = validateConfig({ compaction: { strategy: 'fallback' } });
-  const dispatcher = new Agent();
   const request = fc.record({
     messages: conversationArb,
     extra: fc.dictionary(fc.constantFrom('temperature', 'tools', 'max_tokens', 'stream', 'user'), fc.jsonValue(), { maxKeys: 3 }),
@@ -87,18 +85,12 @@ describe('compaction end to end (deterministic fallback, no network)', () => {
         const target = sizeTarget({ reason, limits, bodyBytes: body.length, requested: chat.completion(json) }, undefined, 0.6);
         const conversation = chat.read(json);
         if (!conversation) return;
-        const result = await compact({
-          dialect: chat,
-          request: json,
-          conversation,
-          bodyBytes: body.length,
-          target,
-          config,
-          dispatcher,
-          summarizer: { url: 'http://127.0.0.1:9/v1', model: 'm', headers: {}, wire: chat.summarizer },
-          signal: new AbortController().signal,
-          because: 'a test',
-        });
+        const result = await compact(
+          { dialect: chat, request: json, conversation, bodyBytes: body.length },
+          { target, because: 'a test', compaction: config.compaction, summary: config.summarizer },
+          // The fallback asks no summarizer.
+          { wire: chat.summarizer, model: 'm', send: () => Promise.reject(new Error('the fallback asks no summarizer')) },
+        );
         outcomes.set(result.outcome === 'compacted' ? 'compacted' : result.why, (outcomes.get(result.outcome === 'compacted' ? 'compacted' : result.why) ?? 0) + 1);
         if (result.outcome !== 'compacted') return;
         const replay = JSON.parse(result.body.toString('utf8'));
@@ -113,7 +105,6 @@ describe('compaction end to end (deterministic fallback, no network)', () => {
       }),
       { numRuns: 300 },
     );
-    await dispatcher.close();
     // The generator must reach both sides, or the property says little.
     expect(outcomes.get('compacted') ?? 0).toBeGreaterThan(30);
   });

@@ -132,10 +132,9 @@ describe('the summarizer deadline and the size of its answer', () => {
   });
 
   /*
-   * BUG (src/compaction/summarize.ts, not this suite's to fix): the deadline is
-   * `AbortSignal.any([signal, AbortSignal.timeout(ms)])`. On Node 20 nothing holds the timeout
-   * signal strongly, so a garbage collection while the summarizer is slow collects it and the
-   * deadline never fires: the client waits for ever. Reproduced here with two full collections.
+   * The deadline must hold even when nothing but the timer refers to it: on Node 20 a bare
+   * `AbortSignal.any([signal, AbortSignal.timeout(ms)])` could be collected while the summarizer
+   * stalls, and the client then waited for ever. Two full collections while it stalls.
    */
   it('fires even when a garbage collection runs while the summarizer stalls', async () => {
     let arrived!: () => void;
@@ -160,9 +159,8 @@ describe('the summarizer deadline and the size of its answer', () => {
   });
 
   /*
-   * BUG (src/compaction/summarize.ts): `await res.body.text()` reads the summarizer's answer
-   * whole, however big. A summary is a few KB (maxSummaryTokens); an answer without end fills
-   * memory until the deadline (and without one, see above, for ever: 3 GB in 15 s measured).
+   * A summary is a few KB (maxSummaryTokens); an answer without end must be read only up to a
+   * bound, not until memory runs out (3 GB in 15 s measured when it was read whole).
    */
   it('an answer without end is read only up to a bound', async () => {
     let written = 0;

@@ -75,7 +75,7 @@ it('a limit learned since a span was remembered lowers the aim of the compaction
     }
     return json(res, 200, completion('done'));
   });
-  const memory = createMemory(validateConfig({ upstream: { url: upstream.baseUrl }, memory: { enabled: true } }), createMetrics().registry, pino({ level: 'silent' }) as never)!;
+  const memory = createMemory(validateConfig({ upstream: { url: upstream.baseUrl }, memory: { enabled: true } }), createMetrics(), pino({ level: 'silent' }) as never)!;
   const first = await run(smallTurns(100), memory);
   expect(first).toMatchObject({ outcome: 'replayed', trigger: 'rejected' });
 

@@ -412,7 +412,7 @@ describe('Responses: a history held upstream', () => {
 
 describe('with memory', () => {
   const memoryConfig = (): ConfigInput => ({ memory: { enabled: true } });
-  const makeMemory = () => createMemory(validateConfig({ upstream: { url: upstream.baseUrl }, memory: { enabled: true } }), createMetrics().registry, pino({ level: 'silent' }) as never)!;
+  const makeMemory = () => createMemory(validateConfig({ upstream: { url: upstream.baseUrl }, memory: { enabled: true } }), createMetrics(), pino({ level: 'silent' }) as never)!;
 
   it('a rejection teaches the stated limit; the next turn of the conversation goes compacted ahead', async () => {
     upstream = await startFakeUpstream(provider(20_000));

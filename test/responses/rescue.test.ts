@@ -1,13 +1,12 @@
 import { readFileSync } from 'node:fs';
 import OpenAI from 'openai';
 import { afterEach, describe, expect, it } from 'vitest';
-import { validateCompaction } from '../../src/compaction/validate.js';
-import { responses as dialect } from '../../src/dialects/responses.js';
 import type { Received } from '../helpers/fake-upstream.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
 import { startResponsesProvider, type ResponsesProvider, type ResponsesReject } from '../helpers/responses-provider.js';
 import { parseCompactionHeader } from '../helpers/rescue.js';
 import { sessionBody, withReasoning } from '../helpers/sessions.js';
+import { expectValidResponsesReplay as expectValidReplay } from '../scenarios/apis/responses.js';
 
 /*
  * The Responses API (Codex CLI) through the gateway, with the official SDK as the client: every
@@ -31,27 +30,8 @@ async function setup(style: ResponsesReject, config: Record<string, unknown> = {
   return new OpenAI({ baseURL: gateway.baseUrl, apiKey: 'sk-codex', maxRetries: 0 });
 }
 
-/** What a replay must be: valid for the API, smaller, every other field exactly as sent. */
-export function expectValidResponsesReplay(rejected: Received, replay: Received, limit = LIMIT): void {
-  expect(validateCompaction(dialect, rejected.json.input, replay.json.input)).toEqual([]);
-  expect(replay.body.length).toBeLessThan(limit);
-  const { input: _a, ...before } = rejected.json;
-  const { input: _b, ...after } = replay.json;
-  expect(after).toEqual(before);
-  expect(Object.keys(replay.json)).toEqual(Object.keys(rejected.json));
-  // The instruction prefix (the developer messages) is byte-identical and first.
-  expect(JSON.stringify(replay.json.input.slice(0, 2))).toBe(JSON.stringify(rejected.json.input.slice(0, 2)));
-  // Reasoning items kept are byte-identical to one sent; none is ever invented or edited.
-  const sent = new Set(rejected.json.input.filter((i: any) => i.type === 'reasoning').map((i: any) => JSON.stringify(i)));
-  for (const item of replay.json.input.filter((i: any) => i.type === 'reasoning')) expect(sent.has(JSON.stringify(item))).toBe(true);
-  // The newest function call output, the one the model has not seen yet, is kept whole.
-  expect(JSON.stringify(replay.json.input.at(-1))).toBe(JSON.stringify(rejected.json.input.at(-1)));
-  // No output without its call, no call without its output.
-  const calls = new Set(replay.json.input.filter((i: any) => i.type === 'function_call').map((i: any) => i.call_id));
-  const outputs = new Set(replay.json.input.filter((i: any) => i.type === 'function_call_output').map((i: any) => i.call_id));
-  expect([...outputs].filter((id) => !calls.has(id))).toEqual([]);
-  expect([...calls].filter((id) => !outputs.has(id))).toEqual([]);
-}
+/** The table's Responses replay check, under this file's limit. */
+const expectValidResponsesReplay = (rejected: Received, replay: Received) => expectValidReplay(rejected, replay, LIMIT);
 
 /** Rescued by masking old tool outputs (the default here: enough for this request), or by a summary. */
 function expectRescued(header: string | null, reason: string, strategy: 'mask' | 'summarize' = 'mask') {

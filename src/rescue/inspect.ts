@@ -5,8 +5,8 @@ import type { Config } from '../config/schema.js';
 import type { StreamEventKind } from '../dialects/types.js';
 import { classifyResponse, classifyStreamEvent, mayCarryVerdict, type Verdict } from '../overlong/classify.js';
 import { fromUpstreamFailure } from '../errors.js';
-import { firstChunk, holdBody, textOf, type HeldBody } from './body.js';
-import type { UpstreamAnswer } from './client.js';
+import { firstChunk, holdBody, textOf, type HeldBody } from '../upstream/body.js';
+import type { UpstreamAnswer } from '../upstream/client.js';
 
 export interface InspectedAnswer {
   answer: UpstreamAnswer;

@@ -1,0 +1,28 @@
+// `npm run lint`: the import graph of src/ has no cycles, between folders (src/a/* importing
+// src/b/* and back) nor between files. Type-only imports count: they couple the modules too.
+// swc parses the TypeScript because dependency-cruiser reads it with typescript's JavaScript
+// API, which TypeScript 7 no longer ships.
+module.exports = {
+  forbidden: [
+    {
+      name: 'no-folder-cycle',
+      comment: 'Data flows one way between folders: if two import each other, one holds the other\'s job.',
+      severity: 'error',
+      scope: 'folder',
+      from: {},
+      to: { circular: true },
+    },
+    {
+      name: 'no-file-cycle',
+      severity: 'error',
+      from: {},
+      to: { circular: true },
+    },
+  ],
+  options: {
+    parser: 'swc',
+    tsPreCompilationDeps: true,
+    doNotFollow: { path: 'node_modules' },
+    exclude: { path: 'node_modules' },
+  },
+};

@@ -1,0 +1,97 @@
+import { keptPrefixEnd } from '../compaction/index.js';
+import { DEFAULT_BYTES_PER_TOKEN, learnedTarget, type Bounds, type SizeTarget } from '../compaction/target.js';
+import type { Conversation } from '../dialects/types.js';
+import type { CompactionMemory, Lease, Recalled } from '../memory/index.js';
+import { BECAUSE, compactFor } from './compact.js';
+import { holdBudget, modelOf, tooManyItems, type RescueContext } from './context.js';
+import { knows, learnedBounds, rememberSpan, rewriteOf, tenantFor, underLease, type Rewrite } from './memory.js';
+import { countCompaction, type RescueRecord } from './report.js';
+
+/*
+ * The compaction ahead of the first attempt, from memory: compacted by the same compactFor as the
+ * rescue after a refusal, remembered by memory.ts.
+ */
+
+export interface Proactive {
+  rewrite: Rewrite;
+  record: RescueRecord;
+}
+
+/**
+ * The memory to look in before the first attempt, or null while it remembers nothing at all: then
+ * not even the request's credential is hashed (bench/findings.md), and the first attempt
+ * waits on no promise.
+ */
+export function memoryAhead(ctx: RescueContext): CompactionMemory | null {
+  const memory = ctx.deps.memory;
+  return memory?.mayKnowTenants() ? memory : null;
+}
+
+/**
+ * A request that extends a remembered compaction is sent compacted before its first attempt: the
+ * remembered summary as it is while the result fits what is known to fit, else extended. Learned
+ * limits set the target; they never trigger a compaction on their own. Returns null when the
+ * request should go as the client sent it.
+ */
+export async function compactAhead(ctx: RescueContext, memory: CompactionMemory): Promise<Proactive | null> {
+  // Only a tenant with something remembered has its body parsed before the first attempt.
+  const tenant = tenantFor(ctx);
+  if (!tenant || !(await knows(ctx, memory, tenant))) return null;
+  // Never waits: without a share of the rescue budget now, the request goes as sent.
+  if (!(await holdBudget(ctx, 0)).held) return null;
+  const json = await ctx.incoming.load();
+  const conversation = json && !tooManyItems(json) ? ctx.dialect.read(json) : null;
+  if (!json || !conversation) return null;
+  const recall = () => memory.recall(tenant, ctx.upstream.memoryKey, ctx.dialect.api, modelOf(ctx) ?? '', conversation.items, keptPrefixEnd(conversation));
+  if (!(await recall())) return null;
+  const started = performance.now();
+  // Extending the summary is a summary too: under the lease, recalled afresh (another request may have extended it meanwhile).
+  return underLease(ctx, conversation, async (lease) => {
+    const recalled = await recall();
+    if (!recalled) return null;
+    memory.countLookup(recalled);
+    return aheadUnderLease(ctx, conversation, json, recalled, lease, started);
+  });
+}
+
+async function aheadUnderLease(
+  ctx: RescueContext,
+  conversation: Conversation,
+  json: Record<string, unknown>,
+  recalled: Recalled,
+  lease: Lease | null,
+  started: number,
+): Promise<Proactive | null> {
+  const memory = ctx.deps.memory!;
+  const bytes = ctx.incoming.bytes;
+  const target = aheadTarget(recalled, bytes, await learnedBounds(ctx), ctx);
+  const compaction = await compactFor(ctx, json, conversation, target, { because: BECAUSE.ahead, recalled: recalled.entry });
+  const durationMs = performance.now() - started;
+  countCompaction(ctx.deps.metrics, ctx.dialect.api, compaction, durationMs);
+  if (compaction.outcome !== 'compacted') return null;
+  // Remembered with what this conversation's own rejection said fits, not what was learned since:
+  // a lesson is applied afresh each time, and may be dropped (memory/limits.ts).
+  const remembered = { ...target, fitBytes: recalled.entry.fitBytes, aimBytes: recalled.entry.aimBytes };
+  if (compaction.newSpan) await rememberSpan(ctx, conversation, compaction.newSpan, remembered, lease);
+  memory.countProactive();
+  const record: RescueRecord = { api: ctx.dialect.api, upstream: ctx.upstream.name, outcome: 'compacted', trigger: 'proactive', compaction, bound: compaction.bound, limit: 'learned', durationMs };
+  return { rewrite: rewriteOf(ctx, conversation, compaction, remembered, lease !== null), record };
+}
+
+/** What the remembered compaction knew to fit, tightened by anything learned since. */
+function aheadTarget(recalled: Recalled, bytes: number, learned: Bounds | undefined, ctx: RescueContext): SizeTarget {
+  const remembered = { fitBytes: recalled.entry.fitBytes, aimBytes: recalled.entry.aimBytes };
+  const ratio = ctx.deps.config.compaction.targetRatio;
+  const bytesPerToken = recalled.entry.bytesPerToken ?? DEFAULT_BYTES_PER_TOKEN;
+  const fromLearned = learned ? learnedTarget(bytes, learned, ratio, ctx.dialect.completion(ctx.incoming.json ?? {}), bytesPerToken) : null;
+  const fitBytes = Math.min(remembered.fitBytes, fromLearned?.fitBytes ?? Infinity);
+  return {
+    fitBytes,
+    aimBytes: Math.min(remembered.aimBytes, fromLearned?.aimBytes ?? Infinity, fitBytes),
+    bytesPerToken,
+    tokensBefore: Math.round(bytes / bytesPerToken),
+    source: 'learned',
+    bounds: learned,
+    exact: fromLearned?.exact ?? false,
+  };
+}

@@ -1,0 +1,45 @@
+import { compact, type CompactionResult, type RememberedSpan, type SummaryEvent } from '../compaction/index.js';
+import type { SizeTarget } from '../compaction/target.js';
+import type { Conversation } from '../dialects/types.js';
+import type { RescueContext } from './context.js';
+import { seconds } from './report.js';
+import { summarizerFor } from './summarizer.js';
+
+/** Why a compaction was made, in the words its summary's introduction uses. */
+export const BECAUSE = {
+  body_too_large: "the request exceeded the upstream's size limit",
+  context_length: "the request exceeded the model's context window",
+  ahead: "the conversation had outgrown the upstream's limit before",
+} as const;
+
+export interface CompactOptions {
+  because: string;
+  /** A remembered compaction this conversation extends. */
+  recalled?: RememberedSpan | null;
+  /** Log the summarizer run's start and end (the rescue after a refusal does). */
+  logSummary?: boolean;
+}
+
+/**
+ * The one way the rescue compacts a request, after a refusal and ahead of the first attempt
+ * alike: the conversation its dialect read from `json`, to `target`, with the config's settings
+ * and the summarizer of this request's upstream.
+ */
+export function compactFor(ctx: RescueContext, json: Record<string, unknown>, conversation: Conversation, target: SizeTarget, o: CompactOptions): Promise<CompactionResult> {
+  const config = ctx.deps.config;
+  return compact(
+    { dialect: ctx.dialect, request: json, conversation, headers: ctx.headers, bodyBytes: ctx.incoming.bytes, recalled: o.recalled },
+    { target, because: o.because, compaction: config.compaction, summary: config.summarizer, onSummary: o.logSummary ? (e) => logSummary(ctx, e) : undefined },
+    summarizerFor(ctx, target),
+  );
+}
+
+function logSummary(ctx: RescueContext, e: SummaryEvent): void {
+  const api = ctx.dialect.api;
+  if (e.phase === 'start') ctx.log.info({ api, items: e.items }, `summarizing ${e.items} items for a compaction`);
+  else if (e.failure) ctx.log.warn({ api, ms: Math.round(e.ms), calls: e.calls, failure: e.failure }, `summarizer failed (${e.failure}) after ${seconds(e.ms)}; using the deterministic digest`);
+  else if (e.digested) {
+    const { maxCalls, maxInputBytes } = ctx.deps.config.summarizer;
+    ctx.log.info({ api, ms: Math.round(e.ms), calls: e.calls, digested: e.digested, maxCalls, maxInputBytes }, `summary ready in ${seconds(e.ms)} (${e.calls} summarizer calls); the summarizer's cost cap for one compaction (${maxCalls} calls, ${maxInputBytes} bytes) was reached, so the oldest ${e.digested} messages went to the deterministic digest`);
+  } else ctx.log.info({ api, ms: Math.round(e.ms), calls: e.calls }, `summary ready in ${seconds(e.ms)} (${e.calls} summarizer call${e.calls === 1 ? '' : 's'})`);
+}
