@@ -42,10 +42,14 @@ async function main(argv: string[]): Promise<number> {
   return 0;
 }
 
-/** The sections other commands write (`npm run bench:agents`, `npm run eval:summary -- --write`): a full run keeps them. */
+/** Figures measured by hand (dated, with their versions), which no command rewrites. */
+const BY_HAND_START = '<!-- by hand start -->';
+const BY_HAND_END = '<!-- by hand end -->';
+
+/** The sections other commands write (`npm run bench:agents`, `npm run eval:summary -- --write`) and the one written by hand: a full run keeps them. */
 function keepOwnSections(file: string, markdown: string): string {
   const old = existsSync(file) ? readFileSync(file, 'utf8') : '';
-  const kept = [sectionOf(old, AGENTS_START, AGENTS_END), sectionOf(old, EVAL_START, EVAL_END)].filter((s) => s !== undefined);
+  const kept = [sectionOf(old, AGENTS_START, AGENTS_END), sectionOf(old, EVAL_START, EVAL_END), sectionOf(old, BY_HAND_START, BY_HAND_END)].filter((s) => s !== undefined);
   return kept.length > 0 ? `${[markdown.trimEnd(), ...kept].join('\n\n')}\n` : markdown;
 }
 

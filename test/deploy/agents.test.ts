@@ -1,5 +1,5 @@
-// The agent setup snippets in deploy/agents/, shown in README.md: each parses as its agent reads
-// it, uses the keys its agent's documentation names, appears in the README unchanged, and the
+// The agent setup snippets in deploy/agents/, shown in docs/agents.md: each parses as its agent reads
+// it, uses the keys its agent's documentation names, appears in docs/agents.md unchanged, and the
 // URL the agent builds from it reaches the right route of a real gateway (the chat ones through
 // a rescue). The agents themselves are not installed: this checks the files and the gateway.
 import { spawnSync } from 'node:child_process';
@@ -17,7 +17,7 @@ import { agentRequest, parseCompactionHeader } from '../helpers/rescue.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const AGENTS = join(ROOT, 'deploy', 'agents');
-const README = readFileSync(join(ROOT, 'README.md'), 'utf8');
+const AGENTS_DOC = readFileSync(join(ROOT, 'docs', 'agents.md'), 'utf8');
 const read = (path: string) => readFileSync(join(AGENTS, path), 'utf8');
 /** Where every snippet points: the gateway on its default port. */
 const GATEWAY = 'http://127.0.0.1:8080';
@@ -61,12 +61,12 @@ const pythonSdk = read('openai-sdk/client.py');
 const nodeSdk = read('openai-sdk/client.mjs');
 
 describe('agent snippets: the files', () => {
-  it('README.md shows every file under deploy/agents/ unchanged, in a code block', () => {
+  it('docs/agents.md shows every file under deploy/agents/ unchanged, in a code block', () => {
     const all = files(AGENTS);
     expect(all.length).toBeGreaterThanOrEqual(8);
     for (const file of all) {
       const text = readFileSync(file, 'utf8');
-      expect(README.includes('```') && README.includes(`\n${text}\`\`\``), `README.md shows ${file.slice(AGENTS.length + 1)} as it is`).toBe(true);
+      expect(AGENTS_DOC.includes('```') && AGENTS_DOC.includes(`\n${text}\`\`\``), `docs/agents.md shows ${file.slice(AGENTS.length + 1)} as it is`).toBe(true);
     }
   });
 
@@ -85,7 +85,7 @@ describe('agent snippets: the files', () => {
     expectOnlyKeys(claude.env, ['ANTHROPIC_BASE_URL', 'ANTHROPIC_AUTH_TOKEN', 'ANTHROPIC_API_KEY', 'ANTHROPIC_MODEL'], 'settings.json env');
     expect(claude.env.ANTHROPIC_BASE_URL).toBe(GATEWAY);
     expect(new URL(claude.env.ANTHROPIC_BASE_URL).pathname).toBe('/');
-    expect(README).toContain(`ANTHROPIC_BASE_URL=${GATEWAY} claude`);
+    expect(AGENTS_DOC).toContain(`ANTHROPIC_BASE_URL=${GATEWAY} claude`);
   });
 
   it('Gemini CLI: the API-key sign-in selected, and GOOGLE_GEMINI_BASE_URL the gateway\u2019s origin (it appends /v1beta/models/...)', () => {
@@ -128,11 +128,11 @@ describe('agent snippets: the files', () => {
     expect(qwen.OPENAI_BASE_URL).toBe(`${GATEWAY}/v1`);
   });
 
-  it('Aider: .aider.conf.yml with openai-api-base on the gateway and an openai/ model, same as the flags in README', () => {
+  it('Aider: .aider.conf.yml with openai-api-base on the gateway and an openai/ model, same as the flags in docs/agents.md', () => {
     expectOnlyKeys(aider, ['openai-api-base', 'openai-api-key', 'model'], '.aider.conf.yml');
     expect(aider['openai-api-base']).toBe(`${GATEWAY}/v1`);
     expect(aider.model).toMatch(/^openai\//);
-    expect(README).toContain(`aider --openai-api-base ${aider['openai-api-base']} --model ${aider.model}`);
+    expect(AGENTS_DOC).toContain(`aider --openai-api-base ${aider['openai-api-base']} --model ${aider.model}`);
   });
 
   it('OpenAI SDKs: base_url / baseURL on the gateway; the Python snippet parses', () => {
