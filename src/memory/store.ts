@@ -1,35 +1,13 @@
 import { LRUCache } from 'lru-cache';
-import type { BoundMemory } from '../compaction/bound.js';
-import type { Trail } from '../compaction/trail.js';
+import type { RememberedSpan } from '../compaction/recalled.js';
 import { mergedLimit, type LearnedLimit } from './limits.js';
 
 export type { LearnedLimit } from './limits.js';
 
-/** One remembered compaction of a conversation. */
-export interface MemoryEntry {
-  /** How many items after the kept prefix (instructions, opening input) the summary stands for, pinned ones included. */
-  spanLength: number;
-  /** Chain digest of those items (see fingerprint.ts): reuse needs an exact match. */
+/** One remembered compaction of a conversation: the span as the compaction reads it, and how the store knows it again. */
+export interface MemoryEntry extends RememberedSpan {
+  /** Chain digest of the span's items (see fingerprint.ts): reuse needs an exact match. */
   spanDigest: string;
-  /** Offsets within the span of items kept verbatim right after the summary (the pinned user input). */
-  pinnedOffsets: number[];
-  /** The exact summary item that replaced the span (null when several did: see summaryItems), and its text (for an incremental summary). */
-  summary: unknown;
-  /** Every item that replaced the span: one summary, or the provider's compaction window. */
-  summaryItems?: unknown[];
-  summaryText: string;
-  /** The trail of the work the summary ends with (absent in entries from before it had one). */
-  trail?: Trail;
-  /** How many items the summary condenses. */
-  summarizedCount: number;
-  strategy: 'mask' | 'summarize' | 'fallback' | 'provider';
-  /** Summarizer calls it took to make, from scratch: what a reuse saves. */
-  summarizerCalls: number;
-  /**
-   * The compacted prefix's bound provider state (signed thinking): from where it is fresh, and
-   * whether all of it goes stripped. Absent in entries from before: then all of it is stale.
-   */
-  bound?: BoundMemory;
   /** What was known to fit when it was made, and where it aimed. */
   fitBytes: number;
   aimBytes: number;
