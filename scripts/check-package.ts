@@ -263,6 +263,8 @@ async function serve(): Promise<string> {
   if (status !== 200) fail(`${gone ? 'it exited' : `no 200 from /healthz within ${seconds(LIMITS.startMs)}`}; it said:\n${tail(output)}`);
   const startMs = Date.now() - t0;
   const shippedConfig = join(ctx.app!, 'node_modules', pkg.name, 'config', 'default.yaml');
+  // Log lines reach the pipe a moment after the port answers: waited for, 2 s at most.
+  for (let tries = 0; tries < 20 && !output.includes(shippedConfig); tries++) await sleep(100);
   if (!output.includes(shippedConfig)) fail(`its start-up lines do not name the config it ships (${shippedConfig}):\n${tail(output)}`);
   const res = await fetchWithin(`${gateway.origin}/v1/chat/completions`, {
     method: 'POST',

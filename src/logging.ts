@@ -188,6 +188,19 @@ export function flushLogs(stream: DestinationStream, withinMs: number, done: (fl
   }
 }
 
+/** Hands what the batch holds to stdout now, not at the batch's timer: the ready line, when the port already answers. */
+export function writeLogsNow(stream: DestinationStream): void {
+  if (!(stream instanceof LineBatcher)) return;
+  const sonic = sonicOf(stream);
+  if (sonic.destroyed) return;
+  try {
+    stream.push();
+    sonic.flush?.();
+  } catch {
+    // The batch's timer tries again; a log line is never worth the process.
+  }
+}
+
 /** Drops whatever the destination still holds; later writes go nowhere. */
 export function dropLogs(stream: DestinationStream): void {
   if (stream instanceof LineBatcher) stream.drop();

@@ -6,7 +6,7 @@ import type { DestinationStream } from 'pino';
 import { UsageError, flagList, parseArgs, usage } from './cli.js';
 import { ConfigError, configSource, loadConfig, unknownVariableWarning, unknownVariables, type UnknownVariable } from './config/load.js';
 import type { Config } from './config/schema.js';
-import { dropLogs, flushLogs, stdoutDestination } from './logging.js';
+import { dropLogs, flushLogs, stdoutDestination, writeLogsNow } from './logging.js';
 import { buildServer } from './server.js';
 import { startTelemetry } from './telemetry.js';
 import { memoryRedis, probeRedis, redisUnreachable } from './memory/redis.js';
@@ -53,6 +53,7 @@ async function main(): Promise<void> {
   await telemetry;
   await app.listenOn(config.server.host, config.server.port);
   await logStartup(app, config, configSource(argv, process.env, shipped), unknownEnv);
+  writeLogsNow(logStream);
 }
 
 async function logStartup(app: FastifyInstance, config: Readonly<Config>, source: string | undefined, unknownEnv: UnknownVariable[]): Promise<void> {
