@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { completion, json, sse, startFakeUpstream, streamEvents, type FakeUpstream, type Received } from './fake-upstream.js';
 import { NGINX_413 } from './nginx.js';
-import { responseObject, streamOf } from './responses-provider.js';
+import { responseObject, textStream } from './strict-responses.js';
 import { sessionBody, sessionTurns } from './sessions.js';
 
 /*
@@ -71,7 +71,7 @@ function answer(res: ServerResponse, agent: Agent, body: any): void | Promise<vo
   if (agent === 'codex') {
     if (!stream) return json(res, 200, responseObject('next step'));
     res.writeHead(200, { 'content-type': 'text/event-stream' });
-    res.end(streamOf(['next', ' step']).join(''));
+    res.end(textStream(['next', ' step']).join(''));
     return;
   }
   if (agent === 'claude') return json(res, 200, anthropicMessage('next step'));

@@ -1,7 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import { completion, json, startFakeUpstream, type FakeUpstream, type Handler, type Received } from './fake-upstream.js';
 import { NGINX_413 } from './nginx.js';
-import { CONTEXT_WINDOW_MESSAGE, event, failedInStream, writeEvents } from './responses-provider.js';
 import { digest, seal, unseal } from './signed.js';
 
 /*
@@ -308,4 +307,76 @@ function tooLong(res: ServerResponse, check: ReasoningCheck, style: StrictRespon
   check.refused = CONTEXT_WINDOW_MESSAGE;
   if (style === 'stream_failed' && stream) return writeEvents(res, failedInStream());
   json(res, 400, { error: { message: CONTEXT_WINDOW_MESSAGE, type: 'invalid_request_error', param: 'input', code: 'context_length_exceeded' } });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Wire pieces for scripted answers (`script(...)` of the stand-in) and other fakes
+
+export const CONTEXT_WINDOW_MESSAGE = 'Your input exceeds the context window of this model. Please adjust your input and try again.';
+
+/** A whole Response object, its output one text message when completed. */
+export function responseObject(text: string, status = 'completed', id = 'resp_fake_1') {
+  return {
+    id,
+    object: 'response',
+    created_at: 1_700_000_000,
+    status,
+    model: 'fake-model',
+    output:
+      status === 'completed'
+        ? [{ type: 'message', id: 'msg_fake_1', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text, annotations: [] }] }]
+        : [],
+    usage: { input_tokens: 12, input_tokens_details: { cached_tokens: 0 }, output_tokens: 3, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 15 },
+    error: null,
+    incomplete_details: null,
+    parallel_tool_calls: true,
+    tool_choice: 'auto',
+    tools: [],
+  };
+}
+
+export function event(type: string, fields: Record<string, unknown>, sequence: number): string {
+  return `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sequence, ...fields })}\n\n`;
+}
+
+/** The events before any output: what the gateway holds while it may still change its mind. */
+export function preamble(id = 'resp_fake_1'): string[] {
+  return [
+    event('response.created', { response: responseObject('', 'in_progress', id) }, 0),
+    event('response.in_progress', { response: responseObject('', 'in_progress', id) }, 1),
+  ];
+}
+
+/** A whole successful stream of one text message, one text delta per piece. */
+export function textStream(pieces: string[], id = 'resp_fake_1'): string[] {
+  const item = { type: 'message', id: 'msg_fake_1', status: 'in_progress', role: 'assistant', content: [] };
+  let n = 2;
+  const text = pieces.join('');
+  return [
+    ...preamble(id),
+    event('response.output_item.added', { output_index: 0, item }, n++),
+    event('response.content_part.added', { item_id: 'msg_fake_1', output_index: 0, content_index: 0, part: { type: 'output_text', text: '', annotations: [] } }, n++),
+    ...pieces.map((delta) => event('response.output_text.delta', { item_id: 'msg_fake_1', output_index: 0, content_index: 0, delta, logprobs: [] }, n++)),
+    event('response.output_text.done', { item_id: 'msg_fake_1', output_index: 0, content_index: 0, text, logprobs: [] }, n++),
+    event('response.content_part.done', { item_id: 'msg_fake_1', output_index: 0, content_index: 0, part: { type: 'output_text', text, annotations: [] } }, n++),
+    event('response.output_item.done', { output_index: 0, item: { ...item, status: 'completed', content: [{ type: 'output_text', text, annotations: [] }] } }, n++),
+    event('response.completed', { response: responseObject(text, 'completed', id) }, n++),
+  ];
+}
+
+/** "Too long" as a 200 stream that fails: the preamble, then response.failed. */
+export function failedInStream(id = 'resp_fake_1'): string[] {
+  const failed = { ...responseObject('', 'failed', id), error: { code: 'context_length_exceeded', message: CONTEXT_WINDOW_MESSAGE } };
+  return [...preamble(id), event('response.failed', { response: failed }, 2)];
+}
+
+/** "Too long" as a 200 stream with an `error` event after response.created. */
+export function errorEventInStream(): string[] {
+  return [event('response.created', { response: responseObject('', 'in_progress') }, 0), event('error', { code: 'context_length_exceeded', message: CONTEXT_WINDOW_MESSAGE, param: 'input' }, 1)];
+}
+
+export function writeEvents(res: ServerResponse, events: string[]): void {
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+  for (const e of events) res.write(e);
+  res.end();
 }

@@ -3,7 +3,7 @@ import { expect } from 'vitest';
 import { validateCompaction } from '../../../src/compaction/validate.js';
 import { responses as dialect } from '../../../src/dialects/responses.js';
 import type { Received } from '../../helpers/fake-upstream.js';
-import { CONTEXT_WINDOW_MESSAGE, event, preamble, responseObject } from '../../helpers/responses-provider.js';
+import { CONTEXT_WINDOW_MESSAGE, event, preamble, responseObject } from '../../helpers/strict-responses.js';
 import { CONTENT_TEXT, fileText, headerOf, QUESTION, REMARK, TASK, type ApiFixture, type Body, type Turn } from './fixture.js';
 
 /* The Responses API, as Codex sends it: store off, encrypted reasoning asked for, the whole input every turn. */
