@@ -3,13 +3,14 @@
  * without compaction memory, with it (reactive), and with it in proactive mode. Counts what each
  * costs: upstream calls and bytes, summarizer calls and the bytes they read. Loopback only.
  */
-import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { validateConfig } from '../src/config/load.js';
 import type { ConfigInput } from '../src/config/schema.js';
 import { buildServer } from '../src/server.js';
 import { agentConversation } from '../test/compaction/conversations.js';
+import { completion, type Received } from '../test/helpers/fake-upstream.js';
+import { startStandIn } from '../test/helpers/provider.js';
 
 export interface SessionCost {
   mode: string;
@@ -27,44 +28,25 @@ const TURNS = 50;
 /** A summarizer that takes a realistic moment per call, so saved calls show as saved time. */
 const SUMMARIZER_DELAY_MS = 40;
 
-async function read(req: IncomingMessage): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const c of req) chunks.push(c as Buffer);
-  return Buffer.concat(chunks);
-}
-
+/** The tests' stand-in (strict chat rules, bytes / 4 as tokens), which also plays the summarizer. */
 async function startProvider() {
-  const cost = { upstreamCalls: 0, upstreamBytes: 0, summarizerCalls: 0, summarizerBytes: 0 };
-  const server = createServer(async (req, res) => {
-    const body = await read(req);
-    const send = (status: number, json: unknown) => {
-      const text = JSON.stringify(json);
-      res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-      res.end(text);
-    };
-    if (req.headers['x-gateway-compaction'] === 'summarizer') {
-      cost.summarizerCalls++;
-      cost.summarizerBytes += body.length;
+  const standIn = await startStandIn({
+    limitBytes: LIMIT_BYTES,
+    tooLong: 'stated',
+    reply: () => ({ text: 'ok' }),
+    summarizer: async (req) => {
       await new Promise((r) => setTimeout(r, SUMMARIZER_DELAY_MS));
-      return send(200, { choices: [{ message: { role: 'assistant', content: `Summary of ${body.length} bytes: goals, files, decisions, pending work.` } }] });
-    }
-    cost.upstreamCalls++;
-    cost.upstreamBytes += body.length;
-    if (body.length > LIMIT_BYTES) {
-      const tokens = Math.ceil(body.length / 4);
-      return send(400, {
-        error: {
-          message: `This model's maximum context length is ${LIMIT_BYTES / 4} tokens. However, your messages resulted in ${tokens} tokens. Please reduce the length of the messages.`,
-          type: 'invalid_request_error',
-          code: 'context_length_exceeded',
-        },
-      });
-    }
-    return send(200, { id: 'x', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }] });
+      return { status: 200, json: completion(`Summary of ${req.body.length} bytes: goals, files, decisions, pending work.`, 'chatcmpl-bench-summary') };
+    },
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
-  return { url, cost, close: () => new Promise<void>((r) => server.close(() => r())) };
+  const bytes = (calls: Received[]) => calls.reduce((sum, r) => sum + r.body.length, 0);
+  const cost = () => ({
+    upstreamCalls: standIn.calls('chat').length,
+    upstreamBytes: bytes(standIn.calls('chat')),
+    summarizerCalls: standIn.summarizerCalls().length,
+    summarizerBytes: bytes(standIn.summarizerCalls()),
+  });
+  return { url: standIn.baseUrl, cost, close: standIn.close };
 }
 
 export async function runSession(mode: string, config: Omit<ConfigInput, 'upstream'>): Promise<SessionCost> {
@@ -89,7 +71,7 @@ export async function runSession(mode: string, config: Omit<ConfigInput, 'upstre
   const seconds = (performance.now() - started) / 1000;
   await app.close();
   await provider.close();
-  return { mode, turns: TURNS, failedTurns, ...provider.cost, seconds };
+  return { mode, turns: TURNS, failedTurns, ...provider.cost(), seconds };
 }
 
 export async function runMemorySessions(): Promise<SessionCost[]> {

@@ -1,18 +1,31 @@
 /**
  * npm run demo: a conversation through the gateway until the provider's window overflows, and
- * what the gateway did about it. Offline: the provider is a local stand-in; no key is needed.
+ * what the gateway did about it. Offline: the provider is the tests' local stand-in
+ * (test/helpers/provider.ts), which counts a request's tokens as bytes / 4 and refuses what does
+ * not fit as OpenAI does; no key is needed.
  */
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import OpenAI from 'openai';
 import { validateConfig } from '../src/config/load.js';
 import { buildServer } from '../src/server.js';
-import { startDemoProvider } from './demo-provider.js';
+import { completion } from '../test/helpers/fake-upstream.js';
+import { startStandIn } from '../test/helpers/provider.js';
+import { BYTES_PER_TOKEN, tokensOf } from '../test/helpers/strict-chat.js';
 
 const CONTEXT_TOKENS = 2_000;
 const TURNS = 10;
 
-const provider = await startDemoProvider(CONTEXT_TOKENS);
+const provider = await startStandIn({
+  limitBytes: CONTEXT_TOKENS * BYTES_PER_TOKEN,
+  tooLong: 'stated',
+  reply: (_api, _n, req) => {
+    const step = /Step (\d+)/.exec(String(req.json.messages.at(-1)?.content))?.[1] ?? '?';
+    return { text: `Done with step ${step}: I read the files and updated the tests. ${'Details follow. '.repeat(30)}` };
+  },
+  // A summary built from the text it was given: the goals the user stated, so far.
+  summarizer: (req) => ({ status: 200, json: { ...completion(summaryOf(String(req.json.messages.at(-1).content)), 'chatcmpl-demo-summary'), model: req.json.model } }),
+});
 const warnings: string[] = [];
 const logStream = new Writable({
   write(chunk, _enc, done) {
@@ -35,7 +48,7 @@ const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [
 
 for (let turn = 1; turn <= TURNS; turn++) {
   messages.push({ role: 'user', content: `Step ${turn}: read module ${turn} and fix its tests. ${'Context: '.repeat(40)}` });
-  const seen = provider.log.length;
+  const seen = { chat: provider.calls('chat').length, summarizer: provider.summarizerCalls().length };
   const { data, response } = await client.chat.completions.create({ model: 'demo-model', messages }).withResponse();
   const header = response.headers.get('x-gateway-compaction');
   const reply = data.choices[0].message.content ?? '';
@@ -44,11 +57,12 @@ for (let turn = 1; turn <= TURNS; turn++) {
   console.log(`turn ${String(turn).padStart(2)}: ${messages.length} messages, ${(size / 1024).toFixed(1)} KB -> ${response.status} "${reply.slice(0, 40)}..."`);
   if (!header) continue;
 
-  for (const entry of provider.log.slice(seen)) {
-    if (entry.kind === 'chat' && entry.status !== 200) console.log(`         the provider rejected it: ${entry.status} "${entry.error}"`);
-    if (entry.kind === 'summarizer') console.log(`         the gateway asked the summarizer to condense the middle (${entry.tokens} tokens in)`);
+  for (const entry of sinceTurnStart(seen)) {
+    const status = provider.answerStatus(entry.req);
+    if (entry.kind === 'chat' && entry.refused !== null) console.log(`         the provider rejected it: ${status} "${entry.refused}"`);
+    if (entry.kind === 'summarizer') console.log(`         the gateway asked the summarizer to condense the middle (${tokensOf(entry.req.body.length)} tokens in)`);
     const how = header.includes('trigger=proactive') ? 'sent it compacted ahead, knowing the conversation' : 'replayed it compacted';
-    if (entry.kind === 'chat' && entry.status === 200) console.log(`         the gateway ${how} (${entry.tokens} tokens): 200`);
+    if (entry.kind === 'chat' && entry.refused === null) console.log(`         the gateway ${how} (${tokensOf(entry.req.body.length)} tokens): ${status}`);
   }
   console.log(`         x-gateway-compaction: ${header}`);
   console.log(`         log: ${warnings.at(-1)}`);
@@ -64,3 +78,16 @@ console.log('turns after it were sent compacted ahead with the remembered summar
 console.log('no second rejection, no second summary.');
 await app.close();
 await provider.close();
+
+/** What reached the provider since `seen`, in the order it arrived: model calls with the rules' verdict, and summarizer calls. */
+function sinceTurnStart(seen: { chat: number; summarizer: number }) {
+  const verdicts = provider.verdicts('chat');
+  const chat = provider.calls('chat').map((req, i) => ({ kind: 'chat' as const, req, refused: verdicts[i] ?? null })).slice(seen.chat);
+  const summarizer = provider.summarizerCalls().map((req) => ({ kind: 'summarizer' as const, req, refused: null })).slice(seen.summarizer);
+  return [...chat, ...summarizer].sort((a, b) => provider.received.indexOf(a.req) - provider.received.indexOf(b.req));
+}
+
+function summaryOf(transcript: string): string {
+  const asks = [...transcript.matchAll(/\[user\]\n(.*)/g)].map((m) => `- ${m[1].slice(0, 80)}`);
+  return `Goals so far:\n${asks.join('\n')}\nState: each step was completed; tests were updated.`;
+}

@@ -126,8 +126,8 @@ export interface StandInOptions {
   tooLong?: TooLong;
   /** What the model says to the n-th (1-based) answered model call of `api`. Default: text. */
   reply?: (api: Api, n: number, req: Received) => Reply;
-  /** How the summarizer's calls are answered instead of by the rules: scripted, or never. */
-  summarizer?: Scripted | 'hang';
+  /** How the summarizer's calls are answered instead of by the rules: scripted (the same answer, or one made from each call, when it is ready), or never. */
+  summarizer?: Scripted | ((req: Received) => Scripted | Promise<Scripted>) | 'hang';
 }
 
 export interface StandIn extends FakeUpstream {
@@ -144,6 +144,8 @@ export interface StandIn extends FakeUpstream {
   answerBytes(req: Received): Buffer;
   /** The headers of the answer to a request, once it ended. */
   answerHeaders(req: Received): Record<string, unknown>;
+  /** The status of the answer to a request, once its head was written. */
+  answerStatus(req: Received): number | undefined;
 }
 
 const STYLES: { [A in Api]: Record<TooLong, string> } = {
@@ -205,16 +207,17 @@ export async function startStandIn(options: StandInOptions = {}): Promise<StandI
   const script: Scripted[] = [];
   const written = new Map<Received, Buffer[]>();
   const headers = new Map<Received, Record<string, unknown>>();
+  const statuses = new Map<Received, number>();
 
   const upstream = await startFakeUpstream(async (req, res, raw) => {
     written.set(req, []);
     headers.set(req, {});
-    record(res, written.get(req)!, headers.get(req)!);
+    record(res, written.get(req)!, headers.get(req)!, (status) => statuses.set(req, status));
     const api = apiOf(req.url);
     if (api === null) return json(res, 404, { error: { message: `no route for ${req.method} ${req.url}` } });
     const summarizer = summarizing(req) ? options.summarizer : undefined;
     if (summarizer === 'hang') return;
-    if (summarizer) return play(res, summarizer);
+    if (summarizer) return play(res, typeof summarizer === 'function' ? await summarizer(req) : summarizer);
     const next = summarizing(req) ? undefined : script.shift();
     if (next) return play(res, next);
     return routes[api](req, res, raw);
@@ -235,13 +238,15 @@ export async function startStandIn(options: StandInOptions = {}): Promise<StandI
     script: (...answers) => void script.push(...answers),
     answerBytes: (req) => Buffer.concat(written.get(req) ?? []),
     answerHeaders: (req) => headers.get(req) ?? {},
+    answerStatus: (req) => statuses.get(req),
   };
 }
 
-/** Keeps a copy of the head and of every body byte written to `res`. */
-function record(res: ServerResponse, chunks: Buffer[], head: Record<string, unknown>): void {
+/** Keeps a copy of the head (status and fields) and of every body byte written to `res`. */
+function record(res: ServerResponse, chunks: Buffer[], head: Record<string, unknown>, onStatus: (status: number) => void): void {
   const writeHead = res.writeHead.bind(res) as (...args: any[]) => ServerResponse;
   res.writeHead = ((status: number, ...rest: any[]) => {
+    onStatus(status);
     const fields = rest.find((r) => r !== null && typeof r === 'object');
     if (fields && !Array.isArray(fields)) for (const [k, v] of Object.entries(fields)) head[k.toLowerCase()] = v;
     return writeHead(status, ...rest);

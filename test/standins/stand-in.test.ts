@@ -107,4 +107,14 @@ describe('the declarative stand-in', () => {
     expect(standIn.answerBytes(standIn.calls()[1]).toString()).toBe('data: one\n\ndata: two\n\n');
     expect(standIn.answerHeaders(standIn.calls()[0])['content-type']).toBe('application/json');
   });
+
+  it('answers each summarizer call with what a function makes of it, and keeps the status of every answer', async () => {
+    standIn = await startStandIn({ limitBytes: 200, summarizer: async (req) => ({ status: 200, json: { summary: req.body.length } }) });
+    expect((await post(standIn.baseUrl, { model: 'm', messages: [{ role: 'user', content: 'x'.repeat(300) }] })).status).toBe(400);
+    expect((await post(standIn.baseUrl, { model: 'm', messages: [user] })).status).toBe(200);
+    const summarizer = await fetch(`${standIn.baseUrl}/chat/completions`, { method: 'POST', headers: { 'x-gateway-compaction': 'summarizer' }, body: '{"n":1}' });
+    expect(await summarizer.json()).toEqual({ summary: 7 });
+    expect(standIn.calls('chat').map((r) => standIn!.answerStatus(r))).toEqual([400, 200]);
+    expect(standIn.answerStatus(standIn.summarizerCalls()[0])).toBe(200);
+  });
 });
