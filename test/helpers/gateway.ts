@@ -47,12 +47,21 @@ export async function startGateway(config: ConfigInput): Promise<TestGateway> {
 }
 
 /** POSTs a chat body (string or object) to the gateway and reads the whole answer. */
-export async function postChat(
-  gateway: { baseUrl: string },
-  body: unknown,
-  headers: Record<string, string> = {},
-): Promise<{ status: number; headers: Headers; text: string; json: any }> {
-  const res = await fetch(`${gateway.baseUrl}/chat/completions`, {
+export function postChat(gateway: { baseUrl: string }, body: unknown, headers: Record<string, string> = {}): Promise<Posted> {
+  return postJson(`${gateway.baseUrl}/chat/completions`, body, headers);
+}
+
+export interface Posted {
+  status: number;
+  headers: Headers;
+  text: string;
+  /** The answer parsed, or undefined when it is not JSON. */
+  json: any;
+}
+
+/** POSTs a JSON body (string, bytes or object) to `url` and reads the whole answer. */
+export async function postJson(url: string, body: unknown, headers: Record<string, string> = {}): Promise<Posted> {
+  const res = await fetch(url, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...headers },
     body: typeof body === 'string' || body instanceof Uint8Array ? body : JSON.stringify(body),

@@ -1,5 +1,6 @@
 import OpenAI from 'openai';
 import { afterEach, describe, expect, it } from 'vitest';
+import { postJson } from '../helpers/gateway.js';
 import { NGINX_413 } from '../helpers/nginx.js';
 import { apiOf, startStandIn, type StandIn } from '../helpers/provider.js';
 import { CHAT_MESSAGES, startStrictChat, type StrictChat } from '../helpers/strict-chat.js';
@@ -23,17 +24,7 @@ const call = (id: string) => ({ role: 'assistant', content: null, tool_calls: [{
 const output = (id: string) => ({ role: 'tool', tool_call_id: id, content: 'contents of a.ts' });
 const user = { role: 'user', content: 'Review a.ts.' };
 
-async function post(base: string, body: unknown, path = '/chat/completions'): Promise<{ status: number; text: string; json: any }> {
-  const res = await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  const text = await res.text();
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = undefined;
-  }
-  return { status: res.status, text, json };
-}
+const post = (base: string, body: unknown, path = '/chat/completions') => postJson(`${base}${path}`, body);
 
 describe('the strict chat completions stand-in', () => {
   it('takes a conversation whose every call is answered right after it, and answers with the call it was told to make', async () => {
