@@ -44,9 +44,14 @@ export async function maskOutputs(input: MaskInput): Promise<Masked | null> {
   if (units.length < 2) return null;
   // Oldest first, so the newest outputs (the agent's working set) go last; the last unit never.
   const protectFrom = units[units.length - 1][0];
+  let total = itemsBytes(items);
+  // Even an item that lost all of its bytes would leave the rest over the aim: masking cannot get
+  // there, and the placeholders (a scan of every output) need not be made to find that out.
+  let maskable = 0;
+  for (let i = input.keepFirst; i < protectFrom; i++) if (entries[i].answers.length > 0) maskable += itemBytes(items[i]);
+  if (total - maskable > input.aimBytes) return null;
   const calls = new Map<string, { name: string; args: string }>();
   const out = items.slice();
-  let total = itemsBytes(items);
   let end = -1;
   let masked = 0;
   const slice = timeSlice();
