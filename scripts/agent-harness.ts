@@ -1,4 +1,4 @@
-// What the by-hand agent scripts (try-agents, try-overflow, try-multi, try-preserved, try-gemini)
+// What the by-hand agent scripts (try-agents, try-multi, try-preserved, try-gemini)
 // share: writing files, running a CLI to its end (bounded), and a real gateway process on a
 // loopback port.
 import { spawn, type SpawnOptions } from 'node:child_process';

@@ -465,7 +465,7 @@ function anthropicAnswer({ res, json, record, state, limit }: Answer): void {
   res.end();
 }
 
-// OpenAI Responses (as scripts/try-overflow.ts's provider)
+// OpenAI Responses
 
 function responsesAnswer({ res, json, record, state, limit }: Answer): void {
   if (!record.path.startsWith('/v1/responses')) return sendJson(res, 200, { object: 'list', data: [] });

@@ -7,8 +7,9 @@
 //   npm install --prefix /tmp/codex-cli @openai/codex@0.171.0               (/tmp/codex-cli/node_modules/.bin/codex)
 // and `npm run build` (the gateway runs from dist/).
 //
-// MODE: `413` (Anthropic json_413, Responses edge_413) or `window` (Anthropic prompt_too_long,
-// Responses context_length). The stand-in scripts the model: each answer (after its signed thinking
+// MODE: `413` (Anthropic json_413, Responses edge_413), `window` (Anthropic prompt_too_long,
+// Responses context_length) or `stream` (the refusal inside a 200 stream: Anthropic's error event,
+// Responses' response.failed). The stand-in scripts the model: each answer (after its signed thinking
 // block / encrypted reasoning item) asks the CLI to read the next of 12 files (about 9 KB each) in
 // a temp project, Claude Code with a `Read` tool_use, Codex with an `exec_command` function_call,
 // then a final text answer. The limit is calibrated first: an unlimited run records each request's
@@ -31,11 +32,11 @@ import { startStrictResponses, type ReasoningCheck, type StrictResponsesReject }
 type Agent = 'claude' | 'codex';
 const [agentArg, cliBin, modeArg] = process.argv.slice(2);
 const STYLES: Record<Agent, Record<string, StrictAnthropicReject | StrictResponsesReject>> = {
-  claude: { '413': 'json_413', window: 'prompt_too_long', json_413: 'json_413', prompt_too_long: 'prompt_too_long' },
-  codex: { '413': 'edge_413', window: 'context_length', edge_413: 'edge_413', context_length: 'context_length' },
+  claude: { '413': 'json_413', window: 'prompt_too_long', stream: 'sse_error', json_413: 'json_413', prompt_too_long: 'prompt_too_long', sse_error: 'sse_error' },
+  codex: { '413': 'edge_413', window: 'context_length', stream: 'stream_failed', edge_413: 'edge_413', context_length: 'context_length', stream_failed: 'stream_failed' },
 };
 if ((agentArg !== 'claude' && agentArg !== 'codex') || !cliBin || !modeArg || !STYLES[agentArg][modeArg]) {
-  console.error('usage: npm run try:preserved -- claude|codex CLI_BIN 413|window');
+  console.error('usage: npm run try:preserved -- claude|codex CLI_BIN 413|window|stream');
   process.exit(2);
 }
 const agent: Agent = agentArg;
