@@ -3,12 +3,13 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { messages as dialect } from '../../src/dialects/messages.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
 import { parseCompactionHeader } from '../helpers/rescue.js';
-import { countBreakpoints, expectWellFormed, startAnthropic, summaryTurn, type AnthropicReject, type FakeAnthropic } from '../helpers/anthropic.js';
+import { countBreakpoints, expectWellFormed, summaryTurn } from '../helpers/anthropic.js';
+import { startStrictAnthropic, type StrictAnthropic, type StrictAnthropicReject } from '../helpers/strict-anthropic.js';
 
 /*
  * The recorded Claude Code 2.1 session (13 requests, 49 KB to 227 KB, stream: true, one Read per
- * turn) replayed turn by turn, with Claude Code's own headers and query, against an upstream that
- * refuses anything over 130 KB. Claude Code resends its whole history every turn; from the 7th
+ * turn) replayed turn by turn, with Claude Code's own headers and query, against the strict Anthropic
+ * stand-in (the API's checks and errors; it refuses anything over 130 KB). Claude Code resends its whole history every turn; from the 7th
  * request on every turn is over the limit, and every one must be answered.
  */
 
@@ -18,7 +19,7 @@ const { host: _h, 'content-length': _l, connection: _c, ...headers } = recorded.
 const turns = Array.from({ length: 13 }, (_, i) => readFileSync(new URL(`${String(i + 1).padStart(2, '0')}-main.json`, dir)));
 const LIMIT = 130_000;
 
-let upstream: FakeAnthropic;
+let upstream: StrictAnthropic;
 let gateway: TestGateway;
 afterEach(async () => {
   await gateway?.close();
@@ -32,9 +33,9 @@ interface Turn {
   summarizerCalls: number;
 }
 
-describe.each<AnthropicReject>(['json_413', 'prompt_too_long'])('the recorded Claude Code session against a %s limit', (style) => {
+describe.each<StrictAnthropicReject>(['json_413', 'prompt_too_long'])('the recorded Claude Code session against a %s limit', (style) => {
   it('answers every turn; every turn over the limit is compacted, with the summary a user turn', async () => {
-    upstream = await startAnthropic({ style, limitBytes: LIMIT });
+    upstream = await startStrictAnthropic({ style, limitBytes: LIMIT });
     gateway = await startGateway({ upstream: { url: upstream.baseUrl } });
     const log: Turn[] = [];
     for (const [i, body] of turns.entries()) {
@@ -64,6 +65,8 @@ describe.each<AnthropicReject>(['json_413', 'prompt_too_long'])('the recorded Cl
     expect(over.reduce((n, t) => n + t.calls, 0)).toBe(over.length + 1);
     // A remembered summary is reused while the turns fit under it: not one summary per turn.
     expect(over.reduce((n, t) => n + t.summarizerCalls, 0)).toBeLessThanOrEqual(3);
+    // The API refused the one overlong attempt and nothing else the gateway sent.
+    expect(upstream.checks().map((c) => c.refused).filter(Boolean)).toHaveLength(1);
   });
 });
 

@@ -198,6 +198,8 @@ function admit(req: Received, check: BindingCheck, options: StrictAnthropicOptio
   const sent = req.json;
   if (sent === null || typeof sent !== 'object' || !Array.isArray(sent.messages)) return Refusal.invalid('messages: Field required');
   const body = options.stringContentAsBlock === false ? sent : withBlocks(sent);
+  const unpaired = toolPairProblem(body.messages);
+  if (unpaired) return Refusal.invalid(unpaired);
 
   const beta = String(req.headers['anthropic-beta'] ?? '').split(',').map((s) => s.trim()).includes(BINDING_BETA);
   const thinking = body.thinking ?? {};
@@ -317,6 +319,34 @@ function boundElsewhere(refusal: { path: string; type: string; reason: string },
   ];
   if (!beta) sentences.push(`That setting requires the \`${BINDING_BETA}\` value in the \`anthropic-beta\` header.`);
   return [...sentences, refusal.reason].join(' ');
+}
+
+/**
+ * Tool pairs, in the API's words: every tool_use answered by a tool_result in the very next
+ * message, every tool_result answering a tool_use of the message just before it.
+ */
+function toolPairProblem(messages: any[]): string | null {
+  const blocks = (m: any): any[] => (Array.isArray(m?.content) ? m.content : []);
+  for (const [i, m] of messages.entries()) {
+    if (m?.role === 'user') {
+      const previous = messages[i - 1];
+      const issued = new Set(previous?.role === 'assistant' ? blocks(previous).filter((b) => b?.type === 'tool_use').map((b) => b.id) : []);
+      for (const [j, b] of blocks(m).entries()) {
+        if (b?.type === 'tool_result' && !issued.has(b.tool_use_id)) {
+          return `messages.${i}.content.${j}: unexpected \`tool_use_id\` found in \`tool_result\` blocks: ${b.tool_use_id}. Each \`tool_result\` block must have a corresponding \`tool_use\` block in the previous message.`;
+        }
+      }
+    }
+    if (m?.role === 'assistant') {
+      const next = messages[i + 1];
+      const answered = new Set(next?.role === 'user' ? blocks(next).filter((b) => b?.type === 'tool_result').map((b) => b.tool_use_id) : []);
+      const missing = blocks(m).filter((b) => b?.type === 'tool_use' && !answered.has(b.id)).map((b) => b.id);
+      if (missing.length > 0) {
+        return `messages.${i}: \`tool_use\` ids were found without \`tool_result\` blocks immediately after: ${missing.join(', ')}. Each \`tool_use\` block must have a corresponding \`tool_result\` block in the next message.`;
+      }
+    }
+  }
+  return null;
 }
 
 /** With thinking enabled, an open tool round's assistant message must start with its thinking. */

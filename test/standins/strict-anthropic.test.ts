@@ -251,6 +251,37 @@ describe('an open tool round', () => {
   });
 });
 
+describe('tool pairs', () => {
+  it('a tool_result whose tool_use is not in the message before it is refused, in the API\'s words', async () => {
+    const api = await start();
+    const messages = await converse(api, 1);
+    // The assistant turn with the call is gone: the result now follows the user's first turn.
+    const { status, body } = await refusal(api.messages.create(request([messages[0], { role: 'assistant', content: 'Let me look.' }, messages[2]])));
+    expect(status).toBe(400);
+    expect(body.error.message).toBe(
+      'messages.2.content.0: unexpected `tool_use_id` found in `tool_result` blocks: toolu_1. Each `tool_result` block must have a corresponding `tool_use` block in the previous message.',
+    );
+  });
+
+  it('a tool_use without its tool_result in the very next message is refused, every id named', async () => {
+    const api = await start();
+    const messages = await converse(api, 1);
+    const second = { type: 'tool_use', id: 'toolu_extra', name: 'read_file', input: { path: 'g.ts' } };
+    const twoCalls = edit(messages, 1, (m) => ({ ...m, content: [...m.content, second] }));
+    const unanswered = [...twoCalls.slice(0, 2), { role: 'user', content: 'never mind' }];
+    const { status, body } = await refusal(api.messages.create(request(unanswered)));
+    expect(status).toBe(400);
+    expect(body.error.message).toBe(
+      'messages.1: `tool_use` ids were found without `tool_result` blocks immediately after: toolu_1, toolu_extra. Each `tool_use` block must have a corresponding `tool_result` block in the next message.',
+    );
+    // One result of two is still one missing.
+    const { body: half } = await refusal(api.messages.create(request(twoCalls)));
+    expect(half.error.message).toMatch(/^messages\.1: `tool_use` ids were found without `tool_result` blocks immediately after: toolu_extra\. /);
+    await api.messages.create(request(messages));
+    expect(upstream.checks().at(-1)?.refused).toBeNull();
+  });
+});
+
 describe('the window', () => {
   const big = [{ role: 'user', content: 'x'.repeat(3000) }];
   const send = (stream: boolean, headers: Record<string, string> = {}) =>
