@@ -1,5 +1,5 @@
 import { json, startFakeUpstream, type FakeUpstream, type Received } from './fake-upstream.js';
-import { startProvider, type FakeProvider } from './provider.js';
+import { startStandIn, type StandIn } from './provider.js';
 import { startStrictAnthropic, type StrictAnthropic } from './strict-anthropic.js';
 import { startStrictResponses, type StrictResponses } from './strict-responses.js';
 import { startWindowedProvider, type WindowedProvider } from './windowed-provider.js';
@@ -103,7 +103,7 @@ async function front(name: ProviderName, options: ProviderOptions, backends: Bac
 /** OpenAI: /v1/responses to the strict Responses stand-in, /v1/chat/completions to a chat provider. */
 export async function startOpenAi(options: ProviderOptions): Promise<Provider> {
   const responses: StrictResponses = await startStrictResponses({ limitBytes: options.limitBytes });
-  const chat: FakeProvider = await startProvider({ limitBytes: options.limitBytes, style: 'openai_400' });
+  const chat: StandIn = await startStandIn({ limitBytes: options.limitBytes, tooLong: 'stated', reply: () => ({ text: 'rescued answer' }) });
   return front('openai', options, [
     { path: /^\/v1\/responses(\?|$)/, upstream: responses },
     { path: /^\/v1\/chat\/completions(\?|$)/, upstream: chat },

@@ -138,8 +138,8 @@ export interface StandIn extends FakeUpstream {
   verdicts(api: Api): Array<string | null>;
   /** Messages API only: what the binding check saw of each model call. */
   bindingChecks(): BindingCheck[];
-  /** Queues answers for the next model calls, before the rules. */
-  script(...answers: Scripted[]): void;
+  /** Queues answers for the next model calls, before the rules: each as declared, or made from the call it answers. */
+  script(...answers: Array<Scripted | ((req: Received) => Scripted)>): void;
   /** The bytes of the answer's body to a request, as written. */
   answerBytes(req: Received): Buffer;
   /** The headers of the answer to a request, once it ended. */
@@ -204,7 +204,7 @@ export async function startStandIn(options: StandInOptions = {}): Promise<StandI
     },
   });
   const routes: Record<Api, Handler> = { chat: chat.handle, responses: responses.handle, messages: messages.handle, gemini: gemini.handle };
-  const script: Scripted[] = [];
+  const script: Array<Scripted | ((req: Received) => Scripted)> = [];
   const written = new Map<Received, Buffer[]>();
   const headers = new Map<Received, Record<string, unknown>>();
   const statuses = new Map<Received, number>();
@@ -219,7 +219,7 @@ export async function startStandIn(options: StandInOptions = {}): Promise<StandI
     if (summarizer === 'hang') return;
     if (summarizer) return play(res, typeof summarizer === 'function' ? await summarizer(req) : summarizer);
     const next = summarizing(req) ? undefined : script.shift();
-    if (next) return play(res, next);
+    if (next) return play(res, typeof next === 'function' ? next(req) : next);
     return routes[api](req, res, raw);
   });
 

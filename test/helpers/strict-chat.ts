@@ -150,6 +150,12 @@ function shapeProblem(body: any): Refusal | null {
   return null;
 }
 
+/** The body of the API's 400 for `bytes` over a window of `limitBytes`, as the rules send it. */
+export function windowError(bytes: number, limitBytes: number) {
+  const refusal = windowRefusal(bytes, limitBytes);
+  return { error: { message: refusal.message, type: 'invalid_request_error', param: refusal.param, code: refusal.code } };
+}
+
 function windowRefusal(bytes: number, limitBytes: number): Refusal {
   return { message: CHAT_MESSAGES.window(Math.floor(limitBytes / BYTES_PER_TOKEN), tokensOf(bytes)), param: 'messages', code: 'context_length_exceeded' };
 }

@@ -1,8 +1,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { completion, json, startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
+import { completion } from '../helpers/fake-upstream.js';
 import { postChat, startGateway, type TestGateway } from '../helpers/gateway.js';
-import { defaultSummarizer, startProvider, type FakeProvider, type ProviderOptions } from '../helpers/provider.js';
+import { startStandIn, type StandIn } from '../helpers/provider.js';
 import { parseCompactionHeader } from '../helpers/rescue.js';
+import { windowError } from '../helpers/strict-chat.js';
 import { firstOverflow, sessionRequest } from '../memory/session.js';
 
 /*
@@ -14,14 +15,12 @@ import { firstOverflow, sessionRequest } from '../memory/session.js';
  */
 
 const LIMIT = 60_000;
-let provider: FakeProvider | undefined;
-let upstream: FakeUpstream | undefined;
+let provider: StandIn | undefined;
 let gateway: TestGateway | undefined;
 afterEach(async () => {
   await gateway?.close();
   await provider?.close();
-  await upstream?.close();
-  gateway = provider = upstream = undefined;
+  gateway = provider = undefined;
 });
 
 /** A single-user sidecar whose client sends no credential: memory shared all the same, summaries by the summarizer. */
@@ -42,7 +41,7 @@ const userContent = (g: TestGateway) => g.logLines().filter((l) => l.content ===
 
 describe('a long session', () => {
   it('WARNs once, at the refusal; the turns compacted ahead from memory after it are INFO', async () => {
-    provider = await startProvider({ limitBytes: LIMIT });
+    provider = await startStandIn({ limitBytes: LIMIT });
     gateway = await sessionGateway(provider.baseUrl);
     const n = firstOverflow(LIMIT);
     const first = await postChat(gateway, sessionRequest(n));
@@ -56,7 +55,7 @@ describe('a long session', () => {
       expect(parseCompactionHeader(res.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'compacted', trigger: 'proactive' });
     }
     // Every later turn went compacted ahead and was accepted: nothing was refused after the first.
-    expect(provider.chatCalls().filter((c) => c.body.length > LIMIT)).toHaveLength(1);
+    expect(provider.calls('chat').filter((c) => c.body.length > LIMIT)).toHaveLength(1);
     const ahead = decisions(gateway).filter((l) => l.compaction.trigger === 'proactive');
     expect(ahead).toHaveLength(6);
     for (const line of ahead) {
@@ -70,15 +69,18 @@ describe('a long session', () => {
   });
 
   it('a compaction ahead the upstream refuses all the same is a WARN, and so is the rescue after it', async () => {
-    const options: ProviderOptions = { limitBytes: LIMIT };
-    provider = await startProvider(options);
+    provider = await startStandIn({ limitBytes: LIMIT });
     gateway = await sessionGateway(provider.baseUrl);
     const n = firstOverflow(LIMIT);
     expect((await postChat(gateway, sessionRequest(n))).status).toBe(200);
     // The window behind the same URL shrinks: what memory proposes is too long now too.
-    options.limitBytes = 11_500;
+    const before = provider.calls('chat').length;
+    provider.script((req) => ({ status: 400, json: windowError(req.body.length, 11_500) }));
     const res = await postChat(gateway, sessionRequest(n + 1));
     expect(res.status).toBe(200);
+    const [proposed, replayed] = provider.calls('chat').slice(before);
+    expect(proposed.body.length).toBeGreaterThan(11_500);
+    expect(replayed.body.length).toBeLessThanOrEqual(11_500);
     const [, ahead, rescue] = warnings(gateway);
     expect(warnings(gateway)).toHaveLength(3);
     expect(ahead.msg).toMatch(/^chat request extends a conversation compacted before .*sending it compacted; the upstream refused it as overlong all the same \(400\)$/);
@@ -87,20 +89,16 @@ describe('a long session', () => {
   });
 
   it('an upstream error the gateway passes through after a compaction ahead is a WARN', async () => {
-    let failing = false;
-    upstream = await startFakeUpstream((req, res) => {
-      if (req.headers['x-gateway-compaction'] === 'summarizer') return defaultSummarizer(req, res);
-      if (failing) return json(res, 503, { error: { message: 'The server is overloaded, please try again later.', type: 'server_error', param: null, code: null } });
-      if (req.body.length > LIMIT) return overlong(res, req.body.length);
-      json(res, 200, completion('ok'));
-    });
-    gateway = await sessionGateway(upstream.baseUrl);
+    provider = await startStandIn({ limitBytes: LIMIT });
+    gateway = await sessionGateway(provider.baseUrl);
     const n = firstOverflow(LIMIT);
     expect((await postChat(gateway, sessionRequest(n))).status).toBe(200);
     expect((await postChat(gateway, sessionRequest(n + 1))).status).toBe(200);
-    failing = true;
+    const before = provider.calls('chat').length;
+    provider.script({ status: 503, json: { error: { message: 'The server is overloaded, please try again later.', type: 'server_error', param: null, code: null } } });
     const res = await postChat(gateway, sessionRequest(n + 2));
     expect(res.status).toBe(503);
+    expect(provider.calls('chat')).toHaveLength(before + 1);
     const ahead = decisions(gateway).filter((l) => l.compaction.trigger === 'proactive');
     expect(ahead.map((l) => l.level)).toEqual([30, 40]);
     expect(ahead[1].msg).toMatch(/sending it compacted; the upstream answered 503, passed through$/);
@@ -109,11 +107,11 @@ describe('a long session', () => {
 
 describe('at debug', () => {
   it('each compaction writes the summary the model got instead of the history, marked as user content', async () => {
-    provider = await startProvider({ limitBytes: LIMIT });
+    provider = await startStandIn({ limitBytes: LIMIT });
     gateway = await sessionGateway(provider.baseUrl, 'debug');
     const n = firstOverflow(LIMIT);
     expect((await postChat(gateway, sessionRequest(n))).status).toBe(200);
-    const replayed = provider.chatCalls().at(-1)!;
+    const replayed = provider.calls('chat').at(-1)!;
     const [line] = userContent(gateway);
     expect(line).toMatchObject({ level: 20, content: 'user', api: 'chat', trigger: 'rejected', strategy: 'summarize', memory: 'miss' });
     expect(line.summary).toMatch(/^SUMMARY of \d+ chars: the user asked to fix the build\.$/);
@@ -132,7 +130,7 @@ describe('at debug', () => {
 
   it('a summary longer than 16 KB is cut there, its whole length said', async () => {
     const long = Array.from({ length: 3_000 }, (_, i) => `fact ${i}:`).join(' ');
-    provider = await startProvider({ limitBytes: 160_000, summarizer: (_req, res) => json(res, 200, completion(long, 'chatcmpl-summary')) });
+    provider = await startStandIn({ limitBytes: 160_000, summarizer: { status: 200, json: completion(long, 'chatcmpl-summary') } });
     gateway = await sessionGateway(provider.baseUrl, 'debug', { summarizer: { maxInputTokens: 500_000, maxSummaryTokens: 20_000 } });
     const n = firstOverflow(160_000);
     expect((await postChat(gateway, sessionRequest(n))).status).toBe(200);
@@ -144,15 +142,3 @@ describe('at debug', () => {
     expect(line.msg).toMatch(new RegExp(`the summary \\(${line.summaryChars} chars, the first 16384 here\\)`));
   });
 });
-
-/** OpenAI's own words for a prompt over the window. */
-function overlong(res: Parameters<typeof json>[0], bytes: number): void {
-  json(res, 400, {
-    error: {
-      message: `This model's maximum context length is ${LIMIT / 4} tokens. However, your messages resulted in ${Math.ceil(bytes / 4)} tokens. Please reduce the length of the messages.`,
-      type: 'invalid_request_error',
-      param: 'messages',
-      code: 'context_length_exceeded',
-    },
-  });
-}

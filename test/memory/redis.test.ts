@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { postChat, startGateway, type TestGateway } from '../helpers/gateway.js';
-import { startProvider, type FakeProvider } from '../helpers/provider.js';
+import { startStandIn, type StandIn } from '../helpers/provider.js';
 import { HAVE_REDIS, startRedis, type TestRedis } from '../helpers/redis.js';
 import { parseCompactionHeader } from '../helpers/rescue.js';
 import { LIMIT, firstOverflow, sessionRequest } from './session.js';
@@ -14,7 +14,7 @@ if (!HAVE_REDIS) console.warn('redis-server not found on PATH: skipping the Redi
 const request = (turns: number) => sessionRequest(turns);
 const overflowAt = firstOverflow();
 
-let provider: FakeProvider;
+let provider: StandIn;
 let redis: TestRedis;
 const gateways: TestGateway[] = [];
 afterEach(async () => {
@@ -60,7 +60,7 @@ describe.skipIf(!HAVE_REDIS)('compaction memory in Redis', () => {
     ['a masked span', {}, 'mask'],
   ] as const)('%s made through one replica is reused through another', async (_what, compaction, strategy) => {
     redis = await startRedis();
-    provider = await startProvider({ limitBytes: LIMIT });
+    provider = await startStandIn({ limitBytes: LIMIT });
     const [a, b] = [await replica(compaction), await replica(compaction)];
 
     const first = await send(a, overflowAt);
@@ -73,13 +73,13 @@ describe.skipIf(!HAVE_REDIS)('compaction memory in Redis', () => {
     expect(second.status).toBe(200);
     // The other replica knows the conversation from Redis: it sends it compacted ahead, once.
     expect(parseCompactionHeader(second.headers.get('x-gateway-compaction'))).toMatchObject({ trigger: 'proactive', memory: 'hit', strategy });
-    expect(provider.chatCalls()).toHaveLength(3);
+    expect(provider.calls('chat')).toHaveLength(3);
     expect(provider.summarizerCalls()).toHaveLength(summarizer);
   });
 
   it('with Redis stopped mid-test, requests still succeed (without memory), and it is counted', async () => {
     redis = await startRedis();
-    provider = await startProvider({ limitBytes: LIMIT });
+    provider = await startStandIn({ limitBytes: LIMIT });
     const g = await replica();
     expect((await send(g, overflowAt)).status).toBe(200);
 
@@ -116,7 +116,7 @@ describe.skipIf(!HAVE_REDIS)('compaction memory in Redis', () => {
 
   it("the test helper's stop() returns when called twice (a killed process has signalCode, not exitCode)", async () => {
     redis = await startRedis();
-    provider = await startProvider({ limitBytes: LIMIT });
+    provider = await startStandIn({ limitBytes: LIMIT });
     await redis.stop();
     const again = await Promise.race([redis.stop().then(() => 'returned'), sleep(2_000).then(() => 'hung')]);
     expect(again).toBe('returned');

@@ -1,8 +1,8 @@
 import { expect } from 'vitest';
 import type { ConfigInput } from '../../src/config/schema.js';
-import { completion, json } from '../helpers/fake-upstream.js';
+import { completion } from '../helpers/fake-upstream.js';
 import { postChat, startGateway, type TestGateway } from '../helpers/gateway.js';
-import { startProvider, type FakeProvider } from '../helpers/provider.js';
+import { startStandIn, type StandIn } from '../helpers/provider.js';
 import { redisCli, until } from '../helpers/redis.js';
 import { parseCompactionHeader } from '../helpers/rescue.js';
 import { LIMIT, firstOverflow, sessionRequest } from './session.js';
@@ -19,7 +19,7 @@ export const overflowAt = firstOverflow();
 const SUMMARY_MS = 400;
 
 export interface Replicas {
-  provider: FakeProvider;
+  provider: StandIn;
   a: TestGateway;
   b: TestGateway;
   close(): Promise<void>;
@@ -27,13 +27,13 @@ export interface Replicas {
 
 export async function startReplicas(memory: ConfigInput['memory']): Promise<Replicas> {
   let made = 0;
-  const provider = await startProvider({
+  const provider = await startStandIn({
     limitBytes: LIMIT,
-    summarizer: async (req, res) => {
+    summarizer: async (req) => {
       await new Promise((r) => setTimeout(r, SUMMARY_MS));
       const input = String(req.json?.messages?.at(-1)?.content ?? '');
       // Each call's summary is its own: two summaries of one conversation would differ.
-      json(res, 200, completion(`SUMMARY #${++made} of ${input.length} chars: the user asked to fix the build.`, 'chatcmpl-summary'));
+      return { status: 200, json: completion(`SUMMARY #${++made} of ${input.length} chars: the user asked to fix the build.`, 'chatcmpl-summary') };
     },
   });
   // A summarizer model of its own: one call a compaction (the upstream's own model would be called in chunks that fit its window).
@@ -82,7 +82,7 @@ function summaryOf(body: any): string | undefined {
  */
 export async function sameTurnAtOnce(r: Replicas, tenant: string): Promise<void> {
   const before = r.provider.summarizerCalls().length;
-  const chatBefore = r.provider.chatCalls().length;
+  const chatBefore = r.provider.calls('chat').length;
   const [x, y] = await Promise.all([send(r.a, overflowAt, tenant), send(r.b, overflowAt, tenant)]);
   expect([x.status, y.status]).toEqual([200, 200]);
   expect(r.provider.summarizerCalls().length - before).toBe(1);
@@ -90,7 +90,7 @@ export async function sameTurnAtOnce(r: Replicas, tenant: string): Promise<void>
   expect(headers.map((h) => h.outcome)).toEqual(['replayed', 'replayed']);
   // One made the summary (a miss), the other waited and reused it (a hit).
   expect(headers.map((h) => h.memory).sort()).toEqual(['hit', 'miss']);
-  const replays = r.provider.chatCalls().slice(chatBefore).map((c) => summaryOf(c.json)).filter(Boolean);
+  const replays = r.provider.calls('chat').slice(chatBefore).map((c) => summaryOf(c.json)).filter(Boolean);
   expect(replays).toHaveLength(2);
   expect(replays[0]).toBe(replays[1]);
 }

@@ -1,11 +1,11 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { agentConversation } from '../compaction/conversations.js';
 import { postChat, startGateway, type TestGateway } from '../helpers/gateway.js';
-import { startProvider, type FakeProvider } from '../helpers/provider.js';
+import { startStandIn, type StandIn } from '../helpers/provider.js';
 import { expectValidReplay, parseCompactionHeader } from '../helpers/rescue.js';
 import { LIMIT, firstOverflow, sessionRequest } from './session.js';
 
-let provider: FakeProvider;
+let provider: StandIn;
 let gateway: TestGateway;
 afterEach(async () => {
   await gateway.close();
@@ -37,20 +37,20 @@ function maskedPrefix(body: Buffer): string {
 }
 
 async function turn(n: number, headers: Record<string, string> = {}) {
-  const before = { chat: provider.chatCalls().length, summarizer: provider.summarizerCalls().length };
+  const before = { chat: provider.calls('chat').length, summarizer: provider.summarizerCalls().length };
   const res = await postChat(gateway, request(n), { authorization: 'Bearer sk-tenant-a', ...headers });
   expect(res.status).toBe(200);
   const header = res.headers.get('x-gateway-compaction');
   return {
     header: header ? parseCompactionHeader(header) : null,
-    chatCalls: provider.chatCalls().slice(before.chat),
+    chatCalls: provider.calls('chat').slice(before.chat),
     summarizerCalls: provider.summarizerCalls().slice(before.summarizer),
   };
 }
 
 describe('a growing conversation, turn after turn', () => {
   it('summarises once, then reuses the summary with byte-identical prefixes (reactive: proactive off)', async () => {
-    provider = await startProvider({ limitBytes: LIMIT, style: 'openai_400' });
+    provider = await startStandIn({ limitBytes: LIMIT, tooLong: 'stated' });
     gateway = await startGateway({
       upstream: { url: provider.baseUrl },
       summarizer: { maxInputTokens: 500_000 },
@@ -114,7 +114,7 @@ describe('a growing conversation, turn after turn', () => {
   });
 
   it('masks once, then reuses the masked outputs with byte-identical prefixes, masking more only when grown past the target (reactive)', async () => {
-    provider = await startProvider({ limitBytes: LIMIT, style: 'openai_400' });
+    provider = await startStandIn({ limitBytes: LIMIT, tooLong: 'stated' });
     gateway = await startGateway({ upstream: { url: provider.baseUrl }, summarizer: { maxInputTokens: 500_000 }, compaction: { proactive: false } });
     const n = overflowAt();
     const first = await turn(n);
@@ -158,7 +158,7 @@ describe('a growing conversation, turn after turn', () => {
   });
 
   it('with memory off, every overflowing turn is summarised from scratch', async () => {
-    provider = await startProvider({ limitBytes: LIMIT, style: 'openai_400' });
+    provider = await startStandIn({ limitBytes: LIMIT, tooLong: 'stated' });
     // Masking off: the summarizer condenses.
     gateway = await startGateway({ upstream: { url: provider.baseUrl }, summarizer: { maxInputTokens: 500_000 }, memory: { enabled: false }, compaction: { mask: false } });
     const n = overflowAt();
@@ -170,7 +170,7 @@ describe('a growing conversation, turn after turn', () => {
   });
 
   it('proactive mode sends the compacted request first: one upstream call per turn', async () => {
-    provider = await startProvider({ limitBytes: LIMIT, style: 'openai_400' });
+    provider = await startStandIn({ limitBytes: LIMIT, tooLong: 'stated' });
     gateway = await startGateway({
       upstream: { url: provider.baseUrl },
       summarizer: { maxInputTokens: 500_000 },
@@ -194,7 +194,7 @@ describe('a growing conversation, turn after turn', () => {
   });
 
   it('a learned limit informs the target but never compacts a fresh conversation on its own', async () => {
-    provider = await startProvider({ limitBytes: LIMIT, style: 'openai_400' });
+    provider = await startStandIn({ limitBytes: LIMIT, tooLong: 'stated' });
     gateway = await startGateway({ upstream: { url: provider.baseUrl }, summarizer: { maxInputTokens: 500_000 } });
     const n = overflowAt();
     await turn(n + 5); // rejected once: the error stated the window (15,000 tokens)
@@ -202,12 +202,12 @@ describe('a growing conversation, turn after turn', () => {
     expect(metrics).toMatch(/gateway_learned_context_limit_tokens\{model="fake-model"\} 15000/);
 
     // Another conversation (another task, another seed): nothing remembered, so it goes as sent.
-    const before = provider.chatCalls().length;
+    const before = provider.calls('chat').length;
     const fresh = { model: 'fake-model', messages: agentConversation({ turns: n + 8, toolOutputBytes: 1_500, seed: 7, imageBytes: 0 }) };
     expect(JSON.stringify(fresh).length).toBeGreaterThan(LIMIT);
     const res = await postChat(gateway, fresh, { authorization: 'Bearer sk-tenant-a' });
     expect(res.status).toBe(200);
-    const calls = provider.chatCalls().slice(before);
+    const calls = provider.calls('chat').slice(before);
     expect(calls).toHaveLength(2);
     expect(calls[0].body.toString()).toBe(JSON.stringify(fresh));
     expect(calls[0].headers['x-gateway-compaction']).toBeUndefined();
@@ -220,7 +220,7 @@ describe('tenants', () => {
     ['a summary', { mask: false }, 'summarize'],
     ['a masked span', {}, 'mask'],
   ] as const)('two clients with different keys and identical histories never share %s', async (_what, compaction, strategy) => {
-    provider = await startProvider({ limitBytes: LIMIT, style: 'openai_400' });
+    provider = await startStandIn({ limitBytes: LIMIT, tooLong: 'stated' });
     gateway = await startGateway({ upstream: { url: provider.baseUrl }, summarizer: { maxInputTokens: 500_000 }, compaction });
     const n = overflowAt();
     const a = await turn(n, { authorization: 'Bearer sk-tenant-a' });
