@@ -286,7 +286,7 @@ function finish(
     bound: input.dialect.bound ? { stripped: rebound.stripped, optIn: rebound.optIn } : null,
     restrip,
     strategy: summary.strategy,
-    messagesAfter: compacted.length,
+    messagesAfter: input.dialect.wireCount(rebound.items),
     bytesAfter: body.length,
     tokensAfter: Math.round(body.length / input.target.bytesPerToken),
     summarizerMs: summary.ms,

@@ -81,6 +81,7 @@ export const chat: Dialect = {
     return { items: messages, entries: messages.map(describe) };
   },
   write: (request, items) => withField(request, 'messages', items),
+  wireCount: (items) => items.length,
   describe,
   render,
   slots,

@@ -134,6 +134,7 @@ export const gemini: Dialect = {
     return { items: list, entries: list.map(describe) };
   },
   write: (request, items) => withField(request, 'contents', wireContents(items)),
+  wireCount: (items) => wireContents(items).length,
   describe,
   render,
   slots,

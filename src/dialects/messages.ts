@@ -309,6 +309,7 @@ export const messages: Dialect = {
     return { items: list, entries: list.map(describe) };
   },
   write: (request, items) => withField(request, 'messages', withinBreakpoints(request, wireMessages(items))),
+  wireCount: (items) => wireMessages(items).length,
   describe,
   render,
   slots,

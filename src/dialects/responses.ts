@@ -102,6 +102,7 @@ export const responses: Dialect = {
     return { items: input, entries: input.map(describe) };
   },
   write: (request, items) => withField(request, 'input', items),
+  wireCount: (items) => items.length,
   describe,
   render,
   slots,

@@ -108,6 +108,8 @@ export interface Dialect {
   read(request: Record<string, unknown>): Conversation | null;
   /** The request with its conversation replaced, every other field as sent. */
   write(request: Record<string, unknown>, items: unknown[]): Buffer;
+  /** How many messages `write` sends for these items: fewer where the API's neighbouring turns of one role are merged. */
+  wireCount(items: readonly unknown[]): number;
   describe(item: unknown): Entry;
   render(item: unknown): Rendered;
   /** What may be shortened in this item; none for items that must stay byte-identical. */
