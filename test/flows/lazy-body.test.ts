@@ -1,19 +1,18 @@
 import { afterEach, beforeEach, expect, it, vi } from 'vitest';
-import { completion, json, startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
 import { postChat, startGateway, type TestGateway } from '../helpers/gateway.js';
-import { startProvider } from '../helpers/provider.js';
+import { startStandIn, type StandIn } from '../helpers/provider.js';
 import { agentRequest, parseCompactionHeader } from '../helpers/rescue.js';
 
 /*
  * Nothing parses a request on its way in: the gateway forwards the client's bytes and parses
  * them only when a rescue (or the compaction memory) needs to look inside. JSON.parse is watched
- * for calls on the test's body made by anyone but the fake upstream, which parses everything it
- * receives (in this same process) for the tests' convenience.
+ * for calls on the test's body made by anyone but the fake upstream (the strict stand-in's
+ * server), which parses everything it receives (in this same process) for the tests' convenience.
  */
 
 // Built at run time: the literal would be in this file's source map, which vitest parses too.
 const MARK = ['lazy', 'body', 'marker', (0x7f3a).toString(16)].join('-');
-let upstream: FakeUpstream | undefined;
+let upstream: StandIn | undefined;
 let gateway: TestGateway | undefined;
 /** For each JSON.parse of a text holding MARK outside the fake upstream: how many requests the upstream had received by then. */
 let gatewayParses: number[];
@@ -50,12 +49,13 @@ it.each([
   ['a small body', 300],
   ['a 2 MB body, which arrives in many chunks', 2_000_000],
 ])('%s passing through is never parsed, and reaches the upstream byte for byte', async (_name, bytes) => {
-  upstream = await startFakeUpstream((_req, res) => json(res, 200, completion('ok')));
+  upstream = await startStandIn();
   gateway = await startGateway({ upstream: { url: upstream.baseUrl } });
   const body = chatBody(bytes);
   const res = await postChat(gateway, body, { authorization: 'Bearer sk-one' });
   expect(res.status).toBe(200);
   expect(upstream.received).toHaveLength(1);
+  expect(upstream.verdicts('chat')).toEqual([null]);
   expect(upstream.received[0].body.equals(Buffer.from(body))).toBe(true);
   expect(upstream.received[0].headers['content-length']).toBe(String(Buffer.byteLength(body)));
   expect(upstream.received[0].headers['transfer-encoding']).toBeUndefined();
@@ -63,18 +63,19 @@ it.each([
 });
 
 it('a Responses API request passing through is never parsed either', async () => {
-  upstream = await startFakeUpstream((_req, res) => json(res, 200, { id: 'resp_1', object: 'response', output: [] }));
+  upstream = await startStandIn();
   gateway = await startGateway({ upstream: { url: upstream.baseUrl } });
   const body = JSON.stringify({ model: 'fake-model', input: [{ role: 'user', content: MARK }] });
   const res = await fetch(`${gateway.baseUrl}/responses`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
   expect(res.status).toBe(200);
   await res.text();
   expect(upstream.received[0].body.toString()).toBe(body);
+  expect(upstream.verdicts('responses')).toEqual([null]);
   expect(gatewayParses).toEqual([]);
 });
 
 it('a body first parsed only after the upstream refused it is rescued: compacted and replayed', async () => {
-  const provider = await startProvider({ limitBytes: 60_000 });
+  const provider = await startStandIn({ limitBytes: 60_000 });
   upstream = provider;
   gateway = await startGateway({ upstream: { url: provider.baseUrl }, compaction: { strategy: 'fallback' } });
   const request = agentRequest(60);
@@ -85,8 +86,9 @@ it('a body first parsed only after the upstream refused it is rescued: compacted
   const res = await postChat(gateway, body, { authorization: 'Bearer sk-two' });
   expect(res.status).toBe(200);
   expect(parseCompactionHeader(res.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'replayed' });
-  const calls = provider.chatCalls();
+  const calls = provider.calls('chat');
   expect(calls).toHaveLength(2);
+  expect(provider.verdicts('chat')).toEqual([expect.stringMatching(/maximum context length/), null]);
   expect(calls[0].body.toString()).toBe(body);
   // Parsed once, and only once the upstream had answered the client's own bytes.
   expect(gatewayParses).toEqual([1]);

@@ -1,7 +1,7 @@
 import OpenAI from 'openai';
 import { afterEach, expect, it } from 'vitest';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
-import { startProvider, type FakeProvider } from '../helpers/provider.js';
+import { startStandIn, type StandIn } from '../helpers/provider.js';
 import { parseCompactionHeader, toolTurnsBody } from '../helpers/rescue.js';
 
 /*
@@ -10,7 +10,7 @@ import { parseCompactionHeader, toolTurnsBody } from '../helpers/rescue.js';
  * turn reuses the masked prefix byte for byte.
  */
 
-let provider: FakeProvider;
+let provider: StandIn;
 let gateway: TestGateway;
 afterEach(async () => {
   await gateway.close();
@@ -27,7 +27,7 @@ async function turn(body: Record<string, any>) {
 }
 
 it('masks the oldest outputs until the request fits: no summarizer call, every message in place, the newest output whole', async () => {
-  provider = await startProvider({ limitBytes: 40_000 });
+  provider = await startStandIn({ limitBytes: 40_000, reply: () => ({ text: 'rescued answer' }) });
   gateway = await startGateway({ upstream: { url: provider.baseUrl } });
   const body = toolTurnsBody(10, output);
   const { answer, header } = await turn(body);
@@ -36,7 +36,9 @@ it('masks the oldest outputs until the request fits: no summarizer call, every m
   expect(header['summarizer-failure']).toBeUndefined();
   expect(provider.summarizerCalls()).toHaveLength(0);
 
-  const [refused, replay] = provider.chatCalls();
+  const [refused, replay] = provider.calls('chat');
+  // Refused as past the window, the replay taken by the strict rules.
+  expect(provider.verdicts('chat')).toEqual([expect.stringMatching(/maximum context length is 10000 tokens/), null]);
   expect(refused.body.length).toBeGreaterThan(40_000);
   expect(replay.body.length).toBeLessThanOrEqual(40_000);
   const sent = replay.json.messages;
@@ -60,27 +62,29 @@ it('masks the oldest outputs until the request fits: no summarizer call, every m
 });
 
 it('the next turn is sent masked before its first attempt, the masked prefix byte for byte', async () => {
-  provider = await startProvider({ limitBytes: 40_000 });
+  provider = await startStandIn({ limitBytes: 40_000 });
   gateway = await startGateway({ upstream: { url: provider.baseUrl } });
   const first = toolTurnsBody(10, output);
   await turn(first);
-  const replayed = provider.chatCalls()[1].json.messages;
+  const replayed = provider.calls('chat')[1].json.messages;
   const next = toolTurnsBody(11, output);
   const { header } = await turn(next);
   expect(header).toMatchObject({ memory: 'hit', strategy: 'mask' });
   // One upstream call for the second turn: it went compacted ahead, and was accepted.
-  expect(provider.chatCalls()).toHaveLength(3);
-  const sent = provider.chatCalls()[2].json.messages;
+  expect(provider.calls('chat')).toHaveLength(3);
+  expect(provider.verdicts('chat')).toEqual([expect.stringMatching(/maximum context length/), null, null]);
+  const sent = provider.calls('chat')[2].json.messages;
   const lastMaskedBefore = replayed.findLastIndex((m: any) => m.role === 'tool' && PLACEHOLDER.test(m.content));
   expect(sent.slice(0, lastMaskedBefore + 1)).toEqual(replayed.slice(0, lastMaskedBefore + 1));
   expect(provider.summarizerCalls()).toHaveLength(0);
 });
 
 it('with masking off, the summarizer condenses instead, as before', async () => {
-  provider = await startProvider({ limitBytes: 40_000 });
+  provider = await startStandIn({ limitBytes: 40_000 });
   gateway = await startGateway({ upstream: { url: provider.baseUrl }, compaction: { mask: false } });
   const { header } = await turn(toolTurnsBody(10, output));
   expect(header).toMatchObject({ outcome: 'replayed', strategy: 'summarize' });
+  expect(provider.verdicts('chat')).toEqual([expect.stringMatching(/maximum context length/), null]);
   // The summarizer is the upstream's own model: its calls are chunked to fit the window it stated.
   expect(provider.summarizerCalls().length).toBeGreaterThanOrEqual(1);
   for (const call of provider.summarizerCalls()) expect(call.body.length).toBeLessThanOrEqual(40_000);

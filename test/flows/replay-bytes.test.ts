@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
-import { startProvider, type FakeProvider } from '../helpers/provider.js';
+import { startStandIn, type StandIn } from '../helpers/provider.js';
 
 /*
  * A replayed request is the client's request with its conversation rewritten, not the client's
@@ -19,11 +19,11 @@ const body =
   Array.from({ length: 12 }, (_, i) => round(i)).join(',') +
   `,${LAST}] }`;
 
-let provider: FakeProvider;
+let provider: StandIn;
 let gateway: TestGateway;
 
 beforeAll(async () => {
-  provider = await startProvider({ limitBytes: 30_000 });
+  provider = await startStandIn({ limitBytes: 30_000 });
   gateway = await startGateway({ upstream: { url: provider.baseUrl } });
 });
 
@@ -37,7 +37,11 @@ describe('a replayed body keeps the bytes of what it did not change', () => {
     const res = await fetch(`${gateway.baseUrl}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer sk-client' }, body });
     expect(res.status).toBe(200);
     expect(res.headers.get('x-gateway-compaction')).toMatch(/outcome=replayed/);
-    const [first, replay] = provider.chatCalls();
+    const calls = provider.calls('chat');
+    expect(calls).toHaveLength(2);
+    const [first, replay] = calls;
+    // Refused for its size, and the replay taken by the strict rules as it was written.
+    expect(provider.verdicts('chat')).toEqual([expect.stringMatching(/maximum context length is 7500 tokens/), null]);
     expect(first.body.toString()).toBe(body);
     const sent = replay.body.toString();
     expect(sent.length).toBeLessThan(body.length);

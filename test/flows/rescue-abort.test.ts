@@ -1,10 +1,10 @@
 import { afterEach, expect, it } from 'vitest';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
-import { startProvider, type FakeProvider } from '../helpers/provider.js';
+import { startStandIn, type Scripted, type StandIn } from '../helpers/provider.js';
 import type { Received } from '../helpers/fake-upstream.js';
 import { agentRequest } from '../helpers/rescue.js';
 
-let provider: FakeProvider;
+let provider: StandIn;
 let gateway: TestGateway;
 afterEach(async () => {
   await gateway.close();
@@ -14,11 +14,11 @@ afterEach(async () => {
 it('the client aborting during compaction cancels the summarizer call and sends no replay', async () => {
   let summarizing!: (req: Received) => void;
   const summarizerCalled = new Promise<Received>((r) => (summarizing = r));
-  provider = await startProvider({
+  provider = await startStandIn({
     limitBytes: 60_000,
-    summarizer: async (req) => {
+    summarizer: (req) => {
       summarizing(req);
-      await req.aborted; // hangs until the gateway gives up on it
+      return new Promise<Scripted>(() => {}); // never answered: hangs until the gateway gives up on it
     },
   });
   // Masking off: the compaction is the summarizer's. The summarizer is the upstream's own model,
@@ -37,7 +37,8 @@ it('the client aborting during compaction cancels the summarizer call and sends 
   await summarizerRequest.aborted; // resolves only if the gateway closed the summarizer request
   // Give a wrongly-sent replay (or summarizer call) time to arrive before counting.
   await new Promise((r) => setTimeout(r, 200));
-  expect(provider.chatCalls()).toHaveLength(1);
+  expect(provider.calls('chat')).toHaveLength(1);
+  expect(provider.verdicts('chat')).toEqual([expect.stringMatching(/maximum context length/)]);
   const summarizer = provider.summarizerCalls();
   expect(summarizer.length).toBeGreaterThanOrEqual(1);
   // Every summarizer call that went out was closed by the gateway (each hangs until then).

@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import OpenAI from 'openai';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startProvider, type FakeProvider } from '../helpers/provider.js';
+import { json } from '../helpers/fake-upstream.js';
+import { startStandIn, type StandIn } from '../helpers/provider.js';
 import { jsonLines, listening, runGateway, type Proc } from '../helpers/process.js';
 import { agentRequest, parseCompactionHeader } from '../helpers/rescue.js';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from './otlp-receiver.js';
@@ -16,7 +17,7 @@ const CLIENT = 3;
 const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
 let receiver: OtlpReceiver;
-let provider: FakeProvider;
+let provider: StandIn;
 let proc: Proc | undefined;
 afterEach(async () => {
   proc?.child.kill('SIGKILL');
@@ -27,7 +28,7 @@ afterEach(async () => {
 
 async function start(env: (receiver: OtlpReceiver) => Record<string, string>): Promise<string> {
   receiver = await startOtlpReceiver();
-  provider = await startProvider({ limitBytes: LIMIT, style: 'openai_400' });
+  provider = await startStandIn({ limitBytes: LIMIT, tooLong: 'stated', reply: () => ({ text: 'rescued answer' }) });
   // The summarizer is the upstream's own model, with a window wide enough for the whole middle.
   proc = runGateway([], { PORT: '0', LOG_FORMAT: 'json', UPSTREAM_URL: provider.baseUrl, SUMMARIZER_MAX_INPUT_TOKENS: '500000', ...env(receiver) });
   return listening(proc);
@@ -90,6 +91,9 @@ describe('traces, with OTEL_EXPORTER_OTLP_ENDPOINT set', () => {
     // A probe is not traced; a pass-through request is, under its own client span.
     expect((await fetch(`${origin}/healthz`)).status).toBe(200);
     const other = clientSpan();
+    // The stand-in serves the APIs the gateway rescues; GET /v1/models is none of them (it answers
+    // 404 there), so the pass-through's call, the last one, is answered as OpenAI lists models.
+    provider.handle((req, res) => (req.method === 'GET' && req.url === '/v1/models' ? json(res, 200, { object: 'list', data: [{ id: 'fake-model', object: 'model', created: 1_700_000_000, owned_by: 'system' }] }) : json(res, 500, { error: { message: `unexpected ${req.method} ${req.url}` } })));
     expect((await fetch(`${origin}/v1/models`, { headers: { traceparent: other.traceparent, authorization: 'Bearer sk-client-secret' } })).status).toBe(200);
     await stop();
 
@@ -138,12 +142,17 @@ describe('traces, with OTEL_EXPORTER_OTLP_ENDPOINT set', () => {
     expect(replay).toMatchObject({ name: 'chat fake-model', status: 0 });
     expect(replay.attributes).toMatchObject({ ...where, 'http.response.status_code': 200, 'gateway.attempt.rewritten': true, 'gen_ai.conversation.compacted': true });
     for (const call of summarizer) {
+      // The usage the stand-in's answer to that call stated: its prompt at 4 bytes a token, 5 tokens out.
+      const received = summarizedFor(client.traceId).find((r) => r.headers.traceparent === `00-${client.traceId}-${call.spanId}-01`)!;
       expect(call.name).toBe('chat fake-model');
-      expect(call.attributes).toMatchObject({ ...where, 'gen_ai.operation.name': 'chat', 'http.response.status_code': 200, 'gen_ai.usage.input_tokens': 12, 'gen_ai.usage.output_tokens': 3 });
+      expect(call.attributes).toMatchObject({ ...where, 'gen_ai.operation.name': 'chat', 'http.response.status_code': 200, 'gen_ai.usage.input_tokens': Math.ceil(received.body.length / 4), 'gen_ai.usage.output_tokens': 5 });
     }
 
     // The upstream heard of each call's own span, never of the client's.
-    const sent = provider.chatCalls().filter((r) => r.headers.traceparent?.includes(client.traceId)).map((r) => r.headers.traceparent);
+    // The strict rules refused each conversation's first attempt as past the window and took every replay, and the request sent ahead.
+    const window = expect.stringMatching(/maximum context length is 15000 tokens/);
+    expect(provider.verdicts('chat')).toEqual([window, null, window, null, null]);
+    const sent = provider.calls('chat').filter((r) => r.headers.traceparent?.includes(client.traceId)).map((r) => r.headers.traceparent);
     expect(sent).toEqual(attempts.map((a) => `00-${client.traceId}-${a.spanId}-01`));
     const summarized = summarizedFor(client.traceId).map((r) => r.headers.traceparent).sort();
     expect(summarized).toEqual(summarizer.map((s) => `00-${client.traceId}-${s.spanId}-01`).sort());
@@ -153,7 +162,7 @@ describe('traces, with OTEL_EXPORTER_OTLP_ENDPOINT set', () => {
     expect(streamedServer.attributes).toMatchObject({ 'gen_ai.conversation.compacted': true, 'gateway.compaction.outcome': 'replayed' });
     const streamedAttempts = spans.filter((s) => s.parentSpanId === streamedServer.spanId && s.attributes['gateway.summarizer'] === undefined).sort(byStart);
     expect(streamedAttempts.map((s) => s.attributes['http.response.status_code'])).toEqual([400, 200]);
-    expect(provider.chatCalls().filter((r) => r.headers.traceparent?.includes(streamed.traceId)).map((r) => r.headers.traceparent)).toEqual(streamedAttempts.map((a) => `00-${streamed.traceId}-${a.spanId}-01`));
+    expect(provider.calls('chat').filter((r) => r.headers.traceparent?.includes(streamed.traceId)).map((r) => r.headers.traceparent)).toEqual(streamedAttempts.map((a) => `00-${streamed.traceId}-${a.spanId}-01`));
 
     const fromMemory = servers.find((s) => s.attributes['url.path'] === '/v1/chat/%63ompletions')!;
     expect(fromMemory).toMatchObject({ traceId: again.traceId, parentSpanId: again.spanId, name: 'POST /v1/chat/completions' });
@@ -161,13 +170,13 @@ describe('traces, with OTEL_EXPORTER_OTLP_ENDPOINT set', () => {
     const [aheadAttempt, ...more] = spans.filter((s) => s.parentSpanId === fromMemory.spanId);
     expect(more).toEqual([]);
     expect(aheadAttempt.attributes).toMatchObject({ ...where, 'http.response.status_code': 200, 'gateway.attempt.rewritten': true, 'gen_ai.conversation.compacted': true });
-    expect(provider.chatCalls().filter((r) => r.headers.traceparent?.includes(again.traceId)).map((r) => r.headers.traceparent)).toEqual([`00-${again.traceId}-${aheadAttempt.spanId}-01`]);
+    expect(provider.calls('chat').filter((r) => r.headers.traceparent?.includes(again.traceId)).map((r) => r.headers.traceparent)).toEqual([`00-${again.traceId}-${aheadAttempt.spanId}-01`]);
 
     const passthrough = servers.find((s) => s.attributes['url.path'] === '/v1/models')!;
     expect(passthrough).toMatchObject({ traceId: other.traceId, parentSpanId: other.spanId, name: 'GET' });
     expect(passthrough.attributes).toMatchObject({ 'http.response.status_code': 200, 'gateway.route': 'passthrough_models' });
     // A pass-through request goes as it came, its trace context too (docs/telemetry.md).
-    expect(provider.chatCalls().find((r) => r.url === '/v1/models')?.headers.traceparent).toBe(other.traceparent);
+    expect(provider.received.find((r) => r.url === '/v1/models')?.headers.traceparent).toBe(other.traceparent);
 
     // Names, models, sizes and statuses only: no message, summary, answer or key anywhere.
     const exported = receiver.payloads().join('\n');
@@ -186,8 +195,9 @@ describe('traces, with no endpoint set', () => {
     expect(data.choices[0].message.content).toBe('rescued answer');
     await stop();
 
-    expect(provider.chatCalls().map((r) => r.headers.traceparent)).toEqual([client.traceparent, client.traceparent]);
-    expect(provider.chatCalls()[1].headers['x-gateway-compaction']).toMatch(/outcome=replayed/);
+    expect(provider.calls('chat').map((r) => r.headers.traceparent)).toEqual([client.traceparent, client.traceparent]);
+    expect(provider.verdicts('chat')).toEqual([expect.stringMatching(/maximum context length is 15000 tokens/), null]);
+    expect(provider.calls('chat')[1].headers['x-gateway-compaction']).toMatch(/outcome=replayed/);
     expect(provider.summarizerCalls().length).toBeGreaterThanOrEqual(1);
     expect(provider.summarizerCalls().map((r) => r.headers.traceparent)).toEqual(provider.summarizerCalls().map(() => undefined));
     expect(receiver.connections()).toBe(0);
