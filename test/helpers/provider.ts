@@ -136,6 +136,7 @@ export async function startStandIn(options: StandInOptions = {}): Promise<StandI
     headers.set(req, {});
     record(res, written.get(req)!, headers.get(req)!, (status) => statuses.set(req, status));
     const api = apiOf(req.url);
+    if (api === null && req.method === 'GET' && req.url.split('?')[0] === '/v1/models') return json(res, 200, modelList(req));
     if (api === null) return json(res, 404, { error: { message: `no route for ${req.method} ${req.url}` } });
     const summarizer = summarizing(req) ? options.summarizer : undefined;
     if (summarizer === 'hang') return;
@@ -162,6 +163,14 @@ export async function startStandIn(options: StandInOptions = {}): Promise<StandI
     answerHeaders: (req) => headers.get(req) ?? {},
     answerStatus: (req) => statuses.get(req),
   };
+}
+
+/** GET /v1/models as the provider lists its models: Anthropic's page when the call carries anthropic-version, else OpenAI's list. */
+function modelList(req: Received): unknown {
+  if (req.headers['anthropic-version']) {
+    return { data: [{ type: 'model', id: 'claude-test', display_name: 'Claude Test', created_at: '2026-01-01T00:00:00Z' }], has_more: false, first_id: 'claude-test', last_id: 'claude-test' };
+  }
+  return { object: 'list', data: [{ id: 'fake-model', object: 'model', created: 1_700_000_000, owned_by: 'system' }] };
 }
 
 /** Keeps a copy of the head (status and fields) and of every body byte written to `res`. */

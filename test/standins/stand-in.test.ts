@@ -108,4 +108,14 @@ describe('the declarative stand-in', () => {
     expect(standIn.calls('chat').map((r) => standIn!.answerStatus(r))).toEqual([400, 200]);
     expect(standIn.answerStatus(standIn.summarizerCalls()[0])).toBe(200);
   });
+
+  it('lists its models at GET /v1/models in the shape of the API asking (OpenAI\'s list, Anthropic\'s page), and is not a model call', async () => {
+    standIn = await startStandIn();
+    const openai = await new OpenAI({ baseURL: standIn.baseUrl, apiKey: 'x', maxRetries: 0 }).models.list();
+    expect(openai.data.map((m) => m.id)).toEqual(['fake-model']);
+    const anthropic = await fetch(`${standIn.baseUrl}/models`, { headers: { 'anthropic-version': '2023-06-01' } });
+    expect(await anthropic.json()).toMatchObject({ data: [{ type: 'model', id: 'claude-test' }], has_more: false });
+    expect((await fetch(`${standIn.baseUrl}/models`, { method: 'POST', body: '{}' })).status).toBe(404);
+    expect(standIn.calls()).toEqual([]);
+  });
 });

@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import OpenAI from 'openai';
 import { afterEach, describe, expect, it } from 'vitest';
-import { json } from '../helpers/fake-upstream.js';
 import { startStandIn, type StandIn } from '../helpers/provider.js';
 import { jsonLines, listening, runGateway, type Proc } from '../helpers/process.js';
 import { agentRequest, parseCompactionHeader } from '../helpers/rescue.js';
@@ -91,9 +90,6 @@ describe('traces, with OTEL_EXPORTER_OTLP_ENDPOINT set', () => {
     // A probe is not traced; a pass-through request is, under its own client span.
     expect((await fetch(`${origin}/healthz`)).status).toBe(200);
     const other = clientSpan();
-    // The stand-in serves the APIs the gateway rescues; GET /v1/models is none of them (it answers
-    // 404 there), so the pass-through's call, the last one, is answered as OpenAI lists models.
-    provider.handle((req, res) => (req.method === 'GET' && req.url === '/v1/models' ? json(res, 200, { object: 'list', data: [{ id: 'fake-model', object: 'model', created: 1_700_000_000, owned_by: 'system' }] }) : json(res, 500, { error: { message: `unexpected ${req.method} ${req.url}` } })));
     expect((await fetch(`${origin}/v1/models`, { headers: { traceparent: other.traceparent, authorization: 'Bearer sk-client-secret' } })).status).toBe(200);
     await stop();
 
