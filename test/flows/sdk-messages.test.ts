@@ -2,28 +2,56 @@ import Anthropic from '@anthropic-ai/sdk';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
 import { parseCompactionHeader } from '../helpers/rescue.js';
-import { countBreakpoints, expectValidMessagesReplay, startAnthropic, summaryTurn, tokensOf, type AnthropicReject, type FakeAnthropic } from '../helpers/anthropic.js';
+import { countBreakpoints, expectValidMessagesReplay, summaryTurn } from '../helpers/anthropic.js';
 import { claudeRequest, type ClaudeRequestOptions } from '../helpers/claude-request.js';
+import type { Received } from '../helpers/fake-upstream.js';
+import { startStrictAnthropic, tokensOf, type BindingCheck, type StrictAnthropic, type StrictAnthropicReject } from '../helpers/strict-anthropic.js';
 
 /*
  * The official Anthropic SDK, pointed at the gateway as Claude Code is (base URL without /v1),
- * against a fake Anthropic that refuses the request in each of the ways the API and its edge do.
+ * against the strict Anthropic stand-in (the API's checks and errors, thinking signed and bound to
+ * what came before it), refusing the request in each of the ways the API and its edge do.
  * Every row: one rejected attempt, one replay, the client sees only the replay's answer.
  */
 
 const API_KEY = 'sk-ant-test-placeholder';
-let upstream: FakeAnthropic;
+let upstream: StrictAnthropic;
 let gateway: TestGateway;
 afterEach(async () => {
   await gateway?.close();
   await upstream?.close();
 });
 
-const BODY = JSON.stringify(claudeRequest()).length;
 const WINDOW_BYTES = 80_000; // input_plus_max_tokens: a 20,000-token window, which the prompt alone fits
+/** The stand-in's refusals for size or window; any other refusal is about the request's content. */
+const TOO_LONG = /prompt is too long|Too Large|exceeds the maximum allowed number of bytes|exceed context limit/;
 
-async function setup(style: AnthropicReject, limitBytes: number) {
-  upstream = await startAnthropic({ style, limitBytes });
+/**
+ * claudeRequest(o) with every assistant turn's thinking as the stand-in issued it: each turn's
+ * history is sent in order to a stand-in with no limit, and the block it answered with replaces the
+ * made-up one (a redacted one too: the stand-in issues thinking blocks only, their text omitted).
+ * The signatures hold for any stand-in of this process, as the API's do for any later request.
+ */
+async function signedRequest(o: ClaudeRequestOptions = {}): Promise<Record<string, any>> {
+  const body = claudeRequest(o);
+  const signer = await startStrictAnthropic();
+  try {
+    const api = new Anthropic({ baseURL: signer.origin, apiKey: API_KEY, maxRetries: 0 });
+    const messages: any[] = body.messages;
+    for (const [i, m] of messages.entries()) {
+      if (m.role !== 'assistant') continue;
+      // (a refusal would throw: the history so far, its blocks signed, is valid as sent)
+      await api.messages.create({ ...body, messages: messages.slice(0, i) } as any);
+      messages[i] = { ...m, content: [signer.issued().at(-1)!.block, ...m.content.slice(1)] };
+    }
+    return body;
+  } finally {
+    await signer.close();
+  }
+}
+
+async function setup(style: StrictAnthropicReject, limitBytes: number) {
+  upstream = await startStrictAnthropic({ style, limitBytes, reply: () => ({ text: 'rescued answer' }) });
   gateway = await startGateway({ upstream: { url: upstream.baseUrl } });
 }
 
@@ -54,14 +82,32 @@ async function expectOneReplay(response: Response, message: Anthropic.Message) {
   expect(calls.map((c) => c.url)).toEqual(['/v1/messages', '/v1/messages']);
   const header = parseCompactionHeader(response.headers.get('x-gateway-compaction'));
   expect(header.outcome).toBe('replayed');
-  expect(message.content).toEqual([{ type: 'text', text: 'rescued answer' }]);
+  // The attempt refused for its size alone; the replay taken as it was, its signed thinking with it.
+  expect(upstream.checks()).toHaveLength(2);
+  const [attempt, answered] = upstream.checks();
+  expect(attempt.refused).toMatch(TOO_LONG);
+  expect(answered.refused).toBeNull();
+  // The answer as the stand-in gave it: the thinking it signed for the replay, then its text.
+  expect(upstream.issued()).toEqual([{ call: 1, block: message.content[0] }]);
+  expect(message.content.slice(1)).toEqual([{ type: 'text', text: 'rescued answer' }]);
   // The replay's usage as the upstream reported it: the gateway leaves the answer untouched.
   expect(message.usage.input_tokens).toBe(tokensOf(calls[1].body.length));
   expect(await replaysMetric()).toBe('gateway_replays_total{api="messages",result="success",upstream="default"} 1');
   const warnings = gateway.logLines().filter((l) => l.level === 40 && /^upstream rejected the messages request as overlong/.test(l.msg));
   expect(warnings).toHaveLength(1);
   expect(warnings[0].compaction).toMatchObject({ api: 'messages', outcome: 'replayed' });
-  return { header, rejected: calls[0], replay: calls[1] };
+  return { header, rejected: calls[0], replay: calls[1], answered };
+}
+
+/**
+ * After a compaction the one stale block the stand-in saw is the open round's, which the gateway
+ * kept whole under drop_block (thinking is enabled): the stand-in dropped it alone, and said so.
+ * Every older block stale under the new prefix was stripped before it went out.
+ */
+function expectOpenRoundDropped(answered: BindingCheck, replay: Received, header: Record<string, unknown>): void {
+  const open = `messages.${replay.json.messages.length - 2}.content.0`;
+  expect(answered).toEqual({ refused: null, invalid: [open], dropped: [open], dropBlock: true });
+  expect(header['reasoning-dropped']).toBe(1);
 }
 
 /*
@@ -69,25 +115,28 @@ async function expectOneReplay(response: Response, message: Anthropic.Message) {
  * there. The stated windows of the others are under what masking every older result leaves: the
  * conversation is summarised, by the upstream in the Messages API.
  */
-const compacted: Array<[AnthropicReject, 'create' | 'stream', number, 'mask' | 'summarize']> = [
-  ['prompt_too_long', 'create', Math.floor(BODY * 0.5), 'summarize'],
-  ['prompt_too_long', 'stream', Math.floor(BODY * 0.5), 'summarize'],
-  ['json_413', 'create', Math.floor(BODY * 0.7), 'mask'],
-  ['json_413', 'stream', Math.floor(BODY * 0.7), 'mask'],
-  ['edge_413', 'create', Math.floor(BODY * 0.7), 'mask'],
-  ['edge_413', 'stream', Math.floor(BODY * 0.7), 'mask'],
-  ['sse_error', 'stream', Math.floor(BODY * 0.5), 'summarize'],
+const compacted: Array<[StrictAnthropicReject, 'create' | 'stream', number, 'mask' | 'summarize']> = [
+  ['prompt_too_long', 'create', 0.5, 'summarize'],
+  ['prompt_too_long', 'stream', 0.5, 'summarize'],
+  ['json_413', 'create', 0.7, 'mask'],
+  ['json_413', 'stream', 0.7, 'mask'],
+  ['edge_413', 'create', 0.7, 'mask'],
+  ['edge_413', 'stream', 0.7, 'mask'],
+  ['sse_error', 'stream', 0.5, 'summarize'],
 ];
 
 describe('the Anthropic SDK through the gateway: overflows rescued by compaction', () => {
-  it.each(compacted)('%s, messages.%s', async (style, mode, limitBytes, strategy) => {
+  it.each(compacted)('%s, messages.%s', async (style, mode, share, strategy) => {
+    const request = await signedRequest();
+    const limitBytes = Math.floor(JSON.stringify(request).length * share);
     await setup(style, limitBytes);
-    const { message, response } = await send(mode, claudeRequest());
-    const { header, rejected, replay } = await expectOneReplay(response, message);
+    const { message, response } = await send(mode, request);
+    const { header, rejected, replay, answered } = await expectOneReplay(response, message);
     expect(header.reason).toBe(style.endsWith('413') ? 'body_too_large' : 'context_length');
     expect(header.strategy).toBe(strategy);
     expect(replay.body.length).toBeLessThanOrEqual(limitBytes);
     expectValidMessagesReplay(rejected, replay);
+    expectOpenRoundDropped(answered, replay, header);
     expect(replay.json.stream).toBe(mode === 'stream' ? true : undefined);
     if (strategy === 'mask') {
       // Every message where it was, the oldest tool results one line each; no model asked.
@@ -120,9 +169,11 @@ describe('the Anthropic SDK through the gateway: overflows rescued by compaction
 
 describe('the Anthropic SDK through the gateway: prompt plus max_tokens over the window', () => {
   it.each(['create', 'stream'] as const)('messages.%s: max_tokens lowered, messages untouched', async (mode) => {
+    const request = await signedRequest();
     await setup('input_plus_max_tokens', WINDOW_BYTES);
-    const { message, response } = await send(mode, claudeRequest());
-    const { header, rejected, replay } = await expectOneReplay(response, message);
+    expect(tokensOf(JSON.stringify(request).length)).toBeLessThan(WINDOW_BYTES / 4);
+    const { message, response } = await send(mode, request);
+    const { header, rejected, replay, answered } = await expectOneReplay(response, message);
     expect(header.strategy).toBe('clamp');
     expect(header['completion-before']).toBe(16_000);
     const lowered = header['completion-after'] as number;
@@ -130,17 +181,21 @@ describe('the Anthropic SDK through the gateway: prompt plus max_tokens over the
     expect(lowered).toBeGreaterThan(4_000);
     expect(replay.json).toEqual({ ...rejected.json, max_tokens: lowered });
     expect(Object.keys(replay.json)).toEqual(Object.keys(rejected.json));
+    // The messages untouched, every thinking block in them still bound to its prefix: none dropped.
+    expect(answered).toEqual({ refused: null, invalid: [], dropped: [], dropBlock: false });
     expect(upstream.summarizerCalls()).toHaveLength(0);
   });
 
   it('a thinking budget at or above the lowered max_tokens forbids the clamp: compacted instead', async () => {
+    const request = await signedRequest({ thinkingBudget: 12_000 });
     await setup('input_plus_max_tokens', WINDOW_BYTES);
-    const { message, response } = await send('create', claudeRequest({ thinkingBudget: 12_000 }));
-    const { header, rejected, replay } = await expectOneReplay(response, message);
+    const { message, response } = await send('create', request);
+    const { header, rejected, replay, answered } = await expectOneReplay(response, message);
     expect(header.strategy).toBe('summarize');
     expect(replay.json.max_tokens).toBe(16_000);
     expect(tokensOf(replay.body.length) + 16_000).toBeLessThanOrEqual(WINDOW_BYTES / 4);
     expectValidMessagesReplay(rejected, replay);
+    expectOpenRoundDropped(answered, replay, header);
   });
 });
 
@@ -148,13 +203,15 @@ describe('the last resort keeps the open round signed thinking whole', () => {
   const options: ClaudeRequestOptions = { lastResultBytes: 40_000, lastAssistantChars: 3_000 };
 
   it('the newest tool result is cut to fit; the assistant turn with thinking beside it is byte-identical, under drop_block', async () => {
+    const request = await signedRequest(options);
     await setup('prompt_too_long', 24_000);
-    const { message, response } = await send('stream', claudeRequest(options));
-    const { header, rejected, replay } = await expectOneReplay(response, message);
+    const { message, response } = await send('stream', request);
+    const { header, rejected, replay, answered } = await expectOneReplay(response, message);
     expect(header.cut).toBeGreaterThan(0);
     // Thinking is enabled: the open round's block must lead its message, so it stays, covered.
     expect(header['block-binding']).toBe('drop_block');
     expectValidMessagesReplay(rejected, replay);
+    expectOpenRoundDropped(answered, replay, header);
     const original = rejected.json.messages as any[];
     const sent = replay.json.messages as any[];
     expect(sent.at(-2)).toEqual(original.at(-2));

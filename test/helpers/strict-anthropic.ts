@@ -13,19 +13,26 @@ import { digest, seal, unseal } from './signed.js';
  * answers with the API's own errors, in the API's order of checks.
  *
  * It does not import test/helpers/anthropic.ts: that file pulls in src/, and a stand-in must not
- * depend on the code it judges. The window and its wording are the same (4 bytes a token).
+ * depend on the code it judges. Its window is measured at 4 bytes a token.
  */
 
 export const BINDING_BETA = 'thinking-binding-controls-2026-08-01';
 export const BYTES_PER_TOKEN = 4;
 export const tokensOf = (bytes: number) => Math.ceil(bytes / BYTES_PER_TOKEN);
 
-export type StrictAnthropicReject = 'prompt_too_long' | 'json_413' | 'edge_413' | 'sse_error';
+/** How the stand-in says "too long". */
+export type StrictAnthropicReject =
+  | 'prompt_too_long' // 400 "prompt is too long: N tokens > M maximum"
+  | 'json_413' // 413 request_too_large, the API's envelope
+  | 'edge_413' // 413 from an edge proxy, as HTML
+  | 'sse_error' // 200 stream: message_start, ping, then event: error (a non-stream request gets the 400)
+  | 'input_plus_max_tokens'; // 400 "input length and `max_tokens` exceed context limit: A + B > C", the prompt and max_tokens together over the window
 
 export interface StrictAnthropicOptions {
   /** Bodies larger than this are over the window (limitBytes / 4 tokens). Default: no limit. */
   limitBytes?: number;
-  /** How a body over limitBytes is refused. Default prompt_too_long. */
+  /** How a body over limitBytes is refused; under input_plus_max_tokens, a prompt whose tokens plus
+   * its max_tokens exceed the window (the prompt alone may fit). Default prompt_too_long. */
   style?: StrictAnthropicReject;
   /** Every answer starts with a signed thinking block (text '', as with display omitted), unless the
    * request sets thinking.type disabled. Default true. */
@@ -187,7 +194,7 @@ interface Admitted {
   dropped: Transformation[];
 }
 
-/** The API's checks, in its order: size, unknown fields, the open tool round, binding, window. */
+/** The API's checks, in its order: size, tool pairs, cache breakpoints, unknown fields, the open tool round, binding, window. */
 function admit(req: Received, check: BindingCheck, options: StrictAnthropicOptions): Admitted | Refusal {
   const limitBytes = options.limitBytes ?? Infinity;
   const style = options.style ?? 'prompt_too_long';
@@ -200,6 +207,8 @@ function admit(req: Received, check: BindingCheck, options: StrictAnthropicOptio
   const body = options.stringContentAsBlock === false ? sent : withBlocks(sent);
   const unpaired = toolPairProblem(body.messages);
   if (unpaired) return Refusal.invalid(unpaired);
+  const breakpoints = cacheBreakpoints(body);
+  if (breakpoints > MAX_BREAKPOINTS) return Refusal.invalid(`A maximum of ${MAX_BREAKPOINTS} blocks with cache_control may be provided. Found ${breakpoints}.`);
 
   const beta = String(req.headers['anthropic-beta'] ?? '').split(',').map((s) => s.trim()).includes(BINDING_BETA);
   const thinking = body.thinking ?? {};
@@ -215,7 +224,14 @@ function admit(req: Received, check: BindingCheck, options: StrictAnthropicOptio
   if (verdict.refusal) return Refusal.invalid(boundElsewhere(verdict.refusal, beta));
   check.dropped = verdict.dropped.map((t) => t.path);
 
-  if (over) return tooLong(style, body, tokensOf(req.body.length), Math.floor(limitBytes / BYTES_PER_TOKEN));
+  const prompt = tokensOf(req.body.length);
+  const window = Math.floor(limitBytes / BYTES_PER_TOKEN);
+  if (style === 'input_plus_max_tokens') {
+    // A prompt over the window by itself is said to be too long, whatever max_tokens is.
+    const maxTokens = Number(body.max_tokens ?? 0);
+    if (prompt > window) return Refusal.invalid(promptTooLong(prompt, window).error.message);
+    if (prompt + maxTokens > window) return Refusal.invalid(inputPlusMaxTokens(prompt, maxTokens, window));
+  } else if (over) return tooLong(style, body, prompt, window);
   return { body, beta, located, dropped: verdict.dropped };
 }
 
@@ -321,6 +337,26 @@ function boundElsewhere(refusal: { path: string; type: string; reason: string },
   return [...sentences, refusal.reason].join(' ');
 }
 
+/** The API takes at most four cache breakpoints a request, wherever they are. */
+const MAX_BREAKPOINTS = 4;
+
+/** The blocks marked with cache_control across tools, system and messages (a tool_result's own content too). */
+function cacheBreakpoints(body: any): number {
+  let found = 0;
+  const count = (blocks: unknown): void => {
+    if (!Array.isArray(blocks)) return;
+    for (const block of blocks) {
+      if (block === null || typeof block !== 'object') continue;
+      if ((block as any).cache_control != null) found++;
+      count((block as any).content);
+    }
+  };
+  count(body.tools);
+  count(body.system);
+  for (const m of body.messages) count(m?.content);
+  return found;
+}
+
 /**
  * Tool pairs, in the API's words: every tool_use answered by a tool_result in the very next
  * message, every tool_result answering a tool_use of the message just before it.
@@ -373,6 +409,10 @@ function textOf(content: unknown): string {
 
 function promptTooLong(prompt: number, window: number) {
   return { type: 'error', error: { type: 'invalid_request_error', message: `prompt is too long: ${prompt} tokens > ${window} maximum` } };
+}
+
+function inputPlusMaxTokens(prompt: number, maxTokens: number, window: number): string {
+  return `input length and \`max_tokens\` exceed context limit: ${prompt} + ${maxTokens} > ${window}, decrease input length or \`max_tokens\` and try again`;
 }
 
 function tooLong(style: StrictAnthropicReject, body: any, prompt: number, window: number): Refusal {

@@ -282,6 +282,26 @@ describe('tool pairs', () => {
   });
 });
 
+describe('cache breakpoints', () => {
+  const marked = (text: string) => ({ type: 'text', text, cache_control: { type: 'ephemeral' } });
+
+  it('at most four a request, counted across tools, system and messages (a tool_result\'s content too)', async () => {
+    const api = await start();
+    const tools = [{ ...TOOLS[0], cache_control: { type: 'ephemeral' } }];
+    const messages = [
+      { role: 'user', content: [marked('Review src/.')] },
+      { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1', name: 'read_file', input: { path: 'f1.ts' } }] },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: [marked('contents of f1.ts')] }] },
+    ];
+    const unthinking = { tools, thinking: { type: 'disabled' } };
+    await api.messages.create(request(messages, { ...unthinking, system: [marked('You review code.'), { type: 'text', text: 'Be brief.' }] }));
+    expect(upstream.checks().at(-1)?.refused).toBeNull();
+    const { status, body } = await refusal(api.messages.create(request(messages, { ...unthinking, system: [marked('You review code.'), marked('Be brief.')] })));
+    expect(status).toBe(400);
+    expect(body.error).toEqual({ type: 'invalid_request_error', message: 'A maximum of 4 blocks with cache_control may be provided. Found 5.' });
+  });
+});
+
 describe('the window', () => {
   const big = [{ role: 'user', content: 'x'.repeat(3000) }];
   const send = (stream: boolean, headers: Record<string, string> = {}) =>
@@ -298,6 +318,18 @@ describe('the window', () => {
     const res = await send(stream);
     expect(res.status).toBe(status);
     expect(await res.text()).toMatch(body);
+  });
+
+  it('input_plus_max_tokens: the prompt and max_tokens together over the window; the prompt alone over it is too long', async () => {
+    const ask = (messages: any[], max_tokens: number) =>
+      fetch(`${upstream.baseUrl}/messages`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(request(messages, { max_tokens })) });
+    await start({ limitBytes: 8000, style: 'input_plus_max_tokens' });
+    expect((await ask(big, 100)).status).toBe(200);
+    const over = await ask(big, 1500);
+    expect(over.status).toBe(400);
+    expect(((await over.json()) as any).error.message).toMatch(/^input length and `max_tokens` exceed context limit: \d+ \+ 1500 > 2000, decrease input length or `max_tokens` and try again$/);
+    const alone = await ask([{ role: 'user', content: 'x'.repeat(9000) }], 1);
+    expect(((await alone.json()) as any).error.message).toMatch(/^prompt is too long: \d+ tokens > 2000 maximum$/);
   });
 
   it('size refusals come before the binding checks, the window after them', async () => {
