@@ -1,6 +1,8 @@
 // npm run try:agents: runs the real agent CLIs, each configured with its snippet from
-// deploy/agents/, against a gateway on loopback whose upstream is a local stand-in provider, and
-// checks that each one's request came through the gateway to the provider with its key.
+// deploy/agents/, against a gateway on loopback whose upstream is the strict stand-in provider
+// (startStandIn, test/helpers/provider.ts: each API's documented rules, with its exact errors), and
+// checks that each CLI exits 0, that its request came through the gateway to the provider on its
+// API's path with its key, and that the stand-in's answer shows in its output.
 //
 // Not part of CI: it installs the CLIs from the npm registry into a temporary folder (about
 // 1 GB with Codex's and Claude Code's binaries). Run it by hand after changing a snippet, or to
@@ -10,15 +12,15 @@
 // Everything listens on 127.0.0.1; the agents' own background traffic (telemetry, update checks)
 // is turned off where they have a switch for it.
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type IncomingHttpHeaders, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { apiOf, startStandIn } from '../test/helpers/provider.js';
 import { ROOT, run, startGateway, write } from './agent-harness.js';
 
 const AGENTS = join(ROOT, 'deploy', 'agents');
 const INSTALL_MS = 10 * 60_000;
 const RUN_MS = 120_000;
+const ANSWER = 'hello from the stand-in provider';
 
 interface AgentCli {
   pkg: string;
@@ -76,78 +78,10 @@ const ALL: Record<AgentName, AgentCli> = {
 
 const isAgentName = (name: string): name is AgentName => Object.hasOwn(ALL, name);
 
+const pathOf = (url: string) => url.split('?')[0];
+
 function snippet(file: string, gatewayOrigin: string): string {
   return readFileSync(join(AGENTS, file), 'utf8').replaceAll('http://127.0.0.1:8080', gatewayOrigin);
-}
-
-interface Received {
-  path: string;
-  headers: IncomingHttpHeaders;
-}
-
-/** An SSE event: its `event:` type (none for chat completions' chunks) and its data. */
-type SseEvent = [type: string | null, data: string | Record<string, unknown>];
-
-function sse(res: ServerResponse, events: SseEvent[]): void {
-  res.writeHead(200, { 'content-type': 'text/event-stream' });
-  for (const [type, data] of events) res.write(`${type ? `event: ${type}\n` : ''}data: ${typeof data === 'string' ? data : JSON.stringify(type ? { type, ...data } : data)}\n\n`);
-  res.end();
-}
-
-/** The stand-in provider: answers the chat, Responses and Messages APIs, streamed or not. */
-async function startProvider() {
-  const received: Received[] = [];
-  const server = createServer(async (req, res) => {
-    let body = '';
-    for await (const c of req) body += c;
-    let j: { model?: string; stream?: boolean } | undefined;
-    try {
-      j = JSON.parse(body) as typeof j;
-    } catch {
-      j = undefined;
-    }
-    const url = req.url ?? '/';
-    received.push({ path: url.split('?')[0], headers: req.headers });
-    const text = 'hello from the stand-in provider';
-    if (url.includes('/responses')) {
-      return sse(res, [
-        ['response.created', { response: { id: 'resp_1' } }],
-        ['response.output_item.done', { item: { type: 'message', role: 'assistant', id: 'msg_1', content: [{ type: 'output_text', text }] } }],
-        ['response.completed', { response: { id: 'resp_1', usage: { input_tokens: 1, input_tokens_details: null, output_tokens: 1, output_tokens_details: null, total_tokens: 2 } } }],
-      ]);
-    }
-    if (url.includes('/messages')) {
-      return sse(res, [
-        ['message_start', { message: { id: 'msg_1', type: 'message', role: 'assistant', content: [], model: j?.model, stop_reason: null, stop_sequence: null, usage: { input_tokens: 1, output_tokens: 0 } } }],
-        ['content_block_start', { index: 0, content_block: { type: 'text', text: '' } }],
-        ['content_block_delta', { index: 0, delta: { type: 'text_delta', text } }],
-        ['content_block_stop', { index: 0 }],
-        ['message_delta', { delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: 5 } }],
-        ['message_stop', {}],
-      ]);
-    }
-    if (url.includes('/chat/completions')) {
-      const base = { id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model: j?.model ?? 'm' };
-      if (!j?.stream) {
-        res.writeHead(200, { 'content-type': 'application/json' });
-        return res.end(JSON.stringify({ ...base, object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: text }, finish_reason: 'stop' }], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }));
-      }
-      return sse(res, [
-        [null, { ...base, choices: [{ index: 0, delta: { role: 'assistant', content: text }, finish_reason: null }] }],
-        [null, { ...base, choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] }],
-        [null, { ...base, choices: [], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }],
-        [null, '[DONE]'],
-      ]);
-    }
-    res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(JSON.stringify({ object: 'list', data: [] }));
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    received,
-    close: () => new Promise<void>((r) => server.close(() => r())),
-  };
 }
 
 // Arguments: agent names, optionally name@version; none means all, at the pinned versions.
@@ -162,7 +96,7 @@ for (const [name, version] of wanted.length > 0 ? wanted : Object.keys(ALL).map(
 }
 
 const work = mkdtempSync(join(tmpdir(), 'try-agents-'));
-const provider = await startProvider();
+const provider = await startStandIn({ reply: () => ({ text: ANSWER }) });
 const gateway = await startGateway(provider.origin);
 let failed = 0;
 try {
@@ -183,17 +117,20 @@ try {
     }
     a.setup(home, gateway.origin, cwd);
     const key = `sk-try-${name}-${Math.random().toString(36).slice(2, 10)}`;
-    const before = provider.received.length;
+    const seen = provider.received.length;
     const env = { PATH: process.env.PATH, HOME: home, LANG: 'C.UTF-8', [a.key]: key, ...a.env(home) };
     const result = await run(join(dir, 'node_modules', '.bin', a.bin), a.args, { cwd, env }, RUN_MS);
-    const mine = provider.received.slice(before).filter((r) => r.path === a.path);
+    const since = provider.received.slice(seen);
+    const mine = provider.calls(apiOf(a.path)!).filter((r) => since.includes(r) && pathOf(r.url) === a.path);
+    // What the stand-in refused (a strict rule's exact error, or a route it does not have), to judge by hand.
+    const refused = since.filter((r) => (provider.answerStatus(r) ?? 0) >= 400).map((r) => `${r.method} ${pathOf(r.url)} ${provider.answerStatus(r)}: ${provider.answerBytes(r).toString('utf8').slice(0, 300)}`);
     const sentKey = mine.some((r) => (a.header ? r.headers[a.header] === key : r.headers.authorization === `Bearer ${key}`));
-    const answered = result.out.includes('hello from the stand-in provider');
+    const answered = result.out.includes(ANSWER);
     if (result.code === 0 && mine.length > 0 && sentKey && answered) {
-      console.log(`ok   ${name} ${a.pkg}@${version}: ${mine.length} request(s) to ${a.path} through the gateway, key from ${a.key}, answer shown`);
+      console.log(`ok   ${name} ${a.pkg}@${version}: ${mine.length} request(s) to ${a.path} through the gateway, key from ${a.key}, answer shown${refused.map((v) => `\n  refused: ${v}`).join('')}`);
     } else {
       failed++;
-      console.log(`FAIL ${name} ${a.pkg}@${version}: exit ${result.code}, ${mine.length} request(s) to ${a.path}, key ${sentKey ? 'sent' : 'not sent'}, answer ${answered ? 'shown' : 'not shown'}\n${result.out.slice(-1500)}`);
+      console.log(`FAIL ${name} ${a.pkg}@${version}: exit ${result.code}, ${mine.length} request(s) to ${a.path}, key ${sentKey ? 'sent' : 'not sent'}, answer ${answered ? 'shown' : 'not shown'}${refused.map((v) => `\n  refused: ${v}`).join('')}\n${result.out.slice(-1500)}`);
     }
   }
 } finally {
