@@ -52,15 +52,30 @@ export function discard(body: Readable): void {
 
 function ignore(): void {}
 
-/** Waits for the first chunk of a body (or its end), leaving the stream paused. */
-export function firstChunk(body: Readable): Promise<HeldBody> {
-  // Usually the first chunk came in with the headers and is buffered already: take it without a
-  // promise and three listeners per request (measured: bench/findings.md, "what each kept shortcut is worth"). Whether that was
-  // all is known only once 'end' has come (readableEnded: Node's public surface says no sooner);
-  // otherwise the relay pipes the rest, which may be empty.
+/**
+ * Waits for the first chunk of a body (or its end), leaving the stream paused. That chunk is the
+ * whole body when the stream has ended, or when it is as long as the answer's Content-Length
+ * says: HTTP's own word, known before the stream emits 'end' (which it does only once read on).
+ * A small answer usually comes whole with its headers, and is then relayed in one write.
+ */
+export function firstChunk(body: Readable, declaredLength?: number): Promise<HeldBody> {
+  // Usually the first chunk came in with the headers and is buffered already: taken without a
+  // promise and three listeners per request (bench/findings.md, "what each kept shortcut is worth").
   const ready = body.readableLength > 0 ? (body.read() as Buffer | null) : null;
-  if (ready) return Promise.resolve({ bytes: ready, complete: body.readableEnded });
+  if (ready) return Promise.resolve({ bytes: ready, complete: body.readableEnded || ready.length === declaredLength });
   return holdBody(body, 1);
+}
+
+/** Lets a body whose bytes were all read run on to its end (an error after that is of no one's concern). */
+export function drain(body: Readable): void {
+  if (body.readableEnded) return;
+  body.on('error', ignore);
+  body.resume();
+}
+
+/** A Content-Length as a number of bytes; undefined when absent or not one plain number. */
+export function declaredLength(value: string | string[] | undefined): number | undefined {
+  return typeof value === 'string' && /^\d{1,15}$/.test(value) ? Number(value) : undefined;
 }
 
 

@@ -3,7 +3,7 @@ import type { Readable } from 'node:stream';
 import type { Api } from '../dialects/types.js';
 import type { GatewayError } from '../errors.js';
 import { responseHeadersForClient } from './headers.js';
-import { discard, type HeldBody } from './body.js';
+import { discard, drain, type HeldBody } from './body.js';
 
 /**
  * The only code that writes to the client on the chat route, and so the one place that knows
@@ -42,6 +42,7 @@ export class ClientResponse {
     this.res.writeHead(answer.status, headers);
     if (held.complete) {
       this.res.end(held.bytes);
+      drain(answer.body);
       return;
     }
     if (held.bytes.length > 0) this.res.write(held.bytes);

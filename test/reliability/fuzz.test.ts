@@ -12,7 +12,7 @@ import { classifyResponse, classifyStreamEvent } from '../../src/overlong/classi
 import { readIncoming } from '../../src/rescue/request.js';
 import { chat } from '../../src/dialects/chat.js';
 import { assertPassthroughPath } from '../../src/routes/passthrough.js';
-import { decodeText, holdBody } from '../../src/upstream/body.js';
+import { decodeText, firstChunk, holdBody } from '../../src/upstream/body.js';
 import { conversationArb, deepFreeze } from '../compaction/conversations.js';
 import { fixtures } from '../helpers/fixtures.js';
 
@@ -136,6 +136,33 @@ describe('holdBody', () => {
     const err = await pending.catch((e: unknown) => e);
     expect(err).toBeInstanceOf(GatewayError);
     expect(err).toMatchObject({ code: 'upstream_timeout', status: 504, cause: { code: 'UND_ERR_BODY_TIMEOUT' } });
+  });
+});
+
+describe('firstChunk', () => {
+  it('is complete only when it holds the whole body: by its end, or by a Content-Length it fills; the rest can still be read', async () => {
+    const chunks = fc.array(fc.uint8Array({ minLength: 1, maxLength: 300 }), { minLength: 1, maxLength: 12 });
+    await fc.assert(
+      fc.asyncProperty(chunks, fc.nat(), fc.constantFrom('exact', 'none', 'other'), async (arrays, at, declared) => {
+        const parts = arrays.map((a) => Buffer.from(a));
+        const all = Buffer.concat(parts);
+        // The first `arrived` chunks came with the headers; the rest arrive after the first is taken.
+        const arrived = 1 + (at % parts.length);
+        const stream = new Readable({ read() {} });
+        for (const part of parts.slice(0, arrived)) stream.push(part);
+        const length = declared === 'exact' ? all.length : declared === 'other' ? all.length + 1 : undefined;
+        const held = await firstChunk(stream, length);
+        for (const part of parts.slice(arrived)) stream.push(part);
+        stream.push(null);
+        if (held.complete) expect(held.bytes.equals(all)).toBe(true);
+        // Whole with its headers and declared so: complete before the stream's end was read.
+        if (arrived === parts.length && declared === 'exact') expect(held.complete).toBe(true);
+        const rest: Buffer[] = [];
+        if (!held.complete) for await (const chunk of stream) rest.push(chunk as Buffer);
+        expect(Buffer.concat([held.bytes, ...rest]).equals(all)).toBe(true);
+      }),
+      { numRuns: 300 },
+    );
   });
 });
 

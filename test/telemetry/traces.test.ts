@@ -180,6 +180,21 @@ describe('traces, with OTEL_EXPORTER_OTLP_ENDPOINT set', () => {
     expect(secrets.length).toBeGreaterThan(20);
     expect(secrets.filter((text) => exported.includes(text))).toEqual([]);
   }, 60_000);
+
+  it('a request taken as sent, its answer whole with its headers: the usage the answer stated is on the attempt span', async () => {
+    const origin = await start((r) => ({ OTEL_EXPORTER_OTLP_ENDPOINT: r.origin }));
+    const client = clientSpan();
+    const data = await sdk(origin).chat.completions.create({ model: 'fake-model', messages: [{ role: 'user', content: 'Review src/.' }] }, { headers: { traceparent: client.traceparent } });
+    expect(data.choices[0].message.content).toBe('rescued answer');
+    await stop();
+
+    const [received] = provider.calls('chat');
+    expect(provider.verdicts('chat')).toEqual([null]);
+    const attempts = receiver.spans().filter((s) => s.traceId === client.traceId && s.kind === CLIENT);
+    expect(attempts).toHaveLength(1);
+    expect(attempts[0].attributes).toMatchObject({ 'gateway.attempt.rewritten': false, 'http.response.status_code': 200, 'gen_ai.usage.input_tokens': Math.ceil(received.body.length / 4), 'gen_ai.usage.output_tokens': 5 });
+    expect(data.usage).toMatchObject({ prompt_tokens: Math.ceil(received.body.length / 4), completion_tokens: 5 });
+  }, 60_000);
 });
 
 describe('traces, with no endpoint set', () => {
