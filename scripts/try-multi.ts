@@ -9,19 +9,24 @@
 //   npm install --prefix /tmp/pi-cli @mariozechner/pi-coding-agent@0.73.1
 // and `npm run build` (the gateway runs from dist/).
 //
-// Three stand-in providers on 127.0.0.1, each a scripted model in its own API: `anthropic`
-// (Messages; the gateway holds its key), `openai` (Responses; the gateway holds its key) and
-// `local` (chat completions only, no key). Each turn asks the CLI to read the next of 12 files
-// (about 9 KB each), then answers FINAL; each refuses any body over its limit with its API's own
-// context-length 400. The gateway requires a gateway key, which every CLI presents instead of a
-// provider key. Each CLI runs in its own temp HOME with its telemetry off, and its HTTP(S)_PROXY
-// pointed at a trap on loopback that refuses and records anything bound outside 127.0.0.1.
-// Every run is bounded (RUN_MS). On failure the work folder (logs, requests) is kept and printed.
+// Three providers on 127.0.0.1, test/helpers/multi-upstream.ts's fronts (each checks its paths and
+// its key, and records every request) over the shared stand-ins: `anthropic` (Messages, the strict
+// rules of test/helpers/strict-anthropic.ts; the gateway holds its key), `openai` (Responses,
+// strict-responses.ts; the gateway holds its key) and `local` (a vLLM of windowed-provider.ts: chat
+// completions only, no key). The stand-ins' `reply` scripts the model: each turn asks the CLI to
+// read the next of 12 files (about 9 KB each), then answers FINAL; each refuses a body over its
+// limit with its API's own context-length 400. The gateway requires a gateway key, which every CLI
+// presents instead of a provider key. Each CLI runs in its own temp HOME with its telemetry off, and
+// its HTTP(S)_PROXY pointed at a trap on loopback that refuses and records anything bound outside
+// 127.0.0.1. Every run is bounded (RUN_MS). On failure the work folder (logs, requests) is kept and printed.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { Received } from '../test/helpers/fake-upstream.js';
+import { carries, credentialsOf, startAnthropicProvider, startLocal, startOpenAi, type Call, type Provider, type ProviderName } from '../test/helpers/multi-upstream.js';
+import type { Reply } from '../test/helpers/provider.js';
 import { ROOT, run, startGatewayWith, write, type RunResult } from './agent-harness.js';
 
 const bins = process.argv.slice(2);
@@ -35,12 +40,9 @@ const RUN_MS = 300_000;
 const GATEWAY_KEY = 'gw-key-try';
 const FINAL = 'Done: every file reviewed.';
 const PROMPT = 'Review every TypeScript file under src/, one at a time.';
-const SUMMARY = 'Summary: the user asked to review every file under src/; the files read so far were shown and looked fine.';
 /** Every secret in play: whichever one a provider sees that is not its own is a leak. */
 const SECRETS = [GATEWAY_KEY, 'sk-ant-gw', 'sk-openai-gw'];
-const CREDENTIAL_HEADERS = ['authorization', 'x-api-key', 'api-key', 'x-goog-api-key'];
 
-type ProviderName = 'anthropic' | 'openai' | 'local';
 type AgentName = 'claude' | 'codex' | 'pi';
 
 interface ProviderSpec {
@@ -68,55 +70,39 @@ const PROVIDERS: Record<ProviderName, ProviderSpec> = {
 /** A model-API path of any of the three: one that is not the provider's own is a foreign request. */
 const MODEL_API = /^\/v1\/(messages|responses|chat\/completions)(\/|$)/;
 
-/** What the scripted models read of a request body (any of the three APIs). */
-interface RequestJson {
-  model?: unknown;
-  stream?: unknown;
-  messages?: unknown;
-  input?: unknown;
-  tools?: unknown;
-  max_tokens?: unknown;
-  max_completion_tokens?: unknown;
-  stream_options?: { include_usage?: unknown };
+/** How each CLI's loop is scripted: where its conversation is, whether it offered tools, how our call ids read, and the call that reads file `step`. */
+interface Script {
+  conversation: (body: any) => unknown;
+  tools: (body: any) => boolean;
+  ids: RegExp;
+  call: (step: number) => NonNullable<Reply['call']>;
 }
 
-interface Received {
-  method: string | undefined;
-  path: string;
-  bytes: number;
-  kind: 'summarizer' | 'model' | 'other';
-  refused: boolean;
-  /** The tool call this request asks for next; null for a request without tools. */
-  step: number | null;
-  carriesLastFile: boolean;
-  credentials: string;
-  ownKey: boolean;
-  leaks: string[];
-  error?: string;
-  body?: undefined;
+function offersTools(body: any): boolean {
+  return Array.isArray(body?.tools) && body.tools.length > 0;
 }
 
-/** How far the CLI got: the highest tool result it sent back, and whether the final answer went out. */
-interface ScriptState {
-  maxResult: number;
-  finalSent: boolean;
-}
-
-interface Answer {
-  req: IncomingMessage;
-  res: ServerResponse;
-  json: RequestJson | undefined;
-  record: Received;
-  state: ScriptState;
-  limit: number;
-}
-
-interface Provider {
-  origin: string;
-  received: Received[];
-  state: ScriptState;
-  close: () => Promise<void>;
-}
+const SCRIPTS: Record<ProviderName, Script> = {
+  anthropic: {
+    conversation: (body) => body?.messages,
+    tools: offersTools,
+    ids: /toolu_read_(\d+)/g,
+    call: (step) => ({ id: `toolu_read_${step}`, name: 'Read', args: { file_path: join(work, 'claude', 'project', 'src', `module${step}.ts`) } }),
+  },
+  openai: {
+    conversation: (body) => body?.input,
+    // Codex 0.171 sends its tools as an `additional_tools` input item, not in `tools`.
+    tools: (body) => offersTools(body) || (Array.isArray(body?.input) && body.input.some((i: any) => i?.type === 'additional_tools')),
+    ids: /"call_read_(\d+)"/g,
+    call: (step) => ({ id: `call_read_${step}`, name: 'exec_command', args: { cmd: `cat src/module${step}.ts` } }),
+  },
+  local: {
+    conversation: (body) => body?.messages,
+    tools: offersTools,
+    ids: /call_read_(\d+)/g,
+    call: (step) => ({ id: `call_read_${step}`, name: 'read', args: { path: join(work, 'pi', 'project', 'src', `module${step}.ts`) } }),
+  },
+};
 
 interface CliResult {
   agent: AgentName;
@@ -135,20 +121,18 @@ interface AccessLine {
   compaction?: string;
 }
 
-type Item = Record<string, unknown>;
-
 const work = mkdtempSync(join(tmpdir(), 'try-multi-'));
 const providers: Record<ProviderName, Provider> = {
-  anthropic: await startProvider('anthropic', anthropicAnswer),
-  openai: await startProvider('openai', responsesAnswer),
-  local: await startProvider('local', chatAnswer),
+  anthropic: await startProvider('anthropic'),
+  openai: await startProvider('openai'),
+  local: await startProvider('local'),
 };
 const traps = { claude: await startTrap(), codex: await startTrap(), pi: await startTrap() };
 const configFile = join(work, 'gateway.json');
 write(configFile, JSON.stringify(gatewayConfig(), null, 2));
 const gateway = await startGatewayWith(configFile);
 const names = Object.keys(providers) as ProviderName[];
-console.log(`try:multi: gateway ${gateway.origin}; providers ${names.map((n) => `${n} ${providers[n].origin} (${limitText(n)})`).join(', ')}`);
+console.log(`try:multi: gateway ${gateway.origin}; providers ${names.map((n) => `${n} ${providers[n].baseUrl} (${limitText(n)})`).join(', ')}`);
 
 let results: CliResult[];
 try {
@@ -176,7 +160,7 @@ process.exit(ok ? 0 : 1);
 // The gateway and the CLIs
 
 function gatewayConfig() {
-  const url = (name: ProviderName) => `${providers[name].origin}/v1`;
+  const url = (name: ProviderName) => providers[name].baseUrl;
   return {
     server: { host: '127.0.0.1', port: 0 },
     // Loopback only, whatever the caller's HTTPS_PROXY says.
@@ -286,32 +270,51 @@ function tally(items: string[]): string {
   return [...counts].map(([k, n]) => `${k} x${n}`).join(', ') || 'none';
 }
 
+/** A refusal for size, in any of the three APIs' words (or nginx's 413). */
+function tooLong(c: Call): boolean {
+  return c.status === 413 || (c.status === 400 && /prompt is too long|exceeds the context window|maximum context length/.test(c.error ?? ''));
+}
+
+function pathOf(c: Call): string {
+  return c.received.url.split('?')[0];
+}
+
 function report(name: ProviderName, p: Provider, result: CliResult, access: AccessLine[]): boolean {
   const spec = PROVIDERS[name];
   const { agent, exit } = result;
-  const model = p.received.filter((r) => r.kind === 'model');
-  const summarizer = p.received.filter((r) => r.kind === 'summarizer');
-  const refused = model.filter((r) => r.refused);
+  const calls = p.calls();
+  const model = calls.filter((c) => !c.summarizer && MODEL_API.test(pathOf(c)) && !pathOf(c).endsWith('/count_tokens'));
+  const summarizer = calls.filter((c) => c.summarizer);
+  const refused = model.filter(tooLong);
+  // Anything else a provider said no to: a strict rule (tool pairs, signatures, shape), a path or a key.
+  const ruled = calls.filter((c) => c.status >= 400 && !tooLong(c));
+  const steps = new Map(model.filter((c) => c.status === 200).map((c) => [c, stepOf(name, c.received)]));
   const mine = access.filter((a) => a.upstream === name);
   const outcomes = mine.map((a) => /outcome=([a-z_]+)/.exec(a.compaction ?? '')?.[1]).filter(Boolean);
   const rescued = outcomes.filter((o) => o === 'replayed' || o === 'compacted').length;
   const strategies = mine.filter((a) => a.compaction).map((a) => `${/outcome=([a-z_]+)/.exec(a.compaction ?? '')?.[1]}/${/strategy=([a-z_]+)/.exec(a.compaction ?? '')?.[1] ?? '-'}`);
   const failedAnswers = mine.filter((a) => a.status >= 400);
-  const leaks = p.received.flatMap((r) => r.leaks.map((l) => `${r.method} ${r.path}: ${l}`));
-  const wrongKey = p.received.filter((r) => !r.ownKey);
-  const foreign = p.received.filter((r) => !spec.own.test(r.path) && MODEL_API.test(r.path));
-  const other = p.received.filter((r) => !spec.own.test(r.path) && !MODEL_API.test(r.path));
-  const lastTurn = model.filter((r) => !r.refused && r.step !== null).at(-1);
+  const credentials = (c: Call) => credentialsOf(c.received).join(' ');
+  const expected = spec.key === undefined ? '' : `${spec.header}: ${spec.header === 'authorization' ? `Bearer ${spec.key}` : spec.key}`;
+  const leaks = calls.flatMap((c) => SECRETS.filter((s) => s !== spec.key && carries(c.received, s)).map((s) => `${c.received.method} ${pathOf(c)}: ${s}`));
+  const wrongKey = calls.filter((c) => credentials(c) !== expected);
+  const foreign = calls.filter((c) => !spec.own.test(pathOf(c)) && MODEL_API.test(pathOf(c)));
+  const other = calls.filter((c) => !spec.own.test(pathOf(c)) && !MODEL_API.test(pathOf(c)));
+  const turns = [...steps.values()].filter((s) => s !== null);
+  const lastTurn = turns.at(-1);
+  // How far the CLI got: the highest tool result it sent back, and whether the final answer went out.
+  const answered = Math.max(0, ...turns.map((s) => s.step - 1));
+  const finalSent = turns.some((s) => s.step > FILES);
   const lastLine = exit.out.trim().split('\n').filter((l) => l.trim()).at(-1) ?? '';
-  const answered = p.state.maxResult;
   const trap = traps[agent].seen;
   const checks = {
     'exit 0': exit.code === 0,
-    [`${FILES} tool calls answered`]: answered === FILES && p.state.finalSent,
+    [`${FILES} tool calls answered`]: answered === FILES && finalSent,
     'last tool result read from disk': lastTurn?.carriesLastFile === true,
     'final answer shown': exit.out.includes(FINAL),
     'refused for size at least once': refused.length > 0,
     'rescued by the gateway': rescued > 0,
+    'no refusal but for size': ruled.length === 0,
     'the CLI saw no error from the gateway': failedAnswers.length === 0,
     'no foreign key or gateway key': leaks.length === 0,
     'its own credential only': wrongKey.length === 0,
@@ -320,67 +323,59 @@ function report(name: ProviderName, p: Provider, result: CliResult, access: Acce
   const failed = Object.entries(checks).filter(([, v]) => !v).map(([k]) => k);
   const seconds = ((result.end - result.start) / 1000).toFixed(1);
   console.log(`\n== ${agent} -> ${name} (${limitText(name)}): ${failed.length === 0 ? 'ok' : `FAIL: ${failed.join('; ')}`}`);
-  console.log(`${agent} exit ${exit.code} after ${seconds} s; ${model.length} model requests (${refused.length} refused), ${summarizer.length} summarizer calls (${summarizer.filter((r) => r.refused).length} refused), ${answered}/${FILES} tool calls answered; last line: ${lastLine.slice(0, 120)}`);
-  for (const r of model) console.log(`  ${r.method} ${r.path} ${r.bytes} bytes${r.refused ? ' REFUSED' : r.step === null ? ' (side request, no tools)' : ` step ${r.step}`}`);
+  console.log(`${agent} exit ${exit.code} after ${seconds} s; ${model.length} model requests (${refused.length} refused), ${summarizer.length} summarizer calls (${summarizer.filter(tooLong).length} refused), ${answered}/${FILES} tool calls answered; last line: ${lastLine.slice(0, 120)}`);
+  for (const c of model) {
+    const s = steps.get(c);
+    const what = tooLong(c) ? ' REFUSED' : c.status !== 200 ? ` ${c.status}: ${(c.error ?? '').slice(0, 300)}` : s === null ? ' (side request, no tools)' : ` step ${s?.step}`;
+    console.log(`  ${c.received.method} ${pathOf(c)} ${c.received.body.length} bytes${what}`);
+  }
+  if (ruled.length) console.log(`refused by ${name} for other than size: ${tally(ruled.map((c) => `${c.received.method} ${pathOf(c)} ${c.status}${c.summarizer ? ' (summarizer)' : ''}: ${(c.error ?? '').slice(0, 300)}`))}`);
   console.log(`gateway answers for ${name}: ${mine.length} (${tally(mine.map((a) => `${a.status}`))}); x-gateway-compaction outcome/strategy: ${tally(strategies)}`);
   const firstRescue = mine.find((a) => /outcome=replayed/.test(a.compaction ?? ''));
   if (firstRescue) console.log(`  first replay: ${firstRescue.compaction}`);
-  console.log(`credentials seen by ${name}: ${tally(p.received.map((r) => r.credentials || '(none)'))}; foreign or gateway keys: ${tally(leaks)}`);
-  console.log(`paths seen by ${name}: ${tally(p.received.map((r) => `${r.method} ${r.path}`))}${foreign.length ? `; FOREIGN: ${tally(foreign.map((r) => r.path))}` : ''}${other.length ? `; other than the model API: ${tally(other.map((r) => `${r.method} ${r.path}`))}` : ''}`);
+  console.log(`credentials seen by ${name}: ${tally(calls.map((c) => credentials(c) || '(none)'))}; foreign or gateway keys: ${tally(leaks)}`);
+  console.log(`paths seen by ${name}: ${tally(calls.map((c) => `${c.received.method} ${pathOf(c)}`))}${foreign.length ? `; FOREIGN: ${tally(foreign.map(pathOf))}` : ''}${other.length ? `; other than the model API: ${tally(other.map((c) => `${c.received.method} ${pathOf(c)}`))}` : ''}`);
   console.log(`${agent} tried to leave loopback: ${trap.length === 0 ? 'never' : tally(trap)}`);
   if (failed.length > 0) console.log(`${agent} output (last 3000 chars):\n${exit.out.slice(-3000)}`);
-  writeFileSync(join(work, `${name}.requests.jsonl`), p.received.map((r) => JSON.stringify({ ...r, body: undefined })).join('\n') + '\n');
+  const record = (c: Call) => ({ method: c.received.method, path: pathOf(c), bytes: c.received.body.length, status: c.status, summarizer: c.summarizer, credentials: credentials(c), step: steps.get(c)?.step, error: c.error });
+  writeFileSync(join(work, `${name}.requests.jsonl`), calls.map((c) => JSON.stringify(record(c))).join('\n') + '\n');
   return failed.length === 0;
 }
 
 // ---------------------------------------------------------------------------------------------
-// The stand-in providers
+// The providers: multi-upstream.ts's fronts over the shared stand-ins, the model scripted by `reply`
 
 /**
- * One provider on loopback: records every request (path, size, credential headers, leaks of any
- * other secret in any header or the body), then lets `answer` script the model in its API.
+ * The step an agent-loop request asks for: one past the highest of our tool calls it carries
+ * (the newest tool result survives compaction: the gateway keeps the recent turns), and whether
+ * it carries that call's file as read from disk. Null for a request without tools (a CLI's side request).
  */
-async function startProvider(name: ProviderName, answer: (a: Answer) => void): Promise<Provider> {
-  const spec = PROVIDERS[name];
-  const state: ScriptState = { maxResult: 0, finalSent: false };
-  const received: Received[] = [];
-  const server = createServer(async (req, res) => {
-    let body = '';
-    for await (const c of req) body += c;
-    let json: RequestJson | undefined;
-    try {
-      json = JSON.parse(body) as RequestJson;
-    } catch {
-      json = undefined;
-    }
-    const path = (req.url ?? '/').split('?')[0];
-    const summarizer = req.headers['x-gateway-compaction'] === 'summarizer';
-    const raw = req.rawHeaders.join('\n');
-    const credentials = CREDENTIAL_HEADERS.filter((h) => req.headers[h] !== undefined).map((h) => `${h}: ${req.headers[h]}`).join(' ');
-    const expected = spec.key === undefined ? '' : `${spec.header}: ${spec.header === 'authorization' ? `Bearer ${spec.key}` : spec.key}`;
-    const record: Received = {
-      method: req.method,
-      path,
-      bytes: Buffer.byteLength(body),
-      kind: summarizer ? 'summarizer' : MODEL_API.test(path) && !path.endsWith('/count_tokens') ? 'model' : 'other',
-      refused: false,
-      step: null,
-      carriesLastFile: false,
-      credentials,
-      ownKey: credentials === expected,
-      leaks: SECRETS.filter((s) => s !== spec.key && (raw.includes(s) || body.includes(s))),
-    };
-    received.push(record);
-    // A bug in the script must not kill it: the gateway and the CLIs would outlive it.
-    try {
-      answer({ req, res, json, record, state, limit: spec.limit });
-    } catch (err) {
-      record.error = String((err as Error)?.stack ?? err);
-      if (!res.headersSent) sendJson(res, 500, { error: { message: `try:multi stand-in bug: ${err}` } });
-      else res.destroy();
-    }
-  });
-  return { origin: await listen(server), received, state, close: () => close(server) };
+function stepOf(name: ProviderName, req: Received): { step: number; carriesLastFile: boolean } | null {
+  const script = SCRIPTS[name];
+  if (!script.tools(req.json)) return null;
+  const text = JSON.stringify(script.conversation(req.json) ?? []);
+  let max = 0;
+  for (const m of text.matchAll(script.ids)) max = Math.max(max, Number(m[1]));
+  return { step: max + 1, carriesLastFile: max === 0 || text.includes(`// module${max}.ts: generated for try:multi (${PROVIDERS[name].agent})`) };
+}
+
+/** The scripted model: read the next file, then FINAL; a side request gets a plain answer. */
+function scriptedReply(name: ProviderName): (api: unknown, n: number, req: Received) => Reply {
+  return (_api, _n, req) => {
+    const s = stepOf(name, req);
+    if (s === null) return { text: 'OK.' };
+    if (s.step > FILES) return { text: FINAL };
+    return { text: `[step ${s.step}/${FILES}] Reading src/module${s.step}.ts.`, call: SCRIPTS[name].call(s.step) };
+  };
+}
+
+/** One provider: its front (its paths, its key) over the stand-in for its API, at its limit. */
+function startProvider(name: ProviderName): Promise<Provider> {
+  const { key, limit } = PROVIDERS[name];
+  const reply = scriptedReply(name);
+  if (name === 'anthropic') return startAnthropicProvider({ limitBytes: limit, keys: [key!], reply });
+  if (name === 'openai') return startOpenAi({ limitBytes: limit, keys: [key!], reply });
+  return startLocal({ window: limit, reply });
 }
 
 async function listen(server: Server): Promise<string> {
@@ -393,168 +388,6 @@ function close(server: Server): Promise<void> {
     server.closeAllConnections();
     server.close(() => r());
   });
-}
-
-function tokens(bytes: number): number {
-  return Math.ceil(bytes / 4);
-}
-
-/**
- * The step an agent-loop request asks for: one past the highest of our tool calls it carries
- * (the newest tool result survives compaction: the gateway keeps the recent turns). Null for a
- * request without tools (a CLI's side request). Records how far the CLI got.
- */
-function stepOf(record: Received, state: ScriptState, conversation: unknown, tools: boolean, idPattern: RegExp, agent: AgentName): number | null {
-  if (!tools) return null;
-  const text = JSON.stringify(conversation ?? []);
-  let max = 0;
-  for (const m of text.matchAll(idPattern)) max = Math.max(max, Number(m[1]));
-  state.maxResult = Math.max(state.maxResult, max);
-  record.carriesLastFile = max === 0 || text.includes(`// module${max}.ts: generated for try:multi (${agent})`);
-  record.step = max + 1;
-  if (record.step > FILES) state.finalSent = true;
-  return record.step;
-}
-
-// Anthropic Messages
-
-type Block = { type: 'text'; text: string } | { type: 'tool_use'; id: string; name: string; input: Record<string, unknown> };
-
-function anthropicAnswer({ res, json, record, state, limit }: Answer): void {
-  if (record.path === '/v1/messages/count_tokens') return sendJson(res, 200, { input_tokens: tokens(record.bytes) });
-  if (record.path !== '/v1/messages') return sendJson(res, 404, { type: 'error', error: { type: 'not_found_error', message: `Not found: ${record.method} ${record.path}` } });
-  if (record.bytes > limit) {
-    record.refused = true;
-    // test/fixtures/upstream-errors.json, anthropic-prompt-too-long.
-    return sendJson(res, 400, { type: 'error', error: { type: 'invalid_request_error', message: `prompt is too long: ${tokens(record.bytes)} tokens > ${tokens(limit)} maximum` }, request_id: `req_try_${record.bytes}` });
-  }
-  const model = String(json?.model ?? 'claude-stand-in');
-  let content: Block[];
-  if (record.kind === 'summarizer') content = [{ type: 'text', text: SUMMARY }];
-  else {
-    const step = stepOf(record, state, json?.messages, Array.isArray(json?.tools) && json.tools.length > 0, /toolu_read_(\d+)/g, 'claude');
-    if (step === null) content = [{ type: 'text', text: 'OK.' }];
-    else if (step > FILES) content = [{ type: 'text', text: FINAL }];
-    else {
-      const file = join(work, 'claude', 'project', 'src', `module${step}.ts`);
-      content = [{ type: 'text', text: `[step ${step}/${FILES}] Reading src/module${step}.ts.` }, { type: 'tool_use', id: `toolu_read_${step}`, name: 'Read', input: { file_path: file } }];
-    }
-  }
-  const message = {
-    id: `msg_try_${Math.random().toString(36).slice(2)}`,
-    type: 'message',
-    role: 'assistant',
-    model,
-    content,
-    stop_reason: content.some((b) => b.type === 'tool_use') ? 'tool_use' : 'end_turn',
-    stop_sequence: null,
-    usage: { input_tokens: tokens(record.bytes), output_tokens: 20 },
-  };
-  if (json?.stream !== true) return sendJson(res, 200, message);
-  // The API's event order (test/helpers/strict-anthropic.ts), one write per event.
-  const ev = (type: string, data: Record<string, unknown>) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
-  const events = [ev('message_start', { message: { ...message, content: [], stop_reason: null, usage: { ...message.usage, output_tokens: 1 } } })];
-  content.forEach((block, index) => {
-    const start = block.type === 'tool_use' ? { ...block, input: {} } : { type: 'text', text: '' };
-    const delta = block.type === 'tool_use' ? { type: 'input_json_delta', partial_json: JSON.stringify(block.input) } : { type: 'text_delta', text: block.text };
-    events.push(ev('content_block_start', { index, content_block: start }), ev('content_block_delta', { index, delta }), ev('content_block_stop', { index }));
-  });
-  events.push(ev('message_delta', { delta: { stop_reason: message.stop_reason, stop_sequence: null }, usage: { output_tokens: 20 } }), ev('message_stop', {}));
-  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-  for (const e of events) res.write(e);
-  res.end();
-}
-
-// OpenAI Responses
-
-function responsesAnswer({ res, json, record, state, limit }: Answer): void {
-  if (!record.path.startsWith('/v1/responses')) return sendJson(res, 200, { object: 'list', data: [] });
-  if (record.bytes > limit) {
-    record.refused = true;
-    return sendJson(res, 400, { error: { message: 'Your input exceeds the context window of this model. Please adjust your input and try again.', type: 'invalid_request_error', param: 'input', code: 'context_length_exceeded' } });
-  }
-  if (record.kind === 'summarizer') return sendJson(res, 200, response([message(SUMMARY)]));
-  // Codex 0.171 sends its tools as an `additional_tools` input item, not in `tools`.
-  const input: unknown[] = Array.isArray(json?.input) ? json.input : [];
-  const tools = (Array.isArray(json?.tools) && json.tools.length > 0) || input.some((i) => (i as { type?: unknown } | null)?.type === 'additional_tools');
-  const step = stepOf(record, state, input, tools, /"call_read_(\d+)"/g, 'codex');
-  const items: Item[] =
-    step === null ? [message('OK.')]
-      : step > FILES ? [message(FINAL)]
-        : [message(`[step ${step}/${FILES}] Reading src/module${step}.ts.`), { type: 'function_call', id: `fc_${step}`, status: 'completed', name: 'exec_command', arguments: JSON.stringify({ cmd: `cat src/module${step}.ts` }), call_id: `call_read_${step}` }];
-  if (json?.stream !== true) return sendJson(res, 200, response(items));
-  const sse = (type: string, data: Record<string, unknown>, n: number) => `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: n, ...data })}\n\n`;
-  let n = 0;
-  let text = sse('response.created', { response: { ...response([]), status: 'in_progress' } }, n++);
-  items.forEach((item, index) => {
-    text += sse('response.output_item.added', { output_index: index, item: { ...item, status: 'in_progress' } }, n++);
-    text += sse('response.output_item.done', { output_index: index, item }, n++);
-  });
-  res.writeHead(200, { 'content-type': 'text/event-stream' });
-  res.end(text + sse('response.completed', { response: response(items) }, n++));
-}
-
-function message(text: string): Item {
-  return { type: 'message', id: `msg_${Math.random().toString(36).slice(2)}`, status: 'completed', role: 'assistant', content: [{ type: 'output_text', text, annotations: [] }] };
-}
-
-function response(output: Item[]) {
-  const usage = { input_tokens: 1000, input_tokens_details: { cached_tokens: 0 }, output_tokens: 20, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 1020 };
-  return { id: 'resp_try', object: 'response', created_at: 1, status: 'completed', model: 'stand-in', output, usage, error: null, incomplete_details: null };
-}
-
-// Chat completions, as vLLM serves them
-
-interface ToolCall {
-  id: string;
-  type: 'function';
-  function: { name: string; arguments: string };
-}
-
-function chatAnswer({ res, json, record, state, limit }: Answer): void {
-  if (record.path === '/v1/models') return sendJson(res, 200, { object: 'list', data: [{ id: 'qwen3-coder', object: 'model', created: 1, owned_by: 'vllm' }] });
-  if (record.path !== '/v1/chat/completions') return sendJson(res, 404, { object: 'error', message: `Not Found: ${record.path}`, type: 'NotFoundError', param: null, code: 404 });
-  const model = String(json?.model ?? 'qwen3-coder');
-  // vLLM refuses when the prompt and the requested completion together pass the window.
-  const prompt = tokens(record.bytes);
-  const out = Number(json?.max_completion_tokens ?? json?.max_tokens ?? 1);
-  const window = limit;
-  if (prompt + out > window) {
-    record.refused = true;
-    // test/fixtures/upstream-errors.json, vllm-ctx-new-format.
-    return sendJson(res, 400, { error: { message: `This model's maximum context length is ${window} tokens. However, you requested ${out} output tokens and your prompt contains at least ${prompt} input tokens, for a total of at least ${prompt + out} tokens. Please reduce the length of the input prompt or the number of requested output tokens. (parameter=input_tokens, value=${prompt})`, type: 'BadRequestError', param: 'input_tokens', code: 400 } });
-  }
-  const base = { id: `chatcmpl-try-${record.bytes}`, created: 1, model };
-  const usage = { prompt_tokens: tokens(record.bytes), completion_tokens: 20, total_tokens: tokens(record.bytes) + 20 };
-  let reply: { content: string; tool_calls?: ToolCall[] };
-  if (record.kind === 'summarizer') reply = { content: SUMMARY };
-  else {
-    const messages = Array.isArray(json?.messages) ? json.messages : [];
-    const step = stepOf(record, state, messages, Array.isArray(json?.tools) && json.tools.length > 0, /call_read_(\d+)/g, 'pi');
-    if (step === null) reply = { content: 'OK.' };
-    else if (step > FILES) reply = { content: FINAL };
-    else {
-      const file = join(work, 'pi', 'project', 'src', `module${step}.ts`);
-      reply = { content: `[step ${step}/${FILES}] Reading src/module${step}.ts.`, tool_calls: [{ id: `call_read_${step}`, type: 'function', function: { name: 'read', arguments: JSON.stringify({ path: file }) } }] };
-    }
-  }
-  const finish = reply.tool_calls ? 'tool_calls' : 'stop';
-  if (json?.stream !== true) {
-    return sendJson(res, 200, { ...base, object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: reply.content, ...(reply.tool_calls ? { tool_calls: reply.tool_calls } : {}) }, finish_reason: finish }], usage });
-  }
-  const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) => `data: ${JSON.stringify({ ...base, object: 'chat.completion.chunk', choices, ...extra })}\n\n`;
-  let text = chunk([{ index: 0, delta: { role: 'assistant', content: reply.content }, finish_reason: null }]);
-  if (reply.tool_calls) text += chunk([{ index: 0, delta: { tool_calls: reply.tool_calls.map((c, index) => ({ index, ...c })) }, finish_reason: null }]);
-  text += chunk([{ index: 0, delta: {}, finish_reason: finish }]);
-  if (json?.stream_options?.include_usage) text += chunk([], { usage });
-  res.writeHead(200, { 'content-type': 'text/event-stream' });
-  res.end(`${text}data: [DONE]\n\n`);
-}
-
-function sendJson(res: ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-  res.end(text);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,7 +1,5 @@
 import { json, startFakeUpstream, type FakeUpstream, type Received } from './fake-upstream.js';
-import { startStandIn, type StandIn } from './provider.js';
-import { startStrictAnthropic, type StrictAnthropic } from './strict-anthropic.js';
-import { startStrictResponses, type StrictResponses } from './strict-responses.js';
+import { startStandIn, type StandIn, type StandInOptions } from './provider.js';
 import { startWindowedProvider, type WindowedProvider } from './windowed-provider.js';
 
 /*
@@ -21,6 +19,8 @@ export interface Call {
   received: Received;
   status: number;
   summarizer: boolean;
+  /** The body of a refusal (status 400 and up), as the provider wrote it. */
+  error?: string;
 }
 
 export interface Provider {
@@ -32,10 +32,14 @@ export interface Provider {
 }
 
 export interface ProviderOptions {
-  /** Bodies over this many bytes are refused, each in its API's way. */
-  limitBytes: number;
+  /** Bodies over this many bytes are refused, each in its API's way (local: by nginx's 413). Default: no limit. */
+  limitBytes?: number;
   /** The credentials it accepts; undefined: any or none (a local vLLM started without --api-key). */
   keys?: readonly string[];
+  /** What the model says (the stand-in's `reply`; local's with api 'chat'). Default: each stand-in's own text. */
+  reply?: StandInOptions['reply'];
+  /** Local only: vLLM's window in tokens, prompt and completion together. Default: wide, so nginx's body limit is what refuses. */
+  window?: number;
 }
 
 interface Backend {
@@ -86,6 +90,7 @@ async function front(name: ProviderName, options: ProviderOptions, backends: Bac
     let body = Buffer.from(await answer.arrayBuffer());
     if (call.summarizer) body = Buffer.from(body.toString('utf8').replace(/\b(SUMMARY|Summary \d+) of\b/g, `$1 by ${name} of`));
     call.status = answer.status;
+    if (answer.status >= 400) call.error = body.toString('utf8');
     res.writeHead(answer.status, { 'content-type': answer.headers.get('content-type') ?? 'application/json', 'content-length': body.length });
     res.end(body);
   });
@@ -95,24 +100,24 @@ async function front(name: ProviderName, options: ProviderOptions, backends: Bac
     calls: () => [...calls],
     close: async () => {
       await server.close();
-      await Promise.all(backends.map((b) => b.upstream.close()));
+      await Promise.all([...new Set(backends.map((b) => b.upstream))].map((u) => u.close()));
     },
   };
 }
 
-/** OpenAI: /v1/responses to the strict Responses stand-in, /v1/chat/completions to a chat provider. */
+/** OpenAI: /v1/responses and /v1/chat/completions to the stand-in's strict rules (chat says 'rescued answer' unless told). */
 export async function startOpenAi(options: ProviderOptions): Promise<Provider> {
-  const responses: StrictResponses = await startStrictResponses({ limitBytes: options.limitBytes });
-  const chat: StandIn = await startStandIn({ limitBytes: options.limitBytes, tooLong: 'stated', reply: () => ({ text: 'rescued answer' }) });
+  const reply = options.reply ?? ((api) => (api === 'chat' ? { text: 'rescued answer' } : {}));
+  const standIn: StandIn = await startStandIn({ limitBytes: options.limitBytes, tooLong: 'stated', reply });
   return front('openai', options, [
-    { path: /^\/v1\/responses(\?|$)/, upstream: responses },
-    { path: /^\/v1\/chat\/completions(\?|$)/, upstream: chat },
+    { path: /^\/v1\/responses(\?|$)/, upstream: standIn },
+    { path: /^\/v1\/chat\/completions(\?|$)/, upstream: standIn },
   ]);
 }
 
-/** Anthropic: /v1/messages (with its query) to the strict Messages stand-in, prompt_too_long past the limit. */
+/** Anthropic: /v1/messages (with its query) to the stand-in's strict Messages rules, prompt_too_long past the limit. */
 export async function startAnthropicProvider(options: ProviderOptions): Promise<Provider> {
-  const messages: StrictAnthropic = await startStrictAnthropic({ limitBytes: options.limitBytes, style: 'prompt_too_long' });
+  const messages: StandIn = await startStandIn({ limitBytes: options.limitBytes, tooLong: 'stated', reply: options.reply });
   return front('anthropic', options, [{ path: /^\/v1\/messages(\?|$)/, upstream: messages }]);
 }
 
@@ -120,7 +125,12 @@ export async function startAnthropicProvider(options: ProviderOptions): Promise<
 export async function startLocal(options: ProviderOptions): Promise<Provider> {
   // The window is wide: nginx's body limit is the one that refuses, so the gateway must compact (a
   // stated window with room left would let it lower max_tokens instead).
-  const vllm: WindowedProvider = await startWindowedProvider({ window: 1_000_000, bodyLimitBytes: options.limitBytes });
+  const reply = options.reply;
+  const vllm: WindowedProvider = await startWindowedProvider({
+    window: options.window ?? 1_000_000,
+    bodyLimitBytes: options.limitBytes,
+    reply: reply && ((n, req) => reply('chat', n, req)),
+  });
   return front('local', options, [{ path: /^\/v1\/chat\/completions$/, upstream: vllm }]);
 }
 

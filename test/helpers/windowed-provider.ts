@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { completion, json, sse, startFakeUpstream, streamEvents, type FakeUpstream, type Received } from './fake-upstream.js';
 import { NGINX_413 } from './nginx.js';
+import type { Reply } from './provider.js';
 
 /*
  * A vLLM-like chat-completions upstream with a context window of `window` tokens that holds
@@ -36,6 +37,8 @@ export interface WindowedProviderOptions {
   wording?: VllmWording;
   /** nginx's client_max_body_size in front of vLLM: a larger body gets nginx's 413 page, no numbers. */
   bodyLimitBytes?: number;
+  /** What the model says to the n-th (1-based) accepted main call: text, a tool call, or both. Default: MAIN_ANSWER. */
+  reply?: (n: number, req: Received) => Reply;
 }
 
 /** One request as the stand-in counted and answered it. */
@@ -51,6 +54,8 @@ export interface WindowedCall {
   error?: string;
   /** The answer's text, when accepted. */
   answer?: string;
+  /** The answer's tool call, when `reply` asked for one. */
+  toolCall?: Reply['call'];
 }
 
 export interface WindowedProvider extends FakeUpstream {
@@ -81,6 +86,7 @@ export async function startWindowedProvider(options: WindowedProviderOptions): P
   const wording = options.wording ?? 'vllm-0.9';
   const calls: WindowedCall[] = [];
   let summaries = 0;
+  let mains = 0;
   const upstream = await startFakeUpstream(async (req, res) => {
     const call: WindowedCall = {
       received: req,
@@ -103,6 +109,11 @@ export async function startWindowedProvider(options: WindowedProviderOptions): P
     }
     // What the completion may take: its limit, or what the window leaves (vLLM's default).
     const room = call.completionTokens ?? window - call.promptTokens;
+    if (!call.summarizer && options.reply) {
+      const { text, call: toolCall } = options.reply(++mains, req);
+      Object.assign(call, { answer: text ?? '', toolCall });
+      return replyAnswer(res, req, call);
+    }
     call.answer = call.summarizer ? summaryOf(req, ++summaries, room) : MAIN_ANSWER;
     await answer(res, req, call);
   });
@@ -165,4 +176,24 @@ async function answer(res: ServerResponse, req: Received, call: WindowedCall): P
   const completionTokens = Math.ceil(text.length / 4);
   const usage = { prompt_tokens: call.promptTokens, completion_tokens: completionTokens, total_tokens: call.promptTokens + completionTokens };
   json(res, 200, { ...completion(text, id), usage });
+}
+
+/** A scripted answer (text, a tool call, or both) as vLLM's OpenAI server writes it, whole or streamed. */
+async function replyAnswer(res: ServerResponse, req: Received, call: WindowedCall): Promise<void> {
+  const toolCalls = call.toolCall && [{ id: call.toolCall.id, type: 'function', function: { name: call.toolCall.name, arguments: JSON.stringify(call.toolCall.args) } }];
+  const finish = toolCalls ? 'tool_calls' : 'stop';
+  const base = { id: 'chatcmpl-windowed', created: 1_700_000_000, model: String(req.json?.model ?? 'fake-model') };
+  const completionTokens = Math.ceil((call.answer!.length + JSON.stringify(toolCalls ?? []).length) / 4);
+  const usage = { prompt_tokens: call.promptTokens, completion_tokens: completionTokens, total_tokens: call.promptTokens + completionTokens };
+  if (!req.json?.stream) {
+    const message = { role: 'assistant', content: call.answer || null, ...(toolCalls ? { tool_calls: toolCalls } : {}) };
+    return json(res, 200, { ...base, object: 'chat.completion', choices: [{ index: 0, message, logprobs: null, finish_reason: finish }], usage });
+  }
+  const chunk = (delta: unknown, finish_reason: string | null = null) => ({ ...base, object: 'chat.completion.chunk', choices: [{ index: 0, delta, logprobs: null, finish_reason }] });
+  const chunks: unknown[] = [chunk({ role: 'assistant', content: '' })];
+  if (call.answer) chunks.push(chunk({ content: call.answer }));
+  (toolCalls ?? []).forEach((c, index) => chunks.push(chunk({ tool_calls: [{ index, ...c }] })));
+  chunks.push(chunk({}, finish));
+  if (req.json?.stream_options?.include_usage) chunks.push({ ...base, object: 'chat.completion.chunk', choices: [], usage });
+  return sse(res, [...chunks.map((c) => `data: ${JSON.stringify(c)}\n\n`), 'data: [DONE]\n\n']);
 }
