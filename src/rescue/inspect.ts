@@ -5,7 +5,7 @@ import type { Config } from '../config/schema.js';
 import type { StreamEventKind } from '../dialects/types.js';
 import { classifyResponse, classifyStreamEvent, mayCarryVerdict, type Verdict } from '../overlong/classify.js';
 import { fromUpstreamFailure } from '../errors.js';
-import { declaredLength, firstChunk, holdBody, textOf, type HeldBody } from '../upstream/body.js';
+import { firstChunk, holdBody, textOf, type HeldBody } from '../upstream/body.js';
 import type { UpstreamAnswer } from '../upstream/client.js';
 
 export interface InspectedAnswer {
@@ -52,7 +52,7 @@ export async function inspect(answer: UpstreamAnswer, limits: HoldLimits, events
     return failure === undefined ? { answer, held, verdict: PASS, judge: () => PASS } : judged(answer, held, (request) => classifyStreamEvent(failure, request));
   }
   // A JSON answer to a rewritten request is held whole (bounded): what it says of the input comes at its end.
-  const held = whole && contentType?.includes('json') ? await holdBody(answer.body, errorBodyLimit) : await firstChunk(answer.body, declaredLength(answer.headers['content-length']));
+  const held = whole && contentType?.includes('json') ? await holdBody(answer.body, errorBodyLimit) : await firstChunk(answer.body, Number(answer.headers['content-length']));
   if (!mayCarryError(held.bytes, encoding)) return { answer, held, verdict: PASS, judge: () => PASS };
   const text = await textOf(held.bytes, encoding, errorBodyLimit);
   return judged(answer, held, (request) =>

@@ -58,7 +58,7 @@ function ignore(): void {}
  * says: HTTP's own word, known before the stream emits 'end' (which it does only once read on).
  * A small answer usually comes whole with its headers, and is then relayed in one write.
  */
-export function firstChunk(body: Readable, declaredLength?: number): Promise<HeldBody> {
+export function firstChunk(body: Readable, declaredLength = Number.NaN): Promise<HeldBody> {
   // Usually the first chunk came in with the headers and is buffered already: taken without a
   // promise and three listeners per request (bench/findings.md, "what each kept shortcut is worth").
   const ready = body.readableLength > 0 ? (body.read() as Buffer | null) : null;
@@ -71,11 +71,6 @@ export function drain(body: Readable): void {
   if (body.readableEnded) return;
   body.on('error', ignore);
   body.resume();
-}
-
-/** A Content-Length as a number of bytes; undefined when absent or not one plain number. */
-export function declaredLength(value: string | string[] | undefined): number | undefined {
-  return typeof value === 'string' && /^\d{1,15}$/.test(value) ? Number(value) : undefined;
 }
 
 

@@ -104,7 +104,7 @@ export function strictChatRules(options: StrictChatOptions = {}): StrictChatRule
     const finish = message.tool_calls ? 'tool_calls' : 'stop';
     const id = `chatcmpl-strict-${n}`;
     const base = { id, created: 1_700_000_000, model: String(req.json.model) };
-    if (req.json.stream === true) return writeEvents(res, streamOf(base, message, finish, prompt));
+    if (req.json.stream === true) return writeEvents(res, chatStreamOf(base, message, { prompt_tokens: prompt, completion_tokens: 5, total_tokens: prompt + 5 }));
     json(res, 200, {
       ...base,
       object: 'chat.completion',
@@ -160,13 +160,17 @@ function windowRefusal(bytes: number, limitBytes: number): Refusal {
   return { message: CHAT_MESSAGES.window(Math.floor(limitBytes / BYTES_PER_TOKEN), tokensOf(bytes)), param: 'messages', code: 'context_length_exceeded' };
 }
 
-/** A streamed answer as the API writes it: role, content, each call, finish, usage, [DONE]. */
-function streamOf(base: Record<string, unknown>, message: any, finish: string, prompt: number): string[] {
+/**
+ * A streamed answer as a chat completions server writes it: the role, the content, each call, the
+ * finish, the usage when it is sent, [DONE]. OpenAI's first delta says `refusal: null`; vLLM's does not.
+ */
+export function chatStreamOf(base: Record<string, unknown>, message: any, usage: Record<string, number> | null, roleDelta: Record<string, unknown> = { role: 'assistant', content: '', refusal: null }): string[] {
   const chunk = (delta: unknown, finish_reason: string | null = null) => ({ ...base, object: 'chat.completion.chunk', choices: [{ index: 0, delta, logprobs: null, finish_reason }] });
-  const chunks: unknown[] = [chunk({ role: 'assistant', content: '', refusal: null })];
+  const chunks: unknown[] = [chunk(roleDelta)];
   if (message.content) chunks.push(chunk({ content: message.content }));
   (message.tool_calls ?? []).forEach((c: any, index: number) => chunks.push(chunk({ tool_calls: [{ index, ...c }] })));
-  chunks.push(chunk({}, finish), { ...base, object: 'chat.completion.chunk', choices: [], usage: { prompt_tokens: prompt, completion_tokens: 5, total_tokens: prompt + 5 } });
+  chunks.push(chunk({}, message.tool_calls ? 'tool_calls' : 'stop'));
+  if (usage) chunks.push({ ...base, object: 'chat.completion.chunk', choices: [], usage });
   return [...chunks.map((c) => `data: ${JSON.stringify(c)}\n\n`), 'data: [DONE]\n\n'];
 }
 

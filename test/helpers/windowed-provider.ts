@@ -2,6 +2,7 @@ import type { ServerResponse } from 'node:http';
 import { completion, json, sse, startFakeUpstream, streamEvents, type FakeUpstream, type Received } from './fake-upstream.js';
 import { NGINX_413 } from './nginx.js';
 import type { Reply } from './provider.js';
+import { chatStreamOf } from './strict-chat.js';
 
 /*
  * A vLLM-like chat-completions upstream with a context window of `window` tokens that holds
@@ -185,15 +186,7 @@ async function replyAnswer(res: ServerResponse, req: Received, call: WindowedCal
   const base = { id: 'chatcmpl-windowed', created: 1_700_000_000, model: String(req.json?.model ?? 'fake-model') };
   const completionTokens = Math.ceil((call.answer!.length + JSON.stringify(toolCalls ?? []).length) / 4);
   const usage = { prompt_tokens: call.promptTokens, completion_tokens: completionTokens, total_tokens: call.promptTokens + completionTokens };
-  if (!req.json?.stream) {
-    const message = { role: 'assistant', content: call.answer || null, ...(toolCalls ? { tool_calls: toolCalls } : {}) };
-    return json(res, 200, { ...base, object: 'chat.completion', choices: [{ index: 0, message, logprobs: null, finish_reason: finish }], usage });
-  }
-  const chunk = (delta: unknown, finish_reason: string | null = null) => ({ ...base, object: 'chat.completion.chunk', choices: [{ index: 0, delta, logprobs: null, finish_reason }] });
-  const chunks: unknown[] = [chunk({ role: 'assistant', content: '' })];
-  if (call.answer) chunks.push(chunk({ content: call.answer }));
-  (toolCalls ?? []).forEach((c, index) => chunks.push(chunk({ tool_calls: [{ index, ...c }] })));
-  chunks.push(chunk({}, finish));
-  if (req.json?.stream_options?.include_usage) chunks.push({ ...base, object: 'chat.completion.chunk', choices: [], usage });
-  return sse(res, [...chunks.map((c) => `data: ${JSON.stringify(c)}\n\n`), 'data: [DONE]\n\n']);
+  const message = { role: 'assistant', content: call.answer || null, ...(toolCalls ? { tool_calls: toolCalls } : {}) };
+  if (!req.json?.stream) return json(res, 200, { ...base, object: 'chat.completion', choices: [{ index: 0, message, logprobs: null, finish_reason: finish }], usage });
+  return sse(res, chatStreamOf(base, message, req.json?.stream_options?.include_usage ? usage : null, { role: 'assistant', content: '' }));
 }

@@ -135,3 +135,24 @@ it('with nginx in front, a body over its limit gets the 413 page before vLLM cou
   expect(res.text).toContain('413 Request Entity Too Large');
   expect((await post(bodyOf(1_000, { max_tokens: 10 }))).status).toBe(200);
 });
+
+it('a scripted reply: a tool call as vLLM writes it, whole or streamed, the usage chunk only when asked for', async () => {
+  upstream = await startWindowedProvider({ window: WINDOW, reply: (n) => ({ text: `step ${n}`, call: { id: `call_${n}`, name: 'read', args: { path: `f${n}.ts` } } }) });
+  const whole = JSON.parse((await post(bodyOf(100))).text);
+  expect(whole.choices[0]).toEqual({
+    index: 0,
+    message: { role: 'assistant', content: 'step 1', tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'read', arguments: '{"path":"f1.ts"}' } }] },
+    logprobs: null,
+    finish_reason: 'tool_calls',
+  });
+  expect(whole.usage.prompt_tokens).toBe(100);
+  const events = async (extra: Record<string, unknown>) =>
+    (await post(bodyOf(100, { stream: true, ...extra }))).text.split('\n\n').filter(Boolean).map((e) => e.replace(/^data: /, ''));
+  const plain = await events({});
+  expect(plain.at(-1)).toBe('[DONE]');
+  const chunks = plain.slice(0, -1).map((e) => JSON.parse(e));
+  expect(chunks.map((c) => c.choices[0]?.delta)).toEqual([{ role: 'assistant', content: '' }, { content: 'step 2' }, { tool_calls: [{ index: 0, id: 'call_2', type: 'function', function: { name: 'read', arguments: '{"path":"f2.ts"}' } }] }, {}]);
+  expect(chunks.at(-1).choices[0].finish_reason).toBe('tool_calls');
+  const withUsage = (await events({ stream_options: { include_usage: true } })).slice(0, -1).map((e) => JSON.parse(e));
+  expect(withUsage.at(-1)).toMatchObject({ choices: [], usage: { prompt_tokens: Math.ceil(Buffer.byteLength(bodyOf(100, { stream: true, stream_options: { include_usage: true } })) / 4) } });
+});
