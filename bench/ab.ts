@@ -5,10 +5,11 @@ import { CHAT_PATH, SDK_HEADERS, agentChatBody, smallChatBody } from './requests
 import { Samples } from './stats.js';
 
 /*
- * npm run bench:ab -- TREE_A TREE_B [TREE_C ...] [floor] [small|large] [--rounds N] [--seconds S] [--rate R] [--devnull] [--together]
+ * npm run bench:ab -- TREE_A TREE_B [TREE_C ...] [floor] [hold] [hold-fastify] [small|large] [--rounds N] [--seconds S] [--rate R] [--devnull] [--together]
  * Builds of the gateway side by side (each tree's bench/gateway.ts over its own dist/), and the
- * floor when asked, same fake upstream, the same fixed request rate, interleaved rounds: the CPU
- * time each process spends per request, medians over the rounds, and each one's ratio to A taken
+ * floor when asked (the rescue's floor too, hold-floor.ts, with `hold`, and on fastify with `hold-fastify`), same fake upstream, the
+ * same fixed request rate, interleaved rounds: the CPU time each process spends per request and
+ * the requests it answered a second, medians over the rounds, and each one's ratio to A taken
  * round by round (the host's speed drifts from minute to minute; within one round it moves less,
  * so the paired ratio is the steadier figure). Each gateway's stdout is a pipe that this process
  * reads, as a container runtime or a log shipper would. For measuring one change against the
@@ -77,9 +78,10 @@ async function main(argv: string[]): Promise<void> {
     ...(rateAt >= 0 ? { rate: Number(argv[rateAt + 1]) || undefined, connections: Number(argv[rateAt + 1]) ? SCENARIOS[name].connections : 32 } : {}),
   };
   const withFloor = argv.includes('floor');
+  const holds = (['hold', 'hold-fastify'] as const).filter((h) => argv.includes(h));
   const together = argv.includes('--together');
-  if (trees.length < (withFloor ? 1 : 2) || !(rounds > 0 && rounds <= 50) || !(scenario.seconds > 0 && scenario.seconds <= 30)) {
-    throw new Error('usage: npm run bench:ab -- /TREE_A /TREE_B [/TREE_C ...] [floor] [small|large] [--rounds N (1-50)] [--seconds S (1-30)] [--rate R (0: closed loop)] [--devnull] [--together]');
+  if (trees.length < (withFloor || holds.length > 0 ? 1 : 2) || !(rounds > 0 && rounds <= 50) || !(scenario.seconds > 0 && scenario.seconds <= 30)) {
+    throw new Error('usage: npm run bench:ab -- /TREE_A /TREE_B [/TREE_C ...] [floor] [hold] [hold-fastify] [small|large] [--rounds N (1-50)] [--seconds S (1-30)] [--rate R (0: closed loop)] [--devnull] [--together]');
   }
   const upstream = await startProcess('upstream', 'upstream.ts', { answerBytes: 800, streamEvents: 50, streamGapMs: 5, summaryDelayMs: 0 });
   const gateways: Gateway[] = [];
@@ -88,7 +90,12 @@ async function main(argv: string[]): Promise<void> {
     const floor = await startProcess('floor', 'floor.ts', { upstream: upstream.origin });
     gateways.push({ name: 'floor', origin: floor.origin, cpuMs: async () => (await floor.stats()).cpuMs, stop: () => floor.stop() });
   }
+  for (const name of holds) {
+    const hold = await startProcess(name, 'hold-floor.ts', { upstream: upstream.origin, fastify: name === 'hold-fastify' });
+    gateways.push({ name, origin: hold.origin, cpuMs: async () => (await hold.stats()).cpuMs, stop: () => hold.stop() });
+  }
   const perRequest = new Map(gateways.map((g) => [g.name, new Samples()]));
+  const perSecond = new Map(gateways.map((g) => [g.name, new Samples()]));
   const toA = new Map(gateways.map((g) => [g.name, new Samples()]));
   const body = scenario.body();
   try {
@@ -103,6 +110,7 @@ async function main(argv: string[]): Promise<void> {
         if (load.failures > 0) throw new Error(`${g.name}: ${load.failures} failures`);
         used.set(g.name, us);
         perRequest.get(g.name)!.push(us);
+        perSecond.get(g.name)!.push(load.rps);
         process.stdout.write(`round ${round + 1} ${g.name}: ${us.toFixed(1)} us/req, ${load.rps.toFixed(0)} req/s\n`);
       };
       // --together: every target under its own load at the same time, so that the host's drift
@@ -114,7 +122,8 @@ async function main(argv: string[]): Promise<void> {
     for (const g of gateways) {
       const samples = toA.get(g.name)!;
       const ratio = g.name === 'A' ? '' : `; ${g.name}/A per round: median ${samples.percentile(50).toFixed(3)} (${samples.percentile(0).toFixed(3)} to ${samples.percentile(100).toFixed(3)})`;
-      process.stdout.write(`${name} ${g.name}: ${perRequest.get(g.name)!.percentile(50).toFixed(1)} us/req (median of ${rounds})${ratio}\n`);
+      const rps = perSecond.get(g.name)!.percentile(50).toFixed(0);
+      process.stdout.write(`${name} ${g.name}: ${perRequest.get(g.name)!.percentile(50).toFixed(1)} us/req, ${rps} req/s (medians of ${rounds})${ratio}\n`);
     }
   } finally {
     for (const g of gateways) await g.stop();

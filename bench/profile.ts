@@ -7,12 +7,12 @@ import { startProcess } from './procs.js';
 import { agentChatBody, CHAT_PATH, SDK_HEADERS, smallChatBody } from './requests.js';
 
 /*
- * npm run bench:profile [-- small|large] [-- --floor] [-- --out FILE.cpuprofile]
- * CPU profile of the gateway process alone (or the floor's, with --floor) under a fixed request
- * rate, against the fake upstream in its own process: the top functions by self time, in
- * microseconds per request. A fixed rate keeps the work per second the same from run to run, so
- * two builds' profiles compare even on a loaded machine (the absolute figures move; the shares
- * much less).
+ * npm run bench:profile [-- small|large] [-- --floor | --hold | --hold-fastify] [-- --out FILE.cpuprofile]
+ * CPU profile of the gateway process alone (or the floor's, or the rescue's floor's, hold-floor.ts,
+ * bare or on fastify) under a fixed request rate, against the fake upstream in its own process:
+ * the top functions by self time, in microseconds per request. A fixed rate keeps the work per
+ * second the same from run to run, so two builds' profiles compare even on a loaded machine (the
+ * absolute figures move; the shares much less).
  */
 
 const SCENARIOS = {
@@ -35,6 +35,7 @@ interface Profile {
 async function main(argv: string[]): Promise<void> {
   const name = (argv.find((a) => Object.hasOwn(SCENARIOS, a)) ?? 'small') as keyof typeof SCENARIOS;
   const floor = argv.includes('--floor');
+  const hold = argv.includes('--hold') || argv.includes('--hold-fastify');
   const scenario = SCENARIOS[name];
   const outIndex = argv.indexOf('--out');
   const out = outIndex >= 0 ? argv[outIndex + 1] : undefined;
@@ -42,7 +43,9 @@ async function main(argv: string[]): Promise<void> {
   const upstream = await startProcess('upstream', 'upstream.ts', { answerBytes: 800, streamEvents: 50, streamGapMs: 5, summaryDelayMs: 0 });
   const proxy = floor
     ? await startProcess('floor', 'floor.ts', { upstream: upstream.origin })
-    : await startProcess('gateway', 'gateway.ts', { upstream: { url: `${upstream.origin}/v1` }, log: { level: 'info' } });
+    : hold
+      ? await startProcess('hold', 'hold-floor.ts', { upstream: upstream.origin, fastify: argv.includes('--hold-fastify') })
+      : await startProcess('gateway', 'gateway.ts', { upstream: { url: `${upstream.origin}/v1` }, log: { level: 'info' } });
   try {
     const body = scenario.body();
     const common = { url: `${proxy.origin}${CHAT_PATH}`, body, headers: SDK_HEADERS, connections: scenario.connections };
@@ -53,7 +56,7 @@ async function main(argv: string[]): Promise<void> {
     const profile = (await proxy.profile('stop')) as Profile;
     const after = await proxy.stats();
     process.stdout.write(
-      `${floor ? 'floor' : 'gateway'} ${name}: ${load.responses} requests, ${load.rps.toFixed(0)} req/s, failures ${load.failures}, ` +
+      `${floor ? 'floor' : hold ? 'hold floor' : 'gateway'} ${name}: ${load.responses} requests, ${load.rps.toFixed(0)} req/s, failures ${load.failures}, ` +
         `cpu ${(((after.cpuMs - before.cpuMs) * 1000) / load.responses).toFixed(0)} us/req (profiler on)\n`,
     );
     process.stdout.write(summarize(profile, load.responses));
