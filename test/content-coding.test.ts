@@ -1,4 +1,5 @@
 import zlib from 'node:zlib';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { CAN_ZSTD, acceptedByUs, codingsOf, decode, decodeSync, type Coding } from '../src/content-coding.js';
 
@@ -44,6 +45,21 @@ describe('acceptedByUs: the upstream is offered only codings the gateway can und
     ['GZIP, Br', 'GZIP, Br'],
   ])('%j -> %j', (accept, offered) => {
     expect(acceptedByUs(accept)).toBe(offered);
+  });
+
+  it('any header: as sent when every entry is one to offer, else the entries to offer, trimmed, or identity', () => {
+    const undoable = new Set(['gzip', 'x-gzip', 'deflate', 'br', ...(CAN_ZSTD ? ['zstd'] : []), 'identity', '*']);
+    const name = fc.constantFrom('gzip', 'GZip', 'x-gzip', 'deflate', 'br', 'zstd', 'identity', '*', 'compress', 'x-bzip2', '');
+    const entry = fc.tuple(fc.constantFrom('', ' ', '  '), name, fc.constantFrom('', ';q=0.5', ' ;q=1', ';q=0'), fc.constantFrom('', ' '));
+    fc.assert(
+      fc.property(fc.array(entry, { minLength: 1, maxLength: 6 }), (entries) => {
+        const header = entries.map((parts) => parts.join('')).join(',');
+        const offered = entries.filter(([, coding]) => undoable.has(coding.toLowerCase())).map((parts) => parts.join('').trim());
+        const expected = offered.length === entries.length ? header : offered.length > 0 ? offered.join(', ') : 'identity';
+        expect(acceptedByUs(header)).toBe(expected);
+      }),
+      { numRuns: 500 },
+    );
   });
 
   it('zstd only where this Node can undo it, in both directions', () => {
