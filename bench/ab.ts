@@ -5,12 +5,13 @@ import { CHAT_PATH, SDK_HEADERS, agentChatBody, smallChatBody } from './requests
 import { Samples } from './stats.js';
 
 /*
- * npm run bench:ab -- TREE_A TREE_B [TREE_C ...] [floor] [hold] [hold-fastify] [small|large] [--rounds N] [--seconds S] [--rate R] [--devnull] [--together]
+ * npm run bench:ab -- TREE_A TREE_B [TREE_C ...] [floor] [hold] [hold-fastify] [hold-features]
+ *   [small|large] [--rounds N] [--seconds S] [--rate R] [--devnull] [--together]
  * Builds of the gateway side by side (each tree's bench/gateway.ts over its own dist/), and the
- * floor when asked (the rescue's floor too, hold-floor.ts, with `hold`, and on fastify with `hold-fastify`), same fake upstream, the
- * same fixed request rate, interleaved rounds: the CPU time each process spends per request and
- * the requests it answered a second, medians over the rounds, and each one's ratio to A taken
- * round by round (the host's speed drifts from minute to minute; within one round it moves less,
+ * floor when asked (and the rescue's floors of hold-floor.ts: `hold`, `hold-fastify`,
+ * `hold-features`), same fake upstream, the same fixed request rate, interleaved rounds: the CPU
+ * time each process spends per request and the requests it answered a second, medians over the
+ * rounds, and each one's ratio to A taken round by round (the host's speed drifts from minute to minute; within one round it moves less,
  * so the paired ratio is the steadier figure). Each gateway's stdout is a pipe that this process
  * reads, as a container runtime or a log shipper would. For measuring one change against the
  * build before it; `npm run bench` compares the gateway with the floor. --devnull writes the
@@ -78,10 +79,10 @@ async function main(argv: string[]): Promise<void> {
     ...(rateAt >= 0 ? { rate: Number(argv[rateAt + 1]) || undefined, connections: Number(argv[rateAt + 1]) ? SCENARIOS[name].connections : 32 } : {}),
   };
   const withFloor = argv.includes('floor');
-  const holds = (['hold', 'hold-fastify'] as const).filter((h) => argv.includes(h));
+  const holds = (['hold', 'hold-fastify', 'hold-features'] as const).filter((h) => argv.includes(h));
   const together = argv.includes('--together');
   if (trees.length < (withFloor || holds.length > 0 ? 1 : 2) || !(rounds > 0 && rounds <= 50) || !(scenario.seconds > 0 && scenario.seconds <= 30)) {
-    throw new Error('usage: npm run bench:ab -- /TREE_A /TREE_B [/TREE_C ...] [floor] [hold] [hold-fastify] [small|large] [--rounds N (1-50)] [--seconds S (1-30)] [--rate R (0: closed loop)] [--devnull] [--together]');
+    throw new Error('usage: npm run bench:ab -- /TREE_A /TREE_B [/TREE_C ...] [floor] [hold] [hold-fastify] [hold-features] [small|large] [--rounds N (1-50)] [--seconds S (1-30)] [--rate R (0: closed loop)] [--devnull] [--together]');
   }
   const upstream = await startProcess('upstream', 'upstream.ts', { answerBytes: 800, streamEvents: 50, streamGapMs: 5, summaryDelayMs: 0 });
   const gateways: Gateway[] = [];
@@ -91,7 +92,7 @@ async function main(argv: string[]): Promise<void> {
     gateways.push({ name: 'floor', origin: floor.origin, cpuMs: async () => (await floor.stats()).cpuMs, stop: () => floor.stop() });
   }
   for (const name of holds) {
-    const hold = await startProcess(name, 'hold-floor.ts', { upstream: upstream.origin, fastify: name === 'hold-fastify' });
+    const hold = await startProcess(name, 'hold-floor.ts', { upstream: upstream.origin, fastify: name === 'hold-fastify', features: name === 'hold-features' });
     gateways.push({ name, origin: hold.origin, cpuMs: async () => (await hold.stats()).cpuMs, stop: () => hold.stop() });
   }
   const perRequest = new Map(gateways.map((g) => [g.name, new Samples()]));

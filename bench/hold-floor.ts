@@ -1,8 +1,10 @@
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import Fastify from 'fastify';
+import { randomUUID } from 'node:crypto';
 import { Agent } from 'undici';
 import { announce, listenLoopback } from './child.js';
+import { importDist } from './dist.js';
 
 /*
  * The rescue's floor: floor.ts plus the two things no rescuing proxy can do without. It holds the
@@ -11,10 +13,22 @@ import { announce, listenLoopback } from './child.js';
  * write. Nothing else: no framework, no log line, no metrics, no hop headers, no look at the
  * bytes. What a small request costs here above the floor is what any rescue costs; what the
  * gateway costs above this is its own (bench/findings.md, round 7). With `fastify: true`, the
- * same as a fastify route (no logger, no hooks): what the framework itself costs.
+ * same as a fastify route (no logger, no hooks): what the framework itself costs. With
+ * `features: true`, on node:http still, each request also does what every gateway request does
+ * with the gateway's own built functions: a request id, the hop's headers both ways, the three
+ * series prom-client counts, and the access line (to stdout, which the bench discards): about
+ * the least a handler of our own could cost.
  */
 
-const { upstream, fastify } = JSON.parse(process.argv[2] ?? '{}') as { upstream: string; fastify?: boolean };
+const { upstream, fastify, features } = JSON.parse(process.argv[2] ?? '{}') as { upstream: string; fastify?: boolean; features?: boolean };
+const gateway = features ? await gatewayParts() : undefined;
+
+async function gatewayParts() {
+  const headers = await importDist<typeof import('../src/upstream/headers.js')>('upstream/headers');
+  const { createMetrics } = await importDist<typeof import('../src/metrics.js')>('metrics');
+  const logging = await importDist<typeof import('../src/logging.js')>('logging');
+  return { ...headers, metrics: createMetrics(), log: logging.accessLogger('info', logging.stdoutDestination('json', false)) };
+}
 const agent = new Agent({ keepAliveTimeout: 30_000, connections: null });
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host', 'content-length']);
 
@@ -47,12 +61,17 @@ function firstChunk(body: Readable): Promise<Buffer | null> {
 }
 
 function forward(method: string, url: string, incoming: IncomingHttpHeaders, body: Buffer | null, res: ServerResponse): void {
+  const started = performance.now();
+  const id = gateway ? randomUUID() : '';
+  const hop = { address: res.socket?.remoteAddress, host: incoming.host };
+  if (gateway) res.on('finish', () => record(gateway, id, method, url, res.statusCode, started));
   agent
-    .request({ origin: upstream, path: url, method: method as 'POST', headers: endToEnd(incoming), body })
+    .request({ origin: upstream, path: url, method: method as 'POST', headers: gateway ? gateway.requestHeadersForUpstream(incoming, id, {}, hop) : endToEnd(incoming), body })
     .then(async (answer) => {
+      if (gateway) gateway.metrics.upstreamTtfb.observe(url, (performance.now() - started) / 1000, 'default');
       const first = await firstChunk(answer.body);
       const length = Number(answer.headers['content-length']);
-      const headers = endToEnd(answer.headers);
+      const headers = gateway ? (gateway.responseHeadersForClient(answer.headers, id) as Record<string, string>) : endToEnd(answer.headers);
       if (first === null || first.length === length) {
         if (first) headers['content-length'] = String(length);
         res.writeHead(answer.statusCode, headers).end(first ?? undefined);
@@ -68,6 +87,13 @@ function forward(method: string, url: string, incoming: IncomingHttpHeaders, bod
       if (!res.headersSent) res.writeHead(502);
       res.end();
     });
+}
+
+function record(parts: NonNullable<typeof gateway>, requestId: string, method: string, path: string, status: number, started: number): void {
+  const durationMs = performance.now() - started;
+  parts.metrics.requests.inc(path, method, status, 'default');
+  parts.metrics.duration.observe(path, durationMs / 1000);
+  parts.log.info({ requestId, method, path, status, durationMs: Math.round(durationMs * 10) / 10, upstreamStatus: status, upstream: 'default' }, 'request completed');
 }
 
 function collect(req: Readable, done: (body: Buffer) => void): void {

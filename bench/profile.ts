@@ -7,7 +7,7 @@ import { startProcess } from './procs.js';
 import { agentChatBody, CHAT_PATH, SDK_HEADERS, smallChatBody } from './requests.js';
 
 /*
- * npm run bench:profile [-- small|large] [-- --floor | --hold | --hold-fastify] [-- --out FILE.cpuprofile]
+ * npm run bench:profile [-- small|large] [-- --floor | --hold | --hold-fastify | --hold-features] [-- --out FILE.cpuprofile]
  * CPU profile of the gateway process alone (or the floor's, or the rescue's floor's, hold-floor.ts,
  * bare or on fastify) under a fixed request rate, against the fake upstream in its own process:
  * the top functions by self time, in microseconds per request. A fixed rate keeps the work per
@@ -35,7 +35,7 @@ interface Profile {
 async function main(argv: string[]): Promise<void> {
   const name = (argv.find((a) => Object.hasOwn(SCENARIOS, a)) ?? 'small') as keyof typeof SCENARIOS;
   const floor = argv.includes('--floor');
-  const hold = argv.includes('--hold') || argv.includes('--hold-fastify');
+  const hold = ['--hold', '--hold-fastify', '--hold-features'].some((flag) => argv.includes(flag));
   const scenario = SCENARIOS[name];
   const outIndex = argv.indexOf('--out');
   const out = outIndex >= 0 ? argv[outIndex + 1] : undefined;
@@ -44,7 +44,7 @@ async function main(argv: string[]): Promise<void> {
   const proxy = floor
     ? await startProcess('floor', 'floor.ts', { upstream: upstream.origin })
     : hold
-      ? await startProcess('hold', 'hold-floor.ts', { upstream: upstream.origin, fastify: argv.includes('--hold-fastify') })
+      ? await startProcess('hold', 'hold-floor.ts', { upstream: upstream.origin, fastify: argv.includes('--hold-fastify'), features: argv.includes('--hold-features') })
       : await startProcess('gateway', 'gateway.ts', { upstream: { url: `${upstream.origin}/v1` }, log: { level: 'info' } });
   try {
     const body = scenario.body();
