@@ -123,28 +123,13 @@ export function codingsOf(header: string | string[] | undefined): Coding[] | nul
  * answer in one the classifier can read. `identity` and `*` stay; when nothing else is left, `identity`.
  */
 export function acceptedByUs(acceptEncoding: string): string {
-  // Nearly every client offers only codings the gateway can undo: that header goes as sent,
-  // checked entry by entry without building arrays (bench/findings.md, round 7).
-  let start = 0;
-  for (;;) {
-    const comma = acceptEncoding.indexOf(',', start);
-    const end = comma < 0 ? acceptEncoding.length : comma;
-    if (!offerable(acceptEncoding.slice(start, end))) break;
-    if (comma < 0) return acceptEncoding;
-    start = comma + 1;
-  }
-  const kept = acceptEncoding
-    .split(',')
-    .filter(offerable)
-    .map((entry) => entry.trim());
+  const entries = acceptEncoding.split(',').map((entry) => entry.trim());
+  const kept = entries.filter((entry) => {
+    const name = entry.split(';', 1)[0].trim().toLowerCase();
+    return name !== '' && (name === 'identity' || name === '*' || BY_NAME.has(name));
+  });
+  if (kept.length === entries.length) return acceptEncoding;
   return kept.length > 0 ? kept.join(', ') : 'identity';
-}
-
-/** Whether an Accept-Encoding entry (a coding and its parameters) names one the gateway can undo, or identity or `*`. */
-function offerable(entry: string): boolean {
-  const semicolon = entry.indexOf(';');
-  const name = (semicolon < 0 ? entry : entry.slice(0, semicolon)).trim().toLowerCase();
-  return name !== '' && (name === 'identity' || name === '*' || BY_NAME.has(name));
 }
 
 /** Undoes the codings, last applied first, streaming, and stops at the bound. Never rejects. */
