@@ -6,10 +6,10 @@ import { Samples } from './stats.js';
 
 /*
  * npm run bench:ab -- TREE_A TREE_B [TREE_C ...] [floor] [hold] [hold-fastify] [hold-features]
- *   [small|large] [--rounds N] [--seconds S] [--rate R] [--devnull] [--together]
+ *   [hold-fastify-features] [small|large] [--rounds N] [--seconds S] [--rate R] [--devnull] [--together]
  * Builds of the gateway side by side (each tree's bench/gateway.ts over its own dist/), and the
  * floor when asked (and the rescue's floors of hold-floor.ts: `hold`, `hold-fastify`,
- * `hold-features`), same fake upstream, the same fixed request rate, interleaved rounds: the CPU
+ * `hold-features`, `hold-fastify-features`), same fake upstream, the same fixed request rate, interleaved rounds: the CPU
  * time each process spends per request and the requests it answered a second, medians over the
  * rounds, and each one's ratio to A taken round by round (the host's speed drifts from minute to minute; within one round it moves less,
  * so the paired ratio is the steadier figure). Each gateway's stdout is a pipe that this process
@@ -79,10 +79,10 @@ async function main(argv: string[]): Promise<void> {
     ...(rateAt >= 0 ? { rate: Number(argv[rateAt + 1]) || undefined, connections: Number(argv[rateAt + 1]) ? SCENARIOS[name].connections : 32 } : {}),
   };
   const withFloor = argv.includes('floor');
-  const holds = (['hold', 'hold-fastify', 'hold-features'] as const).filter((h) => argv.includes(h));
+  const holds = (['hold', 'hold-fastify', 'hold-features', 'hold-fastify-features'] as const).filter((h) => argv.includes(h));
   const together = argv.includes('--together');
   if (trees.length < (withFloor || holds.length > 0 ? 1 : 2) || !(rounds > 0 && rounds <= 50) || !(scenario.seconds > 0 && scenario.seconds <= 30)) {
-    throw new Error('usage: npm run bench:ab -- /TREE_A /TREE_B [/TREE_C ...] [floor] [hold] [hold-fastify] [hold-features] [small|large] [--rounds N (1-50)] [--seconds S (1-30)] [--rate R (0: closed loop)] [--devnull] [--together]');
+    throw new Error('usage: npm run bench:ab -- /TREE_A /TREE_B [/TREE_C ...] [floor] [hold] [hold-fastify] [hold-features] [hold-fastify-features] [small|large] [--rounds N (1-50)] [--seconds S (1-30)] [--rate R (0: closed loop)] [--devnull] [--together]');
   }
   const upstream = await startProcess('upstream', 'upstream.ts', { answerBytes: 800, streamEvents: 50, streamGapMs: 5, summaryDelayMs: 0 });
   const gateways: Gateway[] = [];
@@ -92,7 +92,7 @@ async function main(argv: string[]): Promise<void> {
     gateways.push({ name: 'floor', origin: floor.origin, cpuMs: async () => (await floor.stats()).cpuMs, stop: () => floor.stop() });
   }
   for (const name of holds) {
-    const hold = await startProcess(name, 'hold-floor.ts', { upstream: upstream.origin, fastify: name === 'hold-fastify', features: name === 'hold-features' });
+    const hold = await startProcess(name, 'hold-floor.ts', { upstream: upstream.origin, fastify: name.includes('fastify'), features: name.includes('features') });
     gateways.push({ name, origin: hold.origin, cpuMs: async () => (await hold.stats()).cpuMs, stop: () => hold.stop() });
   }
   const perRequest = new Map(gateways.map((g) => [g.name, new Samples()]));

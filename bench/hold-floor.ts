@@ -1,7 +1,7 @@
+import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import Fastify from 'fastify';
-import { randomUUID } from 'node:crypto';
 import { Agent } from 'undici';
 import { announce, listenLoopback } from './child.js';
 import { importDist } from './dist.js';
@@ -14,10 +14,10 @@ import { importDist } from './dist.js';
  * bytes. What a small request costs here above the floor is what any rescue costs; what the
  * gateway costs above this is its own (bench/findings.md, round 7). With `fastify: true`, the
  * same as a fastify route (no logger, no hooks): what the framework itself costs. With
- * `features: true`, on node:http still, each request also does what every gateway request does
- * with the gateway's own built functions: a request id, the hop's headers both ways, the three
- * series prom-client counts, and the access line (to stdout, which the bench discards): about
- * the least a handler of our own could cost.
+ * `features: true`, on node:http or on fastify, each request also does what every gateway request
+ * does, with the gateway's own built functions: a request id, the hop's headers both ways, the
+ * three series prom-client counts, and the access line (to stdout, which the bench discards).
+ * Both together are about the least a gateway with those features on fastify could cost.
  */
 
 const { upstream, fastify, features } = JSON.parse(process.argv[2] ?? '{}') as { upstream: string; fastify?: boolean; features?: boolean };
