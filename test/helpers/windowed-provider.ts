@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { completion, json, sse, startFakeUpstream, streamEvents, type FakeUpstream, type Received } from './fake-upstream.js';
 import { NGINX_413 } from './nginx.js';
@@ -40,6 +41,10 @@ export interface WindowedProviderOptions {
   bodyLimitBytes?: number;
   /** What the model says to the n-th (1-based) accepted main call: text, a tool call, or both. Default: MAIN_ANSWER. */
   reply?: (n: number, req: Received) => Reply;
+  /** The served model name (`--served-model-name`, else the model path), listed by GET /v1/models. Default 'fake-model'. */
+  model?: string;
+  /** The model path (`--model`), the card's `root`. Default: the served name. */
+  modelPath?: string;
 }
 
 /** One request as the stand-in counted and answered it. */
@@ -82,13 +87,60 @@ export function completionTokensOf(request: any): number | undefined {
   return limit(request?.max_completion_tokens) ?? limit(request?.max_tokens);
 }
 
+/**
+ * vLLM's model list: `OpenAIModelRegistry.show_available_models` (vllm/entrypoints/openai/models/serving.py)
+ * builds one ModelCard a served name, `ModelCard(id=name, max_model_len=max_model_len,
+ * root=model_path, permission=[ModelPermission()])`, and the router answers
+ * `JSONResponse(content=models.model_dump())`. The fields and defaults are the pydantic models'
+ * (vllm/entrypoints/openai/engine/protocol.py, earlier openai/protocol.py): object "model",
+ * owned_by "vllm", parent null, a permission "modelperm-<uuid hex>" of object "model_permission".
+ */
+export function vllmModelList(model: string, maxModelLen: number, root: string = model) {
+  const created = Math.floor(Date.now() / 1000);
+  return {
+    object: 'list',
+    data: [
+      {
+        id: model,
+        object: 'model',
+        created,
+        owned_by: 'vllm',
+        root,
+        parent: null,
+        max_model_len: maxModelLen,
+        permission: [
+          {
+            id: `modelperm-${randomBytes(16).toString('hex')}`,
+            object: 'model_permission',
+            created,
+            allow_create_engine: false,
+            allow_sampling: true,
+            allow_logprobs: true,
+            allow_search_indices: false,
+            allow_view: true,
+            allow_fine_tuning: false,
+            organization: '*',
+            group: null,
+            is_blocking: false,
+          },
+        ],
+      },
+    ],
+  };
+}
+
 export async function startWindowedProvider(options: WindowedProviderOptions): Promise<WindowedProvider> {
   const { window } = options;
   const wording = options.wording ?? 'vllm-0.9';
+  const model = options.model ?? 'fake-model';
   const calls: WindowedCall[] = [];
   let summaries = 0;
   let mains = 0;
   const upstream = await startFakeUpstream(async (req, res) => {
+    // Discovery, not a completion: answered apart, and not among the calls.
+    if (req.method === 'GET' && req.url.split('?')[0] === '/v1/models') return json(res, 200, vllmModelList(model, window, options.modelPath ?? model));
+    // vLLM's server is FastAPI: any other GET (llama.cpp's /props, Ollama's /api/version) is its plain 404.
+    if (req.method === 'GET') return json(res, 404, { detail: 'Not Found' });
     const call: WindowedCall = {
       received: req,
       summarizer: req.headers['x-gateway-compaction'] === 'summarizer',

@@ -156,3 +156,50 @@ it('a scripted reply: a tool call as vLLM writes it, whole or streamed, the usag
   const withUsage = (await events({ stream_options: { include_usage: true } })).slice(0, -1).map((e) => JSON.parse(e));
   expect(withUsage.at(-1)).toMatchObject({ choices: [], usage: { prompt_tokens: Math.ceil(Buffer.byteLength(bodyOf(100, { stream: true, stream_options: { include_usage: true } })) / 4) } });
 });
+
+describe("GET /v1/models: vLLM's model card", () => {
+  const card = async () => {
+    const res = await fetch(`${upstream.baseUrl}/models`);
+    return { status: res.status, type: res.headers.get('content-type'), json: (await res.json()) as any };
+  };
+
+  it('lists the served model with max_model_len = the window, as vLLM writes its ModelCard', async () => {
+    upstream = await startWindowedProvider({ window: WINDOW, model: 'Qwen/Qwen3-8B' });
+    const res = await card();
+    expect(res.status).toBe(200);
+    expect(res.type).toBe('application/json');
+    expect(res.json.object).toBe('list');
+    expect(res.json.data).toHaveLength(1);
+    const [model] = res.json.data;
+    expect(Object.keys(model)).toEqual(['id', 'object', 'created', 'owned_by', 'root', 'parent', 'max_model_len', 'permission']);
+    expect(model).toMatchObject({ id: 'Qwen/Qwen3-8B', object: 'model', owned_by: 'vllm', root: 'Qwen/Qwen3-8B', parent: null, max_model_len: 1500 });
+    expect(Number.isInteger(model.created)).toBe(true);
+    expect(model.permission).toHaveLength(1);
+    const [permission] = model.permission;
+    expect(permission.id).toMatch(/^modelperm-[0-9a-f]{32}$/);
+    expect({ ...permission, id: undefined, created: undefined }).toEqual({
+      id: undefined,
+      object: 'model_permission',
+      created: undefined,
+      allow_create_engine: false,
+      allow_sampling: true,
+      allow_logprobs: true,
+      allow_search_indices: false,
+      allow_view: true,
+      allow_fine_tuning: false,
+      organization: '*',
+      group: null,
+      is_blocking: false,
+    });
+    // Discovery is not a completion call.
+    expect(upstream.calls()).toEqual([]);
+  });
+
+  it("defaults to 'fake-model'; a served name differs from the model path in root", async () => {
+    upstream = await startWindowedProvider({ window: 4_096 });
+    expect((await card()).json.data[0]).toMatchObject({ id: 'fake-model', root: 'fake-model', max_model_len: 4_096 });
+    await upstream.close();
+    upstream = await startWindowedProvider({ window: 4_096, model: 'coder', modelPath: '/models/Qwen3-8B' });
+    expect((await card()).json.data[0]).toMatchObject({ id: 'coder', root: '/models/Qwen3-8B' });
+  });
+});
