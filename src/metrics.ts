@@ -20,6 +20,10 @@ export const LEASE_WAIT_RESULTS = ['reused', 'timed_out'] as const;
 export const BINDING_REQUESTS = ['compacted', 'client'] as const;
 /** Bound provider state (signed thinking, reasoning items) the gateway stripped, or the upstream said it dropped. */
 export const BOUND_ACTIONS = ['stripped', 'dropped'] as const;
+/** Where a silent truncation was caught: in a held answer (rescued), or in a stream already relayed. */
+export const TRUNCATION_STAGES = ['held', 'streamed'] as const;
+/** Where a context window known before sending came from (upstream/windows.ts). */
+export const WINDOW_SOURCES = ['declared', 'discovered', 'observed'] as const;
 /** The compactions that can happen: a strategy that compacted, or none when nothing was. */
 export const APIS = ['chat', 'responses', 'messages', 'gemini'] as const;
 export const COMPACTION_LABELS = [
@@ -97,6 +101,18 @@ export function createMetrics(upstreamNames: readonly string[] = ['default']) {
     name: 'gateway_compactions_total',
     help: 'Rescues and proactive compactions, by API, strategy (mask, summarize, fallback, provider, clamp, truncation, none), outcome and upstream.',
     labelNames: ['api', 'strategy', 'outcome', 'upstream'] as const,
+    registers: [registry],
+  });
+  const truncations = new Counter({
+    name: 'gateway_truncations_total',
+    help: 'Answers to requests the upstream silently cut (its prompt count far below what was sent), by API, upstream and stage: held (rescued before any byte reached the client) or streamed (relayed as it was; the next turn is compacted ahead).',
+    labelNames: ['api', 'upstream', 'stage'] as const,
+    registers: [registry],
+  });
+  const windowCompactions = new Counter({
+    name: 'gateway_window_compactions_total',
+    help: "Requests made to fit their model's known context window before their first attempt, by API, upstream and where the window came from (declared, discovered, observed).",
+    labelNames: ['api', 'upstream', 'source'] as const,
     registers: [registry],
   });
   const replays = new Counter({
@@ -186,6 +202,8 @@ export function createMetrics(upstreamNames: readonly string[] = ['default']) {
   startAtZero(bindingRefusals, combinations({ api: APIS, request: BINDING_REQUESTS }));
   startAtZero(boundBlocks, combinations({ api: APIS, action: BOUND_ACTIONS }));
   startAtZero(compactions, perUpstream(COMPACTION_LABELS));
+  startAtZero(truncations, perUpstream(combinations({ api: APIS, stage: TRUNCATION_STAGES })));
+  startAtZero(windowCompactions, perUpstream(combinations({ api: APIS, source: WINDOW_SOURCES })));
   startAtZero(replays, perUpstream(combinations({ api: APIS, result: REPLAY_RESULTS })));
   startAtZero(summarizerFailures, combinations({ kind: SUMMARIZER_FAILURE_KINDS }));
   startAtZero(summarizerTokens, combinations({ direction: TOKEN_DIRECTIONS, source: TOKEN_SOURCES }));
@@ -203,6 +221,8 @@ export function createMetrics(upstreamNames: readonly string[] = ['default']) {
     overlong,
     compactions,
     replays,
+    truncations,
+    windowCompactions,
     compactionDuration,
     summarizerCalls,
     summarizerFailures,

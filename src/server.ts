@@ -19,6 +19,8 @@ import { messagesEndpoints } from './routes/messages.js';
 import { passthroughRoutes } from './routes/passthrough.js';
 import { rescuedRoutes } from './routes/rescued.js';
 import { RescueBudget, defaultRescueBudget } from './rescue/budget.js';
+import { Discoverer } from './upstream/discover.js';
+import { Windows } from './upstream/windows.js';
 import { responsesEndpoints } from './routes/responses.js';
 import { createEgress } from './upstream/client.js';
 import { apiOfUrl, byPrefix, resolveUpstreams, type Upstreams } from './upstream/upstreams.js';
@@ -138,7 +140,10 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
   app.register(healthRoutes, { metrics, isDraining: () => draining, metricsKey: config.auth.metricsKey });
   const memory = createMemory(config, metrics, app.log);
   const budget = new RescueBudget(config.compaction.rescueBudgetBytes ?? defaultRescueBudget(), metrics.rescueBudget);
-  const rescueDeps = { config, dispatcher, upstreams, metrics, memory, budget };
+  const windows = new Windows(new Discoverer(dispatcher), (upstream, model, found) =>
+    app.log.info({ upstream: upstream.name, model, windowTokens: found.tokens, from: found.from }, `upstream ${upstream.name} runs ${model} with a context window of ${found.tokens} tokens (${found.from}); requests that would pass it are made to fit before they are sent`),
+  );
+  const rescueDeps = { config, dispatcher, upstreams, metrics, memory, budget, windows };
   app.register(rescuedRoutes, { deps: rescueDeps, endpoints: [...chatEndpoints, ...responsesEndpoints, ...messagesEndpoints, ...geminiEndpoints] });
   if (memory) app.addHook('onClose', async () => memory.close());
   // Each upstream under its own prefix, and the plain /v1 and /v1beta routed request by request.

@@ -13,7 +13,8 @@ export class ConfigError extends Error {
 }
 
 type Env = Record<string, string | undefined>;
-type EnvKind = ValueKind;
+/** `windows`: `32768` (every model), or `qwen3*=32768,llama3*=8192`. */
+type EnvKind = ValueKind | 'windows';
 type Tree = Record<string, unknown>;
 
 /** Environment variables and the config key each one sets, with how to read its value. */
@@ -32,6 +33,8 @@ export const ENV_KEYS: Array<[name: string, path: string, kind: EnvKind]> = [
   ['UPSTREAM_PREAMBLE_HOLD_MS', 'upstream.preambleHoldMs', 'int'],
   ['UPSTREAM_PROXY', 'upstream.proxy', 'string'],
   ['UPSTREAM_CA_FILE', 'upstream.caFile', 'string'],
+  ['UPSTREAM_CONTEXT_WINDOW', 'upstream.windows', 'windows'],
+  ['UPSTREAM_DISCOVER_WINDOWS', 'upstream.discoverWindows', 'bool'],
   ['GATEWAY_API_KEYS', 'auth.keys', 'list'],
   ['GATEWAY_ALLOW_OPEN', 'auth.allowOpen', 'bool'],
   ['GATEWAY_METRICS_KEY', 'auth.metricsKey', 'string'],
@@ -245,8 +248,17 @@ function envValue(raw: string, kind: EnvKind): unknown {
   if (kind === 'bool') return /^(true|1|yes|on)$/i.test(raw.trim()) ? true : /^(false|0|no|off)$/i.test(raw.trim()) ? false : raw;
   // A non-numeric value stays a string so the schema reports it against its key.
   if (kind === 'int') return /^-?\d+$/.test(raw.trim()) ? Number(raw.trim()) : raw;
+  if (kind === 'windows') return windowsValue(raw);
   if (kind === 'number') return /^-?\d+(\.\d+)?$/.test(raw.trim()) ? Number(raw.trim()) : raw;
   return raw;
+}
+
+/** `32768`, or `glob=tokens` pairs separated by commas; a value of another shape stays a string, reported against its key. */
+function windowsValue(raw: string): unknown {
+  const text = raw.trim();
+  if (/^\d+$/.test(text)) return [{ model: '*', tokens: Number(text) }];
+  const pairs = text.split(',').map((pair) => /^\s*([^=\s]+)\s*=\s*(\d+)\s*$/.exec(pair));
+  return pairs.every((m) => m !== null) ? pairs.map((m) => ({ model: m![1], tokens: Number(m![2]) })) : raw;
 }
 
 function setPath(tree: Tree, path: string, value: unknown): void {

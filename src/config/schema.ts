@@ -45,6 +45,23 @@ const httpUrl = z
 
 const positiveInt = z.number().int().positive();
 
+/**
+ * Context windows the operator knows, per model: a glob on the request's model (`*` any run of
+ * characters, `?` one) and the window in tokens. The first match wins. docs/windows.md.
+ */
+const windows = z
+  .array(
+    z
+      .object({
+        model: z.string().min(1),
+        tokens: z.number().int().min(256).max(100_000_000),
+        /** Whether the window holds the requested completion too (vLLM's does, Ollama's does not); true unless said. */
+        completionCounted: z.boolean().optional(),
+      })
+      .strict(),
+  )
+  .max(1000);
+
 const server = z
   .object({
     host: z.string().min(1).default(DEFAULTS.host),
@@ -81,6 +98,10 @@ const upstream = z
     proxy: proxySetting.optional(),
     /** PEM file of CA certificates trusted for the upstream, on top of Node's own. */
     caFile: z.string().min(1).optional(),
+    /** The default upstream's known context windows (UPSTREAM_CONTEXT_WINDOW: one for every model). */
+    windows: windows.optional(),
+    /** Ask the upstream for its models' windows where it says them (Ollama, llama.cpp, vLLM, ...); every upstream unless it says otherwise. */
+    discoverWindows: z.boolean().default(true),
   })
   .strict();
 
@@ -112,6 +133,8 @@ const namedUpstream = z
     proxy: proxySetting.optional(),
     caFile: z.string().min(1).optional(),
     summarizer: upstreamSummarizer.optional(),
+    windows: windows.optional(),
+    discoverWindows: z.boolean().optional(),
   })
   .strict();
 

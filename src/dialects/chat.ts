@@ -1,5 +1,5 @@
 import type { Dialect, Entry, Rendered, Slot, ToolOutput } from './types.js';
-import { hasInlineData, isRecord, partsText, positiveInt, str, usageOf, wireBytes, withField, type Json } from './parts.js';
+import { hasInlineData, isRecord, lastCount, partsText, positiveInt, str, type Json, usageOf, wireBytes, withField } from './parts.js';
 
 /*
  * OpenAI chat completions: the conversation is `messages`. A tool result (`role: "tool"`, or the
@@ -94,6 +94,7 @@ export const chat: Dialect = {
   serverSideRescue: () => null,
   bound: null,
   droppedState: null,
+  promptCount: (answer) => lastCount(answer, 'prompt_tokens'),
   summarizer: {
     credential: 'bearer',
     path: () => '/chat/completions',

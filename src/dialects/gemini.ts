@@ -1,5 +1,5 @@
 import type { Dialect, Entry, Rendered, Slot, ToolOutput } from './types.js';
-import { isRecord, positiveInt, str, usageOf, wireBytes, withField, type Json } from './parts.js';
+import { isRecord, lastCount, positiveInt, str, type Json, usageOf, wireBytes, withField } from './parts.js';
 
 /*
  * The Gemini API (Gemini CLI): the conversation is `contents`, turns of role `user` or `model`
@@ -149,6 +149,7 @@ export const gemini: Dialect = {
   serverSideRescue: () => null,
   bound: null,
   droppedState: null,
+  promptCount: (answer) => lastCount(answer, 'promptTokenCount'),
   summarizer: {
     credential: 'x-goog-api-key',
     path: (model) => `/v1beta/models/${encodeURIComponent(model)}:generateContent`,

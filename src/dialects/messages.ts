@@ -1,6 +1,6 @@
 import type { BoundState, Dialect, Entry, Rendered, Slot, StreamEventKind, ToolOutput } from './types.js';
 import { derive } from '../json-source.js';
-import { countEntries, heldTransformations, isRecord, positiveInt, str, usageOf, wireBytes, withField, withFlag, type Json } from './parts.js';
+import { countEntries, heldTransformations, isRecord, lastCount, positiveInt, str, type Json, usageOf, wireBytes, withField, withFlag } from './parts.js';
 
 /*
  * The Anthropic Messages API (Claude Code): the conversation is `messages`; the top-level `system`
@@ -333,6 +333,11 @@ export const messages: Dialect = {
       heldTransformations(held, (event) => (isRecord(event.message) ? event.message.input_transformations : undefined)),
       { type: 'thinking_dropped' },
     ),
+  // Anthropic counts cache reads and writes apart from input_tokens; the prompt is all three.
+  promptCount: (answer) => {
+    const input = lastCount(answer, 'input_tokens');
+    return input === undefined ? undefined : input + (lastCount(answer, 'cache_creation_input_tokens') ?? 0) + (lastCount(answer, 'cache_read_input_tokens') ?? 0);
+  },
   summarizer: {
     credential: 'x-api-key',
     path: () => '/messages',

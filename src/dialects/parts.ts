@@ -46,6 +46,24 @@ export function usageOf(answer: unknown, at: string, input: string, output: stri
   return typeof i === 'number' && typeof o === 'number' && i >= 0 && o >= 0 ? { input: i, output: o } : undefined;
 }
 
+/**
+ * The last number an answer's text (a JSON body, or a stream's events) gives under `"key"`: usage
+ * comes last in every API's answer. A key inside a string value is escaped (`\"key\"`) and never
+ * read. Undefined when none.
+ */
+export function lastCount(text: string, key: string): number | undefined {
+  const quoted = `"${key}"`;
+  let at = text.lastIndexOf(quoted);
+  while (at >= 0) {
+    const value = COUNT_AFTER_KEY.exec(text.slice(at + quoted.length, at + quoted.length + 32));
+    if (value) return Number(value[1]);
+    at = text.lastIndexOf(quoted, at - 1);
+  }
+  return undefined;
+}
+
+const COUNT_AFTER_KEY = /^\s*:\s*(\d{1,12})(?![\d.])/;
+
 /** UTF-8 bytes of a value's JSON. */
 export function wireBytes(value: unknown): number {
   return Buffer.byteLength(JSON.stringify(value) ?? '');

@@ -1,5 +1,5 @@
 import type { Dialect, Entry, Rendered, Slot, StreamEventKind, ToolOutput } from './types.js';
-import { countEntries, hasInlineData, heldTransformations, isRecord, partsText, positiveInt, str, usageOf, wireBytes, withField, type Json } from './parts.js';
+import { countEntries, hasInlineData, heldTransformations, isRecord, lastCount, partsText, positiveInt, str, type Json, usageOf, wireBytes, withField } from './parts.js';
 
 /*
  * The OpenAI Responses API (Codex CLI): the conversation is `input`, a list of items. Messages
@@ -123,6 +123,7 @@ export const responses: Dialect = {
     if (typeof request.previous_response_id !== 'string' || request.truncation === 'auto') return null;
     return withField(request, 'truncation', 'auto');
   },
+  promptCount: (answer) => lastCount(answer, 'input_tokens'),
   summarizer: {
     credential: 'bearer',
     path: () => '/responses',

@@ -145,4 +145,10 @@ export interface Dialect {
    * it says nothing; null for an API whose answers never say (nothing is held for it).
    */
   droppedState: ((held: string) => number | undefined) | null;
+  /**
+   * The prompt tokens an answer says the upstream read (cached ones included), from its text: a
+   * whole JSON body, or a stream's events (its usage, at the end; Messages says it at the start).
+   * Undefined when the text says none.
+   */
+  promptCount(answer: string): number | undefined;
 }

@@ -7,7 +7,7 @@ import type { RescueRecord } from './report.js';
 /**
  * Sends one attempt upstream and reads just enough of the answer to judge it; for a request the
  * gateway rewrote (`rewrite`, the rescue's record of what it did), in an API whose answers say
- * what they dropped of the input, a JSON answer whole. A traced request's attempt is a span of
+ * what they dropped of the input, or one whose prompt count is read (`watch`), a JSON answer whole. A traced request's attempt is a span of
  * its own, and the upstream gets that span's `traceparent`.
  */
 export async function attempt(
@@ -15,6 +15,8 @@ export async function attempt(
   body: Buffer | readonly Buffer[],
   headers: Record<string, string | string[]>,
   rewrite?: RescueRecord,
+  /** Its prompt count is to be read: a JSON answer is held whole (bounded). */
+  watch = false,
 ): Promise<InspectedAnswer> {
   const { deps } = ctx;
   const rewritten = rewrite !== undefined;
@@ -32,7 +34,7 @@ export async function attempt(
     ctx.notes.upstreamTtfbMs = answer.ttfbMs;
     ctx.notes.streamed = String(answer.headers['content-type'] ?? '').includes('text/event-stream');
     deps.metrics.upstreamTtfb.observe(ctx.notes.route ?? ctx.dialect.api, answer.ttfbMs / 1000, ctx.upstream.name);
-    const whole = rewritten && ctx.dialect.droppedState !== null;
+    const whole = (rewritten && ctx.dialect.droppedState !== null) || watch;
     const inspected = await inspect(answer, deps.config.upstream, ctx.dialect.streamEvent, whole);
     traced?.answered(inspected);
     return inspected;

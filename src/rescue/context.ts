@@ -6,6 +6,7 @@ import type { CompactionMemory } from '../memory/index.js';
 import type { Metrics } from '../metrics.js';
 import type { ClientGone } from '../upstream/client-gone.js';
 import type { Upstream, Upstreams } from '../upstream/upstreams.js';
+import type { Windows } from '../upstream/windows.js';
 import { rescueCost, type Release, type RescueBudget } from './budget.js';
 import { MAX_RESCUED_ITEMS, type IncomingRequest } from './request.js';
 
@@ -19,6 +20,8 @@ export interface RescueDeps {
   memory: CompactionMemory | null;
   /** Bytes of bodies under rescue at once, gateway-wide. */
   budget: RescueBudget;
+  /** The context windows known before sending, and each model's bytes per token. */
+  windows: Windows;
 }
 
 /** One request on its way through the rescue. */

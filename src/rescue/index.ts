@@ -1,4 +1,4 @@
-import { clampedCompletion, sizeTarget, type SizeTarget } from '../compaction/target.js';
+import { clampedCompletion, sizeTarget, smallest, type Bounds, type SizeTarget } from '../compaction/target.js';
 import { digestInSlices } from '../memory/fingerprint.js';
 import type { Conversation } from '../dialects/types.js';
 import type { Verdict } from '../overlong/types.js';
@@ -6,12 +6,13 @@ import { isBindingRefusal, refusesBoundState } from '../overlong/classify.js';
 import { decodeText, discard } from '../upstream/body.js';
 import type { InspectedAnswer } from './inspect.js';
 import { attempt } from './attempt.js';
-import { compactAhead, memoryAhead } from './ahead.js';
+import { compactAhead, memoryAhead, type Proactive } from './ahead.js';
 import { BECAUSE, compactFor } from './compact.js';
-import { holdBudget, markedHeaders, optedOut, tooManyItems, type RescueContext } from './context.js';
+import { holdBudget, markedHeaders, modelOf, optedOut, tooManyItems, type RescueContext } from './context.js';
 import { learnedBounds, learnFrom, noteAccepted, recallFor, rememberSpan, rewriteOf, underLease, type Rewrite } from './memory.js';
 import { compactionHeader, countCompaction, countRescue, logDecision, type RescueRecord, type ReplayResult } from './report.js';
 import { noteRescue } from '../telemetry.js';
+import { heldCount, judgeAnswer, logStreamedCut, overWindow, truncationVerdict, watched, windowFor, type SentBody } from './window.js';
 
 /*
  * The rescue, written once for every API: attempt -> overlong and nothing sent yet? -> make the
@@ -23,6 +24,8 @@ import { noteRescue } from '../telemetry.js';
 export interface Outcome {
   answer: InspectedAnswer;
   header?: string;
+  /** Reads the last bytes of a relayed stream, once it ended, for the prompt count it reports. */
+  tail?: (bytes: Buffer) => void;
 }
 
 /**
@@ -48,19 +51,78 @@ function letGoOfBody(ctx: RescueContext): void {
 
 async function attemptAndRescue(ctx: RescueContext, committed: () => boolean): Promise<Outcome> {
   const config = ctx.deps.config;
-  const memory = config.compaction.proactive && config.compaction.maxReplays > 0 ? memoryAhead(ctx) : null;
-  const ahead = memory && !optedOut(ctx) ? await compactAhead(ctx, memory) : null;
+  const ahead = config.compaction.proactive && config.compaction.maxReplays > 0 && !optedOut(ctx) ? await beforeFirst(ctx) : null;
   // Read for a compaction ahead that did not happen: the request goes as sent, holding nothing.
   if (!ahead) letGoOfBody(ctx);
   const sent = ahead ? await sendRewritten(ctx, ahead.record, ahead.rewrite) : null;
-  const first = sent?.answer ?? (await attempt(ctx, ctx.incoming.wire, ctx.headers));
+  const sentBytes = sent?.bytes ?? ctx.incoming.bytes;
+  const watch = watched(ctx, sentBytes);
+  const first = sent?.answer ?? (await attempt(ctx, ctx.incoming.wire, ctx.headers, undefined, watch));
   if (!ahead && isBindingRefusal(first.verdict)) ctx.deps.metrics.bindingRefusals.inc({ api: ctx.dialect.api, request: 'client' });
   if (ahead) countRescue(ctx.deps.metrics, ahead.record);
   const header = ahead ? noted(ctx, ahead.record) : undefined;
+  if (first.verdict.overlong) return committed() ? { answer: first, header } : rescue(ctx, first, first.verdict, sentBytes, ahead !== null);
+  if (first.answer.status >= 400) return { answer: first, header };
   // An accepted request may disprove what was learned of its model's limits (its answer does not wait for that).
-  if (!first.verdict.overlong && first.answer.status < 400) void noteAccepted(ctx, sent?.bytes ?? ctx.incoming.bytes).catch((err: Error) => ctx.log.warn({ err: err.message }, 'could not note an accepted request in memory'));
-  if (!first.verdict.overlong || committed()) return { answer: first, header };
-  return rescue(ctx, first, first.verdict, sent?.bytes ?? ctx.incoming.bytes, ahead !== null);
+  void noteAccepted(ctx, sentBytes).catch((err: Error) => ctx.log.warn({ err: err.message }, 'could not note an accepted request in memory'));
+  if (!watch) return { answer: first, header };
+  const body: SentBody = sent ? { bytes: sent.bytes, body: () => sent.body } : { bytes: sentBytes, body: () => ctx.incoming.plain() };
+  const count = heldCount(ctx, first);
+  if (count === undefined) return { answer: first, header, tail: (tail) => judgeStreamed(ctx, body, tail) };
+  const cut = judgeAnswer(ctx, body, count, 'held');
+  // A silent cut seen before any byte was relayed is rescued as a refusal would be, once.
+  if (!cut.truncated || committed()) return { answer: first, header };
+  return rescue(ctx, first, truncationVerdict(cut), sentBytes, ahead !== null, 'truncated');
+}
+
+/**
+ * Made smaller before the first attempt: from memory, when the request extends a compaction it
+ * remembers, else to fit its model's known context window. Null: it goes as the client sent it.
+ */
+async function beforeFirst(ctx: RescueContext): Promise<Proactive | null> {
+  const memory = memoryAhead(ctx);
+  return (memory ? await compactAhead(ctx, memory) : null) ?? (await fitToWindow(ctx));
+}
+
+/**
+ * A request that would pass its model's known window goes made to fit it, by the rescue's own
+ * ladder (a lower completion limit, masking, a summary), as if the upstream had refused it with
+ * that window: the refusal, or the silent cut, it would have met is not waited for.
+ */
+async function fitToWindow(ctx: RescueContext): Promise<Proactive | null> {
+  const over = await overWindow(ctx);
+  // Parsed by overWindow, and only when the request nears its window.
+  const json = over ? ctx.incoming.json : null;
+  if (!over || !json || tooManyItems(json)) return null;
+  const { verdict, window } = over;
+  const { api } = ctx.dialect;
+  const record: RescueRecord = {
+    api,
+    upstream: ctx.upstream.name,
+    outcome: 'compacted',
+    trigger: 'window',
+    reason: 'context_length',
+    limit: window.source,
+    window: { tokens: window.tokens, estimate: verdict.limits.promptTokens ?? 0, model: ctx.pathModel ?? ctx.notes.model },
+  };
+  const rewrite = await remedy(ctx, record, verdict, json, ctx.incoming.bytes, false);
+  if (!rewrite) {
+    // It goes as sent: whatever the upstream then says is rescued as usual.
+    logDecision(ctx.log, record);
+    countRescue(ctx.deps.metrics, record);
+    return null;
+  }
+  record.outcome = 'compacted';
+  ctx.deps.metrics.windowCompactions.inc({ api, upstream: ctx.upstream.name, source: window.source });
+  return { rewrite, record };
+}
+
+/** A relayed stream's last bytes: the prompt count they report, judged; a cut is counted, logged and taught. */
+function judgeStreamed(ctx: RescueContext, body: SentBody, tail: Buffer): void {
+  const count = ctx.dialect.promptCount(tail.toString('utf8'));
+  if (count === undefined) return;
+  const cut = judgeAnswer(ctx, body, count, 'streamed');
+  if (cut.truncated) logStreamedCut(ctx, cut, body.bytes);
 }
 
 /**
@@ -73,6 +135,7 @@ async function rescue(
   verdict: Extract<Verdict, { overlong: true }>,
   rejectedBytes: number,
   afterAhead: boolean,
+  trigger: 'rejected' | 'truncated' = 'rejected',
 ): Promise<Outcome> {
   const { deps, dialect } = ctx;
   const hold = await holdBudget(ctx, deps.config.compaction.rescueWaitMs);
@@ -81,44 +144,71 @@ async function rescue(
   const json = hold.held ? await ctx.incoming.load() : null;
   // Judged once more beside the request: what the client wrote and the error echoes makes no
   // verdict (a value quoting "maximum context length is 40 tokens"); then it is the client's error.
-  const judged = json ? first.judge(json) : verdict;
+  // A silent cut is the gateway's own reading of the upstream's count: there is no text to echo.
+  const judged = json && trigger === 'rejected' ? first.judge(json) : verdict;
   if (!judged.overlong) return { answer: first };
   const { reason, limits } = judged;
-  const record: RescueRecord = { api: dialect.api, upstream: ctx.upstream.name, outcome: 'disabled', trigger: 'rejected', reason, rejectedStatus: first.answer.status };
-  deps.metrics.overlong.inc({ api: dialect.api, reason, upstream: ctx.upstream.name });
+  const record: RescueRecord = { api: dialect.api, upstream: ctx.upstream.name, outcome: 'disabled', trigger, reason, rejectedStatus: first.answer.status };
+  if (trigger === 'truncated') {
+    Object.assign(record, { limit: 'observed', window: { tokens: limits.limitTokens ?? 0, estimate: limits.promptTokens ?? 0, model: modelOf(ctx) ?? ctx.notes.model } });
+  } else {
+    deps.metrics.overlong.inc({ api: dialect.api, reason, upstream: ctx.upstream.name });
+    const model = modelOf(ctx) ?? ctx.notes.model;
+    if (model && limits.limitTokens) deps.windows.contradicted(ctx.upstream, model, limits.limitTokens);
+  }
   if (!hold.held) return shed(ctx, record, first, hold.cost);
   if (json) await learnFrom(ctx, judged, rejectedBytes);
   if (deps.config.compaction.maxReplays === 0 || optedOut(ctx)) return passThrough(ctx, record, first);
   if (!json) return notShrunk(ctx, record, first, ctx.incoming.tooManyItems ? 'too_many_items' : 'no_messages', rejectedBytes);
   if (tooManyItems(json)) return notShrunk(ctx, record, first, 'too_many_items', rejectedBytes);
+  const rewrite = await remedy(ctx, record, judged, json, rejectedBytes, afterAhead);
+  return rewrite ? replay(ctx, record, first, rewrite) : passThrough(ctx, record, first);
+}
 
-  // Lossless first: the prompt fits, only prompt plus the requested completion does not.
+/**
+ * The smaller request that answers `verdict`: lossless first (the prompt fits, only prompt plus
+ * the requested completion does not: the completion limit lowered), else the upstream's own
+ * truncation of a history it holds, else the conversation compacted. Null when none helps: then
+ * `record` says why (`not_shrunk`).
+ */
+async function remedy(
+  ctx: RescueContext,
+  record: RescueRecord,
+  verdict: Extract<Verdict, { overlong: true }>,
+  json: Record<string, unknown>,
+  rejectedBytes: number,
+  afterAhead: boolean,
+): Promise<Rewrite | null> {
+  const { deps, dialect } = ctx;
+  const { reason, limits } = verdict;
   const requested = dialect.completion(json);
   const lowered = clampedCompletion(reason, limits, requested, deps.config.compaction.minCompletionTokens);
   const clamped = lowered !== null ? dialect.withCompletion(json, lowered) : null;
   if (clamped && requested) {
-    Object.assign(record, { remedy: 'clamp', limit: 'stated', completion: { before: requested, after: lowered } });
-    return replay(ctx, record, first, plain(clamped));
+    Object.assign(record, { remedy: 'clamp', limit: record.limit ?? 'stated', completion: { before: requested, after: lowered } });
+    return plain(clamped);
   }
   const conversation = dialect.read(json);
   if (!conversation) {
     const truncated = dialect.serverSideRescue(json);
-    if (!truncated) return notShrunk(ctx, record, first, 'no_messages', rejectedBytes);
+    if (!truncated) {
+      notShrunkRecord(record, 'no_messages', rejectedBytes);
+      return null;
+    }
     record.remedy = 'truncation';
-    return replay(ctx, record, first, plain(truncated));
+    return plain(truncated);
   }
-  return compactAndReplay(ctx, record, first, judged, conversation, rejectedBytes, afterAhead);
+  return compacted(ctx, record, verdict, conversation, rejectedBytes, afterAhead);
 }
 
-async function compactAndReplay(
+async function compacted(
   ctx: RescueContext,
   record: RescueRecord,
-  first: InspectedAnswer,
   verdict: Extract<Verdict, { overlong: true }>,
   conversation: Conversation,
   rejectedBytes: number,
   afterAhead: boolean,
-): Promise<Outcome> {
+): Promise<Rewrite | null> {
   const { deps, dialect } = ctx;
   const json = ctx.incoming.json!;
   const started = performance.now();
@@ -131,7 +221,7 @@ async function compactAndReplay(
     // After a compaction ahead was refused too, memory has had its say: start from the request.
     const recalled = afterAhead ? null : await recallFor(ctx, conversation);
     const ratio = deps.config.compaction.targetRatio;
-    const learned = await learnedBounds(ctx);
+    const learned = withKnownWindow(ctx, verdict, await learnedBounds(ctx));
     const target = sizeTarget(rejection, learned, ratio, recalled?.entry.bytesPerToken);
     const because = BECAUSE[verdict.reason === 'body_too_large' ? 'body_too_large' : 'context_length'];
     const compactTo = (to: SizeTarget) => compactFor(ctx, json, conversation, to, { because, recalled: recalled?.entry, logSummary: true });
@@ -147,14 +237,24 @@ async function compactAndReplay(
     if (compaction.outcome === 'compacted' && compaction.newSpan) await rememberSpan(ctx, conversation, compaction.newSpan, used, lease);
     return { compaction, used, remembered: lease !== null };
   });
-  Object.assign(record, { remedy: 'compaction', compaction, limit: used.source, durationMs: performance.now() - started });
+  Object.assign(record, { remedy: 'compaction', compaction, limit: record.limit ?? used.source, durationMs: performance.now() - started });
   countCompaction(deps.metrics, dialect.api, compaction, record.durationMs!);
   if (compaction.outcome !== 'compacted') {
     record.outcome = 'not_shrunk';
-    return passThrough(ctx, record, first);
+    return null;
   }
   record.bound = compaction.bound;
-  return replay(ctx, record, first, rewriteOf(ctx, conversation, compaction, used, remembered));
+  return rewriteOf(ctx, conversation, compaction, used, remembered);
+}
+
+/**
+ * What was learned, with the model's known context window when the verdict states none (a 413
+ * page, a refusal without numbers): the compaction and its summarizer's calls fit it too.
+ */
+function withKnownWindow(ctx: RescueContext, verdict: Extract<Verdict, { overlong: true }>, learned: Bounds | undefined): Bounds | undefined {
+  if (verdict.limits.limitTokens !== undefined) return learned;
+  const window = windowFor(ctx);
+  return window ? smallest(learned ?? {}, { limitTokens: window.tokens, completionCounted: window.completionCounted }) : learned;
 }
 
 async function replay(ctx: RescueContext, record: RescueRecord, first: InspectedAnswer, rewrite: Rewrite): Promise<Outcome> {
@@ -191,11 +291,11 @@ function plain(body: Buffer): Rewrite {
  * exception to "replay once", bounded to one more call.
  */
 async function sendRewritten(ctx: RescueContext, record: RescueRecord, rewrite: Rewrite): Promise<Sent> {
-  const send = (r: Pick<Rewrite, 'body' | 'headers'>) => attempt(ctx, r.body, { ...markedHeaders(ctx.headers, compactionHeader(record)), ...r.headers }, record);
+  const send = (r: Pick<Rewrite, 'body' | 'headers'>) => attempt(ctx, r.body, { ...markedHeaders(ctx.headers, compactionHeader(record)), ...r.headers }, record, watched(ctx, r.body.length));
   const countRefusal = (a: InspectedAnswer) => isBindingRefusal(a.verdict) && ctx.deps.metrics.bindingRefusals.inc({ api: ctx.dialect.api, request: 'compacted' });
   let answer: InspectedAnswer | undefined;
   try {
-    let bytes = rewrite.body.length;
+    let body = rewrite.body;
     answer = await send(rewrite);
     countRefusal(answer);
     // Only a refusal of the blocks themselves is mended by removing them (not one of the opt-in).
@@ -204,21 +304,22 @@ async function sendRewritten(ctx: RescueContext, record: RescueRecord, rewrite: 
       discard(answer.answer.body);
       ctx.log.warn({ api: ctx.dialect.api, rule: answer.verdict.rule, status: answer.answer.status }, 'the upstream refused the bound thinking of the rewritten request; sending it once more with every thinking block after the edit stripped');
       Object.assign(record, { bound: again.bound, bindingRetry: true });
-      bytes = again.body.length;
+      body = again.body;
       answer = await send(again);
       countRefusal(answer);
     }
     noteBound(ctx, record, answer);
-    return { answer, bytes };
+    return { answer, bytes: body.length, body };
   } finally {
     logDecision(ctx.log, record, answer);
   }
 }
 
-/** A rewritten request's answer, and the size of the body that got it. */
+/** A rewritten request's answer, and the body that got it. */
 interface Sent {
   answer: InspectedAnswer;
   bytes: number;
+  body: Buffer;
 }
 
 /** Counts the bound state stripped, and what the upstream's answer says it dropped. */
@@ -241,9 +342,13 @@ function noted(ctx: RescueContext, record: RescueRecord): string {
 }
 
 function notShrunk(ctx: RescueContext, record: RescueRecord, first: InspectedAnswer, why: 'no_messages' | 'too_many_items', bytes: number): Outcome {
+  notShrunkRecord(record, why, bytes);
+  return passThrough(ctx, record, first);
+}
+
+function notShrunkRecord(record: RescueRecord, why: 'no_messages' | 'too_many_items', bytes: number): void {
   record.outcome = 'not_shrunk';
   record.compaction = { outcome: 'not_shrunk', why, summarizerCalls: 0, messagesBefore: 0, bytesBefore: bytes, tokensBefore: 0 };
-  return passThrough(ctx, record, first);
 }
 
 /** Too many bytes under rescue already: the upstream's own answer, and the process stays up for everyone. */

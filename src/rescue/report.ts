@@ -5,6 +5,7 @@ import type { Api } from '../dialects/types.js';
 import type { Metrics } from '../metrics.js';
 import type { OverlongReason } from '../overlong/types.js';
 import type { InspectedAnswer } from './inspect.js';
+import type { WindowSource } from '../upstream/windows.js';
 
 export type Outcome = 'replayed' | 'replay_failed' | 'not_shrunk' | 'disabled' | 'compacted' | 'shed';
 export type ReplayResult = 'success' | 'upstream_error' | 'still_overlong' | 'failed';
@@ -17,8 +18,11 @@ export interface RescueRecord {
   /** The upstream it went to (its config name). */
   upstream?: string;
   outcome: Outcome;
-  /** What set it off: an overlong rejection, or memory before the first attempt. */
-  trigger: 'rejected' | 'proactive';
+  /**
+   * What set it off: an overlong rejection; memory before the first attempt; the model's known
+   * context window before the first attempt; an answer the upstream silently cut.
+   */
+  trigger: 'rejected' | 'proactive' | 'window' | 'truncated';
   /** Absent for a proactive compaction, which had no rejection. */
   reason?: OverlongReason;
   rejectedStatus?: number;
@@ -26,7 +30,9 @@ export interface RescueRecord {
   compaction?: CompactionResult;
   /** The completion limit before and after a clamp. */
   completion?: { before: number; after: number };
-  limit?: LimitSource;
+  limit?: LimitSource | WindowSource;
+  /** The window that set off a `window` or `truncated` trigger, the request's estimate against it, and the model. */
+  window?: { tokens: number; estimate: number; model?: string };
   durationMs?: number;
   replayStatus?: number;
   /** Bound state (signed thinking) after the edit point: stripped, or covered by the opt-in; null for an API that has none. */
@@ -51,6 +57,7 @@ export function compactionHeader(r: RescueRecord): string {
     ['trigger', r.trigger],
     ['reason', r.reason],
     ['limit', r.limit],
+    ['window', r.window?.tokens],
     ['memory', done?.memory],
     ['strategy', strategyOf(r)],
     ['why', c?.outcome === 'not_shrunk' ? c.why : undefined],
@@ -93,10 +100,7 @@ function strategyOf(r: RescueRecord): string | undefined {
 export function logDecision(log: FastifyBaseLogger, r: RescueRecord, answer?: Pick<InspectedAnswer, 'answer' | 'verdict'>): void {
   const c = r.compaction;
   const fields = { compaction: flat(r) };
-  const what =
-    r.trigger === 'proactive'
-      ? `${r.api} request extends a conversation compacted before (remembered summary)`
-      : `upstream rejected the ${r.api} request as overlong (${r.rejectedStatus} ${r.reason}, limit ${r.limit ?? 'unknown'})`;
+  const what = whatHappened(r);
   if (r.outcome === 'disabled') {
     log.warn(fields, `${what}: compaction is off for this request; passing the upstream error through`);
   } else if (r.outcome === 'shed' && r.budget) {
@@ -107,7 +111,8 @@ export function logDecision(log: FastifyBaseLogger, r: RescueRecord, answer?: Pi
         : `rescues held about ${size(b.inUse)} already and it needed ${size(b.cost)} more (budget ${size(b.limit)}, compaction.rescueBudgetBytes)`;
     log.warn(fields, `${what}: shed, ${why}; passing the upstream error through`);
   } else if (r.remedy === 'clamp') {
-    log.warn(fields, `${what}: the prompt fits; lowered the completion limit from ${r.completion?.before} to ${r.completion?.after}, replaying once`);
+    const then = r.trigger === 'window' ? 'sending it so' : 'replaying once';
+    log.warn(fields, `${what}: the prompt fits; lowered the completion limit from ${r.completion?.before} to ${r.completion?.after}, ${then}`);
   } else if (r.remedy === 'truncation') {
     log.warn(fields, `${what}: its history is held upstream (previous_response_id); replaying once with truncation "auto"`);
   } else if (c?.outcome === 'not_shrunk') {
@@ -117,12 +122,29 @@ export function logDecision(log: FastifyBaseLogger, r: RescueRecord, answer?: Pi
     const fellBack = c.summarizerFailure ? ` after the summarizer failed (${c.summarizerFailure})` : '';
     const memory = c.memory === 'hit' ? (c.summarizerCalls === 0 ? ', remembered summary reused as it was' : ', remembered summary extended') : '';
     const cut = c.cut > 0 ? `, ${c.cut} kept contents cut to fit` : '';
-    const then = r.trigger === 'proactive' ? 'sending it compacted' : 'replaying once';
-    const accepted = r.trigger === 'proactive' && !r.bindingRetry && answer !== undefined && !answer.verdict.overlong && answer.answer.status < 400;
+    const ahead = r.trigger === 'proactive' || r.trigger === 'window';
+    const then = ahead ? 'sending it compacted' : 'replaying once';
+    const accepted = ahead && !r.bindingRetry && answer !== undefined && !answer.verdict.overlong && answer.answer.status < 400;
     const message = `${what}: compacted ${c.messagesBefore} items into ${c.messagesAfter} (${size(c.bytesBefore)} -> ${size(c.bytesAfter)}, ${c.strategy}${took}${memory}${cut})${fellBack}, ${then}${boundSaid(r)}`;
     if (accepted) log.info(fields, message);
-    else log.warn(fields, `${message}${r.trigger === 'proactive' ? refusedAhead(answer) : ''}`);
+    else log.warn(fields, `${message}${ahead ? refusedAhead(answer) : ''}`);
     logSummaryText(log, r, c);
+  }
+}
+
+/** What set a decision off, as the log line's sentence starts. */
+function whatHappened(r: RescueRecord): string {
+  const w = r.window;
+  const of = w?.model ? ` of ${w.model}` : '';
+  switch (r.trigger) {
+    case 'proactive':
+      return `${r.api} request extends a conversation compacted before (remembered summary)`;
+    case 'window':
+      return `${r.api} request of about ${w?.estimate} tokens would pass the ${r.limit} context window${of} (${w?.tokens} tokens)`;
+    case 'truncated':
+      return `upstream silently cut the ${r.api} request${of} (${r.rejectedStatus}: it counted ${w?.tokens} prompt tokens of about ${w?.estimate} sent)`;
+    default:
+      return `upstream rejected the ${r.api} request as overlong (${r.rejectedStatus} ${r.reason}, limit ${r.limit ?? 'unknown'})`;
   }
 }
 
@@ -197,7 +219,7 @@ const NOT_LOGGED = new Set(['body', 'newSpan', 'headers', 'restrip', 'bound']);
 /** The log object: one level, rounded, nothing large. */
 function flat(r: RescueRecord): Record<string, unknown> {
   const c = r.compaction;
-  const { compaction: _c, completion, durationMs, bound, budget, ...rest } = r;
+  const { compaction: _c, completion, durationMs, bound, budget, window, ...rest } = r;
   const figures = c
     ? Object.fromEntries(
         Object.entries(c)
@@ -213,6 +235,9 @@ function flat(r: RescueRecord): Record<string, unknown> {
     blockBinding: bound ? (bound.optIn ? 'drop_block' : 'none') : undefined,
     completionBefore: completion?.before,
     completionAfter: completion?.after,
+    model: window?.model,
+    windowTokens: window?.tokens,
+    estimatedTokens: window?.estimate,
     budgetInUseBytes: budget?.inUse,
     budgetBytes: budget?.limit,
     costBytes: budget?.cost,

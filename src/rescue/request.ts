@@ -32,6 +32,8 @@ export interface IncomingRequest {
   objects(): Promise<number>;
   /** Size of the body once decoded (the wire size when it was not compressed); 0 when it cannot be decoded. */
   readonly bytes: number;
+  /** The body once decoded, in one buffer; null when it cannot be decoded. */
+  plain(): Buffer | null;
 }
 
 /**
@@ -131,6 +133,10 @@ class LazyIncoming implements IncomingRequest {
     }
     const bytes = this.#decode();
     return bytes && bytes.length > 0 ? bytes.toString('utf8') : null;
+  }
+
+  plain(): Buffer | null {
+    return this.#plain() ? this.raw : this.#decode();
   }
 
   release(): void {

@@ -115,7 +115,7 @@ export async function serveRescued(
   };
   try {
     const outcome = await serve(ctx, () => client.committed);
-    await client.relay(outcome.answer.answer, outcome.answer.held, outcome.header ? { 'x-gateway-compaction': outcome.header } : undefined);
+    await client.relay(outcome.answer.answer, outcome.answer.held, outcome.header ? { 'x-gateway-compaction': outcome.header } : undefined, outcome.tail);
   } catch (err) {
     failed(exchange, client, gone, err);
   }

@@ -36,6 +36,8 @@ export class ClientResponse {
     answer: { status: number; headers: Record<string, string | string[] | undefined>; body: Readable },
     held: HeldBody,
     extra?: OutgoingHttpHeaders,
+    /** Given the answer's last bytes (up to TAIL_BYTES) once it ended whole. */
+    tail?: (bytes: Buffer) => void,
   ): Promise<void> {
     const headers = responseHeadersForClient(answer.headers, this.requestId);
     if (extra) Object.assign(headers, extra);
@@ -43,10 +45,13 @@ export class ClientResponse {
     if (held.complete) {
       this.res.end(held.bytes);
       drain(answer.body);
+      tail?.(held.bytes);
       return;
     }
     if (held.bytes.length > 0) this.res.write(held.bytes);
+    const last = tail ? lastBytes(answer.body, held.bytes) : null;
     await pipeBody(answer.body, this.res);
+    if (tail && last) tail(last());
   }
 
   /** The gateway's own error, in its API's shape. Only possible while nothing was sent. */
@@ -88,6 +93,25 @@ function pipeBody(body: Readable, res: ServerResponse): Promise<void> {
     res.on('finish', finish).on('close', close);
     body.pipe(res);
   });
+}
+
+/** The most of an answer's end kept for `tail`: a stream's usage comes in its last event or two. */
+export const TAIL_BYTES = 16 * 1024;
+
+/** Keeps the last TAIL_BYTES of a body as it is relayed. */
+function lastBytes(body: Readable, held: Buffer): () => Buffer {
+  let chunks: Buffer[] = held.length > 0 ? [held] : [];
+  let size = held.length;
+  body.on('data', (chunk: Buffer) => {
+    chunks.push(chunk);
+    size += chunk.length;
+    while (chunks.length > 1 && size - chunks[0].length >= TAIL_BYTES) size -= chunks.shift()!.length;
+  });
+  return () => {
+    const all = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
+    chunks = [];
+    return all.length > TAIL_BYTES ? all.subarray(all.length - TAIL_BYTES) : all;
+  };
 }
 
 /** What `pipeline` rejects with when the client goes away mid-answer. */

@@ -38,6 +38,17 @@ export interface Upstream {
   summarizer: SummarizerChoice;
   /** What memory and learned limits are keyed by: its name and its URL (a name moved elsewhere starts afresh). */
   memoryKey: string;
+  /** Context windows the config declares for its models, first match wins. */
+  windows: readonly DeclaredWindow[];
+  /** Whether the gateway asks it for its models' windows (upstream/windows.ts). */
+  discoverWindows: boolean;
+}
+
+/** A context window the config declares for the models a glob matches. */
+export interface DeclaredWindow {
+  model: RegExp;
+  tokens: number;
+  completionCounted: boolean;
 }
 
 export interface RouteRule {
@@ -139,6 +150,8 @@ export function resolveUpstreams(config: Readonly<Config>): Upstreams {
       summarizer: {},
       // As before named upstreams: what a single-upstream gateway remembered stays found.
       memoryKey: url,
+      windows: declared(shared.windows),
+      discoverWindows: shared.discoverWindows,
     });
   }
   for (const [name, u] of Object.entries(config.upstreams ?? {})) {
@@ -156,12 +169,18 @@ export function resolveUpstreams(config: Readonly<Config>): Upstreams {
       caFile: u.caFile ?? shared.caFile,
       summarizer: u.summarizer ?? {},
       memoryKey: `${name}\0${u.url}`,
+      windows: declared(u.windows),
+      discoverWindows: u.discoverWindows ?? shared.discoverWindows,
     });
   }
   const byName = new Map(list.map((u) => [u.name, u]));
   const rules = config.routes.map((r) => ({ api: r.api, model: r.model === undefined ? undefined : globPattern(r.model), upstream: byName.get(r.upstream)! }));
   const fallbackName = config.defaultUpstream ?? (byName.has('default') ? 'default' : list.length === 1 ? list[0].name : undefined);
   return new Upstreams(list, rules, fallbackName === undefined ? undefined : byName.get(fallbackName));
+}
+
+function declared(windows: Config['upstream']['windows']): DeclaredWindow[] {
+  return (windows ?? []).map((w) => ({ model: globPattern(w.model), tokens: w.tokens, completionCounted: w.completionCounted ?? true }));
 }
 
 /** `qwen*` as a whole-string pattern: `*` any run of characters, `?` one, everything else itself. */

@@ -37,7 +37,8 @@ async function startLocalhost(config: ConfigInput): Promise<LocalGateway> {
       done();
     },
   });
-  const app = buildServer(validateConfig({ ...config, log: { level: 'info' }, server: { port: 0, ...config.server } }), { logStream });
+  // Window discovery off: its GETs go once per gateway, so the first address would see them and the second not.
+  const app = buildServer(validateConfig({ ...config, upstream: { discoverWindows: false, ...config.upstream }, log: { level: 'info' }, server: { port: 0, ...config.server } }), { logStream });
   await app.listenOn('localhost', 0);
   return {
     app,

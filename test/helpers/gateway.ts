@@ -17,7 +17,12 @@ export interface TestGateway {
   close(): Promise<void>;
 }
 
-/** Builds the real gateway with injected config, listening on a loopback port 0. */
+/**
+ * Builds the real gateway with injected config, listening on a loopback port 0. Window discovery
+ * (upstream.discoverWindows, on by default) is off unless the config turns it on: a test of
+ * another feature counts its fake's calls, and a discovery's GETs are not among them. The
+ * scenario table and the window tests run with it on.
+ */
 export async function startGateway(config: ConfigInput): Promise<TestGateway> {
   const chunks: string[] = [];
   const logStream = new Writable({
@@ -26,7 +31,12 @@ export async function startGateway(config: ConfigInput): Promise<TestGateway> {
       done();
     },
   });
-  const merged = { ...config, log: { level: 'info' as const, ...config.log }, server: { port: 0, ...config.server } };
+  const merged = {
+    ...config,
+    upstream: { discoverWindows: false, ...config.upstream },
+    log: { level: 'info' as const, ...config.log },
+    server: { port: 0, ...config.server },
+  };
   const app = buildServer(validateConfig(merged), { logStream });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const { port } = app.server.address() as AddressInfo;

@@ -95,6 +95,11 @@ export async function startHostileStandIn(limitBytes = 1_000_000): Promise<Hosti
     let bytes = 0;
     const kept: Buffer[] = [];
     const summarizer = req.headers['x-gateway-compaction'] === 'summarizer';
+    // OpenAI's answer to a path it does not serve (a window discovery's GET): no chat call.
+    if (req.method !== 'POST') {
+      req.resume();
+      return send(res, 404, Buffer.from(JSON.stringify({ error: { message: `Invalid URL (${req.method} ${req.url})`, type: 'invalid_request_error', param: null, code: null } })));
+    }
     req.on('data', (c: Buffer) => {
       bytes += c.length;
       if (bytes <= limitBytes) kept.push(c);

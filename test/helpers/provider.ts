@@ -137,6 +137,7 @@ export async function startStandIn(options: StandInOptions = {}): Promise<StandI
     record(res, written.get(req)!, headers.get(req)!, (status) => statuses.set(req, status));
     const api = apiOf(req.url);
     if (api === null && req.method === 'GET' && req.url.split('?')[0] === '/v1/models') return json(res, 200, modelList(req));
+    if (api === 'gemini' && req.method === 'GET') return json(res, 200, geminiModel(req.url, options.limitBytes));
     if (api === null) return json(res, 404, { error: { message: `no route for ${req.method} ${req.url}` } });
     const summarizer = summarizing(req) ? options.summarizer : undefined;
     if (summarizer === 'hang') return;
@@ -154,7 +155,7 @@ export async function startStandIn(options: StandInOptions = {}): Promise<StandI
   };
   return {
     ...upstream,
-    calls: (api) => upstream.received.filter((r) => !summarizing(r) && apiOf(r.url) !== null && (api === undefined || apiOf(r.url) === api)),
+    calls: (api) => upstream.received.filter((r) => r.method === 'POST' && !summarizing(r) && apiOf(r.url) !== null && (api === undefined || apiOf(r.url) === api)),
     summarizerCalls: () => upstream.received.filter(summarizing),
     verdicts: (api) => verdicts[api](),
     bindingChecks: messages.checks,
@@ -171,6 +172,27 @@ function modelList(req: Received): unknown {
     return { data: [{ type: 'model', id: 'claude-test', display_name: 'Claude Test', created_at: '2026-01-01T00:00:00Z' }], has_more: false, first_id: 'claude-test', last_id: 'claude-test' };
   }
   return { object: 'list', data: [{ id: 'fake-model', object: 'model', created: 1_700_000_000, owned_by: 'system' }] };
+}
+
+/**
+ * Gemini's models.get (GET /v1beta/models/{model}): the model's card, its `inputTokenLimit` the
+ * window the rules refuse past (limitBytes / 4 tokens), else Gemini 2.5's 1,048,576.
+ */
+function geminiModel(url: string, limitBytes: number | undefined): unknown {
+  const id = decodeURIComponent(url.split('?')[0].slice('/v1beta/models/'.length));
+  return {
+    name: `models/${id}`,
+    version: '001',
+    displayName: id,
+    inputTokenLimit: limitBytes === undefined ? 1_048_576 : Math.floor(limitBytes / 4),
+    outputTokenLimit: 65_536,
+    supportedGenerationMethods: ['generateContent', 'countTokens', 'createCachedContent', 'batchGenerateContent'],
+    temperature: 1,
+    topP: 0.95,
+    topK: 64,
+    maxTemperature: 2,
+    thinking: true,
+  };
 }
 
 /** Keeps a copy of the head (status and fields) and of every body byte written to `res`. */

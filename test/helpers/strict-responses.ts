@@ -326,7 +326,8 @@ export function responseObject(text: string, status = 'completed', id = 'resp_fa
       status === 'completed'
         ? [{ type: 'message', id: 'msg_fake_1', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text, annotations: [] }] }]
         : [],
-    usage: { input_tokens: 12, input_tokens_details: { cached_tokens: 0 }, output_tokens: 3, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 15 },
+    // The API reports usage once the response is done: null while it is in progress.
+    usage: status === 'completed' ? { input_tokens: 12, input_tokens_details: { cached_tokens: 0 }, output_tokens: 3, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 15 } : null,
     error: null,
     incomplete_details: null,
     parallel_tool_calls: true,

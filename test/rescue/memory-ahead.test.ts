@@ -1,4 +1,5 @@
 import { RescueBudget } from '../../src/rescue/budget.js';
+import { Windows } from '../../src/upstream/windows.js';
 import pino from 'pino';
 import { Agent } from 'undici';
 import { afterEach, expect, it } from 'vitest';
@@ -47,7 +48,7 @@ async function run(body: unknown, memory: CompactionMemory) {
   const upstreams = resolveUpstreams(config);
   const target = upstreams.all[0].target;
   const ctx: RescueContext = {
-    deps: { config, dispatcher, upstreams, metrics: createMetrics(), memory, budget: new RescueBudget(64 * 2 ** 20) },
+    deps: { config, dispatcher, upstreams, metrics: createMetrics(), memory, budget: new RescueBudget(64 * 2 ** 20), windows: new Windows(null) },
     upstream: upstreams.all[0],
     dialect: chat,
     path: `${target.basePath}/chat/completions`,

@@ -1,4 +1,5 @@
 import { RescueBudget } from '../../src/rescue/budget.js';
+import { Windows } from '../../src/upstream/windows.js';
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { Agent } from 'undici';
@@ -85,7 +86,7 @@ async function run(
   const raw = o.raw ?? Buffer.from(typeof body === 'string' ? body : JSON.stringify(body));
   const dialect = o.dialect ?? chat;
   const ctx: RescueContext = {
-    deps: { config, dispatcher, upstreams, metrics, memory: o.memory ?? null, budget: new RescueBudget(64 * 2 ** 20) },
+    deps: { config, dispatcher, upstreams, metrics, memory: o.memory ?? null, budget: new RescueBudget(64 * 2 ** 20), windows: new Windows(null) },
     upstream: upstreams.all[0],
     dialect,
     path: `${target.basePath}${o.path ?? (dialect === chat ? '/chat/completions' : '/responses')}`,

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
+import { sample } from '../helpers/hostile-child.js';
 import { freePort } from '../helpers/ports.js';
 import { startStandIn, type Api, type StandIn, type StandInOptions, type TooLong } from '../helpers/provider.js';
 import { chatFixture } from './apis/chat.js';
@@ -71,7 +72,8 @@ describe.each(FIXTURES.map((f) => [f.api, f] as const))('%s', (_api, f) => {
 
   async function start(tooLong: TooLong, config: Record<string, any> = {}, answers: Pick<StandInOptions, 'summarizer'> = {}): Promise<string> {
     standIn = await startStandIn({ limitBytes, tooLong, reply, ...answers });
-    gateway = await startGateway({ ...config, upstream: { url: f.upstreamUrl(standIn), ...config.upstream } });
+    // With the defaults: window discovery on, as a deployed gateway runs.
+    gateway = await startGateway({ ...config, upstream: { url: f.upstreamUrl(standIn), discoverWindows: true, ...config.upstream } });
     return gateway.origin;
   }
 
@@ -178,10 +180,16 @@ describe.each(FIXTURES.map((f) => [f.api, f] as const))('%s', (_api, f) => {
       await expect(stream.rest('the cut')).rejects.toThrow(/terminated|other side closed|ECONNRESET|socket/i);
       expect(stream.text).toBe(events.join(''));
       expect(standIn!.calls()).toHaveLength(1);
-      // The next request is served as usual, and rescued as usual.
+      // The next request is served as usual, and rescued as usual; where the API lists its models'
+      // windows (Gemini's models.get), the first request asked, and the next one is made to fit it.
       const turn = await f.send(origin, body, { stream: true });
-      expect(turn.header).toMatchObject({ outcome: 'replayed' });
-      expect(standIn!.calls()).toHaveLength(3);
+      if (f.api === 'gemini') {
+        expect(turn.header).toMatchObject({ outcome: 'compacted', trigger: 'window', limit: 'discovered' });
+        expect(standIn!.calls()).toHaveLength(2);
+      } else {
+        expect(turn.header).toMatchObject({ outcome: 'replayed' });
+        expect(standIn!.calls()).toHaveLength(3);
+      }
     });
 
     it('through the SDK: the agent gets the content that was sent, and the failure as its SDK makes it', async () => {
@@ -307,6 +315,36 @@ describe.each(FIXTURES.map((f) => [f.api, f] as const))('%s', (_api, f) => {
     // The opt-out itself is never forwarded upstream.
     for (const call of standIn!.calls()) expect(call.headers['x-gateway-compaction']).toBeUndefined();
     expect(standIn!.summarizerCalls()).toEqual([]);
+  });
+
+  it('a declared window: the request goes made to fit it, and the strict provider refuses nothing', async () => {
+    const window = Math.floor(limitBytes / 4);
+    const origin = await start('stated', { upstream: { windows: [{ model: '*', tokens: window }], discoverWindows: false } });
+    const turn = await f.send(origin, body, { stream: false });
+    expect(turn.status).toBe(200);
+    expect(turn.text).toBe(said(1));
+    expect(turn.header).toMatchObject({ outcome: 'compacted', trigger: 'window', reason: 'context_length', limit: 'declared', window });
+    // One model call, never refused: the window was known before sending.
+    expect(standIn!.calls()).toHaveLength(1);
+    expect(standIn!.verdicts(f.api)).toEqual([null]);
+    const [sent] = standIn!.calls();
+    expect(sent.body.length).toBeLessThanOrEqual(limitBytes);
+    expect(f.brokenPairs(sent.json)).toEqual([]);
+    // Nothing but the model's own calls went upstream: a declared window is asked of no one.
+    expect(standIn!.received.filter((r) => r.method !== 'POST')).toEqual([]);
+    const metrics = await (await fetch(`${origin}/metrics`)).text();
+    expect(sample(metrics, 'gateway_window_compactions_total', { api: f.api, upstream: 'default', source: 'declared' })).toBe(1);
+    expect(sample(metrics, 'gateway_overlong_rejections_total', { api: f.api, reason: 'context_length', upstream: 'default' })).toBe(0);
+  });
+
+  it('a declared window the request fits: sent as it came, byte for byte', async () => {
+    const origin = await start('stated', { upstream: { windows: [{ model: '*', tokens: 10_000_000 }], discoverWindows: false } });
+    const raw = JSON.stringify(f.wire(f.request(2), false));
+    const res = await f.post(origin, raw, { stream: false });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-gateway-compaction')).toBeNull();
+    expect(standIn!.calls()).toHaveLength(1);
+    expect(standIn!.calls()[0].body.toString()).toBe(raw);
   });
 
   it('later turn from memory: compacted ahead in one call, the strict provider takes it', async () => {
