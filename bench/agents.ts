@@ -32,7 +32,10 @@ each compacted turn, reasoning items the provider dropped (the headers' \`reason
 the stand-in's count), and refusals of bound state (binding, signatures; target 0).
 Masking (\`compaction.mask\`, the default) comes first; the rows marked "mask off" replay the same
 sessions with it off, so that every compaction is a summary: what masking saves, at the same
-answers, cuts and last items.`;
+answers, cuts and last items. The second table replays the sessions against the upstream that
+states its window, with that window declared to the gateway (\`upstream.windows\`) or not: the
+refused round trips a known window saves, and the silent cuts the gateway reported where the
+upstream cut nothing (every answer counts the whole prompt; target 0).`;
 
 export const AGENTS: Agent[] = ['pi', 'opencode', 'codex', 'claude', 'pi-long'];
 export const STYLES: LimitStyle[] = ['413', 'window'];
@@ -51,6 +54,37 @@ export async function runSession(agent: Agent, style: LimitStyle, config: Record
     await gateway.close();
     await upstream.close();
   }
+}
+
+/**
+ * A session against the upstream that states its window (`window`), with that window declared to
+ * the gateway or not: how many requests the upstream refused, and how many answers the gateway
+ * took for silent cuts (none is cut here: every answer counts the whole prompt).
+ */
+export async function runWindowed(agent: Agent, declared: boolean): Promise<{ report: SessionReport; refused: number; truncations: number }> {
+  const turns = turnsOf(agent);
+  const limit = limitAt(turns, 8);
+  const upstream = await startAgentUpstream(agent, 'window', limit);
+  const windows = declared ? [{ model: '*', tokens: Math.floor(limit / 4) }] : undefined;
+  const gateway = await startGateway({ upstream: { url: upstream.baseUrl, windows }, summarizer: { maxInputTokens: 500_000 }, log: { level: 'silent' } });
+  try {
+    const report = await replaySession(agent, 'window', gateway.baseUrl, upstream, limit);
+    const refused = upstream.received.filter((r) => r.headers['x-gateway-compaction'] !== 'summarizer' && r.body.length > limit).length;
+    const metrics = await (await fetch(`${gateway.origin}/metrics`)).text();
+    const truncations = [...metrics.matchAll(/^gateway_truncations_total\{[^}]*\} (\d+)$/gm)].reduce((sum, m) => sum + Number(m[1]), 0);
+    return { report, refused, truncations };
+  } finally {
+    await gateway.close();
+    await upstream.close();
+  }
+}
+
+export const WINDOWED_HEADER =
+  '| session | window known ahead | answered | refused round trips | upstream calls | summarizer calls | cuts | last item whole | silent cuts reported |\n' + '|---|---|---|---|---|---|---|---|---|';
+
+export function windowedRow(agent: Agent, declared: boolean, r: Awaited<ReturnType<typeof runWindowed>>): string {
+  const { report } = r;
+  return `| ${agent} | ${declared ? 'declared' : 'none'} | ${report.answered}/${report.turns} | ${r.refused} | ${report.upstreamCalls} | ${report.summarizerCalls} | ${report.cuts} | ${report.lastWhole ? 'yes' : 'NO'} | ${r.truncations} |`;
 }
 
 /** A row of the table; `bound` for a session against the strict stand-ins, whose state is bound to its prefix. */
@@ -98,6 +132,13 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   for (const session of args.length ? bound : BOUND) {
     if (session === 'claude-thinking' && !(await hasMessages())) continue;
     for (const style of BOUND_STYLES[session]) print(await runBound(session, style));
+  }
+  // The same sessions with the window the upstream states declared ahead, beside none.
+  rows.push('', WINDOWED_HEADER);
+  console.log(`\n${WINDOWED_HEADER}`);
+  for (const agent of only.length || bound.length ? only : AGENTS.filter((a) => a !== 'pi-long')) {
+    if (agent === 'claude' && !(await hasMessages())) continue;
+    for (const declared of [false, true]) print(windowedRow(agent, declared, await runWindowed(agent, declared)));
   }
   if (args.length === 0) writeSection(rows.join('\n'));
 }

@@ -58,9 +58,13 @@ export async function overWindow(ctx: RescueContext): Promise<{ verdict: Extract
   if (!(await holdBudget(ctx, 0)).held) return null;
   const json = await ctx.incoming.load();
   if (!json) return null;
-  const requested = window.completionCounted ? ctx.dialect.completion(json) : undefined;
+  // A completion limit larger than what a compaction leaves of the window (Claude Code asks for
+  // 32k-128k) is not counted: no compaction could make room for it. A server that counts it
+  // refuses, and that refusal is rescued by lowering it.
+  const asked = window.completionCounted ? ctx.dialect.completion(json) : undefined;
+  const requested = asked !== undefined && asked <= window.tokens * (1 - ctx.deps.config.compaction.targetRatio) ? asked : undefined;
   if (estimate + (requested ?? 0) <= window.tokens * FIT_SHARE) return null;
-  const limits = { limitTokens: window.tokens, promptTokens: estimate, ...(window.completionCounted ? { completionCounted: true as const, completionTokens: requested } : {}) };
+  const limits = { limitTokens: window.tokens, promptTokens: estimate, ...(requested !== undefined ? { completionCounted: true as const, completionTokens: requested } : {}) };
   return { verdict: { overlong: true, reason: 'context_length', rule: `window_${window.source}`, limits }, window };
 }
 

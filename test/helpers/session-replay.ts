@@ -66,16 +66,27 @@ function refuse(res: ServerResponse, agent: Agent, style: LimitStyle, bytes: num
   json(res, 400, { error: { message, type: 'invalid_request_error', param: agent === 'codex' ? 'input' : 'messages', code: 'context_length_exceeded' } });
 }
 
-function answer(res: ServerResponse, agent: Agent, body: any): void | Promise<void> {
+/**
+ * The model's answer, its usage counting the prompt as the refusals count it (4 bytes a token):
+ * what a provider that read the whole request reports.
+ */
+function answer(res: ServerResponse, agent: Agent, body: any, bytes: number): void | Promise<void> {
   const stream = body?.stream === true;
+  const prompt = Math.ceil(bytes / 4);
   if (agent === 'codex') {
-    if (!stream) return json(res, 200, responseObject('next step'));
+    const counted = (text: string) => text.replace('"input_tokens":12,', `"input_tokens":${prompt},`).replace('"total_tokens":15', `"total_tokens":${prompt + 3}`);
+    if (!stream) return json(res, 200, JSON.parse(counted(JSON.stringify(responseObject('next step')))));
     res.writeHead(200, { 'content-type': 'text/event-stream' });
-    res.end(textStream(['next', ' step']).join(''));
+    res.end(counted(textStream(['next', ' step']).join('')));
     return;
   }
-  if (agent === 'claude') return json(res, 200, anthropicMessage('next step'));
-  return stream ? sse(res, streamEvents(['next', ' step'])) : json(res, 200, completion('next step'));
+  if (agent === 'claude') return json(res, 200, { ...anthropicMessage('next step'), usage: { input_tokens: prompt, output_tokens: 3 } });
+  const usage = { prompt_tokens: prompt, completion_tokens: 2, total_tokens: prompt + 2 };
+  if (!stream) return json(res, 200, { ...completion('next step'), usage });
+  const events = streamEvents(['next', ' step']);
+  // The usage chunk only when the request asked for it, as OpenAI sends it.
+  const withUsage = body?.stream_options?.include_usage === true;
+  return sse(res, events.flatMap((e) => (e.includes('"usage"') ? (withUsage ? [e.replace(/"usage":\{[^}]*\}/, `"usage":${JSON.stringify(usage)}`)] : []) : [e])));
 }
 
 function anthropicMessage(text: string) {
@@ -136,7 +147,7 @@ export async function startAgentUpstream(agent: Agent, style: LimitStyle, limit:
   return startFakeUpstream((req, res) => {
     if (req.headers['x-gateway-compaction'] === 'summarizer') return summarize(res, req);
     if (req.body.length > limit) return refuse(res, agent, style, req.body.length, limit);
-    return answer(res, agent, req.json);
+    return answer(res, agent, req.json, req.body.length);
   });
 }
 
