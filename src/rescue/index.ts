@@ -12,7 +12,8 @@ import { holdBudget, markedHeaders, modelOf, optedOut, tooManyItems, type Rescue
 import { learnedBounds, learnFrom, noteAccepted, recallFor, rememberSpan, rewriteOf, underLease, type Rewrite } from './memory.js';
 import { compactionHeader, countCompaction, countRescue, logDecision, type RescueRecord, type ReplayResult } from './report.js';
 import { noteRescue } from '../telemetry.js';
-import { heldCount, judgeAnswer, logStreamedCut, overWindow, truncationVerdict, watched, windowFor, type SentBody } from './window.js';
+import { heldCount, judgeAnswer, logStreamedCut, mayNearWindow, overWindow, truncationVerdict, watched, windowFor, type SentBody } from './window.js';
+import type { CompactionMemory } from '../memory/index.js';
 
 /*
  * The rescue, written once for every API: attempt -> overlong and nothing sent yet? -> make the
@@ -51,7 +52,10 @@ function letGoOfBody(ctx: RescueContext): void {
 
 async function attemptAndRescue(ctx: RescueContext, committed: () => boolean): Promise<Outcome> {
   const config = ctx.deps.config;
-  const ahead = config.compaction.proactive && config.compaction.maxReplays > 0 && !optedOut(ctx) ? await beforeFirst(ctx) : null;
+  const proactive = config.compaction.proactive && config.compaction.maxReplays > 0 && !optedOut(ctx);
+  const memory = proactive ? memoryAhead(ctx) : null;
+  // Most requests have nothing to look up: they wait on no promise.
+  const ahead = memory || (proactive && mayNearWindow(ctx)) ? await beforeFirst(ctx, memory) : null;
   // Read for a compaction ahead that did not happen: the request goes as sent, holding nothing.
   if (!ahead) letGoOfBody(ctx);
   const sent = ahead ? await sendRewritten(ctx, ahead.record, ahead.rewrite) : null;
@@ -79,9 +83,8 @@ async function attemptAndRescue(ctx: RescueContext, committed: () => boolean): P
  * Made smaller before the first attempt: from memory, when the request extends a compaction it
  * remembers, else to fit its model's known context window. Null: it goes as the client sent it.
  */
-async function beforeFirst(ctx: RescueContext): Promise<Proactive | null> {
-  const memory = memoryAhead(ctx);
-  return (memory ? await compactAhead(ctx, memory) : null) ?? (await fitToWindow(ctx));
+async function beforeFirst(ctx: RescueContext, memory: CompactionMemory | null): Promise<Proactive | null> {
+  return (memory ? await compactAhead(ctx, memory) : null) ?? (mayNearWindow(ctx) ? await fitToWindow(ctx) : null);
 }
 
 /**

@@ -68,6 +68,11 @@ export async function overWindow(ctx: RescueContext): Promise<{ verdict: Extract
   return { verdict: { overlong: true, reason: 'context_length', rule: `window_${window.source}`, limits }, window };
 }
 
+/** Whether a request is large enough that a window could matter (and a discovery may start for it). */
+export function mayNearWindow(ctx: RescueContext): boolean {
+  return ctx.incoming.bytes >= WATCHED_MIN_BYTES;
+}
+
 /** Whether an answer to a request of `bytes` is read for its prompt count. */
 export function watched(ctx: RescueContext, bytes: number): boolean {
   return bytes >= WATCHED_MIN_BYTES && (ctx.pathModel ?? ctx.notes.model) !== undefined;
