@@ -1,4 +1,6 @@
+import type { Transform } from 'node:stream';
 import zlib from 'node:zlib';
+import { zstdDecodeStream, zstdDecodeSync } from './upstream/zstd.js';
 
 /*
  * Content codings undone with a bound on what comes out: the one decoder for request bodies
@@ -37,7 +39,7 @@ const zstd = zlib as {
   zstdDecompressSync?: (bytes: Buffer, options?: zlib.ZlibOptions) => Buffer;
 };
 
-/** Whether this Node can undo `zstd` (22.15 and later; Node 20 cannot). */
+/** Whether this Node has its own `zstd` (22.15 and later); without it, fzstd undoes it (upstream/zstd.ts). */
 export const CAN_ZSTD = typeof zstd.createZstdDecompress === 'function' && typeof zstd.zstdDecompressSync === 'function';
 
 const CHUNK_BYTES = 64 * 1024;
@@ -45,7 +47,7 @@ const EMPTY = Buffer.alloc(0);
 
 /** How one coding is undone: as a stream, or at once with at most `limit` bytes out. */
 interface Undoing {
-  stream(truncated: boolean): Decompressor;
+  stream(truncated: boolean, limit: number): Decompressor | Transform;
   sync(bytes: Buffer, truncated: boolean, limit: number): Buffer;
 }
 
@@ -87,12 +89,20 @@ const CODINGS: Record<Coding, CodingEntry> = {
     stream: (truncated) => zlib.createBrotliDecompress(brotliOptions(truncated)),
     sync: (bytes, truncated, limit) => zlib.brotliDecompressSync(bytes, { ...brotliOptions(truncated), maxOutputLength: limit }),
   },
-  zstd: {
-    names: ['zstd'],
-    available: CAN_ZSTD,
-    stream: () => zstd.createZstdDecompress!({ chunkSize: CHUNK_BYTES }),
-    sync: (bytes, _truncated, limit) => zstd.zstdDecompressSync!(bytes, { maxOutputLength: limit }),
-  },
+  // Node's own zstd where it has one (22.15 and later); else fzstd behind a check of its frames (upstream/zstd.ts).
+  zstd: CAN_ZSTD
+    ? {
+        names: ['zstd'],
+        available: true,
+        stream: () => zstd.createZstdDecompress!({ chunkSize: CHUNK_BYTES }),
+        sync: (bytes, _truncated, limit) => zstd.zstdDecompressSync!(bytes, { maxOutputLength: limit }),
+      }
+    : {
+        names: ['zstd'],
+        available: true,
+        stream: (truncated, limit) => zstdDecodeStream(truncated, limit),
+        sync: (bytes, truncated, limit) => zstdDecodeSync(bytes, limit, truncated),
+      },
 };
 
 /** Each name a header may use, for the codings this Node can undo. */
@@ -158,11 +168,11 @@ interface Stage {
 
 async function undo(input: readonly Buffer[], coding: Coding, options: Required<DecodeOptions>): Promise<Stage> {
   const entry = CODINGS[coding];
-  const stage = await run(input, entry.stream(options.truncated), options.limit);
-  return stage.outcome === 'corrupt' && entry.orElse ? run(input, entry.orElse.stream(options.truncated), options.limit) : stage;
+  const stage = await run(input, entry.stream(options.truncated, options.limit), options.limit);
+  return stage.outcome === 'corrupt' && entry.orElse ? run(input, entry.orElse.stream(options.truncated, options.limit), options.limit) : stage;
 }
 
-function run(input: readonly Buffer[], stream: Decompressor, limit: number): Promise<Stage> {
+function run(input: readonly Buffer[], stream: Decompressor | Transform, limit: number): Promise<Stage> {
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -187,7 +197,8 @@ function run(input: readonly Buffer[], stream: Decompressor, limit: number): Pro
       size += chunk.length;
     });
     stream.on('end', () => settle('complete'));
-    stream.on('error', () => settle('corrupt'));
+    // A zstd frame that says it is larger than the bound (upstream/zstd.ts) is over before any output.
+    stream.on('error', (err: { code?: string }) => settle(err.code === 'ERR_BUFFER_TOO_LARGE' ? 'over' : 'corrupt'));
     for (const chunk of input) stream.write(chunk);
     stream.end();
   });

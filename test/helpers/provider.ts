@@ -1,4 +1,6 @@
 import type { ServerResponse } from 'node:http';
+import zlib from 'node:zlib';
+import { decompress as zstdDecompress } from 'fzstd';
 import { json, startFakeUpstream, type FakeUpstream, type Handler, type Received } from './fake-upstream.js';
 import { NGINX_413 } from './nginx.js';
 import { strictAnthropicRules, type BindingCheck, type StrictAnthropicReject } from './strict-anthropic.js';
@@ -144,7 +146,7 @@ export async function startStandIn(options: StandInOptions = {}): Promise<StandI
     if (summarizer) return play(res, typeof summarizer === 'function' ? await summarizer(req) : summarizer);
     const next = summarizing(req) ? undefined : script.shift();
     if (next) return play(res, typeof next === 'function' ? next(req) : next);
-    return routes[api](req, res, raw);
+    return routes[api](decodedBody(req), res, raw);
   });
 
   const verdicts: Record<Api, () => Array<string | null>> = {
@@ -164,6 +166,30 @@ export async function startStandIn(options: StandInOptions = {}): Promise<StandI
     answerHeaders: (req) => headers.get(req) ?? {},
     answerStatus: (req) => statuses.get(req),
   };
+}
+
+/**
+ * The request as the API reads it: a body sent with a Content-Encoding (Codex sends zstd, others
+ * gzip) is decoded first, as the providers' front ends do; its window is the decoded body's.
+ */
+function decodedBody(req: Received): Received {
+  const coding = String(req.headers['content-encoding'] ?? '').trim().toLowerCase();
+  if (coding === '' || coding === 'identity') return req;
+  const undo: Record<string, (b: Buffer) => Buffer> = {
+    gzip: (b) => zlib.gunzipSync(b),
+    deflate: (b) => zlib.inflateSync(b),
+    br: (b) => zlib.brotliDecompressSync(b),
+    zstd: (b) => Buffer.from(zstdDecompress(b)),
+  };
+  const body = undo[coding]?.(req.body);
+  if (!body) return req;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body.toString('utf8'));
+  } catch {
+    parsed = undefined;
+  }
+  return { ...req, body, json: parsed };
 }
 
 /** GET /v1/models as the provider lists its models: Anthropic's page when the call carries anthropic-version, else OpenAI's list. */

@@ -1,6 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
+import { brotliCompressSync, gzipSync } from 'node:zlib';
 import { sample } from '../helpers/hostile-child.js';
+import { zstdCompress } from '../helpers/zstd.js';
 import { freePort } from '../helpers/ports.js';
 import { startStandIn, type Api, type StandIn, type StandInOptions, type TooLong } from '../helpers/provider.js';
 import { chatFixture } from './apis/chat.js';
@@ -315,6 +317,26 @@ describe.each(FIXTURES.map((f) => [f.api, f] as const))('%s', (_api, f) => {
     // The opt-out itself is never forwarded upstream.
     for (const call of standIn!.calls()) expect(call.headers['x-gateway-compaction']).toBeUndefined();
     expect(standIn!.summarizerCalls()).toEqual([]);
+  });
+
+  it.each([
+    ['zstd', zstdCompress],
+    ['gzip', (b: Buffer) => gzipSync(b)],
+    ['br', (b: Buffer) => brotliCompressSync(b)],
+  ] as const)('a %s body (as Codex and Claude Code send large ones) is decoded for the rescue; the replay goes as plain JSON', async (coding, compress) => {
+    const origin = await start('stated');
+    const raw = Buffer.from(JSON.stringify(f.wire(body, false)));
+    const res = await f.post(origin, compress(raw), { stream: false, headers: { 'content-encoding': coding } });
+    expect(res.status).toBe(200);
+    expect(headerOf(res.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'replayed', reason: 'context_length', 'messages-before': expect.any(Number) });
+    const [refused, replay] = standIn!.calls();
+    expect(standIn!.calls()).toHaveLength(2);
+    // The client's bytes went as they came; the replay is the gateway's own JSON, no coding.
+    expect(refused.headers['content-encoding']).toBe(coding);
+    expect(replay.headers['content-encoding']).toBeUndefined();
+    expect(replay.body.length).toBeLessThanOrEqual(limitBytes);
+    expect(f.brokenPairs(replay.json)).toEqual([]);
+    expect(standIn!.verdicts(f.api)).toEqual([expect.stringMatching(/./), null]);
   });
 
   it('a declared window: the request goes made to fit it, and the strict provider refuses nothing', async () => {
