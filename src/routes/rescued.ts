@@ -5,12 +5,13 @@ import type { Dialect } from '../dialects/types.js';
 import { GatewayError, failureLog, fromUpstreamFailure } from '../errors.js';
 import type { RescueDeps } from '../rescue/context.js';
 import { serve } from '../rescue/index.js';
-import { peekModel, readIncoming } from '../rescue/request.js';
+import { readIncoming } from '../rescue/request.js';
 import { ClientGone } from '../upstream/client-gone.js';
 import { collectBody, type ReceivedBody } from './request-body.js';
 import { queryWithoutKey, requestHeadersForUpstream, type CredentialStyle } from '../upstream/headers.js';
 import { ClientResponse } from '../upstream/relay.js';
-import type { Upstream } from '../upstream/upstreams.js';
+import { refusal, type RequestModel, type Upstream } from '../upstream/upstreams.js';
+import { modelOfBody } from './body-model.js';
 import { noteRequested } from '../telemetry.js';
 
 /** One API's rescued endpoint: where it listens, where it goes upstream, and its dialect. */
@@ -74,32 +75,34 @@ export async function serveRescued(
   prefixed?: Upstream,
 ): Promise<void> {
   const params = exchange.params ?? {};
-  const pathModel = endpoint.model?.(params);
   const api = endpoint.dialect.api;
-  exchange.notes.model = pathModel ?? peekModel(body?.decoded ?? body?.chunks[0]);
-  noteRequested(api, exchange.notes.model);
   const client = new ClientResponse(exchange.res, exchange.id, api);
-  // The upstream: the one the prefix names, else the first route matching the API and the model as read off the body's first bytes, else the default.
-  const upstream = prefixed ? deps.upstreams.prefixed(prefixed, api) : deps.upstreams.pick(api, exchange.notes.model);
+  const query = exchange.url.indexOf('?');
+  const upstreamPath = typeof endpoint.upstreamPath === 'string' ? endpoint.upstreamPath : endpoint.upstreamPath(params);
+  const pathModel = endpoint.model?.(params);
+  const model = pathModel ?? (await modelOfReceived(body));
+  exchange.notes.model = typeof model === 'string' ? model : undefined;
+  noteRequested(api, exchange.notes.model);
+  // The upstream: the one the prefix names, else the first route matching the API and the model, else the default.
+  const upstream = prefixed ? deps.upstreams.prefixed(prefixed, api) : deps.upstreams.pick(api, model);
   if ('refused' in upstream) {
+    const refused = refusal(upstream);
     // The client's base URL or model, not an operating condition: one plain line at info.
-    exchange.log.info({ api, model: exchange.notes.model }, `answered 404 no_upstream: ${upstream.refused}`);
-    client.sendError(new GatewayError('no_upstream', upstream.refused));
+    exchange.log.info({ api, model: exchange.notes.model }, `answered ${refused.status} ${refused.code}: ${upstream.refused}`);
+    client.sendError(refused);
     return;
   }
   exchange.notes.upstream = upstream.name;
   const gone = whenClientLeaves(exchange.res);
-  const query = exchange.url.indexOf('?');
   const hop = { address: exchange.res.socket?.remoteAddress, host: exchange.headers.host };
   const gatewayKeys = deps.config.auth.keys.length > 0;
   const headers = requestHeadersForUpstream(exchange.headers, exchange.id, { apiKey: upstream.apiKey, style: endpoint.credentials, gatewayKeys }, hop);
   // A stream whose failure may come after its preamble must be readable event by event.
   if (endpoint.dialect.streamEvent && headers['accept-encoding'] !== undefined) headers['accept-encoding'] = 'identity';
-  const upstreamPath = typeof endpoint.upstreamPath === 'string' ? endpoint.upstreamPath : endpoint.upstreamPath(params);
-  const replacesKey = (upstream.apiKey !== undefined || gatewayKeys) && endpoint.credentials === 'x-goog-api-key';
-  const rest = query >= 0 ? queryWithoutKey(exchange.url.slice(query + 1), replacesKey) : '';
+  const dropsKey = (upstream.apiKey !== undefined || gatewayKeys) && endpoint.credentials === 'x-goog-api-key';
+  const rest = query >= 0 ? queryWithoutKey(exchange.url.slice(query + 1), dropsKey) : '';
   // A query that was only the key goes with it.
-  const search = query < 0 || (replacesKey && rest === '') ? '' : `?${rest}`;
+  const search = query < 0 || (dropsKey && rest === '') ? '' : `?${rest}`;
   const ctx = {
     deps,
     upstream,
@@ -119,6 +122,12 @@ export async function serveRescued(
   } catch (err) {
     failed(exchange, client, gone, err);
   }
+}
+
+/** The model a body names; a body whose coding could not be undone names none that can be read. */
+function modelOfReceived(body: ReceivedBody | undefined): Promise<RequestModel> | RequestModel {
+  if (body?.decoded === null) return { unreadable: 'its content-encoding could not be decoded' };
+  return modelOfBody(body?.decoded ? [body.decoded] : (body?.chunks ?? []));
 }
 
 /**
