@@ -6,7 +6,7 @@ import type { Dispatcher } from 'undici';
 import type { Config } from '../config/schema.js';
 import { GatewayError, failureLog, fromUpstreamFailure } from '../errors.js';
 import { DROP_FROM_STREAMED, queryWithoutKey, requestHeadersForUpstream, responseHeadersForClient, type CredentialStyle } from '../upstream/headers.js';
-import { assertSafePath } from '../upstream/target.js';
+import { assertSafePath, assertSafeSegment } from '../upstream/target.js';
 import { apiOfPath, refusal, type RequestModel, type Upstream, type Upstreams } from '../upstream/upstreams.js';
 import { modelOfBody } from './body-model.js';
 import { collectBody } from './request-body.js';
@@ -68,6 +68,7 @@ export async function passthroughRoutes(app: FastifyInstance, deps: PassthroughD
       assertPassthroughPath(path, apiPrefix);
       const api = apiOfPath(path);
       const model = api === 'gemini' ? geminiPathModel(path) : models.get(request);
+      if (api === 'gemini' && typeof model === 'string') assertSafeSegment(model);
       if (request.notes && typeof model === 'string') request.notes.model = model;
       const chosen = fixed ? upstreams.prefixed(fixed, api) : upstreams.pick(api, model);
       if ('refused' in chosen) throw refusal(chosen);

@@ -11,6 +11,7 @@ import { collectBody, type ReceivedBody } from './request-body.js';
 import { queryWithoutKey, requestHeadersForUpstream, type CredentialStyle } from '../upstream/headers.js';
 import { ClientResponse } from '../upstream/relay.js';
 import { refusal, type RequestModel, type Upstream } from '../upstream/upstreams.js';
+import { assertSafePath, assertSafeSegment } from '../upstream/target.js';
 import { modelOfBody } from './body-model.js';
 import { noteRequested } from '../telemetry.js';
 
@@ -80,6 +81,13 @@ export async function serveRescued(
   const query = exchange.url.indexOf('?');
   const upstreamPath = typeof endpoint.upstreamPath === 'string' ? endpoint.upstreamPath : endpoint.upstreamPath(params);
   const pathModel = endpoint.model?.(params);
+  // A model named in the path goes into the upstream's path: one that would resolve elsewhere there goes nowhere.
+  const unsafe = unsafePath(query < 0 ? exchange.url : exchange.url.slice(0, query), upstreamPath, pathModel);
+  if (unsafe) {
+    exchange.log.info({ api }, `answered 400 invalid_path: ${unsafe.message}`);
+    client.sendError(unsafe);
+    return;
+  }
   const model = pathModel ?? (await modelOfReceived(body));
   exchange.notes.model = typeof model === 'string' ? model : undefined;
   noteRequested(api, exchange.notes.model);
@@ -128,6 +136,18 @@ export async function serveRescued(
 function modelOfReceived(body: ReceivedBody | undefined): Promise<RequestModel> | RequestModel {
   if (body?.decoded === null) return { unreadable: 'its content-encoding could not be decoded' };
   return modelOfBody(body?.decoded ? [body.decoded] : (body?.chunks ?? []));
+}
+
+/** Why a path may not be served: the client's path or the upstream path built from it would leave the base path once decoded. */
+function unsafePath(clientPath: string, upstreamPath: string, pathModel: string | undefined): GatewayError | null {
+  try {
+    assertSafePath(clientPath);
+    assertSafePath(upstreamPath);
+    if (pathModel !== undefined) assertSafeSegment(pathModel);
+    return null;
+  } catch (err) {
+    return err as GatewayError;
+  }
 }
 
 /**
