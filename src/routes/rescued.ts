@@ -107,7 +107,8 @@ export async function serveRescued(
   const headers = requestHeadersForUpstream(exchange.headers, exchange.id, { apiKey: upstream.apiKey, style: endpoint.credentials, gatewayKeys }, hop);
   // A stream whose failure may come after its preamble must be readable event by event.
   if (endpoint.dialect.streamEvent && headers['accept-encoding'] !== undefined) headers['accept-encoding'] = 'identity';
-  const dropsKey = (upstream.apiKey !== undefined || gatewayKeys) && endpoint.credentials === 'x-goog-api-key';
+  // A key in the query is the client's: it goes no further where the gateway sends its own, or is a gateway key.
+  const dropsKey = upstream.apiKey !== undefined || gatewayKeys;
   const rest = query >= 0 ? queryWithoutKey(exchange.url.slice(query + 1), dropsKey) : '';
   // A query that was only the key goes with it.
   const search = query < 0 || (dropsKey && rest === '') ? '' : `?${rest}`;
