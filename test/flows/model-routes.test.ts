@@ -1,3 +1,4 @@
+import { gzipSync } from 'node:zlib';
 import Anthropic from '@anthropic-ai/sdk';
 import { GoogleGenAI } from '@google/genai';
 import OpenAI from 'openai';
@@ -185,6 +186,16 @@ describe('a request reaches the upstream its top-level model routes to', () => {
       expect(got.url).toBe(`/v1beta/models/${model}:generateContent`);
       expect(lastLoggedModel()).toBe(model);
     });
+  });
+
+  it.each([
+    ['/chat/completions', () => PYTHON.chat(QWEN, 5_000), auth],
+    ['/messages/count_tokens', () => PYTHON.messages(QWEN, 5_000).replace('"max_tokens":1024,', ''), anthropicAuth],
+  ] as const)('%s gzipped: the model read once the body is decoded, the bytes sent as they came', async (path, body, headers) => {
+    const { gw } = await setup();
+    const zipped = gzipSync(body());
+    const got = await reaches('local', () => postJson(`${gw.baseUrl}${path}`, zipped, { ...headers, 'content-encoding': 'gzip' }));
+    expect(got.body.equals(zipped)).toBe(true);
   });
 
   describe('on the pass-through paths', () => {
