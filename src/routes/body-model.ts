@@ -260,11 +260,16 @@ export async function modelOfBody(chunks: readonly Buffer[]): Promise<RequestMod
   const scanner = new ModelScanner();
   const slice = timeSlice();
   for (const chunk of chunks) {
-    scanner.write(chunk);
-    if (slice.due()) await slice.pause();
+    // A body decoded in one buffer is read a piece at a time, as the wire's chunks are.
+    for (let from = 0; from < chunk.length; from += SCANNED_PER_STEP) {
+      scanner.write(from === 0 && chunk.length <= SCANNED_PER_STEP ? chunk : chunk.subarray(from, from + SCANNED_PER_STEP));
+      if (slice.due()) await slice.pause();
+    }
   }
   return scanner.result();
 }
+
+const SCANNED_PER_STEP = 256 * 1024;
 
 function skipSpace(chunk: Buffer, from: number): number {
   let i = from;

@@ -106,6 +106,21 @@ describe('the top-level model of a body', () => {
     );
   });
 
+  it('lets other work run while it reads a body of millions of keys in one buffer', async () => {
+    const body = Buffer.from(`{"metadata":{${Array.from({ length: 3_000_000 }, (_, i) => `"k${i}":0`).join(',')}},"model":"m"}`);
+    let turns = 0;
+    const tick = () => {
+      turns++;
+      if (pending) setImmediate(tick);
+    };
+    let pending = true;
+    setImmediate(tick);
+    const model = await modelOfBody([body]);
+    pending = false;
+    expect(model).toBe('m');
+    expect(turns).toBeGreaterThan(1);
+  });
+
   it('reads a 10 MB conversation whose model comes last', async () => {
     const content = 'const s = "quoted \\"text\\"";\n'.repeat(10_000);
     const messages = Array.from({ length: 40 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content, metadata: { model: 'nested' } }));
