@@ -1,5 +1,6 @@
 import { timeSlice } from '../time-slice.js';
 import type { RequestModel } from '../upstream/upstreams.js';
+import type { ReceivedBody } from './request-body.js';
 
 /*
  * The model a request body names, as the upstream's JSON parser will read it: the top-level
@@ -253,6 +254,12 @@ export class ModelScanner {
       i = quote + 1;
     }
   }
+}
+
+/** The model a body as received names: read once decoded; one whose coding could not be undone names none that can be read. */
+export function modelOfReceived(body: ReceivedBody | undefined): Promise<RequestModel> | RequestModel {
+  if (body?.decoded === null) return { unreadable: 'its content-encoding could not be decoded' };
+  return modelOfBody(body?.decoded ? [body.decoded] : (body?.chunks ?? []));
 }
 
 /** The model a body names, read off its chunks; between chunks, other requests run when the read has taken its slice. */

@@ -8,7 +8,7 @@ import { GatewayError, failureLog, fromUpstreamFailure } from '../errors.js';
 import { DROP_FROM_STREAMED, queryWithoutKey, requestHeadersForUpstream, responseHeadersForClient, type CredentialStyle } from '../upstream/headers.js';
 import { assertSafePath, assertSafeSegment } from '../upstream/target.js';
 import { apiOfPath, refusal, type RequestModel, type Upstream, type Upstreams } from '../upstream/upstreams.js';
-import { modelOfBody } from './body-model.js';
+import { modelOfReceived } from './body-model.js';
 import { collectBody } from './request-body.js';
 
 export interface PassthroughDeps {
@@ -131,9 +131,8 @@ function queryOf(url: string): string {
 function readModel(payload: IncomingMessage, limit: number, noted: (model: RequestModel) => void, done: (err: Error | null, body?: unknown) => void): void {
   collectBody(payload, limit, (err, body) => {
     if (err || !body) return done(err);
-    const model = body.chunks.length === 0 ? undefined : body.decoded === null ? { unreadable: 'its content-encoding could not be decoded' } : modelOfBody(body.decoded ? [body.decoded] : body.chunks);
-    void Promise.resolve(model).then((read) => {
-      noted(read);
+    void Promise.resolve(body.chunks.length === 0 ? undefined : modelOfReceived(body)).then((model) => {
+      noted(model);
       done(null, Readable.from(body.chunks, { objectMode: false }));
     });
   });

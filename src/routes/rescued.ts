@@ -10,9 +10,9 @@ import { ClientGone } from '../upstream/client-gone.js';
 import { collectBody, type ReceivedBody } from './request-body.js';
 import { queryWithoutKey, requestHeadersForUpstream, type CredentialStyle } from '../upstream/headers.js';
 import { ClientResponse } from '../upstream/relay.js';
-import { refusal, type RequestModel, type Upstream } from '../upstream/upstreams.js';
+import { refusal, type Upstream } from '../upstream/upstreams.js';
 import { assertSafePath, assertSafeSegment } from '../upstream/target.js';
-import { modelOfBody } from './body-model.js';
+import { modelOfReceived } from './body-model.js';
 import { noteRequested } from '../telemetry.js';
 
 /** One API's rescued endpoint: where it listens, where it goes upstream, and its dialect. */
@@ -131,12 +131,6 @@ export async function serveRescued(
   } catch (err) {
     failed(exchange, client, gone, err);
   }
-}
-
-/** The model a body names; a body whose coding could not be undone names none that can be read. */
-function modelOfReceived(body: ReceivedBody | undefined): Promise<RequestModel> | RequestModel {
-  if (body?.decoded === null) return { unreadable: 'its content-encoding could not be decoded' };
-  return modelOfBody(body?.decoded ? [body.decoded] : (body?.chunks ?? []));
 }
 
 /** Why a path may not be served: the client's path or the upstream path built from it would leave the base path once decoded. */
