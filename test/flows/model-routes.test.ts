@@ -1,3 +1,4 @@
+import { request as httpRequest } from 'node:http';
 import { gzipSync } from 'node:zlib';
 import Anthropic from '@anthropic-ai/sdk';
 import { GoogleGenAI } from '@google/genai';
@@ -79,6 +80,19 @@ async function reaches(side: Side, send: () => Promise<unknown>): Promise<Receiv
   expect(got[other].map((r) => r.url), `reached ${other}`).toEqual([]);
   expect(got[side], `reached ${side}`).toHaveLength(1);
   return got[side][0];
+}
+
+/** POSTs a body in pieces, without a Content-Length (chunked), and reads the answer. */
+function chunked(url: string, pieces: string[], headers: Record<string, string>): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers } }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+    });
+    req.on('error', reject);
+    for (const piece of pieces) req.write(piece);
+    req.end();
+  });
 }
 
 const lastLoggedModel = () => gateway!.logLines().filter((l) => l.msg === 'request completed').at(-1)?.model;
@@ -207,6 +221,15 @@ describe('a request reaches the upstream its top-level model routes to', () => {
       const got = await reaches('local', () => sdk.messages.countTokens(body).catch((err: unknown) => err));
       expect(got.url).toBe('/v1/messages/count_tokens');
       expect(got.json.model).toBe(QWEN);
+    });
+
+    it('a chunked body, the model in its last chunk, goes by the model and upstream whole', async () => {
+      const { gw } = await setup();
+      const body = PYTHON.messages(QWEN, 200_000).replace('"max_tokens":1024,', '');
+      const cut = body.lastIndexOf('"model"') + 3;
+      const got = await reaches('local', () => chunked(`${gw.origin}/v1/messages/count_tokens`, [body.slice(0, cut), body.slice(cut)], anthropicAuth));
+      expect(got.headers['content-length']).toBeUndefined();
+      expect(got.body.toString()).toBe(body);
     });
 
     it("gemini's countTokens goes by the model its path names", async () => {
