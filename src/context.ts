@@ -1,7 +1,7 @@
 /** What the gateway learns about one request while serving it; read by the request log and metrics. */
 export interface RequestNotes {
   route: string;
-  /** The model the request names, when it could be read off cheaply (never parsed for it). */
+  /** The model the request names: its body's top-level `model` (routes/body-model.ts), or the one its path names. */
   model?: string;
   /** The upstream it was routed to (its config name). */
   upstream?: string;

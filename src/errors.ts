@@ -9,6 +9,7 @@ export const ERRORS = {
   invalid_json: { status: 400, type: 'invalid_request_error', message: 'The request body is not valid JSON.' },
   bad_request: { status: 400, type: 'invalid_request_error', message: 'The request is malformed.' },
   invalid_path: { status: 400, type: 'invalid_request_error', message: 'The request path is not allowed.' },
+  model_unreadable: { status: 400, type: 'invalid_request_error', message: "The gateway routes by model and could not read this request's model." },
   invalid_api_key: { status: 401, type: 'authentication_error', message: 'Missing or invalid gateway API key.' },
   not_found: { status: 404, type: 'invalid_request_error', message: 'Unknown route.' },
   no_upstream: { status: 404, type: 'invalid_request_error', message: 'No upstream of this gateway serves this request.' },

@@ -27,7 +27,7 @@ export function startupFields(
     config: source ?? 'defaults (no config file)',
     upstreams: upstreams.all.map((u) => ({ ...upstreamLine(config, upstreams, u, env), ...(origin ? { baseUrls: agentBaseUrls(origin, `/${u.name}`, u.apis) } : {}) })),
     defaultUpstream: upstreams.fallback?.name ?? 'none (a request no prefix or route sends anywhere gets 404 no_upstream)',
-    ...(config.routes.length > 0 ? { routes: config.routes.map((r) => `${[r.api && `api ${r.api}`, r.model && `model ${r.model}`].filter(Boolean).join(', ')} -> ${r.upstream}`) } : {}),
+    ...(config.routes.length > 0 ? { routes: config.routes.map((r) => `${[r.api && `api ${r.api}`, r.model && `model ${r.model}`, r.unknownModel && 'a model it cannot read'].filter(Boolean).join(', ')} -> ${r.upstream}`) } : {}),
     auth: config.auth.keys.length > 0 ? `on (${config.auth.keys.length} gateway key${config.auth.keys.length > 1 ? 's' : ''})` : 'off',
     compaction: config.compaction.maxReplays === 0 ? 'off (maxReplays 0)' : config.compaction.strategy,
     memory: memoryLine(memory),

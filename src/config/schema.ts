@@ -143,10 +143,13 @@ const route = z
     api: apiName.optional(),
     /** A glob on the request's model: `*` any run of characters, `?` one. */
     model: z.string().min(1).optional(),
+    /** Where a request goes whose model could not be read (its body is not JSON, or has no top-level string `model`). */
+    unknownModel: z.literal(true).optional(),
     upstream: z.string().min(1),
   })
   .strict()
-  .refine((r) => r.api !== undefined || r.model !== undefined, 'needs api or model (a route without either would match everything: that is defaultUpstream)');
+  .refine((r) => r.api !== undefined || r.model !== undefined || r.unknownModel, 'needs api or model, or unknownModel (a route without any would match everything: that is defaultUpstream)')
+  .refine((r) => !(r.model !== undefined && r.unknownModel), 'has both model and unknownModel: a route matches a model it read, or one it could not read, not both');
 
 const auth = z
   .object({

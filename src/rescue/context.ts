@@ -42,7 +42,7 @@ export interface RescueContext {
   log: FastifyBaseLogger;
   /** Fires when the client leaves: cancels upstream and summarizer work. */
   gone: ClientGone;
-  /** What the access log tells; `model` as read off the body's first bytes (never parsed for it). */
+  /** What the access log tells; `model` as routing read it (routes/body-model.ts). */
   notes: { compaction?: string; upstreamStatus?: number; upstreamTtfbMs?: number; streamed?: boolean; route?: string; model?: string; upstream?: string };
   /** This request's share of the rescue budget while its body is read for a rescue (see holdBudget). */
   held?: Release;

@@ -161,15 +161,6 @@ function wireOf(received: Buffer | readonly Buffer[] | undefined): Buffer | read
   return received;
 }
 
-/** The model a request names, read off its first bytes without parsing it: for the access log only. */
-export function peekModel(raw: Buffer | undefined): string | undefined {
-  if (!raw || raw.length === 0 || raw[0] !== 0x7b) return undefined;
-  const head = raw.subarray(0, 2048).toString('latin1');
-  return MODEL_FIELD.exec(head)?.[1];
-}
-
-const MODEL_FIELD = /"model"\s*:\s*"([\w.:/@+-]{1,100})"/;
-
 function parseNow(bytes: Buffer | null): Record<string, unknown> | null {
   return bytes && bytes.length > 0 ? parseObjectNow(bytes.toString('utf8'), MAX_COMPACTABLE_DEPTH) : null;
 }

@@ -1,14 +1,15 @@
 import proxy from '@fastify/http-proxy';
 import type { IncomingMessage } from 'node:http';
-import { Transform } from 'node:stream';
+import { Readable, Transform } from 'node:stream';
 import { errorCodes, type FastifyInstance, type FastifyRequest } from 'fastify';
 import type { Dispatcher } from 'undici';
 import type { Config } from '../config/schema.js';
 import { GatewayError, failureLog, fromUpstreamFailure } from '../errors.js';
 import { DROP_FROM_STREAMED, queryWithoutKey, requestHeadersForUpstream, responseHeadersForClient, type CredentialStyle } from '../upstream/headers.js';
-import { assertSafePath } from '../upstream/target.js';
-import { apiOfPath, type Upstream, type Upstreams } from '../upstream/upstreams.js';
-import { peekModel } from '../rescue/request.js';
+import { assertSafePath, assertSafeSegment } from '../upstream/target.js';
+import { apiOfPath, refusal, type RequestModel, type Upstream, type Upstreams } from '../upstream/upstreams.js';
+import { modelOfReceived } from './body-model.js';
+import { collectBody } from './request-body.js';
 
 export interface PassthroughDeps {
   config: Readonly<Config>;
@@ -25,7 +26,7 @@ export interface PassthroughDeps {
  * streamed untouched both ways through @fastify/http-proxy, on the gateway's one dispatcher.
  * Registered once per upstream under its prefix (`/openai/v1/*`), and once for the plain prefix,
  * where each request goes where routing sends it: by its path's API (count_tokens is the Messages
- * API's), the model its body's first bytes name where a route reads models, else the default.
+ * API's), the model its body names where a route reads models (Gemini: its path), else the default.
  */
 export async function passthroughRoutes(app: FastifyInstance, deps: PassthroughDeps): Promise<void> {
   // reply-from logs every upstream failure itself, with its stack, before onError runs (and
@@ -44,9 +45,11 @@ export async function passthroughRoutes(app: FastifyInstance, deps: PassthroughD
   const apiPath = (url: string) => (fixed ? url.slice(fixed.name.length + 1) : url);
   // In place of the plugin's own parsers (which hand the body on unchecked): the same stream, within the body limit.
   const limit = deps.config.server.bodyLimitBytes;
-  const readModel = !fixed && upstreams.readsModel;
+  // Where a route reads models, the body of a path in an API that names its model in the body is read for it.
+  const models = new WeakMap<object, RequestModel>();
+  const readsBody = (url: string) => !fixed && upstreams.readsModel && ['chat', 'responses', 'messages'].includes(apiOfPath(url) ?? '');
   const parse = (request: FastifyRequest, payload: IncomingMessage, done: (err: Error | null, body?: unknown) => void) =>
-    readModel ? withModelRead(request, payload, () => limited(payload, limit, done)) : limited(payload, limit, done);
+    readsBody(request.url) ? readModel(payload, limit, (model) => models.set(request, model), done) : limited(payload, limit, done);
   app.addContentTypeParser('application/json', parse);
   app.addContentTypeParser('*', parse);
   await app.register(proxy, {
@@ -64,8 +67,11 @@ export async function passthroughRoutes(app: FastifyInstance, deps: PassthroughD
       const path = q >= 0 ? url.slice(0, q) : url;
       assertPassthroughPath(path, apiPrefix);
       const api = apiOfPath(path);
-      const chosen = fixed ? upstreams.prefixed(fixed, api) : upstreams.pick(api, request.notes?.model);
-      if ('refused' in chosen) throw new GatewayError('no_upstream', chosen.refused);
+      const model = api === 'gemini' ? geminiPathModel(path) : models.get(request);
+      if (api === 'gemini' && typeof model === 'string') assertSafeSegment(model);
+      if (request.notes && typeof model === 'string') request.notes.model = model;
+      const chosen = fixed ? upstreams.prefixed(fixed, api) : upstreams.pick(api, model);
+      if ('refused' in chosen) throw refusal(chosen);
       routed.set(request, chosen);
       if (request.notes) request.notes.upstream = chosen.name;
     },
@@ -118,24 +124,24 @@ function queryOf(url: string): string {
 }
 
 /**
- * Where a route reads models: the model the body's first bytes name (peekModel, as the access log
- * reads it; never parsed for it) is noted before routing. The bytes read go back to the stream.
+ * Where a route reads models: the whole body is read before the request is routed (the model the
+ * upstream reads may be its last key), within the limit and decoded as the rescued routes decode
+ * it, and then the same bytes go upstream. An empty body names no model.
  */
-function withModelRead(request: Pick<FastifyRequest, 'notes'>, payload: IncomingMessage, next: () => void): void {
-  const onReadable = () => {
-    payload.off('end', onEnd);
-    const chunk = payload.read() as Buffer | null;
-    if (chunk) {
-      if (request.notes) request.notes.model = peekModel(chunk);
-      payload.unshift(chunk);
-    }
-    next();
-  };
-  const onEnd = () => {
-    payload.off('readable', onReadable);
-    next();
-  };
-  payload.once('readable', onReadable).once('end', onEnd);
+function readModel(payload: IncomingMessage, limit: number, noted: (model: RequestModel) => void, done: (err: Error | null, body?: unknown) => void): void {
+  collectBody(payload, limit, (err, body) => {
+    if (err || !body) return done(err);
+    void Promise.resolve(body.chunks.length === 0 ? undefined : modelOfReceived(body)).then((model) => {
+      noted(model);
+      done(null, Readable.from(body.chunks, { objectMode: false }));
+    });
+  });
+}
+
+/** The model a Gemini path names: `/v1beta/models/{model}:countTokens`, `/v1beta/models/{model}`. */
+function geminiPathModel(path: string): string | undefined {
+  const match = /^\/v1beta\/models\/([^/:]+)/.exec(path);
+  return match ? decodeURIComponent(match[1]) : undefined;
 }
 
 /**

@@ -5,12 +5,14 @@ import type { Dialect } from '../dialects/types.js';
 import { GatewayError, failureLog, fromUpstreamFailure } from '../errors.js';
 import type { RescueDeps } from '../rescue/context.js';
 import { serve } from '../rescue/index.js';
-import { peekModel, readIncoming } from '../rescue/request.js';
+import { readIncoming } from '../rescue/request.js';
 import { ClientGone } from '../upstream/client-gone.js';
 import { collectBody, type ReceivedBody } from './request-body.js';
 import { queryWithoutKey, requestHeadersForUpstream, type CredentialStyle } from '../upstream/headers.js';
 import { ClientResponse } from '../upstream/relay.js';
-import type { Upstream } from '../upstream/upstreams.js';
+import { refusal, type Upstream } from '../upstream/upstreams.js';
+import { assertSafePath, assertSafeSegment } from '../upstream/target.js';
+import { modelOfReceived } from './body-model.js';
 import { noteRequested } from '../telemetry.js';
 
 /** One API's rescued endpoint: where it listens, where it goes upstream, and its dialect. */
@@ -74,32 +76,42 @@ export async function serveRescued(
   prefixed?: Upstream,
 ): Promise<void> {
   const params = exchange.params ?? {};
-  const pathModel = endpoint.model?.(params);
   const api = endpoint.dialect.api;
-  exchange.notes.model = pathModel ?? peekModel(body?.decoded ?? body?.chunks[0]);
-  noteRequested(api, exchange.notes.model);
   const client = new ClientResponse(exchange.res, exchange.id, api);
-  // The upstream: the one the prefix names, else the first route matching the API and the model as read off the body's first bytes, else the default.
-  const upstream = prefixed ? deps.upstreams.prefixed(prefixed, api) : deps.upstreams.pick(api, exchange.notes.model);
+  const query = exchange.url.indexOf('?');
+  const upstreamPath = typeof endpoint.upstreamPath === 'string' ? endpoint.upstreamPath : endpoint.upstreamPath(params);
+  const pathModel = endpoint.model?.(params);
+  // A model named in the path goes into the upstream's path: one that would resolve elsewhere there goes nowhere.
+  const unsafe = unsafePath(query < 0 ? exchange.url : exchange.url.slice(0, query), upstreamPath, pathModel);
+  if (unsafe) {
+    exchange.log.info({ api }, `answered 400 invalid_path: ${unsafe.message}`);
+    client.sendError(unsafe);
+    return;
+  }
+  const model = pathModel ?? (await modelOfReceived(body));
+  exchange.notes.model = typeof model === 'string' ? model : undefined;
+  noteRequested(api, exchange.notes.model);
+  // The upstream: the one the prefix names, else the first route matching the API and the model, else the default.
+  const upstream = prefixed ? deps.upstreams.prefixed(prefixed, api) : deps.upstreams.pick(api, model);
   if ('refused' in upstream) {
+    const refused = refusal(upstream);
     // The client's base URL or model, not an operating condition: one plain line at info.
-    exchange.log.info({ api, model: exchange.notes.model }, `answered 404 no_upstream: ${upstream.refused}`);
-    client.sendError(new GatewayError('no_upstream', upstream.refused));
+    exchange.log.info({ api, model: exchange.notes.model }, `answered ${refused.status} ${refused.code}: ${upstream.refused}`);
+    client.sendError(refused);
     return;
   }
   exchange.notes.upstream = upstream.name;
   const gone = whenClientLeaves(exchange.res);
-  const query = exchange.url.indexOf('?');
   const hop = { address: exchange.res.socket?.remoteAddress, host: exchange.headers.host };
   const gatewayKeys = deps.config.auth.keys.length > 0;
   const headers = requestHeadersForUpstream(exchange.headers, exchange.id, { apiKey: upstream.apiKey, style: endpoint.credentials, gatewayKeys }, hop);
   // A stream whose failure may come after its preamble must be readable event by event.
   if (endpoint.dialect.streamEvent && headers['accept-encoding'] !== undefined) headers['accept-encoding'] = 'identity';
-  const upstreamPath = typeof endpoint.upstreamPath === 'string' ? endpoint.upstreamPath : endpoint.upstreamPath(params);
-  const replacesKey = (upstream.apiKey !== undefined || gatewayKeys) && endpoint.credentials === 'x-goog-api-key';
-  const rest = query >= 0 ? queryWithoutKey(exchange.url.slice(query + 1), replacesKey) : '';
+  // A key in the query is the client's: it goes no further where the gateway sends its own, or is a gateway key.
+  const dropsKey = upstream.apiKey !== undefined || gatewayKeys;
+  const rest = query >= 0 ? queryWithoutKey(exchange.url.slice(query + 1), dropsKey) : '';
   // A query that was only the key goes with it.
-  const search = query < 0 || (replacesKey && rest === '') ? '' : `?${rest}`;
+  const search = query < 0 || (dropsKey && rest === '') ? '' : `?${rest}`;
   const ctx = {
     deps,
     upstream,
@@ -118,6 +130,18 @@ export async function serveRescued(
     await client.relay(outcome.answer.answer, outcome.answer.held, outcome.header ? { 'x-gateway-compaction': outcome.header } : undefined, outcome.tail);
   } catch (err) {
     failed(exchange, client, gone, err);
+  }
+}
+
+/** Why a path may not be served: the client's path or the upstream path built from it would leave the base path once decoded. */
+function unsafePath(clientPath: string, upstreamPath: string, pathModel: string | undefined): GatewayError | null {
+  try {
+    assertSafePath(clientPath);
+    assertSafePath(upstreamPath);
+    if (pathModel !== undefined) assertSafeSegment(pathModel);
+    return null;
+  } catch (err) {
+    return err as GatewayError;
   }
 }
 

@@ -40,3 +40,8 @@ export function assertSafePath(path: string): void {
     throw new GatewayError('invalid_path');
   }
 }
+
+/** Refuses a decoded path segment a client names (a Gemini model) that is a dot segment, or holds a slash, backslash or NUL. */
+export function assertSafeSegment(segment: string): void {
+  if (segment === '.' || segment === '..' || /[/\\\0]/.test(segment)) throw new GatewayError('invalid_path');
+}

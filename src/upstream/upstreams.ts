@@ -1,5 +1,6 @@
 import type { Api } from '../dialects/types.js';
 import { API_NAMES, DEFAULTS, type Config } from '../config/schema.js';
+import { GatewayError } from '../errors.js';
 import { parseTarget, type UpstreamTarget } from './target.js';
 
 /*
@@ -54,12 +55,26 @@ export interface DeclaredWindow {
 export interface RouteRule {
   api?: Api;
   model?: RegExp;
+  /** Matches only a request whose model could not be read. */
+  unknownModel?: boolean;
   upstream: Upstream;
 }
 
-/** Why no upstream serves a request: a sentence for the client, in its API's error shape. */
+/** A body that should name a model and whose model could not be read: why, for the client. */
+export interface UnknownModel {
+  unreadable: string;
+}
+
+/**
+ * The model a request names: its body's top-level `model` (routes/body-model.ts) or the one its
+ * path names; undefined for a request that names none by its nature (a GET, an empty body).
+ */
+export type RequestModel = string | UnknownModel | undefined;
+
+/** Why no upstream serves a request: a sentence for the client, in its API's error shape; `unknownModel` when it is refused for a model it could not read. */
 export interface NoUpstream {
   refused: string;
+  unknownModel?: boolean;
 }
 
 export class Upstreams {
@@ -81,25 +96,31 @@ export class Upstreams {
 
   /** Whether routing needs the request's model: some rule reads it. */
   get readsModel(): boolean {
-    return this.rules.some((r) => r.model !== undefined);
+    return this.rules.some((r) => r.model !== undefined || r.unknownModel);
   }
 
   /**
    * The upstream of a request without a prefix: the first rule that matches its API and model and
    * whose upstream serves that API, else the default. `api` is undefined for a path of no API
-   * (`/v1/models`, `/v1/files`): only the default serves it.
+   * (`/v1/models`, `/v1/files`): only the default serves it. A model that could not be read is
+   * never guessed: it matches no model's glob, and where a rule would have read it, only a rule
+   * for unknown models places it.
    */
-  pick(api: Api | undefined, model: string | undefined): Upstream | NoUpstream {
+  pick(api: Api | undefined, model: RequestModel): Upstream | NoUpstream {
     if (api !== undefined) {
       for (const rule of this.rules) {
         if (rule.api !== undefined && rule.api !== api) continue;
-        if (rule.model !== undefined && (model === undefined || !rule.model.test(model))) continue;
+        if (rule.model !== undefined && (typeof model !== 'string' || !rule.model.test(model))) continue;
+        if (rule.unknownModel && !isUnknown(model)) continue;
         if (rule.upstream.apis.has(api)) return rule.upstream;
+      }
+      if (isUnknown(model) && this.rules.some((r) => r.model !== undefined && (r.api === undefined || r.api === api) && r.upstream.apis.has(api))) {
+        return { refused: `This gateway routes the ${API_TITLES[api]} API by model, and could not read this request's model: ${model.unreadable}. Send the model as a top-level string "model" in a JSON body.`, unknownModel: true };
       }
     }
     const fallback = this.fallback;
     if (fallback && (api === undefined || fallback.apis.has(api))) return fallback;
-    return { refused: this.noneServes(api, model) };
+    return { refused: this.noneServes(api, typeof model === 'string' ? model : undefined) };
   }
 
   /** The upstream a prefix names, when it serves `api`. */
@@ -118,6 +139,15 @@ export class Upstreams {
     const serving = this.all.filter((u) => u.apis.has(api)).map((u) => `/${u.name}/${api === 'gemini' ? 'v1beta' : 'v1'}`);
     return serving.length > 0 ? `Base URLs that serve it here: ${serving.join(', ')}.` : 'No upstream here serves it.';
   }
+}
+
+/** The gateway's answer to a request no upstream takes: 400 for a model it could not read, else 404. */
+export function refusal(no: NoUpstream): GatewayError {
+  return new GatewayError(no.unknownModel ? 'model_unreadable' : 'no_upstream', no.refused);
+}
+
+function isUnknown(model: RequestModel): model is UnknownModel {
+  return typeof model === 'object';
 }
 
 /** How the APIs are named to a person. */
@@ -174,7 +204,12 @@ export function resolveUpstreams(config: Readonly<Config>): Upstreams {
     });
   }
   const byName = new Map(list.map((u) => [u.name, u]));
-  const rules = config.routes.map((r) => ({ api: r.api, model: r.model === undefined ? undefined : globPattern(r.model), upstream: byName.get(r.upstream)! }));
+  const rules = config.routes.map((r) => ({
+    api: r.api,
+    model: r.model === undefined ? undefined : globPattern(r.model),
+    unknownModel: r.unknownModel,
+    upstream: byName.get(r.upstream)!,
+  }));
   const fallbackName = config.defaultUpstream ?? (byName.has('default') ? 'default' : list.length === 1 ? list[0].name : undefined);
   return new Upstreams(list, rules, fallbackName === undefined ? undefined : byName.get(fallbackName));
 }

@@ -67,6 +67,10 @@ describe('a config of named upstreams that cannot work', () => {
       'defaultUpstream: names no upstream: "azure"; the upstreams are anthropic, local, openai',
     ]);
     expect(problems(`${THREE}routes:\n  - { upstream: local }\n`)[0]).toMatch(/^routes\.0: needs api or model/);
+    expect(problems(`${THREE}routes:\n  - { unknownModel: false, upstream: local }\n`)[0]).toMatch(/^routes\.0\.unknownModel: /);
+    expect(problems(`${THREE}routes:\n  - { model: "qwen*", unknownModel: true, upstream: local }\n`)).toEqual([
+      'routes.0: has both model and unknownModel: a route matches a model it read, or one it could not read, not both',
+    ]);
     expect(problems(THREE, { UPSTREAM_API_KEY: 'sk-x' })[0]).toMatch(/^upstream\.apiKey \(from UPSTREAM_API_KEY\): is set without upstream\.url/);
   });
 

@@ -1,7 +1,7 @@
 import zlib from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { COMPACTION_HEADER, markedHeaders, modelOf, optedOut } from '../../src/rescue/context.js';
-import { MAX_COMPACTABLE_DEPTH, peekModel, readIncoming } from '../../src/rescue/request.js';
+import { MAX_COMPACTABLE_DEPTH, readIncoming } from '../../src/rescue/request.js';
 
 /*
  * The client's request as the rescue reads it: decoded whatever its encoding, parsed only when
@@ -140,23 +140,6 @@ describe('readIncoming: what can be compacted', () => {
     for (let i = 0; i < 300; i++) deep = { next: deep };
     expect(readIncoming(Buffer.from(JSON.stringify({ model: 'm', a: 1, tools: [], deep })), undefined).json).toBeNull();
     expect(readIncoming(Buffer.from(JSON.stringify({ deep, model: 'm' })), undefined).json).toBeNull();
-  });
-});
-
-describe('peekModel', () => {
-  it('reads the model off the first bytes of a JSON object', () => {
-    expect(peekModel(Buffer.from('{"model" : "gpt-4.1-mini:ft/x@y+z","messages":[]}'))).toBe('gpt-4.1-mini:ft/x@y+z');
-    expect(peekModel(Buffer.from('{"messages":[],"model":"m"}'))).toBe('m');
-  });
-
-  it('nothing when the body is not an object, is empty, names no model or a suspicious one, or names it too late', () => {
-    expect(peekModel(undefined)).toBeUndefined();
-    expect(peekModel(Buffer.alloc(0))).toBeUndefined();
-    expect(peekModel(Buffer.from(' {"model":"m"}'))).toBeUndefined();
-    expect(peekModel(Buffer.from('{"messages":[]}'))).toBeUndefined();
-    expect(peekModel(Buffer.from('{"model":"a b"}'))).toBeUndefined();
-    expect(peekModel(Buffer.from(`{"model":"${'m'.repeat(101)}"}`))).toBeUndefined();
-    expect(peekModel(Buffer.from(`{"pad":"${'x'.repeat(2048)}","model":"m"}`))).toBeUndefined();
   });
 });
 
