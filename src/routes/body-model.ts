@@ -256,6 +256,30 @@ export class ModelScanner {
   }
 }
 
+/**
+ * The model a body names at a glance, for a gateway whose routes do not read it (the access log,
+ * the metrics, the window): a `"model":"..."` in its first or last 2 KB, where SDKs write it (the
+ * TypeScript ones first, the Python ones after the conversation). Not read past that: a wrong
+ * guess here routes nothing.
+ */
+export function glancedModel(body: ReceivedBody | undefined): string | undefined {
+  const bytes = body?.decoded ?? (body?.chunks.length === 1 ? body.chunks[0] : undefined);
+  const first = bytes ?? body?.chunks[0];
+  const last = bytes ?? body?.chunks.at(-1);
+  if (!first || first.length === 0 || first[0] !== 0x7b) return undefined;
+  return MODEL_FIELD.exec(first.subarray(0, GLANCED_BYTES).toString('latin1'))?.[1] ?? lastOf(last!.subarray(Math.max(0, last!.length - GLANCED_BYTES)).toString('latin1'));
+}
+
+const GLANCED_BYTES = 2048;
+const MODEL_FIELD = /"model"\s*:\s*"([\w.:/@+-]{1,100})"/;
+const MODEL_FIELDS = /"model"\s*:\s*"([\w.:/@+-]{1,100})"/g;
+
+function lastOf(text: string): string | undefined {
+  let found: string | undefined;
+  for (const m of text.matchAll(MODEL_FIELDS)) found = m[1];
+  return found;
+}
+
 /** The model a body as received names: read once decoded; one whose coding could not be undone names none that can be read. */
 export function modelOfReceived(body: ReceivedBody | undefined): Promise<RequestModel> | RequestModel {
   if (body?.decoded === null) return { unreadable: 'its content-encoding could not be decoded' };

@@ -12,7 +12,7 @@ import { queryWithoutKey, requestHeadersForUpstream, type CredentialStyle } from
 import { ClientResponse } from '../upstream/relay.js';
 import { refusal, type Upstream } from '../upstream/upstreams.js';
 import { assertSafePath, assertSafeSegment } from '../upstream/target.js';
-import { modelOfReceived } from './body-model.js';
+import { glancedModel, modelOfReceived } from './body-model.js';
 import { noteRequested } from '../telemetry.js';
 
 /** One API's rescued endpoint: where it listens, where it goes upstream, and its dialect. */
@@ -88,7 +88,8 @@ export async function serveRescued(
     client.sendError(unsafe);
     return;
   }
-  const model = pathModel ?? (await modelOfReceived(body));
+  // Read whole only where a route goes by it: else a glance serves the log and the window.
+  const model = pathModel ?? (deps.upstreams.readsModel ? await modelOfReceived(body) : glancedModel(body));
   exchange.notes.model = typeof model === 'string' ? model : undefined;
   noteRequested(api, exchange.notes.model);
   // The upstream: the one the prefix names, else the first route matching the API and the model, else the default.
