@@ -6,6 +6,7 @@ import { BECAUSE, compactFor } from './compact.js';
 import { holdBudget, modelOf, tooManyItems, type RescueContext } from './context.js';
 import { knows, learnedBounds, rememberSpan, rewriteOf, tenantFor, underLease, type Rewrite } from './memory.js';
 import { countCompaction, type RescueRecord } from './report.js';
+import { isAgentCompaction } from './agent-compaction.js';
 
 /*
  * The compaction ahead of the first attempt, from memory: compacted by the same compactFor as the
@@ -41,7 +42,8 @@ export async function compactAhead(ctx: RescueContext, memory: CompactionMemory)
   if (!(await holdBudget(ctx, 0)).held) return null;
   const json = await ctx.incoming.load();
   const conversation = json && !tooManyItems(json) ? ctx.dialect.read(json) : null;
-  if (!json || !conversation) return null;
+  // An agent's own compaction call is about to replace what memory holds: it extends nothing.
+  if (!json || !conversation || isAgentCompaction(ctx, json)) return null;
   const recall = () => memory.recall(tenant, ctx.upstream.memoryKey, ctx.dialect.api, modelOf(ctx) ?? '', conversation.items, keptPrefixEnd(conversation));
   if (!(await recall())) return null;
   const started = performance.now();

@@ -18,6 +18,8 @@ export interface CompactOptions {
   recalled?: RememberedSpan | null;
   /** Log the summarizer run's start and end (the rescue after a refusal does). */
   logSummary?: boolean;
+  /** Masking, then the deterministic digest: no summarizer call (an agent's own compaction call). */
+  digestOnly?: boolean;
 }
 
 /**
@@ -29,7 +31,13 @@ export function compactFor(ctx: RescueContext, json: Record<string, unknown>, co
   const config = ctx.deps.config;
   return compact(
     { dialect: ctx.dialect, request: json, conversation, headers: ctx.headers, bodyBytes: ctx.incoming.bytes, recalled: o.recalled },
-    { target, because: o.because, compaction: config.compaction, summary: config.summarizer, onSummary: o.logSummary ? (e) => logSummary(ctx, e) : undefined },
+    {
+      target,
+      because: o.because,
+      compaction: o.digestOnly ? { ...config.compaction, strategy: 'fallback' } : config.compaction,
+      summary: config.summarizer,
+      onSummary: o.logSummary ? (e) => logSummary(ctx, e) : undefined,
+    },
     summarizerFor(ctx, target),
   );
 }

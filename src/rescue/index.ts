@@ -12,6 +12,7 @@ import { holdBudget, markedHeaders, modelOf, optedOut, tooManyItems, type Rescue
 import { learnedBounds, learnFrom, noteAccepted, recallFor, rememberSpan, rewriteOf, underLease, type Rewrite } from './memory.js';
 import { compactionHeader, countCompaction, countRescue, logDecision, type RescueRecord, type ReplayResult } from './report.js';
 import { noteRescue } from '../telemetry.js';
+import { isAgentCompaction } from './agent-compaction.js';
 import { heldCount, judgeAnswer, logStreamedCut, mayNearWindow, overWindow, truncationVerdict, watched, windowFor, type SentBody } from './window.js';
 import type { CompactionMemory } from '../memory/index.js';
 
@@ -220,14 +221,17 @@ async function compacted(
   if (deps.memory) await digestInSlices(conversation.items);
   // One request at a time compacts a conversation, on any replica (rescue/memory.ts underLease):
   // another's summary is waited for, then recalled here and reused, not made twice.
+  // An agent's own compaction call: no summary of the gateway's, nothing recalled or remembered.
+  const agents = isAgentCompaction(ctx, json);
+  if (agents) record.agentCompaction = true;
   const { compaction, used, remembered } = await underLease(ctx, conversation, async (lease) => {
     // After a compaction ahead was refused too, memory has had its say: start from the request.
-    const recalled = afterAhead ? null : await recallFor(ctx, conversation);
+    const recalled = afterAhead || agents ? null : await recallFor(ctx, conversation);
     const ratio = deps.config.compaction.targetRatio;
     const learned = withKnownWindow(ctx, verdict, await learnedBounds(ctx));
     const target = sizeTarget(rejection, learned, ratio, recalled?.entry.bytesPerToken);
     const because = BECAUSE[verdict.reason === 'body_too_large' ? 'body_too_large' : 'context_length'];
-    const compactTo = (to: SizeTarget) => compactFor(ctx, json, conversation, to, { because, recalled: recalled?.entry, logSummary: true });
+    const compactTo = (to: SizeTarget) => compactFor(ctx, json, conversation, to, { because, recalled: recalled?.entry, logSummary: true, digestOnly: agents });
     let used = target;
     let compaction = await compactTo(used);
     // What other requests taught must not make this one unrescuable: it is tried once more with
@@ -237,8 +241,8 @@ async function compacted(
       used = own;
       compaction = await compactTo(used);
     }
-    if (compaction.outcome === 'compacted' && compaction.newSpan) await rememberSpan(ctx, conversation, compaction.newSpan, used, lease);
-    return { compaction, used, remembered: lease !== null };
+    if (compaction.outcome === 'compacted' && compaction.newSpan && !agents) await rememberSpan(ctx, conversation, compaction.newSpan, used, lease);
+    return { compaction, used, remembered: lease !== null && !agents };
   });
   Object.assign(record, { remedy: 'compaction', compaction, limit: record.limit ?? used.source, durationMs: performance.now() - started });
   countCompaction(deps.metrics, dialect.api, compaction, record.durationMs!);

@@ -41,6 +41,8 @@ export interface RescueRecord {
   bindingRetry?: boolean;
   /** Bound items the upstream's answer says it dropped (its input_transformations). */
   stateDropped?: number;
+  /** The request was the agent's own compaction call: made to fit without a summary of the gateway's, nothing remembered. */
+  agentCompaction?: boolean;
   /** A shed rescue: the memory rescues held when it gave up waiting, the budget, and what it would have cost (all estimated, rescueCost). */
   budget?: { inUse: number; limit: number; cost: number };
 }
@@ -77,6 +79,7 @@ export function compactionHeader(r: RescueRecord): string {
     ['block-binding', r.bound ? (r.bound.optIn ? 'drop_block' : 'none') : undefined],
     ['binding-retry', r.bindingRetry ? 1 : undefined],
     ['reasoning-dropped', r.stateDropped],
+    ['agent-compaction', r.agentCompaction ? 1 : undefined],
     ['replay-status', r.replayStatus],
   ];
   return fields
