@@ -76,12 +76,36 @@ export function spanDigests(items: readonly unknown[], from: number, lengths: re
  * task tells them apart. The model is part of it: a summary made to fit one model's window is
  * not another's (a larger window would get it compacted ahead for nothing).
  */
-export function sessionKey(tenant: string, upstream: string, api: string, model: string, items: readonly unknown[], fixedEnd: number): string {
+export function sessionKey(tenant: string, upstream: string, api: string, model: string, items: readonly unknown[], fixedEnd: number, agentSession?: string): string {
   // The model is the client's string, of any characters: its length makes it unambiguous.
   const hash = createHash('sha256').update(`${tenant}\0${upstream}\0${api}\0${model.length}:${model}\0`);
+  // The agent's own id of its session: the prefix may change under it (a date, a reminder), and
+  // two sessions of one project share a prefix. Without one, the kept prefix is the conversation.
+  if (agentSession !== undefined) return hash.update(`agent-session\0${agentSession}`).digest('hex').slice(0, 40);
   for (let i = 0; i < fixedEnd && i < items.length; i++) hash.update(itemDigest(items[i])).update('\0');
   return hash.digest('hex').slice(0, 40);
 }
+
+/**
+ * The id an agent gives its session, where it sends one: Codex's window id (`x-codex-window-id`,
+ * whose suffix moves on when Codex compacts the conversation itself, so what was remembered for the
+ * window before is not reused), Claude Code's `x-claude-code-session-id`. Undefined for any other
+ * client, or a value that is no id (over 200 characters, or other than letters, digits and `-_.:`).
+ */
+export function agentSessionOf(headers: Record<string, string | string[] | undefined>): string | undefined {
+  for (const [name, label] of AGENT_SESSION_HEADERS) {
+    const value = headers[name];
+    const id = Array.isArray(value) ? value[0] : value;
+    if (id !== undefined && AGENT_SESSION_ID.test(id)) return `${label}:${id}`;
+  }
+  return undefined;
+}
+
+const AGENT_SESSION_HEADERS = [
+  ['x-codex-window-id', 'codex-window'],
+  ['x-claude-code-session-id', 'claude-code'],
+] as const;
+const AGENT_SESSION_ID = /^[\w.:-]{1,200}$/;
 
 function canonical(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;

@@ -54,8 +54,8 @@ export class CompactionMemory {
   ) {}
 
   /** The newest remembered compaction whose span this request repeats exactly, if any. */
-  async recall(tenant: string, upstream: string, api: string, model: string, items: readonly unknown[], fixedEnd: number): Promise<Recalled | null> {
-    const session = this.session(tenant, upstream, api, model, items, fixedEnd);
+  async recall(tenant: string, upstream: string, api: string, model: string, items: readonly unknown[], fixedEnd: number, agentSession?: string): Promise<Recalled | null> {
+    const session = this.session(tenant, upstream, api, model, items, fixedEnd, agentSession);
     const entries = await this.guard('read', () => this.store.entries(session), []);
     const after = items.length - fixedEnd;
     // A span must leave something after it: the request the agent added since.
@@ -148,8 +148,8 @@ export class CompactionMemory {
   }
 
   /** `upstream`: the upstream's memory key (its name and URL; upstreams.ts), so no two upstreams share what is remembered. */
-  session(tenant: string, upstream: string, api: string, model: string, items: readonly unknown[], fixedEnd: number): string {
-    return sessionKey(tenant, upstream, api, model, items, fixedEnd);
+  session(tenant: string, upstream: string, api: string, model: string, items: readonly unknown[], fixedEnd: number, agentSession?: string): string {
+    return sessionKey(tenant, upstream, api, model, items, fixedEnd, agentSession);
   }
 
   /** What rejections taught about this tenant's requests to this upstream and model, as believed for a request of `bytes`. */

@@ -1,6 +1,7 @@
 import { keptPrefixEnd } from '../compaction/index.js';
 import { DEFAULT_BYTES_PER_TOKEN, learnedTarget, type Bounds, type SizeTarget } from '../compaction/target.js';
 import type { Conversation } from '../dialects/types.js';
+import { agentSessionOf } from '../memory/fingerprint.js';
 import type { CompactionMemory, Lease, Recalled } from '../memory/index.js';
 import { BECAUSE, compactFor } from './compact.js';
 import { holdBudget, modelOf, tooManyItems, type RescueContext } from './context.js';
@@ -44,7 +45,7 @@ export async function compactAhead(ctx: RescueContext, memory: CompactionMemory)
   const conversation = json && !tooManyItems(json) ? ctx.dialect.read(json) : null;
   // An agent's own compaction call is about to replace what memory holds: it extends nothing.
   if (!json || !conversation || isAgentCompaction(ctx, json)) return null;
-  const recall = () => memory.recall(tenant, ctx.upstream.memoryKey, ctx.dialect.api, modelOf(ctx) ?? '', conversation.items, keptPrefixEnd(conversation));
+  const recall = () => memory.recall(tenant, ctx.upstream.memoryKey, ctx.dialect.api, modelOf(ctx) ?? '', conversation.items, keptPrefixEnd(conversation), agentSessionOf(ctx.clientHeaders));
   if (!(await recall())) return null;
   const started = performance.now();
   // Extending the summary is a summary too: under the lease, recalled afresh (another request may have extended it meanwhile).

@@ -1,7 +1,7 @@
 import { keptPrefixEnd, type BoundFigures, type CompactionResult, type NewSpan } from '../compaction/index.js';
 import type { Bounds, SizeTarget } from '../compaction/target.js';
 import type { Conversation } from '../dialects/types.js';
-import { tenantOf } from '../memory/fingerprint.js';
+import { agentSessionOf, tenantOf } from '../memory/fingerprint.js';
 import type { CompactionMemory, Lease, MemoryEntry, Recalled } from '../memory/index.js';
 import { lessonOf } from '../memory/limits.js';
 import type { Verdict } from '../overlong/types.js';
@@ -83,7 +83,7 @@ export async function recallFor(ctx: RescueContext, conversation: Conversation):
   const memory = ctx.deps.memory;
   const tenant = memory ? tenantFor(ctx) : null;
   if (!memory || !tenant) return null;
-  const recalled = await memory.recall(tenant, ctx.upstream.memoryKey, ctx.dialect.api, modelOf(ctx) ?? '', conversation.items, keptPrefixEnd(conversation));
+  const recalled = await memory.recall(tenant, ctx.upstream.memoryKey, ctx.dialect.api, modelOf(ctx) ?? '', conversation.items, keptPrefixEnd(conversation), agentSessionOf(ctx.clientHeaders));
   memory.countLookup(recalled);
   return recalled;
 }
@@ -93,7 +93,7 @@ function sessionOf(ctx: RescueContext, conversation: Conversation): { memory: Co
   const memory = ctx.deps.memory;
   const tenant = memory ? tenantFor(ctx) : null;
   if (!memory || !tenant) return null;
-  return { memory, tenant, session: memory.session(tenant, ctx.upstream.memoryKey, ctx.dialect.api, modelOf(ctx) ?? '', conversation.items, keptPrefixEnd(conversation)) };
+  return { memory, tenant, session: memory.session(tenant, ctx.upstream.memoryKey, ctx.dialect.api, modelOf(ctx) ?? '', conversation.items, keptPrefixEnd(conversation), agentSessionOf(ctx.clientHeaders)) };
 }
 
 /**

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { itemDigest, sessionKey, spanDigests, tenantOf } from '../../src/memory/fingerprint.js';
+import { agentSessionOf, itemDigest, sessionKey, spanDigests, tenantOf } from '../../src/memory/fingerprint.js';
 import { LocalStore, type MemoryEntry } from '../../src/memory/store.js';
 
 describe('fingerprints', () => {
@@ -135,5 +135,27 @@ describe('the in-process store', () => {
     await new Promise((r) => setTimeout(r, 1_100));
     expect(await store.entries('s')).toEqual([]);
     expect(await store.limit('m')).toBeUndefined();
+  });
+});
+
+describe("an agent's own session id", () => {
+  const msgs = [{ role: 'system', content: 'You are a coding agent. Today is Monday.' }, { role: 'user', content: 'fix the test' }, { role: 'assistant', content: 'ok' }];
+  const changed = [{ role: 'system', content: 'You are a coding agent. Today is Tuesday.' }, ...msgs.slice(1)];
+
+  it('keys the conversation by it: its prefix may change under it, and two sessions with one prefix stay apart', () => {
+    expect(sessionKey('t', 'u', 'messages', 'm', msgs, 2, 'claude-code:a')).toBe(sessionKey('t', 'u', 'messages', 'm', changed, 2, 'claude-code:a'));
+    expect(sessionKey('t', 'u', 'messages', 'm', msgs, 2, 'claude-code:a')).not.toBe(sessionKey('t', 'u', 'messages', 'm', msgs, 2, 'claude-code:b'));
+    // Without one, the kept prefix is the conversation's key.
+    expect(sessionKey('t', 'u', 'messages', 'm', msgs, 2)).not.toBe(sessionKey('t', 'u', 'messages', 'm', changed, 2));
+    // Still the tenant's, upstream's, API's and model's own.
+    expect(sessionKey('t', 'u', 'messages', 'm', msgs, 2, 'x')).not.toBe(sessionKey('t2', 'u', 'messages', 'm', msgs, 2, 'x'));
+  });
+
+  it('is read from Codex window ids first, then Claude Code session ids; a value that is no id is none', () => {
+    expect(agentSessionOf({ 'x-codex-window-id': 'abc-1:0', 'x-claude-code-session-id': 'x' })).toBe('codex-window:abc-1:0');
+    expect(agentSessionOf({ 'x-claude-code-session-id': '90fe242b-1471-4762-9e81-18afee8f1136' })).toBe('claude-code:90fe242b-1471-4762-9e81-18afee8f1136');
+    expect(agentSessionOf({ 'x-claude-code-session-id': 'a b' })).toBeUndefined();
+    expect(agentSessionOf({ 'x-claude-code-session-id': 'x'.repeat(201) })).toBeUndefined();
+    expect(agentSessionOf({ 'session-id': 'abc' })).toBeUndefined();
   });
 });
