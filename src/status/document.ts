@@ -89,8 +89,9 @@ export async function statusDocument(s: StatusSources, access: ContentAccess, no
   };
 }
 
+/** An entry as anyone may read it: no content, and no request id (a client may have chosen it: a header value). */
 function withoutContent(entry: StatusEntry): StatusEntry {
-  const { content: _content, ...rest } = entry;
+  const { content: _content, requestId: _requestId, ...rest } = entry;
   return rest;
 }
 

@@ -15,6 +15,8 @@ import { agentRequest } from '../helpers/rescue.js';
 
 const GATEWAY_KEY = 'gw-key-1';
 const METRICS_KEY = 'metrics-key-1';
+/** The client's own x-request-id: a header value, shown only where content is. */
+const REQUEST_ID = 'client-chosen-id-1';
 
 let provider: StandIn;
 let gateway: TestGateway;
@@ -27,7 +29,7 @@ afterEach(async () => {
 async function afterRescue(config: ConfigInput, clientKey = 'sk-client'): Promise<string> {
   provider = await startStandIn({ limitBytes: 60_000, reply: () => ({ text: 'ok' }) });
   gateway = await startGateway({ upstream: { url: provider.baseUrl, apiKey: 'sk-upstream' }, summarizer: { maxInputTokens: 500_000 }, ...config });
-  await new OpenAI({ baseURL: gateway.baseUrl, apiKey: clientKey, maxRetries: 0 }).chat.completions.create(agentRequest(60) as never);
+  await new OpenAI({ baseURL: gateway.baseUrl, apiKey: clientKey, maxRetries: 0, defaultHeaders: { 'x-request-id': REQUEST_ID } }).chat.completions.create(agentRequest(60) as never);
   const replay = provider.calls('chat')[1];
   const summary = /SUMMARY of \d+ chars[^"\\]*/.exec(JSON.stringify(replay.json.messages));
   expect(summary).not.toBeNull();
@@ -81,6 +83,7 @@ describe('with gateway keys', () => {
     const doc = JSON.parse(res.text);
     expect(doc.content).toEqual({ shown: true, why: 'this request carries a gateway key' });
     expect(doc.recent.entries[0].content.summary).toBe(summary);
+    expect(doc.recent.entries[0].requestId).toBe(REQUEST_ID);
     expect(doc.gateway.auth).toEqual({ gatewayKeys: true, metricsKey: true });
     const page = await get('/status', headers);
     expect(page.status).toBe(200);
@@ -123,9 +126,12 @@ describe('without gateway keys', () => {
     expect(doc.content).toEqual({ shown: false, why: expect.stringContaining('listens on 0.0.0.0, beyond loopback, and asks for no gateway key') });
     expect(doc.recent.entries[0]).toMatchObject({ outcome: 'replayed', strategy: 'summarize' });
     expect(doc.recent.entries[0]).not.toHaveProperty('content');
+    // The request id may be the client's own x-request-id: a header value, kept from anyone unknown.
+    expect(doc.recent.entries[0]).not.toHaveProperty('requestId');
     expect(res.text).not.toContain(summary);
     const page = await get('/status', { host: '127.0.0.1' });
     expect(page.text).not.toContain(summary);
+    for (const text of [res.text, page.text]) expect(text).not.toContain(REQUEST_ID);
     expect(page.text).toContain('The summary and trail are not shown here.');
   });
 });
