@@ -126,3 +126,20 @@ it('holds no key, password or header value, in the JSON or on the page', async (
   const doc: any = await (await fetch(`${gateway.origin}/status.json`)).json();
   expect(Object.keys(doc.recent.entries[0].content).sort()).toEqual(['summary', 'summaryChars', 'trail']);
 });
+
+it(`keeps the last 50 decisions however many were made, and says how many`, async () => {
+  provider = await startStandIn({ limitBytes: 60_000, reply: () => ({ text: 'ok' }) });
+  gateway = await startGateway({ upstream: { url: provider.baseUrl }, compaction: { strategy: 'fallback' } });
+  const sdk = new OpenAI({ baseURL: gateway.baseUrl, apiKey: 'k', maxRetries: 0 });
+  // The first is rescued; the same conversation after it is compacted ahead from memory.
+  for (let i = 0; i < 55; i++) await sdk.chat.completions.create(agentRequest(60) as never);
+  const doc: any = await (await fetch(`${gateway.origin}/status.json`)).json();
+  expect(doc.recent.decisions).toBe(55);
+  expect(doc.recent.entries).toHaveLength(50);
+  expect(doc.recent.entries.map((e: any) => e.id)).toEqual(Array.from({ length: 50 }, (_, i) => 55 - i));
+  expect(doc.recent.entries.every((e: any) => e.outcome === 'compacted' && e.trigger === 'proactive')).toBe(true);
+  expect(doc.totals).toEqual([expect.objectContaining({ requests: 55, refused: 1, rescued: 1, ahead: 54 })]);
+  const page = await (await fetch(`${gateway.origin}/status`)).text();
+  expect(page.match(/<li class="decision /g)).toHaveLength(50);
+  expect(page).toContain('The last 50 of 55, newest first');
+});
