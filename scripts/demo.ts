@@ -76,6 +76,12 @@ for (const line of metrics.split('\n')) {
 console.log('\nThe agent never saw an error: the overflow cost one compaction and one replay, and the');
 console.log('turns after it were sent compacted ahead with the remembered summary (memory=hit):');
 console.log('no second rejection, no second summary.');
+console.log(`\nWhat the gateway did, as a page: ${gateway}/status`);
+// At a terminal (or with --serve) the gateway stays up for the page until Ctrl-C.
+if (process.stdout.isTTY || process.argv.includes('--serve')) {
+  console.log('Open it in a browser; Ctrl-C stops the demo.');
+  await new Promise<void>((resolve) => process.once('SIGINT', () => resolve()));
+}
 await app.close();
 await provider.close();
 
@@ -88,6 +94,7 @@ function sinceTurnStart(seen: { chat: number; summarizer: number }) {
 }
 
 function summaryOf(transcript: string): string {
-  const asks = [...transcript.matchAll(/\[user\]\n(.*)/g)].map((m) => `- ${m[1].slice(0, 80)}`);
-  return `Goals so far:\n${asks.join('\n')}\nState: each step was completed; tests were updated.`;
+  // The person's inputs; in a call that merges partial summaries, the goals those listed.
+  const asks = [...transcript.matchAll(/\[user\]\n\s*(.*)|^\s*- (Step .*)$/gm)].map((m) => `- ${(m[1] ?? m[2]).trim().slice(0, 80)}`);
+  return `Goals so far:\n${[...new Set(asks)].join('\n')}\nState: each step was completed; tests were updated.`;
 }

@@ -28,3 +28,16 @@ function bearerToken(authorization: string | undefined): string | undefined {
 function sha256(value: string): Buffer {
   return createHash('sha256').update(value).digest();
 }
+
+/**
+ * The password of HTTP Basic credentials (`Authorization: Basic base64(user:password)`), which a
+ * browser asks its user for and then sends with every request to the same place: how a person
+ * opens the status page with a gateway key. The user name is ignored.
+ */
+export function basicPassword(authorization: string | undefined): string | undefined {
+  const match = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(authorization ?? '');
+  if (!match) return undefined;
+  const decoded = Buffer.from(match[1], 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  return colon >= 0 && colon < decoded.length - 1 ? decoded.slice(colon + 1) : undefined;
+}

@@ -1,5 +1,4 @@
 #!/usr/bin/env node
-import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance } from 'fastify';
 import type { DestinationStream } from 'pino';
@@ -11,6 +10,7 @@ import { buildServer } from './server.js';
 import { startTelemetry } from './telemetry.js';
 import { memoryRedis, probeRedis, redisUnreachable } from './memory/redis.js';
 import { listeningOrigin, openGatewayRefusal, startupFields, startupWarnings } from './startup.js';
+import { gatewayVersion } from './version.js';
 
 /** The process: read flags and config, build the server, listen, shut down on SIGTERM/SIGINT. */
 async function main(): Promise<void> {
@@ -68,16 +68,6 @@ async function logStartup(app: FastifyInstance, config: Readonly<Config>, source
   if (redis && redisProblem) {
     const unreachable = redisUnreachable(redis, redisProblem);
     app.log.warn({ redis: unreachable.redis }, unreachable.message);
-  }
-}
-
-/** The version in package.json (shipped beside dist/ in the image too). */
-function gatewayVersion(): string {
-  try {
-    const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version?: string };
-    return pkg.version ?? 'unknown';
-  } catch {
-    return 'unknown';
   }
 }
 

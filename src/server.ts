@@ -6,7 +6,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type
 import type { Dispatcher } from 'undici';
 import type { DestinationStream } from 'pino';
 import './context.js';
-import { createKeyCheck } from './auth.js';
+import { basicPassword, createKeyCheck } from './auth.js';
 import type { Config } from './config/schema.js';
 import { ERRORS, GatewayError, errorBody, errorBodyFor, failureLog } from './errors.js';
 import { accessLogger, lazyChildLogger, loggerOptions, stdoutDestination, type AccessLog } from './logging.js';
@@ -18,6 +18,10 @@ import { healthRoutes } from './routes/health.js';
 import { messagesEndpoints } from './routes/messages.js';
 import { passthroughRoutes } from './routes/passthrough.js';
 import { rescuedRoutes } from './routes/rescued.js';
+import { STATUS_PATHS, statusRoutes } from './routes/status.js';
+import { keepsContent } from './status/access.js';
+import { RecentDecisions } from './status/recent.js';
+import { gatewayVersion } from './version.js';
 import { RescueBudget, defaultRescueBudget } from './rescue/budget.js';
 import { Discoverer } from './upstream/discover.js';
 import { Windows } from './upstream/windows.js';
@@ -64,7 +68,7 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
   const listeners = new Listeners({
     timeouts: config.server,
     // One server span per request (telemetry.ts); untraced, nothing is added.
-    wrap: (handler) => (traced ? tracedRequests(handler, (path) => PROBES.has(path)) : handler),
+    wrap: (handler) => (traced ? tracedRequests(handler, (path) => QUIET.has(path)) : handler),
     clientError: answerClientError,
   });
 
@@ -143,7 +147,9 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
   const windows = new Windows(new Discoverer(dispatcher), (upstream, model, found) =>
     app.log.info({ upstream: upstream.name, model, windowTokens: found.tokens, from: found.from }, `upstream ${upstream.name} runs ${model} with a context window of ${found.tokens} tokens (${found.from}); requests that would pass it are made to fit before they are sent`),
   );
-  const rescueDeps = { config, dispatcher, upstreams, metrics, memory, budget, windows };
+  const recent = config.status.enabled ? new RecentDecisions(keepsContent(config)) : undefined;
+  const rescueDeps = { config, dispatcher, upstreams, metrics, memory, budget, windows, decisions: recent };
+  if (recent) app.register(statusRoutes, { config, upstreams, windows, metrics, recent, version: gatewayVersion(), startedAt: new Date() });
   app.register(rescuedRoutes, { deps: rescueDeps, endpoints: [...chatEndpoints, ...responsesEndpoints, ...messagesEndpoints, ...geminiEndpoints] });
   if (memory) app.addHook('onClose', async () => memory.close());
   // Each upstream under its own prefix, and the plain /v1 and /v1beta routed request by request.
@@ -158,13 +164,22 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
 
 /** Health probes and metric scrapes: open without a gateway key, and logged at debug. */
 const PROBES = new Set(['/healthz', '/readyz', '/metrics']);
+/** Probes and the status page (which asks again every few seconds): logged at debug, never traced. */
+const QUIET = new Set([...PROBES, ...STATUS_PATHS]);
 
 function addKeyCheck(app: FastifyInstance, check: ReturnType<typeof createKeyCheck>): void {
-  app.addHook('onRequest', async (request) => {
+  app.addHook('onRequest', async (request, reply) => {
     // The matched route, not the raw URL: the router decodes it (/%76%31/… is /v1/…).
-    if (PROBES.has(request.routeOptions.url ?? '')) return;
+    const route = request.routeOptions.url ?? '';
+    if (PROBES.has(route)) return;
     const apiKey = request.headers['x-api-key'] ?? request.headers['x-goog-api-key'];
-    if (!check(request.headers.authorization, apiKey)) throw new GatewayError('invalid_api_key');
+    if (check(request.headers.authorization, apiKey)) return;
+    // A browser sends no Bearer token: on the status page it is asked for the key as a password.
+    if (STATUS_PATHS.has(route)) {
+      if (check(undefined, basicPassword(request.headers.authorization))) return;
+      reply.header('www-authenticate', 'Basic realm="compaction-gateway status (any user name, a gateway key as the password)", charset="UTF-8"');
+    }
+    throw new GatewayError('invalid_api_key');
   });
 }
 
@@ -195,7 +210,7 @@ function recordRequest(
     compaction: notes?.compaction,
   };
   // Probes and scrapes every few seconds would drown the access log: they log at debug.
-  if (PROBES.has(route)) accessLog.debug(fields, 'request completed');
+  if (QUIET.has(route)) accessLog.debug(fields, 'request completed');
   else accessLog.info(fields, 'request completed');
 }
 

@@ -171,7 +171,7 @@ export function startupWarnings(config: Readonly<Config>): string[] {
 }
 
 /** Where compaction memory lives, as the ready line says it (no secret). */
-function memoryLine(memory: Readonly<Config['memory']>): string {
+export function memoryLine(memory: Readonly<Config['memory']>): string {
   if (!memory.enabled) return 'off';
   const redis = redisTargetOf(memory);
   return redis ? describeRedisTarget(redis) : 'local (in-process)';

@@ -109,6 +109,8 @@ export type CompactionResult =
       /** Kept contents shortened as the last resort. */
       cut: number;
       newSpan?: NewSpan;
+      /** The span in force, new or remembered: what stood for which items (the status page shows it). */
+      span?: NewSpan;
     })
   | (CompactionFigures & { outcome: 'not_shrunk'; why: NotShrunkWhy; summarizerCalls: 0 });
 
@@ -297,6 +299,7 @@ function finish(
     memory,
     cut,
     newSpan: isNew ? span : undefined,
+    span,
   };
 }
 

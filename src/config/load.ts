@@ -72,6 +72,8 @@ export const ENV_KEYS: Array<[name: string, path: string, kind: EnvKind]> = [
   ['SUMMARIZER_MAX_CALLS', 'summarizer.maxCalls', 'int'],
   ['SUMMARIZER_MAX_INPUT_BYTES', 'summarizer.maxInputBytes', 'int'],
   ['SUMMARIZER_PROVIDER_COMPACTION', 'summarizer.providerCompaction', 'bool'],
+  ['STATUS_ENABLED', 'status.enabled', 'bool'],
+  ['STATUS_CONTENT', 'status.content', 'bool'],
   // OpenTelemetry's own names, as every SDK and collector operator knows them.
   ['OTEL_EXPORTER_OTLP_ENDPOINT', 'telemetry.otlpEndpoint', 'string'],
   ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'telemetry.tracesEndpoint', 'string'],

@@ -274,6 +274,19 @@ const telemetry = z
   })
   .strict();
 
+/** The status page and its JSON (docs/operations.md#the-status-page). */
+const status = z
+  .object({
+    /** Serve /status and /status.json. */
+    enabled: z.boolean().default(true),
+    /**
+     * Show what the gateway wrote in a conversation (the summary, the trail): only ever on a
+     * loopback gateway or to a request carrying a gateway key; false never keeps or shows it.
+     */
+    content: z.boolean().default(true),
+  })
+  .strict();
+
 const configObject = z
   .object({
     server: server.default(() => server.parse({})),
@@ -284,6 +297,7 @@ const configObject = z
     summarizer: summarizer.default(() => summarizer.parse({})),
     memory: memory.default(() => memory.parse({})),
     telemetry: telemetry.default(() => telemetry.parse({})),
+    status: status.default(() => status.parse({})),
     /** Named upstreams, each served under `/NAME/v1/...` and picked by `routes`. */
     upstreams: z.record(z.string(), namedUpstream).optional(),
     /** The upstream of a request no path prefix or route picks. */

@@ -77,7 +77,7 @@ async function aheadUnderLease(
   const remembered = { ...target, fitBytes: recalled.entry.fitBytes, aimBytes: recalled.entry.aimBytes };
   if (compaction.newSpan) await rememberSpan(ctx, conversation, compaction.newSpan, remembered, lease);
   memory.countProactive();
-  const record: RescueRecord = { api: ctx.dialect.api, upstream: ctx.upstream.name, outcome: 'compacted', trigger: 'proactive', compaction, bound: compaction.bound, limit: 'learned', durationMs };
+  const record: RescueRecord = { api: ctx.dialect.api, upstream: ctx.upstream.name, outcome: 'compacted', trigger: 'proactive', compaction, bound: compaction.bound, limit: 'learned', statedTokens: target.bounds?.limitTokens, durationMs };
   return { rewrite: rewriteOf(ctx, conversation, compaction, remembered, lease !== null), record };
 }
 

@@ -9,6 +9,28 @@ import type { Upstream, Upstreams } from '../upstream/upstreams.js';
 import type { Windows } from '../upstream/windows.js';
 import { rescueCost, type Release, type RescueBudget } from './budget.js';
 import { MAX_RESCUED_ITEMS, type IncomingRequest } from './request.js';
+import type { RescueRecord } from './report.js';
+
+/** The request a decision was made for, as the status page names it. */
+export interface Decided {
+  requestId?: string;
+  model?: string;
+}
+
+/** A stream the upstream cut that went to the client as it was: its prompt counted, and what was sent. */
+export interface StreamedCut {
+  api: Dialect['api'];
+  upstream: string;
+  reportedTokens: number;
+  expectedTokens: number;
+  bytes: number;
+}
+
+/** Where each decision goes once it is final (the status page's feed): one bounded append each. */
+export interface Decisions {
+  decided(record: RescueRecord, request: Decided): void;
+  cutStreamed(cut: StreamedCut, request: Decided): void;
+}
 
 /** What every rescuable route shares: built once in server.ts. */
 export interface RescueDeps {
@@ -22,6 +44,8 @@ export interface RescueDeps {
   budget: RescueBudget;
   /** The context windows known before sending, and each model's bytes per token. */
   windows: Windows;
+  /** The recent decisions the status page shows; none in tests that build the rescue alone. */
+  decisions?: Decisions;
 }
 
 /** One request on its way through the rescue. */
@@ -42,7 +66,9 @@ export interface RescueContext {
   log: FastifyBaseLogger;
   /** Fires when the client leaves: cancels upstream and summarizer work. */
   gone: ClientGone;
-  /** What the access log tells; `model` as routing read it (routes/body-model.ts). */
+  /** The request's id (x-request-id), as its log lines carry it. */
+  requestId?: string;
+  /** What the access log tells; `model` as routing read it (routes/body-model.ts), or at a glance. */
   notes: { compaction?: string; upstreamStatus?: number; upstreamTtfbMs?: number; streamed?: boolean; route?: string; model?: string; upstream?: string };
   /** This request's share of the rescue budget while its body is read for a rescue (see holdBudget). */
   held?: Release;

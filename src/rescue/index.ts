@@ -8,7 +8,7 @@ import type { InspectedAnswer } from './inspect.js';
 import { attempt } from './attempt.js';
 import { compactAhead, memoryAhead, type Proactive } from './ahead.js';
 import { BECAUSE, compactFor } from './compact.js';
-import { holdBudget, markedHeaders, modelOf, optedOut, tooManyItems, type RescueContext } from './context.js';
+import { holdBudget, markedHeaders, modelOf, optedOut, tooManyItems, type Decided, type RescueContext } from './context.js';
 import { learnedBounds, learnFrom, noteAccepted, recallFor, rememberSpan, rewriteOf, underLease, type Rewrite } from './memory.js';
 import { compactionHeader, countCompaction, countRescue, logDecision, type RescueRecord, type ReplayResult } from './report.js';
 import { noteRescue } from '../telemetry.js';
@@ -114,6 +114,7 @@ async function fitToWindow(ctx: RescueContext): Promise<Proactive | null> {
     // It goes as sent: whatever the upstream then says is rescued as usual.
     logDecision(ctx.log, record);
     countRescue(ctx.deps.metrics, record);
+    ctx.deps.decisions?.decided(record, decided(ctx, record));
     return null;
   }
   record.outcome = 'compacted';
@@ -126,7 +127,10 @@ function judgeStreamed(ctx: RescueContext, body: SentBody, tail: Buffer): void {
   const count = ctx.dialect.promptCount(tail.toString('utf8'));
   if (count === undefined) return;
   const cut = judgeAnswer(ctx, body, count, 'streamed');
-  if (cut.truncated) logStreamedCut(ctx, cut, body.bytes);
+  if (!cut.truncated) return;
+  logStreamedCut(ctx, cut, body.bytes);
+  const streamed = { api: ctx.dialect.api, upstream: ctx.upstream.name, reportedTokens: cut.reported, expectedTokens: cut.expected, bytes: body.bytes };
+  ctx.deps.decisions?.cutStreamed(streamed, { requestId: ctx.requestId, model: ctx.pathModel ?? ctx.notes.model });
 }
 
 /**
@@ -156,6 +160,7 @@ async function rescue(
   if (trigger === 'truncated') {
     Object.assign(record, { limit: 'observed', window: { tokens: limits.limitTokens ?? 0, estimate: limits.promptTokens ?? 0, model: modelOf(ctx) ?? ctx.notes.model } });
   } else {
+    record.statedTokens = limits.limitTokens;
     deps.metrics.overlong.inc({ api: dialect.api, reason, upstream: ctx.upstream.name });
     const model = modelOf(ctx) ?? ctx.notes.model;
     if (model && limits.limitTokens) deps.windows.contradicted(ctx.upstream, model, limits.limitTokens);
@@ -340,12 +345,17 @@ function noteBound(ctx: RescueContext, record: RescueRecord, answer: InspectedAn
   if (dropped > 0) ctx.deps.metrics.boundBlocks.inc({ api, action: 'dropped' }, dropped);
 }
 
-/** The header a proactive compaction's answer goes with, once that answer is known. */
+/** The header a proactive compaction's answer goes with, once that answer is known; the span and the status page get the decision. */
 function noted(ctx: RescueContext, record: RescueRecord): string {
   const header = compactionHeader(record);
   ctx.notes.compaction = header;
   noteRescue(record, header);
+  ctx.deps.decisions?.decided(record, decided(ctx, record));
   return header;
+}
+
+function decided(ctx: RescueContext, record: RescueRecord): Decided {
+  return { requestId: ctx.requestId, model: record.window?.model ?? ctx.pathModel ?? ctx.notes.model };
 }
 
 function notShrunk(ctx: RescueContext, record: RescueRecord, first: InspectedAnswer, why: 'no_messages' | 'too_many_items', bytes: number): Outcome {
@@ -372,10 +382,7 @@ function passThrough(ctx: RescueContext, record: RescueRecord, first: InspectedA
 }
 
 function finish(ctx: RescueContext, record: RescueRecord, answer: InspectedAnswer): Outcome {
-  const header = compactionHeader(record);
-  ctx.notes.compaction = header;
-  noteRescue(record, header);
-  return { answer, header };
+  return { answer, header: noted(ctx, record) };
 }
 
 function replayResult(replay: InspectedAnswer): ReplayResult {

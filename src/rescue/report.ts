@@ -26,6 +26,8 @@ export interface RescueRecord {
   /** Absent for a proactive compaction, which had no rejection. */
   reason?: OverlongReason;
   rejectedStatus?: number;
+  /** The window a rejection stated, in tokens, where it stated one: this request's, or (learned) an earlier one's. */
+  statedTokens?: number;
   remedy?: Remedy;
   compaction?: CompactionResult;
   /** The completion limit before and after a clamp. */
@@ -217,12 +219,12 @@ function boundSaid(r: RescueRecord): string {
 }
 
 /** Compaction result fields that are not figures. */
-const NOT_LOGGED = new Set(['body', 'newSpan', 'headers', 'restrip', 'bound']);
+const NOT_LOGGED = new Set(['body', 'newSpan', 'span', 'headers', 'restrip', 'bound']);
 
 /** The log object: one level, rounded, nothing large. */
 function flat(r: RescueRecord): Record<string, unknown> {
   const c = r.compaction;
-  const { compaction: _c, completion, durationMs, bound, budget, window, ...rest } = r;
+  const { compaction: _c, statedTokens: _stated, completion, durationMs, bound, budget, window, ...rest } = r;
   const figures = c
     ? Object.fromEntries(
         Object.entries(c)

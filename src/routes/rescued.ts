@@ -124,6 +124,7 @@ export async function serveRescued(
     clientHeaders: endpoint.credentials === 'x-goog-api-key' ? withQueryKey(exchange.headers, query >= 0 ? exchange.url.slice(query + 1) : '') : exchange.headers,
     log: exchange.log,
     gone,
+    requestId: exchange.id,
     notes: exchange.notes,
   };
   try {

@@ -48,6 +48,8 @@ export interface Upstream {
 /** A context window the config declares for the models a glob matches. */
 export interface DeclaredWindow {
   model: RegExp;
+  /** The glob as the config wrote it. */
+  glob: string;
   tokens: number;
   completionCounted: boolean;
 }
@@ -215,7 +217,7 @@ export function resolveUpstreams(config: Readonly<Config>): Upstreams {
 }
 
 function declared(windows: Config['upstream']['windows']): DeclaredWindow[] {
-  return (windows ?? []).map((w) => ({ model: globPattern(w.model), tokens: w.tokens, completionCounted: w.completionCounted ?? true }));
+  return (windows ?? []).map((w) => ({ model: globPattern(w.model), glob: w.model, tokens: w.tokens, completionCounted: w.completionCounted ?? true }));
 }
 
 /** `qwen*` as a whole-string pattern: `*` any run of characters, `?` one, everything else itself. */

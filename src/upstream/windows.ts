@@ -38,6 +38,14 @@ interface ModelState {
   samples: number;
 }
 
+/** What was learned of one model: its discovered window (and where from), an observed cut, the calibration. */
+export interface LearnedModel {
+  model: string;
+  discovered?: { tokens: number; from: string };
+  observed?: number;
+  bytesPerToken?: number;
+}
+
 /** How long a discovered or observed window is believed before it is asked again. */
 export const WINDOW_TTL_MS = 10 * 60_000;
 /** After a discovery that found nothing: ask again after this long; sooner for a model the server has not loaded yet. */
@@ -81,6 +89,30 @@ export class Windows {
     const observed = state?.observed;
     if (observed && (!base || observed.tokens < base.tokens)) return { tokens: observed.tokens, completionCounted: false, source: 'observed' };
     return base;
+  }
+
+  /**
+   * The models of `upstream` whose window or bytes per token its answers or its server told, most
+   * recently used first, at most `max`; read only (nothing expires or is asked by reading).
+   */
+  learned(upstream: Upstream, max: number): LearnedModel[] {
+    const prefix = keyOf(upstream, '');
+    const now = this.now();
+    const out: LearnedModel[] = [];
+    for (const [key, state] of this.models.entries()) {
+      if (out.length >= max) break;
+      if (!key.startsWith(prefix)) continue;
+      const discovered = state.discovered && state.discovered.until > now ? state.discovered : undefined;
+      const observed = state.observed && state.observed.until > now ? state.observed : undefined;
+      if (!discovered && !observed && state.bytesPerToken === undefined) continue;
+      out.push({
+        model: key.slice(prefix.length),
+        ...(discovered ? { discovered: { tokens: discovered.tokens, from: discovered.from } } : {}),
+        ...(observed ? { observed: observed.tokens } : {}),
+        ...(state.bytesPerToken !== undefined ? { bytesPerToken: state.bytesPerToken } : {}),
+      });
+    }
+    return out;
   }
 
   /** Whether any window is known for a model of `upstream` (declared or learned). */

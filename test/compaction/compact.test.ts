@@ -216,7 +216,10 @@ describe('with the fallback summary', () => {
         // A new summary: whatever the request carries was made before it.
         bound: { freshFrom: 9, stripAll: false },
       },
+      // The span in force: this new one.
+      span: expect.any(Object),
     });
+    expect((r as { span: unknown }).span).toBe((r as { newSpan: unknown }).newSpan);
     expect((r as { restrip: () => unknown }).restrip()).toBeNull();
     expect(r.outcome === 'compacted' && r.body.length).toBe(743);
     expect(sent(r)).toEqual([items[0], items[1], summary, items[6], items[7], items[8]]);
