@@ -49,6 +49,7 @@ export const ENV_KEYS: Array<[name: string, path: string, kind: EnvKind]> = [
   ['COMPACTION_MIN_COMPLETION_TOKENS', 'compaction.minCompletionTokens', 'int'],
   ['COMPACTION_RESCUE_BUDGET_BYTES', 'compaction.rescueBudgetBytes', 'int'],
   ['COMPACTION_RESCUE_WAIT_MS', 'compaction.rescueWaitMs', 'int'],
+  ['COMPACTION_TRANSLATE_OVERFLOW', 'compaction.translateOverflow', 'bool'],
   ['MEMORY_ENABLED', 'memory.enabled', 'bool'],
   ['MEMORY_REDIS_URL', 'memory.redisUrl', 'string'],
   ['MEMORY_REDIS_CLUSTER_NODES', 'memory.redis.cluster', 'list'],

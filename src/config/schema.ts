@@ -183,6 +183,8 @@ const compaction = z
     /** Bytes of request bodies under rescue at once, gateway-wide; by default a share of the heap limit. */
     rescueBudgetBytes: positiveInt.optional(),
     rescueWaitMs: z.number().int().min(0).default(DEFAULTS.rescueWaitMs),
+    /** A refusal for length that could not be rescued goes to the client in its API's own overflow words, when the upstream's are not. */
+    translateOverflow: z.boolean().default(true),
   })
   .strict();
 

@@ -1,4 +1,4 @@
-import { clampedCompletion, sizeTarget, smallest, type Bounds, type SizeTarget } from '../compaction/target.js';
+import { DEFAULT_BYTES_PER_TOKEN, clampedCompletion, sizeTarget, smallest, type Bounds, type SizeTarget } from '../compaction/target.js';
 import { digestInSlices } from '../memory/fingerprint.js';
 import type { Conversation } from '../dialects/types.js';
 import type { Verdict } from '../overlong/types.js';
@@ -13,6 +13,7 @@ import { learnedBounds, learnFrom, noteAccepted, recallFor, rememberSpan, rewrit
 import { compactionHeader, countCompaction, countRescue, logDecision, type RescueRecord, type ReplayResult } from './report.js';
 import { noteRescue } from '../telemetry.js';
 import { isAgentCompaction } from './agent-compaction.js';
+import { inApiWords } from './overflow-error.js';
 import { heldCount, judgeAnswer, logStreamedCut, mayNearWindow, overWindow, truncationVerdict, watched, windowFor, type SentBody } from './window.js';
 import type { CompactionMemory } from '../memory/index.js';
 
@@ -382,7 +383,25 @@ function passThrough(ctx: RescueContext, record: RescueRecord, first: InspectedA
 }
 
 function finish(ctx: RescueContext, record: RescueRecord, answer: InspectedAnswer): Outcome {
-  return { answer, header: noted(ctx, record) };
+  const translated = record.outcome === 'replayed' ? null : overflowInApiWords(ctx, record, answer);
+  if (translated) record.overflowError = 'translated';
+  return { answer: translated ?? answer, header: noted(ctx, record) };
+}
+
+/**
+ * A refusal for length the client gets as it is (nothing could be rescued), in its API's own
+ * overflow words when the upstream's are not (an nginx 413 page): the agent's own compaction
+ * then starts (compaction.translateOverflow; rescue/overflow-error.ts).
+ */
+function overflowInApiWords(ctx: RescueContext, record: RescueRecord, answer: InspectedAnswer): InspectedAnswer | null {
+  // With the rescue off (maxReplays 0) the gateway is a plain proxy: nothing is translated either.
+  const { translateOverflow, maxReplays } = ctx.deps.config.compaction;
+  if (!translateOverflow || maxReplays === 0 || !answer.verdict.overlong) return null;
+  const limits = answer.verdict.limits;
+  const model = modelOf(ctx) ?? ctx.notes.model;
+  const bytesPerToken = (model && ctx.deps.windows.bytesPerToken(ctx.upstream, model)) || DEFAULT_BYTES_PER_TOKEN;
+  const prompt = limits.promptTokens ?? record.compaction?.tokensBefore ?? Math.ceil(ctx.incoming.bytes / bytesPerToken);
+  return inApiWords(ctx.dialect.api, answer, prompt || 1, limits.limitTokens ?? windowFor(ctx, model)?.tokens);
 }
 
 function replayResult(replay: InspectedAnswer): ReplayResult {

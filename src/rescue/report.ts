@@ -43,6 +43,8 @@ export interface RescueRecord {
   bindingRetry?: boolean;
   /** Bound items the upstream's answer says it dropped (its input_transformations). */
   stateDropped?: number;
+  /** The upstream's refusal for length went to the client in its API's own overflow words (rescue/overflow-error.ts). */
+  overflowError?: 'translated';
   /** The request was the agent's own compaction call: made to fit without a summary of the gateway's, nothing remembered. */
   agentCompaction?: boolean;
   /** A shed rescue: the memory rescues held when it gave up waiting, the budget, and what it would have cost (all estimated, rescueCost). */
@@ -82,6 +84,7 @@ export function compactionHeader(r: RescueRecord): string {
     ['binding-retry', r.bindingRetry ? 1 : undefined],
     ['reasoning-dropped', r.stateDropped],
     ['agent-compaction', r.agentCompaction ? 1 : undefined],
+    ['overflow-error', r.overflowError],
     ['replay-status', r.replayStatus],
   ];
   return fields

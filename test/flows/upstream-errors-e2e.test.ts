@@ -54,7 +54,8 @@ describe('not overlong: passed through untouched', () => {
 
 /**
  * Overlong, but the window these errors state (2,048 and 256 tokens) cannot hold even the kept
- * system prompt and recent messages of the test's agent request: no replay, the error as sent.
+ * system prompt and recent messages of the test's agent request: no replay, and the client gets
+ * the refusal in its API's own words (these providers' are not OpenAI's), its numbers kept.
  */
 const TOO_SMALL_TO_HELP = new Set(['cohere-too-many-tokens', 'llamacpp-500-exceed-context-size']);
 /** A binary AWS event-stream frame: not an OpenAI-compatible SSE stream, so not read as one. */
@@ -65,9 +66,13 @@ describe('overlong, but no compaction can fit the stated window', () => {
     current = fixture;
     const res = await postChat(gateway, agentRequest(60));
     expect(chatCalls()).toHaveLength(1);
-    expect(res.status).toBe(fixture.status);
-    expect(res.text).toBe(fixture.body);
-    expect(parseCompactionHeader(res.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'not_shrunk', why: 'cannot_fit' });
+    expect(parseCompactionHeader(res.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'not_shrunk', why: 'cannot_fit', 'overflow-error': 'translated' });
+    expect(res.status).toBe(400);
+    const error = (JSON.parse(res.text) as { error: { code: string; message: string } }).error;
+    expect(error.code).toBe('context_length_exceeded');
+    // The window the provider stated, in OpenAI's sentence.
+    const stated = fixture.body.match(/\b(2048|256)\b/)![1];
+    expect(error.message).toMatch(new RegExp(`^This model's maximum context length is ${stated} tokens\\. However, your messages resulted in \\d+ tokens\\.`));
   });
 });
 

@@ -66,6 +66,21 @@ function streamText(res: Response) {
 const said = (n: number) => `Let me read src/next${n}.ts.`;
 const reply = (_api: Api, n: number) => ({ text: said(n), call: { id: `read_next_${n}`, name: 'read_file', args: { path: `src/next${n}.ts` } } });
 
+/** The request with its instructions (kept byte for byte by any compaction) grown past `bytes`: nothing can make it fit. */
+function withHugeInstructions(wire: unknown, bytes: number): unknown {
+  const instructions = /^(You are a coding agent\.|Work in the repository at \/src\.)$/;
+  let grown = false;
+  const walk = (v: unknown): unknown => {
+    if (typeof v === 'string' && !grown && instructions.test(v)) return ((grown = true), `${v} ${'x'.repeat(bytes)}`);
+    if (Array.isArray(v)) return v.map(walk);
+    if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, walk(x)]));
+    return v;
+  };
+  const out = walk(wire);
+  if (!grown) throw new Error('no instructions to grow');
+  return out;
+}
+
 const isOverflow = (message: string | null) => message !== null && /too long|context length|context window|exceeds the maximum|Too Large/.test(message);
 
 describe.each(FIXTURES.map((f) => [f.api, f] as const))('%s', (_api, f) => {
@@ -285,6 +300,38 @@ describe.each(FIXTURES.map((f) => [f.api, f] as const))('%s', (_api, f) => {
     expectRescued(turn, 'stated');
     expect(turn.header).toMatchObject({ strategy: 'fallback' });
     expect(standIn!.summarizerCalls()).toEqual([]);
+  });
+
+  it('nothing can be shrunk behind an edge 413 page: the client gets its API\u2019s own overflow error, so its agent compacts itself', async () => {
+    const origin = await start('page');
+    // Its newest item alone is larger than the limit: no compaction can make it fit.
+    const raw = JSON.stringify(withHugeInstructions(f.wire(f.request(1), false), limitBytes));
+    expect(raw.length).toBeGreaterThan(limitBytes);
+    const res = await f.post(origin, raw, { stream: false });
+    const header = headerOf(res.headers.get('x-gateway-compaction'));
+    // Nothing to shrink (not_shrunk), or a replay cut as far as it goes and refused all the same (replay_failed).
+    expect(header).toMatchObject({ reason: 'body_too_large', 'overflow-error': 'translated' });
+    expect(['not_shrunk', 'replay_failed']).toContain(header!.outcome);
+    expect(res.status).toBe(400);
+    expect(res.headers.get('content-type')).toBe('application/json');
+    const body = (await res.json()) as any;
+    const words = { chat: /"code":"context_length_exceeded"/, responses: /"code":"context_length_exceeded"/, messages: /prompt is too long: \d+ tokens > \d+ maximum/, gemini: /exceeds the maximum number of tokens allowed/ }[f.api];
+    expect(JSON.stringify(body)).toMatch(words);
+    // The API's own error shape, as its SDK reads it.
+    if (f.api === 'messages') expect(body).toMatchObject({ type: 'error', error: { type: 'invalid_request_error' } });
+    else if (f.api === 'gemini') expect(body).toMatchObject({ error: { code: 400, status: 'INVALID_ARGUMENT' } });
+    else expect(body).toMatchObject({ error: { type: 'invalid_request_error', code: 'context_length_exceeded' } });
+    expect(standIn!.calls().length).toBe(header!.outcome === 'not_shrunk' ? 1 : 2);
+  });
+
+  it('compaction.translateOverflow false: the edge\u2019s 413 page as it came', async () => {
+    const origin = await start('page', { compaction: { translateOverflow: false } });
+    const raw = JSON.stringify(withHugeInstructions(f.wire(f.request(1), false), limitBytes));
+    const res = await f.post(origin, raw, { stream: false });
+    expect(res.status).toBe(413);
+    expect(Buffer.from(await res.arrayBuffer())).toEqual(standIn!.answerBytes(standIn!.calls().at(-1)!));
+    expect(['not_shrunk', 'replay_failed']).toContain(headerOf(res.headers.get('x-gateway-compaction'))!.outcome);
+    expect(headerOf(res.headers.get('x-gateway-compaction'))).not.toHaveProperty('overflow-error');
   });
 
   it('compaction.maxReplays 0: the rescue is off, the refusal as it came', async () => {
