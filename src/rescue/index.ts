@@ -10,7 +10,7 @@ import { compactAhead, memoryAhead, type Proactive } from './ahead.js';
 import { BECAUSE, compactFor } from './compact.js';
 import { holdBudget, markedHeaders, modelOf, optedOut, tooManyItems, type RescueContext } from './context.js';
 import { learnedBounds, learnFrom, noteAccepted, recallFor, rememberSpan, rewriteOf, underLease, type Rewrite } from './memory.js';
-import { compactionHeader, countCompaction, countRescue, logDecision, type RescueRecord, type ReplayResult } from './report.js';
+import { compactionHeader, countCompaction, countRescue, isAhead, logDecision, type RescueRecord, type ReplayResult } from './report.js';
 import { noteRescue } from '../telemetry.js';
 import { heldCount, judgeAnswer, logStreamedCut, overWindow, truncationVerdict, watched, windowFor, type SentBody } from './window.js';
 
@@ -264,17 +264,18 @@ async function replay(ctx: RescueContext, record: RescueRecord, first: Inspected
   try {
     ({ answer } = await sendRewritten(ctx, record, rewrite));
   } catch (err) {
-    record.outcome = 'replay_failed';
+    Object.assign(record, { outcome: 'replay_failed', replayResult: 'failed', replayError: (err as Error).message });
     countRescue(ctx.deps.metrics, record, 'failed');
+    logDecision(ctx.log, record);
     // The replay never got an answer: the upstream's own first answer is the truest thing to give.
     if (ctx.gone.aborted || !first.held.complete) throw err;
-    ctx.log.warn({ err: (err as Error).message }, 'the replay failed before the upstream answered; passing the original rejection through');
     return finish(ctx, record, first);
   }
   const result = replayResult(answer);
   if (result !== 'success') record.outcome = 'replay_failed';
-  record.replayStatus = answer.answer.status;
+  Object.assign(record, { replayStatus: answer.answer.status, replayResult: result });
   countRescue(ctx.deps.metrics, record, result);
+  logDecision(ctx.log, record);
   return finish(ctx, record, answer);
 }
 
@@ -311,7 +312,8 @@ async function sendRewritten(ctx: RescueContext, record: RescueRecord, rewrite: 
     noteBound(ctx, record, answer);
     return { answer, bytes: body.length, body };
   } finally {
-    logDecision(ctx.log, record, answer);
+    // Sent ahead, its line tells the answer it got; a rescue's waits for the replay's end (replay).
+    if (isAhead(record)) logDecision(ctx.log, record, answer);
   }
 }
 

@@ -159,7 +159,7 @@ describe.each<[string, Dialect, Refusal, string]>([
 
     const warn = gateway.logLines().filter((l) => l.level === 40 && /overlong/.test(l.msg));
     expect(warn).toHaveLength(1);
-    expect(warn[0].msg).toMatch(new RegExp(`compacted \\d+ items into \\d+ \\(.+ -> .+, ${header.strategy}\\b.*\\), replaying once`));
+    expect(warn[0].msg).toMatch(new RegExp(`compacted \\d+ items into \\d+ \\(.+ -> .+, ${header.strategy}\\b.*\\), replayed once: the upstream answered 200`));
   });
 
   it('rescues a streaming request: the replayed stream reaches the client intact', async () => {
