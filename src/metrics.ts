@@ -8,6 +8,8 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
  */
 export const OVERLONG_REASONS = ['context_length', 'body_too_large'] as const;
 export const REPLAY_RESULTS = ['success', 'upstream_error', 'still_overlong', 'failed'] as const;
+/** How a rescue of a refusal ended for the client: saved, an error the gateway could not spare it, or no rescue asked for. */
+export const RESCUE_OUTCOMES = ['replayed', 'replay_failed', 'not_shrunk', 'shed', 'disabled'] as const;
 export const SUMMARIZER_FAILURE_KINDS = ['timeout', 'unreachable', 'rejected', 'overlong', 'bad_response', 'aborted'] as const;
 /** Summarizer tokens by direction, and whether the answers reported them or they were estimated from sizes. */
 export const TOKEN_DIRECTIONS = ['input', 'output'] as const;
@@ -115,6 +117,12 @@ export function createMetrics(upstreamNames: readonly string[] = ['default']) {
     labelNames: ['api', 'upstream', 'source'] as const,
     registers: [registry],
   });
+  const rescues = new Counter({
+    name: 'gateway_rescues_total',
+    help: 'Rescues of overlong refusals and of answers the upstream silently cut, once each ended, by API, outcome and upstream: replayed (the client got the replay\'s answer), replay_failed, not_shrunk, shed (the client got an error the gateway could not spare it), disabled (opted out, or compaction off).',
+    labelNames: ['api', 'outcome', 'upstream'] as const,
+    registers: [registry],
+  });
   const replays = new Counter({
     name: 'gateway_replays_total',
     help: 'Replays of rescued requests, by API, result (success, upstream_error, still_overlong, failed) and upstream.',
@@ -205,6 +213,7 @@ export function createMetrics(upstreamNames: readonly string[] = ['default']) {
   startAtZero(truncations, perUpstream(combinations({ api: APIS, stage: TRUNCATION_STAGES })));
   startAtZero(windowCompactions, perUpstream(combinations({ api: APIS, source: WINDOW_SOURCES })));
   startAtZero(replays, perUpstream(combinations({ api: APIS, result: REPLAY_RESULTS })));
+  startAtZero(rescues, perUpstream(combinations({ api: APIS, outcome: RESCUE_OUTCOMES })));
   startAtZero(summarizerFailures, combinations({ kind: SUMMARIZER_FAILURE_KINDS }));
   startAtZero(summarizerTokens, combinations({ direction: TOKEN_DIRECTIONS, source: TOKEN_SOURCES }));
   startAtZero(removedBytes, combinations({ api: APIS }));
@@ -220,6 +229,7 @@ export function createMetrics(upstreamNames: readonly string[] = ['default']) {
     upstreamTtfb,
     overlong,
     compactions,
+    rescues,
     replays,
     truncations,
     windowCompactions,

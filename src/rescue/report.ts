@@ -268,9 +268,11 @@ function flat(r: RescueRecord): Record<string, unknown> {
   };
 }
 
+/** Counted once a decision's end is known: a rescue's (never one made ahead) in gateway_rescues_total too. */
 export function countRescue(metrics: Metrics, r: RescueRecord, replay?: ReplayResult): void {
   const upstream = r.upstream ?? 'default';
   metrics.compactions.inc({ api: r.api, strategy: strategyOf(r) ?? 'none', outcome: r.outcome, upstream });
+  if (!isAhead(r)) metrics.rescues.inc({ api: r.api, outcome: r.outcome, upstream });
   if (replay) metrics.replays.inc({ api: r.api, result: replay, upstream });
 }
 

@@ -7,7 +7,8 @@ import { agentRequest, parseCompactionHeader } from '../helpers/rescue.js';
 // The built gateway writes one line per rescue, when its end is known: the outcome the client's
 // header says, the replay's status, WARN for a request saved (or one the client opted out of
 // rescuing), ERROR for one whose client got the upstream's error although the gateway would have
-// helped. An operator grepping WARN and ERROR lines counts rescues as they ended.
+// helped. An operator grepping WARN and ERROR lines counts rescues as they ended, and
+// gateway_rescues_total counts each by the same outcome, replayed or not.
 
 let provider: StandIn | undefined;
 let proc: Proc | undefined;
@@ -41,6 +42,14 @@ async function loudLines(id: string): Promise<any[]> {
   return jsonLines(proc!).filter((l) => l.requestId === id && l.level >= 40);
 }
 
+/** gateway_rescues_total by outcome, as the gateway's /metrics says it (its other series are 0). */
+async function rescues(origin: string): Promise<Record<string, number>> {
+  const text = await (await fetch(`${origin}/metrics`)).text();
+  const counted: Record<string, number> = {};
+  for (const [, outcome, n] of text.matchAll(/^gateway_rescues_total\{api="chat",outcome="(\w+)",upstream="default"\} (\d+)$/gm)) if (Number(n) > 0) counted[outcome] = Number(n);
+  return counted;
+}
+
 /** OpenAI's refusal stating a window (and the count it made) the test chooses. */
 const refusal = (window: number, counted: number) => ({
   status: 400,
@@ -57,20 +66,23 @@ const refusal = (window: number, counted: number) => ({
 describe('one line per rescue, at its end', () => {
   it('saved: one WARN line ending in the replay status the client got', async () => {
     provider = await startStandIn({ limitBytes: 60_000, reply: () => ({ text: 'rescued' }) });
-    const res = await chat(await gateway(), agentRequest(60));
+    const origin = await gateway();
+    const res = await chat(origin, agentRequest(60));
     expect(res.status).toBe(200);
     expect(parseCompactionHeader(res.header)).toMatchObject({ outcome: 'replayed', 'replay-status': 200 });
     const lines = await loudLines(res.id);
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatchObject({ level: 40, compaction: { outcome: 'replayed', replayStatus: 200, replayResult: 'success', upstream: 'default' } });
     expect(lines[0].msg).toMatch(/^upstream rejected the chat request as overlong \(400 context_length, limit stated\): compacted \d+ items into \d+ .*, replayed once: the upstream answered 200$/);
+    expect(await rescues(origin)).toEqual({ replayed: 1 });
   });
 
   it('an upstream whose real limit is below what the gateway compacts to: one ERROR line saying the replay got 400', async () => {
     // Its refusal states a window four times what it takes: the compacted replay is refused too.
     provider = await startStandIn({ limitBytes: 20_000 });
     provider.script(refusal(40_000, 45_000));
-    const res = await chat(await gateway(), agentRequest(60));
+    const origin = await gateway();
+    const res = await chat(origin, agentRequest(60));
     expect(res.status).toBe(400);
     expect(provider.calls('chat')).toHaveLength(2);
     expect(provider.verdicts('chat')).toEqual([expect.stringMatching(/maximum context length is 5000 tokens/)]);
@@ -79,37 +91,44 @@ describe('one line per rescue, at its end', () => {
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatchObject({ level: 50, compaction: { outcome: 'replay_failed', replayStatus: 400, replayResult: 'still_overlong' } });
     expect(lines[0].msg).toMatch(/, replayed once: the upstream answered 400, overlong still, passed to the client$/);
+    expect(await rescues(origin)).toEqual({ replay_failed: 1 });
   });
 
   it('nothing to shrink: one ERROR line, outcome not_shrunk', async () => {
     provider = await startStandIn({ limitBytes: 20_000 });
-    const res = await chat(await gateway(), { model: 'm', messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: 'x'.repeat(100_000) }] });
+    const origin = await gateway();
+    const res = await chat(origin, { model: 'm', messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: 'x'.repeat(100_000) }] });
     expect(res.status).toBe(400);
     expect(parseCompactionHeader(res.header)).toMatchObject({ outcome: 'not_shrunk' });
     const lines = await loudLines(res.id);
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatchObject({ level: 50, compaction: { outcome: 'not_shrunk' } });
     expect(lines[0].msg).toMatch(/: no useful compaction \(.*\); passing the upstream error through$/);
+    expect(await rescues(origin)).toEqual({ not_shrunk: 1 });
   });
 
   it('shed (the rescue budget full): one ERROR line, outcome shed', async () => {
     provider = await startStandIn({ limitBytes: 60_000 });
-    const res = await chat(await gateway({ COMPACTION_RESCUE_BUDGET_BYTES: '1000', COMPACTION_RESCUE_WAIT_MS: '0' }), agentRequest(60));
+    const origin = await gateway({ COMPACTION_RESCUE_BUDGET_BYTES: '1000', COMPACTION_RESCUE_WAIT_MS: '0' });
+    const res = await chat(origin, agentRequest(60));
     expect(res.status).toBe(400);
     expect(provider.calls('chat')).toHaveLength(1);
     expect(parseCompactionHeader(res.header)).toMatchObject({ outcome: 'shed' });
     const lines = await loudLines(res.id);
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatchObject({ level: 50, compaction: { outcome: 'shed', budgetBytes: 1000 } });
+    expect(await rescues(origin)).toEqual({ shed: 1 });
   });
 
   it('opted out by the client: one WARN line, outcome disabled', async () => {
     provider = await startStandIn({ limitBytes: 60_000 });
-    const res = await chat(await gateway(), agentRequest(60), { 'x-gateway-compaction': 'off' });
+    const origin = await gateway();
+    const res = await chat(origin, agentRequest(60), { 'x-gateway-compaction': 'off' });
     expect(res.status).toBe(400);
     expect(parseCompactionHeader(res.header)).toMatchObject({ outcome: 'disabled' });
     const lines = await loudLines(res.id);
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatchObject({ level: 40, compaction: { outcome: 'disabled' } });
+    expect(await rescues(origin)).toEqual({ disabled: 1 });
   });
 });

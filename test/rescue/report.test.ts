@@ -233,6 +233,19 @@ describe('metrics', () => {
     expect((await metrics.registry.getSingleMetric('gateway_replays_total')!.get()).values.filter((v) => v.value > 0)).toHaveLength(1);
   });
 
+  it('countRescue counts a rescue of a refusal by its end in gateway_rescues_total, never a compaction ahead', async () => {
+    const metrics = createMetrics();
+    countRescue(metrics, { api: 'chat', outcome: 'not_shrunk', trigger: 'rejected', compaction: notShrunk });
+    countRescue(metrics, { api: 'chat', outcome: 'shed', trigger: 'truncated' });
+    countRescue(metrics, { api: 'chat', outcome: 'compacted', trigger: 'proactive', compaction: compacted() });
+    countRescue(metrics, { api: 'chat', outcome: 'not_shrunk', trigger: 'window', compaction: notShrunk });
+    const counted = (await metrics.registry.getSingleMetric('gateway_rescues_total')!.get()).values.filter((v) => v.value > 0);
+    expect(counted.map((v) => [v.labels.outcome, v.value])).toEqual([
+      ['not_shrunk', 1],
+      ['shed', 1],
+    ]);
+  });
+
   it('countCompaction records a compaction’s duration, calls, failure and sizes', async () => {
     const metrics = createMetrics();
     countCompaction(metrics, 'chat', compacted({ summarizerFailure: 'timeout', summarizerTokens: { input: 5_000, output: 700, estimated: true } }), 2500);
