@@ -19,6 +19,7 @@ import { messagesEndpoints } from './routes/messages.js';
 import { passthroughRoutes } from './routes/passthrough.js';
 import { rescuedRoutes } from './routes/rescued.js';
 import { RescueBudget, defaultRescueBudget } from './rescue/budget.js';
+import { configuredSummarizers } from './rescue/summarizer-credentials.js';
 import { Discoverer } from './upstream/discover.js';
 import { Windows } from './upstream/windows.js';
 import { responsesEndpoints } from './routes/responses.js';
@@ -54,7 +55,7 @@ declare module 'fastify' {
 /** Builds the gateway; never listens by itself. */
 export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): FastifyInstance {
   const upstreams = resolveUpstreams(config);
-  const metrics = deps.metrics ?? createMetrics(upstreams.all.map((u) => u.name));
+  const metrics = deps.metrics ?? createMetrics(upstreams.all.map((u) => u.name), configuredSummarizers(config, upstreams));
   const ownDispatcher = !deps.dispatcher;
   const dispatcher = deps.dispatcher ?? createEgress(config, upstreams, deps.env ?? process.env);
   const logStream = deps.logStream ?? stdoutDestination(config.log.format);

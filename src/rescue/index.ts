@@ -12,6 +12,7 @@ import { holdBudget, markedHeaders, modelOf, optedOut, tooManyItems, type Rescue
 import { learnedBounds, learnFrom, noteAccepted, recallFor, rememberSpan, rewriteOf, underLease, type Rewrite } from './memory.js';
 import { compactionHeader, countCompaction, countRescue, isAhead, logDecision, type RescueRecord, type ReplayResult } from './report.js';
 import { noteRescue } from '../telemetry.js';
+import { summarizerModel } from './summarizer.js';
 import { heldCount, judgeAnswer, logStreamedCut, overWindow, truncationVerdict, watched, windowFor, type SentBody } from './window.js';
 
 /*
@@ -238,7 +239,7 @@ async function compacted(
     return { compaction, used, remembered: lease !== null };
   });
   Object.assign(record, { remedy: 'compaction', compaction, limit: record.limit ?? used.source, durationMs: performance.now() - started });
-  countCompaction(deps.metrics, dialect.api, compaction, record.durationMs!);
+  countCompaction(deps.metrics, dialect.api, compaction, record.durationMs!, { upstream: ctx.upstream.name, model: summarizerModel(ctx) });
   if (compaction.outcome !== 'compacted') {
     record.outcome = 'not_shrunk';
     return null;

@@ -2,7 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { BoundFigures, CompactionResult } from '../compaction/index.js';
 import type { LimitSource } from '../compaction/target.js';
 import type { Api } from '../dialects/types.js';
-import type { Metrics } from '../metrics.js';
+import type { Metrics, SummarizerLabels } from '../metrics.js';
 import type { OverlongReason } from '../overlong/types.js';
 import type { InspectedAnswer } from './inspect.js';
 import type { WindowSource } from '../upstream/windows.js';
@@ -276,21 +276,26 @@ export function countRescue(metrics: Metrics, r: RescueRecord, replay?: ReplayRe
   if (replay) metrics.replays.inc({ api: r.api, result: replay, upstream });
 }
 
-/** Counted when the decision is made, before the replay's answer is known. */
-export function countCompaction(metrics: Metrics, api: Api, c: CompactionResult, durationMs: number): void {
+/**
+ * Counted when the decision is made, before the replay's answer is known. The summarizer's spend
+ * goes to the upstream of the request compacted and the model its summarizer calls named.
+ */
+export function countCompaction(metrics: Metrics, api: Api, c: CompactionResult, durationMs: number, summarizer: SummarizerLabels): void {
   metrics.compactionDuration.observe(durationMs / 1000);
-  if (c.summarizerCalls > 0) metrics.summarizerCalls.inc(c.summarizerCalls);
+  // Asked for only when the summarizer was used: a model never summarised with gets no series.
+  const by = () => metrics.summarizerLabels(summarizer.upstream, summarizer.model);
+  if (c.summarizerCalls > 0) metrics.summarizerCalls.inc(by(), c.summarizerCalls);
   if (c.outcome !== 'compacted') return;
   const tokens = c.summarizerTokens;
   if (tokens && tokens.input + tokens.output > 0) {
     const source = tokens.estimated ? 'estimated' : 'usage';
-    metrics.summarizerTokens.inc({ direction: 'input', source }, tokens.input);
-    metrics.summarizerTokens.inc({ direction: 'output', source }, tokens.output);
+    metrics.summarizerTokens.inc({ ...by(), direction: 'input', source }, tokens.input);
+    metrics.summarizerTokens.inc({ ...by(), direction: 'output', source }, tokens.output);
   }
   metrics.removedBytes.inc({ api }, Math.max(0, c.bytesBefore - c.bytesAfter));
   metrics.removedTokens.inc({ api }, Math.max(0, c.tokensBefore - c.tokensAfter));
-  if (c.summarizerFailure) metrics.summarizerFailures.inc({ kind: c.summarizerFailure });
-  if (c.summarizerMs !== undefined) metrics.summarizerDuration.observe(c.summarizerMs / 1000);
+  if (c.summarizerFailure) metrics.summarizerFailures.inc({ ...by(), kind: c.summarizerFailure });
+  if (c.summarizerMs !== undefined) metrics.summarizerDuration.observe(by(), c.summarizerMs / 1000);
   metrics.compactionBytes.observe({ stage: 'before' }, c.bytesBefore);
   metrics.compactionBytes.observe({ stage: 'after' }, c.bytesAfter);
   metrics.compactionTokens.observe({ stage: 'before' }, c.tokensBefore);

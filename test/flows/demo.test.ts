@@ -20,7 +20,7 @@ it('npm run demo works offline and shows a rescued overflow', async () => {
   const calls = (rescue.match(/the gateway asked the summarizer/g) ?? []).length;
   expect(calls).toBeGreaterThanOrEqual(1);
   expect(ahead).not.toMatch(/the gateway asked the summarizer/);
-  expect(stdout).toContain(`gateway_summarizer_calls_total ${calls}\n`);
+  expect(stdout).toContain(`gateway_summarizer_calls_total{upstream="default",model="demo-model"} ${calls}\n`);
   expect(stdout).toMatch(/gateway_memory_lookups_total\{result="hit"\} [1-9]/);
   expect(stdout).toMatch(/gateway_replays_total\{api="chat",result="success",upstream="default"\} [1-9]/);
   expect(stdout).not.toMatch(/-> [45]\d\d/);

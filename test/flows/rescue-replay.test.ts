@@ -6,6 +6,7 @@ import type { Received } from '../helpers/fake-upstream.js';
 import { startGateway, postChat, postJson, type Posted, type TestGateway } from '../helpers/gateway.js';
 import { startStandIn, type Scripted, type StandIn, type TooLong } from '../helpers/provider.js';
 import { agentRequest, expectValidReplay, parseCompactionHeader } from '../helpers/rescue.js';
+import { total } from '../helpers/exposition.js';
 
 let provider: StandIn;
 let gateway: TestGateway;
@@ -189,7 +190,9 @@ it('counts the rescue in metrics', async () => {
   // Each call sized to the window the error stated: several for this history.
   const summarizerCalls = provider.summarizerCalls().length;
   expect(summarizerCalls).toBeGreaterThanOrEqual(1);
-  expect(metrics).toContain(`gateway_summarizer_calls_total ${summarizerCalls}\n`);
+  // Under the request's upstream and the model its summarizer calls named (the request's own).
+  expect(metrics).toContain(`gateway_summarizer_calls_total{upstream="default",model="${provider.summarizerCalls()[0].json.model}"} ${summarizerCalls}\n`);
+  expect(total(metrics, 'gateway_summarizer_calls_total')).toBe(summarizerCalls);
   const [rejected, replay] = provider.calls('chat');
   expect(metrics).toContain(`gateway_compaction_removed_bytes_total{api="chat"} ${rejected.body.length - replay.body.length}\n`);
   expect(metrics).toMatch(/gateway_compaction_duration_seconds_count 1/);
