@@ -75,6 +75,11 @@ describe('one line per rescue, at its end', () => {
     expect(lines[0]).toMatchObject({ level: 40, compaction: { outcome: 'replayed', replayStatus: 200, replayResult: 'success', upstream: 'default' } });
     expect(lines[0].msg).toMatch(/^upstream rejected the chat request as overlong \(400 context_length, limit stated\): compacted \d+ items into \d+ .*, replayed once: the upstream answered 200$/);
     expect(await rescues(origin)).toEqual({ replayed: 1 });
+    // What the upstream saw: the gateway's header on the replay only, with what was known before sending it.
+    const [first, replay] = provider.calls('chat');
+    expect(first.headers['x-gateway-compaction']).toBeUndefined();
+    expect(parseCompactionHeader(replay.headers['x-gateway-compaction'] as string)).toMatchObject({ outcome: 'replayed', trigger: 'rejected', reason: 'context_length' });
+    expect(replay.headers['x-gateway-compaction']).not.toMatch(/replay-status/);
   });
 
   it('an upstream whose real limit is below what the gateway compacts to: one ERROR line saying the replay got 400', async () => {
