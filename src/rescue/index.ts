@@ -265,7 +265,7 @@ async function replay(ctx: RescueContext, record: RescueRecord, first: Inspected
   try {
     ({ answer } = await sendRewritten(ctx, record, rewrite));
   } catch (err) {
-    Object.assign(record, { outcome: 'replay_failed', replayResult: 'failed', replayError: (err as Error).message });
+    Object.assign(record, { outcome: 'replay_failed', replayResult: 'failed', replayError: (err as Error).message, clientLeft: ctx.gone.aborted || undefined });
     countRescue(ctx.deps.metrics, record, 'failed');
     logDecision(ctx.log, record);
     // The replay never got an answer: the upstream's own first answer is the truest thing to give.

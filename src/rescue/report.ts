@@ -38,6 +38,8 @@ export interface RescueRecord {
   /** How the replay ended, and why it got no answer when it got none. */
   replayResult?: ReplayResult;
   replayError?: string;
+  /** The client left before the replay was answered: no one got an error, and it is no failure of the rescue. */
+  clientLeft?: boolean;
   /** Bound state (signed thinking) after the edit point: stripped, or covered by the opt-in; null for an API that has none. */
   bound?: BoundFigures | null;
   /** The upstream refused the rewrite's bound state, and it was sent once more with all of it stripped. */
@@ -114,7 +116,8 @@ export function logDecision(log: FastifyBaseLogger, r: RescueRecord, answer?: Pi
   const c = r.compaction;
   const fields = { compaction: flat(r) };
   const what = whatHappened(r);
-  const say = (message: string) => (FAILED.has(r.outcome) && !isAhead(r) ? log.error(fields, message) : log.warn(fields, message));
+  const failed = FAILED.has(r.outcome) && !isAhead(r) && !r.clientLeft;
+  const say = (message: string) => (failed ? log.error(fields, message) : log.warn(fields, message));
   if (r.outcome === 'disabled') {
     say(`${what}: compaction is off for this request; passing the upstream error through`);
   } else if (r.outcome === 'shed' && r.budget) {
@@ -149,6 +152,7 @@ export function logDecision(log: FastifyBaseLogger, r: RescueRecord, answer?: Pi
 
 /** How a rescue's one replay ended, as its line ends. */
 function replayEnd(r: RescueRecord): string {
+  if (r.clientLeft) return `replayed once; the client left before the upstream answered (${r.replayError ?? 'aborted'})`;
   if (r.replayStatus === undefined) return `replayed once, which failed before the upstream answered (${r.replayError ?? 'no answer'}); the client gets an error`;
   if (r.outcome === 'replayed') return `replayed once: the upstream answered ${r.replayStatus}`;
   const still = r.replayResult === 'still_overlong' ? ', overlong still' : '';
@@ -272,7 +276,8 @@ function flat(r: RescueRecord): Record<string, unknown> {
 export function countRescue(metrics: Metrics, r: RescueRecord, replay?: ReplayResult): void {
   const upstream = r.upstream ?? 'default';
   metrics.compactions.inc({ api: r.api, strategy: strategyOf(r) ?? 'none', outcome: r.outcome, upstream });
-  if (!isAhead(r)) metrics.rescues.inc({ api: r.api, outcome: r.outcome, upstream });
+  // A rescue whose client left ended for no one: neither saved nor failed.
+  if (!isAhead(r) && !r.clientLeft) metrics.rescues.inc({ api: r.api, outcome: r.outcome, upstream });
   if (replay) metrics.replays.inc({ api: r.api, result: replay, upstream });
 }
 

@@ -195,6 +195,7 @@ describe('logDecision: one line, once the rescue ended, with the numbers in the 
     logDecision(log, { ...base, outcome: 'not_shrunk', compaction: notShrunk });
     logDecision(log, { ...base, outcome: 'shed', budget: { inUse: 9e6, limit: 1e7, cost: 2e6 } });
     logDecision(log, { ...base, outcome: 'disabled' });
+    logDecision(log, { ...replay, outcome: 'replay_failed', replayResult: 'failed', replayError: 'Request aborted', clientLeft: true });
     expect(lines.map((l) => [l.level, l.msg.slice(l.msg.indexOf('): ') + 3)])).toEqual([
       ['warn', 'compacted 212 items into 14 (1.23 MB -> 99 KB, summarize, 1.5 s), replayed once: the upstream answered 200'],
       ['error', 'compacted 212 items into 14 (1.23 MB -> 99 KB, summarize, 1.5 s), replayed once: the upstream answered 400, overlong still, passed to the client'],
@@ -203,6 +204,7 @@ describe('logDecision: one line, once the rescue ended, with the numbers in the 
       ['error', 'no useful compaction (nothing_to_shrink, 3 items, 2 KB); passing the upstream error through'],
       ['error', 'shed, rescues held about 9.00 MB already and it needed 2.00 MB more (budget 10.00 MB, compaction.rescueBudgetBytes); passing the upstream error through'],
       ['warn', 'compaction is off for this request; passing the upstream error through'],
+      ['warn', 'compacted 212 items into 14 (1.23 MB -> 99 KB, summarize, 1.5 s), replayed once; the client left before the upstream answered (Request aborted)'],
     ]);
     expect(lines[1].obj.compaction).toMatchObject({ outcome: 'replay_failed', replayStatus: 400, replayResult: 'still_overlong' });
     expect(lines[3].obj.compaction).toMatchObject({ outcome: 'replay_failed', replayResult: 'failed', replayError: 'connect ECONNREFUSED 127.0.0.1:9' });
@@ -236,12 +238,13 @@ describe('metrics', () => {
     expect((await metrics.registry.getSingleMetric('gateway_replays_total')!.get()).values.filter((v) => v.value > 0)).toHaveLength(1);
   });
 
-  it('countRescue counts a rescue of a refusal by its end in gateway_rescues_total, never a compaction ahead', async () => {
+  it('countRescue counts a rescue of a refusal by its end in gateway_rescues_total, never a compaction ahead nor one whose client left', async () => {
     const metrics = createMetrics();
     countRescue(metrics, { api: 'chat', outcome: 'not_shrunk', trigger: 'rejected', compaction: notShrunk });
     countRescue(metrics, { api: 'chat', outcome: 'shed', trigger: 'truncated' });
     countRescue(metrics, { api: 'chat', outcome: 'compacted', trigger: 'proactive', compaction: compacted() });
     countRescue(metrics, { api: 'chat', outcome: 'not_shrunk', trigger: 'window', compaction: notShrunk });
+    countRescue(metrics, { api: 'chat', outcome: 'replay_failed', trigger: 'rejected', clientLeft: true }, 'failed');
     const counted = (await metrics.registry.getSingleMetric('gateway_rescues_total')!.get()).values.filter((v) => v.value > 0);
     expect(counted.map((v) => [v.labels.outcome, v.value])).toEqual([
       ['not_shrunk', 1],
