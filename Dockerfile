@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
-# compaction-gateway container image. Build: docker build -t compaction-gateway .
-# Run:   docker run -p 127.0.0.1:8080:8080 -e UPSTREAM_URL=https://api.openai.com/v1 compaction-gateway
+# compaction-gateway container image. Build: docker build -t compaction-gateway:0.1.0 .
+# Run:   docker run -p 127.0.0.1:8080:8080 -e UPSTREAM_URL=https://api.openai.com/v1 compaction-gateway:0.1.0
 #        (clients send their own provider key). With the provider key in the gateway
 #        (-e UPSTREAM_API_KEY), set -e GATEWAY_API_KEYS too: on HOST=0.0.0.0 the gateway refuses to
 #        start holding the provider key with no gateway key, unless -e GATEWAY_ALLOW_OPEN=1.

@@ -114,7 +114,7 @@ function loadGatewayConfig(file: string, env: Record<string, string>): { config?
   try {
     const config = loadConfig(['--config', file], env);
     const refusal = openGatewayRefusal(config);
-    return refusal ? { problems: [...problems, refusal.split('\n')[0].replace(/ Do one of:$/, '')] } : { config, problems };
+    return refusal ? { problems: [...problems, refusal.replace(/ Do one of: .*$/, '')] } : { config, problems };
   } catch (err) {
     if (err instanceof ConfigError) return { problems: [...problems, ...err.problems] };
     throw err;

@@ -8,6 +8,9 @@
 //   install    into an empty folder: `npm ci --omit=dev --offline` from the npm cache the project's
 //              `npm ci` filled, with the versions the project's lockfile pins (the package carries
 //              no lockfile; see lockFor); none of the lockfile's dev-only packages is installed
+//   user install  into another empty folder as a user installs it: `npm install` of the tarball
+//              alone, no lockfile and no overrides (npm applies only the root's), resolved from the
+//              registry (the cache first); on this Node, no EBADENGINE warning
 //   --version  node_modules/.bin/compaction-gateway --version names the package's version
 //   serve      started from another empty folder on a loopback port: /healthz answers 200, it
 //              reads the config file it ships, and a chat request reaches a stand-in upstream
@@ -178,6 +181,25 @@ async function install(): Promise<string> {
   return `${count} top-level packages in ${seconds(installMs)}, none of the lockfile's ${dev.length} dev-only ones`;
 }
 
+/**
+ * What a user's `npm install` of the tarball resolves, without the project's lockfile or its
+ * `overrides`: every package it installs must accept this Node (the test runs on the oldest
+ * major `engines` allows), so npm prints no EBADENGINE warning.
+ */
+async function userInstall(): Promise<string> {
+  const app = join(work, 'user');
+  mkdirSync(app);
+  writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'check-package-user', private: true }, null, 2));
+  const t0 = Date.now();
+  const { code, output } = await run('npm', ['install', '--omit=dev', '--prefer-offline', '--no-audit', '--no-fund', ctx.tarball!], { cwd: app, timeoutMs: LIMITS.installMs });
+  if (code !== 0) fail(`npm install of the tarball exited ${code}:\n${tail(output)}`);
+  const engines = output.split('\n').filter((line) => /EBADENGINE/.test(line));
+  if (engines.length) fail(`npm install on Node ${process.versions.node} warned EBADENGINE (pin or replace the dependency that pulls the package in):\n${tail(output, 40)}`);
+  const count = readdirSync(join(app, 'node_modules')).filter((d) => !d.startsWith('.')).length;
+  const warnings = output.split('\n').filter((line) => /^npm warn/i.test(line)).length;
+  return `${count} top-level packages on Node ${process.versions.node} in ${seconds(Date.now() - t0)}, no EBADENGINE (${warnings} other npm warnings)`;
+}
+
 /** The gateway's environment: nothing from this shell but PATH and HOME. */
 const gatewayEnv = (extra: Record<string, string>) => ({ PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? work, NODE_ENV: 'production', ...extra });
 
@@ -294,6 +316,7 @@ const steps: [string, () => Promise<string>][] = [
   ['pack', pack],
   ['contents', contents],
   ['install', install],
+  ['user install', userInstall],
   ['--version', version],
   ['serve', serve],
   ['SIGTERM', stop],

@@ -26,11 +26,16 @@ const provider = await startStandIn({
   // A summary built from the text it was given: the goals the user stated, so far.
   summarizer: (req) => ({ status: 200, json: { ...completion(summaryOf(String(req.json.messages.at(-1).content)), 'chatcmpl-demo-summary'), model: req.json.model } }),
 });
-const warnings: string[] = [];
+/** Each request's rescue lines (those with the compaction's figures), by request id. */
+const rescueLines = new Map<string, string[]>();
+const LEVELS: Record<number, string> = { 30: 'INFO', 40: 'WARN', 50: 'ERROR' };
 const logStream = new Writable({
   write(chunk, _enc, done) {
-    const line = JSON.parse(chunk.toString());
-    if (line.level === 40) warnings.push(line.msg);
+    for (const text of chunk.toString().split('\n').filter(Boolean)) {
+      const line = JSON.parse(text);
+      // The access line carries the header as a string; a rescue's line, its figures as an object.
+      if (typeof line.compaction === 'object' && line.requestId) rescueLines.set(line.requestId, [...(rescueLines.get(line.requestId) ?? []), `${LEVELS[line.level] ?? line.level} ${line.msg}`]);
+    }
     done();
   },
 });
@@ -65,13 +70,14 @@ for (let turn = 1; turn <= TURNS; turn++) {
     if (entry.kind === 'chat' && entry.refused === null) console.log(`         the gateway ${how} (${tokensOf(entry.req.body.length)} tokens): ${status}`);
   }
   console.log(`         x-gateway-compaction: ${header}`);
-  console.log(`         log: ${warnings.at(-1)}`);
+  for (const line of rescueLines.get(response.headers.get('x-request-id') ?? '') ?? []) console.log(`         log: ${line}`);
 }
 
 const metrics = await (await fetch(`${gateway}/metrics`)).text();
-console.log('\nThe gateway\u2019s metrics about it:');
+console.log('\nThe gateway\u2019s metrics about it (the series that are not zero):');
+const about = /^gateway_(overlong|compactions|rescues|replays|summarizer_calls|summarizer_tokens|memory_lookups|memory_summarizer_calls_saved|learned_context)_|^gateway_compaction_request_bytes_sum/;
 for (const line of metrics.split('\n')) {
-  if (/^gateway_(overlong|compactions|replays|summarizer_calls|memory_lookups|memory_summarizer_calls_saved|learned_context)_/.test(line) || /^gateway_compaction_request_bytes_sum/.test(line)) console.log(`  ${line}`);
+  if (about.test(line) && !/ 0$/.test(line)) console.log(`  ${line}`);
 }
 console.log('\nThe agent never saw an error: the overflow cost one compaction and one replay, and the');
 console.log('turns after it were sent compacted ahead with the remembered summary (memory=hit):');

@@ -1,7 +1,7 @@
 import { ENV_NAMES } from './config/load.js';
 
 /** What the command line asks for. Everything else is configured by file and environment. */
-export type Command = { run: 'help' } | { run: 'version' } | { run: 'serve' };
+export type Command = { run: 'help' } | { run: 'version' } | { run: 'check' } | { run: 'serve' };
 
 export class UsageError extends Error {
   readonly code = 'GW_USAGE';
@@ -9,6 +9,7 @@ export class UsageError extends Error {
 
 const FLAGS = [
   ['--config FILE', 'config file, YAML or JSON (else $CONFIG, else the shipped config/default.yaml)'],
+  ['--check', 'load and validate the config, resolve every upstream, print what would run; exit 0 (valid) or 2, never listening'],
   ['--help', 'print this help and exit'],
   ['--version', 'print the version and exit'],
 ] as const;
@@ -24,6 +25,7 @@ export function parseArgs(argv: readonly string[]): Command {
     const arg = argv[i];
     if (arg === '--help' || arg === '-h') return { run: 'help' };
     if (arg === '--version' || arg === '-v') command = { run: 'version' };
+    else if (arg === '--check') command = command.run === 'version' ? command : { run: 'check' };
     else if (arg === '--config') {
       if (!argv[i + 1] || argv[i + 1].startsWith('--')) throw new UsageError('--config needs a file path');
       i++;
@@ -37,7 +39,7 @@ export function parseArgs(argv: readonly string[]): Command {
 export function usage(): string {
   const width = Math.max(...FLAGS.map(([flag]) => flag.length));
   return [
-    'usage: compaction-gateway [--config FILE]',
+    'usage: compaction-gateway [--config FILE] [--check]',
     '',
     'A gateway for coding agents (chat completions, Responses, Anthropic Messages, Gemini) that compacts and replays requests rejected as too long.',
     '',

@@ -3,13 +3,14 @@ import { fileURLToPath } from 'node:url';
 import type { FastifyInstance } from 'fastify';
 import type { DestinationStream } from 'pino';
 import { UsageError, flagList, parseArgs, usage } from './cli.js';
-import { ConfigError, configSource, loadConfig, unknownVariableWarning, unknownVariables, type UnknownVariable } from './config/load.js';
+import { unknownVariableWarning, unknownVariables, type UnknownVariable } from './config/load.js';
 import type { Config } from './config/schema.js';
 import { dropLogs, flushLogs, stdoutDestination, writeLogsNow } from './logging.js';
 import { buildServer } from './server.js';
 import { startTelemetry } from './telemetry.js';
 import { memoryRedis, probeRedis, redisUnreachable } from './memory/redis.js';
-import { listeningOrigin, openGatewayRefusal, startupFields, startupWarnings } from './startup.js';
+import { checkReport, preflight } from './preflight.js';
+import { listenFailure, listeningOrigin, startupFields, startupWarnings } from './startup.js';
 import { gatewayVersion } from './version.js';
 
 /** The process: read flags and config, build the server, listen, shut down on SIGTERM/SIGINT. */
@@ -29,17 +30,15 @@ async function main(): Promise<void> {
   const shipped = fileURLToPath(new URL('../config/default.yaml', import.meta.url));
   // A misspelt variable explains many a config error or refusal: said with them, and logged once serving.
   const unknownEnv = unknownVariables(process.env);
-  const refuse = (message: string) =>
-    exitWith(2, [message, ...unknownEnv.map((u) => `warning: ${unknownVariableWarning(u)}`)].map((line) => `compaction-gateway: ${line}\n`).join(''));
-  let config: Readonly<Config>;
-  try {
-    config = loadConfig(argv, process.env, shipped);
-  } catch (err) {
-    if (err instanceof ConfigError) return refuse(err.message);
-    throw err;
+  const warnings = unknownEnv.map((u) => `warning: ${unknownVariableWarning(u)}`);
+  const say = (lines: string[]) => lines.map((line) => `compaction-gateway: ${line}\n`).join('');
+  const checked = preflight(argv, process.env, shipped);
+  if ('problems' in checked) return exitWith(2, say([...checked.problems, ...warnings]));
+  const { config, source } = checked;
+  if (command === 'check') {
+    const report = await checkReport(config, source, process.env, { gateway: gatewayVersion(), node: process.version });
+    return exitWith(0, say([...report, ...warnings]), 'stdout');
   }
-  const refusal = openGatewayRefusal(config);
-  if (refusal) return refuse(refusal);
   // `auto`: readable lines for a person at a terminal, JSON lines for everything else.
   const logStream = stdoutDestination(config.log.format, process.stdout.isTTY === true);
   // A stdout that fails (closed, broken pipe) must not end the process: there is nowhere to say so.
@@ -51,8 +50,14 @@ async function main(): Promise<void> {
   // Before listening: a signal that arrives while starting still drains and exits.
   exitOnSignals(app, logStream, config.server.shutdownGraceMs);
   await telemetry;
-  await app.listenOn(config.server.host, config.server.port);
-  await logStartup(app, config, configSource(argv, process.env, shipped), unknownEnv);
+  try {
+    await app.listenOn(config.server.host, config.server.port);
+  } catch (err) {
+    const failure = listenFailure(err as NodeJS.ErrnoException, config.server);
+    if (!failure) throw err;
+    return exitWith(failure.exitCode, say([failure.line, ...warnings]));
+  }
+  await logStartup(app, config, source, unknownEnv);
   writeLogsNow(logStream);
 }
 

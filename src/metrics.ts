@@ -8,6 +8,8 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
  */
 export const OVERLONG_REASONS = ['context_length', 'body_too_large'] as const;
 export const REPLAY_RESULTS = ['success', 'upstream_error', 'still_overlong', 'failed'] as const;
+/** How a rescue of a refusal ended for the client: saved, an error the gateway could not spare it, or no rescue asked for. */
+export const RESCUE_OUTCOMES = ['replayed', 'replay_failed', 'not_shrunk', 'shed', 'disabled'] as const;
 export const SUMMARIZER_FAILURE_KINDS = ['timeout', 'unreachable', 'rejected', 'overlong', 'bad_response', 'aborted'] as const;
 /** Summarizer tokens by direction, and whether the answers reported them or they were estimated from sizes. */
 export const TOKEN_DIRECTIONS = ['input', 'output'] as const;
@@ -42,12 +44,19 @@ const MISNAMED_DEFAULTS = ['nodejs_active_handles_total', 'nodejs_active_request
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 
+/** Whose summarizer spend a series counts: the upstream of the request compacted, and the model its summarizer calls named. */
+export interface SummarizerLabels {
+  upstream: string;
+  model: string;
+}
+
 /**
  * Every metric the gateway exports, on its own registry (so tests can build many gateways). The
  * rescue's series carry the `upstream` label, its values the config's upstream names (bounded by
- * the config), each started at zero.
+ * the config), each started at zero. The summarizer's carry `model` too: those the config names
+ * (`summarizers`) start at zero, a request's own model when it is first summarised with.
  */
-export function createMetrics(upstreamNames: readonly string[] = ['default']) {
+export function createMetrics(upstreamNames: readonly string[] = ['default'], summarizers: readonly SummarizerLabels[] = []) {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   for (const name of MISNAMED_DEFAULTS) registry.removeSingleMetric(name);
@@ -115,6 +124,12 @@ export function createMetrics(upstreamNames: readonly string[] = ['default']) {
     labelNames: ['api', 'upstream', 'source'] as const,
     registers: [registry],
   });
+  const rescues = new Counter({
+    name: 'gateway_rescues_total',
+    help: 'Rescues of overlong refusals and of answers the upstream silently cut, once each ended, by API, outcome and upstream: replayed (the client got the replay\'s answer), replay_failed, not_shrunk, shed (the client got an error the gateway could not spare it), disabled (opted out, or compaction off).',
+    labelNames: ['api', 'outcome', 'upstream'] as const,
+    registers: [registry],
+  });
   const replays = new Counter({
     name: 'gateway_replays_total',
     help: 'Replays of rescued requests, by API, result (success, upstream_error, still_overlong, failed) and upstream.',
@@ -129,18 +144,20 @@ export function createMetrics(upstreamNames: readonly string[] = ['default']) {
   });
   const summarizerCalls = new Counter({
     name: 'gateway_summarizer_calls_total',
-    help: 'Calls made to the summarizer LLM.',
+    help: 'Calls made to the summarizer LLM, by upstream (of the request compacted) and model (the summarizer calls\').',
+    labelNames: ['upstream', 'model'] as const,
     registers: [registry],
   });
   const summarizerFailures = new Counter({
     name: 'gateway_summarizer_failures_total',
-    help: 'Summaries that failed and fell back to the deterministic digest, by kind.',
-    labelNames: ['kind'] as const,
+    help: 'Summaries that failed and fell back to the deterministic digest, by kind, upstream and model.',
+    labelNames: ['kind', 'upstream', 'model'] as const,
     registers: [registry],
   });
   const summarizerDuration = new Histogram({
     name: 'gateway_summarizer_duration_seconds',
-    help: 'Time spent summarising one compaction (all its summarizer calls), successful or not.',
+    help: 'Time spent summarising one compaction (all its summarizer calls), successful or not, by upstream and model.',
+    labelNames: ['upstream', 'model'] as const,
     buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120],
     registers: [registry],
   });
@@ -153,8 +170,8 @@ export function createMetrics(upstreamNames: readonly string[] = ['default']) {
   });
   const summarizerTokens = new Counter({
     name: 'gateway_summarizer_tokens_total',
-    help: "Tokens the summarizer's calls took, by direction (input, output) and source (usage: as its answers reported; estimated: from sizes, where an answer reported none or the call failed).",
-    labelNames: ['direction', 'source'] as const,
+    help: "Tokens the summarizer's calls took, by direction (input, output), source (usage: as its answers reported; estimated: from sizes, where an answer reported none or the call failed), upstream and model.",
+    labelNames: ['direction', 'source', 'upstream', 'model'] as const,
     registers: [registry],
   });
   const removedBytes = new Counter({
@@ -205,8 +222,22 @@ export function createMetrics(upstreamNames: readonly string[] = ['default']) {
   startAtZero(truncations, perUpstream(combinations({ api: APIS, stage: TRUNCATION_STAGES })));
   startAtZero(windowCompactions, perUpstream(combinations({ api: APIS, source: WINDOW_SOURCES })));
   startAtZero(replays, perUpstream(combinations({ api: APIS, result: REPLAY_RESULTS })));
-  startAtZero(summarizerFailures, combinations({ kind: SUMMARIZER_FAILURE_KINDS }));
-  startAtZero(summarizerTokens, combinations({ direction: TOKEN_DIRECTIONS, source: TOKEN_SOURCES }));
+  startAtZero(rescues, perUpstream(combinations({ api: APIS, outcome: RESCUE_OUTCOMES })));
+  const summarizerModel = boundedLabel(CLIENT_LABEL_LIMIT);
+  const seenSummarizers = new Set<string>();
+  /** The labels of one upstream's summarizer model, bounded; each of its series at 0 the first time. */
+  const summarizerLabels = (upstream: string, model: string): SummarizerLabels => {
+    const by = { upstream, model: summarizerModel(model || 'unknown') };
+    const key = `${by.upstream}\0${by.model}`;
+    if (seenSummarizers.has(key)) return by;
+    seenSummarizers.add(key);
+    summarizerCalls.inc(by, 0);
+    summarizerDuration.zero(by);
+    startAtZero(summarizerFailures, combinations({ kind: SUMMARIZER_FAILURE_KINDS }).map((set) => ({ ...set, ...by })));
+    startAtZero(summarizerTokens, combinations({ direction: TOKEN_DIRECTIONS, source: TOKEN_SOURCES }).map((set) => ({ ...set, ...by })));
+    return by;
+  };
+  for (const { upstream, model } of summarizers) summarizerLabels(upstream, model);
   startAtZero(removedBytes, combinations({ api: APIS }));
   startAtZero(removedTokens, combinations({ api: APIS }));
 
@@ -220,10 +251,12 @@ export function createMetrics(upstreamNames: readonly string[] = ['default']) {
     upstreamTtfb,
     overlong,
     compactions,
+    rescues,
     replays,
     truncations,
     windowCompactions,
     compactionDuration,
+    summarizerLabels,
     summarizerCalls,
     summarizerFailures,
     summarizerDuration,

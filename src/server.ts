@@ -23,6 +23,7 @@ import { keepsContent } from './status/access.js';
 import { RecentDecisions } from './status/recent.js';
 import { gatewayVersion } from './version.js';
 import { RescueBudget, defaultRescueBudget } from './rescue/budget.js';
+import { configuredSummarizers } from './rescue/summarizer-credentials.js';
 import { Discoverer } from './upstream/discover.js';
 import { Windows } from './upstream/windows.js';
 import { responsesEndpoints } from './routes/responses.js';
@@ -58,7 +59,7 @@ declare module 'fastify' {
 /** Builds the gateway; never listens by itself. */
 export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): FastifyInstance {
   const upstreams = resolveUpstreams(config);
-  const metrics = deps.metrics ?? createMetrics(upstreams.all.map((u) => u.name));
+  const metrics = deps.metrics ?? createMetrics(upstreams.all.map((u) => u.name), configuredSummarizers(config, upstreams));
   const ownDispatcher = !deps.dispatcher;
   const dispatcher = deps.dispatcher ?? createEgress(config, upstreams, deps.env ?? process.env);
   const logStream = deps.logStream ?? stdoutDestination(config.log.format);

@@ -73,6 +73,26 @@ export function listeningOrigin(address: AddressInfo | string | null): string | 
   return `http://${host}:${address.port}`;
 }
 
+/**
+ * A listen that failed for a reason of this machine or of the config, as one line naming the keys;
+ * undefined for anything else. A port in use may free itself (an old process still draining), so
+ * it exits 1, which a supervisor retries; the others stay wrong until the config changes: exit 2.
+ */
+export function listenFailure(err: NodeJS.ErrnoException, server: Readonly<Config['server']>): { line: string; exitCode: number } | undefined {
+  const why = LISTEN_FAILURES[err.code ?? ''];
+  if (!why) return undefined;
+  const line = `cannot listen on ${server.host} port ${server.port} (server.host HOST, server.port PORT): ${why}`;
+  return { line, exitCode: err.code === 'EADDRINUSE' ? 1 : 2 };
+}
+
+const LISTEN_FAILURES: Record<string, string> = {
+  EADDRINUSE: 'the port is in use by another process; stop it, or set PORT to a free port',
+  EACCES: 'permission denied (a port below 1024 needs privileges; the image uses 8080)',
+  EADDRNOTAVAIL: 'this machine has no such address; use one of its own, 0.0.0.0 or 127.0.0.1',
+  ENOTFOUND: 'the host name does not resolve',
+  EAI_AGAIN: 'the host name could not be resolved now (DNS)',
+};
+
 /** One upstream as the startup line tells it. */
 function upstreamLine(config: Readonly<Config>, upstreams: Upstreams, u: Upstream, env: Record<string, string | undefined>) {
   const route = egressRoute(u.target.origin, u.proxy, env);
@@ -101,14 +121,14 @@ function upstreamLine(config: Readonly<Config>, upstreams: Upstreams, u: Upstrea
 export function openGatewayRefusal(config: Readonly<Config>): string | undefined {
   if (!isOpenGateway(config) || config.auth.allowOpen) return undefined;
   const { host } = config.server;
-  return [
+  return (
     `refusing to start an open gateway: it holds a provider key (${providerKeys(config).join(', ')}), asks clients for no key ` +
-      `(auth.keys, GATEWAY_API_KEYS, is empty) and listens on ${host} (server.host, HOST), beyond loopback: ` +
-      `anyone who reaches ${portOf(config)} could spend the provider key. Do one of:`,
-    '  - set GATEWAY_API_KEYS to one or more comma-separated keys (auth.keys); clients present one as their Bearer token, x-api-key or x-goog-api-key',
-    '  - listen on loopback only: HOST=127.0.0.1 (server.host)',
-    '  - serve it open on purpose (a private network, an authenticating proxy in front): GATEWAY_ALLOW_OPEN=1 (auth.allowOpen: true)',
-  ].join('\n');
+    `(auth.keys, GATEWAY_API_KEYS, is empty) and listens on ${host} (server.host, HOST), beyond loopback: ` +
+    `anyone who reaches ${portOf(config)} could spend the provider key. Do one of: ` +
+    'set GATEWAY_API_KEYS to one or more comma-separated keys (auth.keys), which clients present as their Bearer token, x-api-key or x-goog-api-key; ' +
+    'listen on loopback only: HOST=127.0.0.1 (server.host); ' +
+    'or serve it open on purpose (a private network, an authenticating proxy in front): GATEWAY_ALLOW_OPEN=1 (auth.allowOpen: true)'
+  );
 }
 
 const portOf = (config: Readonly<Config>) => (config.server.port === 0 ? 'its port' : `port ${config.server.port}`);

@@ -5,11 +5,20 @@ import { configSchema, type Config } from './schema.js';
 import { allKeyPaths, keysAt, kindAt, type ValueKind } from './shape.js';
 import { closest } from './suggest.js';
 
+/** Every problem of a config, each one line (a value quoted from a file cannot break it). */
 export class ConfigError extends Error {
   readonly code = 'GW_CONFIG_INVALID';
-  constructor(readonly problems: string[]) {
-    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+  readonly problems: string[];
+  constructor(problems: string[]) {
+    const lines = problems.map(oneLine);
+    super(`invalid configuration: ${lines.join('; ')}`);
+    this.problems = lines;
   }
+}
+
+/** Control characters (a line break in a key, a YAML error's code frame) as spaces, runs of them as one. */
+function oneLine(text: string): string {
+  return text.replace(/[\u0000-\u001f\u007f\u2028\u2029]+/g, ' ').trim();
 }
 
 type Env = Record<string, string | undefined>;
@@ -146,22 +155,21 @@ export function validateConfig(input: unknown, fromEnv = new Map<string, string>
     throw new ConfigError(
       result.error.issues.flatMap((issue) => {
         if (issue.code === 'unrecognized_keys') return issue.keys.map((key) => unknownKeyProblem(issue.path, key));
-        const path = issue.path.join('.') || '(root)';
-        const envName = fromEnv.get(issue.path.join('.'));
+        const path = keyPath(issue.path) || '(root)';
         // A problem that names its value in its own words is not followed by it; a mapping is never shown (it may hold a key).
         const said = issue.code === 'custom' && (issue.params as { said?: boolean } | undefined)?.said === true;
         const shown = said ? '' : shownValue(issue.path, valueAt(input, issue.path));
-        return `${path}${envName ? ` (from ${envName})` : ''}: ${issue.message}${shown}`;
+        return `${path}${variableSaid(issue.path.join('.'), fromEnv)}: ${issue.message}${shown}`;
       }),
     );
   }
-  const files = caFileProblems(result.data);
+  const files = caFileProblems(result.data, fromEnv);
   if (files.length > 0) throw new ConfigError(files);
   return deepFreeze(result.data);
 }
 
 /** A CA file that cannot be read or holds no PEM certificate: said now, not at the first TLS handshake. */
-function caFileProblems(config: Config): string[] {
+function caFileProblems(config: Config, fromEnv: ReadonlyMap<string, string>): string[] {
   const files: Array<[string, string | undefined]> = [
     ['upstream.caFile', config.upstream.caFile],
     ...Object.entries(config.upstreams ?? {}).map(([name, u]): [string, string | undefined] => [`upstreams.${name}.caFile`, u.caFile]),
@@ -174,10 +182,10 @@ function caFileProblems(config: Config): string[] {
     try {
       text = readFileSync(file, 'utf8');
     } catch (err) {
-      problems.push(`${key}: cannot be read: ${(err as Error).message}`);
+      problems.push(`${key}${variableSaid(key, fromEnv)}: cannot be read: ${(err as Error).message}`);
       continue;
     }
-    if (!text.includes('-----BEGIN CERTIFICATE-----')) problems.push(`${key}: ${file} holds no PEM certificate (-----BEGIN CERTIFICATE-----)`);
+    if (!text.includes('-----BEGIN CERTIFICATE-----')) problems.push(`${key}${variableSaid(key, fromEnv)}: ${file} holds no PEM certificate (-----BEGIN CERTIFICATE-----)`);
   }
   return problems;
 }
@@ -190,7 +198,22 @@ function unknownKeyProblem(at: readonly PropertyKey[], key: string): string {
     .map((path) => path.join('.'))
     .slice(0, 3);
   const guess = here ?? (elsewhere.length > 0 ? elsewhere.join(' or ') : undefined);
-  return `${[...at, key].join('.')}: unknown key${guess ? `; did you mean ${guess}?` : ''}`;
+  return `${keyPath([...at, key])}: unknown key${guess ? `; did you mean ${guess}?` : ''}`;
+}
+
+/** `upstreams."Bad Name".url`: a key that is not a plain word is quoted, so an empty one or one with a line break still shows. */
+function keyPath(path: readonly PropertyKey[]): string {
+  return path.map((key) => (typeof key === 'string' && !/^[\w-]+$/.test(key) ? JSON.stringify(key) : String(key))).join('.');
+}
+
+const VARIABLE_OF = new Map(ENV_KEYS.map(([name, path]) => [path, name]));
+
+/** ` (from PORT)` for a value the environment set, ` (or PORT)` for a key a variable can set, else nothing. */
+function variableSaid(path: string, fromEnv: ReadonlyMap<string, string>): string {
+  const from = fromEnv.get(path);
+  if (from) return ` (from ${from})`;
+  const variable = VARIABLE_OF.get(path);
+  return variable ? ` (or ${variable})` : '';
 }
 
 function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
@@ -238,7 +261,8 @@ function readConfigFile(file: string): Tree {
   try {
     parsed = parseYaml(text) ?? {};
   } catch (err) {
-    throw new ConfigError([`config file ${file}: not valid YAML/JSON: ${(err as Error).message}`]);
+    // The parser's first line says where; the rest is a drawing of the line, for a terminal.
+    throw new ConfigError([`config file ${file}: not valid YAML/JSON: ${(err as Error).message.split('\n')[0].replace(/:$/, '')}`]);
   }
   if (typeof parsed !== 'object' || Array.isArray(parsed) || parsed === null) {
     throw new ConfigError([`config file ${file}: must be a mapping of keys to values`]);

@@ -38,10 +38,12 @@ export const DEFAULTS = {
   memoryTtlSeconds: 24 * 60 * 60,
 } as const;
 
-const httpUrl = z
-  .string()
-  .url()
-  .refine((u) => /^https?:\/\//i.test(u), 'must be an http:// or https:// URL');
+/** An absolute http:// or https:// URL with a host: the one test, so one bad URL is one problem. */
+export function isHttpUrl(text: string): boolean {
+  return /^https?:\/\/[^/?#]/i.test(text) && URL.canParse(text);
+}
+
+const httpUrl = z.string().refine(isHttpUrl, 'must be an http:// or https:// URL');
 
 const positiveInt = z.number().int().positive();
 
@@ -79,8 +81,15 @@ export const API_NAMES = ['chat', 'responses', 'messages', 'gemini'] as const;
 const apiName = z.enum(API_NAMES);
 type ApiName = (typeof API_NAMES)[number];
 
+/** A forward proxy is an origin: a path, query or fragment after it is refused by undici's ProxyAgent. */
+export function isProxyUrl(text: string): boolean {
+  if (!isHttpUrl(text)) return false;
+  const url = new URL(text);
+  return url.pathname === '/' && url.search === '' && url.hash === '';
+}
+
 /** A forward proxy's URL, or `none`: straight to the upstream whatever HTTPS_PROXY says. */
-const proxySetting = z.union([z.literal('none'), httpUrl]);
+const proxySetting = z.string().refine((p) => p === 'none' || isProxyUrl(p), 'must be none, or a proxy URL with no path: http://host:port or https://host:port');
 
 /**
  * The default upstream (`upstream.url`, UPSTREAM_URL), and what every named upstream takes
@@ -392,6 +401,8 @@ function sharedOriginProblems(config: z.infer<typeof configObject>, implicit: bo
   for (const [name, url, u] of entries) {
     const keys = ['proxy', 'caFile', 'connectTimeoutMs', 'firstByteTimeoutMs', 'idleTimeoutMs'] as const;
     const egress = JSON.stringify(keys.map((k) => u[k] ?? shared[k]));
+    // A URL that is not one is a problem at its own key already.
+    if (!isHttpUrl(url)) continue;
     const origin = new URL(url).origin;
     const seen = first.get(origin);
     if (!seen) first.set(origin, { name, egress });

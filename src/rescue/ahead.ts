@@ -8,6 +8,7 @@ import { holdBudget, modelOf, tooManyItems, type RescueContext } from './context
 import { knows, learnedBounds, rememberSpan, rewriteOf, tenantFor, underLease, type Rewrite } from './memory.js';
 import { countCompaction, type RescueRecord } from './report.js';
 import { isAgentCompaction } from './agent-compaction.js';
+import { summarizerModel } from './summarizer.js';
 
 /*
  * The compaction ahead of the first attempt, from memory: compacted by the same compactFor as the
@@ -70,7 +71,7 @@ async function aheadUnderLease(
   const target = aheadTarget(recalled, bytes, await learnedBounds(ctx), ctx);
   const compaction = await compactFor(ctx, json, conversation, target, { because: BECAUSE.ahead, recalled: recalled.entry });
   const durationMs = performance.now() - started;
-  countCompaction(ctx.deps.metrics, ctx.dialect.api, compaction, durationMs);
+  countCompaction(ctx.deps.metrics, ctx.dialect.api, compaction, durationMs, { upstream: ctx.upstream.name, model: summarizerModel(ctx) });
   if (compaction.outcome !== 'compacted') return null;
   // Remembered with what this conversation's own rejection said fits, not what was learned since:
   // a lesson is applied afresh each time, and may be dropped (memory/limits.ts).

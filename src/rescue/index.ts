@@ -10,12 +10,13 @@ import { compactAhead, memoryAhead, type Proactive } from './ahead.js';
 import { BECAUSE, compactFor } from './compact.js';
 import { holdBudget, markedHeaders, modelOf, optedOut, tooManyItems, type Decided, type RescueContext } from './context.js';
 import { learnedBounds, learnFrom, noteAccepted, recallFor, rememberSpan, rewriteOf, underLease, type Rewrite } from './memory.js';
-import { compactionHeader, countCompaction, countRescue, logDecision, type RescueRecord, type ReplayResult } from './report.js';
+import { compactionHeader, countCompaction, countRescue, isAhead, logDecision, type RescueRecord, type ReplayResult } from './report.js';
 import { noteRescue } from '../telemetry.js';
 import { isAgentCompaction } from './agent-compaction.js';
 import { inApiWords } from './overflow-error.js';
 import { heldCount, judgeAnswer, logStreamedCut, mayNearWindow, overWindow, truncationVerdict, watched, windowFor, type SentBody } from './window.js';
 import type { CompactionMemory } from '../memory/index.js';
+import { summarizerModel } from './summarizer.js';
 
 /*
  * The rescue, written once for every API: attempt -> overlong and nothing sent yet? -> make the
@@ -251,7 +252,7 @@ async function compacted(
     return { compaction, used, remembered: lease !== null && !agents };
   });
   Object.assign(record, { remedy: 'compaction', compaction, limit: record.limit ?? used.source, durationMs: performance.now() - started });
-  countCompaction(deps.metrics, dialect.api, compaction, record.durationMs!);
+  countCompaction(deps.metrics, dialect.api, compaction, record.durationMs!, { upstream: ctx.upstream.name, model: summarizerModel(ctx) });
   if (compaction.outcome !== 'compacted') {
     record.outcome = 'not_shrunk';
     return null;
@@ -277,18 +278,21 @@ async function replay(ctx: RescueContext, record: RescueRecord, first: Inspected
   try {
     ({ answer } = await sendRewritten(ctx, record, rewrite));
   } catch (err) {
-    record.outcome = 'replay_failed';
+    Object.assign(record, { outcome: 'replay_failed', replayResult: 'failed', replayError: (err as Error).message, clientLeft: ctx.gone.aborted || undefined });
     countRescue(ctx.deps.metrics, record, 'failed');
     // The replay never got an answer: the upstream's own first answer is the truest thing to give.
-    if (ctx.gone.aborted || !first.held.complete) throw err;
-    ctx.log.warn({ err: (err as Error).message }, 'the replay failed before the upstream answered; passing the original rejection through');
-    return finish(ctx, record, first);
+    const given = ctx.gone.aborted || !first.held.complete ? null : forClient(ctx, record, first);
+    logDecision(ctx.log, record);
+    if (!given) throw err;
+    return finish(ctx, record, given);
   }
   const result = replayResult(answer);
   if (result !== 'success') record.outcome = 'replay_failed';
-  record.replayStatus = answer.answer.status;
+  Object.assign(record, { replayStatus: answer.answer.status, replayResult: result });
   countRescue(ctx.deps.metrics, record, result);
-  return finish(ctx, record, answer);
+  const given = forClient(ctx, record, answer);
+  logDecision(ctx.log, record);
+  return finish(ctx, record, given);
 }
 
 /** A rewrite with nothing bound to mend: a lowered completion limit, the upstream's own truncation. */
@@ -324,7 +328,8 @@ async function sendRewritten(ctx: RescueContext, record: RescueRecord, rewrite: 
     noteBound(ctx, record, answer);
     return { answer, bytes: body.length, body };
   } finally {
-    logDecision(ctx.log, record, answer);
+    // Sent ahead, its line tells the answer it got; a rescue's waits for the replay's end (replay).
+    if (isAhead(record)) logDecision(ctx.log, record, answer);
   }
 }
 
@@ -377,15 +382,21 @@ function shed(ctx: RescueContext, record: RescueRecord, first: InspectedAnswer, 
 }
 
 function passThrough(ctx: RescueContext, record: RescueRecord, first: InspectedAnswer): Outcome {
+  const answer = forClient(ctx, record, first);
   logDecision(ctx.log, record);
   countRescue(ctx.deps.metrics, record);
-  return finish(ctx, record, first);
+  return finish(ctx, record, answer);
 }
 
 function finish(ctx: RescueContext, record: RescueRecord, answer: InspectedAnswer): Outcome {
+  return { answer, header: noted(ctx, record) };
+}
+
+/** What the client gets of an answer the rescue ends with: an overflow in its API's own words when it can be put so (below). */
+function forClient(ctx: RescueContext, record: RescueRecord, answer: InspectedAnswer): InspectedAnswer {
   const translated = record.outcome === 'replayed' ? null : overflowInApiWords(ctx, record, answer);
   if (translated) record.overflowError = 'translated';
-  return { answer: translated ?? answer, header: noted(ctx, record) };
+  return translated ?? answer;
 }
 
 /**

@@ -2,7 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { BoundFigures, CompactionResult } from '../compaction/index.js';
 import type { LimitSource } from '../compaction/target.js';
 import type { Api } from '../dialects/types.js';
-import type { Metrics } from '../metrics.js';
+import type { Metrics, SummarizerLabels } from '../metrics.js';
 import type { OverlongReason } from '../overlong/types.js';
 import type { InspectedAnswer } from './inspect.js';
 import type { WindowSource } from '../upstream/windows.js';
@@ -37,6 +37,11 @@ export interface RescueRecord {
   window?: { tokens: number; estimate: number; model?: string };
   durationMs?: number;
   replayStatus?: number;
+  /** How the replay ended, and why it got no answer when it got none. */
+  replayResult?: ReplayResult;
+  replayError?: string;
+  /** The client left before the replay was answered: no one got an error, and it is no failure of the rescue. */
+  clientLeft?: boolean;
   /** Bound state (signed thinking) after the edit point: stripped, or covered by the opt-in; null for an API that has none. */
   bound?: BoundFigures | null;
   /** The upstream refused the rewrite's bound state, and it was sent once more with all of it stripped. */
@@ -98,46 +103,69 @@ function strategyOf(r: RescueRecord): string | undefined {
   return r.compaction?.outcome === 'compacted' ? r.compaction.strategy : undefined;
 }
 
+/** Rescues whose client got the upstream's error although the gateway would have helped. */
+const FAILED: ReadonlySet<Outcome> = new Set(['replay_failed', 'not_shrunk', 'shed']);
+
+/** Made smaller before its first attempt (from memory, or to fit a known window), not after a refusal. */
+export function isAhead(r: RescueRecord): boolean {
+  return r.trigger === 'proactive' || r.trigger === 'window';
+}
+
 /**
- * The one line a rescue writes when it decides, with the numbers in the sentence: a WARN when the
- * upstream refused something (an overlong rejection, bound thinking, a request compacted ahead),
- * and an INFO for a request compacted ahead from memory that the upstream then accepted (`answer`,
- * when it is known), which is every later turn of a healthy long session. At debug, the summary
- * text that stood in for the history goes in a line of its own (logSummaryText).
+ * The one line a rescue writes, once its end is known, with the numbers in the sentence: ERROR
+ * when the client got the upstream's error although the gateway would have helped (replay_failed,
+ * not_shrunk, shed), WARN when the upstream refused something and the request was saved, or the
+ * client or the config asked for no rescue (disabled). A request compacted ahead is told with the
+ * answer it got: INFO when the upstream accepted it (every later turn of a healthy long session),
+ * else WARN. At debug, the summary text that stood in for the history goes in a line of its own
+ * (logSummaryText).
  */
 export function logDecision(log: FastifyBaseLogger, r: RescueRecord, answer?: Pick<InspectedAnswer, 'answer' | 'verdict'>): void {
   const c = r.compaction;
   const fields = { compaction: flat(r) };
   const what = whatHappened(r);
+  const failed = FAILED.has(r.outcome) && !isAhead(r) && !r.clientLeft;
+  const words = r.overflowError ? `; the client gets it as its API's own overflow error, so its agent can compact` : '';
+  const say = (message: string) => (failed ? log.error(fields, `${message}${words}`) : log.warn(fields, `${message}${words}`));
   if (r.outcome === 'disabled') {
-    log.warn(fields, `${what}: compaction is off for this request; passing the upstream error through`);
+    say(`${what}: compaction is off for this request; passing the upstream error through`);
   } else if (r.outcome === 'shed' && r.budget) {
     const b = r.budget;
     const why =
       b.cost > b.limit
         ? `reading it would take about ${size(b.cost)}, more than the whole rescue budget (${size(b.limit)}, compaction.rescueBudgetBytes)`
         : `rescues held about ${size(b.inUse)} already and it needed ${size(b.cost)} more (budget ${size(b.limit)}, compaction.rescueBudgetBytes)`;
-    log.warn(fields, `${what}: shed, ${why}; passing the upstream error through`);
+    say(`${what}: shed, ${why}; passing the upstream error through`);
   } else if (r.remedy === 'clamp') {
-    const then = r.trigger === 'window' ? 'sending it so' : 'replaying once';
-    log.warn(fields, `${what}: the prompt fits; lowered the completion limit from ${r.completion?.before} to ${r.completion?.after}, ${then}`);
+    const then = r.trigger === 'window' ? 'sending it so' : replayEnd(r);
+    say(`${what}: the prompt fits; lowered the completion limit from ${r.completion?.before} to ${r.completion?.after}, ${then}`);
   } else if (r.remedy === 'truncation') {
-    log.warn(fields, `${what}: its history is held upstream (previous_response_id); replaying once with truncation "auto"`);
+    say(`${what}: its history is held upstream (previous_response_id); truncation "auto", ${replayEnd(r)}`);
   } else if (c?.outcome === 'not_shrunk') {
-    log.warn(fields, `${what}: no useful compaction (${c.why}, ${c.messagesBefore} items, ${size(c.bytesBefore)}); passing the upstream error through`);
+    const then = isAhead(r) ? 'sending it as it was' : 'passing the upstream error through';
+    say(`${what}: no useful compaction (${c.why}, ${c.messagesBefore} items, ${size(c.bytesBefore)}); ${then}`);
   } else if (c?.outcome === 'compacted') {
     const took = c.summarizerMs !== undefined ? `, ${seconds(c.summarizerMs)}` : '';
     const fellBack = c.summarizerFailure ? ` after the summarizer failed (${c.summarizerFailure})` : '';
     const memory = c.memory === 'hit' ? (c.summarizerCalls === 0 ? ', remembered summary reused as it was' : ', remembered summary extended') : '';
     const cut = c.cut > 0 ? `, ${c.cut} kept contents cut to fit` : '';
-    const ahead = r.trigger === 'proactive' || r.trigger === 'window';
-    const then = ahead ? 'sending it compacted' : 'replaying once';
+    const ahead = isAhead(r);
+    const then = ahead ? 'sending it compacted' : replayEnd(r);
     const accepted = ahead && !r.bindingRetry && answer !== undefined && !answer.verdict.overlong && answer.answer.status < 400;
     const message = `${what}: compacted ${c.messagesBefore} items into ${c.messagesAfter} (${size(c.bytesBefore)} -> ${size(c.bytesAfter)}, ${c.strategy}${took}${memory}${cut})${fellBack}, ${then}${boundSaid(r)}`;
     if (accepted) log.info(fields, message);
-    else log.warn(fields, `${message}${ahead ? refusedAhead(answer) : ''}`);
+    else say(`${message}${ahead ? refusedAhead(answer) : ''}`);
     logSummaryText(log, r, c);
   }
+}
+
+/** How a rescue's one replay ended, as its line ends. */
+function replayEnd(r: RescueRecord): string {
+  if (r.clientLeft) return `replayed once; the client left before the upstream answered (${r.replayError ?? 'aborted'})`;
+  if (r.replayStatus === undefined) return `replayed once, which failed before the upstream answered (${r.replayError ?? 'no answer'}); the client gets an error`;
+  if (r.outcome === 'replayed') return `replayed once: the upstream answered ${r.replayStatus}`;
+  const still = r.replayResult === 'still_overlong' ? ', overlong still' : '';
+  return `replayed once: the upstream answered ${r.replayStatus}${still}, passed to the client`;
 }
 
 /** What set a decision off, as the log line's sentence starts. */
@@ -253,27 +281,35 @@ function flat(r: RescueRecord): Record<string, unknown> {
   };
 }
 
+/** Counted once a decision's end is known: a rescue's (never one made ahead) in gateway_rescues_total too. */
 export function countRescue(metrics: Metrics, r: RescueRecord, replay?: ReplayResult): void {
   const upstream = r.upstream ?? 'default';
   metrics.compactions.inc({ api: r.api, strategy: strategyOf(r) ?? 'none', outcome: r.outcome, upstream });
+  // A rescue whose client left ended for no one: neither saved nor failed.
+  if (!isAhead(r) && !r.clientLeft) metrics.rescues.inc({ api: r.api, outcome: r.outcome, upstream });
   if (replay) metrics.replays.inc({ api: r.api, result: replay, upstream });
 }
 
-/** Counted when the decision is made, before the replay's answer is known. */
-export function countCompaction(metrics: Metrics, api: Api, c: CompactionResult, durationMs: number): void {
+/**
+ * Counted when the decision is made, before the replay's answer is known. The summarizer's spend
+ * goes to the upstream of the request compacted and the model its summarizer calls named.
+ */
+export function countCompaction(metrics: Metrics, api: Api, c: CompactionResult, durationMs: number, summarizer: SummarizerLabels): void {
   metrics.compactionDuration.observe(durationMs / 1000);
-  if (c.summarizerCalls > 0) metrics.summarizerCalls.inc(c.summarizerCalls);
+  // Asked for only when the summarizer was used: a model never summarised with gets no series.
+  const by = () => metrics.summarizerLabels(summarizer.upstream, summarizer.model);
+  if (c.summarizerCalls > 0) metrics.summarizerCalls.inc(by(), c.summarizerCalls);
   if (c.outcome !== 'compacted') return;
   const tokens = c.summarizerTokens;
   if (tokens && tokens.input + tokens.output > 0) {
     const source = tokens.estimated ? 'estimated' : 'usage';
-    metrics.summarizerTokens.inc({ direction: 'input', source }, tokens.input);
-    metrics.summarizerTokens.inc({ direction: 'output', source }, tokens.output);
+    metrics.summarizerTokens.inc({ ...by(), direction: 'input', source }, tokens.input);
+    metrics.summarizerTokens.inc({ ...by(), direction: 'output', source }, tokens.output);
   }
   metrics.removedBytes.inc({ api }, Math.max(0, c.bytesBefore - c.bytesAfter));
   metrics.removedTokens.inc({ api }, Math.max(0, c.tokensBefore - c.tokensAfter));
-  if (c.summarizerFailure) metrics.summarizerFailures.inc({ kind: c.summarizerFailure });
-  if (c.summarizerMs !== undefined) metrics.summarizerDuration.observe(c.summarizerMs / 1000);
+  if (c.summarizerFailure) metrics.summarizerFailures.inc({ ...by(), kind: c.summarizerFailure });
+  if (c.summarizerMs !== undefined) metrics.summarizerDuration.observe(by(), c.summarizerMs / 1000);
   metrics.compactionBytes.observe({ stage: 'before' }, c.bytesBefore);
   metrics.compactionBytes.observe({ stage: 'after' }, c.bytesAfter);
   metrics.compactionTokens.observe({ stage: 'before' }, c.tokensBefore);

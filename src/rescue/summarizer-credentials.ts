@@ -51,6 +51,15 @@ export function summarizerDestination(config: Readonly<Config>, upstreams: Upstr
   return { url, api, model, credential, upstream: named ?? (url === own.url ? own : undefined) };
 }
 
+/** Each upstream's summarizer model where the config names one, for its metrics to start at zero; a request's own model is known when it comes. */
+export function configuredSummarizers(config: Readonly<Config>, upstreams: Upstreams): Array<{ upstream: string; model: string }> {
+  if (config.compaction.strategy === 'fallback') return [];
+  return upstreams.all.flatMap((u) => {
+    const { model } = summarizerDestination(config, upstreams, u);
+    return model ? [{ upstream: u.name, model }] : [];
+  });
+}
+
 /** The warning for a summarizer that gets no credential, or undefined. Said at startup and when first used. */
 export function uncredentialedSummarizer(own: Upstream, destination: SummarizerDestination): string | undefined {
   if (destination.credential.kind !== 'none') return undefined;

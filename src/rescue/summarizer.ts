@@ -31,7 +31,7 @@ export function summarizerFor(ctx: RescueContext, target: SizeTarget): Summarize
   const served = destination.upstream?.apis;
   const api = destination.api ?? (served && !served.has(ctx.dialect.api) ? [...served][0] : ctx.dialect.api);
   const wire = DIALECTS[api].summarizer;
-  const model = destination.model ?? modelOf(ctx) ?? '';
+  const model = summarizerModel(ctx, destination);
   // The request's own credentials are its upstream's: never sent to another origin.
   const own =
     credential.kind === 'key' ? keyHeaders(wire.credential, credential.key) : credential.kind === 'request' ? requestCredentials(ctx) : noCredentials(ctx.deps.config, ctx.upstream, destination, ctx.log);
@@ -65,6 +65,11 @@ export function summarizerFor(ctx: RescueContext, target: SizeTarget): Summarize
       return (tokens) => callFit(window.bounds, window.bytesPerToken, tokens);
     },
   };
+}
+
+/** The model a request's summarizer calls name: the configured one, else the request's own ('' when it names none). */
+export function summarizerModel(ctx: RescueContext, destination = summarizerDestination(ctx.deps.config, ctx.deps.upstreams, ctx.upstream)): string {
+  return destination.model ?? modelOf(ctx) ?? '';
 }
 
 /** Where one summarizer's calls go, and what ends them. */

@@ -181,14 +181,16 @@ function failed(request: Pick<RescuedExchange, 'log' | 'notes'>, client: ClientR
     // The status is out: the only honest signal left is to cut the connection.
     const cause = err instanceof GatewayError ? err : fromUpstreamFailure(err);
     const { fields, message } = failureLog(cause, request.notes.upstreamStatus);
-    request.log.warn(fields, message);
+    request.log.warn({ upstream: request.notes.upstream, ...fields }, message);
     client.sendError(new GatewayError('upstream_bad_response'));
     return;
   }
   const gatewayError = err instanceof GatewayError ? err : new GatewayError('internal_error', undefined, { cause: err });
   const { fields, message } = failureLog(gatewayError);
+  // As the pass-through's line: which upstream failed, then what the client got.
+  const said = { upstream: request.notes.upstream, ...fields };
   // A bug keeps its stack; an upstream that failed is one plain line with what the client got.
-  if (gatewayError.code === 'internal_error') request.log.error({ ...fields, err }, message);
-  else request.log.warn(fields, message);
+  if (gatewayError.code === 'internal_error') request.log.error({ ...said, err }, message);
+  else request.log.warn(said, message);
   client.sendError(gatewayError);
 }

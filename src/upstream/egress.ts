@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { rootCertificates } from 'node:tls';
 import { Agent, Dispatcher, ProxyAgent } from 'undici';
+import { isHttpUrl, isProxyUrl } from '../config/schema.js';
 
 /*
  * How the gateway's outbound traffic leaves: one connection pool per origin (an upstream's, a
@@ -44,7 +45,20 @@ export function egressRoute(origin: string, proxy: string | undefined, env: Env)
   const chosen = url.protocol === 'https:' ? (https ? { name: 'HTTPS_PROXY', url: https } : http ? { name: 'HTTP_PROXY', url: http } : null) : http ? { name: 'HTTP_PROXY', url: http } : null;
   if (!chosen) return { via: 'direct', because: 'no HTTPS_PROXY or HTTP_PROXY set' };
   if (noProxyMatches(url, envValue(env, 'no_proxy') ?? '')) return { via: 'direct', because: 'NO_PROXY lists it' };
-  return { via: new URL(chosen.url).origin, because: chosen.name, proxyUrl: chosen.url };
+  return { via: isHttpUrl(chosen.url) ? new URL(chosen.url).origin : 'not a URL', because: chosen.name, proxyUrl: chosen.url };
+}
+
+/**
+ * The proxy variable an origin's traffic would go through, when its value is not an http:// or
+ * https:// URL of an origin (curl reads `proxy:3128` as http://, undici refuses it): a sentence naming the
+ * variable, with any credentials in it masked. Undefined when that traffic takes no such variable.
+ */
+export function proxyVariableProblem(origin: string, proxy: string | undefined, env: Env): string | undefined {
+  const route = egressRoute(origin, proxy, env);
+  if (!route.proxyUrl || proxy !== undefined || isProxyUrl(route.proxyUrl)) return undefined;
+  const at = route.proxyUrl.lastIndexOf('@');
+  const shown = (at < 0 ? route.proxyUrl : `[redacted]@${route.proxyUrl.slice(at + 1)}`).slice(0, 80);
+  return `${route.because}: must be a proxy URL with no path, such as http://proxy:3128 (traffic to ${origin} goes through it); got ${JSON.stringify(shown)}`;
 }
 
 /** `no_proxy`, else `NO_PROXY` (the lower-case name first, as curl and undici read them). */

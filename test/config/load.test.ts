@@ -69,7 +69,7 @@ describe('loadConfig', () => {
   });
 
   it('refuses gateway keys without an upstream key (the gateway key is never forwarded)', () => {
-    expect(problems(() => loadConfig([], { GATEWAY_API_KEYS: 'a' })).join()).toMatch(/upstream\.apiKey: is required when auth\.keys is set/);
+    expect(problems(() => loadConfig([], { GATEWAY_API_KEYS: 'a' })).join()).toMatch(/upstream\.apiKey \(or UPSTREAM_API_KEY\): is required when auth\.keys is set/);
   });
 
   it('reports an unreadable or malformed file', () => {
@@ -84,9 +84,9 @@ describe('loadConfig', () => {
         SUMMARIZER_TIMEOUT_MS: '-5',
       }),
     ).join('\n');
-    expect(list).toMatch(/upstream\.apiKey: .*; got \[redacted\]/);
+    expect(list).toMatch(/upstream\.apiKey \(or UPSTREAM_API_KEY\): .*; got \[redacted\]/);
     expect(list).toMatch(/auth\.keys\.0: .*; got \[redacted\]/);
-    expect(list).toMatch(/server\.port: .*; got 70000/);
+    expect(list).toMatch(/server\.port \(or PORT\): .*; got 70000/);
     expect(list).toMatch(/summarizer\.timeoutMs \(from SUMMARIZER_TIMEOUT_MS\): .*; got -5/);
     expect(list).not.toMatch(/12345678|pa55word|sk-query/);
   });

@@ -51,7 +51,7 @@ describe('unknown environment variables', () => {
     proc = runGateway([], { PORT: '0', GATEWAY_API_KEYS: 'gw-real', UPSTREAM_APIKEY: 'sk-typo' });
     expect(await proc.exitWithin(10_000)).toMatchObject({ code: 2 });
     const out = proc.output();
-    expect(out).toMatch(/upstream\.apiKey: is required when auth\.keys is set/);
+    expect(out).toMatch(/^compaction-gateway: invalid configuration: upstream\.apiKey \(or UPSTREAM_API_KEY\): is required when auth\.keys is set/m);
     expect(out).toMatch(/warning: environment variable UPSTREAM_APIKEY is set, .*did you mean UPSTREAM_API_KEY/);
     expect(out).not.toMatch(/gw-real|sk-typo/);
   });

@@ -31,9 +31,9 @@ describe('unknown keys', () => {
     proc = runGateway(['--config', path], { PORT: '0' });
     expect(await proc.exitWithin(10_000)).toMatchObject({ code: 2 });
     const lines = proc.output().split('\n');
-    expect(lines).toContain('  - upstream.api_key: unknown key; did you mean apiKey?');
-    expect(lines).toContain('  - upstream.base_url: unknown key; did you mean url?');
-    expect(lines).toContain('  - server.prot: unknown key; did you mean port?');
+    expect(lines).toContain('compaction-gateway: invalid configuration: upstream.api_key: unknown key; did you mean apiKey?');
+    expect(lines).toContain('compaction-gateway: invalid configuration: upstream.base_url: unknown key; did you mean url?');
+    expect(lines).toContain('compaction-gateway: invalid configuration: server.prot: unknown key; did you mean port?');
     expect(proc.output()).not.toMatch(/api_key\.base_url|sk-snake-case/);
   });
 
@@ -57,7 +57,7 @@ describe('unknown keys', () => {
     expect(list).toEqual(
       expect.arrayContaining(['server.hots: unknown key; did you mean host?', 'server.prot: unknown key; did you mean port?', 'colour: unknown key']),
     );
-    expect(list.find((p) => p.startsWith('server.port:'))).toMatch(/got 70000/);
+    expect(list.find((p) => p.startsWith('server.port (or PORT):'))).toMatch(/got 70000/);
     expect(list).toHaveLength(4);
   });
 });

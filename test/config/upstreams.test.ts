@@ -83,7 +83,7 @@ describe('a config of named upstreams that cannot work', () => {
 
   it('points caFile at a file that is not there, or holds no certificate', () => {
     expect(problems(`upstreams:\n  a: { url: "https://h.example/v1", caFile: /nonexistent/ca.pem }\n`)[0]).toMatch(/^upstreams\.a\.caFile: cannot be read: ENOENT/);
-    expect(problems(`upstream:\n  caFile: ${file('not a pem')}\n`)[0]).toMatch(/^upstream\.caFile: .* holds no PEM certificate/);
+    expect(problems(`upstream:\n  caFile: ${file('not a pem')}\n`)[0]).toMatch(/^upstream\.caFile \(or UPSTREAM_CA_FILE\): .* holds no PEM certificate/);
   });
 
   it('sets a summarizer key without its URL beside upstreams: it would reach every provider', () => {
@@ -110,8 +110,8 @@ describe('the built gateway refusing such a config', () => {
     proc = runGateway(['--config', file(text)], { PORT: '0' });
     expect(await proc.exitWithin(10_000)).toMatchObject({ code: 2 });
     const out = proc.output();
-    expect(out).toContain('  - routes.0: routes the messages API to local, which does not serve it (its apis: chat)');
-    expect(out).toContain('  - routes.1.upstream: names no upstream: "nope"; the upstreams are anthropic, local, openai');
+    expect(out).toContain('compaction-gateway: invalid configuration: routes.0: routes the messages API to local, which does not serve it (its apis: chat)');
+    expect(out).toContain('compaction-gateway: invalid configuration: routes.1.upstream: names no upstream: "nope"; the upstreams are anthropic, local, openai');
     expect(out).not.toMatch(/sk-openai|sk-ant/);
   });
 });

@@ -179,9 +179,22 @@ describe.skipIf(!HAVE_PROMETHEUS && !IN_CI)('Prometheus scraping a gateway throu
     // increase() extrapolates to the range's edges, so one rescue shows as 1 or a little more.
     expect(value).toBeGreaterThanOrEqual(1);
     expect(value).toBeLessThan(3);
-    const ratio = queries.find((q) => /Replay success ratio/.test(q.where))!;
-    const [r] = (await getJson(`${api}/api/v1/query?query=${encodeURIComponent(ratio.expr)}`)).data.result;
-    expect(r.value[1]).toBe('1');
+    const ratio = queries.find((q) => /Rescue failure ratio/.test(q.where))!;
+    const failureRatio = async () => Number((await getJson(`${api}/api/v1/query?query=${encodeURIComponent(ratio.expr)}`)).data.result[0]?.value[1]);
+    expect(await failureRatio()).toBe(0);
+
+    // A refusal the gateway cannot help (one message, nothing to compact) never replays: the
+    // panel counts it all the same. (The nginx in front refuses this odd call too.)
+    const lone = await postChat(gateway, { model: 'm', messages: [{ role: 'user', content: 'x'.repeat(300_000) }] }, { authorization: 'Bearer sk-client' });
+    expect(lone.status).toBe(413);
+    expect(parseCompactionHeader(lone.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'not_shrunk' });
+    const failed = await waitFor('the not_shrunk on the Rescue failure ratio panel', async () => {
+      const value = await failureRatio();
+      return value > 0 ? value : undefined;
+    });
+    // One failure beside one or two saved rescues.
+    expect(failed).toBeGreaterThanOrEqual(0.3);
+    expect(failed).toBeLessThanOrEqual(0.5);
   }, TEST_MS);
 
   it('shows 1 on the "Gateways up" panel with All selected, and only the gateway on the process panels, beside a Prometheus scraping itself', async () => {

@@ -53,7 +53,7 @@ it('the prompt fits, prompt plus completion does not: max_tokens is lowered, not
     'completion-after': lowered,
   });
   const warn = gateway.logLines().find((l) => l.level === 40 && /overlong/.test(l.msg));
-  expect(warn.msg).toMatch(/the prompt fits; lowered the completion limit from 32000 to 28630, replaying once/);
+  expect(warn.msg).toMatch(/the prompt fits; lowered the completion limit from 32000 to 28630, replayed once: the upstream answered 200/);
 });
 
 it('max_completion_tokens is the field lowered when the request used it', async () => {

@@ -6,6 +6,7 @@ import { freePort } from '../helpers/ports.js';
 import { parseCompactionHeader } from '../helpers/rescue.js';
 import { MESSAGES, startStrictGemini, tokensOf, type StrictGemini, type StrictGeminiReject } from '../helpers/strict-gemini.js';
 import { expectValidGeminiReplay, geminiFixture } from '../scenarios/apis/gemini.js';
+import { total } from '../helpers/exposition.js';
 
 /*
  * A Gemini CLI session (the API's row of the scenario table is test/scenarios/apis/gemini.ts; here,
@@ -263,7 +264,7 @@ describe('a summarizer that fails', () => {
     expect(standIn!.checks().at(-1)).toEqual({ refused: null });
     expect(turns.at(-1)!.parts).toEqual(lastIssued());
     const metrics = await (await fetch(`${origin}/metrics`)).text();
-    expect(metrics).toContain('gateway_summarizer_failures_total{kind="unreachable"} 1');
+    expect(total(metrics, 'gateway_summarizer_failures_total', { kind: 'unreachable', upstream: 'default' })).toBe(1);
     expect(metrics).toContain('gateway_compactions_total{api="gemini",strategy="fallback",outcome="replayed",upstream="default"} 1');
   });
 });
@@ -353,7 +354,7 @@ describe('metrics', () => {
       'gateway_compactions_total{api="gemini",strategy="mask",outcome="replayed",upstream="default"} 1',
       'gateway_compactions_total{api="gemini",strategy="mask",outcome="compacted",upstream="default"} 1',
     ]);
-    expect(metrics).toContain('gateway_summarizer_calls_total 0');
+    expect(total(metrics, 'gateway_summarizer_calls_total')).toBe(0);
     expect(series('gateway_compaction_removed_bytes_total{api="gemini"}')).toHaveLength(1);
     expect(metrics).toContain('gateway_proactive_compactions_total 1');
     expect(metrics).toContain('gateway_binding_refusals_total{api="gemini",request="compacted"} 0');

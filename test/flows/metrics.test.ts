@@ -20,9 +20,9 @@ afterEach(async () => {
   await upstream.close();
 });
 
-async function start(): Promise<void> {
+async function start(config: Record<string, unknown> = {}): Promise<void> {
   upstream = await startFakeUpstream((req, res) => json(res, 200, req.url.includes('chat') ? completion('ok') : { data: [] }));
-  gateway = await startGateway({ upstream: { url: upstream.baseUrl } });
+  gateway = await startGateway({ upstream: { url: upstream.baseUrl }, ...config });
 }
 
 const scrape = async () => (await fetch(`${gateway.origin}/metrics`)).text();
@@ -39,7 +39,8 @@ describe('/metrics', () => {
   });
 
   it('has the counters alerts need at 0 before any event', async () => {
-    await start();
+    // A summarizer model the config names is known before any compaction; a request's own is not.
+    await start({ summarizer: { model: 'small-summarizer' } });
     const text = await scrape();
     const zero = (series: string) => expect(text).toContain(`${series} 0\n`);
     for (const api of ['chat', 'responses', 'messages']) {
@@ -52,7 +53,10 @@ describe('/metrics', () => {
     zero('gateway_compactions_total{api="messages",strategy="clamp",outcome="replayed",upstream="default"}');
     zero('gateway_compactions_total{api="responses",strategy="none",outcome="not_shrunk",upstream="default"}');
     for (const result of ['success', 'upstream_error', 'still_overlong', 'failed']) zero(`gateway_replays_total{api="chat",result="${result}",upstream="default"}`);
-    for (const kind of ['timeout', 'unreachable', 'rejected', 'bad_response', 'aborted']) zero(`gateway_summarizer_failures_total{kind="${kind}"}`);
+    for (const kind of ['timeout', 'unreachable', 'rejected', 'bad_response', 'aborted']) zero(`gateway_summarizer_failures_total{kind="${kind}",upstream="default",model="small-summarizer"}`);
+    zero('gateway_summarizer_calls_total{upstream="default",model="small-summarizer"}');
+    zero('gateway_summarizer_duration_seconds_count{upstream="default",model="small-summarizer"}');
+    for (const outcome of ['replayed', 'replay_failed', 'not_shrunk', 'shed', 'disabled']) zero(`gateway_rescues_total{api="chat",outcome="${outcome}",upstream="default"}`);
     zero('gateway_memory_store_errors_total{operation="read"}');
     zero('gateway_memory_store_errors_total{operation="write"}');
   });
@@ -83,6 +87,18 @@ describe('bounded label values', () => {
     expect(values.find((v) => v.labels.model === 'model-0')?.value).toBe(4096);
     expect(values.find((v) => v.labels.model === 'other')?.value).toBe(1000 + CLIENT_LABEL_LIMIT + 29);
     await app.close();
+  });
+
+  it('the summarizer\'s model label keeps the first models, then "other", each with all its series at 0 from its first use', async () => {
+    const metrics = createMetrics(['default']);
+    for (let i = 0; i < CLIENT_LABEL_LIMIT + 10; i++) metrics.summarizerCalls.inc(metrics.summarizerLabels('default', `model-${i}`), 1);
+    expect(metrics.summarizerLabels('default', '')).toEqual({ upstream: 'default', model: 'other' });
+    const calls = (await metrics.registry.getSingleMetric('gateway_summarizer_calls_total')!.get()).values;
+    expect(calls).toHaveLength(CLIENT_LABEL_LIMIT + 1);
+    expect(calls.find((v) => v.labels.model === 'other')?.value).toBe(10);
+    const failures = (await metrics.registry.getSingleMetric('gateway_summarizer_failures_total')!.get()).values;
+    expect(failures).toHaveLength((CLIENT_LABEL_LIMIT + 1) * 6);
+    expect(failures.every((v) => v.value === 0)).toBe(true);
   });
 
   it('keeps the first N distinct values, then says "other", and keeps answering the same for a known one', () => {

@@ -32,7 +32,7 @@ describe('the command line', () => {
   it.each([[['--port', '9000']], [['--config']], [['serve']]])('%j exits 2 naming the argument and listing the flags', async (args) => {
     proc = runGateway(args, { PORT: '0' });
     expect((await proc.exitWithin(10_000)) as { code: number }).toMatchObject({ code: 2 });
-    expect(proc.output()).toMatch(/--config FILE, --help, --version/);
+    expect(proc.output()).toMatch(/--config FILE, --check, --help, --version/);
     expect(proc.output()).toContain(args[0]);
     expect(proc.output()).not.toMatch(/Server listening/);
   });

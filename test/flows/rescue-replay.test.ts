@@ -6,6 +6,7 @@ import type { Received } from '../helpers/fake-upstream.js';
 import { startGateway, postChat, postJson, type Posted, type TestGateway } from '../helpers/gateway.js';
 import { startStandIn, type Scripted, type StandIn, type TooLong } from '../helpers/provider.js';
 import { agentRequest, expectValidReplay, parseCompactionHeader } from '../helpers/rescue.js';
+import { total } from '../helpers/exposition.js';
 
 let provider: StandIn;
 let gateway: TestGateway;
@@ -159,7 +160,7 @@ describe.each<[string, Dialect, Refusal, string]>([
 
     const warn = gateway.logLines().filter((l) => l.level === 40 && /overlong/.test(l.msg));
     expect(warn).toHaveLength(1);
-    expect(warn[0].msg).toMatch(new RegExp(`compacted \\d+ items into \\d+ \\(.+ -> .+, ${header.strategy}\\b.*\\), replaying once`));
+    expect(warn[0].msg).toMatch(new RegExp(`compacted \\d+ items into \\d+ \\(.+ -> .+, ${header.strategy}\\b.*\\), replayed once: the upstream answered 200`));
   });
 
   it('rescues a streaming request: the replayed stream reaches the client intact', async () => {
@@ -189,7 +190,9 @@ it('counts the rescue in metrics', async () => {
   // Each call sized to the window the error stated: several for this history.
   const summarizerCalls = provider.summarizerCalls().length;
   expect(summarizerCalls).toBeGreaterThanOrEqual(1);
-  expect(metrics).toContain(`gateway_summarizer_calls_total ${summarizerCalls}\n`);
+  // Under the request's upstream and the model its summarizer calls named (the request's own).
+  expect(metrics).toContain(`gateway_summarizer_calls_total{upstream="default",model="${provider.summarizerCalls()[0].json.model}"} ${summarizerCalls}\n`);
+  expect(total(metrics, 'gateway_summarizer_calls_total')).toBe(summarizerCalls);
   const [rejected, replay] = provider.calls('chat');
   expect(metrics).toContain(`gateway_compaction_removed_bytes_total{api="chat"} ${rejected.body.length - replay.body.length}\n`);
   expect(metrics).toMatch(/gateway_compaction_duration_seconds_count 1/);

@@ -3,6 +3,7 @@ import { failureLog, fromUpstreamFailure } from '../../src/errors.js';
 import { startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
 import { freePort } from '../helpers/ports.js';
+import { jsonLines, listening, runGateway, type Proc } from '../helpers/process.js';
 
 // An upstream failure on a pass-through path is one WARN line that says what the client got:
 // the same status and code as the answer, the underlying error's code, and no stack trace.
@@ -68,5 +69,27 @@ describe('failureLog (the line chat.ts and pass-through both write)', () => {
         'cut the connection after 200 was sent (the client sees a truncated response): upstream_unreachable: ' +
         'The upstream could not be reached (UND_ERR_SOCKET: other side closed).',
     });
+  });
+});
+
+describe('the built process, one upstream down', () => {
+  let proc: Proc | undefined;
+  afterEach(() => {
+    proc?.child.kill('SIGKILL');
+    proc = undefined;
+  });
+
+  it('names the upstream on the 502 WARN of a chat request as on a pass-through one', async () => {
+    proc = runGateway([], { PORT: '0', LOG_FORMAT: 'json', UPSTREAM_URL: `http://127.0.0.1:${await freePort()}/v1` });
+    const origin = await listening(proc);
+    const chat = await fetch(`${origin}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }) });
+    const models = await fetch(`${origin}/v1/models`);
+    expect([chat.status, models.status]).toEqual([502, 502]);
+    for (const res of [chat, models]) {
+      const id = res.headers.get('x-request-id');
+      await expect.poll(() => jsonLines(proc!).some((l) => l.requestId === id && l.level === 40), { timeout: 10_000 }).toBe(true);
+      const warn = jsonLines(proc!).filter((l) => l.requestId === id && l.level === 40);
+      expect(warn).toEqual([expect.objectContaining({ upstream: 'default', status: 502, code: 'upstream_unreachable', cause: 'ECONNREFUSED' })]);
+    }
   });
 });

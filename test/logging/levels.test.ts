@@ -85,7 +85,7 @@ describe('a long session', () => {
     expect(warnings(gateway)).toHaveLength(3);
     expect(ahead.msg).toMatch(/^chat request extends a conversation compacted before .*sending it compacted; the upstream refused it as overlong all the same \(400\)$/);
     expect(ahead.compaction).toMatchObject({ trigger: 'proactive' });
-    expect(rescue.msg).toMatch(/^upstream rejected the chat request as overlong \(400 context_length, limit stated\): compacted .*, replaying once$/);
+    expect(rescue.msg).toMatch(/^upstream rejected the chat request as overlong \(400 context_length, limit stated\): compacted .*, replayed once: the upstream answered 200$/);
   });
 
   it('an upstream error the gateway passes through after a compaction ahead is a WARN', async () => {

@@ -32,8 +32,9 @@ const compacted = (over: Partial<Extract<CompactionResult, { outcome: 'compacted
 const notShrunk: CompactionResult = { outcome: 'not_shrunk', why: 'nothing_to_shrink', summarizerCalls: 0, messagesBefore: 3, bytesBefore: 2048, tokensBefore: 683 };
 
 function logger() {
-  const lines: Array<{ obj: Record<string, unknown>; msg: string }> = [];
-  const log = { warn: (obj: Record<string, unknown>, msg: string) => lines.push({ obj, msg }) } as never;
+  const lines: Array<{ level: string; obj: Record<string, unknown>; msg: string }> = [];
+  const at = (level: string) => (obj: Record<string, unknown>, msg: string) => lines.push({ level, obj, msg });
+  const log = { info: at('info'), warn: at('warn'), error: at('error') } as never;
   return { log, lines };
 }
 
@@ -88,7 +89,7 @@ describe('compactionHeader', () => {
   });
 });
 
-describe('logDecision: one WARN line with the numbers in the sentence', () => {
+describe('logDecision: one line, once the rescue ended, with the numbers in the sentence', () => {
   const base = { api: 'chat', trigger: 'rejected', reason: 'context_length', rejectedStatus: 400 } as const;
 
   it('compaction off', () => {
@@ -101,9 +102,9 @@ describe('logDecision: one WARN line with the numbers in the sentence', () => {
 
   it('a clamp', () => {
     const { log, lines } = logger();
-    logDecision(log, { ...base, outcome: 'replayed', remedy: 'clamp', limit: 'stated', completion: { before: 4096, after: 1000 }, durationMs: 1.6 });
+    logDecision(log, { ...base, outcome: 'replayed', remedy: 'clamp', limit: 'stated', completion: { before: 4096, after: 1000 }, durationMs: 1.6, replayStatus: 200 });
     expect(lines[0].msg).toBe(
-      'upstream rejected the chat request as overlong (400 context_length, limit stated): the prompt fits; lowered the completion limit from 4096 to 1000, replaying once',
+      'upstream rejected the chat request as overlong (400 context_length, limit stated): the prompt fits; lowered the completion limit from 4096 to 1000, replayed once: the upstream answered 200',
     );
     expect(lines[0].obj.compaction).toMatchObject({ strategy: 'clamp', completionBefore: 4096, completionAfter: 1000, durationMs: 2, remedy: 'clamp' });
     expect(lines[0].obj.compaction).not.toHaveProperty('completion');
@@ -111,9 +112,9 @@ describe('logDecision: one WARN line with the numbers in the sentence', () => {
 
   it('a truncation', () => {
     const { log, lines } = logger();
-    logDecision(log, { ...base, api: 'responses', outcome: 'replayed', remedy: 'truncation' });
+    logDecision(log, { ...base, api: 'responses', outcome: 'replayed', remedy: 'truncation', replayStatus: 200 });
     expect(lines[0].msg).toBe(
-      'upstream rejected the responses request as overlong (400 context_length, limit unknown): its history is held upstream (previous_response_id); replaying once with truncation "auto"',
+      'upstream rejected the responses request as overlong (400 context_length, limit unknown): its history is held upstream (previous_response_id); truncation "auto", replayed once: the upstream answered 200',
     );
   });
 
@@ -134,16 +135,18 @@ describe('logDecision: one WARN line with the numbers in the sentence', () => {
 
   it('a compaction, with the summarizer time, the memory, the cuts and a fallback', () => {
     const { log, lines } = logger();
-    logDecision(log, { ...base, outcome: 'replayed', remedy: 'compaction', limit: 'stated', compaction: compacted() });
-    logDecision(log, { ...base, outcome: 'replayed', remedy: 'compaction', limit: 'default', compaction: compacted({ strategy: 'fallback', summarizerMs: 250.4, summarizerFailure: 'rejected', cut: 3 }) });
-    logDecision(log, { ...base, outcome: 'replayed', remedy: 'compaction', limit: 'stated', compaction: compacted({ memory: 'hit', summarizerCalls: 0, summarizerMs: undefined }) });
-    logDecision(log, { ...base, outcome: 'replayed', remedy: 'compaction', limit: 'stated', compaction: compacted({ memory: 'hit', summarizerCalls: 1, bytesBefore: 1000, bytesAfter: 999 }) });
+    const replayed = { ...base, outcome: 'replayed', remedy: 'compaction', replayStatus: 200 } as const;
+    logDecision(log, { ...replayed, limit: 'stated', compaction: compacted() });
+    logDecision(log, { ...replayed, limit: 'default', compaction: compacted({ strategy: 'fallback', summarizerMs: 250.4, summarizerFailure: 'rejected', cut: 3 }) });
+    logDecision(log, { ...replayed, limit: 'stated', compaction: compacted({ memory: 'hit', summarizerCalls: 0, summarizerMs: undefined }) });
+    logDecision(log, { ...replayed, limit: 'stated', compaction: compacted({ memory: 'hit', summarizerCalls: 1, bytesBefore: 1000, bytesAfter: 999 }) });
     expect(lines.map((l) => l.msg)).toEqual([
-      'upstream rejected the chat request as overlong (400 context_length, limit stated): compacted 212 items into 14 (1.23 MB -> 99 KB, summarize, 1.5 s), replaying once',
-      'upstream rejected the chat request as overlong (400 context_length, limit default): compacted 212 items into 14 (1.23 MB -> 99 KB, fallback, 250 ms, 3 kept contents cut to fit) after the summarizer failed (rejected), replaying once',
-      'upstream rejected the chat request as overlong (400 context_length, limit stated): compacted 212 items into 14 (1.23 MB -> 99 KB, summarize, remembered summary reused as it was), replaying once',
-      'upstream rejected the chat request as overlong (400 context_length, limit stated): compacted 212 items into 14 (1 KB -> 999 B, summarize, 1.5 s, remembered summary extended), replaying once',
+      'upstream rejected the chat request as overlong (400 context_length, limit stated): compacted 212 items into 14 (1.23 MB -> 99 KB, summarize, 1.5 s), replayed once: the upstream answered 200',
+      'upstream rejected the chat request as overlong (400 context_length, limit default): compacted 212 items into 14 (1.23 MB -> 99 KB, fallback, 250 ms, 3 kept contents cut to fit) after the summarizer failed (rejected), replayed once: the upstream answered 200',
+      'upstream rejected the chat request as overlong (400 context_length, limit stated): compacted 212 items into 14 (1.23 MB -> 99 KB, summarize, remembered summary reused as it was), replayed once: the upstream answered 200',
+      'upstream rejected the chat request as overlong (400 context_length, limit stated): compacted 212 items into 14 (1 KB -> 999 B, summarize, 1.5 s, remembered summary extended), replayed once: the upstream answered 200',
     ]);
+    expect(lines.map((l) => l.level)).toEqual(['warn', 'warn', 'warn', 'warn']);
     const fields = lines[0].obj.compaction as Record<string, unknown>;
     expect(fields).toMatchObject({ compaction: 'compacted', strategy: 'summarize', tokensBefore: 411523, summarizerMs: 1534, messagesAfter: 14 });
     expect(fields).not.toHaveProperty('body');
@@ -161,17 +164,17 @@ describe('logDecision: one WARN line with the numbers in the sentence', () => {
 
   it('what happened to bound thinking: stripped, kept under drop_block, a binding retry, what the upstream dropped; in the header too', () => {
     const { log, lines } = logger();
-    const messages: RescueRecord = { ...base, api: 'messages', outcome: 'replayed', remedy: 'compaction', limit: 'stated', compaction: compacted() };
+    const messages: RescueRecord = { ...base, api: 'messages', outcome: 'replayed', remedy: 'compaction', limit: 'stated', compaction: compacted(), replayStatus: 200 };
     logDecision(log, { ...messages, bound: { stripped: 3, optIn: false } });
     logDecision(log, { ...messages, bound: { stripped: 1, optIn: true }, stateDropped: 1 });
     logDecision(log, { ...messages, bound: { stripped: 5, optIn: false }, bindingRetry: true });
     logDecision(log, { ...messages, bound: { stripped: 0, optIn: false } });
-    const said = lines.map((l) => l.msg.slice(l.msg.indexOf('replaying once')));
+    const said = lines.map((l) => l.msg.slice(l.msg.indexOf('replayed once')));
     expect(said).toEqual([
-      'replaying once; 3 stale thinking blocks stripped',
-      "replaying once; 1 stale thinking block stripped, the open round's kept under drop_block, the upstream dropped 1 bound item",
-      'replaying once; 5 stale thinking blocks stripped, sent again with all thinking stripped after a binding refusal',
-      'replaying once',
+      'replayed once: the upstream answered 200; 3 stale thinking blocks stripped',
+      "replayed once: the upstream answered 200; 1 stale thinking block stripped, the open round's kept under drop_block, the upstream dropped 1 bound item",
+      'replayed once: the upstream answered 200; 5 stale thinking blocks stripped, sent again with all thinking stripped after a binding refusal',
+      'replayed once: the upstream answered 200',
     ]);
     expect(lines[1].obj.compaction).toMatchObject({ thinkingStripped: 1, blockBinding: 'drop_block', stateDropped: 1 });
     expect(lines[1].obj.compaction).not.toHaveProperty('restrip');
@@ -182,12 +185,46 @@ describe('logDecision: one WARN line with the numbers in the sentence', () => {
     expect(compactionHeader({ ...messages, api: 'chat', bound: null })).not.toMatch(/thinking|binding/);
   });
 
+  it('the level tells a saved request (WARN) from one whose client got the error (ERROR); an opt-out is WARN', () => {
+    const { log, lines } = logger();
+    const replay = { ...base, remedy: 'compaction', limit: 'stated', compaction: compacted() } as const;
+    logDecision(log, { ...replay, outcome: 'replayed', replayStatus: 200, replayResult: 'success' });
+    logDecision(log, { ...replay, outcome: 'replay_failed', replayStatus: 400, replayResult: 'still_overlong' });
+    logDecision(log, { ...replay, outcome: 'replay_failed', replayStatus: 503, replayResult: 'upstream_error' });
+    logDecision(log, { ...replay, outcome: 'replay_failed', replayResult: 'failed', replayError: 'connect ECONNREFUSED 127.0.0.1:9' });
+    logDecision(log, { ...base, outcome: 'not_shrunk', compaction: notShrunk });
+    logDecision(log, { ...base, outcome: 'shed', budget: { inUse: 9e6, limit: 1e7, cost: 2e6 } });
+    logDecision(log, { ...base, outcome: 'disabled' });
+    logDecision(log, { ...replay, outcome: 'replay_failed', replayResult: 'failed', replayError: 'Request aborted', clientLeft: true });
+    expect(lines.map((l) => [l.level, l.msg.slice(l.msg.indexOf('): ') + 3)])).toEqual([
+      ['warn', 'compacted 212 items into 14 (1.23 MB -> 99 KB, summarize, 1.5 s), replayed once: the upstream answered 200'],
+      ['error', 'compacted 212 items into 14 (1.23 MB -> 99 KB, summarize, 1.5 s), replayed once: the upstream answered 400, overlong still, passed to the client'],
+      ['error', 'compacted 212 items into 14 (1.23 MB -> 99 KB, summarize, 1.5 s), replayed once: the upstream answered 503, passed to the client'],
+      ['error', 'compacted 212 items into 14 (1.23 MB -> 99 KB, summarize, 1.5 s), replayed once, which failed before the upstream answered (connect ECONNREFUSED 127.0.0.1:9); the client gets an error'],
+      ['error', 'no useful compaction (nothing_to_shrink, 3 items, 2 KB); passing the upstream error through'],
+      ['error', 'shed, rescues held about 9.00 MB already and it needed 2.00 MB more (budget 10.00 MB, compaction.rescueBudgetBytes); passing the upstream error through'],
+      ['warn', 'compaction is off for this request; passing the upstream error through'],
+      ['warn', 'compacted 212 items into 14 (1.23 MB -> 99 KB, summarize, 1.5 s), replayed once; the client left before the upstream answered (Request aborted)'],
+    ]);
+    expect(lines[1].obj.compaction).toMatchObject({ outcome: 'replay_failed', replayStatus: 400, replayResult: 'still_overlong' });
+    expect(lines[3].obj.compaction).toMatchObject({ outcome: 'replay_failed', replayResult: 'failed', replayError: 'connect ECONNREFUSED 127.0.0.1:9' });
+  });
+
+  it('a request that would pass its window and cannot be made smaller is sent as it was, at WARN', () => {
+    const { log, lines } = logger();
+    logDecision(log, { api: 'chat', outcome: 'not_shrunk', trigger: 'window', reason: 'context_length', limit: 'declared', window: { tokens: 8192, estimate: 9000 }, compaction: notShrunk });
+    expect(lines).toEqual([expect.objectContaining({ level: 'warn', msg: expect.stringMatching(/: no useful compaction \(nothing_to_shrink, 3 items, 2 KB\); sending it as it was$/) })]);
+  });
+
   it('a replayed record with no compaction and no known remedy writes nothing', () => {
     const { log, lines } = logger();
     logDecision(log, { ...base, outcome: 'replayed' });
     expect(lines).toEqual([]);
   });
 });
+
+/** The request's upstream and the model its summarizer calls named. */
+const BY = { upstream: 'default', model: 'gpt-small' };
 
 describe('metrics', () => {
   it('countRescue counts the outcome by strategy, and the replay when there was one', async () => {
@@ -201,32 +238,47 @@ describe('metrics', () => {
     expect((await metrics.registry.getSingleMetric('gateway_replays_total')!.get()).values.filter((v) => v.value > 0)).toHaveLength(1);
   });
 
+  it('countRescue counts a rescue of a refusal by its end in gateway_rescues_total, never a compaction ahead nor one whose client left', async () => {
+    const metrics = createMetrics();
+    countRescue(metrics, { api: 'chat', outcome: 'not_shrunk', trigger: 'rejected', compaction: notShrunk });
+    countRescue(metrics, { api: 'chat', outcome: 'shed', trigger: 'truncated' });
+    countRescue(metrics, { api: 'chat', outcome: 'compacted', trigger: 'proactive', compaction: compacted() });
+    countRescue(metrics, { api: 'chat', outcome: 'not_shrunk', trigger: 'window', compaction: notShrunk });
+    countRescue(metrics, { api: 'chat', outcome: 'replay_failed', trigger: 'rejected', clientLeft: true }, 'failed');
+    const counted = (await metrics.registry.getSingleMetric('gateway_rescues_total')!.get()).values.filter((v) => v.value > 0);
+    expect(counted.map((v) => [v.labels.outcome, v.value])).toEqual([
+      ['not_shrunk', 1],
+      ['shed', 1],
+    ]);
+  });
+
   it('countCompaction records a compaction’s duration, calls, failure and sizes', async () => {
     const metrics = createMetrics();
-    countCompaction(metrics, 'chat', compacted({ summarizerFailure: 'timeout', summarizerTokens: { input: 5_000, output: 700, estimated: true } }), 2500);
+    countCompaction(metrics, 'chat', compacted({ summarizerFailure: 'timeout', summarizerTokens: { input: 5_000, output: 700, estimated: true } }), 2500, BY);
+    const by = { upstream: 'default', model: 'gpt-small' };
     expect(await value(metrics, 'gateway_compaction_duration_seconds_sum')).toBe(2.5);
-    expect(await value(metrics, 'gateway_summarizer_calls_total')).toBe(2);
-    expect(await value(metrics, 'gateway_summarizer_failures_total', { kind: 'timeout' })).toBe(1);
-    expect(await value(metrics, 'gateway_summarizer_duration_seconds_sum')).toBeCloseTo(1.5344, 6);
+    expect(await value(metrics, 'gateway_summarizer_calls_total', by)).toBe(2);
+    expect(await value(metrics, 'gateway_summarizer_failures_total', { ...by, kind: 'timeout' })).toBe(1);
+    expect(await value(metrics, 'gateway_summarizer_duration_seconds_sum', by)).toBeCloseTo(1.5344, 6);
     expect(await value(metrics, 'gateway_compaction_request_bytes_sum', { stage: 'before' })).toBe(1_234_567);
     expect(await value(metrics, 'gateway_compaction_request_bytes_sum', { stage: 'after' })).toBe(98_765);
     expect(await value(metrics, 'gateway_compaction_request_tokens_sum', { stage: 'before' })).toBeCloseTo(411_522.6);
     expect(await value(metrics, 'gateway_compaction_request_tokens_sum', { stage: 'after' })).toBeCloseTo(32_921.4);
-    expect(await value(metrics, 'gateway_summarizer_tokens_total', { direction: 'input', source: 'estimated' })).toBe(5_000);
-    expect(await value(metrics, 'gateway_summarizer_tokens_total', { direction: 'output', source: 'estimated' })).toBe(700);
-    expect(await value(metrics, 'gateway_summarizer_tokens_total', { direction: 'input', source: 'usage' })).toBe(0);
+    expect(await value(metrics, 'gateway_summarizer_tokens_total', { ...by, direction: 'input', source: 'estimated' })).toBe(5_000);
+    expect(await value(metrics, 'gateway_summarizer_tokens_total', { ...by, direction: 'output', source: 'estimated' })).toBe(700);
+    expect(await value(metrics, 'gateway_summarizer_tokens_total', { ...by, direction: 'input', source: 'usage' })).toBe(0);
     expect(await value(metrics, 'gateway_compaction_removed_bytes_total', { api: 'chat' })).toBe(1_234_567 - 98_765);
     expect(await value(metrics, 'gateway_compaction_removed_tokens_total', { api: 'chat' })).toBeCloseTo(411_522.6 - 32_921.4);
   });
 
   it('countCompaction: no calls, no failure, no summarizer time; a compaction that did not shrink counts only its time', async () => {
     const metrics = createMetrics();
-    countCompaction(metrics, 'chat', compacted({ summarizerCalls: 0, summarizerMs: undefined }), 10);
-    countCompaction(metrics, 'chat', notShrunk, 20);
+    countCompaction(metrics, 'chat', compacted({ summarizerCalls: 0, summarizerMs: undefined }), 10, BY);
+    countCompaction(metrics, 'chat', notShrunk, 20, BY);
     expect(await value(metrics, 'gateway_compaction_duration_seconds_count')).toBe(2);
-    expect(await value(metrics, 'gateway_summarizer_calls_total')).toBe(0);
-    expect((await metrics.registry.getSingleMetric('gateway_summarizer_failures_total')!.get()).values.filter((v) => v.value > 0)).toEqual([]);
-    expect(await value(metrics, 'gateway_summarizer_duration_seconds_count')).toBe(0);
+    // A model never summarised with has no series at all.
+    expect((await metrics.registry.getSingleMetric('gateway_summarizer_calls_total')!.get()).values).toEqual([]);
+    expect((await metrics.registry.getSingleMetric('gateway_summarizer_failures_total')!.get()).values).toEqual([]);
     expect(await value(metrics, 'gateway_compaction_request_bytes_count', { stage: 'before' })).toBe(1);
   });
 });

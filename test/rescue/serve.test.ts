@@ -186,7 +186,7 @@ describe('compaction and one replay', () => {
     expect(end).toMatchObject({ api: 'chat', calls: n });
     const warn = r.logs.filter((l) => l.level === 40);
     expect(warn).toHaveLength(1);
-    expect(warn[0].msg).toMatch(/^upstream rejected the chat request as overlong \(400 context_length, limit stated\): compacted \d+ items into \d+ .*, replaying once$/);
+    expect(warn[0].msg).toMatch(/^upstream rejected the chat request as overlong \(400 context_length, limit stated\): compacted \d+ items into \d+ .*, replayed once: the upstream answered 200$/);
 
     expect(await count(r.metrics, 'gateway_overlong_rejections_total', { api: 'chat', reason: 'context_length' })).toBe(1);
     expect(await count(r.metrics, 'gateway_compactions_total', { api: 'chat', strategy: 'summarize', outcome: 'replayed' })).toBe(1);
@@ -310,7 +310,7 @@ describe('the replay’s answer', () => {
     expect(await count(r.metrics, 'gateway_replays_total', { api: 'chat', result: 'upstream_error' })).toBe(1);
   });
 
-  it('no answer at all: the upstream’s own rejection goes to the client, with a warning', async () => {
+  it('no answer at all: the upstream’s own rejection goes to the client, and the rescue’s one line is an ERROR saying so', async () => {
     upstream = await startFakeUpstream(provider(20_000, { replay: (_q, res) => void res.socket!.destroy() }));
     const r = await run(agentBody(20));
     expect(r.status).toBe(400);
@@ -318,9 +318,10 @@ describe('the replay’s answer', () => {
     expect(r.header).toMatchObject({ outcome: 'replay_failed' });
     expect(r.header).not.toHaveProperty('replay-status');
     expect(await count(r.metrics, 'gateway_replays_total', { api: 'chat', result: 'failed' })).toBe(1);
-    const warn = r.logs.find((l) => /^the replay failed before the upstream answered/.test(l.msg));
-    expect(warn.level).toBe(40);
-    expect(warn.err).toEqual(expect.any(String));
+    const loud = r.logs.filter((l) => l.level >= 40);
+    expect(loud).toHaveLength(1);
+    expect(loud[0]).toMatchObject({ level: 50, compaction: { outcome: 'replay_failed', replayResult: 'failed', replayError: expect.any(String) } });
+    expect(loud[0].msg).toMatch(/, replayed once, which failed before the upstream answered \(.+\); the client gets an error$/);
   });
 
   it('no answer after the client left: the failure is thrown, not hidden behind the first answer', async () => {
@@ -398,7 +399,7 @@ describe('Responses: a history held upstream', () => {
     expect(calls()).toHaveLength(2);
     expect(calls()[1].json).toEqual({ ...body, truncation: 'auto' });
     expect(r.header).toMatchObject({ outcome: 'replayed', strategy: 'truncation', 'replay-status': 200 });
-    expect(r.logs.find((l) => l.level === 40).msg).toMatch(/replaying once with truncation "auto"$/);
+    expect(r.logs.find((l) => l.level === 40).msg).toMatch(/truncation "auto", replayed once: the upstream answered 200$/);
   });
 
   it('already truncated: nothing more to do', async () => {
