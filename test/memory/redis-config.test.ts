@@ -63,21 +63,21 @@ describe('memory.redis', () => {
 
   it.each([
     [{ redis: 'redis://a', redisUrl: 'redis://b' }, 'memory.redis: says where Redis is, and so does memory.redisUrl: keep one'],
-    [{ redis: { sentinels: ['s:26379'] } }, 'memory.redis.name: needs the name of the master the sentinels watch (sentinel monitor NAME ...)'],
+    [{ redis: { sentinels: ['s:26379'] } }, 'memory.redis.name (or MEMORY_REDIS_SENTINEL_NAME): needs the name of the master the sentinels watch (sentinel monitor NAME ...)'],
     [{ redis: { cluster: ['a:1'], sentinels: ['s:2'], name: 'm' } }, 'memory.redis: takes one of url, cluster or sentinels; got cluster and sentinels'],
     [{ redis: { cluster: ['a'] } }, 'memory.redis.cluster.0: must be host:port; got "a"'],
     [{ redis: { cluster: ['a:1'], db: 1 } }, 'memory.redis.db: a Redis Cluster has database 0 only; got 1'],
     [{ redis: { password: 'pw' } }, 'memory.redis: needs url, cluster or sentinels (or memory.redisUrl)'],
-    [{ redis: { cluster: ['a:1'], sentinelPassword: 'hunter2' } }, 'memory.redis.sentinelPassword: is for sentinels only'],
+    [{ redis: { cluster: ['a:1'], sentinelPassword: 'hunter2' } }, 'memory.redis.sentinelPassword (or MEMORY_REDIS_SENTINEL_PASSWORD): is for sentinels only'],
     [{ redis: 'http://admin:hunter2@cache:6379' }, 'memory.redis: must be a redis:// or rediss:// URL; got "http://[redacted]@cache:6379"'],
     [{ redis: 7 }, 'memory.redis: must be a redis:// URL or a mapping with url, cluster or sentinels; got 7'],
-    [{ redis: { cluster: ['a:1'], caFile: '/nonexistent/ca.pem' } }, "memory.redis.caFile: cannot be read: ENOENT: no such file or directory, open '/nonexistent/ca.pem'"],
+    [{ redis: { cluster: ['a:1'], caFile: '/nonexistent/ca.pem' } }, "memory.redis.caFile (or MEMORY_REDIS_CA_FILE): cannot be read: ENOENT: no such file or directory, open '/nonexistent/ca.pem'"],
   ])('a mistake is one line naming its key: %j', (memory, problem) => {
     expect(problems({ memory })).toEqual([problem]);
   });
 
   it('no problem line shows a password', () => {
-    expect(problems({ memory: { redis: { cluster: ['a:1'], password: '' } } }).join('\n')).toMatch(/memory\.redis\.password: .*got \[redacted\]/);
+    expect(problems({ memory: { redis: { cluster: ['a:1'], password: '' } } }).join('\n')).toMatch(/memory\.redis\.password \(or MEMORY_REDIS_PASSWORD\): .*got \[redacted\]/);
   });
 
   it('the ready line says where memory is, with no secret', () => {
