@@ -129,11 +129,11 @@ export function rescueCost(s: JsonShape): number {
 }
 
 /**
- * The default budget: 55% of the heap limit for what rescues hold at once, bodies included, the
+ * The default budget: half the heap limit for what rescues hold at once, bodies included, the
  * rest for everything else. 384 MB of heap (432 MB with the young generation) takes two 20 MB
- * agent conversations at once with two more waiting, and sheds a body of a million tiny messages
- * or of 3 million keys before it is parsed.
+ * agent conversations at once with two more waiting, or one of 53 MB alone, and sheds a body of
+ * a million tiny messages, 3 million keys or 8 million strings before it is parsed.
  */
 export function defaultRescueBudget(heapLimitBytes = getHeapStatistics().heap_size_limit): number {
-  return Math.floor(heapLimitBytes * 0.55);
+  return Math.floor(heapLimitBytes * 0.5);
 }

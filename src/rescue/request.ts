@@ -3,6 +3,7 @@ import { DEFAULTS } from '../config/schema.js';
 import { codingsOf, decodeSync } from '../content-coding.js';
 import { TOO_MANY_ITEMS, parseObject, parseObjectNow } from '../json-source.js';
 import { scanJson, type JsonShape } from '../json-shape.js';
+import { timeSlice } from '../time-slice.js';
 
 /*
  * The client's request as the rescue sees it. The bytes go upstream exactly as they came, and
@@ -120,7 +121,7 @@ class LazyIncoming implements IncomingRequest {
       this.tooManyItems = true;
       return (this.#json = null);
     }
-    const text = this.#text();
+    const text = await this.#text();
     const parsed = text ? await parseObject(text, MAX_COMPACTABLE_DEPTH, MAX_RESCUED_ITEMS) : null;
     if (parsed === TOO_MANY_ITEMS) this.tooManyItems = true;
     // A synchronous read may have finished first.
@@ -136,12 +137,16 @@ class LazyIncoming implements IncomingRequest {
     return this.#decoded === undefined && codingsOf(this.contentEncoding)?.length === 0;
   }
 
-  /** The body as text; a plain one read off its chunks, never joined into another copy first. */
-  #text(): string | null {
+  /** The body as text; a plain one read off its chunks between time slices, never joined into another copy first. */
+  async #text(): Promise<string | null> {
     if (this.#plain() && !Buffer.isBuffer(this.wire)) {
       const decoder = new StringDecoder('utf8');
+      const slice = timeSlice();
       let text = '';
-      for (const chunk of this.wire) text += decoder.write(chunk);
+      for (const chunk of this.wire) {
+        text += decoder.write(chunk);
+        if (slice.due()) await slice.pause();
+      }
       return text + decoder.end();
     }
     const bytes = this.#decode();
