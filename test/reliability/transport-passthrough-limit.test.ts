@@ -57,6 +57,20 @@ describe('a declared body over the limit', () => {
   });
 });
 
+describe('headers past the count Node kept by default', () => {
+  it('a body whose Content-Length follows 2,000 other headers goes upstream whole, with its length', async () => {
+    const body = JSON.stringify({ model: 'text-embedding-3-small', input: 'the quick brown fox' });
+    const padding = Array.from({ length: 2_000 }, (_, i) => `p${i % 10}:1\r\n`).join('');
+    const head = `POST /v1/embeddings HTTP/1.1\r\nHost: gateway\r\n${padding}Content-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n`;
+    const c = await slowClient(gateway.origin, head + body, opened, '');
+    expect(await c.closedWithin(5_000), c.received()).toBe(true);
+    expect(rawStatus(c.received()).status, c.received()).toBe(200);
+    expect(upstream.seen).toHaveLength(1);
+    expect(upstream.seen[0]).toMatchObject({ method: 'POST', bytes: body.length, outcome: 'whole' });
+    expect(upstream.seen[0].headers['content-length']).toBe(String(body.length));
+  });
+});
+
 describe('a chunked body', () => {
   /** A chunked POST of `total` bytes in 8 KiB chunks, read to its end. */
   async function postChunked(path: string, total: number) {
