@@ -5,12 +5,16 @@
  * (VmHWM), the poller's worst latency, what each client got, and the summarizer calls.
  *
  *   npx tsx bench/hostile-load.ts [--mb 20] [--n 4] [--heap 384] [--messages 2000] [--tiny] [--cpu-prof]
+ *   npx tsx bench/hostile-load.ts --wide 3000000 | --strings 8000000 [--n 1] [--heap 384]
+ *
+ * --wide: a body whose `metadata` holds that many keys; --strings: one message whose content is
+ * a list of that many short strings.
  */
 import { request as httpRequest } from 'node:http';
 import { readFileSync } from 'node:fs';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { agentConversationBody, tinyTurnsBody } from '../test/helpers/hostile-bodies.js';
+import { agentConversationBody, manyStringsBody, tinyTurnsBody, wideObjectBody } from '../test/helpers/hostile-bodies.js';
 import { startHostileStandIn } from '../test/helpers/hostile-standin.js';
 
 const arg = (name: string, fallback: number) => {
@@ -77,7 +81,14 @@ async function main() {
     }, 20);
   });
   const tiny = process.argv.includes('--tiny');
-  const bodies = Array.from({ length: N }, (_, i) => (tiny ? tinyTurnsBody(MESSAGES, i) : agentConversationBody(MB * 1024 * 1024, MESSAGES, i)));
+  const wide = arg('wide', 0);
+  const strings = arg('strings', 0);
+  const bodyOf = (i: number) => {
+    if (wide) return wideObjectBody(wide, i);
+    if (strings) return manyStringsBody(strings, i);
+    return tiny ? tinyTurnsBody(MESSAGES, i) : agentConversationBody(MB * 1024 * 1024, MESSAGES, i);
+  };
+  const bodies = Array.from({ length: N }, (_, i) => bodyOf(i));
   const baseRss = peakRss(child.pid!);
   let worst = 0;
   let polls = 0;

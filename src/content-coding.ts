@@ -204,6 +204,102 @@ function run(input: readonly Buffer[], stream: Decompressor | Transform, limit: 
   });
 }
 
+/**
+ * What a body decodes to, counted as it streams past and never kept: for a body that goes on as
+ * it came (the pass-through) but whose decoded size has a limit. Give it each chunk, then `end()`:
+ * `over` as soon as any stage's output passes `limit` (the decoders stop there), `corrupt` when
+ * the input is not valid in its coding, else `complete`. `outcome` is known early when over.
+ */
+export class DecodedSize {
+  outcome: Decoded['outcome'] | undefined;
+  private readonly stages: CountedStage[];
+  private readonly done: Promise<Decoded['outcome']>;
+  private settle!: (outcome: Decoded['outcome']) => void;
+
+  constructor(codings: readonly Coding[], limit: number) {
+    this.done = new Promise((resolve) => (this.settle = resolve));
+    const finish = (outcome: Decoded['outcome']) => {
+      if (this.outcome) return;
+      this.outcome = outcome;
+      for (const stage of this.stages) stage.stop();
+      this.settle(outcome);
+    };
+    // Last applied, first undone: each stage feeds the next, and the last one's output is only counted.
+    this.stages = [];
+    let next: CountedStage | undefined;
+    for (const coding of codings) {
+      const stage: CountedStage = new CountedStage(coding, limit, next, finish);
+      this.stages.unshift(stage);
+      next = stage;
+    }
+  }
+
+  write(chunk: Buffer): void {
+    if (!this.outcome) this.stages[0]?.write(chunk);
+  }
+
+  end(): Promise<Decoded['outcome']> {
+    if (this.stages.length === 0) return Promise.resolve('complete');
+    this.stages[0].end();
+    return this.done;
+  }
+}
+
+/** One coding undone as bytes come, its output counted against the limit and handed to `next` (the coding applied before it). */
+class CountedStage {
+  private decoder: Decompressor | Transform | undefined;
+  private head: Buffer[] = [];
+  private size = 0;
+
+  constructor(
+    private readonly coding: Coding,
+    private readonly limit: number,
+    private readonly next: CountedStage | undefined,
+    private readonly finish: (outcome: Decoded['outcome']) => void,
+  ) {}
+
+  write(chunk: Buffer): void {
+    if (this.decoder) {
+      this.decoder.write(chunk);
+      return;
+    }
+    // Deflate comes with or without its zlib wrapper: its first two bytes say which.
+    this.head.push(chunk);
+    if (this.coding === 'deflate' && this.head.reduce((n, c) => n + c.length, 0) < 2) return;
+    this.start();
+  }
+
+  end(): void {
+    if (!this.decoder) this.start();
+    this.decoder!.end();
+  }
+
+  stop(): void {
+    this.decoder?.destroy();
+  }
+
+  private start(): void {
+    const head = Buffer.concat(this.head);
+    this.head = [];
+    const entry = CODINGS[this.coding];
+    const decoder = (this.coding === 'deflate' && !hasZlibWrapper(head) ? entry.orElse! : entry).stream(false, this.limit);
+    this.decoder = decoder;
+    decoder.on('data', (chunk: Buffer) => {
+      this.size += chunk.length;
+      if (this.size > this.limit) return this.finish('over');
+      this.next?.write(chunk);
+    });
+    decoder.on('end', () => (this.next ? this.next.end() : this.finish('complete')));
+    decoder.on('error', () => this.finish('corrupt'));
+    if (head.length > 0) decoder.write(head);
+  }
+}
+
+/** RFC 1950's header: compression method 8, a window of at most 32 KiB, a check that divides by 31. */
+function hasZlibWrapper(head: Buffer): boolean {
+  return head.length >= 2 && (head[0] & 0x0f) === 8 && head[0] >> 4 <= 7 && ((head[0] << 8) | head[1]) % 31 === 0;
+}
+
 /** A cut-off body ends without its trailer: flush what the decoder has instead of failing. */
 function zlibOptions(truncated: boolean): zlib.ZlibOptions {
   return truncated ? { chunkSize: CHUNK_BYTES, finishFlush: zlib.constants.Z_SYNC_FLUSH } : { chunkSize: CHUNK_BYTES };

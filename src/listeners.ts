@@ -70,6 +70,11 @@ export class Listeners {
     const { timeouts } = this.settings;
     const server = createServer({ connectionsCheckingInterval: checkingInterval(timeouts) }, this.handler);
     applyTimeouts(server, timeouts);
+    // Node drops the headers past its count (2,000) while its parser still frames the body by a
+    // dropped Content-Length: a 401 then kept the connection for the rest of a slow body, and the
+    // pass-through sent a POST upstream without its length. The header size limit (16 KiB)
+    // bounds them instead.
+    server.maxHeadersCount = 0;
     server.on('connection', (socket: Socket) => {
       this.open.add(socket);
       socket.once('close', () => {

@@ -209,7 +209,7 @@ export function createMetrics(upstreamNames: readonly string[] = ['default'], su
 
   const rescueBudget = new Gauge({
     name: 'gateway_rescue_budget_bytes',
-    help: 'Memory rescues hold at once, estimated before each body is parsed (state in_use), and the most they may hold (state limit, compaction.rescueBudgetBytes); past it a rescue waits, then is shed.',
+    help: 'Memory rescues hold at once, bodies included, estimated before each body is parsed; waiting ones count their bodies (state in_use), and the most they may hold (state limit, compaction.rescueBudgetBytes); past it a rescue waits, then is shed.',
     labelNames: ['state'] as const,
     registers: [registry],
   });

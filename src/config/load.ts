@@ -158,7 +158,7 @@ export function validateConfig(input: unknown, fromEnv = new Map<string, string>
         const path = keyPath(issue.path) || '(root)';
         // A problem that names its value in its own words is not followed by it; a mapping is never shown (it may hold a key).
         const said = issue.code === 'custom' && (issue.params as { said?: boolean } | undefined)?.said === true;
-        const shown = said ? '' : shownValue(issue.path, valueAt(input, issue.path));
+        const shown = said ? '' : shownValue(issue.path, valueAt(input, issue.path), fromEnv.get(issue.path.join('.')));
         return `${path}${variableSaid(issue.path.join('.'), fromEnv)}: ${issue.message}${shown}`;
       }),
     );
@@ -225,18 +225,28 @@ function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
   return node;
 }
 
-/** The bad value as the problem line shows it: `; got "loud"`, with secrets masked. */
-function shownValue(path: readonly PropertyKey[], value: unknown): string {
+/**
+ * The bad value as the problem line shows it (`; got "loud"`), only where it cannot be a key: a
+ * number or a boolean; a URL that parses, without its credentials, query or fragment; a short
+ * word. Never a key field's, never one read from a variable named for a credential, never the
+ * rest: a key pasted into the wrong field or variable is described by its length.
+ */
+function shownValue(path: readonly PropertyKey[], value: unknown, source: string | undefined): string {
   if (value === undefined || (typeof value === 'object' && value !== null)) return '';
   const key = String(path.at(-1));
-  if (key === 'apiKey' || /password$/i.test(key) || path[0] === 'auth') return '; got [redacted]';
-  const quoted = typeof value === 'string';
-  let text = quoted ? value : JSON.stringify(value) ?? String(value);
-  // A URL may carry a password (`redis://:pw@host`) or a key in its query.
-  if (typeof value === 'string' && /(url|proxy|redis)$/i.test(key)) text = text.replace(/\/\/[^/@]*@/, '//[redacted]@').replace(/\?.*$/, '');
-  if (text.length > 80) text = `${text.slice(0, 77)}...`;
-  return `; got ${quoted ? JSON.stringify(text) : text}`;
+  if (key === 'apiKey' || /password$/i.test(key) || path[0] === 'auth' || (source !== undefined && SECRET_VARIABLE.test(source))) return '; got [redacted]';
+  if (typeof value !== 'string') return `; got ${JSON.stringify(value) ?? String(value)}`;
+  if (/(url|proxy|redis|endpoint)$/i.test(key)) {
+    const url = URL.canParse(value) ? new URL(value) : undefined;
+    return url ? `; got ${JSON.stringify(`${url.protocol}//${url.host}${url.pathname}`.slice(0, 80))}` : '';
+  }
+  return SHOWN_WORD.test(value) ? `; got ${JSON.stringify(value)}` : `; got a string of ${value.length} characters`;
 }
+
+/** A variable named for a credential (`UPSTREAM_API_KEY`, `${GATEWAY_API_KEYS}`, `REDIS_PASSWORD`). */
+const SECRET_VARIABLE = /(KEYS?|TOKEN|SECRET|PASSWORD|CREDENTIALS?)\}?$/i;
+/** Short enough, and plain enough, not to be a key (provider keys run 39 characters and more). */
+const SHOWN_WORD = /^[\w .:/@+-]{0,24}$/;
 
 function configPath(argv: readonly string[], env: Env): string | undefined {
   const i = argv.indexOf('--config');
@@ -261,7 +271,7 @@ function readConfigFile(file: string): Tree {
   try {
     parsed = parseYaml(text) ?? {};
   } catch (err) {
-    // The parser's first line says where; the rest is a drawing of the line, for a terminal.
+    // Its first line says where; the lines after it quote the file, which may hold a key.
     throw new ConfigError([`config file ${file}: not valid YAML/JSON: ${(err as Error).message.split('\n')[0].replace(/:$/, '')}`]);
   }
   if (typeof parsed !== 'object' || Array.isArray(parsed) || parsed === null) {

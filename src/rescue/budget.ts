@@ -1,19 +1,27 @@
 import { getHeapStatistics } from 'node:v8';
 import type { Gauge } from 'prom-client';
+import type { JsonShape } from '../json-shape.js';
 
 /*
- * How much memory rescues may hold at once, gateway-wide. A rescue parses its body and builds the
- * compaction's views of it; its cost is estimated before the parse (rescueCost). Past the budget a
- * rescue waits its turn briefly, and is then shed: the client gets the upstream's own error, as
- * when compaction is off, and the process stays up for everyone else.
+ * How much memory rescues may hold at once, gateway-wide: their bodies as received, and what
+ * reading them takes (estimated before the parse, rescueCost). Past the budget a rescue waits its
+ * turn briefly, holding its body meanwhile (which counts), and is then shed: the client gets the
+ * upstream's own error, as when compaction is off, and the process stays up for everyone else.
  */
 
 /** A held share of the budget, given back once. */
 export type Release = () => void;
 
+interface Waiter {
+  bytes: number;
+  /** What it holds while it waits: its body. */
+  waiting: number;
+  grant: (release: Release | null) => void;
+}
+
 export class RescueBudget {
   private used = 0;
-  private readonly queue: Array<{ bytes: number; grant: (release: Release | null) => void }> = [];
+  private readonly queue: Waiter[] = [];
 
   constructor(
     readonly limitBytes: number,
@@ -23,23 +31,26 @@ export class RescueBudget {
     gauge?.set({ state: 'in_use' }, 0);
   }
 
-  /** Bytes of bodies under rescue now. */
+  /** Bytes held by rescues now, waiting ones included. */
   get inUse(): number {
     return this.used;
   }
 
   /**
    * A share of `bytes`, at once when it fits, else as soon as it does within `waitMs`, in the
-   * order asked; null when it does not (or `signal` aborts first): the rescue is shed. A body
-   * larger than the whole budget is shed at once.
+   * order asked, counting `waiting` (the body it holds) meanwhile; null when it does not (or
+   * `signal` aborts first): the rescue is shed. A rescue larger than the whole budget, or one
+   * whose body does not even fit beside what is held, is shed at once.
    */
-  hold(bytes: number, waitMs: number, signal?: AbortSignal): Promise<Release | null> {
+  hold(bytes: number, waitMs: number, signal?: AbortSignal, waiting = 0): Promise<Release | null> {
     if (bytes > this.limitBytes || signal?.aborted) return Promise.resolve(null);
     if (this.queue.length === 0 && this.used + bytes <= this.limitBytes) return Promise.resolve(this.take(bytes));
-    if (waitMs <= 0) return Promise.resolve(null);
+    if (waitMs <= 0 || this.used + waiting > this.limitBytes) return Promise.resolve(null);
+    this.add(waiting);
     return new Promise((resolve) => {
-      const waiter = {
+      const waiter: Waiter = {
         bytes,
+        waiting,
         grant: (release: Release | null) => {
           clearTimeout(timer);
           signal?.removeEventListener('abort', giveUp);
@@ -49,6 +60,7 @@ export class RescueBudget {
       const giveUp = () => {
         const at = this.queue.indexOf(waiter);
         if (at >= 0) this.queue.splice(at, 1);
+        this.add(-waiting);
         waiter.grant(null);
         // The one ahead leaving may let the next ones in.
         this.grantWaiting();
@@ -59,42 +71,69 @@ export class RescueBudget {
     });
   }
 
-  private take(bytes: number): Release {
+  private add(bytes: number): void {
     this.used += bytes;
     this.gauge?.set({ state: 'in_use' }, this.used);
+  }
+
+  private take(bytes: number): Release {
+    this.add(bytes);
     let released = false;
     return () => {
       if (released) return;
       released = true;
-      this.used -= bytes;
-      this.gauge?.set({ state: 'in_use' }, this.used);
+      this.add(-bytes);
       this.grantWaiting();
     };
   }
 
   private grantWaiting(): void {
-    while (this.queue.length > 0 && this.used + this.queue[0].bytes <= this.limitBytes) {
+    // What the first in line holds already, its body, is part of its share.
+    while (this.queue.length > 0 && this.used - this.queue[0].waiting + this.queue[0].bytes <= this.limitBytes) {
       const next = this.queue.shift()!;
+      this.add(-next.waiting);
       next.grant(this.take(next.bytes));
     }
   }
 }
 
-/**
- * What a rescue holds at its peak, estimated before its body is parsed: the body's text and the
- * strings parsed out of it (two bytes a byte), and for each JSON object its parsed form, its
- * entry, size and digest (measured: a million one-line messages, 44 bytes each, take 150 + 130 +
- * 35 + 80 bytes of heap each; see bench/hostile-load.ts).
+/*
+ * Heap per piece of a body once read, measured with V8 on 64-bit Node (bench/parse-heap.ts): a
+ * string 24-32 bytes, a key of a wide object about 75 (its dictionary entry and the key), a value
+ * in a list 8, a fraction 24, an object 64, a list 40. The text itself is held once as read (two
+ * bytes a character when any is outside Latin-1) and once in the strings parsed out of it. Per
+ * item of a conversation, the compaction's own views, sizes and digests: 0.8-1.3 KB, from the least
+ * heap a rescue of 100k tiny messages, or of 37k agent messages, completes in. The estimate is
+ * 1.2-1.6 times that least heap for the bodies measured.
  */
-export function rescueCost(bodyBytes: number, objects: number): number {
-  return 2 * bodyBytes + 400 * objects;
+const PER_BYTE = 2.75;
+const PER_BYTE_NOT_ASCII = 1;
+const PER_STRING = 32;
+const PER_KEY = 80;
+const PER_COMMA = 24;
+const PER_OBJECT = 64;
+const PER_ARRAY = 40;
+const PER_ITEM = 1024;
+
+/** The heap a rescue of a body of this shape takes at its peak: reading it, and compacting it. */
+export function rescueHeapCost(s: JsonShape): number {
+  const perByte = PER_BYTE + (s.ascii ? 0 : PER_BYTE_NOT_ASCII);
+  return Math.ceil(
+    perByte * s.bytes + PER_STRING * s.strings + PER_KEY * s.keys + PER_COMMA * s.commas + PER_OBJECT * s.objects + PER_ARRAY * s.arrays + PER_ITEM * s.items,
+  );
+}
+
+/** What a rescue holds at its peak: its body as received (outside the heap) and the heap it takes. */
+export function rescueCost(s: JsonShape): number {
+  return s.bytes + rescueHeapCost(s);
 }
 
 /**
- * The default budget: 45% of the heap for what rescues hold at once, the rest for everything else.
- * 384 MB of heap takes four 20 MB agent conversations at once (44 MB each), and sheds a body of
- * a million tiny messages (488 MB) before it is parsed.
+ * The default budget: half the heap limit for what rescues hold at once, bodies included, the
+ * rest for everything else. 384 MB of heap (432 MB with the young generation) takes two 20 MB
+ * agent conversations at once with two more waiting, or one of 53 MB alone, and sheds a body of
+ * a million tiny messages, 3 million keys or 8 million strings before it is parsed.
  */
 export function defaultRescueBudget(heapLimitBytes = getHeapStatistics().heap_size_limit): number {
-  return Math.floor(heapLimitBytes * 0.45);
+  return Math.floor(heapLimitBytes * 0.5);
 }

@@ -77,12 +77,13 @@ export interface RescueContext {
 /**
  * Holds the request's share of the rescue budget before its body is parsed (once: a compaction
  * ahead and the rescue after it share one); the estimated cost it asked for, and whether it was
- * given within `waitMs`.
+ * given within `waitMs`. While it waits, its body counts.
  */
 export async function holdBudget(ctx: RescueContext, waitMs: number): Promise<{ held: boolean; cost: number }> {
   if (ctx.held) return { held: true, cost: 0 };
-  const cost = rescueCost(ctx.incoming.bytes, await ctx.incoming.objects());
-  const release = await ctx.deps.budget.hold(cost, waitMs, ctx.gone.signal);
+  const shape = await ctx.incoming.shape();
+  const cost = rescueCost(shape);
+  const release = await ctx.deps.budget.hold(cost, waitMs, ctx.gone.signal, shape.bytes);
   if (release) ctx.held = release;
   return { held: release !== null, cost };
 }

@@ -2,6 +2,7 @@ import { StringDecoder } from 'node:string_decoder';
 import { DEFAULTS } from '../config/schema.js';
 import { codingsOf, decodeSync } from '../content-coding.js';
 import { TOO_MANY_ITEMS, parseObject, parseObjectNow } from '../json-source.js';
+import { scanJson, type JsonShape } from '../json-shape.js';
 import { timeSlice } from '../time-slice.js';
 
 /*
@@ -16,20 +17,25 @@ export interface IncomingRequest {
   readonly raw: Buffer;
   /** The same bytes as they arrived, for the first attempt: one buffer, or the chunks unjoined. */
   readonly wire: Buffer | readonly Buffer[];
-  /** The parsed body when it is a JSON object the rescue can compact; null otherwise. Parsed in one piece unless `load()` parsed it first. */
+  /**
+   * The parsed body when it is a JSON object the rescue can compact; null otherwise. Parsed in one
+   * piece unless `load()` parsed it first; a body over PARSED_AT_ONCE_BYTES is never parsed here,
+   * only by `load()` (null until then): a body the rescue budget shed must stay unparsed.
+   */
   readonly json: Record<string, unknown> | null;
   /**
    * `json`, parsed in slices that let other requests run between them (a 40 MB body is over a
-   * second of parsing). A top-level list of more than MAX_RESCUED_ITEMS ends the parse there: null,
+   * second of parsing). A body with a top-level list of more than MAX_RESCUED_ITEMS, or a piece
+   * parsed at once (a message, a field) of more than MAX_PIECE_TOKENS, is not parsed at all: null,
    * and `tooManyItems` says why.
    */
   load(): Promise<Record<string, unknown> | null>;
-  /** Whether `load()` stopped at a top-level list longer than MAX_RESCUED_ITEMS. */
+  /** Whether `load()` stopped at a top-level list longer than MAX_RESCUED_ITEMS, or at a piece of more than MAX_PIECE_TOKENS. */
   readonly tooManyItems: boolean;
   /** Lets go of the parsed body and the joined bytes (a later `load()` reads them again): nothing is held while an upstream thinks or an answer streams. */
   release(): void;
-  /** How many JSON objects the body holds at most (its `{` bytes), counted between time slices: what parsing it costs besides its bytes. */
-  objects(): Promise<number>;
+  /** The body's shape (its size, strings, keys, objects, lists...), scanned once between time slices: what parsing it will cost, known before it is parsed. */
+  shape(): Promise<JsonShape>;
   /** Size of the body once decoded (the wire size when it was not compressed); 0 when it cannot be decoded. */
   readonly bytes: number;
   /** The body once decoded, in one buffer; null when it cannot be decoded. */
@@ -46,11 +52,22 @@ export const MAX_COMPACTABLE_DEPTH = 256;
 /**
  * A conversation longer than this is not rescued: each of the compaction's passes over it would
  * hold the event loop longer than other clients should wait (a 100k-message rescue stalls them
- * 120-190 ms at worst; a million messages, 2.3 s). No agent session comes near it. The parse stops
- * past it: a million tiny messages made into a million objects (and their source texts) cost
- * garbage-collector pauses of most of a second on Node 26.
+ * 120-190 ms at worst; a million messages, 2.3 s). No agent session comes near it. Such a body
+ * is not parsed at all: a million tiny messages made into a million objects (and their source
+ * texts) cost garbage-collector pauses of most of a second.
  */
 export const MAX_RESCUED_ITEMS = 150_000;
+
+/**
+ * A piece of the body parsed in one JSON.parse (one message, one top-level field that is not a
+ * list) with more tokens than this is not rescued: its parse alone would hold the event loop for
+ * too long (a `metadata` object of 3 million keys is seconds of JSON.parse). A message or a tool
+ * schema has hundreds; OpenAI caps a structured-output schema at 5,000 properties.
+ */
+export const MAX_PIECE_TOKENS = 100_000;
+
+/** The most a body may weigh to be parsed without time slices, by `json`. */
+export const PARSED_AT_ONCE_BYTES = 256 * 1024;
 
 export function readIncoming(
   received: Buffer | readonly Buffer[] | undefined,
@@ -70,6 +87,7 @@ class LazyIncoming implements IncomingRequest {
   #joined: Buffer | undefined;
   #decoded: Buffer | null | undefined;
   #json: Record<string, unknown> | null | undefined;
+  #shape: Promise<JsonShape> | undefined;
   tooManyItems = false;
 
   constructor(
@@ -91,31 +109,27 @@ class LazyIncoming implements IncomingRequest {
   }
 
   get json(): Record<string, unknown> | null {
+    if (this.#json === undefined && this.bytes > PARSED_AT_ONCE_BYTES) return null;
     if (this.#json === undefined) this.#json = parseNow(this.#decode());
     return this.#json;
   }
 
   async load(): Promise<Record<string, unknown> | null> {
     if (this.#json !== undefined) return this.#json;
-    const text = this.#text();
+    const shape = await this.shape();
+    if (shape.largestPiece > MAX_PIECE_TOKENS || shape.longestList > MAX_RESCUED_ITEMS) {
+      this.tooManyItems = true;
+      return (this.#json = null);
+    }
+    const text = await this.#text();
     const parsed = text ? await parseObject(text, MAX_COMPACTABLE_DEPTH, MAX_RESCUED_ITEMS) : null;
     if (parsed === TOO_MANY_ITEMS) this.tooManyItems = true;
     // A synchronous read may have finished first.
     return (this.#json ??= parsed === TOO_MANY_ITEMS ? null : parsed);
   }
 
-  async objects(): Promise<number> {
-    const chunks = this.#plain() ? (Buffer.isBuffer(this.wire) ? [this.wire] : this.wire) : [this.#decode() ?? EMPTY];
-    const slice = timeSlice();
-    let count = 0;
-    for (const chunk of chunks) {
-      for (let from = 0; from < chunk.length; from += SCANNED_PER_STEP) {
-        const end = Math.min(chunk.length, from + SCANNED_PER_STEP);
-        for (let i = from; i < end; i++) if (chunk[i] === 0x7b) count++;
-        if (slice.due()) await slice.pause();
-      }
-    }
-    return count;
+  shape(): Promise<JsonShape> {
+    return (this.#shape ??= scanJson(this.#plain() ? (Buffer.isBuffer(this.wire) ? [this.wire] : this.wire) : [this.#decode() ?? EMPTY]));
   }
 
   /** Sent as it is (no content coding): its bytes are the chunks as they came. */
@@ -123,12 +137,16 @@ class LazyIncoming implements IncomingRequest {
     return this.#decoded === undefined && codingsOf(this.contentEncoding)?.length === 0;
   }
 
-  /** The body as text; a plain one read off its chunks, never joined into another copy first. */
-  #text(): string | null {
+  /** The body as text; a plain one read off its chunks between time slices, never joined into another copy first. */
+  async #text(): Promise<string | null> {
     if (this.#plain() && !Buffer.isBuffer(this.wire)) {
       const decoder = new StringDecoder('utf8');
+      const slice = timeSlice();
       let text = '';
-      for (const chunk of this.wire) text += decoder.write(chunk);
+      for (const chunk of this.wire) {
+        text += decoder.write(chunk);
+        if (slice.due()) await slice.pause();
+      }
       return text + decoder.end();
     }
     const bytes = this.#decode();
@@ -151,7 +169,6 @@ class LazyIncoming implements IncomingRequest {
 }
 
 const EMPTY = Buffer.alloc(0);
-const SCANNED_PER_STEP = 256 * 1024;
 
 /** A body of one chunk (every small request) is that buffer; several stay a list until joined. */
 function wireOf(received: Buffer | readonly Buffer[] | undefined): Buffer | readonly Buffer[] {

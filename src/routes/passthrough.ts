@@ -4,6 +4,7 @@ import { Readable, Transform } from 'node:stream';
 import { errorCodes, type FastifyInstance, type FastifyRequest } from 'fastify';
 import type { Dispatcher } from 'undici';
 import type { Config } from '../config/schema.js';
+import { DecodedSize, codingsOf } from '../content-coding.js';
 import { GatewayError, failureLog, fromUpstreamFailure } from '../errors.js';
 import { DROP_FROM_STREAMED, queryWithoutKey, requestHeadersForUpstream, responseHeadersForClient, type CredentialStyle } from '../upstream/headers.js';
 import { assertSafePath, assertSafeSegment } from '../upstream/target.js';
@@ -147,17 +148,33 @@ function geminiPathModel(path: string): string | undefined {
 /**
  * A body streamed upstream as it arrives, within the limit: a declared length over it is refused
  * before anything is read (Node's parser lets no more than a declared length through); a chunked
- * body is counted on its way, and fails the upstream request the moment it passes the limit.
+ * body is counted on its way, and fails the upstream request the moment it passes the limit. A
+ * compressed one goes as it came, and what it decodes to is counted on its way too (a few KB of
+ * gzip can inflate to gigabytes): its end waits for the count, and it fails the same way.
  */
 function limited(payload: IncomingMessage, limit: number, done: (err: Error | null, body?: unknown) => void): void {
   const declared = Number(payload.headers['content-length']);
   if (declared > limit) return done(new errorCodes.FST_ERR_CTP_BODY_TOO_LARGE());
-  if (!Number.isNaN(declared)) return done(null, payload);
+  const codings = codingsOf(payload.headers['content-encoding']);
+  // A coding the gateway cannot undo goes as sent, unchecked, as on the rescued routes.
+  const decoded = codings && codings.length > 0 ? new DecodedSize(codings, limit) : undefined;
+  if (!Number.isNaN(declared) && !decoded) return done(null, payload);
   let received = 0;
+  // A compressed body's last chunk waits for the count: with it, the upstream would have the whole body.
+  let last: Buffer | undefined;
+  const tooLarge = () => new errorCodes.FST_ERR_CTP_BODY_TOO_LARGE();
   const counted = new Transform({
     transform(chunk: Buffer, _encoding, next) {
       received += chunk.length;
-      next(received > limit ? new errorCodes.FST_ERR_CTP_BODY_TOO_LARGE() : null, chunk);
+      if (!decoded) return next(received > limit ? tooLarge() : null, chunk);
+      decoded.write(chunk);
+      const ready = last;
+      last = chunk;
+      next(received > limit || decoded.outcome === 'over' ? tooLarge() : null, ready);
+    },
+    flush(next) {
+      if (!decoded) return next();
+      void decoded.end().then((outcome) => next(outcome === 'over' ? tooLarge() : null, last));
     },
   });
   payload.on('error', (err) => counted.destroy(err));

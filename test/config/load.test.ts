@@ -91,3 +91,50 @@ describe('loadConfig', () => {
     expect(list).not.toMatch(/12345678|pa55word|sk-query/);
   });
 });
+
+describe('a bad config never prints a value that could be a key', () => {
+  const KEY = `sk-proj-${'Zq7'.repeat(16)}`;
+
+  it('a key pasted into UPSTREAM_URL', () => {
+    const list = problems(() => loadConfig([], { UPSTREAM_URL: KEY })).join('\n');
+    expect(list).toMatch(/upstream\.url \(from UPSTREAM_URL\)/);
+    expect(list).not.toContain('Zq7');
+  });
+
+  it('a key variable used in the wrong field, however short the key', () => {
+    const yaml = 'log:\n  level: ${GATEWAY_API_KEYS}\nserver:\n  port: ${UPSTREAM_API_KEY}\nupstream:\n  url: ${SUMMARIZER_API_KEY}\n';
+    const list = problems(() => loadConfig(['--config', file(yaml)], { UPSTREAM_API_KEY: KEY, GATEWAY_API_KEYS: 'gw-1', SUMMARIZER_API_KEY: 'k9' })).join('\n');
+    expect(list).toMatch(/log\.level \(from \$\{GATEWAY_API_KEYS\}\)/);
+    expect(list).toMatch(/server\.port \(from \$\{UPSTREAM_API_KEY\}\)/);
+    expect(list).toMatch(/upstream\.url \(from \$\{SUMMARIZER_API_KEY\}\)/);
+    expect(list).not.toMatch(/Zq7|gw-1|"k9"/);
+  });
+
+  it('a credentialed OTLP endpoint that does not parse', () => {
+    const list = problems(() => loadConfig([], { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:s3cr3t-token@otel:43x8/' })).join('\n');
+    expect(list).toMatch(/telemetry\.otlpEndpoint \(from OTEL_EXPORTER_OTLP_ENDPOINT\)/);
+    expect(list).not.toContain('s3cr3t');
+  });
+
+  it('a key in a line the YAML parser quotes', () => {
+    const list = problems(() => loadConfig(['--config', file(`upstream:\n  apiKey: ${KEY}: oops\n`)], {})).join('\n');
+    expect(list).toMatch(/not valid YAML\/JSON: .*line 2, column/);
+    expect(list).not.toContain('Zq7');
+  });
+
+  it('a long value in any other field is described, not shown', () => {
+    const list = problems(() => loadConfig([], { LOG_LEVEL: KEY })).join('\n');
+    expect(list).toMatch(/log\.level \(from LOG_LEVEL\): .*; got a string of 56 characters/);
+    expect(list).not.toContain('Zq7');
+  });
+
+  it('what helps and cannot be a key is still shown: a word, a number, a URL without its credentials and query', () => {
+    const list = problems(() =>
+      loadConfig([], { LOG_LEVEL: 'loud', PORT: '70000', UPSTREAM_URL: 'ftp://user:pw@files.example/v1?key=abc' }),
+    ).join('\n');
+    expect(list).toMatch(/log\.level \(from LOG_LEVEL\): .*; got "loud"/);
+    expect(list).toMatch(/server\.port \(from PORT\): .*; got 70000/);
+    expect(list).toMatch(/upstream\.url \(from UPSTREAM_URL\): .*; got "ftp:\/\/files\.example\/v1"/);
+    expect(list).not.toMatch(/pw|key=abc/);
+  });
+});

@@ -29,3 +29,19 @@ export function tinyTurnsBody(messages: number, seed: number): Buffer {
   if (messages % 2 === 0) items.push({ role: 'user', content: 'Go on.' });
   return Buffer.from(JSON.stringify({ model: 'gpt-test', messages: items }));
 }
+
+/** A short conversation whose `metadata` is one object of `keys` keys (3M of them are about 38 MB): the most keys per byte. */
+export function wideObjectBody(keys: number, seed: number): Buffer {
+  const parts = [`{"model":"m${seed}","metadata":{`];
+  for (let i = 0; i < keys; i++) parts.push(`${i ? ',' : ''}"k${i}":0`);
+  parts.push('},"messages":[{"role":"user","content":"go"}]}');
+  return Buffer.from(parts.join(''));
+}
+
+/** One message whose content is a list of `strings` short strings (8M of them are about 40 MB): the most strings per byte. */
+export function manyStringsBody(strings: number, seed: number): Buffer {
+  const parts = [`{"model":"m${seed}","messages":[{"role":"user","content":[`];
+  for (let i = 0; i < strings; i++) parts.push(`${i ? ',' : ''}"${(i % 1296).toString(36)}"`);
+  parts.push(']}]}');
+  return Buffer.from(parts.join(''));
+}

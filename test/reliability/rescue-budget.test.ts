@@ -12,7 +12,8 @@ import { sleep } from './helpers.js';
  * The gateway-wide budget for memory under rescue (compaction.rescueBudgetBytes): a rescue that
  * does not fit waits its turn (compaction.rescueWaitMs), then is shed: the client gets the
  * upstream's own error byte for byte, marked `outcome=shed`, with a WARN line and a count. A body
- * that could never fit is shed at once; a waiting client that leaves gives its place up.
+ * that could never fit is shed at once, and so is one whose body does not fit even to wait (a
+ * waiting body counts); a waiting client that leaves gives its place up.
  */
 
 const LIMIT_BYTES = 60_000;
@@ -204,11 +205,11 @@ describe('the rescue budget', () => {
     let secondDone = false;
     const second = viaSdk(gateway, B).finally(() => (secondDone = true));
     await until('the upstream to refuse the second', () => up.chats(2).length > 0);
-    // Refused and waiting: no work on it while the first holds the budget.
+    // Refused and waiting: no work on it while the first holds the budget, and its body counts.
     await sleep(500);
     expect(up.summarizerCalls(2)).toHaveLength(0);
     expect(secondDone).toBe(false);
-    expect(await inUse(gateway)).toBe(cost.big);
+    expect(await inUse(gateway)).toBe(cost.big + B.length);
 
     openA();
     expectReplayed(await first);
@@ -222,6 +223,21 @@ describe('the rescue budget', () => {
     await untilGivenBack(gateway, 0);
     expect(await shedCount(gateway)).toBe(0);
     expect(shedWarnings(gateway)).toHaveLength(0);
+  });
+
+  it('a rescue whose body does not fit beside those held is shed at once, without waiting', async () => {
+    const { up, gateway } = await start({ rescueBudgetBytes: cost.big + Math.floor(B.length / 2), rescueWaitMs: 60_000 });
+    const openA = up.gate(1);
+    const first = viaSdk(gateway, A);
+    await until('the first rescue to reach its summarizer', () => up.summarizerCalls(1).length > 0);
+    const second = await within(viaSdk(gateway, B), 30_000, 'the second to be shed without waiting rescueWaitMs');
+    expectShed(second, up.refusalOf(2));
+    expect(up.summarizerCalls(2)).toHaveLength(0);
+    expect(await shedCount(gateway)).toBe(1);
+    expect(await inUse(gateway)).toBe(cost.big);
+    openA();
+    expectReplayed(await first);
+    await untilGivenBack(gateway, 0);
   });
 
   it('the second is shed after rescueWaitMs when the first takes longer', async () => {

@@ -1,4 +1,5 @@
 import { Readable } from 'node:stream';
+import { brotliCompressSync, deflateRawSync, deflateSync, gzipSync } from 'node:zlib';
 import { request } from 'undici';
 import OpenAI from 'openai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -54,6 +55,67 @@ describe('a declared body over the limit', () => {
     else expectOpenAIError(JSON.parse(answer.body), 'request_too_large');
     expect(c.received()).toMatch(/\r\nconnection: close\r\n/i);
     expect(upstream.seen, c.received()).toHaveLength(0);
+  });
+});
+
+describe('a compressed body', () => {
+  // 64 KiB of JSON decoded is over the limit by its padding; a few hundred bytes on the wire.
+  const decoded = Buffer.from(JSON.stringify({ model: 'text-embedding-3-small', input: ' '.repeat(LIMIT * 16) }));
+  const small = Buffer.from(JSON.stringify({ model: 'text-embedding-3-small', input: 'the quick brown fox' }));
+  const codings: Array<[string, (b: Buffer) => Buffer]> = [
+    ['gzip', gzipSync],
+    ['deflate', deflateSync],
+    ['deflate', deflateRawSync],
+    ['br', brotliCompressSync],
+    ['gzip, br', (b) => brotliCompressSync(gzipSync(b))],
+  ];
+
+  it.each(codings)('in %s, decoding past the limit: 413, the upstream request aborted', async (coding, encode) => {
+    const sent = encode(decoded);
+    expect(sent.length).toBeLessThan(LIMIT / 8);
+    const res = await client.post(`${gateway.baseUrl}/embeddings`, sent, { 'content-encoding': coding }, AbortSignal.timeout(15_000));
+    expect(res.status).toBe(413);
+    expectOpenAIError(res.json, 'request_too_large');
+    const seen = await settle(() => upstream.seen.map((s) => s.outcome), (o) => !o.includes('pending'));
+    expect(seen).not.toContain('whole');
+  });
+
+  it.each(codings)('in %s, within the limit: forwarded as sent, still compressed', async (coding, encode) => {
+    const sent = encode(small);
+    const res = await client.post(`${gateway.baseUrl}/embeddings`, sent, { 'content-encoding': coding }, AbortSignal.timeout(15_000));
+    expect(res.status).toBe(200);
+    expect(upstream.seen).toHaveLength(1);
+    expect(upstream.seen[0]).toMatchObject({ bytes: sent.length, outcome: 'whole' });
+    expect(upstream.seen[0].headers['content-encoding']).toBe(coding);
+  });
+
+  it('a Gemini pass-through path too', async () => {
+    const res = await client.post(`${gateway.origin}/v1beta/models/gemini-2.5-pro:countTokens`, gzipSync(decoded), { 'content-encoding': 'gzip' }, AbortSignal.timeout(15_000));
+    expect(res.status).toBe(413);
+    expectGoogleError(res.json, 'request_too_large', 413, 'INVALID_ARGUMENT');
+  });
+
+  it('a coding the gateway cannot undo goes as sent, and a corrupt body too', async () => {
+    for (const [coding, sent] of [['compress', gzipSync(decoded)], ['gzip', Buffer.from('not gzip at all')]] as const) {
+      upstream.seen.length = 0;
+      const res = await client.post(`${gateway.baseUrl}/embeddings`, sent, { 'content-encoding': coding }, AbortSignal.timeout(15_000));
+      expect(res.status, coding).toBe(200);
+      expect(upstream.seen[0]).toMatchObject({ bytes: sent.length, outcome: 'whole' });
+    }
+  });
+});
+
+describe('headers past the count Node kept by default', () => {
+  it('a body whose Content-Length follows 2,000 other headers goes upstream whole, with its length', async () => {
+    const body = JSON.stringify({ model: 'text-embedding-3-small', input: 'the quick brown fox' });
+    const padding = Array.from({ length: 2_000 }, (_, i) => `p${i % 10}:1\r\n`).join('');
+    const head = `POST /v1/embeddings HTTP/1.1\r\nHost: gateway\r\n${padding}Content-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n`;
+    const c = await slowClient(gateway.origin, head + body, opened, '');
+    expect(await c.closedWithin(5_000), c.received()).toBe(true);
+    expect(rawStatus(c.received()).status, c.received()).toBe(200);
+    expect(upstream.seen).toHaveLength(1);
+    expect(upstream.seen[0]).toMatchObject({ method: 'POST', bytes: body.length, outcome: 'whole' });
+    expect(upstream.seen[0].headers['content-length']).toBe(String(body.length));
   });
 });
 

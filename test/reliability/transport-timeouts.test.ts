@@ -27,6 +27,8 @@ afterEach(async () => {
 });
 
 const CHAT_HEAD = 'POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\nContent-Length: 10000\r\n\r\n';
+/** 2,000 short headers (10 KB, within the header size limit): Node's default count limit, past which it dropped the rest. */
+const PADDING = Array.from({ length: 2_000 }, (_, i) => `p${i % 10}:1\r\n`).join('');
 
 const slowClient = (origin: string, head: string, trickle?: string) => slowClientOf(origin, head, clients, trickle);
 
@@ -108,6 +110,8 @@ describe('an early answer closes the connection', () => {
     ['a chat request without the gateway key', CHAT_HEAD],
     ['a Messages request with a wrong x-api-key', CHAT_HEAD.replace('/v1/chat/completions', '/v1/messages').replace('\r\n\r\n', '\r\nx-api-key: wrong\r\n\r\n')],
     ['a pass-through request without the gateway key', CHAT_HEAD.replace('/v1/chat/completions', '/v1/embeddings')],
+    ['a chat request whose Content-Length follows 2,000 other headers', CHAT_HEAD.replace('Content-Type', `${PADDING}Content-Type`)],
+    ['a pass-through request whose Content-Length follows 2,000 other headers', CHAT_HEAD.replace('/v1/chat/completions', '/v1/embeddings').replace('Content-Type', `${PADDING}Content-Type`)],
   ])('%s: 401, then the connection is closed while the client is still sending', async (_name, head) => {
     upstream = await startFakeUpstream();
     // The request timeout is the default (120 s): what closes the connection here is the 401.
