@@ -69,7 +69,7 @@ describe('memory.redis', () => {
     [{ redis: { cluster: ['a:1'], db: 1 } }, 'memory.redis.db: a Redis Cluster has database 0 only; got 1'],
     [{ redis: { password: 'pw' } }, 'memory.redis: needs url, cluster or sentinels (or memory.redisUrl)'],
     [{ redis: { cluster: ['a:1'], sentinelPassword: 'hunter2' } }, 'memory.redis.sentinelPassword (or MEMORY_REDIS_SENTINEL_PASSWORD): is for sentinels only'],
-    [{ redis: 'http://admin:hunter2@cache:6379' }, 'memory.redis: must be a redis:// or rediss:// URL; got "http://[redacted]@cache:6379"'],
+    [{ redis: 'http://admin:hunter2@cache:6379' }, 'memory.redis: must be a redis:// or rediss:// URL; got "http://cache:6379/"'],
     [{ redis: 7 }, 'memory.redis: must be a redis:// URL or a mapping with url, cluster or sentinels; got 7'],
     [{ redis: { cluster: ['a:1'], caFile: '/nonexistent/ca.pem' } }, "memory.redis.caFile (or MEMORY_REDIS_CA_FILE): cannot be read: ENOENT: no such file or directory, open '/nonexistent/ca.pem'"],
   ])('a mistake is one line naming its key: %j', (memory, problem) => {
