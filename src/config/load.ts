@@ -236,10 +236,9 @@ function shownValue(path: readonly PropertyKey[], value: unknown, source: string
   const key = String(path.at(-1));
   if (key === 'apiKey' || /password$/i.test(key) || path[0] === 'auth' || (source !== undefined && SECRET_VARIABLE.test(source))) return '; got [redacted]';
   if (typeof value !== 'string') return `; got ${JSON.stringify(value) ?? String(value)}`;
-  if (/(url|proxy|redis|endpoint)$/i.test(key)) {
-    const url = URL.canParse(value) ? new URL(value) : undefined;
-    return url ? `; got ${JSON.stringify(`${url.protocol}//${url.host}${url.pathname}`.slice(0, 80))}` : '';
-  }
+  // A URL is shown without its credentials, query and fragment; one that is no URL as any other string.
+  const url = /(url|proxy|redis|endpoint)$/i.test(key) && URL.canParse(value) ? new URL(value) : undefined;
+  if (url && value.includes('://')) return `; got ${JSON.stringify(`${url.protocol}//${url.host}${url.pathname}`.slice(0, 80))}`;
   return SHOWN_WORD.test(value) ? `; got ${JSON.stringify(value)}` : `; got a string of ${value.length} characters`;
 }
 
