@@ -147,7 +147,8 @@ describe.skipIf(!chromium)('the status page in Chromium', () => {
     const challenges: Array<string | undefined> = [];
     refused.on('response', (r) => void (r.status() === 401 && challenges.push(r.headers()['www-authenticate'])));
     await expect(refused.goto(`${gateway.origin}/status`)).rejects.toThrow(/ERR_INVALID_AUTH_CREDENTIALS/);
-    expect(challenges).toEqual([expect.stringMatching(/^Basic realm=/)]);
+    // The 401's response event may come after the navigation has failed.
+    await expect.poll(() => challenges, { timeout: 5_000 }).toEqual([expect.stringMatching(/^Basic realm=/)]);
 
     const page = await newPage();
     await page.authenticate({ username: 'me', password: KEY });
