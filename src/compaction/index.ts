@@ -33,6 +33,8 @@ export interface Compactable {
   recalled?: RememberedSpan | null;
   /** Every bound block after the edit point goes stripped (a remembered lesson of a span read anew). */
   stripAll?: boolean;
+  /** The newest item is never cut to fit (an agent's own compaction call carries its instruction there). */
+  newestWhole?: boolean;
 }
 
 /** What a summarizer run reports as it starts and as it ends (ok, or why it fell back). */
@@ -245,6 +247,7 @@ function planAt(input: CompactionInput, view: RecalledView, entries: readonly En
     targetBytes,
     aimBytes,
     summaryReserveBytes: reserve,
+    newestWhole: input.newestWhole,
   });
   return 'failure' in plan ? plan : { ...plan, reserve };
 }

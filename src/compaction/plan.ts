@@ -50,7 +50,7 @@ export function planCompaction(input: PlanInput): Plan | PlanFailure {
   const lastUserKept = lastUser < keepFirst ? -1 : pinned.length > 0 ? 0 : pinned.length + lastUser - tailStart;
   // Over what is known to fit, cutting is unavoidable: then cut down to the aim, which is the
   // better guess at the limit (a 413 states none) and leaves room for the next turns.
-  const shrunk = shrinkKept(kept, input.dialect, before > targetBytes ? before - aim : 0, lastUserKept);
+  const shrunk = shrinkKept(kept, input.dialect, before > targetBytes ? before - aim : 0, lastUserKept, input.newestWhole === true);
   if (middle.length === 0 && shrunk.cut === 0) return { failure: 'nothing_to_shrink' };
   if (before - shrunk.savedBytes > targetBytes) return { failure: 'cannot_fit' };
   if (!outweighs(middle, cost, (middle.length > 0 ? summaryCost : 0) - shrunk.savedBytes)) return { failure: 'nothing_to_shrink' };

@@ -22,9 +22,10 @@ export const MIN_KEEP_CHARS = 300;
 
 /**
  * Saves at least `excessBytes` from `items` if it can (oldest first, the last item last), never
- * touching the item at `protectedIndex` (the person's last input, or -1).
+ * touching the item at `protectedIndex` (the person's last input, or -1), nor, with `lastWhole`,
+ * the last item's last text (an agent's instruction, after the tool results it rides with).
  */
-export function shrinkKept(items: readonly unknown[], dialect: Pick<Dialect, 'slots'>, excessBytes: number, protectedIndex = -1): ShrinkResult {
+export function shrinkKept(items: readonly unknown[], dialect: Pick<Dialect, 'slots'>, excessBytes: number, protectedIndex = -1, lastWhole = false): ShrinkResult {
   const result: ShrinkResult = { items: items.slice(), savedBytes: 0, cut: 0 };
   if (excessBytes <= 0 || items.length === 0) return result;
   const last = items.length - 1;
@@ -33,7 +34,8 @@ export function shrinkKept(items: readonly unknown[], dialect: Pick<Dialect, 'sl
     for (const kind of ['image', 'text'] as const) {
       for (const i of pass) {
         if (result.savedBytes >= excessBytes) return result;
-        shrinkItem(result, i, dialect.slots(result.items[i]).filter((s) => s.kind === kind), excessBytes);
+        const slots = dialect.slots(result.items[i]).filter((s) => s.kind === kind);
+        shrinkItem(result, i, lastWhole && i === last && kind === 'text' ? slots.slice(0, -1) : slots, excessBytes);
       }
     }
   }

@@ -17,6 +17,8 @@ export interface PlanInput {
   aimBytes?: number;
   /** Bytes to set aside for the summary item that will replace the condensed part. */
   summaryReserveBytes: number;
+  /** The newest item is never cut (an agent's own compaction call: its instruction rides there). */
+  newestWhole?: boolean;
 }
 
 /**

@@ -30,7 +30,7 @@ export interface CompactOptions {
 export function compactFor(ctx: RescueContext, json: Record<string, unknown>, conversation: Conversation, target: SizeTarget, o: CompactOptions): Promise<CompactionResult> {
   const config = ctx.deps.config;
   return compact(
-    { dialect: ctx.dialect, request: json, conversation, headers: ctx.headers, bodyBytes: ctx.incoming.bytes, recalled: o.recalled },
+    { dialect: ctx.dialect, request: json, conversation, headers: ctx.headers, bodyBytes: ctx.incoming.bytes, recalled: o.recalled, newestWhole: o.digestOnly },
     {
       target,
       because: o.because,

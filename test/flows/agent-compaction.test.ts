@@ -55,6 +55,30 @@ const CASES: Case[] = [
   },
 ];
 
+/** The body with its newest tool output grown past `bytes` (Claude Code's pasted log): the newest turn must be cut to fit. */
+function withHugeNewestOutput(f: ApiFixture, body: any, bytes: number): any {
+  const pad = 'log line '.repeat(Math.ceil(bytes / 9));
+  if (f.api === 'messages') {
+    const messages = [...body.messages];
+    const last = messages.at(-1);
+    const content = last.content.map((b: any) => (b.type === 'tool_result' ? { ...b, content: `${typeof b.content === 'string' ? b.content : JSON.stringify(b.content)}\n${pad}` } : b));
+    messages[messages.length - 1] = { ...last, content };
+    return { ...body, messages };
+  }
+  const input = [...body.input];
+  const at = input.map((item: any) => item.type).lastIndexOf('function_call_output');
+  input[at] = { ...input[at], output: `${input[at].output}\n${pad}` };
+  return { ...body, input };
+}
+
+/** A Messages body that ends with its last tool results and, in the same turn, `text` (the model's remark and the next question dropped). */
+function withInstructionBesideToolResults(body: any, text: string): any {
+  const messages = body.messages.slice(0, -2);
+  const last = messages.at(-1);
+  messages[messages.length - 1] = { ...last, content: [...last.content, { type: 'text', text }] };
+  return { ...body, messages };
+}
+
 /** A Messages body whose newest user turn ends with `text` (a turn of its own after a tool result). */
 function withNewestUserText(body: any, text: string): any {
   const messages = [...body.messages];
@@ -97,6 +121,23 @@ describe.each(CASES.map((c) => [c.name, c] as const))('%s', (_name, c) => {
     expect(again.status).toBe(200);
     expect(headerOf(again.headers.get('x-gateway-compaction'))).not.toMatchObject({ trigger: 'proactive' });
   });
+
+  if (c.f.api === 'messages') {
+    it('an instruction too long to fit beside what must be kept is never cut: the call goes unrescued, not mangled', async () => {
+      const origin = await start();
+      // Claude Code's instruction runs to 6.5k characters; here it alone is most of the limit.
+      const long = `${CLAUDE_INSTRUCTION}\n${'Include every file name, every decision and every error. '.repeat(Math.ceil((limitBytes * 0.8) / 58))}`;
+      // As Claude Code sends it: the instruction in the same user turn as the last tool results.
+      const call = { body: withInstructionBesideToolResults(body, long), headers: {} };
+      const wire = f.wire(call.body, false);
+      const res = await f.post(origin, JSON.stringify(wire), { stream: false, headers: call.headers });
+      const header = headerOf(res.headers.get('x-gateway-compaction'));
+      expect(header).toMatchObject({ 'agent-compaction': 1 });
+      // Whatever went upstream after the refusal carries the instruction whole, or nothing went.
+      for (const sent of standIn!.calls().slice(1)) expect(JSON.stringify(sent.json)).toContain(JSON.stringify(long).slice(1, -1));
+      if (header!.outcome !== 'replayed') expect(res.status).toBe(400);
+    });
+  }
 
   it('the same conversation as an ordinary turn is summarised as any other', async () => {
     const origin = await start();
