@@ -45,10 +45,15 @@ export function run(cmd: string, args: string[], options: SpawnOptions, timeoutM
 /**
  * The gateway as a process in front of `upstreamOrigin`, on a free loopback port: from source
  * (tsx) by default, or the built dist/ with `built: true`. Its UPSTREAM_URL is the origin + `/v1`,
- * or the origin alone with `path: ''` (the Gemini API's base URL). Resolves once it listens.
+ * or the origin alone with `path: ''` (the Gemini API's base URL); `env` sets more of its
+ * variables (COMPACTION_TRANSLATE_OVERFLOW=false); `node` is the Node binary it runs on (this
+ * one's by default). Resolves once it listens.
  */
-export async function startGateway(upstreamOrigin: string, { built = false, path = '/v1' }: { built?: boolean; path?: string } = {}): Promise<GatewayProcess> {
-  return launch(built, [], { UPSTREAM_URL: `${upstreamOrigin}${path}`, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', UPSTREAM_API_KEY: '', GATEWAY_API_KEYS: '' });
+export async function startGateway(
+  upstreamOrigin: string,
+  { built = false, path = '/v1', env = {}, node = process.execPath }: { built?: boolean; path?: string; env?: Record<string, string>; node?: string } = {},
+): Promise<GatewayProcess> {
+  return launch(built, [], { UPSTREAM_URL: `${upstreamOrigin}${path}`, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', UPSTREAM_API_KEY: '', GATEWAY_API_KEYS: '', ...env }, node);
 }
 
 /**
@@ -60,9 +65,9 @@ export async function startGatewayWith(configFile: string, { built = true }: { b
   return launch(built, ['--config', configFile], { LOG_LEVEL: 'info', UPSTREAM_URL: '', UPSTREAM_API_KEY: '', GATEWAY_API_KEYS: '', PORT: '', HOST: '' });
 }
 
-async function launch(built: boolean, args: string[], env: Record<string, string>): Promise<GatewayProcess> {
+async function launch(built: boolean, args: string[], env: Record<string, string>, node = process.execPath): Promise<GatewayProcess> {
   const entry = built ? [join(ROOT, 'dist', 'main.js')] : ['--import', 'tsx', join(ROOT, 'src', 'main.ts')];
-  const child = spawn(process.execPath, [...entry, ...args], {
+  const child = spawn(node, [...entry, ...args], {
     cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
