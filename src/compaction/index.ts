@@ -18,7 +18,7 @@ import { validateCompaction } from './validate.js';
 export type { RememberedSpan } from './recalled.js';
 export type { Summarizer } from './summarizer.js';
 export type { Strategy } from './types.js';
-export type NotShrunkWhy = 'no_messages' | 'too_many_items' | 'nothing_to_shrink' | 'cannot_fit' | 'invalid_plan';
+export type NotShrunkWhy = 'no_messages' | 'too_many_items' | 'undecodable_body' | 'nothing_to_shrink' | 'cannot_fit' | 'invalid_plan';
 
 /** What is compacted: the client's request as its dialect reads it, and what memory holds of it. Never modified. */
 export interface Compactable {

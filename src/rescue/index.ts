@@ -170,7 +170,8 @@ async function rescue(
   if (!hold.held) return shed(ctx, record, first, hold.cost);
   if (json) await learnFrom(ctx, judged, rejectedBytes);
   if (deps.config.compaction.maxReplays === 0 || optedOut(ctx)) return passThrough(ctx, record, first);
-  if (!json) return notShrunk(ctx, record, first, ctx.incoming.tooManyItems ? 'too_many_items' : 'no_messages', rejectedBytes);
+  // A body whose content coding could not be undone is forwarded as it came, and the header says why.
+  if (!json) return notShrunk(ctx, record, first, ctx.incoming.tooManyItems ? 'too_many_items' : ctx.incoming.plain() === null ? 'undecodable_body' : 'no_messages', rejectedBytes);
   if (tooManyItems(json)) return notShrunk(ctx, record, first, 'too_many_items', rejectedBytes);
   const rewrite = await remedy(ctx, record, judged, json, rejectedBytes, afterAhead);
   return rewrite ? replay(ctx, record, first, rewrite) : passThrough(ctx, record, first);
@@ -364,12 +365,12 @@ function decided(ctx: RescueContext, record: RescueRecord): Decided {
   return { requestId: ctx.requestId, model: record.window?.model ?? ctx.pathModel ?? ctx.notes.model };
 }
 
-function notShrunk(ctx: RescueContext, record: RescueRecord, first: InspectedAnswer, why: 'no_messages' | 'too_many_items', bytes: number): Outcome {
+function notShrunk(ctx: RescueContext, record: RescueRecord, first: InspectedAnswer, why: 'no_messages' | 'too_many_items' | 'undecodable_body', bytes: number): Outcome {
   notShrunkRecord(record, why, bytes);
   return passThrough(ctx, record, first);
 }
 
-function notShrunkRecord(record: RescueRecord, why: 'no_messages' | 'too_many_items', bytes: number): void {
+function notShrunkRecord(record: RescueRecord, why: 'no_messages' | 'too_many_items' | 'undecodable_body', bytes: number): void {
   record.outcome = 'not_shrunk';
   record.compaction = { outcome: 'not_shrunk', why, summarizerCalls: 0, messagesBefore: 0, bytesBefore: bytes, tokensBefore: 0 };
 }

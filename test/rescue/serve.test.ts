@@ -366,6 +366,15 @@ describe('when the gateway does not compact', () => {
     expect(calls()).toHaveLength(2);
   });
 
+  it('a body whose content coding cannot be undone: forwarded as it came, not shrunk, and the header says why', async () => {
+    upstream = await startFakeUpstream((_req, res) => json(res, 413, { error: { type: 'request_too_large', message: 'Request exceeds the maximum size' } }));
+    const corrupt = Buffer.from('not zstd at all, though it says so');
+    const r = await run(null, { raw: corrupt, encoding: 'zstd' });
+    expect(r.header).toMatchObject({ outcome: 'not_shrunk', why: 'undecodable_body' });
+    expect(calls()).toHaveLength(1);
+    expect(calls()[0].body.equals(corrupt)).toBe(true);
+  });
+
   it('the completion alone is lowered when only prompt plus completion is too long', async () => {
     upstream = await startFakeUpstream((req, res) => {
       if (calls().length === 1)
