@@ -1,4 +1,5 @@
 import { isAscii } from 'node:buffer';
+import { BACKSLASH, CLOSE_ARRAY, CLOSE_OBJECT, COLON, COMMA, OPEN_ARRAY, OPEN_OBJECT, QUOTE } from './json-source.js';
 import { timeSlice } from './time-slice.js';
 
 /*
@@ -33,14 +34,6 @@ export interface JsonShape {
   largestPiece: number;
 }
 
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const COMMA = 0x2c;
-const COLON = 0x3a;
-const OPEN_OBJECT = 0x7b;
-const CLOSE_OBJECT = 0x7d;
-const OPEN_ARRAY = 0x5b;
-const CLOSE_ARRAY = 0x5d;
 const SCANNED_PER_STEP = 256 * 1024;
 
 /** The shape of the JSON text in `chunks` (a body as it arrived, in pieces). Malformed text is counted as far as it goes. */
