@@ -147,7 +147,8 @@ export function logDecision(log: FastifyBaseLogger, r: RescueRecord, answer?: Pi
   } else if (c?.outcome === 'compacted') {
     const took = c.summarizerMs !== undefined ? `, ${seconds(c.summarizerMs)}` : '';
     const fellBack = c.summarizerFailure ? ` after the summarizer failed (${c.summarizerFailure})` : '';
-    const memory = c.memory === 'hit' ? (c.summarizerCalls === 0 ? ', remembered summary reused as it was' : ', remembered summary extended') : '';
+    const remembered = c.strategy === 'mask' ? 'remembered masking' : 'remembered summary';
+    const memory = c.memory === 'hit' ? (c.summarizerCalls === 0 ? `, ${remembered} reused as it was` : `, ${remembered} extended`) : '';
     const cut = c.cut > 0 ? `, ${c.cut} kept contents cut to fit` : '';
     const ahead = isAhead(r);
     const then = ahead ? 'sending it compacted' : replayEnd(r);
@@ -174,7 +175,7 @@ function whatHappened(r: RescueRecord): string {
   const of = w?.model ? ` of ${w.model}` : '';
   switch (r.trigger) {
     case 'proactive':
-      return `${r.api} request extends a conversation compacted before (remembered summary)`;
+      return `${r.api} request extends a conversation compacted before (remembered ${r.compaction?.strategy === 'mask' ? 'masking' : 'summary'})`;
     case 'window':
       return `${r.api} request of about ${w?.estimate} tokens would pass the ${r.limit} context window${of} (${w?.tokens} tokens)`;
     case 'truncated':

@@ -52,7 +52,7 @@ describe('the summarizer fails; the fallback compacts and the replay happens', (
   it.each(failures)('%s', async (_name, summarizer, kind) => {
     const side = provider({ summarizer });
     upstream = await startFakeUpstream(side.handler);
-    gateway = await startGateway({ upstream: { url: upstream.baseUrl }, summarizer: { maxInputTokens: 500_000, timeoutMs: 500 }, compaction: NO_MASK });
+    gateway = await startGateway({ upstream: { url: upstream.baseUrl }, summarizer: { maxInputTokens: 500_000, timeoutMs: 2_000 }, compaction: NO_MASK });
     const baseline = await settledResources();
     const client = new Client();
 

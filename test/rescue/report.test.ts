@@ -140,13 +140,15 @@ describe('logDecision: one line, once the rescue ended, with the numbers in the 
     logDecision(log, { ...replayed, limit: 'default', compaction: compacted({ strategy: 'fallback', summarizerMs: 250.4, summarizerFailure: 'rejected', cut: 3 }) });
     logDecision(log, { ...replayed, limit: 'stated', compaction: compacted({ memory: 'hit', summarizerCalls: 0, summarizerMs: undefined }) });
     logDecision(log, { ...replayed, limit: 'stated', compaction: compacted({ memory: 'hit', summarizerCalls: 1, bytesBefore: 1000, bytesAfter: 999 }) });
+    logDecision(log, { ...replayed, limit: 'stated', compaction: compacted({ memory: 'hit', summarizerCalls: 0, summarizerMs: undefined, strategy: 'mask' }) });
     expect(lines.map((l) => l.msg)).toEqual([
       'upstream rejected the chat request as overlong (400 context_length, limit stated): compacted 212 items into 14 (1.23 MB -> 99 KB, summarize, 1.5 s), replayed once: the upstream answered 200',
       'upstream rejected the chat request as overlong (400 context_length, limit default): compacted 212 items into 14 (1.23 MB -> 99 KB, fallback, 250 ms, 3 kept contents cut to fit) after the summarizer failed (rejected), replayed once: the upstream answered 200',
       'upstream rejected the chat request as overlong (400 context_length, limit stated): compacted 212 items into 14 (1.23 MB -> 99 KB, summarize, remembered summary reused as it was), replayed once: the upstream answered 200',
       'upstream rejected the chat request as overlong (400 context_length, limit stated): compacted 212 items into 14 (1 KB -> 999 B, summarize, 1.5 s, remembered summary extended), replayed once: the upstream answered 200',
+      'upstream rejected the chat request as overlong (400 context_length, limit stated): compacted 212 items into 14 (1.23 MB -> 99 KB, mask, remembered masking reused as it was), replayed once: the upstream answered 200',
     ]);
-    expect(lines.map((l) => l.level)).toEqual(['warn', 'warn', 'warn', 'warn']);
+    expect(lines.map((l) => l.level)).toEqual(['warn', 'warn', 'warn', 'warn', 'warn']);
     const fields = lines[0].obj.compaction as Record<string, unknown>;
     expect(fields).toMatchObject({ compaction: 'compacted', strategy: 'summarize', tokensBefore: 411523, summarizerMs: 1534, messagesAfter: 14 });
     expect(fields).not.toHaveProperty('body');
