@@ -4,9 +4,10 @@ import type { Received } from '../helpers/fake-upstream.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
 import { freePort } from '../helpers/ports.js';
 import { parseCompactionHeader } from '../helpers/rescue.js';
-import { MESSAGES, startStrictGemini, tokensOf, type StrictGemini, type StrictGeminiReject } from '../helpers/strict-gemini.js';
+import { MESSAGES, tokensOf, type StrictGemini, type StrictGeminiReject } from '../helpers/strict-gemini.js';
 import { expectValidGeminiReplay, geminiFixture } from '../scenarios/apis/gemini.js';
 import { total } from '../helpers/exposition.js';
+import { startStandIn } from '../helpers/provider.js';
 
 /*
  * A Gemini CLI session (the API's row of the scenario table is test/scenarios/apis/gemini.ts; here,
@@ -119,7 +120,8 @@ class Agent {
 
 async function start(style: StrictGeminiReject, config: Record<string, unknown> = {}, apiKey?: string): Promise<TestGateway> {
   let reads = 0;
-  standIn = await startStrictGemini({
+  standIn = await startStandIn({
+    provider: 'gemini',
     limitBytes: LIMIT,
     style,
     reply: () => {

@@ -5,7 +5,8 @@ import { parseCompactionHeader } from '../helpers/rescue.js';
 import { countBreakpoints, expectValidMessagesReplay, summaryTurn } from '../helpers/anthropic.js';
 import { claudeRequest, type ClaudeRequestOptions } from '../helpers/claude-request.js';
 import type { Received } from '../helpers/fake-upstream.js';
-import { startStrictAnthropic, tokensOf, type BindingCheck, type StrictAnthropic, type StrictAnthropicReject } from '../helpers/strict-anthropic.js';
+import { tokensOf, type BindingCheck, type StrictAnthropic, type StrictAnthropicReject } from '../helpers/strict-anthropic.js';
+import { startStandIn } from '../helpers/provider.js';
 
 /*
  * The official Anthropic SDK, pointed at the gateway as Claude Code is (base URL without /v1),
@@ -34,7 +35,7 @@ const TOO_LONG = /prompt is too long|Too Large|exceeds the maximum allowed numbe
  */
 async function signedRequest(o: ClaudeRequestOptions = {}): Promise<Record<string, any>> {
   const body = claudeRequest(o);
-  const signer = await startStrictAnthropic();
+  const signer = await startStandIn({ provider: 'anthropic' });
   try {
     const api = new Anthropic({ baseURL: signer.origin, apiKey: API_KEY, maxRetries: 0 });
     const messages: any[] = body.messages;
@@ -51,7 +52,7 @@ async function signedRequest(o: ClaudeRequestOptions = {}): Promise<Record<strin
 }
 
 async function setup(style: StrictAnthropicReject, limitBytes: number) {
-  upstream = await startStrictAnthropic({ style, limitBytes, reply: () => ({ text: 'rescued answer' }) });
+  upstream = await startStandIn({ provider: 'anthropic', style, limitBytes, reply: () => ({ text: 'rescued answer' }) });
   gateway = await startGateway({ upstream: { url: upstream.baseUrl } });
 }
 
