@@ -109,6 +109,22 @@ describe('the declarative stand-in', () => {
     expect(standIn.answerStatus(standIn.summarizerCalls()[0])).toBe(200);
   });
 
+  it('holds a model call until told to answer it (a slow model), the summarizer\u2019s and the others not', async () => {
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    standIn = await startStandIn({ hold: (req) => (req.json?.model === 'slow' ? released : undefined), summarizer: { status: 200, json: { summary: 1 } } });
+    const slow = post(standIn.baseUrl, { model: 'slow', messages: [user] });
+    const held = () => standIn!.calls().find((r) => r.json.model === 'slow');
+    for (let i = 0; i < 250 && !held(); i++) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect((await post(standIn.baseUrl, { model: 'quick', messages: [user] })).status).toBe(200);
+    const summarizer = await fetch(`${standIn.baseUrl}/chat/completions`, { method: 'POST', headers: { 'x-gateway-compaction': 'summarizer' }, body: '{"model":"slow"}' });
+    expect(summarizer.status).toBe(200);
+    expect(standIn.answerStatus(held()!)).toBeUndefined();
+    release();
+    expect((await slow).json.choices[0].message.content).toBe('next step');
+    expect(standIn.answerStatus(held()!)).toBe(200);
+  });
+
   it('lists its models at GET /v1/models in the shape of the API asking (OpenAI\'s list, Anthropic\'s page), and is not a model call', async () => {
     standIn = await startStandIn();
     const openai = await new OpenAI({ baseURL: standIn.baseUrl, apiKey: 'x', maxRetries: 0 }).models.list();
