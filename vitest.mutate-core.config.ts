@@ -6,7 +6,7 @@ import base from './vitest.config.js';
  * The tests `npm run mutate:core` runs against mutants: the dialect, compaction and rescue tests,
  * which call the dialects, the compaction core and the rescue core in-process (the rescue ones
  * against a fake upstream on a loopback socket). The gateway scenario files (test/flows,
- * test/responses) are left out on purpose: each mutant would reload a dozen of them, about 20 s a
+ * test/scenarios) are left out on purpose: each mutant would reload a dozen of them, about 20 s a
  * mutant on two shared cores, hours a run.
  */
 

@@ -31,6 +31,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { startStandIn, type StandIn } from '../test/helpers/provider.js';
 import { dockerfileNodeMajor, nodeBinary, npm, packFromRegistry } from './node-binary.js';
 
 const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -397,8 +398,10 @@ async function buildImage(npmCache: string): Promise<{ buildMs: number; info: Im
 const megabytes = (bytes: number): string => `${(bytes / 1_000_000).toFixed(0)} MB`;
 
 // ---------------------------------------------------------------------------------------------
-// A fake upstream on the host's loopback: the first chat request is refused as too large, the
-// replay answered; a request for model `slow` is answered late, to be in flight during a stop.
+// The project's stand-in on the host's loopback (test/helpers/provider.ts: the providers' own rules
+// and errors): a chat body over UPSTREAM_LIMIT_BYTES is refused with nginx's 413 page, as a proxy's
+// client_max_body_size does, and the replay answered; a request for model `slow` is answered late,
+// to be in flight during a stop.
 
 /** A chat request body as the checks read it. */
 interface ChatJson {
@@ -406,44 +409,16 @@ interface ChatJson {
   messages: unknown[];
 }
 
-interface UpstreamCall {
-  method: string | undefined;
-  url: string | undefined;
-  body: string;
-  json: ChatJson | undefined;
-}
+/** The agent conversation (115 KB) is over it; the gateway's replay (about half) and the slow request are under. */
+const UPSTREAM_LIMIT_BYTES = 100_000;
 
-interface FakeUpstream {
-  port: number;
-  calls: UpstreamCall[];
-  chatCalls: () => UpstreamCall[];
-}
-
-async function startFakeUpstream(): Promise<FakeUpstream> {
-  const calls: UpstreamCall[] = [];
-  let rejected = false;
-  const server = createServer(async (req, res) => {
-    const chunks: Buffer[] = [];
-    for await (const chunk of req) chunks.push(chunk as Buffer);
-    const body = Buffer.concat(chunks).toString('utf8');
-    const call: UpstreamCall = { method: req.method, url: req.url, body, json: safeJson(body) as ChatJson | undefined };
-    calls.push(call);
-    if (req.method !== 'POST' || req.url !== '/v1/chat/completions') {
-      res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"message":"not found"}}');
-      return;
-    }
-    if (call.json?.model === 'slow') await sleep(SLOW_ANSWER_MS);
-    else if (!rejected) {
-      rejected = true;
-      // nginx's own page for client_max_body_size, as a proxy in front of a provider sends it.
-      const page = '<html>\r\n<head><title>413 Request Entity Too Large</title></head>\r\n<body>\r\n<center><h1>413 Request Entity Too Large</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n';
-      res.writeHead(413, { 'content-type': 'text/html' }).end(page);
-      return;
-    }
-    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(completion(call.json?.model)));
+function startUpstream(): Promise<StandIn> {
+  return startStandIn({
+    limitBytes: UPSTREAM_LIMIT_BYTES,
+    tooLong: 'page',
+    reply: (_api, _n, req) => ({ text: `answer from the fake upstream (${(req.json as ChatJson | undefined)?.model})` }),
+    hold: (req) => ((req.json as ChatJson | undefined)?.model === 'slow' ? sleep(SLOW_ANSWER_MS) : undefined),
   });
-  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve));
-  return { port: (server.address() as AddressInfo).port, calls, chatCalls: () => calls.filter((c) => c.url === '/v1/chat/completions') };
 }
 
 const safeJson = (text: string): unknown => {
@@ -453,17 +428,6 @@ const safeJson = (text: string): unknown => {
     return undefined;
   }
 };
-
-function completion(model: string | undefined) {
-  return {
-    id: 'chatcmpl-check',
-    object: 'chat.completion',
-    created: Math.floor(Date.now() / 1000),
-    model: model ?? 'unknown',
-    choices: [{ index: 0, message: { role: 'assistant', content: `answer from the fake upstream (${model})` }, finish_reason: 'stop' }],
-    usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
-  };
-}
 
 /** A long agent session: a system prompt, 40 turns with 3 KB tool-ish outputs, a final question. */
 function agentConversation(): ChatJson & { max_tokens: number } {
@@ -574,7 +538,7 @@ const exec = (name: string, args: string[], input?: string) => podman(['exec', .
 interface Context {
   name: string;
   info: ImageInfo;
-  upstream: FakeUpstream;
+  upstream: StandIn;
   origin: string;
   /** The rescue check's x-gateway-compaction, which the mounted-config check reads. */
   rescueHeader?: string;
@@ -664,9 +628,11 @@ async function checkRescue(ctx: Context): Promise<string> {
   if (res.status !== 200) fail(`the client got ${res.status} (x-gateway-compaction: ${header || 'none'}): ${text.slice(0, 300)}`);
   const fields = Object.fromEntries(header.split(',').map((member) => member.trim().split('=')));
   if (fields.outcome !== 'replayed') fail(`x-gateway-compaction is "${header}", expected outcome=replayed`);
-  const calls = ctx.upstream.chatCalls();
+  const calls = ctx.upstream.calls('chat');
   if (calls.length !== 2) fail(`the fake upstream saw ${calls.length} chat requests, expected the original and one replay`);
-  const [first, replay] = calls.map((call) => call.json ?? fail(`the fake upstream got a chat body that is not JSON: ${call.body.slice(0, 200)}`));
+  const verdicts = ctx.upstream.verdicts('chat');
+  if (verdicts[0] === null || verdicts[1] !== null) fail(`the fake upstream answered ${JSON.stringify(verdicts)}, expected its 413 page, then the replay taken`);
+  const [first, replay] = calls.map((call) => (call.json as ChatJson | undefined) ?? fail(`the fake upstream got a chat body that is not JSON: ${call.body.toString().slice(0, 200)}`));
   if (first.messages.length !== request.messages.length) fail('the first upstream request is not the client request');
   if (!(replay.messages.length < first.messages.length)) fail(`the replay has ${replay.messages.length} messages, not fewer than ${first.messages.length}`);
   if (JSON.stringify(replay.messages[0]) !== JSON.stringify(first.messages[0])) fail('the replay lost the system prompt');
@@ -681,22 +647,22 @@ async function checkMountedConfig(ctx: Context): Promise<string> {
   if (!ctx.rescueHeader) fail('no x-gateway-compaction header to look at (see the rescue check)');
   const strategy = /strategy=(\w+)/.exec(ctx.rescueHeader)?.[1];
   if (strategy !== 'fallback') fail(`strategy=${strategy} in x-gateway-compaction; the mounted config says fallback`);
-  const seen = ctx.upstream.chatCalls().length;
+  const seen = ctx.upstream.calls('chat').length;
   if (!seen) fail('the upstream from the mounted config received nothing');
   const mounts = await podman(['inspect', '--format', '{{range .Mounts}}{{.Destination}} {{end}}', ctx.name]);
-  return `upstream.url (127.0.0.1:${ctx.upstream.port}) got ${seen} requests and strategy=fallback, both from ${mounts.stdout.trim()}`;
+  return `upstream.url (${ctx.upstream.origin}) got ${seen} requests and strategy=fallback, both from ${mounts.stdout.trim()}`;
 }
 
 /** SIGTERM with a request in flight: the answer still arrives, then the process exits 0. */
 async function checkStopDrains(ctx: Context): Promise<string> {
-  const before = ctx.upstream.chatCalls().length;
+  const before = ctx.upstream.calls('chat').length;
   const pending = postChat(ctx.origin, { model: 'slow', messages: [{ role: 'user', content: 'in flight during stop' }] }).then(
     async (res) => ({ status: res.status, text: await res.text() }),
     (err) => ({ status: 0, text: String(err) }),
   );
   const deadline = Date.now() + LIMITS.requestMs;
-  while (ctx.upstream.chatCalls().length === before && Date.now() < deadline) await sleep(20);
-  if (ctx.upstream.chatCalls().length === before) fail('the slow request never reached the upstream');
+  while (ctx.upstream.calls('chat').length === before && Date.now() < deadline) await sleep(20);
+  if (ctx.upstream.calls('chat').length === before) fail('the slow request never reached the upstream');
   const t0 = Date.now();
   const stop = await podman(['stop', '--time', String(LIMITS.stopGraceS), ctx.name], { timeoutMs: (LIMITS.stopGraceS + 30) * 1000 });
   const stopMs = Date.now() - t0;
@@ -738,9 +704,9 @@ async function main(): Promise<number> {
   const npmCache = await copyNpmCache(live.workDir);
   const { buildMs, info } = await buildImage(npmCache);
 
-  const upstream = await startFakeUpstream();
+  const upstream = await startUpstream();
   const port = await freePort();
-  const configFile = await writeGatewayConfig(live.workDir, upstream.port);
+  const configFile = await writeGatewayConfig(live.workDir, Number(new URL(upstream.origin).port));
   const name = await startContainer({ port, configFile });
   const ctx: Context = { name, info, upstream, origin: `http://127.0.0.1:${port}` };
   const t0 = Date.now();

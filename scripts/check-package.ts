@@ -19,12 +19,13 @@
 // Each step needs the one before; after a failure the rest are not run. Exits 1 on a failure.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
+import { createServer } from 'node:http';
 import { type AddressInfo, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { startStandIn, type StandIn } from '../test/helpers/provider.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const LIMITS = Object.freeze({ totalMs: 6 * 60_000, packMs: 3 * 60_000, installMs: 3 * 60_000, commandMs: 30_000, startMs: 30_000, requestMs: 10_000, stopMs: 15_000 });
@@ -217,28 +218,11 @@ interface Running {
   exited: Promise<number | null>;
 }
 let gateway: Running | undefined;
-let upstream: { server: Server; calls: { url: string; model?: string }[]; baseUrl: string } | undefined;
+let upstream: StandIn | undefined;
 
-/** A stand-in provider on loopback: answers a well-formed chat completion request, 404 to anything else. */
-async function startUpstream() {
-  const calls: { url: string; model?: string }[] = [];
-  const server = createServer(async (req, res) => {
-    let body = '';
-    for await (const chunk of req) body += chunk;
-    let json: { model?: unknown; messages?: unknown } | undefined;
-    try {
-      json = JSON.parse(body);
-    } catch {
-      json = undefined;
-    }
-    calls.push({ url: req.url ?? '', model: typeof json?.model === 'string' ? json.model : undefined });
-    if (req.method !== 'POST' || req.url !== '/v1/chat/completions') return void res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"message":"not found"}}');
-    if (typeof json?.model !== 'string' || !Array.isArray(json.messages)) return void res.writeHead(400, { 'content-type': 'application/json' }).end('{"error":{"message":"model and messages required"}}');
-    const answer = { id: 'chatcmpl-check', object: 'chat.completion', created: Math.floor(Date.now() / 1000), model: json.model, choices: [{ index: 0, message: { role: 'assistant', content: 'answer from the stand-in' }, finish_reason: 'stop' }], usage: { prompt_tokens: 5, completion_tokens: 4, total_tokens: 9 } };
-    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(answer));
-  });
-  await new Promise<void>((ok, ko) => server.once('error', ko).listen(0, '127.0.0.1', ok));
-  return { server, calls, baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1` };
+/** The project's stand-in provider on loopback (test/helpers/provider.ts: each API's rules and errors), its answer known. */
+function startUpstream(): Promise<StandIn> {
+  return startStandIn({ reply: () => ({ text: 'answer from the stand-in' }) });
 }
 
 async function freePort(): Promise<number> {
@@ -295,7 +279,8 @@ async function serve(): Promise<string> {
   });
   const text = await res.text();
   if (res.status !== 200 || !text.includes('answer from the stand-in')) fail(`a chat request got ${res.status}: ${text.slice(0, 300)}`);
-  if (upstream.calls.length !== 1 || upstream.calls[0].model !== 'check-model') fail(`the stand-in saw ${JSON.stringify(upstream.calls)}`);
+  const calls = upstream.calls();
+  if (calls.length !== 1 || calls[0].json?.model !== 'check-model') fail(`the stand-in saw ${JSON.stringify(calls.map((c) => ({ url: c.url, model: c.json?.model })))}`);
   return `/healthz 200 after ${seconds(startMs)} on 127.0.0.1:${port}, config from the package's config/default.yaml, a chat request answered by the stand-in`;
 }
 
@@ -336,7 +321,7 @@ for (const [name, step] of steps) {
     console.log(`       ${text.replace(/\n/g, '\n       ')}`);
   }
 }
-upstream?.server.close();
+void upstream?.close();
 console.log(
   failedAt
     ? `check:package: FAILED at ${failedAt} (${steps.findIndex(([n]) => n === failedAt) + 1} of ${steps.length}) in ${seconds(Date.now() - started)}`

@@ -8,7 +8,8 @@ import { CATEGORIES } from './eval/probes.js';
 import { gateFailures, missedExamples, renderReport, type Gate } from './eval/report.js';
 import { withEvalSection } from './eval/section.js';
 import { generatedCases, GENERATED, generatedName, RECORDED, recordedCases, type EvalCase } from './eval/sessions.js';
-import { startStandIn, type StandIn } from './eval/standin.js';
+import { startStandIn, type StandIn } from '../test/helpers/provider.js';
+import { extractiveSummarizer } from './eval/extractive.js';
 
 /*
  * npm run eval:summary [-- options]: what a compaction keeps of the span it condenses, per mode,
@@ -126,10 +127,10 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     process.exit(1);
   }, limit).unref();
 
-  const standIn: StandIn | null = o.real ? null : await startStandIn();
+  const standIn: StandIn | null = o.real ? null : await startStandIn({ summarizer: extractiveSummarizer().answer });
   const dispatcher = new Agent();
   try {
-    const summarizer = o.real ?? { url: standIn!.url };
+    const summarizer = o.real ?? { url: standIn!.origin };
     // A real summarizer is slow: say how far it got.
     const onResult = o.real ? (r: CaseResult) => process.stderr.write(`eval:summary: ${r.session} at ${Math.round(r.at * 100)}%, ${r.mode}: ${r.outcome}\n`) : undefined;
     const evaluation = await evaluate(cases, { summarizer, dispatcher, modes: o.modes, onResult });

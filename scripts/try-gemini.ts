@@ -19,8 +19,9 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Received } from '../test/helpers/fake-upstream.js';
-import { startStrictGemini, type StrictGemini, type StrictGeminiReject } from '../test/helpers/strict-gemini.js';
+import type { StrictGemini, StrictGeminiReject } from '../test/helpers/strict-gemini.js';
 import { ROOT, startGateway, write } from './agent-harness.js';
+import { startStandIn } from '../test/helpers/provider.js';
 
 const MODES = ['edge_413', 'invalid_argument'] as const;
 type Mode = (typeof MODES)[number];
@@ -69,7 +70,7 @@ async function session(limits: { limitBytes?: number; style?: StrictGeminiReject
   const work = mkdtempSync(join(tmpdir(), 'try-gemini-'));
   const project = join(work, 'project');
   for (let i = 1; i <= FILES; i++) write(join(project, 'src', `module${i}.ts`), moduleText(i));
-  const standIn = await startStrictGemini({ ...limits, reply });
+  const standIn = await startStandIn({ provider: 'gemini', ...limits, reply });
   const gateway = await startGateway(standIn.origin, { built: true, path: '' });
   const home = join(work, 'home');
   const snippet = (name: string) => readFileSync(join(ROOT, 'deploy', 'agents', 'gemini-cli', name), 'utf8');

@@ -1,7 +1,7 @@
 // npm run try:local [-- [--built] [PI_BIN | pi@VERSION]]: a real agent CLI (pi) on a local model
 // that Ollama silently truncates, without and with the gateway.
 //
-// The model is the strict Ollama stand-in (test/helpers/strict-ollama.ts, startOllama): a server
+// The model is the strict Ollama stand-in (startStandIn's `provider: 'ollama'`, test/helpers/strict-ollama.ts): a server
 // of NUM_CTX tokens that, like Ollama, drops the oldest messages of a prompt over its window and
 // answers 200 as if nothing happened. Its script: while the model still has its task (the first
 // user message survived), each turn is ONE `read` tool call of the next of 12 notes files (about
@@ -27,8 +27,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Received } from '../test/helpers/fake-upstream.js';
 import type { Reply } from '../test/helpers/provider.js';
-import { LOST_TASK_ANSWER, promptTokensOf, startOllama, type OllamaChatCall, type OllamaSeen } from '../test/helpers/strict-ollama.js';
+import { LOST_TASK_ANSWER, promptTokensOf, type OllamaChatCall, type OllamaSeen } from '../test/helpers/strict-ollama.js';
 import { ROOT, run, startGateway, write, type RunResult } from './agent-harness.js';
+import { startStandIn } from '../test/helpers/provider.js';
 
 const PI = { pkg: '@mariozechner/pi-coding-agent', version: '0.73.1' };
 const MODEL = 'qwen3:8b';
@@ -113,7 +114,7 @@ process.exit(ok ? 0 : 1);
 // One session: a fresh Ollama stand-in (no model loaded yet), pi at it directly or through the gateway
 
 async function session(label: string, viaGateway: boolean): Promise<Outcome> {
-  const ollama = await startOllama({ numCtx: NUM_CTX, models: [MODEL], reply: scriptedModel(), tokenDelayMs: TOKEN_DELAY_MS });
+  const ollama = await startStandIn({ provider: 'ollama', numCtx: NUM_CTX, models: [MODEL], reply: scriptedModel(), tokenDelayMs: TOKEN_DELAY_MS });
   const gateway = viaGateway ? await startGateway(ollama.origin, { built }) : undefined;
   const relay = gateway ? await startRelay(gateway.origin) : undefined;
   const baseUrl = relay ? `${relay.origin}/v1` : ollama.baseUrl;

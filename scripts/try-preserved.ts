@@ -26,8 +26,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ROOT, run, startGateway, write } from './agent-harness.js';
 import type { Received } from '../test/helpers/fake-upstream.js';
-import { startStrictAnthropic, type BindingCheck, type StrictAnthropicReject } from '../test/helpers/strict-anthropic.js';
-import { startStrictResponses, type ReasoningCheck, type StrictResponsesReject } from '../test/helpers/strict-responses.js';
+import type { BindingCheck, StrictAnthropicReject } from '../test/helpers/strict-anthropic.js';
+import type { ReasoningCheck, StrictResponsesReject } from '../test/helpers/strict-responses.js';
+import { startStandIn } from '../test/helpers/provider.js';
 
 type Agent = 'claude' | 'codex';
 const [agentArg, cliBin, modeArg] = process.argv.slice(2);
@@ -113,8 +114,8 @@ async function session(label: string, limitBytes: number | undefined): Promise<S
   };
   const standin =
     agent === 'claude'
-      ? await startStrictAnthropic({ limitBytes, style: style as StrictAnthropicReject, reply })
-      : await startStrictResponses({ limitBytes, style: style as StrictResponsesReject, reply });
+      ? await startStandIn({ provider: 'anthropic', limitBytes, style: style as StrictAnthropicReject, reply })
+      : await startStandIn({ provider: 'responses', limitBytes, style: style as StrictResponsesReject, reply });
   const others: string[] = [];
   const router = await startRouter(standin.origin, others);
   const gateway = await startGateway(router.origin, { built: true });

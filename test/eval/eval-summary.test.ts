@@ -9,7 +9,8 @@ import { condensedItems, probesOf } from '../../scripts/eval/probes.js';
 import { gateFailures, modeTable, recall, tally } from '../../scripts/eval/report.js';
 import { EVAL_END, EVAL_START, withEvalSection } from '../../scripts/eval/section.js';
 import { generatedCases, recordedCases } from '../../scripts/eval/sessions.js';
-import { extractiveSummary, startStandIn, type StandIn } from '../../scripts/eval/standin.js';
+import { extractiveSummarizer, extractiveSummary, type ExtractiveSummarizer } from '../../scripts/eval/extractive.js';
+import { startStandIn, type StandIn } from '../helpers/provider.js';
 
 /*
  * npm run eval:summary, in-process: the figures it shows are computed right on a conversation
@@ -141,12 +142,14 @@ describe('the section in BENCHMARKS.md', () => {
 
 describe('over the recorded sessions and generated ones, every mode keeps the paths and commands it condensed', () => {
   let standIn: StandIn;
+  let summarizer: ExtractiveSummarizer;
   const agent = new Agent();
   let evaluation: Evaluation;
   const watched = meter(agent);
 
   beforeAll(async () => {
-    standIn = await startStandIn();
+    summarizer = extractiveSummarizer();
+    standIn = await startStandIn({ summarizer: summarizer.answer });
     const cases = [
       ...recordedCases(['pi', 'opencode', 'codex', 'claude', 'claude-thinking', 'gemini']),
       ...generatedCases([
@@ -155,7 +158,7 @@ describe('over the recorded sessions and generated ones, every mode keeps the pa
         { seed: 8, api: 'responses', steps: 30 },
       ]),
     ];
-    evaluation = await evaluate(cases, { summarizer: { url: standIn.url }, dispatcher: watched.dispatcher });
+    evaluation = await evaluate(cases, { summarizer: { url: standIn.origin }, dispatcher: watched.dispatcher });
   });
 
   afterAll(async () => {
@@ -166,7 +169,8 @@ describe('over the recorded sessions and generated ones, every mode keeps the pa
   it('compacts every case, and counts the summarizer calls the stand-in answered', () => {
     expect(evaluation.results.filter((r) => r.outcome !== 'compacted')).toEqual([]);
     const calls = evaluation.results.reduce((n, r) => n + r.summarizerCalls, 0);
-    expect(calls).toBe(standIn.calls.length);
+    expect(calls).toBe(summarizer.calls.length);
+    expect(standIn.summarizerCalls()).toHaveLength(calls);
     expect(watched.take()).toHaveLength(calls);
   });
 

@@ -4,7 +4,8 @@ import { messages as dialect } from '../../src/dialects/messages.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
 import { parseCompactionHeader } from '../helpers/rescue.js';
 import { countBreakpoints, expectWellFormed, summaryTurn } from '../helpers/anthropic.js';
-import { startStrictAnthropic, type StrictAnthropic, type StrictAnthropicReject } from '../helpers/strict-anthropic.js';
+import type { StrictAnthropic, StrictAnthropicReject } from '../helpers/strict-anthropic.js';
+import { startStandIn } from '../helpers/provider.js';
 
 /*
  * The recorded Claude Code 2.1 session (13 requests, 49 KB to 227 KB, stream: true, one Read per
@@ -35,7 +36,7 @@ interface Turn {
 
 describe.each<StrictAnthropicReject>(['json_413', 'prompt_too_long'])('the recorded Claude Code session against a %s limit', (style) => {
   it('answers every turn; every turn over the limit is compacted, with the summary a user turn', async () => {
-    upstream = await startStrictAnthropic({ style, limitBytes: LIMIT });
+    upstream = await startStandIn({ provider: 'anthropic', style, limitBytes: LIMIT });
     gateway = await startGateway({ upstream: { url: upstream.baseUrl } });
     const log: Turn[] = [];
     for (const [i, body] of turns.entries()) {

@@ -1,6 +1,7 @@
 import { afterEach, expect, it } from 'vitest';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
-import { startStrictGemini, type StrictGemini } from '../helpers/strict-gemini.js';
+import type { StrictGemini } from '../helpers/strict-gemini.js';
+import { startStandIn } from '../helpers/provider.js';
 
 /*
  * The rest of the Gemini API goes through untouched: countTokens (a POST under the same models
@@ -17,7 +18,7 @@ afterEach(async () => {
 const body = JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'how long is this?' }] }] });
 
 it('countTokens is passed through, not rescued, its body and the key as sent', async () => {
-  upstream = await startStrictGemini({ limitBytes: 10 });
+  upstream = await startStandIn({ provider: 'gemini', limitBytes: 10 });
   gateway = await startGateway({ upstream: { url: upstream.origin } });
   const res = await fetch(`${gateway.origin}/v1beta/models/gemini-3.1-pro-preview:countTokens`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-goog-api-key': 'client-key' }, body });
   expect(res.status).toBe(200);
@@ -30,7 +31,7 @@ it('countTokens is passed through, not rescued, its body and the key as sent', a
 });
 
 it('with the gateway\u2019s own key, it goes as x-goog-api-key instead of the client\u2019s', async () => {
-  upstream = await startStrictGemini();
+  upstream = await startStandIn({ provider: 'gemini' });
   gateway = await startGateway({ upstream: { url: upstream.origin, apiKey: 'gateway-own-key' }, auth: { keys: ['gw-key'] } });
   const res = await fetch(`${gateway.origin}/v1beta/models/gemini-3.1-pro-preview:countTokens`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-goog-api-key': 'gw-key' }, body });
   expect(res.status).toBe(200);

@@ -3,7 +3,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
 import { HAVE_REDIS, startRedis, type TestRedis } from '../helpers/redis.js';
 import { parseCompactionHeader } from '../helpers/rescue.js';
-import { BINDING_BETA, startStrictAnthropic, type StrictAnthropic, type StrictAnthropicReject } from '../helpers/strict-anthropic.js';
+import { BINDING_BETA, type StrictAnthropic, type StrictAnthropicReject } from '../helpers/strict-anthropic.js';
+import { startStandIn } from '../helpers/provider.js';
 
 /*
  * A Claude Code-like agent on the official SDK, through the gateway, against a stand-in that
@@ -137,7 +138,7 @@ describe.each<[ThinkingType, StrictAnthropicReject, boolean]>([
   ['enabled', 'sse_error', true],
 ])('thinking %s, refused as %s (stream %s)', (thinking, style, stream) => {
   it('a 12-turn session finishes; no binding refusal, no invalid block but those allowed to drop', async () => {
-    upstream = await startStrictAnthropic({ limitBytes: LIMIT, style, reply: readNext });
+    upstream = await startStandIn({ provider: 'anthropic', limitBytes: LIMIT, style, reply: readNext });
     const gateway = await start(style);
     const agent = new Agent(thinking, stream);
     const turns = await session(agent, () => gateway.origin);
@@ -157,7 +158,7 @@ describe.each<[ThinkingType, StrictAnthropicReject, boolean]>([
 describe('the compacted prefix across gateways', () => {
   it.skipIf(!HAVE_REDIS)('two replicas sharing Redis, turns alternating between them: the same prefix, no refusal', async () => {
     redis = await startRedis();
-    upstream = await startStrictAnthropic({ limitBytes: LIMIT, style: 'prompt_too_long', reply: readNext });
+    upstream = await startStandIn({ provider: 'anthropic', limitBytes: LIMIT, style: 'prompt_too_long', reply: readNext });
     const a = await start('prompt_too_long', { redisUrl: redis.url });
     const b = await start('prompt_too_long', { redisUrl: redis.url });
     const turns = await session(new Agent('adaptive', true), (t) => (t % 2 === 0 ? a.origin : b.origin));
@@ -166,7 +167,7 @@ describe('the compacted prefix across gateways', () => {
   });
 
   it('a restart that loses the memory: the next turn is rescued again, every block after the new edit point stale', async () => {
-    upstream = await startStrictAnthropic({ limitBytes: LIMIT, style: 'json_413', reply: readNext });
+    upstream = await startStandIn({ provider: 'anthropic', limitBytes: LIMIT, style: 'json_413', reply: readNext });
     let gateway = await start('json_413');
     const agent = new Agent('adaptive', false);
     const turns = await session(agent, async (t) => {
@@ -185,7 +186,7 @@ describe('the compacted prefix across gateways', () => {
 
 describe('a refusal of bound thinking', () => {
   it.each<ThinkingType>(['adaptive', 'enabled'])('of the gateway\u2019s own rewrite (the client edited a kept message), thinking %s: sent once more with all of it stripped, and remembered', async (thinking) => {
-    upstream = await startStrictAnthropic({ limitBytes: LIMIT, style: 'json_413', reply: readNext });
+    upstream = await startStandIn({ provider: 'anthropic', limitBytes: LIMIT, style: 'json_413', reply: readNext });
     const gateway = await start('json_413');
     const agent = new Agent(thinking, false);
     const headers: Array<Record<string, string | number> | null> = [];
@@ -215,7 +216,7 @@ describe('a refusal of bound thinking', () => {
   });
 
   it('of a request the gateway did not rewrite is the client\u2019s: relayed byte for byte, not retried', async () => {
-    upstream = await startStrictAnthropic({ reply: readNext });
+    upstream = await startStandIn({ provider: 'anthropic', reply: readNext });
     const gateway = await start('json_413');
     const agent = new Agent('adaptive', false);
     for (let t = 1; t <= 3; t++) await agent.turn(gateway.origin);
@@ -238,7 +239,7 @@ describe('a refusal of bound thinking', () => {
 });
 
 it('the beta is appended once to the caller\u2019s own list', async () => {
-  upstream = await startStrictAnthropic({ limitBytes: LIMIT, style: 'prompt_too_long', reply: readNext });
+  upstream = await startStandIn({ provider: 'anthropic', limitBytes: LIMIT, style: 'prompt_too_long', reply: readNext });
   const gateway = await start('prompt_too_long');
   const agent = new Agent('enabled', false);
   for (let t = 1; t <= 8; t++) await agent.turn(gateway.origin);

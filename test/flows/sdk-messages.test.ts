@@ -5,12 +5,13 @@ import { parseCompactionHeader } from '../helpers/rescue.js';
 import { countBreakpoints, expectValidMessagesReplay, summaryTurn } from '../helpers/anthropic.js';
 import { claudeRequest, type ClaudeRequestOptions } from '../helpers/claude-request.js';
 import type { Received } from '../helpers/fake-upstream.js';
-import { startStrictAnthropic, tokensOf, type BindingCheck, type StrictAnthropic, type StrictAnthropicReject } from '../helpers/strict-anthropic.js';
+import { tokensOf, type BindingCheck, type StrictAnthropic, type StrictAnthropicReject } from '../helpers/strict-anthropic.js';
+import { startStandIn } from '../helpers/provider.js';
 
 /*
  * The official Anthropic SDK, pointed at the gateway as Claude Code is (base URL without /v1),
  * against the strict Anthropic stand-in (the API's checks and errors, thinking signed and bound to
- * what came before it), refusing the request in each of the ways the API and its edge do.
+ * what came before it), refusing the request for its size or its window.
  * Every row: one rejected attempt, one replay, the client sees only the replay's answer.
  */
 
@@ -34,7 +35,7 @@ const TOO_LONG = /prompt is too long|Too Large|exceeds the maximum allowed numbe
  */
 async function signedRequest(o: ClaudeRequestOptions = {}): Promise<Record<string, any>> {
   const body = claudeRequest(o);
-  const signer = await startStrictAnthropic();
+  const signer = await startStandIn({ provider: 'anthropic' });
   try {
     const api = new Anthropic({ baseURL: signer.origin, apiKey: API_KEY, maxRetries: 0 });
     const messages: any[] = body.messages;
@@ -51,7 +52,7 @@ async function signedRequest(o: ClaudeRequestOptions = {}): Promise<Record<strin
 }
 
 async function setup(style: StrictAnthropicReject, limitBytes: number) {
-  upstream = await startStrictAnthropic({ style, limitBytes, reply: () => ({ text: 'rescued answer' }) });
+  upstream = await startStandIn({ provider: 'anthropic', style, limitBytes, reply: () => ({ text: 'rescued answer' }) });
   gateway = await startGateway({ upstream: { url: upstream.baseUrl } });
 }
 
@@ -111,18 +112,17 @@ function expectOpenRoundDropped(answered: BindingCheck, replay: Received, header
 }
 
 /*
+ * The Messages API's 400, the edge's 413 page and the error event in a stream are each a row of the
+ * scenario table (test/scenarios/rescue.test.ts); here, the same rescue of a conversation whose
+ * thinking is signed and bound to its prefix, summarised and masked, and the API's own JSON 413.
  * The 413 rows state no limit: the aim is half the body, and masking the oldest tool results gets
  * there. The stated windows of the others are under what masking every older result leaves: the
  * conversation is summarised, by the upstream in the Messages API.
  */
 const compacted: Array<[StrictAnthropicReject, 'create' | 'stream', number, 'mask' | 'summarize']> = [
-  ['prompt_too_long', 'create', 0.5, 'summarize'],
   ['prompt_too_long', 'stream', 0.5, 'summarize'],
   ['json_413', 'create', 0.7, 'mask'],
   ['json_413', 'stream', 0.7, 'mask'],
-  ['edge_413', 'create', 0.7, 'mask'],
-  ['edge_413', 'stream', 0.7, 'mask'],
-  ['sse_error', 'stream', 0.5, 'summarize'],
 ];
 
 describe('the Anthropic SDK through the gateway: overflows rescued by compaction', () => {

@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { postChat, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { expectValidReplay, parseCompactionHeader } from '../helpers/rescue.js';
-import { MAIN_ANSWER, startWindowedProvider, type VllmWording, type WindowedCall, type WindowedProvider } from '../helpers/windowed-provider.js';
+import { MAIN_ANSWER, type VllmWording, type WindowedCall, type WindowedProvider } from '../helpers/windowed-provider.js';
+import { startStandIn } from '../helpers/provider.js';
 
 /*
  * A small-window model (llama.cpp or vLLM serving 1.5k to 32k tokens) is its own summarizer by
@@ -124,7 +125,7 @@ describe.each([
   { window: 8_000, maxTokens: 1_024, wording: 'vllm-0.10' as VllmWording },
 ])('a $window-token window the refusal states ($wording)', ({ window, maxTokens, wording }) => {
   it('summarises in calls that each fit the window, replays once, and the next turn works too', async () => {
-    provider = await startWindowedProvider({ window, wording });
+    provider = await startStandIn({ provider: 'windowed', window, wording });
     gateway = await startGateway({ upstream: { url: provider.baseUrl } });
     const messages = agentMessages(window);
     const first = await turn(chatBody(messages, maxTokens));
@@ -146,7 +147,7 @@ describe.each([
 describe('no window stated before the first summarizer call', () => {
   it('old vLLM (no max_tokens: "max_tokens must be at least 1, got -N"): the summarizer refusal teaches the window and the middle is chunked again', async () => {
     const window = 1_500;
-    provider = await startWindowedProvider({ window, wording: 'vllm-0.4' });
+    provider = await startStandIn({ provider: 'windowed', window, wording: 'vllm-0.4' });
     gateway = await startGateway({ upstream: { url: provider.baseUrl } });
     // About two windows: what the gateway aims at with no limit stated (a share of the refused
     // size) fits the window, the whole middle in one summarizer call does not.
@@ -169,7 +170,7 @@ describe('no window stated before the first summarizer call', () => {
   it('behind nginx (a 413 page with no numbers): a summarizer call refused by nginx or the window is chunked again', async () => {
     const window = 1_500;
     // nginx's limit a little above the window's bytes: the client's request meets nginx first.
-    provider = await startWindowedProvider({ window, bodyLimitBytes: 8_000 });
+    provider = await startStandIn({ provider: 'windowed', window, bodyLimitBytes: 8_000 });
     gateway = await startGateway({ upstream: { url: provider.baseUrl } });
     const messages = agentMessages(window, { windows: 1.1, rounds: 12, prose: 0.8 });
     const first = await turn(chatBody(messages, 256));

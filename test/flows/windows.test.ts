@@ -4,9 +4,8 @@ import { headerOf } from '../scenarios/apis/fixture.js';
 import { startFakeUpstream, json, completion, type FakeUpstream } from '../helpers/fake-upstream.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
 import { sample } from '../helpers/hostile-child.js';
-import { startLlamaCpp } from '../helpers/strict-llamacpp.js';
-import { LOST_TASK_ANSWER, promptTokensOf, startOllama, type OllamaStandIn } from '../helpers/strict-ollama.js';
-import { startWindowedProvider } from '../helpers/windowed-provider.js';
+import { LOST_TASK_ANSWER, promptTokensOf, type OllamaStandIn } from '../helpers/strict-ollama.js';
+import { startStandIn } from '../helpers/provider.js';
 
 /*
  * When the upstream says nothing (docs/windows.md): a local server that cuts a long prompt and
@@ -93,7 +92,7 @@ describe('Ollama, which cuts a long prompt and answers 200', () => {
   const NUM_CTX = 4_096;
 
   it('without the gateway, the session loses its task at the request that passes the window', async () => {
-    const ollama = await startOllama({ numCtx: NUM_CTX, reply: agentReply });
+    const ollama = await startStandIn({ provider: 'ollama', numCtx: NUM_CTX, reply: agentReply });
     upstream = ollama;
     const client = new OpenAI({ baseURL: ollama.baseUrl, apiKey: KEY, maxRetries: 0 });
     const session = new Session(2_000);
@@ -109,7 +108,7 @@ describe('Ollama, which cuts a long prompt and answers 200', () => {
   });
 
   it('through the gateway, the window is discovered on the first request and no request is ever cut', async () => {
-    const ollama = await startOllama({ numCtx: NUM_CTX, reply: agentReply });
+    const ollama = await startStandIn({ provider: 'ollama', numCtx: NUM_CTX, reply: agentReply });
     upstream = ollama;
     gateway = await startGateway({ upstream: { url: ollama.baseUrl, discoverWindows: true } });
     const client = sdk(gateway);
@@ -144,7 +143,7 @@ describe('Ollama, which cuts a long prompt and answers 200', () => {
   });
 
   it('discovery off: the first cut of a held answer is caught before the client sees it and replayed within what the server kept', async () => {
-    const ollama = await startOllama({ numCtx: NUM_CTX, reply: agentReply });
+    const ollama = await startStandIn({ provider: 'ollama', numCtx: NUM_CTX, reply: agentReply });
     upstream = ollama;
     gateway = await startGateway({ upstream: { url: ollama.baseUrl } });
     const client = sdk(gateway);
@@ -171,7 +170,7 @@ describe('Ollama, which cuts a long prompt and answers 200', () => {
   });
 
   it('discovery off, streamed: the cut stream goes to the client as it came, is counted and logged, and the next turn is made to fit', async () => {
-    const ollama = await startOllama({ numCtx: NUM_CTX, reply: agentReply, tokenDelayMs: 20 });
+    const ollama = await startStandIn({ provider: 'ollama', numCtx: NUM_CTX, reply: agentReply, tokenDelayMs: 20 });
     upstream = ollama;
     gateway = await startGateway({ upstream: { url: ollama.baseUrl } });
     const client = sdk(gateway);
@@ -198,7 +197,7 @@ describe('Ollama, which cuts a long prompt and answers 200', () => {
   });
 
   it('a request far below any window is sent and answered as it came, and its answer is not held', async () => {
-    const ollama = await startOllama({ numCtx: NUM_CTX, reply: agentReply });
+    const ollama = await startStandIn({ provider: 'ollama', numCtx: NUM_CTX, reply: agentReply });
     upstream = ollama;
     gateway = await startGateway({ upstream: { url: ollama.baseUrl, discoverWindows: true } });
     const body = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] });
@@ -213,7 +212,7 @@ describe('Ollama, which cuts a long prompt and answers 200', () => {
 
 describe('servers that state their window', () => {
   it('llama.cpp: n_ctx from /props, and a session that passes it is never refused', async () => {
-    const llama = await startLlamaCpp({ nCtx: 4_096, model: MODEL, reply: (n) => ({ text: `Reading file ${n}.`, call: { id: `call_${n}`, name: 'read_file', args: { path: `src/file${n}.ts` } } }) });
+    const llama = await startStandIn({ provider: 'llamacpp', nCtx: 4_096, model: MODEL, reply: (n) => ({ text: `Reading file ${n}.`, call: { id: `call_${n}`, name: 'read_file', args: { path: `src/file${n}.ts` } } }) });
     upstream = llama;
     gateway = await startGateway({ upstream: { url: llama.baseUrl, discoverWindows: true } });
     const client = sdk(gateway);
@@ -226,7 +225,7 @@ describe('servers that state their window', () => {
   });
 
   it('vLLM: max_model_len from its model card, and a session that passes it is never refused', async () => {
-    const vllm = await startWindowedProvider({ window: 4_096, model: MODEL, reply: (n) => ({ text: `Reading file ${n}.`, call: { id: `call_${n}`, name: 'read_file', args: { path: `src/file${n}.ts` } } }) });
+    const vllm = await startStandIn({ provider: 'windowed', window: 4_096, model: MODEL, reply: (n) => ({ text: `Reading file ${n}.`, call: { id: `call_${n}`, name: 'read_file', args: { path: `src/file${n}.ts` } } }) });
     upstream = vllm;
     gateway = await startGateway({ upstream: { url: vllm.baseUrl, discoverWindows: true } });
     const client = sdk(gateway);
@@ -256,7 +255,7 @@ describe('discovery', () => {
   });
 
   it("carries the gateway's own key when it has one, and no header of the client's but credentials", async () => {
-    const ollama = await startOllama({ numCtx: 4_096 });
+    const ollama = await startStandIn({ provider: 'ollama', numCtx: 4_096 });
     upstream = ollama;
     gateway = await startGateway({ upstream: { url: ollama.baseUrl, apiKey: 'sk-gateway-own', discoverWindows: true } });
     const body = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'y'.repeat(8_000) }] });

@@ -4,9 +4,10 @@ import type { Received } from './fake-upstream.js';
 import { startGateway } from './gateway.js';
 import { report, type BoundSession, type LimitStyle, type SessionReport, type TurnResult } from './session-replay.js';
 import { parseCompactionHeader } from './rescue.js';
-import { startStrictAnthropic, type BindingCheck, type StrictAnthropic } from './strict-anthropic.js';
-import { startStrictGemini, type GeminiCheck, type StrictGemini } from './strict-gemini.js';
-import { startStrictResponses, type ReasoningCheck, type StrictResponses } from './strict-responses.js';
+import type { BindingCheck, StrictAnthropic } from './strict-anthropic.js';
+import type { GeminiCheck, StrictGemini } from './strict-gemini.js';
+import type { ReasoningCheck, StrictResponses } from './strict-responses.js';
+import { startStandIn } from './provider.js';
 
 /*
  * A recorded agent session replayed through the gateway against a strict stand-in, its provider
@@ -274,7 +275,7 @@ function claude(): Driver {
     // Claude Code sends its first request's last message (the `system` entry) as a block, to mark it
     // with cache_control, and as a string from then on: the stand-in must read the two alike or it
     // refuses Claude Code's own second turn, with no gateway in the way.
-    start: (style, limitBytes) => startStrictAnthropic({ limitBytes, style: style === '413' ? 'json_413' : 'prompt_too_long', reply }),
+    start: (style, limitBytes) => startStandIn({ provider: 'anthropic', limitBytes, style: style === '413' ? 'json_413' : 'prompt_too_long', reply }),
     upstreamUrl: (standin) => standin.baseUrl,
   };
 }
@@ -324,7 +325,7 @@ function codex(): Driver {
     },
     state: (body) => (body.input as any[]).filter((item) => item.type === 'reasoning').map((item) => item.id),
     issued: (answer) => answer.filter((item) => item.type === 'reasoning').map((item) => item.id),
-    start: (style, limitBytes) => startStrictResponses({ limitBytes, style: style === '413' ? 'edge_413' : 'context_length', reply }),
+    start: (style, limitBytes) => startStandIn({ provider: 'responses', limitBytes, style: style === '413' ? 'edge_413' : 'context_length', reply }),
     upstreamUrl: (standin) => standin.baseUrl,
   };
 }
@@ -374,7 +375,7 @@ function gemini(): Driver {
     },
     state: (body) => signatures((body.contents as any[]).flatMap((c) => c.parts)),
     issued: signatures,
-    start: (style, limitBytes) => startStrictGemini({ limitBytes, style: style === '413' ? 'edge_413' : 'invalid_argument', reply }),
+    start: (style, limitBytes) => startStandIn({ provider: 'gemini', limitBytes, style: style === '413' ? 'edge_413' : 'invalid_argument', reply }),
     upstreamUrl: (standin) => standin.origin,
   };
 }

@@ -1,6 +1,6 @@
 import { json, startFakeUpstream, type FakeUpstream, type Received } from './fake-upstream.js';
 import { startStandIn, type StandIn, type StandInOptions } from './provider.js';
-import { startWindowedProvider, type WindowedProvider } from './windowed-provider.js';
+import type { WindowedProvider } from './windowed-provider.js';
 
 /*
  * Three providers on loopback, as one gateway with several upstreams meets them: an OpenAI that
@@ -126,10 +126,11 @@ export async function startLocal(options: ProviderOptions): Promise<Provider> {
   // The window is wide: nginx's body limit is the one that refuses, so the gateway must compact (a
   // stated window with room left would let it lower max_tokens instead).
   const reply = options.reply;
-  const vllm: WindowedProvider = await startWindowedProvider({
+  const vllm: WindowedProvider = await startStandIn({
+    provider: 'windowed',
     window: options.window ?? 1_000_000,
     bodyLimitBytes: options.limitBytes,
-    reply: reply && ((n, req) => reply('chat', n, req)),
+    reply: reply && ((n: number, req: Received) => reply('chat', n, req)),
   });
   return front('local', options, [{ path: /^\/v1\/chat\/completions$/, upstream: vllm }]);
 }

@@ -3,10 +3,14 @@ import zlib from 'node:zlib';
 import { decompress as zstdDecompress } from 'fzstd';
 import { json, startFakeUpstream, type FakeUpstream, type Handler, type Received } from './fake-upstream.js';
 import { NGINX_413 } from './nginx.js';
-import { strictAnthropicRules, type BindingCheck, type StrictAnthropicReject } from './strict-anthropic.js';
-import { strictChatRules, type StrictChatReject } from './strict-chat.js';
-import { strictGeminiRules, type StrictGeminiReject } from './strict-gemini.js';
-import { strictResponsesRules, type StrictResponsesReject } from './strict-responses.js';
+import { startHostileStandIn, type HostileStandIn } from './hostile-standin.js';
+import { startStrictAnthropic, strictAnthropicRules, type BindingCheck, type StrictAnthropic, type StrictAnthropicOptions, type StrictAnthropicReject } from './strict-anthropic.js';
+import { startStrictChat, strictChatRules, type StrictChat, type StrictChatOptions, type StrictChatReject } from './strict-chat.js';
+import { startStrictGemini, strictGeminiRules, type StrictGemini, type StrictGeminiOptions, type StrictGeminiReject } from './strict-gemini.js';
+import { startLlamaCpp, type LlamaCpp, type LlamaCppOptions } from './strict-llamacpp.js';
+import { startOllama, type OllamaOptions, type OllamaStandIn } from './strict-ollama.js';
+import { startStrictResponses, strictResponsesRules, type StrictResponses, type StrictResponsesOptions, type StrictResponsesReject } from './strict-responses.js';
+import { startWindowedProvider, type WindowedProvider, type WindowedProviderOptions } from './windowed-provider.js';
 
 export { NGINX_413 };
 
@@ -52,6 +56,8 @@ export interface StandInOptions {
   reply?: (api: Api, n: number, req: Received) => Reply;
   /** How the summarizer's calls are answered instead of by the rules: scripted (the same answer, or one made from each call, when it is ready), or never. */
   summarizer?: Scripted | ((req: Received) => Scripted | Promise<Scripted>) | 'hang';
+  /** Waits for this before answering a model call (a slow model: a request in flight while the caller does something else). */
+  hold?: (req: Received) => Promise<void> | undefined;
 }
 
 export interface StandIn extends FakeUpstream {
@@ -91,7 +97,49 @@ export function apiOf(url: string): Api | null {
 
 const summarizing = (r: Received) => r.headers['x-gateway-compaction'] === 'summarizer';
 
-export async function startStandIn(options: StandInOptions = {}): Promise<StandIn> {
+/**
+ * One provider alone, with everything its rules report (the thinking blocks it signed, the keys it
+ * was sent, the prompt it rendered): `startStandIn({ provider: 'ollama', ... })`. The hosted APIs'
+ * are the same rules the four-API stand-in routes to; the local servers' (Ollama, llama.cpp, vLLM
+ * and the other OpenAI-compatible ones) have their windows and wordings; `hostile` is the
+ * chat provider the hostile-load tests drive with bodies of tens of megabytes.
+ */
+export interface Providers {
+  anthropic: [StrictAnthropicOptions, StrictAnthropic];
+  responses: [StrictResponsesOptions, StrictResponses];
+  chat: [StrictChatOptions, StrictChat];
+  gemini: [StrictGeminiOptions, StrictGemini];
+  ollama: [OllamaOptions, OllamaStandIn];
+  llamacpp: [LlamaCppOptions, LlamaCpp];
+  windowed: [WindowedProviderOptions, WindowedProvider];
+  hostile: [{ limitBytes?: number }, HostileStandIn];
+}
+
+export type Provider = keyof Providers;
+
+const ALONE: { [P in Provider]: (options: Providers[P][0]) => Promise<Providers[P][1]> } = {
+  anthropic: startStrictAnthropic,
+  responses: startStrictResponses,
+  chat: startStrictChat,
+  gemini: startStrictGemini,
+  ollama: startOllama,
+  llamacpp: startLlamaCpp,
+  windowed: startWindowedProvider,
+  hostile: (o) => startHostileStandIn(o.limitBytes),
+};
+
+/** The stand-in of every API (the default), or of one provider alone (`provider`). */
+export function startStandIn<P extends Provider>(options: { provider: P } & Providers[P][0]): Promise<Providers[P][1]>;
+export function startStandIn(options?: StandInOptions): Promise<StandIn>;
+export function startStandIn(options: StandInOptions | ({ provider: Provider } & Record<string, unknown>) = {}): Promise<unknown> {
+  if ('provider' in options) {
+    const { provider, ...rest } = options;
+    return (ALONE[provider] as (o: unknown) => Promise<unknown>)(rest);
+  }
+  return startEveryApi(options);
+}
+
+async function startEveryApi(options: StandInOptions): Promise<StandIn> {
   const tooLong = options.tooLong ?? 'stated';
   const counts: Record<Api, number> = { chat: 0, responses: 0, messages: 0, gemini: 0 };
   const reply = (api: Api) => (req: Received) => options.reply?.(api, ++counts[api], req) ?? {};
@@ -144,6 +192,7 @@ export async function startStandIn(options: StandInOptions = {}): Promise<StandI
     const summarizer = summarizing(req) ? options.summarizer : undefined;
     if (summarizer === 'hang') return;
     if (summarizer) return play(res, typeof summarizer === 'function' ? await summarizer(req) : summarizer);
+    if (!summarizing(req)) await options.hold?.(req);
     const next = summarizing(req) ? undefined : script.shift();
     if (next) return play(res, typeof next === 'function' ? next(req) : next);
     return routes[api](decodedBody(req), res, raw);

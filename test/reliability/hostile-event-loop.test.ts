@@ -1,8 +1,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { agentConversationBody, tinyTurnsBody } from '../helpers/hostile-bodies.js';
 import { boundedClient, pollHealth, startHostileGateway, type HostileGateway } from '../helpers/hostile-child.js';
-import { startHostileStandIn, type HostileStandIn } from '../helpers/hostile-standin.js';
+import type { HostileStandIn } from '../helpers/hostile-standin.js';
 import { parseCompactionHeader } from '../helpers/rescue.js';
+import { startStandIn } from '../helpers/provider.js';
 
 /*
  * One huge rescue must not stall every other client: while the built gateway (a child process,
@@ -28,7 +29,7 @@ afterEach(async () => {
 
 /** Sends the bodies at once with /healthz polled every 15 ms throughout; the answers and what the poller saw. */
 async function sendWhilePolled(bodies: Buffer[], heapMb = HEAP_MB, env: Record<string, string> = {}) {
-  standIn = await startHostileStandIn();
+  standIn = await startStandIn({ provider: 'hostile' });
   gateway = await startHostileGateway(standIn.baseUrl, heapMb, env);
   client = boundedClient(50_000);
   const poller = pollHealth(gateway.origin, { everyMs: 15, maxPolls: 4_000 });

@@ -1,9 +1,10 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { agentConversationBody, manyStringsBody, tinyTurnsBody, wideObjectBody } from '../helpers/hostile-bodies.js';
 import { boundedClient, pollHealth, sample, startHostileGateway, type HostileGateway, type PollResult, type Posted } from '../helpers/hostile-child.js';
-import { startHostileStandIn, type HostileStandIn } from '../helpers/hostile-standin.js';
+import type { HostileStandIn } from '../helpers/hostile-standin.js';
 import { kitMemory, type KitMemory } from '../helpers/kit-memory.js';
 import { parseCompactionHeader } from '../helpers/rescue.js';
+import { startStandIn } from '../helpers/provider.js';
 
 /*
  * Big and hostile rescues under the memory the kit ships: the built gateway in a child process
@@ -52,7 +53,7 @@ interface Run {
 
 /** Sends the bodies at once to a gateway under `kit`'s heap, /healthz polled throughout; checks it lived and holds nothing after. */
 async function sendAtOnce(kit: KitMemory, bodies: Buffer[]): Promise<Run> {
-  standIn = await startHostileStandIn();
+  standIn = await startStandIn({ provider: 'hostile' });
   gateway = await startHostileGateway(standIn.baseUrl, kit.heapMb);
   client = boundedClient(CLIENT_WAIT_MS);
   const g = gateway;

@@ -4,13 +4,14 @@ import { brotliCompressSync, gzipSync } from 'node:zlib';
 import { sample } from '../helpers/hostile-child.js';
 import { zstdCompress } from '../helpers/zstd.js';
 import { freePort } from '../helpers/ports.js';
-import { startStandIn, type Api, type StandIn, type StandInOptions, type TooLong } from '../helpers/provider.js';
+import { apiOf, startStandIn, type Api, type StandIn, type StandInOptions, type TooLong } from '../helpers/provider.js';
 import { chatFixture } from './apis/chat.js';
 import { CONTENT_TEXT, headerOf, readAll, type ApiFixture, type Body, type Turn } from './apis/fixture.js';
 import { geminiFixture } from './apis/gemini.js';
 import { messagesFixture } from './apis/messages.js';
 import { responsesFixture } from './apis/responses.js';
 import { total } from '../helpers/exposition.js';
+import type { Received } from '../helpers/fake-upstream.js';
 
 /*
  * The rescue, once per API: each row is an API's fixture (its requests, its SDK, its stream
@@ -82,6 +83,9 @@ function withHugeInstructions(wire: unknown, bytes: number): unknown {
   return out;
 }
 
+/** The conversation of a wire body, whichever API's. */
+const itemsOf = (wire: Body): unknown[] => wire.messages ?? wire.input ?? wire.contents;
+
 const isOverflow = (message: string | null) => message !== null && /too long|context length|context window|exceeds the maximum|Too Large/.test(message);
 
 describe.each(FIXTURES.map((f) => [f.api, f] as const))('%s', (_api, f) => {
@@ -112,24 +116,35 @@ describe.each(FIXTURES.map((f) => [f.api, f] as const))('%s', (_api, f) => {
     return { rejected, replay };
   }
 
+  /** Masking the oldest tool outputs is enough for TURNS rounds: every message where it was, the oldest outputs one line each, nothing cut, no model asked. */
+  function expectMasked(turn: Turn, { rejected, replay }: { rejected: Received; replay: Received }) {
+    expect(turn.header).toMatchObject({ strategy: 'mask' });
+    expect(turn.header!['messages-after']).toBe(turn.header!['messages-before']);
+    expect(turn.header!.cut ?? 0).toBe(0);
+    expect(itemsOf(replay.json)).toHaveLength(itemsOf(rejected.json).length);
+    expect(replay.body.toString()).toContain('[tool output omitted by compaction-gateway: ');
+    expect(replay.body.toString()).not.toContain('[compaction-gateway]');
+    expect(standIn!.summarizerCalls()).toEqual([]);
+  }
+
   it('400 with a stated window: replayed once, under the window it stated', async () => {
     const origin = await start('stated');
     const turn = await f.send(origin, body, { stream: false });
-    expectRescued(turn, 'stated');
+    expectMasked(turn, expectRescued(turn, 'stated'));
     if (f.reject('stated').statesWindow) expect(turn.header).toMatchObject({ limit: 'stated' });
   });
 
   it('413 page: a refusal without numbers is a size limit; the replay fits', async () => {
     const origin = await start('page');
     const turn = await f.send(origin, body, { stream: true });
-    expectRescued(turn, 'page');
+    expectMasked(turn, expectRescued(turn, 'page'));
     expect(turn.header).toMatchObject({ reason: 'body_too_large' });
   });
 
   it('in-stream failure: the overflow inside a 200 stream is rescued; the client sees only the replay', async () => {
     const origin = await start('in_stream');
     const turn = await f.send(origin, body, { stream: true });
-    expectRescued(turn, 'in_stream');
+    expectMasked(turn, expectRescued(turn, 'in_stream'));
     // By plain fetch too: the refused attempt's events never reach the client.
     const again = await f.post(origin, JSON.stringify(f.wire(body, true)), { stream: true });
     const { text } = await readAll(again);
@@ -264,6 +279,11 @@ describe.each(FIXTURES.map((f) => [f.api, f] as const))('%s', (_api, f) => {
     expect(f.brokenPairs(rejected.json)).toEqual([]);
     expect(f.brokenPairs(replay.json)).toEqual([]);
     expect(standIn!.summarizerCalls().length).toBeGreaterThan(0);
+    // The summarizer spoke the request's own API, with the request's own credentials.
+    for (const summarizer of standIn!.summarizerCalls()) {
+      expect(apiOf(summarizer.url)).toBe(f.api);
+      for (const name of ['authorization', 'x-api-key', 'x-goog-api-key', 'anthropic-version']) expect(summarizer.headers[name], name).toBe(rejected.headers[name]);
+    }
   });
 
   it('other fields unchanged: every field but the conversation, the URL and the agent\u2019s headers as sent', async () => {
@@ -427,7 +447,7 @@ describe.each(FIXTURES.map((f) => [f.api, f] as const))('%s', (_api, f) => {
       request = f.next(request, turn);
       turn = await f.send(origin, request, { stream: t === 3 });
       expect(turn.status).toBe(200);
-      expect(turn.header).toMatchObject({ outcome: 'compacted', trigger: 'proactive' });
+      expect(turn.header).toMatchObject({ outcome: 'compacted', trigger: 'proactive', strategy: 'mask' });
       expect(standIn!.calls().length - before).toBe(1);
       expect(standIn!.verdicts(f.api).at(-1)).toBeNull();
       expect(turn.text).toBe(said(t));

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { promptTokensOf, startLlamaCpp, type LlamaCpp } from '../helpers/strict-llamacpp.js';
+import { promptTokensOf, type LlamaCpp } from '../helpers/strict-llamacpp.js';
+import { startStandIn } from '../helpers/provider.js';
 
 /*
  * The llama.cpp stand-in answers as llama-server does (tools/server/server-context.cpp,
@@ -27,7 +28,7 @@ const user = (bytes: number) => ({ role: 'user', content: 'q'.repeat(bytes) });
 
 describe('discovery', () => {
   it('/props states n_ctx under default_generation_settings, with the other top-level fields', async () => {
-    server = await startLlamaCpp({ nCtx: 8192 });
+    server = await startStandIn({ provider: 'llamacpp', nCtx: 8192 });
     const props = await call('GET', '/props');
     expect(props.status).toBe(200);
     expect(props.headers.get('content-type')).toBe('application/json; charset=utf-8');
@@ -60,7 +61,7 @@ describe('discovery', () => {
   });
 
   it('/v1/models: meta with n_ctx and n_ctx_train in current builds, n_ctx_train only in 2025 builds', async () => {
-    server = await startLlamaCpp({ nCtx: 8192, model: 'qwen3-8b' });
+    server = await startStandIn({ provider: 'llamacpp', nCtx: 8192, model: 'qwen3-8b' });
     const models = (await call('GET', '/v1/models')).json;
     expect(models.object).toBe('list');
     expect(models.models[0]).toMatchObject({ name: 'qwen3-8b', model: 'qwen3-8b', capabilities: ['completion'] });
@@ -68,14 +69,14 @@ describe('discovery', () => {
     expect(Object.keys(models.data[0].meta)).toEqual(['vocab_type', 'n_vocab', 'n_ctx', 'n_ctx_train', 'n_embd', 'n_params', 'size', 'ftype']);
     expect(models.data[0].meta).toMatchObject({ n_ctx: 8192, n_ctx_train: 40960 });
     await server.close();
-    server = await startLlamaCpp({ nCtx: 8192, era: '2025' });
+    server = await startStandIn({ provider: 'llamacpp', nCtx: 8192, era: '2025' });
     const old = (await call('GET', '/v1/models')).json;
     expect(Object.keys(old.data[0].meta)).toEqual(['vocab_type', 'n_vocab', 'n_ctx_train', 'n_embd', 'n_params', 'size']);
     expect((await call('GET', '/props')).json.default_generation_settings.n_ctx).toBe(8192);
   });
 
   it('an unknown route, or a wrong method, is the 404 File Not Found', async () => {
-    server = await startLlamaCpp({ nCtx: 8192 });
+    server = await startStandIn({ provider: 'llamacpp', nCtx: 8192 });
     for (const [method, path] of [
       ['GET', '/api/tags'],
       ['POST', '/api/show'],
@@ -89,7 +90,7 @@ describe('discovery', () => {
 
 describe('the window', () => {
   it('refuses a prompt of n_ctx tokens or more with the exact exceed_context_size_error body', async () => {
-    server = await startLlamaCpp({ nCtx: 1000 });
+    server = await startStandIn({ provider: 'llamacpp', nCtx: 1000 });
     const messages = [user(8000)];
     expect(promptTokensOf(messages)).toBe(2004);
     const res = await call('POST', '/v1/chat/completions', { model: 'x', messages });
@@ -110,7 +111,7 @@ describe('the window', () => {
   });
 
   it('answers with usage, timings and the prompt cache as llama-server writes them', async () => {
-    server = await startLlamaCpp({ nCtx: 8192, buildInfo: 'b7000-abcdef12' });
+    server = await startStandIn({ provider: 'llamacpp', nCtx: 8192, buildInfo: 'b7000-abcdef12' });
     const first = [{ role: 'system', content: 'You review code.' }, user(400)];
     const one = await call('POST', '/v1/chat/completions', { model: 'x', messages: first });
     expect(Object.keys(one.json)).toEqual(['choices', 'created', 'model', 'system_fingerprint', 'object', 'usage', 'id', 'timings']);
@@ -125,7 +126,7 @@ describe('the window', () => {
   });
 
   it('streams the role delta first, the usage chunk only with include_usage, timings on the last chunk', async () => {
-    server = await startLlamaCpp({ nCtx: 8192, reply: () => ({ text: 'reading', call: { id: 'abc', name: 'read_file', args: { path: 'a.ts' } } }) });
+    server = await startStandIn({ provider: 'llamacpp', nCtx: 8192, reply: () => ({ text: 'reading', call: { id: 'abc', name: 'read_file', args: { path: 'a.ts' } } }) });
     const body = { model: 'x', messages: [user(40)], stream: true };
     const chunks = (text: string) =>
       text

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Received } from '../helpers/fake-upstream.js';
-import { LOST_TASK_ANSWER, promptTokensOf, startOllama, type OllamaOptions, type OllamaSeen, type OllamaStandIn } from '../helpers/strict-ollama.js';
+import { LOST_TASK_ANSWER, promptTokensOf, type OllamaOptions, type OllamaSeen, type OllamaStandIn } from '../helpers/strict-ollama.js';
+import { startStandIn } from '../helpers/provider.js';
 
 /*
  * The Ollama stand-in behaves as Ollama v0.33 does (server/routes.go, server/prompt.go,
@@ -17,7 +18,8 @@ afterEach(async () => ollama?.close());
 const seen: OllamaSeen[] = [];
 async function start(options: Partial<OllamaOptions> = {}) {
   seen.length = 0;
-  ollama = await startOllama({
+  ollama = await startStandIn({
+    provider: 'ollama',
     numCtx: 4096,
     reply: (_n: number, _req: Received, s: OllamaSeen) => {
       seen.push(s);
@@ -251,7 +253,7 @@ describe('answers', () => {
   });
 
   it('answers a tool call in each API as Ollama writes it', async () => {
-    ollama = await startOllama({ numCtx: 4096, reply: () => ({ call: { id: 'call_a1b2c3d4', name: 'read_file', args: { path: 'src/a.ts' } } }) });
+    ollama = await startStandIn({ provider: 'ollama', numCtx: 4096, reply: () => ({ call: { id: 'call_a1b2c3d4', name: 'read_file', args: { path: 'src/a.ts' } } }) });
     const tools = [{ type: 'function', function: { name: 'read_file', parameters: { type: 'object', properties: { path: { type: 'string' } } } } }];
     const v1 = await call('POST', '/v1/chat/completions', { model: 'qwen3:8b', messages: [TASK], tools });
     expect(v1.json.choices[0]).toEqual({

@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { postJson } from '../helpers/gateway.js';
 import { NGINX_413 } from '../helpers/nginx.js';
 import { apiOf, startStandIn, type StandIn } from '../helpers/provider.js';
-import { CHAT_MESSAGES, startStrictChat, type StrictChat } from '../helpers/strict-chat.js';
+import { CHAT_MESSAGES, type StrictChat } from '../helpers/strict-chat.js';
 
 /*
  * The strict chat completions stand-in checks what the API checks of a messages list (tool
@@ -29,7 +29,7 @@ const post = (base: string, body: unknown, path = '/chat/completions') => postJs
 describe('the strict chat completions stand-in', () => {
   it('takes a conversation whose every call is answered right after it, and answers with the call it was told to make', async () => {
     let n = 0;
-    chat = await startStrictChat({ reply: () => (++n === 1 ? { toolCall: { id: 'call_9', name: 'read_file', arguments: '{"path":"b.ts"}' } } : {}) });
+    chat = await startStandIn({ provider: 'chat', reply: () => (++n === 1 ? { toolCall: { id: 'call_9', name: 'read_file', arguments: '{"path":"b.ts"}' } } : {}) });
     const sdk = new OpenAI({ baseURL: chat.baseUrl, apiKey: 'x', maxRetries: 0 });
     const answer = await sdk.chat.completions.create({ model: 'gpt-test', messages: [user, call('call_1'), output('call_1')] as any });
     expect(answer.choices[0].message.tool_calls).toEqual([{ id: 'call_9', type: 'function', function: { name: 'read_file', arguments: '{"path":"b.ts"}' } }]);
@@ -45,7 +45,7 @@ describe('the strict chat completions stand-in', () => {
     ['a tool message answering another call', [user, call('call_1'), output('call_1'), output('call_2')], CHAT_MESSAGES.toolWithoutCall, 'messages.[3].role'],
     ['a call left unanswered', [user, call('call_1'), user], CHAT_MESSAGES.unanswered(['call_1']), 'messages.[1].role'],
   ])('refuses %s with the API\u2019s 400', async (_what, messages, message, param) => {
-    chat = await startStrictChat();
+    chat = await startStandIn({ provider: 'chat' });
     const res = await post(chat.baseUrl, { model: 'gpt-test', messages });
     expect(res.status).toBe(400);
     expect(res.json).toEqual({ error: { message, type: 'invalid_request_error', param, code: null } });
@@ -55,13 +55,13 @@ describe('the strict chat completions stand-in', () => {
   it('refuses a body past its window: stating the window, as an edge\u2019s 413 page, or inside a 200 stream', async () => {
     const body = { model: 'gpt-test', messages: [{ role: 'user', content: 'x'.repeat(2_000) }] };
     const tokens = Math.ceil(Buffer.byteLength(JSON.stringify(body)) / 4);
-    chat = await startStrictChat({ limitBytes: 1_000 });
+    chat = await startStandIn({ provider: 'chat', limitBytes: 1_000 });
     expect((await post(chat.baseUrl, body)).json.error).toEqual({ message: CHAT_MESSAGES.window(250, tokens), type: 'invalid_request_error', param: 'messages', code: 'context_length_exceeded' });
     await chat.close();
-    chat = await startStrictChat({ limitBytes: 1_000, style: 'edge_413' });
+    chat = await startStandIn({ provider: 'chat', limitBytes: 1_000, style: 'edge_413' });
     expect(await post(chat.baseUrl, body)).toMatchObject({ status: 413, text: NGINX_413 });
     await chat.close();
-    chat = await startStrictChat({ limitBytes: 1_000, style: 'sse_in_band' });
+    chat = await startStandIn({ provider: 'chat', limitBytes: 1_000, style: 'sse_in_band' });
     const streamed = await post(chat.baseUrl, { ...body, stream: true });
     const streamedTokens = Math.ceil(Buffer.byteLength(JSON.stringify({ ...body, stream: true })) / 4);
     expect(streamed.status).toBe(200);
@@ -107,6 +107,22 @@ describe('the declarative stand-in', () => {
     expect(await summarizer.json()).toEqual({ summary: 7 });
     expect(standIn.calls('chat').map((r) => standIn!.answerStatus(r))).toEqual([400, 200]);
     expect(standIn.answerStatus(standIn.summarizerCalls()[0])).toBe(200);
+  });
+
+  it('holds a model call until told to answer it (a slow model), the summarizer\u2019s and the others not', async () => {
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    standIn = await startStandIn({ hold: (req) => (req.json?.model === 'slow' ? released : undefined), summarizer: { status: 200, json: { summary: 1 } } });
+    const slow = post(standIn.baseUrl, { model: 'slow', messages: [user] });
+    const held = () => standIn!.calls().find((r) => r.json.model === 'slow');
+    for (let i = 0; i < 250 && !held(); i++) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect((await post(standIn.baseUrl, { model: 'quick', messages: [user] })).status).toBe(200);
+    const summarizer = await fetch(`${standIn.baseUrl}/chat/completions`, { method: 'POST', headers: { 'x-gateway-compaction': 'summarizer' }, body: '{"model":"slow"}' });
+    expect(summarizer.status).toBe(200);
+    expect(standIn.answerStatus(held()!)).toBeUndefined();
+    release();
+    expect((await slow).json.choices[0].message.content).toBe('next step');
+    expect(standIn.answerStatus(held()!)).toBe(200);
   });
 
   it('lists its models at GET /v1/models in the shape of the API asking (OpenAI\'s list, Anthropic\'s page), and is not a model call', async () => {

@@ -1,6 +1,7 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { afterEach, describe, expect, it } from 'vitest';
-import { BINDING_BETA, startStrictAnthropic, type StrictAnthropic, type StrictAnthropicOptions } from '../helpers/strict-anthropic.js';
+import { BINDING_BETA, type StrictAnthropic, type StrictAnthropicOptions } from '../helpers/strict-anthropic.js';
+import { startStandIn } from '../helpers/provider.js';
 
 /*
  * The strict Anthropic stand-in enforces preserved thinking's prefix binding as the docs state
@@ -22,7 +23,8 @@ afterEach(async () => upstream?.close());
 
 /** Odd turns read a file, even turns answer in text: every conversation has tool rounds. */
 async function start(options: StrictAnthropicOptions = {}) {
-  upstream = await startStrictAnthropic({
+  upstream = await startStandIn({
+    provider: 'anthropic',
     reply: (req) => {
       const n = req.json.messages.length;
       return n % 4 === 1 ? { toolUse: { id: `toolu_${n}`, name: 'read_file', input: { path: `f${n}.ts` } } } : { text: `reviewed ${n}` };

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { NGINX_413 } from '../helpers/provider.js';
-import { startStrictGemini, type StrictGemini, type StrictGeminiOptions } from '../helpers/strict-gemini.js';
+import { startStandIn, NGINX_413 } from '../helpers/provider.js';
+import type { StrictGemini, StrictGeminiOptions } from '../helpers/strict-gemini.js';
 
 /*
  * The strict Gemini stand-in enforces what the API documents for Gemini 3 tool use (the newest
@@ -23,7 +23,8 @@ afterEach(async () => upstream?.close());
 
 /** Every answer says a sentence and reads the next file, as the recorded session's model did. */
 async function start(options: StrictGeminiOptions = {}) {
-  upstream = await startStrictGemini({
+  upstream = await startStandIn({
+    provider: 'gemini',
     reply: (req) => {
       const n = req.json.contents.length;
       return { text: `Let me read f${n}.ts next.`, functionCall: { id: `read_file_${n}`, name: 'read_file', args: { file_path: `f${n}.ts` } } };

@@ -1,6 +1,7 @@
 import OpenAI from 'openai';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startStrictResponses, type StrictResponses, type StrictResponsesOptions } from '../helpers/strict-responses.js';
+import type { StrictResponses, StrictResponsesOptions } from '../helpers/strict-responses.js';
+import { startStandIn } from '../helpers/provider.js';
 
 /*
  * The strict Responses stand-in binds each reasoning item to the history before it, as the API
@@ -19,7 +20,8 @@ afterEach(async () => upstream?.close());
 /** Odd answers read a file, even ones answer in text: every conversation has tool rounds. */
 async function start(options: StrictResponsesOptions = {}) {
   let calls = 0;
-  upstream = await startStrictResponses({
+  upstream = await startStandIn({
+    provider: 'responses',
     reply: () => (++calls % 2 === 1 ? { call: { call_id: `call_${calls}`, name: 'read_file', arguments: `{"path":"f${calls}.ts"}` } } : { text: `reviewed ${calls}` }),
     ...options,
   });

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { startWindowedProvider, type VllmWording, type WindowedProvider } from '../helpers/windowed-provider.js';
+import type { VllmWording, WindowedProvider } from '../helpers/windowed-provider.js';
+import { startStandIn } from '../helpers/provider.js';
 
 /*
  * The windowed stand-in holds every request to its window as vLLM does and answers with vLLM's
@@ -51,7 +52,7 @@ describe.each([
   },
 ])('$wording', ({ wording, envelope, completionOver, promptOver, noLimitOver }) => {
   it('refuses a prompt over the window with the exact 400', async () => {
-    upstream = await startWindowedProvider({ window: WINDOW, wording });
+    upstream = await startStandIn({ provider: 'windowed', window: WINDOW, wording });
     const res = await post(bodyOf(2_000, { max_tokens: 256 }));
     expect(res.status).toBe(400);
     expect(res.type).toBe('application/json');
@@ -60,21 +61,21 @@ describe.each([
   });
 
   it('refuses a prompt that fits when prompt + max_tokens does not', async () => {
-    upstream = await startWindowedProvider({ window: WINDOW, wording });
+    upstream = await startStandIn({ provider: 'windowed', window: WINDOW, wording });
     const res = await post(bodyOf(1_245, { max_tokens: 256 }));
     expect(res.status).toBe(400);
     expect(JSON.parse(res.text)).toEqual(envelope(completionOver));
   });
 
   it('refuses a prompt that fills the window when no completion limit is set', async () => {
-    upstream = await startWindowedProvider({ window: WINDOW, wording });
+    upstream = await startStandIn({ provider: 'windowed', window: WINDOW, wording });
     const res = await post(bodyOf(1_500));
     expect(res.status).toBe(400);
     expect(JSON.parse(res.text)).toEqual(envelope(noLimitOver));
   });
 
   it('answers a request that fits exactly', async () => {
-    upstream = await startWindowedProvider({ window: WINDOW, wording });
+    upstream = await startStandIn({ provider: 'windowed', window: WINDOW, wording });
     const res = await post(bodyOf(1_244, { max_tokens: 256 }));
     expect(res.status).toBe(200);
     expect(JSON.parse(res.text).choices[0].message.content).toBe('rescued answer');
@@ -84,14 +85,14 @@ describe.each([
 });
 
 it('reads max_completion_tokens before max_tokens, as vLLM does', async () => {
-  upstream = await startWindowedProvider({ window: WINDOW });
+  upstream = await startStandIn({ provider: 'windowed', window: WINDOW });
   const res = await post(bodyOf(1_000, { max_tokens: 100, max_completion_tokens: 600 }));
   expect(res.status).toBe(400);
   expect(JSON.parse(res.text).message).toContain('(1000 in the messages, 600 in the completion)');
 });
 
 it('streams the answer when asked, and still refuses before streaming', async () => {
-  upstream = await startWindowedProvider({ window: WINDOW });
+  upstream = await startStandIn({ provider: 'windowed', window: WINDOW });
   const ok = await post(bodyOf(500, { max_tokens: 256, stream: true }));
   expect(ok.type).toBe('text/event-stream');
   const pieces = ok.text
@@ -105,7 +106,7 @@ it('streams the answer when asked, and still refuses before streaming', async ()
 });
 
 it("answers a summarizer call with a summary inside the call's max_tokens", async () => {
-  upstream = await startWindowedProvider({ window: WINDOW });
+  upstream = await startStandIn({ provider: 'windowed', window: WINDOW });
   const transcript = `<conversation>\n${'alpha beta gamma delta epsilon zeta eta theta '.repeat(60)}\n</conversation>`;
   const body = JSON.stringify({ model: 'm', messages: [{ role: 'system', content: 'Summarise.' }, { role: 'user', content: transcript }], max_tokens: 10, stream: false });
   const res = await post(body, { 'x-gateway-compaction': 'summarizer' });
@@ -120,7 +121,7 @@ it("answers a summarizer call with a summary inside the call's max_tokens", asyn
 });
 
 it('refuses a summarizer call over the window like any other request', async () => {
-  upstream = await startWindowedProvider({ window: WINDOW });
+  upstream = await startStandIn({ provider: 'windowed', window: WINDOW });
   const res = await post(bodyOf(1_400, { max_tokens: 200 }), { 'x-gateway-compaction': 'summarizer' });
   expect(res.status).toBe(400);
   expect(JSON.parse(res.text).message).toContain('(1400 in the messages, 200 in the completion)');
@@ -128,7 +129,7 @@ it('refuses a summarizer call over the window like any other request', async () 
 });
 
 it('with nginx in front, a body over its limit gets the 413 page before vLLM counts anything', async () => {
-  upstream = await startWindowedProvider({ window: WINDOW, bodyLimitBytes: 4_000 });
+  upstream = await startStandIn({ provider: 'windowed', window: WINDOW, bodyLimitBytes: 4_000 });
   const res = await post(bodyOf(1_001, { max_tokens: 10 }));
   expect(res.status).toBe(413);
   expect(res.type).toBe('text/html');
@@ -137,7 +138,7 @@ it('with nginx in front, a body over its limit gets the 413 page before vLLM cou
 });
 
 it('a scripted reply: a tool call as vLLM writes it, whole or streamed, the usage chunk only when asked for', async () => {
-  upstream = await startWindowedProvider({ window: WINDOW, reply: (n) => ({ text: `step ${n}`, call: { id: `call_${n}`, name: 'read', args: { path: `f${n}.ts` } } }) });
+  upstream = await startStandIn({ provider: 'windowed', window: WINDOW, reply: (n) => ({ text: `step ${n}`, call: { id: `call_${n}`, name: 'read', args: { path: `f${n}.ts` } } }) });
   const whole = JSON.parse((await post(bodyOf(100))).text);
   expect(whole.choices[0]).toEqual({
     index: 0,
@@ -164,7 +165,7 @@ describe("GET /v1/models: vLLM's model card", () => {
   };
 
   it('lists the served model with max_model_len = the window, as vLLM writes its ModelCard', async () => {
-    upstream = await startWindowedProvider({ window: WINDOW, model: 'Qwen/Qwen3-8B' });
+    upstream = await startStandIn({ provider: 'windowed', window: WINDOW, model: 'Qwen/Qwen3-8B' });
     const res = await card();
     expect(res.status).toBe(200);
     expect(res.type).toBe('application/json');
@@ -196,10 +197,10 @@ describe("GET /v1/models: vLLM's model card", () => {
   });
 
   it("defaults to 'fake-model'; a served name differs from the model path in root", async () => {
-    upstream = await startWindowedProvider({ window: 4_096 });
+    upstream = await startStandIn({ provider: 'windowed', window: 4_096 });
     expect((await card()).json.data[0]).toMatchObject({ id: 'fake-model', root: 'fake-model', max_model_len: 4_096 });
     await upstream.close();
-    upstream = await startWindowedProvider({ window: 4_096, model: 'coder', modelPath: '/models/Qwen3-8B' });
+    upstream = await startStandIn({ provider: 'windowed', window: 4_096, model: 'coder', modelPath: '/models/Qwen3-8B' });
     expect((await card()).json.data[0]).toMatchObject({ id: 'coder', root: '/models/Qwen3-8B' });
   });
 });

@@ -1,7 +1,8 @@
 import OpenAI from 'openai';
 import { afterEach, expect, it } from 'vitest';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
-import { LOST_TASK_ANSWER, startOllama, type OllamaStandIn } from '../helpers/strict-ollama.js';
+import { LOST_TASK_ANSWER, type OllamaStandIn } from '../helpers/strict-ollama.js';
+import { startStandIn } from '../helpers/provider.js';
 
 /*
  * The status page's record of the decisions windows bring (docs/windows.md), against the strict
@@ -32,7 +33,8 @@ async function turn(client: OpenAI, messages: any[]) {
 }
 
 it('lists the cut stream, relayed as it was, and the next turn made to fit the window it showed', async () => {
-  ollama = await startOllama({
+  ollama = await startStandIn({
+    provider: 'ollama',
     numCtx: NUM_CTX,
     tokenDelayMs: 5,
     reply: (n, req, seen) =>
@@ -76,7 +78,7 @@ it('lists the cut stream, relayed as it was, and the next turn made to fit the w
 });
 
 it('lists a request over its declared window that nothing could shrink, sent as it was', async () => {
-  ollama = await startOllama({ numCtx: 32_768 });
+  ollama = await startStandIn({ provider: 'ollama', numCtx: 32_768 });
   gateway = await startGateway({ upstream: { url: ollama.baseUrl, windows: [{ model: 'qwen3*', tokens: 2_048, completionCounted: false }] } });
   const client = new OpenAI({ baseURL: gateway.baseUrl, apiKey: 'sk-local', maxRetries: 0 });
   // One input, nothing before it to condense.

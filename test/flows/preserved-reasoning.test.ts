@@ -3,7 +3,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
 import { HAVE_REDIS, startRedis, type TestRedis } from '../helpers/redis.js';
 import { parseCompactionHeader } from '../helpers/rescue.js';
-import { startStrictResponses, type StrictResponses, type StrictResponsesReject } from '../helpers/strict-responses.js';
+import type { StrictResponses, StrictResponsesReject } from '../helpers/strict-responses.js';
+import { startStandIn } from '../helpers/provider.js';
 
 /*
  * A Codex-like agent on the official OpenAI SDK (store: false, encrypted reasoning included, the
@@ -104,7 +105,7 @@ describe.each<[StrictResponsesReject, boolean]>([
   ['stream_failed', true],
 ])('refused as %s (stream %s)', (style, stream) => {
   it('a 12-turn session finishes; the stale reasoning of the kept tail is counted as dropped, none made after the compaction', async () => {
-    upstream = await startStrictResponses({ limitBytes: LIMIT, style, reply: nextCall });
+    upstream = await startStandIn({ provider: 'responses', limitBytes: LIMIT, style, reply: nextCall });
     gateway = await startGateway({ upstream: { url: upstream.baseUrl } });
     const agent = new Codex(stream);
     const headers: Array<Record<string, string | number> | null> = [];
@@ -131,7 +132,7 @@ describe.each<[StrictResponsesReject, boolean]>([
 
 describe('the provider\u2019s own compaction (summarizer.providerCompaction)', () => {
   async function run(compact: 'window' | 'missing' = 'window') {
-    upstream = await startStrictResponses({ limitBytes: LIMIT, style: 'context_length', reply: nextCall, compact });
+    upstream = await startStandIn({ provider: 'responses', limitBytes: LIMIT, style: 'context_length', reply: nextCall, compact });
     // Masking off: the conversation is condensed, by the provider or the summarizer.
     gateway = await startGateway({ upstream: { url: upstream.baseUrl }, summarizer: { providerCompaction: true }, compaction: { mask: false } });
     const agent = new Codex(false);
@@ -163,7 +164,7 @@ describe('the provider\u2019s own compaction (summarizer.providerCompaction)', (
     ['a summarizer key of its own', { apiKey: 'sk-summarizer' }],
     ['a summarizer elsewhere', { url: 'http://127.0.0.1:9/v1' }],
   ])('not with %s: its window would be bound to other credentials or another model', async (_name, summarizer) => {
-    upstream = await startStrictResponses({ limitBytes: LIMIT, style: 'context_length', reply: nextCall });
+    upstream = await startStandIn({ provider: 'responses', limitBytes: LIMIT, style: 'context_length', reply: nextCall });
     gateway = await startGateway({ upstream: { url: `${upstream.baseUrl}/` }, summarizer: { providerCompaction: true, ...summarizer }, compaction: { mask: false } });
     const agent = new Codex(false);
     for (let t = 1; t <= 8; t++) await agent.turn(gateway.baseUrl);
@@ -171,7 +172,7 @@ describe('the provider\u2019s own compaction (summarizer.providerCompaction)', (
   });
 
   it('with the upstream URL written with a trailing slash it is still the upstream', async () => {
-    upstream = await startStrictResponses({ limitBytes: LIMIT, style: 'context_length', reply: nextCall });
+    upstream = await startStandIn({ provider: 'responses', limitBytes: LIMIT, style: 'context_length', reply: nextCall });
     gateway = await startGateway({ upstream: { url: `${upstream.baseUrl}/` }, summarizer: { providerCompaction: true, url: upstream.baseUrl }, compaction: { mask: false } });
     const agent = new Codex(false);
     for (let t = 1; t <= 8; t++) await agent.turn(gateway.baseUrl);
@@ -189,7 +190,7 @@ describe('the provider\u2019s own compaction (summarizer.providerCompaction)', (
 describe('the compacted prefix across gateways', () => {
   it.skipIf(!HAVE_REDIS)('two replicas sharing Redis, turns alternating: under one summary none made after it is dropped', async () => {
     redis = await startRedis();
-    upstream = await startStrictResponses({ limitBytes: LIMIT, style: 'context_length', reply: nextCall });
+    upstream = await startStandIn({ provider: 'responses', limitBytes: LIMIT, style: 'context_length', reply: nextCall });
     gateway = await startGateway({ upstream: { url: upstream.baseUrl }, memory: { redisUrl: redis.url } });
     const other = await startGateway({ upstream: { url: upstream.baseUrl }, memory: { redisUrl: redis.url } });
     others.push(other);
@@ -202,7 +203,7 @@ describe('the compacted prefix across gateways', () => {
   });
 
   it('a restart that loses the memory: rescued again from the client\u2019s request, the stale reasoning counted', async () => {
-    upstream = await startStrictResponses({ limitBytes: LIMIT, style: 'context_length', reply: nextCall });
+    upstream = await startStandIn({ provider: 'responses', limitBytes: LIMIT, style: 'context_length', reply: nextCall });
     gateway = await startGateway({ upstream: { url: upstream.baseUrl } });
     const agent = new Codex(false);
     for (let t = 1; t <= 9; t++) await agent.turn(gateway.baseUrl);

@@ -1,50 +1,36 @@
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { Received } from '../../test/helpers/fake-upstream.js';
+import type { Scripted } from '../../test/helpers/provider.js';
 import type { Api } from '../../src/dialects/types.js';
 
 /*
- * A summarizer stand-in on loopback that speaks the four APIs the gateway summarizes in, and
- * answers like a weak model: the first sentence of each message of the transcript it is given,
- * cut to what its max tokens allow (4 characters a token). It never copies a tool call, and it
- * loses every second sentence: what survives a compaction with it is what the compaction itself
- * (its ledger, its digest) carried.
+ * The summarizer of the stand-in (test/helpers/provider.ts, its `summarizer` option) for the
+ * evaluation: it speaks the four APIs the gateway summarizes in, and answers like a weak model: the
+ * first sentence of each message of the transcript it is given, cut to what its max tokens allow
+ * (4 characters a token). It never copies a tool call, and it loses every second sentence: what
+ * survives a compaction with it is what the compaction itself (its ledger, its digest) carried.
  */
 
-export interface StandInCall {
+export interface SummarizerCall {
   api: Api;
   inputChars: number;
   outputChars: number;
   maxTokens: number;
 }
 
-export interface StandIn {
-  /** The base URL to give the gateway as the summarizer's (every API's paths live under it). */
-  url: string;
-  calls: StandInCall[];
-  close(): Promise<void>;
+export interface ExtractiveSummarizer {
+  /** The stand-in's answer to a summarizer call. */
+  answer(req: Received): Scripted;
+  calls: SummarizerCall[];
 }
 
-const BODY_LIMIT_BYTES = 64 * 1024 * 1024;
 const SENTENCE_MAX_CHARS = 200;
 /** A rendered message starts with a line naming its sender: `[user]`, `[tool result call_1]`. */
 const HEADER = /^\[([^\]\n]{1,120})\]$/;
 const NOTES = [/^This is part \d+ of \d+/, /^The following are summaries/];
 
-export async function startStandIn(): Promise<StandIn> {
-  const calls: StandInCall[] = [];
-  const server = createServer((req, res) => {
-    readBody(req).then(
-      (body) => answer(req.url ?? '', body, res, calls),
-      () => reply(res, 413, { error: { message: 'request body too large' } }),
-    );
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    calls,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
+export function extractiveSummarizer(): ExtractiveSummarizer {
+  const calls: SummarizerCall[] = [];
+  return { calls, answer: (req) => answer(req, calls) };
 }
 
 /** The extractive summary: who said it, and the first sentence of what they said, line by line. */
@@ -89,20 +75,15 @@ interface Asked {
   maxTokens: number;
 }
 
-function answer(url: string, body: Buffer, res: ServerResponse, calls: StandInCall[]): void {
-  const path = url.split('?')[0];
-  let request: Record<string, any>;
-  try {
-    request = JSON.parse(body.toString('utf8'));
-  } catch {
-    return reply(res, 400, { error: { message: 'the body is not JSON' } });
-  }
-  const asked = askedOf(path, request);
-  if (!asked) return reply(res, path.match(/(?:chat\/completions|responses|messages|:generateContent)$/) ? 400 : 404, { error: { message: `not a summarizer request: ${path}` } });
+function answer(req: Received, calls: SummarizerCall[]): Scripted {
+  const path = req.url.split('?')[0];
+  if (req.json === undefined) return { status: 400, json: { error: { message: 'the body is not JSON' } } };
+  const asked = askedOf(path, req.json);
+  if (!asked) return { status: /(?:chat\/completions|responses|messages|:generateContent)$/.test(path) ? 400 : 404, json: { error: { message: `not a summarizer request: ${path}` } } };
   const text = extractiveSummary(asked.transcript, asked.maxTokens * 4) || '(nothing to summarize)';
-  const usage = { input: Math.ceil(body.length / 4), output: Math.ceil(text.length / 4) };
+  const usage = { input: Math.ceil(req.body.length / 4), output: Math.ceil(text.length / 4) };
   calls.push({ api: asked.api, inputChars: asked.transcript.length, outputChars: text.length, maxTokens: asked.maxTokens });
-  reply(res, 200, answerIn(asked.api, text, usage));
+  return { status: 200, json: answerIn(asked.api, text, usage) };
 }
 
 /** What a summarizer call asks, read as each API's provider would: null when a required field is missing. */
@@ -142,28 +123,4 @@ function answerIn(api: Api, text: string, usage: { input: number; output: number
     case 'gemini':
       return { candidates: [{ content: { role: 'model', parts: [{ text }] }, finishReason: 'STOP' }], usageMetadata: { promptTokenCount: usage.input, candidatesTokenCount: usage.output } };
   }
-}
-
-function reply(res: ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-  res.end(text);
-}
-
-function readBody(req: IncomingMessage): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > BODY_LIMIT_BYTES) {
-        req.destroy();
-        reject(new Error('too large'));
-      } else {
-        chunks.push(chunk);
-      }
-    });
-    req.on('end', () => resolve(Buffer.concat(chunks)));
-    req.on('error', reject);
-  });
 }
