@@ -5,13 +5,13 @@ import type { Duplex } from 'node:stream';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Dispatcher } from 'undici';
 import type { DestinationStream } from 'pino';
-import './context.js';
-import { basicPassword, createKeyCheck } from './auth.js';
+import './http/context.js';
+import { basicPassword, createKeyCheck } from './http/auth.js';
 import type { Config } from './config/schema.js';
-import { ERRORS, GatewayError, errorBody, errorBodyFor, failureLog } from './errors.js';
-import { accessLogger, lazyChildLogger, loggerOptions, stdoutDestination, type AccessLog } from './logging.js';
+import { ERRORS, GatewayError, errorBody, errorBodyFor, failureLog } from './http/errors.js';
+import { accessLogger, lazyChildLogger, loggerOptions, stdoutDestination, type AccessLog } from './telemetry/logging.js';
 import { createMemory } from './memory/index.js';
-import { createMetrics, type Metrics } from './metrics.js';
+import { createMetrics, type Metrics } from './telemetry/metrics.js';
 import { chatEndpoints } from './routes/chat.js';
 import { geminiEndpoints, geminiRouteLabel } from './routes/gemini.js';
 import { healthRoutes } from './routes/health.js';
@@ -21,7 +21,7 @@ import { rescuedRoutes } from './routes/rescued.js';
 import { STATUS_PATHS, statusRoutes } from './routes/status.js';
 import { keepsContent } from './status/access.js';
 import { RecentDecisions } from './status/recent.js';
-import { gatewayVersion } from './version.js';
+import { gatewayVersion } from './process/version.js';
 import { RescueBudget, defaultRescueBudget } from './rescue/budget.js';
 import { configuredSummarizers } from './rescue/summarizer-credentials.js';
 import { Discoverer } from './upstream/discover.js';
@@ -29,9 +29,9 @@ import { Windows } from './upstream/windows.js';
 import { responsesEndpoints } from './routes/responses.js';
 import { createEgress } from './upstream/client.js';
 import { apiOfUrl, byPrefix, resolveUpstreams, type Upstreams } from './upstream/upstreams.js';
-import { noteRecorded, tracedRequests, tracesUrl } from './telemetry.js';
-import { Listeners, primaryHost } from './listeners.js';
-import type { RequestNotes } from './context.js';
+import { noteRecorded, tracedRequests, tracesUrl } from './telemetry/traces.js';
+import { Listeners, primaryHost } from './http/listeners.js';
+import type { RequestNotes } from './http/context.js';
 
 export interface ServerDeps {
   /** Where log lines go (default stdout); tests capture them here. */
@@ -49,7 +49,7 @@ declare module 'fastify' {
     startDraining(): void;
     /** The upstreams it serves, as the config resolved them. */
     upstreams: Upstreams;
-    /** Listens on `host` (both loopbacks for `localhost`, see listeners.ts) and `port`. */
+    /** Listens on `host` (both loopbacks for `localhost`, see http/listeners.ts) and `port`. */
     listenOn(host: string, port: number): Promise<void>;
     /** Closes every connection without a request in progress, on every address it listens on. */
     closeIdleConnections(): void;
@@ -68,7 +68,7 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
   const traced = tracesUrl(config.telemetry) !== undefined;
   const listeners = new Listeners({
     timeouts: config.server,
-    // One server span per request (telemetry.ts); untraced, nothing is added.
+    // One server span per request (telemetry/traces.ts); untraced, nothing is added.
     wrap: (handler) => (traced ? tracedRequests(handler, (path) => QUIET.has(path)) : handler),
     clientError: answerClientError,
   });

@@ -1,5 +1,5 @@
 import type { BoundState, Dialect, Entry, Rendered, Slot, StreamEventKind, ToolOutput } from './types.js';
-import { derive } from '../json-source.js';
+import { derive } from '../lib/json-source.js';
 import { countEntries, heldTransformations, isRecord, lastCount, positiveInt, str, type Json, usageOf, wireBytes, withField, withFlag } from './parts.js';
 
 /*

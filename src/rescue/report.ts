@@ -2,7 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { BoundFigures, CompactionResult } from '../compaction/index.js';
 import type { LimitSource } from '../compaction/target.js';
 import type { Api } from '../dialects/types.js';
-import type { Metrics, SummarizerLabels } from '../metrics.js';
+import type { Metrics, SummarizerLabels } from '../telemetry/metrics.js';
 import type { OverlongReason } from '../overlong/types.js';
 import type { InspectedAnswer } from './inspect.js';
 import type { WindowSource } from '../upstream/windows.js';

@@ -1,8 +1,8 @@
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { RequestNotes } from '../context.js';
+import type { RequestNotes } from '../http/context.js';
 import type { Dialect } from '../dialects/types.js';
-import { GatewayError, failureLog, fromUpstreamFailure } from '../errors.js';
+import { GatewayError, failureLog, fromUpstreamFailure } from '../http/errors.js';
 import type { RescueDeps } from '../rescue/context.js';
 import { serve } from '../rescue/index.js';
 import { readIncoming } from '../rescue/request.js';
@@ -13,7 +13,7 @@ import { ClientResponse } from '../upstream/relay.js';
 import { refusal, type Upstream } from '../upstream/upstreams.js';
 import { assertSafePath, assertSafeSegment } from '../upstream/target.js';
 import { glancedModel, modelOfReceived } from './body-model.js';
-import { noteRequested } from '../telemetry.js';
+import { noteRequested } from '../telemetry/traces.js';
 
 /** One API's rescued endpoint: where it listens, where it goes upstream, and its dialect. */
 export interface RescuedEndpoint {

@@ -1,7 +1,7 @@
 import type { Config } from '../config/schema.js';
 import type { Api } from '../dialects/types.js';
-import type { Metrics } from '../metrics.js';
-import { loggableUrl, memoryLine } from '../startup.js';
+import type { Metrics } from '../telemetry/metrics.js';
+import { loggableUrl, memoryLine } from '../process/startup.js';
 import { apiOfPath, type Upstreams } from '../upstream/upstreams.js';
 import type { LearnedModel, Windows } from '../upstream/windows.js';
 import type { ContentAccess } from './access.js';

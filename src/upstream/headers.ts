@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
-import { acceptedByUs } from '../content-coding.js';
+import { acceptedByUs } from './content-coding.js';
 
 /**
  * RFC 9110 hop-by-hop headers, plus `host`, which undici sets from the upstream origin, and

@@ -1,6 +1,6 @@
 import type { Api } from '../dialects/types.js';
 import { API_NAMES, DEFAULTS, type Config } from '../config/schema.js';
-import { GatewayError } from '../errors.js';
+import { GatewayError } from '../http/errors.js';
 import { parseTarget, type UpstreamTarget } from './target.js';
 
 /*

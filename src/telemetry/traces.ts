@@ -1,10 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Readable } from 'node:stream';
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, context, propagation, trace, type Attributes, type Context, type Span } from '@opentelemetry/api';
 import type { FastifyBaseLogger } from 'fastify';
-import type { Config } from './config/schema.js';
-import type { RequestNotes } from './context.js';
-import type { Api, SummarizerWire } from './dialects/types.js';
-import type { InspectedAnswer } from './rescue/inspect.js';
+import type { Config } from '../config/schema.js';
+import type { RequestNotes } from '../http/context.js';
+import type { Api, SummarizerWire } from '../dialects/types.js';
 
 /*
  * Traces, opt-in (docs/telemetry.md): on when an OTLP endpoint is configured, and then one server
@@ -32,7 +32,7 @@ export interface Telemetry {
 export async function startTelemetry(config: Readonly<Config>, version: string, log: FastifyBaseLogger): Promise<Telemetry | null> {
   const url = tracesUrl(config.telemetry);
   if (!url) return null;
-  const { startSdk } = await import('./telemetry/sdk.js');
+  const { startSdk } = await import('./sdk.js');
   return startSdk({ url, serviceName: config.telemetry.serviceName, version, log });
 }
 
@@ -130,7 +130,18 @@ export interface CallTrace<H> {
 
 export interface AttemptTrace extends CallTrace<Record<string, string | string[]>> {
   /** The answer as judged; the span ends when its body closes (a relayed stream, at its end). */
-  answered(inspected: InspectedAnswer): void;
+  answered(answer: JudgedAnswer): void;
+}
+
+/** An attempt's answer as the rescue judged it, in plain fields. */
+export interface JudgedAnswer {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: Readable;
+  /** What was read before judging, and whether that was the whole body. */
+  held: { bytes: Buffer; complete: boolean };
+  overlong: boolean;
+  rule: string;
 }
 
 export interface Attempt {
@@ -156,12 +167,13 @@ export function traceAttempt(a: Attempt, headers: Record<string, string | string
   const end = ending(span);
   return {
     headers: withTraceparent(headers, trace.setSpan(parent, span)),
-    answered: ({ answer, held, verdict }) => {
+    answered: (answer) => {
       if (end.done) return;
       setStatus(span, answer.status);
-      if (verdict.overlong) span.setAttributes({ 'gateway.overlong': true, 'gateway.overlong.rule': verdict.rule });
+      if (answer.overlong) span.setAttributes({ 'gateway.overlong': true, 'gateway.overlong.rule': answer.rule });
       // Usage only from an answer already held whole as JSON: a stream is never read for it.
       const type = String(answer.headers['content-type'] ?? '');
+      const held = answer.held;
       if (held.complete && answer.status < 400 && type.includes('json') && answer.headers['content-encoding'] === undefined) {
         setUsage(span, () => a.usage(parsed(held.bytes.toString('utf8'))));
       }

@@ -1,4 +1,4 @@
-import type { Api } from './dialects/types.js';
+import type { Api } from '../dialects/types.js';
 
 /**
  * Every error the gateway itself answers with. Callers and tests match on `code`; docs/errors.md
