@@ -4,7 +4,8 @@ import { ROOT_CONTEXT, SpanKind, SpanStatusCode, context, propagation, trace, ty
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config/schema.js';
 import type { RequestNotes } from '../http/context.js';
-import type { Api, SummarizerWire } from '../dialects/types.js';
+import { APIS, DIALECTS, type Api } from '../dialects/index.js';
+import type { SummarizerWire } from '../dialects/types.js';
 
 /*
  * Traces, opt-in (docs/telemetry.md): on when an OTLP endpoint is configured, and then one server
@@ -163,7 +164,7 @@ export function traceAttempt(a: Attempt, headers: Record<string, string | string
   if (!parent) return null;
   const attributes: Attributes = { ...genAi(a.api, a.model), ...serverAddress(a.origin), 'gateway.upstream.name': a.upstream, 'gateway.attempt.rewritten': a.rewritten };
   if (a.compacted) attributes['gen_ai.conversation.compacted'] = true;
-  const span = tracer.startSpan(callName(OPERATION[a.api], a.model), { kind: SpanKind.CLIENT, attributes }, parent);
+  const span = tracer.startSpan(callName(DIALECTS[a.api].telemetry.operation, a.model), { kind: SpanKind.CLIENT, attributes }, parent);
   const end = ending(span);
   return {
     headers: withTraceparent(headers, trace.setSpan(parent, span)),
@@ -203,9 +204,9 @@ export interface SummarizerCall {
 export function traceSummarizerCall(c: SummarizerCall, headers: Record<string, string>): SummarizerTrace | null {
   const parent = tracedContext();
   if (!parent) return null;
-  // The wire is one API's: its credential style tells which, and the path which of OpenAI's two.
-  const api: Api = c.wire.credential === 'x-api-key' ? 'messages' : c.wire.credential === 'x-goog-api-key' ? 'gemini' : c.url.pathname.includes('/responses') ? 'responses' : 'chat';
-  const operation = c.compact ? 'compact' : OPERATION[api];
+  // The wire is one API's dialect's (chat completions' names for one of none).
+  const api = APIS.find((a) => DIALECTS[a].summarizer === c.wire) ?? 'chat';
+  const operation = c.compact ? 'compact' : DIALECTS[api].telemetry.operation;
   const attributes: Attributes = { ...genAi(api, c.model), 'gen_ai.operation.name': operation, ...serverAddress(c.url.origin), 'gateway.summarizer': true };
   if (c.maxTokens > 0) attributes['gen_ai.request.max_tokens'] = c.maxTokens;
   const span = tracer.startSpan(callName(operation, c.model), { kind: SpanKind.CLIENT, attributes }, parent);
@@ -221,16 +222,12 @@ export function traceSummarizerCall(c: SummarizerCall, headers: Record<string, s
   };
 }
 
-/** The GenAI conventions' values for each API the gateway serves; the provider is the API's (the upstream's own name is ours). */
-const OPERATION: Record<Api, string> = { chat: 'chat', responses: 'chat', messages: 'chat', gemini: 'generate_content' };
-const PROVIDER: Record<Api, string> = { chat: 'openai', responses: 'openai', messages: 'anthropic', gemini: 'gcp.gemini' };
-const OPENAI_API_TYPE: Partial<Record<Api, string>> = { chat: 'chat_completions', responses: 'responses' };
-
+/** The GenAI conventions' values for a call in the API (its dialect's); the provider is the API's (the upstream's own name is ours). */
 function genAi(api: Api, model: string | undefined): Attributes {
-  const attributes: Attributes = { 'gen_ai.operation.name': OPERATION[api], 'gen_ai.provider.name': PROVIDER[api] };
+  const names = DIALECTS[api].telemetry;
+  const attributes: Attributes = { 'gen_ai.operation.name': names.operation, 'gen_ai.provider.name': names.provider };
   if (model) attributes['gen_ai.request.model'] = model;
-  const type = OPENAI_API_TYPE[api];
-  if (type) attributes['openai.api.type'] = type;
+  if (names.openaiApiType) attributes['openai.api.type'] = names.openaiApiType;
   return attributes;
 }
 
