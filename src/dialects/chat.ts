@@ -1,4 +1,4 @@
-import type { Dialect, Entry, ErrorFacts, Rendered, Slot, ToolOutput } from './types.js';
+import type { Dialect, Entry, ErrorFacts, OverflowWords, Rendered, Slot, ToolOutput } from './types.js';
 import { hasInlineData, isRecord, lastCount, partsText, positiveInt, str, type Json, usageOf, wireBytes, withField } from './parts.js';
 
 /*
@@ -77,6 +77,21 @@ export function openAiErrorBody(e: ErrorFacts): { error: { message: string; type
   return { error: { message: e.message, type: e.type, code: e.code, param: e.param } };
 }
 
+/** OpenAI's overflow error, naming the request's field of the conversation (`messages`, `input`). */
+export function openAiOverflow(param: string): OverflowWords {
+  return {
+    says: (body) => /"code"\s*:\s*"context_length_exceeded"/.test(body),
+    error: (prompt, limit) => ({
+      error: {
+        message: `This model's maximum context length is ${limit} tokens. However, your messages resulted in ${prompt} tokens. Please reduce the length of the messages.`,
+        type: 'invalid_request_error',
+        param,
+        code: 'context_length_exceeded',
+      },
+    }),
+  };
+}
+
 /** OpenAI chat completions: pi, opencode, qwen-code, Aider and the OpenAI SDKs. */
 export const chat: Dialect = {
   api: 'chat',
@@ -108,6 +123,7 @@ export const chat: Dialect = {
   bound: null,
   droppedState: null,
   promptCount: (answer) => lastCount(answer, 'prompt_tokens'),
+  overflow: openAiOverflow('messages'),
   summarizer: {
     credential: 'bearer',
     path: () => '/chat/completions',

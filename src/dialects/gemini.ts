@@ -205,6 +205,10 @@ export const gemini: Dialect = {
   bound: null,
   droppedState: null,
   promptCount: (answer) => lastCount(answer, 'promptTokenCount'),
+  overflow: {
+    says: (body) => body.includes('exceeds the maximum number of tokens allowed'),
+    error: (prompt, limit) => ({ error: { code: 400, message: `The input token count (${prompt}) exceeds the maximum number of tokens allowed (${limit}).`, status: 'INVALID_ARGUMENT' } }),
+  },
   summarizer: {
     credential: 'x-goog-api-key',
     path: (model) => `/v1beta/models/${encodeURIComponent(model)}:generateContent`,

@@ -370,6 +370,10 @@ export const messages: Dialect = {
     const input = lastCount(answer, 'input_tokens');
     return input === undefined ? undefined : input + (lastCount(answer, 'cache_creation_input_tokens') ?? 0) + (lastCount(answer, 'cache_read_input_tokens') ?? 0);
   },
+  overflow: {
+    says: (body) => body.includes('prompt is too long'),
+    error: (prompt, limit) => ({ type: 'error', error: { type: 'invalid_request_error', message: `prompt is too long: ${prompt} tokens > ${limit} maximum` } }),
+  },
   summarizer: {
     credential: 'x-api-key',
     path: () => '/messages',

@@ -1,5 +1,5 @@
 import type { Dialect, Entry, Rendered, Slot, StreamEventKind, ToolOutput } from './types.js';
-import { openAiErrorBody } from './chat.js';
+import { openAiErrorBody, openAiOverflow } from './chat.js';
 import { countEntries, hasInlineData, heldTransformations, isRecord, lastCount, partsText, positiveInt, str, type Json, usageOf, wireBytes, withField } from './parts.js';
 
 /*
@@ -136,6 +136,7 @@ export const responses: Dialect = {
     return withField(request, 'truncation', 'auto');
   },
   promptCount: (answer) => lastCount(answer, 'input_tokens'),
+  overflow: openAiOverflow('input'),
   summarizer: {
     credential: 'bearer',
     path: () => '/responses',

@@ -157,6 +157,14 @@ export interface BoundState {
   ): { request: Record<string, unknown>; headers: Record<string, string>; added: boolean } | null;
 }
 
+/** How the API says "too long": an agent starts its own compaction on these words. */
+export interface OverflowWords {
+  /** Whether an error body already says "too long" as the API's clients read it. */
+  says(body: string): boolean;
+  /** The API's own overflow error, with the numbers: the prompt's tokens and the window's. */
+  error(prompt: number, limit: number): unknown;
+}
+
 export interface Dialect extends ApiDescriptor {
   /** The request's conversation, or null when it has none the gateway can compact. */
   read(request: Record<string, unknown>): Conversation | null;
@@ -191,6 +199,7 @@ export interface Dialect extends ApiDescriptor {
    */
   serverSideRescue(request: Record<string, unknown>): Buffer | null;
   summarizer: SummarizerWire;
+  overflow: OverflowWords;
   /** Bound provider state the compaction must strip or cover after its edit point; null when the API has none to strip. */
   bound: BoundState | null;
   /**
