@@ -30,7 +30,7 @@ const { compact } = await importDist<typeof import('../src/compaction/index.js')
 const { sizeTarget } = await importDist<typeof import('../src/compaction/target.js')>('compaction/target');
 const { chat } = await importDist<typeof import('../src/dialects/chat.js')>('dialects/chat');
 const { validateConfig } = await importDist<typeof import('../src/config/load.js')>('config/load');
-const { parseObject } = await importDist<typeof import('../src/json-source.js')>('json-source');
+const { parseObject } = await importDist<typeof import('../src/lib/json-source.js')>('lib/json-source');
 const { MAX_COMPACTABLE_DEPTH } = await importDist<typeof import('../src/rescue/request.js')>('rescue/request');
 
 const { runs, warmups } = JSON.parse(process.argv[2] ?? '{}') as { runs: number; warmups: number };

@@ -25,8 +25,8 @@ const gateway = features ? await gatewayParts() : undefined;
 
 async function gatewayParts() {
   const headers = await importDist<typeof import('../src/upstream/headers.js')>('upstream/headers');
-  const { createMetrics } = await importDist<typeof import('../src/metrics.js')>('metrics');
-  const logging = await importDist<typeof import('../src/logging.js')>('logging');
+  const { createMetrics } = await importDist<typeof import('../src/telemetry/metrics.js')>('telemetry/metrics');
+  const logging = await importDist<typeof import('../src/telemetry/logging.js')>('telemetry/logging');
   return { ...headers, metrics: createMetrics(), log: logging.accessLogger('info', logging.stdoutDestination('json', false)) };
 }
 const agent = new Agent({ keepAliveTimeout: 30_000, connections: null });

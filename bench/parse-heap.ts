@@ -12,9 +12,9 @@ import { fileURLToPath } from 'node:url';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { StringDecoder } from 'node:string_decoder';
 import { agentConversationBody, manyStringsBody, tinyTurnsBody, wideObjectBody } from '../test/helpers/hostile-bodies.js';
-import { scanJson } from '../src/json-shape.js';
+import { scanJson } from '../src/lib/json-shape.js';
 import { rescueHeapCost } from '../src/rescue/budget.js';
-import { parseObject } from '../src/json-source.js';
+import { parseObject } from '../src/lib/json-source.js';
 import { MAX_COMPACTABLE_DEPTH, MAX_PIECE_TOKENS } from '../src/rescue/request.js';
 
 const SHAPES: Record<string, () => Buffer> = {

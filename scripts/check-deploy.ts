@@ -47,7 +47,7 @@ import { ConfigError, ENV_NAMES, loadConfig } from '../src/config/load.js';
 import type { Config } from '../src/config/schema.js';
 import { validateConfig } from '../src/config/load.js';
 import { buildServer } from '../src/server.js';
-import { openGatewayRefusal } from '../src/startup.js';
+import { openGatewayRefusal } from '../src/process/startup.js';
 import { validateComposeFile } from './deploy/compose-schema.js';
 import { composeHostCheck, isServiceName, upstreamProblems, variablesNamedIn } from './deploy/upstreams.js';
 import { KUBERNETES_SCHEMA_SOURCE, validateKubernetesObject } from './deploy/kubernetes.js';

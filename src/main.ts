@@ -2,16 +2,16 @@
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance } from 'fastify';
 import type { DestinationStream } from 'pino';
-import { UsageError, flagList, parseArgs, usage } from './cli.js';
+import { UsageError, flagList, parseArgs, usage } from './process/cli.js';
 import { unknownVariableWarning, unknownVariables, type UnknownVariable } from './config/load.js';
 import type { Config } from './config/schema.js';
-import { dropLogs, flushLogs, stdoutDestination, writeLogsNow } from './logging.js';
+import { dropLogs, flushLogs, stdoutDestination, writeLogsNow } from './telemetry/logging.js';
 import { buildServer } from './server.js';
-import { startTelemetry } from './telemetry.js';
+import { startTelemetry } from './telemetry/traces.js';
 import { memoryRedis, probeRedis, redisUnreachable } from './memory/redis.js';
-import { checkReport, preflight } from './preflight.js';
-import { listenFailure, listeningOrigin, startupFields, startupWarnings } from './startup.js';
-import { gatewayVersion } from './version.js';
+import { checkReport, preflight } from './process/preflight.js';
+import { listenFailure, listeningOrigin, startupFields, startupWarnings } from './process/startup.js';
+import { gatewayVersion } from './process/version.js';
 
 /** The process: read flags and config, build the server, listen, shut down on SIGTERM/SIGINT. */
 async function main(): Promise<void> {

@@ -5,33 +5,30 @@ import type { Duplex } from 'node:stream';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Dispatcher } from 'undici';
 import type { DestinationStream } from 'pino';
-import './context.js';
-import { basicPassword, createKeyCheck } from './auth.js';
+import './http/context.js';
+import { basicPassword, createKeyCheck } from './http/auth.js';
 import type { Config } from './config/schema.js';
-import { ERRORS, GatewayError, errorBody, errorBodyFor, failureLog } from './errors.js';
-import { accessLogger, lazyChildLogger, loggerOptions, stdoutDestination, type AccessLog } from './logging.js';
+import { ERRORS, GatewayError, errorBody, errorBodyFor, failureLog } from './http/errors.js';
+import { accessLogger, lazyChildLogger, loggerOptions, stdoutDestination, type AccessLog } from './telemetry/logging.js';
 import { createMemory } from './memory/index.js';
-import { createMetrics, type Metrics } from './metrics.js';
-import { chatEndpoints } from './routes/chat.js';
-import { geminiEndpoints, geminiRouteLabel } from './routes/gemini.js';
+import { createMetrics, type Metrics } from './telemetry/metrics.js';
+import { API_PREFIXES, APIS, DIALECTS } from './dialects/index.js';
 import { healthRoutes } from './routes/health.js';
-import { messagesEndpoints } from './routes/messages.js';
 import { passthroughRoutes } from './routes/passthrough.js';
 import { rescuedRoutes } from './routes/rescued.js';
 import { STATUS_PATHS, statusRoutes } from './routes/status.js';
 import { keepsContent } from './status/access.js';
 import { RecentDecisions } from './status/recent.js';
-import { gatewayVersion } from './version.js';
+import { gatewayVersion } from './process/version.js';
 import { RescueBudget, defaultRescueBudget } from './rescue/budget.js';
 import { configuredSummarizers } from './rescue/summarizer-credentials.js';
 import { Discoverer } from './upstream/discover.js';
 import { Windows } from './upstream/windows.js';
-import { responsesEndpoints } from './routes/responses.js';
 import { createEgress } from './upstream/client.js';
 import { apiOfUrl, byPrefix, resolveUpstreams, type Upstreams } from './upstream/upstreams.js';
-import { noteRecorded, tracedRequests, tracesUrl } from './telemetry.js';
-import { Listeners, primaryHost } from './listeners.js';
-import type { RequestNotes } from './context.js';
+import { noteRecorded, tracedRequests, tracesUrl } from './telemetry/traces.js';
+import { Listeners, primaryHost } from './http/listeners.js';
+import type { RequestNotes } from './http/context.js';
 
 export interface ServerDeps {
   /** Where log lines go (default stdout); tests capture them here. */
@@ -49,7 +46,7 @@ declare module 'fastify' {
     startDraining(): void;
     /** The upstreams it serves, as the config resolved them. */
     upstreams: Upstreams;
-    /** Listens on `host` (both loopbacks for `localhost`, see listeners.ts) and `port`. */
+    /** Listens on `host` (both loopbacks for `localhost`, see http/listeners.ts) and `port`. */
     listenOn(host: string, port: number): Promise<void>;
     /** Closes every connection without a request in progress, on every address it listens on. */
     closeIdleConnections(): void;
@@ -68,7 +65,7 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
   const traced = tracesUrl(config.telemetry) !== undefined;
   const listeners = new Listeners({
     timeouts: config.server,
-    // One server span per request (telemetry.ts); untraced, nothing is added.
+    // One server span per request (telemetry/traces.ts); untraced, nothing is added.
     wrap: (handler) => (traced ? tracedRequests(handler, (path) => QUIET.has(path)) : handler),
     clientError: answerClientError,
   });
@@ -151,10 +148,10 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
   const recent = config.status.enabled ? new RecentDecisions(keepsContent(config)) : undefined;
   const rescueDeps = { config, dispatcher, upstreams, metrics, memory, budget, windows, decisions: recent };
   if (recent) app.register(statusRoutes, { config, upstreams, windows, metrics, recent, version: gatewayVersion(), startedAt: new Date() });
-  app.register(rescuedRoutes, { deps: rescueDeps, endpoints: [...chatEndpoints, ...responsesEndpoints, ...messagesEndpoints, ...geminiEndpoints] });
+  app.register(rescuedRoutes, { deps: rescueDeps, dialects: APIS.map((api) => DIALECTS[api]) });
   if (memory) app.addHook('onClose', async () => memory.close());
   // Each upstream under its own prefix, and the plain /v1 and /v1beta routed request by request.
-  for (const apiPrefix of ['/v1', '/v1beta'] as const) {
+  for (const apiPrefix of API_PREFIXES) {
     for (const upstream of upstreams.all) app.register(passthroughRoutes, { config, dispatcher, upstreams, upstream, apiPrefix });
     app.register(passthroughRoutes, { config, dispatcher, upstreams, apiPrefix });
   }
@@ -223,17 +220,29 @@ export function routeLabel(matched: string | undefined, url: string, upstreams?:
   if (matched === undefined) return 'unmatched';
   const prefixed = upstreams && matched.length > 1 ? byPrefix(upstreams, matched) : null;
   if (prefixed) return routeLabel(prefixed.rest, url.slice(url.indexOf('/', 1)));
-  if (GEMINI_PASSTHROUGH.has(matched)) return 'passthrough_gemini';
-  if (!PASSTHROUGH_ROUTES.has(matched)) return matched.startsWith('/v1beta/') ? geminiRouteLabel(matched) : matched;
-  const family = /^\/v1\/([^/?]*)/.exec(url)?.[1] ?? '';
+  const prefix = PASSTHROUGH_ROUTES.get(matched);
+  if (prefix === undefined) return ENDPOINT_LABELS.get(matched) ?? matched;
+  const own = OWN_PREFIX.get(prefix);
+  if (own) return `passthrough_${own}`;
+  const family = url.startsWith(`${prefix}/`) ? /^[^/?]*/.exec(url.slice(prefix.length + 1))![0] : '';
   return `passthrough_${PASSTHROUGH_FAMILIES.has(family) ? family : 'other'}`;
 }
 
-/** The routes @fastify/http-proxy registers for the `/v1` prefix. */
-const PASSTHROUGH_ROUTES = new Set(['/v1', '/v1/', '/v1/*']);
-/** And for the Gemini API's `/v1beta` prefix. */
-const GEMINI_PASSTHROUGH = new Set(['/v1beta', '/v1beta/', '/v1beta/*']);
-const PASSTHROUGH_FAMILIES = new Set(['chat', 'responses', 'messages', 'embeddings', 'models']);
+/** The routes @fastify/http-proxy registers for each API prefix, and the prefix. */
+const PASSTHROUGH_ROUTES = new Map(API_PREFIXES.flatMap((p) => [p, `${p}/`, `${p}/*`].map((route) => [route, p] as const)));
+/** A prefix one API has to itself (Gemini's `/v1beta`): its pass-through requests are that API's family. */
+const OWN_PREFIX = new Map(API_PREFIXES.flatMap((p) => {
+  const apis = APIS.filter((api) => DIALECTS[api].prefix === p);
+  return apis.length === 1 ? [[p, apis[0]] as const] : [];
+}));
+/** The families of a shared prefix's pass-through requests: each API's first path segment (`chat`), and two of no API. */
+const PASSTHROUGH_FAMILIES = new Set([
+  ...APIS.filter((api) => !OWN_PREFIX.has(DIALECTS[api].prefix)).flatMap((api) => DIALECTS[api].endpoints.map((e) => e.path.split('/')[2])),
+  'embeddings',
+  'models',
+]);
+/** The rescued routes metrics name otherwise than their pattern (Gemini's model parameter as `{model}`). */
+const ENDPOINT_LABELS = new Map(APIS.flatMap((api) => DIALECTS[api].endpoints.flatMap((e) => (e.label ? [[e.path, e.label] as const] : []))));
 
 /** OpenAI-style paths that agents send without the `/v1` their base URL should end in. */
 const MISSING_V1 = /^\/(chat\/completions|responses|messages|completions|embeddings|models)(\/|$)/;

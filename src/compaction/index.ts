@@ -6,7 +6,7 @@ import { clampSummaryText, fallbackSummaryText, summaryIntro } from './fallback.
 import { planCompaction, range } from './plan.js';
 import { applyRecalled, summaryItemsOf, type RecalledView, type RememberedSpan } from './recalled.js';
 import { itemBytes, itemsBytes, jsonBytes } from './size.js';
-import { forEachInSlices, letOthersRun, mapInSlices } from '../time-slice.js';
+import { forEachInSlices, letOthersRun, mapInSlices } from '../lib/time-slice.js';
 import { maskOutputs, type Masked } from './mask.js';
 import { trailOf, trailText, type Trail } from './trail.js';
 import { providerCompact, summarize, type SummarySettings } from './summarize.js';

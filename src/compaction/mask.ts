@@ -3,7 +3,7 @@ import { unitsOf } from './conversation.js';
 import { formatSize } from './shrink.js';
 import { itemBytes, itemsBytes } from './size.js';
 import { resultLine } from './trail.js';
-import { timeSlice } from '../time-slice.js';
+import { timeSlice } from '../lib/time-slice.js';
 
 /*
  * The rung between lowering the completion limit and summarising: observation masking. Old tool

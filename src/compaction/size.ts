@@ -1,4 +1,4 @@
-import { sourceText } from '../json-source.js';
+import { sourceText } from '../lib/json-source.js';
 
 /** UTF-8 byte length of `JSON.stringify(value)`; 0 for what JSON cannot represent (undefined). */
 export function jsonBytes(value: unknown): number {

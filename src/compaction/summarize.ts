@@ -3,7 +3,7 @@ import { COMBINE_NOTE, DEFAULT_SUMMARY_PROMPT, PARTIAL_NOTE, TRANSCRIPT_RULES } 
 import type { Rendered, SummarizerWire } from '../dialects/types.js';
 import { jsonTextBytes } from './size.js';
 import { chunkTranscript, clipBytes, entryBytes, INDENT, renderBlock, renderItem } from './transcript.js';
-import { mapInSlices } from '../time-slice.js';
+import { mapInSlices } from '../lib/time-slice.js';
 import { SummarizerError, type Summarizer, type SummarizerCall, type SummarizerTokens } from './summarizer.js';
 
 /** What one summary may take and spend (the config's summarizer.*), and the request it is for. */

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { APIS, type Api } from '../dialects/types.js';
 
 export const MiB = 1024 * 1024;
 
@@ -76,10 +77,7 @@ const server = z
   })
   .strict();
 
-/** The APIs the gateway serves, by the names routes and upstreams use. */
-export const API_NAMES = ['chat', 'responses', 'messages', 'gemini'] as const;
-const apiName = z.enum(API_NAMES);
-type ApiName = (typeof API_NAMES)[number];
+const apiName = z.enum(APIS);
 
 /** A forward proxy is an origin: a path, query or fragment after it is refused by undici's ProxyAgent. */
 export function isProxyUrl(text: string): boolean {
@@ -256,7 +254,7 @@ const summarizer = z
   .object({
     url: httpUrl.optional(),
     /** The summarizer's API; by default the API of the request being rescued. */
-    api: z.enum(['chat', 'responses', 'messages', 'gemini']).optional(),
+    api: apiName.optional(),
     model: z.string().min(1).optional(),
     apiKey: z.string().min(1).optional(),
     timeoutMs: positiveInt.default(DEFAULTS.summarizerTimeoutMs),
@@ -360,7 +358,7 @@ function upstreamProblems(config: z.infer<typeof configObject>): Array<{ path: P
     else if (RESERVED_NAMES.has(name)) problems.push({ path: ['upstreams', name], message: `the prefix /${name} would shadow the gateway's own /${name}: choose another name` });
   }
   const known = [...names].sort().join(', ') || '(none)';
-  const servesApi = (name: string, api: ApiName) => (name === 'default' && !named.default) || (named[name]?.apis ?? API_NAMES).includes(api);
+  const servesApi = (name: string, api: Api) => (name === 'default' && !named.default) || (named[name]?.apis ?? APIS).includes(api);
   if (config.upstreams !== undefined && names.size === 0) problems.push({ path: ['upstreams'], message: 'is empty: name at least one upstream, or leave it out and set upstream.url' });
   if (config.defaultUpstream !== undefined && !names.has(config.defaultUpstream)) {
     problems.push({ path: ['defaultUpstream'], message: `names no upstream: ${JSON.stringify(config.defaultUpstream)}; the upstreams are ${known}` });

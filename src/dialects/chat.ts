@@ -1,4 +1,4 @@
-import type { Dialect, Entry, Rendered, Slot, ToolOutput } from './types.js';
+import type { Dialect, Entry, ErrorFacts, OverflowWords, Rendered, Slot, ToolOutput } from './types.js';
 import { hasInlineData, isRecord, lastCount, partsText, positiveInt, str, type Json, usageOf, wireBytes, withField } from './parts.js';
 
 /*
@@ -72,8 +72,36 @@ function completionField(request: Json): 'max_completion_tokens' | 'max_tokens' 
   return 'max_completion_tokens' in request ? 'max_completion_tokens' : 'max_tokens';
 }
 
+/** A gateway error as OpenAI's clients parse their provider's (the Responses API's too): the gateway's code in `code`. */
+export function openAiErrorBody(e: ErrorFacts): { error: { message: string; type: string; code: string; param: string | null } } {
+  return { error: { message: e.message, type: e.type, code: e.code, param: e.param } };
+}
+
+/** OpenAI's overflow error, naming the request's field of the conversation (`messages`, `input`). */
+export function openAiOverflow(param: string): OverflowWords {
+  return {
+    says: (body) => /"code"\s*:\s*"context_length_exceeded"/.test(body),
+    error: (prompt, limit) => ({
+      error: {
+        message: `This model's maximum context length is ${limit} tokens. However, your messages resulted in ${prompt} tokens. Please reduce the length of the messages.`,
+        type: 'invalid_request_error',
+        param,
+        code: 'context_length_exceeded',
+      },
+    }),
+  };
+}
+
+/** OpenAI chat completions: pi, opencode, qwen-code, Aider and the OpenAI SDKs. */
 export const chat: Dialect = {
   api: 'chat',
+  title: 'Chat Completions',
+  prefix: '/v1',
+  paths: /^\/v1\/chat\/completions(\/|\?|$)/,
+  endpoints: [{ path: '/v1/chat/completions', upstreamPath: '/chat/completions' }],
+  credential: 'bearer',
+  errorBody: openAiErrorBody,
+  telemetry: { operation: 'chat', provider: 'openai', openaiApiType: 'chat_completions' },
   read(request) {
     const messages = request.messages;
     if (!Array.isArray(messages) || messages.length === 0) return null;
@@ -95,6 +123,7 @@ export const chat: Dialect = {
   bound: null,
   droppedState: null,
   promptCount: (answer) => lastCount(answer, 'prompt_tokens'),
+  overflow: openAiOverflow('messages'),
   summarizer: {
     credential: 'bearer',
     path: () => '/chat/completions',

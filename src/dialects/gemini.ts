@@ -1,4 +1,4 @@
-import type { Dialect, Entry, Rendered, Slot, ToolOutput } from './types.js';
+import type { ApiEndpoint, Dialect, Entry, ErrorFacts, Rendered, Slot, ToolOutput } from './types.js';
 import { isRecord, lastCount, positiveInt, str, type Json, usageOf, wireBytes, withField } from './parts.js';
 
 /*
@@ -126,8 +126,63 @@ function generationConfig(request: Json): Json {
   return isRecord(request.generationConfig) ? request.generationConfig : {};
 }
 
+/** The route's model parameter: a path segment up to the first colon. */
+const MODEL = ':model(^[^:]+)';
+
+/** One of the API's model calls: the model from the route's parameters, the path upstream built from it. */
+function endpoint(action: string): ApiEndpoint {
+  return {
+    path: `/v1beta/models/${MODEL}::${action}`,
+    label: `/v1beta/models/{model}:${action}`,
+    upstreamPath: (params) => `/v1beta/models/${encodeURIComponent(params.model)}:${action}`,
+    model: (params) => params.model,
+  };
+}
+
+/** The model a pass-through path names: `/v1beta/models/{model}:countTokens`, `/v1beta/models/{model}`. */
+function pathModel(path: string): string | undefined {
+  const match = /^\/v1beta\/models\/([^/:]+)/.exec(path);
+  return match ? decodeURIComponent(match[1]) : undefined;
+}
+
+/**
+ * A gateway error as Google's clients parse their provider's: `{error: {code, message, status,
+ * details}}` with a google.rpc status name, and the gateway's code as an ErrorInfo reason.
+ */
+function googleErrorBody(e: ErrorFacts): unknown {
+  const status = GOOGLE_STATUSES[e.status] ?? (e.status >= 500 ? 'INTERNAL' : 'INVALID_ARGUMENT');
+  return { error: { code: e.status, message: e.message, status, details: [{ '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason: e.code.toUpperCase(), domain: 'compaction-gateway' }] } };
+}
+
+const GOOGLE_STATUSES: Record<number, string> = {
+  400: 'INVALID_ARGUMENT',
+  401: 'UNAUTHENTICATED',
+  403: 'PERMISSION_DENIED',
+  404: 'NOT_FOUND',
+  408: 'DEADLINE_EXCEEDED',
+  429: 'RESOURCE_EXHAUSTED',
+  500: 'INTERNAL',
+  502: 'UNAVAILABLE',
+  503: 'UNAVAILABLE',
+  504: 'DEADLINE_EXCEEDED',
+};
+
+/**
+ * The Gemini API (Gemini CLI, the @google/genai SDK): the model is in the path, as clients build
+ * it at the base URL's root (`/v1beta/models/{model}:generateContent`, and
+ * `:streamGenerateContent?alt=sse`, whose events are whole answers). The gateway's own upstream
+ * key goes as `x-goog-api-key`. countTokens and the rest of /v1beta are passed through.
+ */
 export const gemini: Dialect = {
   api: 'gemini',
+  title: 'Gemini',
+  prefix: '/v1beta',
+  paths: /^\/v1beta\//,
+  endpoints: [endpoint('generateContent'), endpoint('streamGenerateContent')],
+  credential: 'x-goog-api-key',
+  pathModel,
+  errorBody: googleErrorBody,
+  telemetry: { operation: 'generate_content', provider: 'gcp.gemini' },
   read(request) {
     const list = request.contents;
     if (!Array.isArray(list) || list.length === 0 || !list.every((c) => isRecord(c) && Array.isArray(c.parts))) return null;
@@ -150,6 +205,10 @@ export const gemini: Dialect = {
   bound: null,
   droppedState: null,
   promptCount: (answer) => lastCount(answer, 'promptTokenCount'),
+  overflow: {
+    says: (body) => body.includes('exceeds the maximum number of tokens allowed'),
+    error: (prompt, limit) => ({ error: { code: 400, message: `The input token count (${prompt}) exceeds the maximum number of tokens allowed (${limit}).`, status: 'INVALID_ARGUMENT' } }),
+  },
   summarizer: {
     credential: 'x-goog-api-key',
     path: (model) => `/v1beta/models/${encodeURIComponent(model)}:generateContent`,

@@ -1,5 +1,5 @@
-import type { BoundState, Dialect, Entry, Rendered, Slot, StreamEventKind, ToolOutput } from './types.js';
-import { derive } from '../json-source.js';
+import type { BoundState, Dialect, Entry, ErrorFacts, Rendered, Slot, StreamEventKind, ToolOutput } from './types.js';
+import { derive } from '../lib/json-source.js';
 import { countEntries, heldTransformations, isRecord, lastCount, positiveInt, str, type Json, usageOf, wireBytes, withField, withFlag } from './parts.js';
 
 /*
@@ -300,8 +300,40 @@ function streamEvent(event: string | undefined, data: string): StreamEventKind {
   return type === 'error' || type === 'message_delta' ? 'failure' : 'output';
 }
 
+/**
+ * A gateway error as Anthropic's clients parse their provider's: its type by status as Anthropic's
+ * error docs list them, and the gateway's code in an extra `code`.
+ */
+function anthropicErrorBody(e: ErrorFacts): unknown {
+  return { type: 'error', error: { type: ANTHROPIC_TYPES[e.status] ?? (e.status >= 500 ? 'api_error' : 'invalid_request_error'), message: e.message, code: e.code } };
+}
+
+const ANTHROPIC_TYPES: Record<number, string> = {
+  400: 'invalid_request_error',
+  401: 'authentication_error',
+  403: 'permission_error',
+  404: 'not_found_error',
+  413: 'request_too_large',
+  429: 'rate_limit_error',
+  500: 'api_error',
+  504: 'timeout_error',
+  529: 'overloaded_error',
+};
+
+/**
+ * The Anthropic Messages API: Claude Code (which adds `?beta=true`, kept on the way up). The
+ * gateway's own upstream key goes as `x-api-key`, as Anthropic expects it. count_tokens and the
+ * rest of /v1/messages/* are passed through.
+ */
 export const messages: Dialect = {
   api: 'messages',
+  title: 'Anthropic Messages',
+  prefix: '/v1',
+  paths: /^\/v1\/messages(\/|\?|$)/,
+  endpoints: [{ path: '/v1/messages', upstreamPath: '/messages' }],
+  credential: 'x-api-key',
+  errorBody: anthropicErrorBody,
+  telemetry: { operation: 'chat', provider: 'anthropic' },
   read(request) {
     const list = request.messages;
     if (!Array.isArray(list) || list.length === 0) return null;
@@ -337,6 +369,10 @@ export const messages: Dialect = {
   promptCount: (answer) => {
     const input = lastCount(answer, 'input_tokens');
     return input === undefined ? undefined : input + (lastCount(answer, 'cache_creation_input_tokens') ?? 0) + (lastCount(answer, 'cache_read_input_tokens') ?? 0);
+  },
+  overflow: {
+    says: (body) => body.includes('prompt is too long'),
+    error: (prompt, limit) => ({ type: 'error', error: { type: 'invalid_request_error', message: `prompt is too long: ${prompt} tokens > ${limit} maximum` } }),
   },
   summarizer: {
     credential: 'x-api-key',

@@ -2,7 +2,7 @@
  * Small readers shared by the dialects: they look at plain JSON values, not at any one API.
  */
 
-import { writeDerived } from '../json-source.js';
+import { writeDerived } from '../lib/json-source.js';
 
 export type Json = Record<string, unknown>;
 

@@ -1,4 +1,5 @@
 import type { Dialect, Entry, Rendered, Slot, StreamEventKind, ToolOutput } from './types.js';
+import { openAiErrorBody, openAiOverflow } from './chat.js';
 import { countEntries, hasInlineData, heldTransformations, isRecord, lastCount, partsText, positiveInt, str, type Json, usageOf, wireBytes, withField } from './parts.js';
 
 /*
@@ -92,8 +93,19 @@ function streamEvent(event: string | undefined, data: string): StreamEventKind {
   return type && FAILURE.has(type) ? 'failure' : 'output';
 }
 
+/** The OpenAI Responses API: Codex CLI, and its own compaction call, which can overflow too. */
 export const responses: Dialect = {
   api: 'responses',
+  title: 'Responses',
+  prefix: '/v1',
+  paths: /^\/v1\/responses(\/|\?|$)/,
+  endpoints: [
+    { path: '/v1/responses', upstreamPath: '/responses' },
+    { path: '/v1/responses/compact', upstreamPath: '/responses/compact' },
+  ],
+  credential: 'bearer',
+  errorBody: openAiErrorBody,
+  telemetry: { operation: 'chat', provider: 'openai', openaiApiType: 'responses' },
   read(request) {
     if (typeof request.previous_response_id === 'string') return null;
     const input = request.input;
@@ -124,6 +136,7 @@ export const responses: Dialect = {
     return withField(request, 'truncation', 'auto');
   },
   promptCount: (answer) => lastCount(answer, 'input_tokens'),
+  overflow: openAiOverflow('input'),
   summarizer: {
     credential: 'bearer',
     path: () => '/responses',

@@ -6,7 +6,62 @@
  * entries and opaque items, never a field name of any API.
  */
 
-export type Api = 'chat' | 'responses' | 'messages' | 'gemini';
+/**
+ * Every API the gateway serves, by the names config, routes, metrics and logs use; each has one
+ * dialect (dialects/index.ts), and everything else about it is read off that dialect's descriptor.
+ */
+export const APIS = ['chat', 'responses', 'messages', 'gemini'] as const;
+export type Api = (typeof APIS)[number];
+
+/** How an API carries a key: OpenAI's Bearer token, Anthropic's x-api-key, or Google's x-goog-api-key. */
+export type CredentialStyle = 'bearer' | 'x-api-key' | 'x-goog-api-key';
+
+/** The path prefix an API's clients put after their base URL. */
+export type ApiPrefix = '/v1' | '/v1beta';
+
+/** A path the gateway rescues requests on. */
+export interface ApiEndpoint {
+  /** The route, in fastify's syntax. */
+  path: string;
+  /** The route as metrics name it, where the path is a pattern (`{model}` for a model parameter). */
+  label?: string;
+  /** The path under the upstream base URL, e.g. `/chat/completions`; from the route's parameters where the path names the model. */
+  upstreamPath: string | ((params: Record<string, string>) => string);
+  /** The model the path names (Gemini), from the route's parameters. */
+  model?: (params: Record<string, string>) => string;
+}
+
+/** A gateway error as the API's clients read their provider's: status, catalogue type and code, text. */
+export interface ErrorFacts {
+  status: number;
+  type: string;
+  code: string;
+  message: string;
+  param: string | null;
+}
+
+/**
+ * What the rest of the gateway knows of an API, all of it here: its routes, where its other
+ * paths go, how a key is sent, how its errors look and how traces name its calls.
+ */
+export interface ApiDescriptor {
+  api: Api;
+  /** How the API is named to a person. */
+  title: string;
+  prefix: ApiPrefix;
+  /** The paths that belong to the API (its pass-through family too, `/v1/messages/count_tokens`). */
+  paths: RegExp;
+  /** The paths the gateway rescues; every other path of the API is passed through. */
+  endpoints: readonly ApiEndpoint[];
+  /** How the gateway's own upstream key is sent. */
+  credential: CredentialStyle;
+  /** The model a pass-through path names, where the API names it in the path (Gemini); else the body names it. */
+  pathModel?: (path: string) => string | undefined;
+  /** A gateway error in the shape the API's clients parse. */
+  errorBody(error: ErrorFacts): unknown;
+  /** The GenAI semantic conventions' names for a call in this API. */
+  telemetry: { operation: string; provider: string; openaiApiType?: string };
+}
 
 /**
  * What an item is to compaction. `instruction`: system/developer text (a leading run of them is
@@ -63,7 +118,7 @@ export interface SummarizerWire {
   /** The tokens a successful answer says the call took, when it says. */
   usage(answer: unknown): { input: number; output: number } | undefined;
   /** How a configured summarizer key is sent in this API. */
-  credential: 'bearer' | 'x-api-key' | 'x-goog-api-key';
+  credential: CredentialStyle;
   /** Headers the API needs besides credentials, from the request's own when it has them. */
   headers(requestHeaders: Record<string, string | string[]>): Record<string, string>;
   /**
@@ -102,8 +157,15 @@ export interface BoundState {
   ): { request: Record<string, unknown>; headers: Record<string, string>; added: boolean } | null;
 }
 
-export interface Dialect {
-  api: Api;
+/** How the API says "too long": an agent starts its own compaction on these words. */
+export interface OverflowWords {
+  /** Whether an error body already says "too long" as the API's clients read it. */
+  says(body: string): boolean;
+  /** The API's own overflow error, with the numbers: the prompt's tokens and the window's. */
+  error(prompt: number, limit: number): unknown;
+}
+
+export interface Dialect extends ApiDescriptor {
   /** The request's conversation, or null when it has none the gateway can compact. */
   read(request: Record<string, unknown>): Conversation | null;
   /** The request with its conversation replaced, every other field as sent. */
@@ -137,6 +199,7 @@ export interface Dialect {
    */
   serverSideRescue(request: Record<string, unknown>): Buffer | null;
   summarizer: SummarizerWire;
+  overflow: OverflowWords;
   /** Bound provider state the compaction must strip or cover after its edit point; null when the API has none to strip. */
   bound: BoundState | null;
   /**

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { forEachInSlices } from '../time-slice.js';
+import { forEachInSlices } from '../lib/time-slice.js';
 
 /** Where a request carries who it is: every credential header the APIs use, and a cookie. */
 const TENANT_HEADERS = ['authorization', 'api-key', 'x-api-key', 'x-goog-api-key', 'cookie'] as const;

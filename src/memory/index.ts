@@ -2,7 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Bounds } from '../compaction/target.js';
 import type { Config } from '../config/schema.js';
-import type { MemoryMetrics, Metrics } from '../metrics.js';
+import type { MemoryMetrics, Metrics } from '../telemetry/metrics.js';
 import { sessionKey, spanDigests } from './fingerprint.js';
 import { believed, loosened, type LearnedLimit } from './limits.js';
 import { RedisStore, redisTargetOf } from './redis.js';

@@ -1,4 +1,4 @@
-import { traceAttempt, type AttemptTrace } from '../telemetry.js';
+import { traceAttempt, type AttemptTrace } from '../telemetry/traces.js';
 import { callUpstream } from '../upstream/client.js';
 import { inspect, type InspectedAnswer } from './inspect.js';
 import type { RescueContext } from './context.js';
@@ -36,7 +36,8 @@ export async function attempt(
     deps.metrics.upstreamTtfb.observe(ctx.notes.route ?? ctx.dialect.api, answer.ttfbMs / 1000, ctx.upstream.name);
     const whole = (rewritten && ctx.dialect.droppedState !== null) || watch;
     const inspected = await inspect(answer, deps.config.upstream, ctx.dialect.streamEvent, whole);
-    traced?.answered(inspected);
+    const { held, verdict } = inspected;
+    traced?.answered({ status: answer.status, headers: answer.headers, body: answer.body, held, overlong: verdict.overlong, rule: verdict.rule });
     return inspected;
   } catch (err) {
     traced?.failed(err);

@@ -1,6 +1,6 @@
 import { getHeapStatistics } from 'node:v8';
 import type { Gauge } from 'prom-client';
-import type { JsonShape } from '../json-shape.js';
+import type { JsonShape } from '../lib/json-shape.js';
 
 /*
  * How much memory rescues may hold at once, gateway-wide: their bodies as received, and what

@@ -3,7 +3,7 @@ import type { Dispatcher } from 'undici';
 import type { Config } from '../config/schema.js';
 import type { Dialect } from '../dialects/types.js';
 import type { CompactionMemory } from '../memory/index.js';
-import type { Metrics } from '../metrics.js';
+import type { Metrics } from '../telemetry/metrics.js';
 import type { ClientGone } from '../upstream/client-gone.js';
 import type { Upstream, Upstreams } from '../upstream/upstreams.js';
 import type { Windows } from '../upstream/windows.js';

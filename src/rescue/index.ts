@@ -11,7 +11,7 @@ import { BECAUSE, compactFor } from './compact.js';
 import { holdBudget, markedHeaders, modelOf, optedOut, tooManyItems, type Decided, type RescueContext } from './context.js';
 import { learnedBounds, learnFrom, noteAccepted, recallFor, rememberSpan, rewriteOf, underLease, type Rewrite } from './memory.js';
 import { compactionHeader, countCompaction, countRescue, isAhead, logDecision, type RescueRecord, type ReplayResult } from './report.js';
-import { noteRescue } from '../telemetry.js';
+import { noteRescue } from '../telemetry/traces.js';
 import { isAgentCompaction } from './agent-compaction.js';
 import { inApiWords } from './overflow-error.js';
 import { heldCount, judgeAnswer, logStreamedCut, mayNearWindow, overWindow, truncationVerdict, watched, windowFor, type SentBody } from './window.js';

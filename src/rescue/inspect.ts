@@ -4,7 +4,7 @@ import { StringDecoder } from 'node:string_decoder';
 import type { Config } from '../config/schema.js';
 import type { StreamEventKind } from '../dialects/types.js';
 import { classifyResponse, classifyStreamEvent, mayCarryVerdict, type Verdict } from '../overlong/classify.js';
-import { fromUpstreamFailure } from '../errors.js';
+import { fromUpstreamFailure } from '../http/errors.js';
 import { firstChunk, holdBody, textOf, type HeldBody } from '../upstream/body.js';
 import type { UpstreamAnswer } from '../upstream/client.js';
 

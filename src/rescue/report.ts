@@ -2,7 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { BoundFigures, CompactionResult } from '../compaction/index.js';
 import type { LimitSource } from '../compaction/target.js';
 import type { Api } from '../dialects/types.js';
-import type { Metrics, SummarizerLabels } from '../metrics.js';
+import type { Metrics, SummarizerLabels } from '../telemetry/metrics.js';
 import type { OverlongReason } from '../overlong/types.js';
 import type { InspectedAnswer } from './inspect.js';
 import type { WindowSource } from '../upstream/windows.js';
@@ -175,7 +175,7 @@ function whatHappened(r: RescueRecord): string {
   const of = w?.model ? ` of ${w.model}` : '';
   switch (r.trigger) {
     case 'proactive':
-      return `${r.api} request extends a conversation compacted before (remembered ${r.compaction?.strategy === 'mask' ? 'masking' : 'summary'})`;
+      return `${r.api} request extends a conversation compacted before (remembered ${r.compaction?.outcome === 'compacted' && r.compaction.strategy === 'mask' ? 'masking' : 'summary'})`;
     case 'window':
       return `${r.api} request of about ${w?.estimate} tokens would pass the ${r.limit} context window${of} (${w?.tokens} tokens)`;
     case 'truncated':

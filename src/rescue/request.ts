@@ -1,9 +1,9 @@
 import { StringDecoder } from 'node:string_decoder';
 import { DEFAULTS } from '../config/schema.js';
-import { codingsOf, decodeSync } from '../content-coding.js';
-import { TOO_MANY_ITEMS, parseObject, parseObjectNow } from '../json-source.js';
-import { scanJson, type JsonShape } from '../json-shape.js';
-import { timeSlice } from '../time-slice.js';
+import { codingsOf, decodeSync } from '../upstream/content-coding.js';
+import { TOO_MANY_ITEMS, parseObject, parseObjectNow } from '../lib/json-source.js';
+import { scanJson, type JsonShape } from '../lib/json-shape.js';
+import { timeSlice } from '../lib/time-slice.js';
 
 /*
  * The client's request as the rescue sees it. The bytes go upstream exactly as they came, and

@@ -4,9 +4,9 @@ import { boundsAfter, fitFor, type Bounds, type SizeTarget } from '../compaction
 import { pickHeaders } from '../dialects/parts.js';
 import { DIALECTS } from '../dialects/index.js';
 import type { SummarizerWire } from '../dialects/types.js';
-import { GatewayError } from '../errors.js';
+import { GatewayError } from '../http/errors.js';
 import { classifyResponse } from '../overlong/classify.js';
-import { traceSummarizerCall } from '../telemetry.js';
+import { traceSummarizerCall } from '../telemetry/traces.js';
 import { callUpstream, readText } from '../upstream/client.js';
 import { CLIENT_CREDENTIALS } from '../upstream/headers.js';
 import { modelOf, type RescueContext } from './context.js';

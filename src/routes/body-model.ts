@@ -1,4 +1,4 @@
-import { timeSlice } from '../time-slice.js';
+import { timeSlice } from '../lib/time-slice.js';
 import type { RequestModel } from '../upstream/upstreams.js';
 import type { ReceivedBody } from './request-body.js';
 

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
-import { createKeyCheck } from '../auth.js';
-import { errorBody } from '../errors.js';
-import type { Metrics } from '../metrics.js';
+import { createKeyCheck } from '../http/auth.js';
+import { errorBody } from '../http/errors.js';
+import type { Metrics } from '../telemetry/metrics.js';
 
 export interface HealthDeps {
   metrics: Metrics;

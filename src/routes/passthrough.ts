@@ -4,11 +4,13 @@ import { Readable, Transform } from 'node:stream';
 import { errorCodes, type FastifyInstance, type FastifyRequest } from 'fastify';
 import type { Dispatcher } from 'undici';
 import type { Config } from '../config/schema.js';
-import { DecodedSize, codingsOf } from '../content-coding.js';
-import { GatewayError, failureLog, fromUpstreamFailure } from '../errors.js';
-import { DROP_FROM_STREAMED, queryWithoutKey, requestHeadersForUpstream, responseHeadersForClient, type CredentialStyle } from '../upstream/headers.js';
+import { DecodedSize, codingsOf } from '../upstream/content-coding.js';
+import { GatewayError, failureLog, fromUpstreamFailure } from '../http/errors.js';
+import { DIALECTS, apiOfPath } from '../dialects/index.js';
+import type { Api, ApiPrefix, CredentialStyle } from '../dialects/types.js';
+import { DROP_FROM_STREAMED, queryWithoutKey, requestHeadersForUpstream, responseHeadersForClient } from '../upstream/headers.js';
 import { assertSafePath, assertSafeSegment } from '../upstream/target.js';
-import { apiOfPath, refusal, type RequestModel, type Upstream, type Upstreams } from '../upstream/upstreams.js';
+import { refusal, type RequestModel, type Upstream, type Upstreams } from '../upstream/upstreams.js';
 import { modelOfReceived } from './body-model.js';
 import { collectBody } from './request-body.js';
 
@@ -19,7 +21,7 @@ export interface PassthroughDeps {
   /** The upstream of the prefix `/NAME` this registration serves; absent: the plain prefix, routed request by request. */
   upstream?: Upstream;
   /** `/v1` (OpenAI, Anthropic), or `/v1beta` (Gemini, whose base URL is the origin: the prefix goes upstream as it came). */
-  apiPrefix: '/v1' | '/v1beta';
+  apiPrefix: ApiPrefix;
 }
 
 /**
@@ -48,7 +50,7 @@ export async function passthroughRoutes(app: FastifyInstance, deps: PassthroughD
   const limit = deps.config.server.bodyLimitBytes;
   // Where a route reads models, the body of a path in an API that names its model in the body is read for it.
   const models = new WeakMap<object, RequestModel>();
-  const readsBody = (url: string) => !fixed && upstreams.readsModel && ['chat', 'responses', 'messages'].includes(apiOfPath(url) ?? '');
+  const readsBody = (url: string) => !fixed && upstreams.readsModel && namesModelInBody(apiOfPath(url));
   const parse = (request: FastifyRequest, payload: IncomingMessage, done: (err: Error | null, body?: unknown) => void) =>
     readsBody(request.url) ? readModel(payload, limit, (model) => models.set(request, model), done) : limited(payload, limit, done);
   app.addContentTypeParser('application/json', parse);
@@ -68,8 +70,9 @@ export async function passthroughRoutes(app: FastifyInstance, deps: PassthroughD
       const path = q >= 0 ? url.slice(0, q) : url;
       assertPassthroughPath(path, apiPrefix);
       const api = apiOfPath(path);
-      const model = api === 'gemini' ? geminiPathModel(path) : models.get(request);
-      if (api === 'gemini' && typeof model === 'string') assertSafeSegment(model);
+      const pathModel = api === undefined ? undefined : DIALECTS[api].pathModel;
+      const model = pathModel ? pathModel(path) : models.get(request);
+      if (pathModel && typeof model === 'string') assertSafeSegment(model);
       if (request.notes && typeof model === 'string') request.notes.model = model;
       const chosen = fixed ? upstreams.prefixed(fixed, api) : upstreams.pick(api, model);
       if ('refused' in chosen) throw refusal(chosen);
@@ -115,7 +118,7 @@ export async function passthroughRoutes(app: FastifyInstance, deps: PassthroughD
 }
 
 /** Where an API prefix goes under an upstream's base URL: `/v1` is the base path itself; `/v1beta` goes on after it. */
-function upstreamPrefix(upstream: Upstream, apiPrefix: '/v1' | '/v1beta'): string {
+function upstreamPrefix(upstream: Upstream, apiPrefix: ApiPrefix): string {
   return apiPrefix === '/v1' ? upstream.target.basePath : `${upstream.target.basePath}/v1beta`;
 }
 
@@ -139,10 +142,9 @@ function readModel(payload: IncomingMessage, limit: number, noted: (model: Reque
   });
 }
 
-/** The model a Gemini path names: `/v1beta/models/{model}:countTokens`, `/v1beta/models/{model}`. */
-function geminiPathModel(path: string): string | undefined {
-  const match = /^\/v1beta\/models\/([^/:]+)/.exec(path);
-  return match ? decodeURIComponent(match[1]) : undefined;
+/** A path of an API whose requests name their model in the body (every API but one whose paths name it). */
+function namesModelInBody(api: Api | undefined): boolean {
+  return api !== undefined && DIALECTS[api].pathModel === undefined;
 }
 
 /**
@@ -190,13 +192,13 @@ function isTooLarge(err: unknown): boolean {
  * gateway-key check reads the raw URL. Only the literal `/v1/` prefix is served (the bare base
  * URL holds nothing an agent needs), and nothing that turns into a traversal when decoded twice.
  */
-export function assertPassthroughPath(path: string, prefix: '/v1' | '/v1beta' = '/v1'): void {
+export function assertPassthroughPath(path: string, prefix: ApiPrefix = '/v1'): void {
   if (!path.startsWith(`${prefix}/`)) throw new GatewayError('not_found', `Unknown route: ${path}.`);
   assertSafePath(path);
 }
 
-/** Anthropic's own paths (count_tokens, batches) take the gateway's key as `x-api-key`, as /v1/messages does; the Gemini API's as `x-goog-api-key`. */
+/** Every path of an API takes the gateway's key as the API does (Anthropic's count_tokens and batches as `x-api-key`); a path of none as a Bearer token. */
 function credentialStyle(url: string): CredentialStyle | undefined {
   const api = apiOfPath(url);
-  return api === 'gemini' ? 'x-goog-api-key' : api === 'messages' ? 'x-api-key' : undefined;
+  return api === undefined ? undefined : DIALECTS[api].credential;
 }

@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { errorCodes } from 'fastify';
-import { codingsOf, decode } from '../content-coding.js';
+import { codingsOf, decode } from '../upstream/content-coding.js';
 
 /** A request body as it was received, and when it came compressed, the same body decoded. */
 export interface ReceivedBody {

@@ -1,38 +1,32 @@
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { RequestNotes } from '../context.js';
-import type { Dialect } from '../dialects/types.js';
-import { GatewayError, failureLog, fromUpstreamFailure } from '../errors.js';
+import type { RequestNotes } from '../http/context.js';
+import type { ApiEndpoint, Dialect } from '../dialects/types.js';
+import { GatewayError, failureLog, fromUpstreamFailure } from '../http/errors.js';
 import type { RescueDeps } from '../rescue/context.js';
 import { serve } from '../rescue/index.js';
 import { readIncoming } from '../rescue/request.js';
 import { ClientGone } from '../upstream/client-gone.js';
 import { collectBody, type ReceivedBody } from './request-body.js';
-import { queryWithoutKey, requestHeadersForUpstream, type CredentialStyle } from '../upstream/headers.js';
+import { queryWithoutKey, requestHeadersForUpstream } from '../upstream/headers.js';
 import { ClientResponse } from '../upstream/relay.js';
 import { refusal, type Upstream } from '../upstream/upstreams.js';
 import { assertSafePath, assertSafeSegment } from '../upstream/target.js';
 import { glancedModel, modelOfReceived } from './body-model.js';
-import { noteRequested } from '../telemetry.js';
+import { noteRequested } from '../telemetry/traces.js';
 
 /** One API's rescued endpoint: where it listens, where it goes upstream, and its dialect. */
-export interface RescuedEndpoint {
-  path: string;
-  /** The path under the upstream base URL, e.g. `/chat/completions`; from the route's parameters where the path names the model. */
-  upstreamPath: string | ((params: Record<string, string>) => string);
-  /** The model the path names (Gemini), from the route's parameters. */
-  model?: (params: Record<string, string>) => string;
+export interface RescuedEndpoint extends ApiEndpoint {
   dialect: Dialect;
-  /** How the gateway's own upstream key is sent on this API. */
-  credentials?: CredentialStyle;
 }
 
-/** Registers rescued endpoints; their bodies arrive as raw bytes, never parsed on the way in. */
-export async function rescuedRoutes(app: FastifyInstance, opts: { deps: RescueDeps; endpoints: RescuedEndpoint[] }): Promise<void> {
+/** Registers each dialect's rescued endpoints; their bodies arrive as raw bytes, never parsed on the way in. */
+export async function rescuedRoutes(app: FastifyInstance, opts: { deps: RescueDeps; dialects: readonly Dialect[] }): Promise<void> {
   app.removeAllContentTypeParsers();
   const limit = opts.deps.config.server.bodyLimitBytes;
   app.addContentTypeParser('*', (_request, payload, done) => collectBody(payload, limit, done));
-  for (const endpoint of opts.endpoints) {
+  const endpoints = opts.dialects.flatMap((dialect) => dialect.endpoints.map((e): RescuedEndpoint => ({ ...e, dialect })));
+  for (const endpoint of endpoints) {
     app.post(endpoint.path, (request, reply) => handle(opts.deps, endpoint, request, reply));
     // And under each upstream's prefix: `/anthropic/v1/messages` is /v1/messages against `anthropic`.
     for (const upstream of opts.deps.upstreams.all) {
@@ -105,7 +99,7 @@ export async function serveRescued(
   const gone = whenClientLeaves(exchange.res);
   const hop = { address: exchange.res.socket?.remoteAddress, host: exchange.headers.host };
   const gatewayKeys = deps.config.auth.keys.length > 0;
-  const headers = requestHeadersForUpstream(exchange.headers, exchange.id, { apiKey: upstream.apiKey, style: endpoint.credentials, gatewayKeys }, hop);
+  const headers = requestHeadersForUpstream(exchange.headers, exchange.id, { apiKey: upstream.apiKey, style: endpoint.dialect.credential, gatewayKeys }, hop);
   // A stream whose failure may come after its preamble must be readable event by event.
   if (endpoint.dialect.streamEvent && headers['accept-encoding'] !== undefined) headers['accept-encoding'] = 'identity';
   // A key in the query is the client's: it goes no further where the gateway sends its own, or is a gateway key.
@@ -121,7 +115,7 @@ export async function serveRescued(
     incoming: readIncoming(body?.chunks, header(exchange.headers['content-encoding']), deps.config.server.bodyLimitBytes, body?.decoded),
     pathModel,
     headers,
-    clientHeaders: endpoint.credentials === 'x-goog-api-key' ? withQueryKey(exchange.headers, query >= 0 ? exchange.url.slice(query + 1) : '') : exchange.headers,
+    clientHeaders: endpoint.dialect.credential === 'x-goog-api-key' ? withQueryKey(exchange.headers, query >= 0 ? exchange.url.slice(query + 1) : '') : exchange.headers,
     log: exchange.log,
     gone,
     requestId: exchange.id,

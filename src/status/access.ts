@@ -1,5 +1,5 @@
 import type { Config } from '../config/schema.js';
-import { isLoopback } from '../startup.js';
+import { isLoopback } from '../process/startup.js';
 
 /*
  * Who may read the conversation's content on the status page (the summaries and trails the

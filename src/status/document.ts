@@ -1,8 +1,9 @@
 import type { Config } from '../config/schema.js';
 import type { Api } from '../dialects/types.js';
-import type { Metrics } from '../metrics.js';
-import { loggableUrl, memoryLine } from '../startup.js';
-import { apiOfPath, type Upstreams } from '../upstream/upstreams.js';
+import type { Metrics } from '../telemetry/metrics.js';
+import { loggableUrl, memoryLine } from '../process/startup.js';
+import { apiOfPath } from '../dialects/index.js';
+import type { Upstreams } from '../upstream/upstreams.js';
 import type { LearnedModel, Windows } from '../upstream/windows.js';
 import type { ContentAccess } from './access.js';
 import type { StatusEntry } from './entry.js';

@@ -6,7 +6,7 @@ import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic
 import type { FastifyBaseLogger } from 'fastify';
 
 /*
- * The OpenTelemetry SDK, loaded (by telemetry.ts, with a dynamic import) only when tracing is on.
+ * The OpenTelemetry SDK, loaded (by traces.ts, with a dynamic import) only when tracing is on.
  * Spans are batched and sent as OTLP/HTTP JSON to one URL. The SDK reads its own standard
  * variables besides: OTEL_EXPORTER_OTLP_HEADERS and _TIMEOUT, OTEL_BSP_*, OTEL_TRACES_SAMPLER
  * (parent-based by default: a client's unsampled trace stays unsampled), OTEL_RESOURCE_ATTRIBUTES.
@@ -24,7 +24,7 @@ const SHUTDOWN_MS = 5_000;
 /** An exporter that keeps failing says so once, then at most once a minute. */
 const PROBLEM_EVERY_MS = 60_000;
 
-/** What telemetry.ts hands back as its Telemetry (written out here: telemetry.ts imports this file). */
+/** What traces.ts hands back as its Telemetry (written out here: traces.ts imports this file). */
 export function startSdk(s: SdkSettings): { shutdown(): Promise<void> } {
   diag.setLogger(problemsTo(s.log), DiagLogLevel.WARN);
   const resource = defaultResource()

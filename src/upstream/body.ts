@@ -1,7 +1,7 @@
 import type { Readable } from 'node:stream';
 import { DEFAULTS } from '../config/schema.js';
-import { codingsOf, decode, decodeSync } from '../content-coding.js';
-import { fromUpstreamFailure } from '../errors.js';
+import { codingsOf, decode, decodeSync } from './content-coding.js';
+import { fromUpstreamFailure } from '../http/errors.js';
 
 export interface HeldBody {
   /** The bytes read so far, exactly as the upstream sent them. */

@@ -1,6 +1,6 @@
 import type { Dispatcher } from 'undici';
 import type { Config } from '../config/schema.js';
-import { fromUpstreamFailure } from '../errors.js';
+import { fromUpstreamFailure } from '../http/errors.js';
 import { discard, holdBody } from './body.js';
 import { Egress, type EgressSettings } from './egress.js';
 import type { UpstreamTarget } from './target.js';

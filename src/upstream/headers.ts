@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
-import { acceptedByUs } from '../content-coding.js';
+import type { CredentialStyle } from '../dialects/types.js';
+import { acceptedByUs } from './content-coding.js';
 
 /**
  * RFC 9110 hop-by-hop headers, plus `host`, which undici sets from the upstream origin, and
@@ -77,8 +78,6 @@ export function endToEnd(headers: Headers, drop: ReadonlySet<string> = NONE): Re
   return out;
 }
 
-/** How an API carries a key: OpenAI's Bearer token, Anthropic's x-api-key, or Google's x-goog-api-key. */
-export type CredentialStyle = 'bearer' | 'x-api-key' | 'x-goog-api-key';
 
 export interface CredentialOptions {
   /** Sent instead of whatever credentials the client sent. */

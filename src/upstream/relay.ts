@@ -1,7 +1,7 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { Api } from '../dialects/types.js';
-import type { GatewayError } from '../errors.js';
+import type { GatewayError } from '../http/errors.js';
 import { responseHeadersForClient } from './headers.js';
 import { discard, drain, type HeldBody } from './body.js';
 

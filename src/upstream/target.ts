@@ -1,4 +1,4 @@
-import { GatewayError } from '../errors.js';
+import { GatewayError } from '../http/errors.js';
 
 /** The provider's OpenAI base URL, split into what undici needs. */
 export interface UpstreamTarget {

@@ -1,6 +1,6 @@
-import type { Api } from '../dialects/types.js';
-import { API_NAMES, DEFAULTS, type Config } from '../config/schema.js';
-import { GatewayError } from '../errors.js';
+import { APIS, DIALECTS, apiOfPath, type Api } from '../dialects/index.js';
+import { DEFAULTS, type Config } from '../config/schema.js';
+import { GatewayError } from '../http/errors.js';
 import { parseTarget, type UpstreamTarget } from './target.js';
 
 /*
@@ -117,7 +117,7 @@ export class Upstreams {
         if (rule.upstream.apis.has(api)) return rule.upstream;
       }
       if (isUnknown(model) && this.rules.some((r) => r.model !== undefined && (r.api === undefined || r.api === api) && r.upstream.apis.has(api))) {
-        return { refused: `This gateway routes the ${API_TITLES[api]} API by model, and could not read this request's model: ${model.unreadable}. Send the model as a top-level string "model" in a JSON body.`, unknownModel: true };
+        return { refused: `This gateway routes the ${DIALECTS[api].title} API by model, and could not read this request's model: ${model.unreadable}. Send the model as a top-level string "model" in a JSON body.`, unknownModel: true };
       }
     }
     const fallback = this.fallback;
@@ -128,17 +128,17 @@ export class Upstreams {
   /** The upstream a prefix names, when it serves `api`. */
   prefixed(upstream: Upstream, api: Api | undefined): Upstream | NoUpstream {
     if (api === undefined || upstream.apis.has(api)) return upstream;
-    return { refused: `The upstream ${upstream.name} does not serve the ${API_TITLES[api]} API (it serves ${[...upstream.apis].map((a) => API_TITLES[a]).join(', ')}). ${this.servedBy(api)}` };
+    return { refused: `The upstream ${upstream.name} does not serve the ${DIALECTS[api].title} API (it serves ${[...upstream.apis].map((a) => DIALECTS[a].title).join(', ')}). ${this.servedBy(api)}` };
   }
 
   private noneServes(api: Api | undefined, model: string | undefined): string {
-    const what = api === undefined ? 'this path' : `the ${API_TITLES[api]} API${model ? ` for the model ${JSON.stringify(model)}` : ''}`;
+    const what = api === undefined ? 'this path' : `the ${DIALECTS[api].title} API${model ? ` for the model ${JSON.stringify(model)}` : ''}`;
     const why = this.fallback ? `the default upstream, ${this.fallback.name}, does not serve it and no route matches` : 'no route matches and no defaultUpstream is set';
     return `No upstream of this gateway serves ${what}: ${why}. ${api ? this.servedBy(api) : ''}`.trim();
   }
 
   private servedBy(api: Api): string {
-    const serving = this.all.filter((u) => u.apis.has(api)).map((u) => `/${u.name}/${api === 'gemini' ? 'v1beta' : 'v1'}`);
+    const serving = this.all.filter((u) => u.apis.has(api)).map((u) => `/${u.name}${DIALECTS[api].prefix}`);
     return serving.length > 0 ? `Base URLs that serve it here: ${serving.join(', ')}.` : 'No upstream here serves it.';
   }
 }
@@ -151,14 +151,6 @@ export function refusal(no: NoUpstream): GatewayError {
 function isUnknown(model: RequestModel): model is UnknownModel {
   return typeof model === 'object';
 }
-
-/** How the APIs are named to a person. */
-export const API_TITLES: Record<Api, string> = {
-  chat: 'Chat Completions',
-  responses: 'Responses',
-  messages: 'Anthropic Messages',
-  gemini: 'Gemini',
-};
 
 /** The upstreams a validated config describes. */
 export function resolveUpstreams(config: Readonly<Config>): Upstreams {
@@ -173,7 +165,7 @@ export function resolveUpstreams(config: Readonly<Config>): Upstreams {
       target: parseTarget(url),
       apiKey: shared.apiKey,
       apiKeyKey: 'upstream.apiKey',
-      apis: new Set(API_NAMES),
+      apis: new Set(APIS),
       connectTimeoutMs: shared.connectTimeoutMs,
       firstByteTimeoutMs: shared.firstByteTimeoutMs,
       idleTimeoutMs: shared.idleTimeoutMs,
@@ -193,7 +185,7 @@ export function resolveUpstreams(config: Readonly<Config>): Upstreams {
       target: parseTarget(u.url),
       apiKey: u.apiKey,
       apiKeyKey: `upstreams.${name}.apiKey`,
-      apis: new Set(u.apis ?? API_NAMES),
+      apis: new Set(u.apis ?? APIS),
       connectTimeoutMs: u.connectTimeoutMs ?? shared.connectTimeoutMs,
       firstByteTimeoutMs: u.firstByteTimeoutMs ?? shared.firstByteTimeoutMs,
       idleTimeoutMs: u.idleTimeoutMs ?? shared.idleTimeoutMs,
@@ -235,15 +227,6 @@ export function byPrefix(upstreams: Upstreams, path: string): { upstream: Upstre
   if (end < 0) return null;
   const upstream = upstreams.named(path.slice(1, end));
   return upstream ? { upstream, rest: path.slice(end) } : null;
-}
-
-/** The API a pass-through path belongs to (its family), or undefined for one of no API (`/v1/models`). */
-export function apiOfPath(path: string): Api | undefined {
-  if (path.startsWith('/v1beta/')) return 'gemini';
-  if (/^\/v1\/messages(\/|\?|$)/.test(path)) return 'messages';
-  if (/^\/v1\/responses(\/|\?|$)/.test(path)) return 'responses';
-  if (/^\/v1\/chat\/completions(\/|\?|$)/.test(path)) return 'chat';
-  return undefined;
 }
 
 /** The API a request's URL belongs to, under an upstream's prefix or not: whose error shape the gateway's own errors take. */

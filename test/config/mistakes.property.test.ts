@@ -2,7 +2,7 @@ import { fileURLToPath } from 'node:url';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ENV_KEYS } from '../../src/config/load.js';
-import { checkReport, preflight } from '../../src/preflight.js';
+import { checkReport, preflight } from '../../src/process/preflight.js';
 import { configInput, writeConfig, type ConfigInput } from '../helpers/config-shapes.js';
 import { runGateway } from '../helpers/process.js';
 import '../helpers/fast-check-seed.js';

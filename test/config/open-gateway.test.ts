@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterEach, describe, expect, it } from 'vitest';
-import { isLoopback } from '../../src/startup.js';
+import { isLoopback } from '../../src/process/startup.js';
 import { startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
 import { freePort } from '../helpers/ports.js';
 import { jsonLines, listening, portOpen, runGateway, type Proc } from '../helpers/process.js';

@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config/load.js';
-import { apiOfPath, byPrefix, globPattern, resolveUpstreams } from '../../src/upstream/upstreams.js';
+import { apiOfPath } from '../../src/dialects/index.js';
+import { byPrefix, globPattern, resolveUpstreams } from '../../src/upstream/upstreams.js';
 import { runGateway, type Proc } from '../helpers/process.js';
 
 // Named upstreams as an operator writes them: what a mistake in them says (one line at its key,

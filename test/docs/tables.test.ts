@@ -9,8 +9,8 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ENV_KEYS } from '../../src/config/load.js';
 import { configSchema, MiB } from '../../src/config/schema.js';
-import { ERRORS } from '../../src/errors.js';
-import { createMetrics } from '../../src/metrics.js';
+import { ERRORS } from '../../src/http/errors.js';
+import { createMetrics } from '../../src/telemetry/metrics.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const read = (path: string) => readFileSync(join(ROOT, path), 'utf8');

@@ -1,7 +1,7 @@
 import { Writable } from 'node:stream';
 import { expect, it } from 'vitest';
 import { validateConfig } from '../../src/config/load.js';
-import { GatewayError } from '../../src/errors.js';
+import { GatewayError } from '../../src/http/errors.js';
 import { buildServer } from '../../src/server.js';
 
 // The one error handler: an operating condition (an upstream error code) is one plain WARN with

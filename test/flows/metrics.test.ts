@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Gauge } from 'prom-client';
 import { validateConfig } from '../../src/config/load.js';
-import { CLIENT_LABEL_LIMIT, LABEL_MAX_CHARS, boundedLabel, combinations, createMetrics } from '../../src/metrics.js';
+import { CLIENT_LABEL_LIMIT, LABEL_MAX_CHARS, boundedLabel, combinations, createMetrics } from '../../src/telemetry/metrics.js';
 import { buildServer } from '../../src/server.js';
 import { json, completion, startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
 import { postChat, startGateway, type TestGateway } from '../helpers/gateway.js';

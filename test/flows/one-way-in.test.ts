@@ -12,7 +12,7 @@ import { agentRequest } from '../helpers/rescue.js';
 
 /*
  * Every request reaches its endpoint one way: fastify's route, on every address the gateway
- * listens on. With the host `localhost` that is two servers, 127.0.0.1 and ::1 (src/listeners.ts):
+ * listens on. With the host `localhost` that is two servers, 127.0.0.1 and ::1 (src/http/listeners.ts):
  * each case below is sent over both, and the client's bytes, the upstream's request, the access
  * line and the metrics must be the same, as must the drain on shutdown.
  */

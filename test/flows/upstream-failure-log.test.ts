@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { failureLog, fromUpstreamFailure } from '../../src/errors.js';
+import { failureLog, fromUpstreamFailure } from '../../src/http/errors.js';
 import { startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
 import { freePort } from '../helpers/ports.js';

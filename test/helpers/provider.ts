@@ -3,6 +3,7 @@ import zlib from 'node:zlib';
 import { decompress as zstdDecompress } from 'fzstd';
 import { json, startFakeUpstream, type FakeUpstream, type Handler, type Received } from './fake-upstream.js';
 import { NGINX_413 } from './nginx.js';
+import type { Api } from '../../src/dialects/types.js';
 import { startHostileStandIn, type HostileStandIn } from './hostile-standin.js';
 import { startStrictAnthropic, strictAnthropicRules, type BindingCheck, type StrictAnthropic, type StrictAnthropicOptions, type StrictAnthropicReject } from './strict-anthropic.js';
 import { startStrictChat, strictChatRules, type StrictChat, type StrictChatOptions, type StrictChatReject } from './strict-chat.js';
@@ -26,7 +27,7 @@ export { NGINX_413 };
  * declared by the one thing tests care about: how the provider says "too long".
  */
 
-export type Api = 'chat' | 'responses' | 'messages' | 'gemini';
+export type { Api };
 
 /** How "too long" is said: a 400 (that states the window, where the API does), an edge's 413 page, or an error inside a 200 stream. */
 export type TooLong = 'stated' | 'page' | 'in_stream';

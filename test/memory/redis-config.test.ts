@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, validateConfig } from '../../src/config/load.js';
 import { describeRedisTarget, redisTargetOf } from '../../src/memory/redis.js';
 import { probeRedis, redisUnreachable } from '../../src/memory/redis.js';
-import { startupFields } from '../../src/startup.js';
+import { startupFields } from '../../src/process/startup.js';
 import { HAVE_REDIS, startRedis, type TestRedis } from '../helpers/redis.js';
 import { makePrivateCa, type PrivateCa } from '../helpers/tls-standin.js';
 import { overflowAt, startReplicas, turn, type Replicas } from './replicas.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CLIENT_LABEL_LIMIT, createMetrics } from '../../src/metrics.js';
+import { CLIENT_LABEL_LIMIT, createMetrics } from '../../src/telemetry/metrics.js';
 
 /*
  * The series every request updates, as a scrape reads them: the calls the server and the rescue

@@ -13,7 +13,7 @@ vi.mock('node:crypto', async (importOriginal) => {
   };
 });
 
-const { createKeyCheck } = await import('../../src/auth.js');
+const { createKeyCheck } = await import('../../src/http/auth.js');
 
 const KEYS = ['gw-first-key-1111111111', 'gw-second-key-2222222222', 'k'];
 const check = createKeyCheck(KEYS);

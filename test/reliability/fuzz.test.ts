@@ -7,7 +7,7 @@ import { jsonBytes } from '../../src/compaction/size.js';
 import { sizeTarget } from '../../src/compaction/target.js';
 import { validateCompaction } from '../../src/compaction/validate.js';
 import { validateConfig } from '../../src/config/load.js';
-import { GatewayError } from '../../src/errors.js';
+import { GatewayError } from '../../src/http/errors.js';
 import { classifyResponse, classifyStreamEvent } from '../../src/overlong/classify.js';
 import { readIncoming } from '../../src/rescue/request.js';
 import { chat } from '../../src/dialects/chat.js';

@@ -8,7 +8,7 @@ import type { ConfigInput } from '../../src/config/schema.js';
 import { chat } from '../../src/dialects/chat.js';
 import { tenantOf } from '../../src/memory/fingerprint.js';
 import { createMemory, type CompactionMemory } from '../../src/memory/index.js';
-import { createMetrics } from '../../src/metrics.js';
+import { createMetrics } from '../../src/telemetry/metrics.js';
 import type { RescueContext } from '../../src/rescue/context.js';
 import { serve } from '../../src/rescue/index.js';
 import { readIncoming } from '../../src/rescue/request.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { scanJson } from '../../src/json-shape.js';
+import { scanJson } from '../../src/lib/json-shape.js';
 import { defaultRescueBudget, rescueCost } from '../../src/rescue/budget.js';
 import { MAX_PIECE_TOKENS, MAX_RESCUED_ITEMS, PARSED_AT_ONCE_BYTES, readIncoming } from '../../src/rescue/request.js';
 import { agentConversationBody, wideObjectBody } from '../helpers/hostile-bodies.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { CompactionResult } from '../../src/compaction/index.js';
-import { createMetrics, type Metrics } from '../../src/metrics.js';
+import { createMetrics, type Metrics } from '../../src/telemetry/metrics.js';
 import { compactionHeader, countCompaction, countRescue, logDecision, seconds, type RescueRecord } from '../../src/rescue/report.js';
 
 /*

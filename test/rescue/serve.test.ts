@@ -11,7 +11,7 @@ import { responses } from '../../src/dialects/responses.js';
 import type { Dialect } from '../../src/dialects/types.js';
 import { tenantOf } from '../../src/memory/fingerprint.js';
 import { createMemory, type CompactionMemory } from '../../src/memory/index.js';
-import { createMetrics, type Metrics } from '../../src/metrics.js';
+import { createMetrics, type Metrics } from '../../src/telemetry/metrics.js';
 import type { RescueContext } from '../../src/rescue/context.js';
 import { serve, type Outcome } from '../../src/rescue/index.js';
 import { readIncoming } from '../../src/rescue/request.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config/load.js';
-import { tracesUrl } from '../../src/telemetry.js';
+import { tracesUrl } from '../../src/telemetry/traces.js';
 
 // Where traces go, as an operator sets it: OpenTelemetry's own variables, or the config keys.
 

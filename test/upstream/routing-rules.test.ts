@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { validateConfig } from '../../src/config/load.js';
-import { errorBodyFor } from '../../src/errors.js';
+import { errorBodyFor } from '../../src/http/errors.js';
 import { summarizerDestination } from '../../src/rescue/summarizer-credentials.js';
 import { egressRoute, noProxyMatches } from '../../src/upstream/egress.js';
 import { resolveUpstreams } from '../../src/upstream/upstreams.js';

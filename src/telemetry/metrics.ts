@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { APIS } from '../dialects/types.js';
 
 /*
  * Label values the alerting rules need to see at 0 before the first event: a counter series
@@ -27,7 +28,6 @@ export const TRUNCATION_STAGES = ['held', 'streamed'] as const;
 /** Where a context window known before sending came from (upstream/windows.ts). */
 export const WINDOW_SOURCES = ['declared', 'discovered', 'observed'] as const;
 /** The compactions that can happen: a strategy that compacted, or none when nothing was. */
-export const APIS = ['chat', 'responses', 'messages', 'gemini'] as const;
 export const COMPACTION_LABELS = [
   ...combinations({ api: APIS, strategy: ['mask', 'summarize', 'fallback'], outcome: ['replayed', 'replay_failed', 'compacted'] }),
   ...combinations({ api: ['responses'], strategy: ['provider'], outcome: ['replayed', 'replay_failed', 'compacted'] }),

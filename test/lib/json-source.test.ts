@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { TOO_MANY_ITEMS, derive, parseObject, parseObjectNow, sourceText, writeDerived } from '../../src/json-source.js';
+import { TOO_MANY_ITEMS, derive, parseObject, parseObjectNow, sourceText, writeDerived } from '../../src/lib/json-source.js';
 
 /** JSON text of objects, written with random whitespace between tokens, as clients write it. */
 const spaced = (value: unknown, space: string): string => JSON.stringify(value, null, space);

@@ -1,13 +1,13 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import type { Config } from './config/schema.js';
+import type { Config } from '../config/schema.js';
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
 /** What every server the gateway listens on gets, whichever address it is bound to. */
 export interface ListenerSettings {
   timeouts: Config['server'];
-  /** Wraps fastify's handler (the server span, telemetry.ts), or leaves it as it is. */
+  /** Wraps fastify's handler (the server span, telemetry/traces.ts), or leaves it as it is. */
   wrap: (handler: Handler) => Handler;
   /** Requests Node's parser refuses before fastify sees them. */
   clientError: (err: Error & { code?: string }, socket: Socket) => void;

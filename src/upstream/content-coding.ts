@@ -1,6 +1,6 @@
 import type { Transform } from 'node:stream';
 import zlib from 'node:zlib';
-import { zstdDecodeStream, zstdDecodeSync } from './upstream/zstd.js';
+import { zstdDecodeStream, zstdDecodeSync } from './zstd.js';
 
 /*
  * Content codings undone with a bound on what comes out: the one decoder for request bodies

@@ -1,8 +1,8 @@
 import zlib from 'node:zlib';
-import { zstdCompress } from './helpers/zstd.js';
+import { zstdCompress } from '../helpers/zstd.js';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { CAN_ZSTD as NATIVE_ZSTD, acceptedByUs, codingsOf, decode, decodeSync, type Coding } from '../src/content-coding.js';
+import { CAN_ZSTD as NATIVE_ZSTD, acceptedByUs, codingsOf, decode, decodeSync, type Coding } from '../../src/upstream/content-coding.js';
 
 /*
  * The one decoder for request bodies and upstream error bodies: every coding undone, last applied

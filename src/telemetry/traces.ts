@@ -1,10 +1,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Readable } from 'node:stream';
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, context, propagation, trace, type Attributes, type Context, type Span } from '@opentelemetry/api';
 import type { FastifyBaseLogger } from 'fastify';
-import type { Config } from './config/schema.js';
-import type { RequestNotes } from './context.js';
-import type { Api, SummarizerWire } from './dialects/types.js';
-import type { InspectedAnswer } from './rescue/inspect.js';
+import type { Config } from '../config/schema.js';
+import type { RequestNotes } from '../http/context.js';
+import { APIS, DIALECTS, type Api } from '../dialects/index.js';
+import type { SummarizerWire } from '../dialects/types.js';
 
 /*
  * Traces, opt-in (docs/telemetry.md): on when an OTLP endpoint is configured, and then one server
@@ -32,7 +33,7 @@ export interface Telemetry {
 export async function startTelemetry(config: Readonly<Config>, version: string, log: FastifyBaseLogger): Promise<Telemetry | null> {
   const url = tracesUrl(config.telemetry);
   if (!url) return null;
-  const { startSdk } = await import('./telemetry/sdk.js');
+  const { startSdk } = await import('./sdk.js');
   return startSdk({ url, serviceName: config.telemetry.serviceName, version, log });
 }
 
@@ -130,7 +131,18 @@ export interface CallTrace<H> {
 
 export interface AttemptTrace extends CallTrace<Record<string, string | string[]>> {
   /** The answer as judged; the span ends when its body closes (a relayed stream, at its end). */
-  answered(inspected: InspectedAnswer): void;
+  answered(answer: JudgedAnswer): void;
+}
+
+/** An attempt's answer as the rescue judged it, in plain fields. */
+export interface JudgedAnswer {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: Readable;
+  /** What was read before judging, and whether that was the whole body. */
+  held: { bytes: Buffer; complete: boolean };
+  overlong: boolean;
+  rule: string;
 }
 
 export interface Attempt {
@@ -152,16 +164,17 @@ export function traceAttempt(a: Attempt, headers: Record<string, string | string
   if (!parent) return null;
   const attributes: Attributes = { ...genAi(a.api, a.model), ...serverAddress(a.origin), 'gateway.upstream.name': a.upstream, 'gateway.attempt.rewritten': a.rewritten };
   if (a.compacted) attributes['gen_ai.conversation.compacted'] = true;
-  const span = tracer.startSpan(callName(OPERATION[a.api], a.model), { kind: SpanKind.CLIENT, attributes }, parent);
+  const span = tracer.startSpan(callName(DIALECTS[a.api].telemetry.operation, a.model), { kind: SpanKind.CLIENT, attributes }, parent);
   const end = ending(span);
   return {
     headers: withTraceparent(headers, trace.setSpan(parent, span)),
-    answered: ({ answer, held, verdict }) => {
+    answered: (answer) => {
       if (end.done) return;
       setStatus(span, answer.status);
-      if (verdict.overlong) span.setAttributes({ 'gateway.overlong': true, 'gateway.overlong.rule': verdict.rule });
+      if (answer.overlong) span.setAttributes({ 'gateway.overlong': true, 'gateway.overlong.rule': answer.rule });
       // Usage only from an answer already held whole as JSON: a stream is never read for it.
       const type = String(answer.headers['content-type'] ?? '');
+      const held = answer.held;
       if (held.complete && answer.status < 400 && type.includes('json') && answer.headers['content-encoding'] === undefined) {
         setUsage(span, () => a.usage(parsed(held.bytes.toString('utf8'))));
       }
@@ -191,9 +204,9 @@ export interface SummarizerCall {
 export function traceSummarizerCall(c: SummarizerCall, headers: Record<string, string>): SummarizerTrace | null {
   const parent = tracedContext();
   if (!parent) return null;
-  // The wire is one API's: its credential style tells which, and the path which of OpenAI's two.
-  const api: Api = c.wire.credential === 'x-api-key' ? 'messages' : c.wire.credential === 'x-goog-api-key' ? 'gemini' : c.url.pathname.includes('/responses') ? 'responses' : 'chat';
-  const operation = c.compact ? 'compact' : OPERATION[api];
+  // The wire is one API's dialect's (chat completions' names for one of none).
+  const api = APIS.find((a) => DIALECTS[a].summarizer === c.wire) ?? 'chat';
+  const operation = c.compact ? 'compact' : DIALECTS[api].telemetry.operation;
   const attributes: Attributes = { ...genAi(api, c.model), 'gen_ai.operation.name': operation, ...serverAddress(c.url.origin), 'gateway.summarizer': true };
   if (c.maxTokens > 0) attributes['gen_ai.request.max_tokens'] = c.maxTokens;
   const span = tracer.startSpan(callName(operation, c.model), { kind: SpanKind.CLIENT, attributes }, parent);
@@ -209,16 +222,12 @@ export function traceSummarizerCall(c: SummarizerCall, headers: Record<string, s
   };
 }
 
-/** The GenAI conventions' values for each API the gateway serves; the provider is the API's (the upstream's own name is ours). */
-const OPERATION: Record<Api, string> = { chat: 'chat', responses: 'chat', messages: 'chat', gemini: 'generate_content' };
-const PROVIDER: Record<Api, string> = { chat: 'openai', responses: 'openai', messages: 'anthropic', gemini: 'gcp.gemini' };
-const OPENAI_API_TYPE: Partial<Record<Api, string>> = { chat: 'chat_completions', responses: 'responses' };
-
+/** The GenAI conventions' values for a call in the API (its dialect's); the provider is the API's (the upstream's own name is ours). */
 function genAi(api: Api, model: string | undefined): Attributes {
-  const attributes: Attributes = { 'gen_ai.operation.name': OPERATION[api], 'gen_ai.provider.name': PROVIDER[api] };
+  const names = DIALECTS[api].telemetry;
+  const attributes: Attributes = { 'gen_ai.operation.name': names.operation, 'gen_ai.provider.name': names.provider };
   if (model) attributes['gen_ai.request.model'] = model;
-  const type = OPENAI_API_TYPE[api];
-  if (type) attributes['openai.api.type'] = type;
+  if (names.openaiApiType) attributes['openai.api.type'] = names.openaiApiType;
   return attributes;
 }
 

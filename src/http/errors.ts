@@ -1,4 +1,4 @@
-import type { Api } from './dialects/types.js';
+import { DIALECTS, type Api } from '../dialects/index.js';
 
 /**
  * Every error the gateway itself answers with. Callers and tests match on `code`; docs/errors.md
@@ -53,46 +53,14 @@ export class GatewayError extends Error {
 }
 
 /**
- * A gateway error as each API's clients parse their provider's: OpenAI's `{error: {message,
- * type, code, param}}`; Anthropic's `{type: "error", error: {type, message}}`, its type by status
- * as Anthropic's error docs list them; Google's `{error: {code, message, status, details}}` with a
- * google.rpc status name, and the gateway's code as an ErrorInfo reason. Clients and tests match
- * on the gateway's code: in OpenAI's `code`, Anthropic's extra `code`, Google's ErrorInfo.
+ * A gateway error as each API's clients parse their provider's (its dialect's `errorBody`);
+ * OpenAI's shape when the API is not known. Clients and tests match on the gateway's code.
  */
 export function errorBodyFor(api: Api | undefined, code: ErrorCode, message?: string, param: string | null = null): unknown {
-  const status = ERRORS[code].status;
-  const text = message ?? ERRORS[code].message;
-  if (api === 'messages') return { type: 'error', error: { type: ANTHROPIC_TYPES[status] ?? (status >= 500 ? 'api_error' : 'invalid_request_error'), message: text, code } };
-  if (api === 'gemini') {
-    return { error: { code: status, message: text, status: GOOGLE_STATUSES[status] ?? (status >= 500 ? 'INTERNAL' : 'INVALID_ARGUMENT'), details: [{ '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason: code.toUpperCase(), domain: 'compaction-gateway' }] } };
-  }
-  return errorBody(code, message, param);
+  if (api === undefined) return errorBody(code, message, param);
+  const { status, type } = ERRORS[code];
+  return DIALECTS[api].errorBody({ status, type, code, message: message ?? ERRORS[code].message, param });
 }
-
-const ANTHROPIC_TYPES: Record<number, string> = {
-  400: 'invalid_request_error',
-  401: 'authentication_error',
-  403: 'permission_error',
-  404: 'not_found_error',
-  413: 'request_too_large',
-  429: 'rate_limit_error',
-  500: 'api_error',
-  504: 'timeout_error',
-  529: 'overloaded_error',
-};
-
-const GOOGLE_STATUSES: Record<number, string> = {
-  400: 'INVALID_ARGUMENT',
-  401: 'UNAUTHENTICATED',
-  403: 'PERMISSION_DENIED',
-  404: 'NOT_FOUND',
-  408: 'DEADLINE_EXCEEDED',
-  429: 'RESOURCE_EXHAUSTED',
-  500: 'INTERNAL',
-  502: 'UNAVAILABLE',
-  503: 'UNAVAILABLE',
-  504: 'DEADLINE_EXCEEDED',
-};
 
 export interface OpenAIErrorBody {
   error: { message: string; type: string; code: string; param: string | null };

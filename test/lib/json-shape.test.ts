@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { scanJson, type JsonShape } from '../../src/json-shape.js';
+import { scanJson, type JsonShape } from '../../src/lib/json-shape.js';
 
 /*
  * The shape of a body, scanned off its bytes before it is parsed: what the rescue budget's

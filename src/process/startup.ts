@@ -1,10 +1,10 @@
 import { BlockList, isIP, type AddressInfo } from 'node:net';
-import { describeRedisTarget, redisTargetOf } from './memory/redis.js';
-import type { Config } from './config/schema.js';
-import type { Api } from './dialects/types.js';
-import { summarizerDestination, uncredentialedSummarizer } from './rescue/summarizer-credentials.js';
-import { egressRoute } from './upstream/egress.js';
-import { resolveUpstreams, type Upstream, type Upstreams } from './upstream/upstreams.js';
+import { describeRedisTarget, redisTargetOf } from '../memory/redis.js';
+import type { Config } from '../config/schema.js';
+import type { Api } from '../dialects/types.js';
+import { summarizerDestination, uncredentialedSummarizer } from '../rescue/summarizer-credentials.js';
+import { egressRoute } from '../upstream/egress.js';
+import { resolveUpstreams, type Upstream, type Upstreams } from '../upstream/upstreams.js';
 
 /**
  * What an operator needs to read from the first lines of the log: the base URLs to give agents
@@ -203,4 +203,4 @@ export function loggableUrl(url: string): string {
   return `${parsed.origin}${parsed.pathname}`;
 }
 
-export { loggableRedisUrl } from './memory/redis.js';
+export { loggableRedisUrl } from '../memory/redis.js';

@@ -1,9 +1,9 @@
-import { ConfigError, configSource, loadConfig } from './config/load.js';
-import type { Config } from './config/schema.js';
+import { ConfigError, configSource, loadConfig } from '../config/load.js';
+import type { Config } from '../config/schema.js';
 import { openGatewayRefusal, startupFields, startupWarnings } from './startup.js';
-import { createEgress } from './upstream/client.js';
-import { proxyVariableProblem } from './upstream/egress.js';
-import { resolveUpstreams } from './upstream/upstreams.js';
+import { createEgress } from '../upstream/client.js';
+import { proxyVariableProblem } from '../upstream/egress.js';
+import { resolveUpstreams } from '../upstream/upstreams.js';
 
 type Env = Record<string, string | undefined>;
 

@@ -1,4 +1,4 @@
-import { ENV_NAMES } from './config/load.js';
+import { ENV_NAMES } from '../config/load.js';
 
 /** What the command line asks for. Everything else is configured by file and environment. */
 export type Command = { run: 'help' } | { run: 'version' } | { run: 'check' } | { run: 'serve' };
