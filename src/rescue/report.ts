@@ -175,7 +175,7 @@ function whatHappened(r: RescueRecord): string {
   const of = w?.model ? ` of ${w.model}` : '';
   switch (r.trigger) {
     case 'proactive':
-      return `${r.api} request extends a conversation compacted before (remembered ${r.compaction?.strategy === 'mask' ? 'masking' : 'summary'})`;
+      return `${r.api} request extends a conversation compacted before (remembered ${r.compaction?.outcome === 'compacted' && r.compaction.strategy === 'mask' ? 'masking' : 'summary'})`;
     case 'window':
       return `${r.api} request of about ${w?.estimate} tokens would pass the ${r.limit} context window${of} (${w?.tokens} tokens)`;
     case 'truncated':
