@@ -83,6 +83,8 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
     genReqId: (req: IncomingMessage) => requestIdOf(req),
     bodyLimit: config.server.bodyLimitBytes,
     clientErrorHandler: answerClientError,
+    // Requests that reach a draining gateway get its own answers (below), in their API's shape.
+    return503OnClosing: false,
     // Errors fastify raises before routing (a path that is not valid percent-encoding).
     frameworkErrors: (error, _request, reply) => {
       const code = error.code === 'FST_ERR_BAD_URL' ? 'invalid_path' : 'bad_request';
@@ -102,6 +104,7 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
   // The other addresses stop taking connections when fastify's own server does, and are waited for.
   let othersClosed: Promise<void> | undefined;
   app.addHook('preClose', (done) => {
+    draining = true;
     othersClosed = listeners.closeOthers();
     done();
   });
@@ -112,6 +115,8 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
   app.addHook('onRequest', (request, reply, done) => {
     request.notes = { route: routeLabel(request.routeOptions.url, request.url, upstreams) };
     reply.header('x-request-id', request.id);
+    // Draining: a request on a connection still open gets a 503 (the probes answer for themselves).
+    if (draining && !PROBES.has(request.routeOptions.url ?? '')) return done(new GatewayError('shutting_down'));
     // `gzip, chunked`: Node undoes the chunking and nothing here undoes the rest (RFC 9112 6.1 allows a 501; a 400 says it in the API's shape).
     const coding = request.headers['transfer-encoding'];
     done(coding === undefined || coding.trim().toLowerCase() === 'chunked' ? undefined : new GatewayError('bad_request', `Transfer-Encoding '${coding}' is not supported: send the body chunked, or with a Content-Length.`));
@@ -140,7 +145,8 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
     // or for ever, and the connection would be held meanwhile. Node closes it after this answer.
     // A 401 with requests pipelined behind it too: they were sent before the client saw it, and none of them runs.
     const pipelined = (waiting.get(request.raw.socket) ?? 0) > 0;
-    if ((gatewayError.status === 401 && pipelined) || (!request.raw.complete && hasBody(request.headers))) reply.header('connection', 'close');
+    const closes = (gatewayError.status === 401 && pipelined) || gatewayError.code === 'shutting_down' || (!request.raw.complete && hasBody(request.headers));
+    if (closes) reply.header('connection', 'close');
     reply.code(gatewayError.status).send(gatewayError.bodyFor(apiOfUrl(upstreams, request.url)));
   });
   app.setNotFoundHandler((request, reply) => {
