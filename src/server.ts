@@ -59,7 +59,8 @@ declare module 'fastify' {
 /** Builds the gateway; never listens by itself. */
 export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): FastifyInstance {
   const upstreams = resolveUpstreams(config);
-  const metrics = deps.metrics ?? createMetrics(upstreams.all.map((u) => u.name), configuredSummarizers(config, upstreams));
+  const modelNames = config.auth.metricsKey !== undefined || config.auth.metricsModelNames;
+  const metrics = deps.metrics ?? createMetrics(upstreams.all.map((u) => u.name), configuredSummarizers(config, upstreams), { modelNames });
   const ownDispatcher = !deps.dispatcher;
   const dispatcher = deps.dispatcher ?? createEgress(config, upstreams, deps.env ?? process.env);
   const logStream = deps.logStream ?? stdoutDestination(config.log.format);

@@ -47,6 +47,7 @@ export const ENV_KEYS: Array<[name: string, path: string, kind: EnvKind]> = [
   ['GATEWAY_API_KEYS', 'auth.keys', 'list'],
   ['GATEWAY_ALLOW_OPEN', 'auth.allowOpen', 'bool'],
   ['GATEWAY_METRICS_KEY', 'auth.metricsKey', 'string'],
+  ['GATEWAY_METRICS_MODEL_NAMES', 'auth.metricsModelNames', 'bool'],
   ['LOG_LEVEL', 'log.level', 'string'],
   ['LOG_FORMAT', 'log.format', 'string'],
   ['COMPACTION_STRATEGY', 'compaction.strategy', 'string'],

@@ -167,6 +167,8 @@ const auth = z
     allowOpen: z.boolean().default(false),
     /** When set, /metrics answers only a request carrying this key (Bearer or x-api-key). */
     metricsKey: z.string().min(1).optional(),
+    /** Model names in /metrics' `model` labels without metricsKey (a /metrics only a trusted network reaches); with it they are shown anyway. */
+    metricsModelNames: z.boolean().default(false),
   })
   .strict();
 
