@@ -70,7 +70,9 @@ export class FoldedText {
       const escape = unescape ? escapeAt(original, i, undo) : undefined;
       const char = escape?.char ?? String.fromCodePoint(original.codePointAt(i)!);
       const end = escape?.end ?? i + char.length;
-      if (!WHITESPACE.test(char)) for (const unit of foldCase(char)) this.push(unit, i, end);
+      const code = char.charCodeAt(0);
+      if (code < 0x80 && code !== 0x20 && (code < 0x09 || code > 0x0d)) this.push(code >= 0x41 && code <= 0x5a ? String.fromCharCode(code + 0x20) : char, i, end);
+      else if (!WHITESPACE.test(char)) for (const unit of foldCase(char)) this.push(unit, i, end);
       else if (this.text.endsWith(' ')) this.to[this.to.length - 1] = end;
       else this.push(' ', i, end);
       i = end;
