@@ -59,14 +59,16 @@ export function echoesIn(text: string, request: unknown): string[] | null {
       if (r.quoted.has(folded)) for (const q of QUOTES) r.folded.eachPlace(`${q}${folded}${q}`, (at, end) => found.add(r.folded.source(at, end)));
     }
   };
-  const mayHold = (): boolean => readings.some((r) => r.index.mayHold(head.codes, tail.codes, tail.size - MIN_ECHO_CHARS));
+  // A value's end is an echo only after an ellipsis: a text without one is never looked at for ends.
+  const ends = readings.some((r) => r.index.ellipsis);
+  const mayHold = (): boolean => readings.some((r) => r.index.mayHold(head.codes, ends ? tail.codes : undefined, tail.size - MIN_ECHO_CHARS));
   const long = (v: FoldedValue): void => {
     for (const r of readings) r.index.echoesOf(v, (at, end) => found.add(r.folded.source(at, end)));
   };
   const look = (value: unknown): void => {
     if (typeof value !== 'string') {
       if (value !== null && typeof value === 'object') stack.push(value);
-    } else if (!head.read(value, false) || (head.count >= MIN_ECHO_CHARS && !tail.read(value, true))) {
+    } else if (!head.read(value, false) || (ends && head.count >= MIN_ECHO_CHARS && !tail.read(value, true))) {
       // Not ASCII at an end: folded the long way.
       const v = new FoldedValue(value);
       const first = v.head(MIN_ECHO_CHARS);
@@ -113,8 +115,11 @@ class TextIndex {
   private readonly heads = new Uint8Array(HEAD_BITS >>> 3);
   /** A hash of each run, which a value's folded ends are checked against before anything is folded or copied. */
   private readonly runs = new Set<number>();
+  /** Whether the text has an ellipsis, after which alone a value's end is an echo (cutBefore). */
+  readonly ellipsis: boolean;
 
   constructor(private readonly text: string) {
+    this.ellipsis = text.includes('...') || text.includes('\u2026');
     for (let i = 0; i + MIN_ECHO_CHARS <= text.length; i++) {
       const gram = text.slice(i, i + MIN_ECHO_CHARS);
       const list = this.places.get(gram);
@@ -143,8 +148,9 @@ class TextIndex {
         }
       }
     }
+    if (!this.ellipsis || value.head(MIN_ECHO_CHARS + 1).length <= MIN_ECHO_CHARS) return;
     const tail = value.tail(MIN_ECHO_CHARS);
-    if (value.head(MIN_ECHO_CHARS + 1).length > MIN_ECHO_CHARS && this.mayStart(tail)) {
+    if (this.mayStart(tail)) {
       for (const start of this.places.get(tail) ?? []) {
         const stop = start + MIN_ECHO_CHARS;
         const begin = cutBefore(this.text, stop, commonSuffix(this.text, stop, value.tail(stop + 1)));
@@ -154,8 +160,8 @@ class TextIndex {
   }
 
   /** Whether the text holds the first or the last MIN_ECHO_CHARS folded characters of a value (`head`, `tail` from `at`): a bitmap read each, a lookup on a hit. */
-  mayHold(head: Uint16Array, tail: Uint16Array, at: number): boolean {
-    return this.holds(head, 0) || this.holds(tail, at);
+  mayHold(head: Uint16Array, tail: Uint16Array | undefined, at: number): boolean {
+    return this.holds(head, 0) || (tail !== undefined && this.holds(tail, at));
   }
 
   private holds(codes: Uint16Array, at: number): boolean {
