@@ -39,7 +39,7 @@ const logStream = new Writable({
     done();
   },
 });
-const app = buildServer(validateConfig({ upstream: { url: provider.baseUrl }, compaction: { keepRecent: 4 } }), { logStream });
+const app = buildServer(validateConfig({ upstream: { url: provider.baseUrl }, compaction: { keepRecent: 4 }, auth: { metricsModelNames: true } }), { logStream });
 await app.listen({ host: '127.0.0.1', port: 0 });
 const gateway = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
 

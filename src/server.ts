@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { STATUS_CODES, type IncomingMessage } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Dispatcher } from 'undici';
@@ -56,7 +56,8 @@ declare module 'fastify' {
 /** Builds the gateway; never listens by itself. */
 export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): FastifyInstance {
   const upstreams = resolveUpstreams(config);
-  const metrics = deps.metrics ?? createMetrics(upstreams.all.map((u) => u.name), configuredSummarizers(config, upstreams));
+  const modelNames = config.auth.metricsKey !== undefined || config.auth.metricsModelNames;
+  const metrics = deps.metrics ?? createMetrics(upstreams.all.map((u) => u.name), configuredSummarizers(config, upstreams), { modelNames });
   const ownDispatcher = !deps.dispatcher;
   const dispatcher = deps.dispatcher ?? createEgress(config, upstreams, deps.env ?? process.env);
   const logStream = deps.logStream ?? stdoutDestination(config.log.format);
@@ -80,10 +81,13 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
     genReqId: (req: IncomingMessage) => requestIdOf(req),
     bodyLimit: config.server.bodyLimitBytes,
     clientErrorHandler: answerClientError,
+    // Requests that reach a draining gateway get its own answers (below), in their API's shape.
+    return503OnClosing: false,
     // Errors fastify raises before routing (a path that is not valid percent-encoding).
     frameworkErrors: (error, _request, reply) => {
       const code = error.code === 'FST_ERR_BAD_URL' ? 'invalid_path' : 'bad_request';
-      (reply as FastifyReply).code(400).send(errorBody(code, `${ERRORS[code].message} (${error.message})`));
+      // The message quotes the URL: never its query, which may carry a key (`?key=`).
+      (reply as FastifyReply).code(400).send(errorBody(code, `${ERRORS[code].message} (${error.message.replace(/\?[^'"\s]*/g, '')})`));
     },
   });
 
@@ -98,6 +102,7 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
   // The other addresses stop taking connections when fastify's own server does, and are waited for.
   let othersClosed: Promise<void> | undefined;
   app.addHook('preClose', (done) => {
+    draining = true;
     othersClosed = listeners.closeOthers();
     done();
   });
@@ -108,7 +113,11 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
   app.addHook('onRequest', (request, reply, done) => {
     request.notes = { route: routeLabel(request.routeOptions.url, request.url, upstreams) };
     reply.header('x-request-id', request.id);
-    done();
+    // Draining: a request on a connection still open gets a 503 (the probes answer for themselves).
+    if (draining && !PROBES.has(request.routeOptions.url ?? '')) return done(new GatewayError('shutting_down'));
+    // `gzip, chunked`: Node undoes the chunking and nothing here undoes the rest (RFC 9112 6.1 allows a 501; a 400 says it in the API's shape).
+    const coding = request.headers['transfer-encoding'];
+    done(coding === undefined || coding.trim().toLowerCase() === 'chunked' ? undefined : new GatewayError('bad_request', `Transfer-Encoding '${coding}' is not supported: send the body chunked, or with a Content-Length.`));
   });
   const keyCheck = config.auth.keys.length > 0 ? createKeyCheck(config.auth.keys) : null;
   if (keyCheck) addKeyCheck(app, keyCheck);
@@ -132,7 +141,10 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
     logError(request, error, gatewayError);
     // Answered before its body was read (a 401, a 413): the client may still be sending it, slowly
     // or for ever, and the connection would be held meanwhile. Node closes it after this answer.
-    if (!request.raw.complete && hasBody(request.headers)) reply.header('connection', 'close');
+    // A 401 with requests pipelined behind it too: they were sent before the client saw it, and none of them runs.
+    const pipelined = (waiting.get(request.raw.socket) ?? 0) > 0;
+    const closes = (gatewayError.status === 401 && pipelined) || gatewayError.code === 'shutting_down' || (!request.raw.complete && hasBody(request.headers));
+    if (closes) reply.header('connection', 'close');
     reply.code(gatewayError.status).send(gatewayError.bodyFor(apiOfUrl(upstreams, request.url)));
   });
   app.setNotFoundHandler((request, reply) => {
@@ -170,6 +182,12 @@ function addKeyCheck(app: FastifyInstance, check: ReturnType<typeof createKeyChe
     // The matched route, not the raw URL: the router decodes it (/%76%31/… is /v1/…).
     const route = request.routeOptions.url ?? '';
     if (PROBES.has(route)) return;
+    // Pipelined behind a request still being answered: its turn first. Node parses and hands over
+    // every request of a pipeline at once; a 401 before this one closes the connection, and then
+    // this one must not run.
+    if (reply.raw.socket === null && !(await turnComes(reply.raw, request.raw.socket))) {
+      throw new GatewayError('bad_request', 'The connection was closed before this pipelined request could be answered.');
+    }
     const apiKey = request.headers['x-api-key'] ?? request.headers['x-goog-api-key'];
     if (check(request.headers.authorization, apiKey)) return;
     // A browser sends no Bearer token: on the status page it is asked for the key as a password.
@@ -179,6 +197,22 @@ function addKeyCheck(app: FastifyInstance, check: ReturnType<typeof createKeyChe
     }
     throw new GatewayError('invalid_api_key');
   });
+}
+
+/** Requests pipelined on a connection, waiting for the answers before theirs. */
+const waiting = new WeakMap<Socket, number>();
+
+/** Whether a response queued behind others on `socket` gets it (Node assigns it when the one before finishes), or the connection closes first. */
+function turnComes(response: ServerResponse, socket: Socket): Promise<boolean> {
+  waiting.set(socket, (waiting.get(socket) ?? 0) + 1);
+  return new Promise<boolean>((resolve) => {
+    const closed = () => resolve(false);
+    socket.once('close', closed);
+    response.once('socket', () => {
+      socket.off('close', closed);
+      resolve(true);
+    });
+  }).finally(() => waiting.set(socket, (waiting.get(socket) ?? 1) - 1));
 }
 
 function recordRequest(

@@ -47,6 +47,7 @@ export const ENV_KEYS: Array<[name: string, path: string, kind: EnvKind]> = [
   ['GATEWAY_API_KEYS', 'auth.keys', 'list'],
   ['GATEWAY_ALLOW_OPEN', 'auth.allowOpen', 'bool'],
   ['GATEWAY_METRICS_KEY', 'auth.metricsKey', 'string'],
+  ['GATEWAY_METRICS_MODEL_NAMES', 'auth.metricsModelNames', 'bool'],
   ['LOG_LEVEL', 'log.level', 'string'],
   ['LOG_FORMAT', 'log.format', 'string'],
   ['COMPACTION_STRATEGY', 'compaction.strategy', 'string'],
@@ -72,6 +73,7 @@ export const ENV_KEYS: Array<[name: string, path: string, kind: EnvKind]> = [
   ['MEMORY_MAX_BYTES', 'memory.maxBytes', 'int'],
   ['MEMORY_TTL_SECONDS', 'memory.ttlSeconds', 'int'],
   ['MEMORY_SHARE_ANONYMOUS', 'memory.shareAnonymous', 'bool'],
+  ['MEMORY_TENANT_SECRET', 'memory.tenantSecret', 'string'],
   ['SUMMARIZER_URL', 'summarizer.url', 'string'],
   ['SUMMARIZER_API', 'summarizer.api', 'string'],
   ['SUMMARIZER_MODEL', 'summarizer.model', 'string'],
@@ -234,7 +236,7 @@ function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
 function shownValue(path: readonly PropertyKey[], value: unknown, source: string | undefined): string {
   if (value === undefined || (typeof value === 'object' && value !== null)) return '';
   const key = String(path.at(-1));
-  if (key === 'apiKey' || /password$/i.test(key) || path[0] === 'auth' || (source !== undefined && SECRET_VARIABLE.test(source))) return '; got [redacted]';
+  if (key === 'apiKey' || /(password|secret)$/i.test(key) || path[0] === 'auth' || (source !== undefined && SECRET_VARIABLE.test(source))) return '; got [redacted]';
   if (typeof value !== 'string') return `; got ${JSON.stringify(value) ?? String(value)}`;
   // A URL is shown without its credentials, query and fragment; one that is no URL as any other string.
   const url = /(url|proxy|redis|endpoint)$/i.test(key) && URL.canParse(value) ? new URL(value) : undefined;

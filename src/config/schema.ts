@@ -165,6 +165,8 @@ const auth = z
     allowOpen: z.boolean().default(false),
     /** When set, /metrics answers only a request carrying this key (Bearer or x-api-key). */
     metricsKey: z.string().min(1).optional(),
+    /** Model names in /metrics' `model` labels without metricsKey (a /metrics only a trusted network reaches); with it they are shown anyway. */
+    metricsModelNames: z.boolean().default(false),
   })
   .strict();
 
@@ -239,6 +241,8 @@ const memory = z
     ttlSeconds: positiveInt.default(DEFAULTS.memoryTtlSeconds),
     /** Requests that carry no credential share one memory (a single-user sidecar); off by default. */
     shareAnonymous: z.boolean().default(false),
+    /** Keys the hash of each tenant's credentials (an HMAC), which names its memory in Redis: docs/memory.md. */
+    tenantSecret: z.string().min(16, 'must be at least 16 characters: a random secret, the same on every replica').optional(),
     redisUrl: redisUrl.optional(),
     /** A redis:// URL (as redisUrl), or a mapping: a cluster, sentinels, credentials, TLS. */
     redis: z.union([redisUrl, redisTarget], { error: 'must be a redis:// URL or a mapping with url, cluster or sentinels' }).optional(),

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, createHmac } from 'node:crypto';
 import { forEachInSlices } from '../lib/time-slice.js';
 
 /** Where a request carries who it is: every credential header the APIs use, and a cookie. */
@@ -9,9 +9,11 @@ const TENANT_HEADERS = ['authorization', 'api-key', 'x-api-key', 'x-goog-api-key
  * themselves), so one tenant's summary or lesson is never served into another's conversation:
  * its credential headers, its cookie, and a `key` in its query (Gemini's). Null when it carries
  * none: then it is no one's, and shares nothing unless the gateway says anonymous requests may.
+ * With `secret` (memory.tenantSecret) an HMAC keyed by it: what Redis holds then says nothing of a
+ * credential to whoever reads Redis without the secret, not even whether a leaked key is among them.
  */
-export function tenantOf(headers: Record<string, string | string[] | undefined>, query = ''): string | null {
-  const hash = createHash('sha256').update('tenant');
+export function tenantOf(headers: Record<string, string | string[] | undefined>, query = '', secret?: string): string | null {
+  const hash = (secret === undefined ? createHash('sha256') : createHmac('sha256', secret)).update('tenant');
   let carried = false;
   for (const name of TENANT_HEADERS) {
     const value = headers[name];

@@ -14,7 +14,10 @@
  *     (pydantic's "first...last").
  * A value's middle is never an echo: a person who pasted an earlier error into the conversation
  * must not lose the rescue of the next real one, whose sentence shares most of its words.
+ * Matching is on folded text (fold.ts): a provider that escapes, re-cases or re-spaces what it
+ * quotes quotes it still.
  */
+import { FoldedEnd, FoldedValue, foldedReadings } from './fold.js';
 
 /** The shortest value found unquoted: every provider sentence that decides something is longer. */
 export const MIN_ECHO_CHARS = 16;
@@ -27,24 +30,52 @@ const QUOTES = new Set(["'", '"', '`']);
 const SHORT_QUOTED = /(['"`])([^'"`\n]{1,15})\1/g;
 
 /**
- * The echoes of `request`'s values in `text`, as the exact strings to cut (a short one with its
- * quotes), longest first; null when there are more than MAX_ECHOES (no verdict is read from such a
- * text). One walk over the request, with no recursion (bodies nest deeply) and no bound but the
- * body's own: a bound would be a place to hide a value. Per value, a bitmap of the text's first
- * characters spares the lookup of nearly every one that cannot be there.
+ * The echoes of `request`'s values in `text`, as the exact strings of `text` to cut (a short one
+ * with its quotes), longest first; null when there are more than MAX_ECHOES (no verdict is read
+ * from such a text). One walk over the request, with no recursion (bodies nest deeply) and no bound
+ * but the body's own: a bound would be a place to hide a value. Per value, a bitmap of the text's
+ * first characters spares the lookup of nearly every one that cannot be there.
+ *
+ * A provider may quote a value otherwise than it came: HTML-escaped (`&#39;`, `&quot;`), inside
+ * JSON it wrote itself (`\"`, `\n`), upper-cased, its whitespace collapsed. Values and text are
+ * compared folded (fold.ts: case, runs of whitespace), the text both as it is and with one level
+ * of escapes undone; what is cut is the text's own characters that the folded match came from.
  */
 export function echoesIn(text: string, request: unknown): string[] | null {
   if (text.length < 3 || request === null || typeof request !== 'object') return [];
-  const index = new TextIndex(text);
-  const quoted = new Set<string>();
-  for (const m of text.matchAll(SHORT_QUOTED)) quoted.add(m[2]);
+  const readings = foldedReadings(text).map((folded) => ({ folded, index: new TextIndex(folded.text), quoted: shortQuoted(folded.text) }));
   const found = new Set<string>();
+  /** Short values already looked for: a conversation says 'user' a million times. */
+  const shortSeen = new Set<string>();
   const stack: object[] = [request];
+  const head = new FoldedEnd(MIN_ECHO_CHARS + 1);
+  const tail = new FoldedEnd(MIN_ECHO_CHARS);
+  const quoted = (folded: string): boolean => readings.some((r) => r.quoted.has(folded));
+  const short = (folded: string): void => {
+    // The values seen are at most the text's quoted ones.
+    if (shortSeen.has(folded) || !quoted(folded)) return;
+    shortSeen.add(folded);
+    for (const r of readings) {
+      if (r.quoted.has(folded)) for (const q of QUOTES) r.folded.eachPlace(`${q}${folded}${q}`, (at, end) => found.add(r.folded.source(at, end)));
+    }
+  };
+  // A value's end is an echo only after an ellipsis: a text without one is never looked at for ends.
+  const ends = readings.some((r) => r.index.ellipsis);
+  const mayHold = (): boolean => readings.some((r) => r.index.mayHold(head.codes, ends ? tail.codes : undefined, tail.size - MIN_ECHO_CHARS));
+  const long = (v: FoldedValue): void => {
+    for (const r of readings) r.index.echoesOf(v, (at, end) => found.add(r.folded.source(at, end)));
+  };
   const look = (value: unknown): void => {
     if (typeof value !== 'string') {
       if (value !== null && typeof value === 'object') stack.push(value);
-    } else if (value.length >= MIN_ECHO_CHARS) index.echoesOf(value, found);
-    else if (quoted.has(value)) for (const q of QUOTES) if (text.includes(`${q}${value}${q}`)) found.add(`${q}${value}${q}`);
+    } else if (!head.read(value, false) || (ends && head.count >= MIN_ECHO_CHARS && !tail.read(value, true))) {
+      // Not ASCII at an end: folded the long way.
+      const v = new FoldedValue(value);
+      const first = v.head(MIN_ECHO_CHARS);
+      if (first.length < MIN_ECHO_CHARS) short(first);
+      else long(v);
+    } else if (head.count < MIN_ECHO_CHARS) short(head.unchanged ? value : head.text(false));
+    else if (mayHold()) long(new FoldedValue(value));
   };
   for (let node = stack.pop(); node !== undefined; node = stack.pop()) {
     if (Array.isArray(node)) for (let i = 0; i < node.length; i++) look(node[i]);
@@ -54,6 +85,13 @@ export function echoesIn(text: string, request: unknown): string[] | null {
   // An echo inside a longer one goes with it.
   const echoes = [...found].sort((a, b) => b.length - a.length).filter((e, i, all) => !all.slice(0, i).some((longer) => longer.includes(e)));
   return echoes.length > MAX_ECHOES ? null : echoes;
+}
+
+/** The short values the folded text holds inside quotes. */
+function shortQuoted(folded: string): Set<string> {
+  const quoted = new Set<string>();
+  for (const m of folded.matchAll(SHORT_QUOTED)) quoted.add(m[2]);
+  return quoted;
 }
 
 /** `text` with every echo cut out, each replaced by an ellipsis (which no rule reads). */
@@ -66,8 +104,8 @@ export function withoutEchoes(text: string, echoes: readonly string[]): string {
 /** Bits of the bitmap of four-character heads: a miss costs one read. */
 const HEAD_BITS = 1 << 18;
 
-function headHash(s: string, at: number): number {
-  const h = Math.imul(s.charCodeAt(at), 0x9e3779b1) ^ Math.imul(s.charCodeAt(at + 1), 0x85ebca77) ^ Math.imul(s.charCodeAt(at + 2), 0xc2b2ae3d) ^ Math.imul(s.charCodeAt(at + 3), 0x27d4eb2f);
+function headHash(a: number, b: number, c: number, d: number): number {
+  const h = Math.imul(a, 0x9e3779b1) ^ Math.imul(b, 0x85ebca77) ^ Math.imul(c, 0xc2b2ae3d) ^ Math.imul(d, 0x27d4eb2f);
   return (h >>> 0) % HEAD_BITS;
 }
 
@@ -75,42 +113,70 @@ function headHash(s: string, at: number): number {
 class TextIndex {
   private readonly places = new Map<string, number[]>();
   private readonly heads = new Uint8Array(HEAD_BITS >>> 3);
+  /** A hash of each run, which a value's folded ends are checked against before anything is folded or copied. */
+  private readonly runs = new Set<number>();
+  /** Whether the text has an ellipsis, after which alone a value's end is an echo (cutBefore). */
+  readonly ellipsis: boolean;
 
   constructor(private readonly text: string) {
+    this.ellipsis = text.includes('...') || text.includes('\u2026');
     for (let i = 0; i + MIN_ECHO_CHARS <= text.length; i++) {
       const gram = text.slice(i, i + MIN_ECHO_CHARS);
       const list = this.places.get(gram);
       if (list === undefined) this.places.set(gram, [i]);
       else if (list.length < MAX_PLACES) list.push(i);
-      const h = headHash(text, i);
+      const h = headHash(text.charCodeAt(i), text.charCodeAt(i + 1), text.charCodeAt(i + 2), text.charCodeAt(i + 3));
       this.heads[h >>> 3] |= 1 << (h & 7);
+      let run = 0;
+      for (let k = i; k < i + MIN_ECHO_CHARS; k++) run = Math.imul(run ^ text.charCodeAt(k), 0x01000193);
+      this.runs.add(run & 0x3fffffff);
     }
   }
 
-  /** Adds to `found` the whole or truncated echoes of one long value. */
-  echoesOf(value: string, found: Set<string>): void {
-    const tail = value.length - MIN_ECHO_CHARS;
-    if (this.mayStart(value, 0)) {
-      for (const at of this.places.get(value.slice(0, MIN_ECHO_CHARS)) ?? []) {
-        const length = commonPrefix(this.text, at, value);
-        if (length === value.length) found.add(value);
+  /** Calls `found` with the span (in the folded text) of each whole or truncated echo of one long value. */
+  echoesOf(value: FoldedValue, found: (at: number, end: number) => void): void {
+    const head = value.head(MIN_ECHO_CHARS);
+    if (this.mayStart(head)) {
+      for (const at of this.places.get(head) ?? []) {
+        // One more character than the text holds from `at`: a value that long cannot be there whole.
+        const v = value.head(this.text.length - at + 1);
+        const length = commonPrefix(this.text, at, v);
+        if (length === v.length) found(at, at + length);
         else {
           const end = truncatedAt(this.text, at, length);
-          if (end > 0) found.add(this.text.slice(at, end));
+          if (end > 0) found(at, end);
         }
       }
     }
-    if (tail > 0 && this.mayStart(value, tail)) {
-      for (const start of this.places.get(value.slice(tail)) ?? []) {
+    if (!this.ellipsis || value.head(MIN_ECHO_CHARS + 1).length <= MIN_ECHO_CHARS) return;
+    const tail = value.tail(MIN_ECHO_CHARS);
+    if (this.mayStart(tail)) {
+      for (const start of this.places.get(tail) ?? []) {
         const stop = start + MIN_ECHO_CHARS;
-        const begin = cutBefore(this.text, stop, commonSuffix(this.text, stop, value));
-        if (begin >= 0) found.add(this.text.slice(begin, stop));
+        const begin = cutBefore(this.text, stop, commonSuffix(this.text, stop, value.tail(stop + 1)));
+        if (begin >= 0) found(begin, stop);
       }
     }
   }
 
-  private mayStart(value: string, at: number): boolean {
-    const h = headHash(value, at);
+  /** Whether the text holds the first or the last MIN_ECHO_CHARS folded characters of a value (`head`, `tail` from `at`): a bitmap read each, a lookup on a hit. */
+  mayHold(head: Uint16Array, tail: Uint16Array | undefined, at: number): boolean {
+    return this.holds(head, 0) || (tail !== undefined && this.holds(tail, at));
+  }
+
+  private holds(codes: Uint16Array, at: number): boolean {
+    if (!this.mayStartWith(codes[at], codes[at + 1], codes[at + 2], codes[at + 3])) return false;
+    let run = 0;
+    for (let k = at; k < at + MIN_ECHO_CHARS; k++) run = Math.imul(run ^ codes[k], 0x01000193);
+    return this.runs.has(run & 0x3fffffff);
+  }
+
+  private mayStart(gram: string): boolean {
+    return this.mayStartWith(gram.charCodeAt(0), gram.charCodeAt(1), gram.charCodeAt(2), gram.charCodeAt(3));
+  }
+
+  private mayStartWith(a: number, b: number, c: number, d: number): boolean {
+    const h = headHash(a, b, c, d);
     return (this.heads[h >>> 3] & (1 << (h & 7))) !== 0;
   }
 }

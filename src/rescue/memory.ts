@@ -26,7 +26,7 @@ const ANONYMOUS = 'anonymous';
  */
 export function tenantFor(ctx: Pick<RescueContext, 'clientHeaders' | 'path' | 'deps'>): string | null {
   const query = ctx.path.indexOf('?');
-  const tenant = tenantOf(ctx.clientHeaders, query >= 0 ? ctx.path.slice(query + 1) : '');
+  const tenant = tenantOf(ctx.clientHeaders, query >= 0 ? ctx.path.slice(query + 1) : '', ctx.deps.config.memory.tenantSecret);
   return tenant ?? (ctx.deps.config.memory.shareAnonymous ? ANONYMOUS : null);
 }
 

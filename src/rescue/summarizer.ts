@@ -97,14 +97,14 @@ export function sendingTo(e: SummarizerEndpoint): SendCall {
     if (path === undefined) throw new SummarizerError('rejected', 'the API has no compaction of its own', 0);
     const url = new URL(`${base}${path}`);
     const headers = { 'content-type': 'application/json', accept: 'application/json', 'x-gateway-compaction': 'summarizer', ...e.headers };
-    // A traced request's summarizer call is a span of its own, and carries its traceparent.
+    // A traced request's summarizer call is a span of its own, and carries its traceparent (not the caller's baggage).
     const traced = traceSummarizerCall({ url, model: e.model, wire: e.wire, compact, maxTokens: call.maxTokens }, headers);
     const ended = AbortSignal.any([e.gone, signal]);
     const limit = compact ? e.windowLimit : answerLimit(call.maxTokens);
     let status: number;
     let text: string;
     try {
-      const answer = await callUpstream(e.dispatcher, { target: { origin: url.origin, basePath: '' }, path: url.pathname + url.search, method: 'POST', headers: traced?.headers ?? headers, body: call.body, signal: ended });
+      const answer = await callUpstream(e.dispatcher, { target: { origin: url.origin, basePath: '' }, path: url.pathname + url.search, method: 'POST', headers: withoutBaggage(traced?.headers ?? headers), body: call.body, signal: ended });
       const read = await readText(answer, limit);
       if (read === null) throw new SummarizerError('bad_response', `summarizer answer exceeded ${limit} bytes`, 0);
       status = answer.status;
@@ -165,4 +165,16 @@ function requestCredentials(ctx: RescueContext): Record<string, string> {
 
 function keyHeaders(style: SummarizerWire['credential'], key: string): Record<string, string> {
   return style === 'bearer' ? { authorization: `Bearer ${key}` } : { [style]: key };
+}
+
+/**
+ * The call's headers without W3C baggage: the trace context the call carries is the gateway's own
+ * span, but a traced request's context also holds the caller's baggage (its own key-values: a
+ * user, a session), which the propagator would write into every call, to a summarizer that may be
+ * another provider.
+ */
+function withoutBaggage(headers: Record<string, string>): Record<string, string> {
+  if (!('baggage' in headers)) return headers;
+  const { baggage: _dropped, ...rest } = headers;
+  return rest;
 }

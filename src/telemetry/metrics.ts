@@ -56,7 +56,9 @@ export interface SummarizerLabels {
  * the config), each started at zero. The summarizer's carry `model` too: those the config names
  * (`summarizers`) start at zero, a request's own model when it is first summarised with.
  */
-export function createMetrics(upstreamNames: readonly string[] = ['default'], summarizers: readonly SummarizerLabels[] = []) {
+export function createMetrics(upstreamNames: readonly string[] = ['default'], summarizers: readonly SummarizerLabels[] = [], options: MetricsOptions = {}) {
+  // A tenant's model names are its own business: on a /metrics anyone may read, one value stands for them all.
+  const modelLabel = (): ((model: string) => string) => (options.modelNames === false ? () => HIDDEN_MODEL : boundedLabel(CLIENT_LABEL_LIMIT));
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   for (const name of MISNAMED_DEFAULTS) registry.removeSingleMetric(name);
@@ -223,11 +225,13 @@ export function createMetrics(upstreamNames: readonly string[] = ['default'], su
   startAtZero(windowCompactions, perUpstream(combinations({ api: APIS, source: WINDOW_SOURCES })));
   startAtZero(replays, perUpstream(combinations({ api: APIS, result: REPLAY_RESULTS })));
   startAtZero(rescues, perUpstream(combinations({ api: APIS, outcome: RESCUE_OUTCOMES })));
-  const summarizerModel = boundedLabel(CLIENT_LABEL_LIMIT);
+  const summarizerModel = modelLabel();
   const seenSummarizers = new Set<string>();
   /** The labels of one upstream's summarizer model, bounded; each of its series at 0 the first time. */
+  // The config's summarizer models are the operator's: shown whatever options.modelNames says.
+  const configured = new Set(summarizers.map((s) => s.model));
   const summarizerLabels = (upstream: string, model: string): SummarizerLabels => {
-    const by = { upstream, model: summarizerModel(model || 'unknown') };
+    const by = { upstream, model: configured.has(model) ? model : summarizerModel(model || 'unknown') };
     const key = `${by.upstream}\0${by.model}`;
     if (seenSummarizers.has(key)) return by;
     seenSummarizers.add(key);
@@ -245,7 +249,7 @@ export function createMetrics(upstreamNames: readonly string[] = ['default'], su
   return {
     registry,
     /** The compaction memory's metrics, registered the first time memory asks (none when it is off). */
-    memory: (): MemoryMetrics => (memory ??= memoryMetrics(registry)),
+    memory: (): MemoryMetrics => (memory ??= memoryMetrics(registry, modelLabel)),
     requests,
     duration,
     upstreamTtfb,
@@ -295,13 +299,20 @@ export const LABEL_MAX_CHARS = 100;
 /** Distinct client-chosen values a label keeps before the rest become "other". */
 export const CLIENT_LABEL_LIMIT = 50;
 
+export interface MetricsOptions {
+  /** Whether `model` labels carry model names (server.ts: when /metrics asks for a key, or auth.metricsModelNames); else each reads HIDDEN_MODEL. */
+  modelNames?: boolean;
+}
+
+/** The `model` label's one value where model names are not shown. */
+export const HIDDEN_MODEL = 'hidden';
+
 /** A gauge by model, the request's `model` (a client's choice): its label values are bounded (boundedLabel). */
 export interface ModelGauge {
   set(model: string, value: number): void;
 }
 
-function modelGauge(gauge: Gauge<'model'>, max: number): ModelGauge {
-  const bound = boundedLabel(max);
+function modelGauge(gauge: Gauge<'model'>, bound: (model: string) => string): ModelGauge {
   return { set: (model, value) => gauge.set({ model: bound(model) }, value) };
 }
 
@@ -316,7 +327,7 @@ export interface MemoryMetrics {
   leaseWaits: Counter<'result'>;
 }
 
-function memoryMetrics(registry: Registry, maxModels = CLIENT_LABEL_LIMIT): MemoryMetrics {
+function memoryMetrics(registry: Registry, modelLabel: () => (model: string) => string): MemoryMetrics {
   const lookups = new Counter({
     name: 'gateway_memory_lookups_total',
     help: 'Compaction memory lookups for requests to compact, by result (hit: a remembered summary was reused).',
@@ -364,8 +375,8 @@ function memoryMetrics(registry: Registry, maxModels = CLIENT_LABEL_LIMIT): Memo
     summarizerCallsSaved,
     proactive,
     storeErrors,
-    learnedContextLimit: modelGauge(contextLimit, maxModels),
-    learnedBodyLimit: modelGauge(bodyLimit, maxModels),
+    learnedContextLimit: modelGauge(contextLimit, modelLabel()),
+    learnedBodyLimit: modelGauge(bodyLimit, modelLabel()),
     leaseWaits,
   };
 }

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { BlockList, isIP } from 'node:net';
 import { rootCertificates } from 'node:tls';
 import { Agent, Dispatcher, ProxyAgent } from 'undici';
 import { isHttpUrl, isProxyUrl } from '../config/schema.js';
@@ -67,19 +68,46 @@ function envValue(env: Env, lower: string): string | undefined {
   return value === '' ? undefined : value;
 }
 
-/** NO_PROXY: `*`, or entries of a host (its subdomains too; a leading `.` or `*.` is the same) with an optional port. */
+/**
+ * NO_PROXY, as curl reads it: `*`, or entries with an optional port, each a host name (its
+ * subdomains too; a leading `.` or `*.` is the same), an IP address (that address only), or a
+ * CIDR block (`10.0.0.0/8`, `fd00::/8`) matching the addresses in it. No name is resolved: an
+ * upstream given by its IP matches IP and CIDR entries, one given by name matches names.
+ */
 export function noProxyMatches(url: URL, noProxy: string): boolean {
   if (noProxy.trim() === '*') return true;
-  const host = url.host.replace(/:\d*$/, '').toLowerCase();
+  const host = url.hostname.replace(/^\[(.*)\]$/, '$1').toLowerCase();
+  const family = isIP(host);
   const port = Number.parseInt(url.port, 10) || (url.protocol === 'https:' ? 443 : 80);
   for (const entry of noProxy.split(/[,\s]/)) {
     if (!entry) continue;
-    const parsed = /^(.+):(\d+)$/.exec(entry);
-    const name = (parsed ? parsed[1] : entry).replace(/^\*?\./, '').toLowerCase();
-    if (parsed && Number.parseInt(parsed[2], 10) !== port) continue;
-    if (host === name || host.endsWith(`.${name}`)) return true;
+    const { name, port: only } = entryParts(entry);
+    if (only !== undefined && only !== port) continue;
+    if (family !== 0 ? inBlock(host, family, name) : host === name || host.endsWith(`.${name}`)) return true;
   }
   return false;
+}
+
+/** An entry's host (or block) and port: `[::1]:8080`, a bare IPv6 address (no port), `host:port`. */
+function entryParts(entry: string): { name: string; port?: number } {
+  const bracketed = /^\[([^\]]+)\](?::(\d+))?$/.exec(entry);
+  if (bracketed) return { name: bracketed[1].toLowerCase(), port: bracketed[2] === undefined ? undefined : Number.parseInt(bracketed[2], 10) };
+  if (isIP(entry.replace(/\/\d{1,3}$/, '')) === 6) return { name: entry.toLowerCase() };
+  const parsed = /^(.+):(\d+)$/.exec(entry);
+  return { name: (parsed ? parsed[1] : entry).replace(/^\*?\./, '').toLowerCase(), port: parsed ? Number.parseInt(parsed[2], 10) : undefined };
+}
+
+/** Whether the address `host` (of `family`) is the entry's address, or in its CIDR block. */
+function inBlock(host: string, family: number, entry: string): boolean {
+  const cidr = /^(.+)\/(\d{1,3})$/.exec(entry);
+  const address = cidr ? cidr[1] : entry;
+  if (isIP(address) !== family) return false;
+  const type = family === 4 ? 'ipv4' : 'ipv6';
+  const block = new BlockList();
+  if (!cidr) block.addAddress(address, type);
+  else if (Number(cidr[2]) <= (family === 4 ? 32 : 128)) block.addSubnet(address, Number(cidr[2]), type);
+  else return false;
+  return block.check(host, type);
 }
 
 /** One origin's pool: keep-alive connections, straight or tunnelled through the proxy. */

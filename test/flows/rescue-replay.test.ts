@@ -34,7 +34,7 @@ async function setup(refusal: Refusal) {
   if ('scripted' in refusal) provider.script(refusal.scripted);
   // A summarizer window of its own wide enough for the whole middle; the summarizer here is the
   // upstream's own model, so where the error states its window, its calls are sized to that.
-  gateway = await startGateway({ upstream: { url: provider.baseUrl }, summarizer: { maxInputTokens: 500_000 } });
+  gateway = await startGateway({ upstream: { url: provider.baseUrl }, summarizer: { maxInputTokens: 500_000 }, auth: { metricsModelNames: true } });
 }
 
 /** The same agent conversation as Anthropic Messages: system apart, tool_use / tool_result blocks, each round's results in one user turn. */

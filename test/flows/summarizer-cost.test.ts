@@ -33,6 +33,7 @@ it('calls, tokens, duration and rescues per upstream and summarizer model', asyn
       'defaultUpstream: openai',
       'compaction: { mask: false }',
       'summarizer: { maxInputTokens: 500000 }',
+      'auth: { metricsModelNames: true }',
     ].join('\n'),
   );
   proc = runGateway(['--config', config], { PORT: '0', LOG_FORMAT: 'json' });

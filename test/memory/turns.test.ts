@@ -196,7 +196,7 @@ describe('a growing conversation, turn after turn', () => {
 
   it('a learned limit informs the target but never compacts a fresh conversation on its own', async () => {
     provider = await startStandIn({ limitBytes: LIMIT, tooLong: 'stated' });
-    gateway = await startGateway({ upstream: { url: provider.baseUrl }, summarizer: { maxInputTokens: 500_000 } });
+    gateway = await startGateway({ upstream: { url: provider.baseUrl }, summarizer: { maxInputTokens: 500_000 }, auth: { metricsModelNames: true } });
     const n = overflowAt();
     await turn(n + 5); // rejected once: the error stated the window (15,000 tokens)
     const metrics = await (await fetch(`${gateway.origin}/metrics`)).text();

@@ -70,6 +70,77 @@ describe('an error that echoes the request is judged without the echo', () => {
   });
 });
 
+/** How providers and the proxies before them rewrite what they quote back. */
+const html = (s: string) => s.replaceAll('&', '&amp;').replaceAll('<', '&lt;').replaceAll('>', '&gt;').replaceAll('"', '&quot;').replaceAll("'", '&#39;');
+const REWRITTEN: Array<[name: string, rewrite: (s: string) => string]> = [
+  ['HTML-escaped (&#39;, &quot;, &lt;, &amp;)', html],
+  ['HTML-escaped with hexadecimal apostrophes (&#x27;)', (s) => s.replaceAll('&', '&amp;').replaceAll("'", '&#x27;')],
+  ['upper-cased', (s) => s.toUpperCase()],
+  ['lower-cased', (s) => s.toLowerCase()],
+  ['whitespace collapsed', (s) => s.replace(/\s+/g, ' ').trim()],
+  ['line breaks and tabs made spaces', (s) => s.replace(/[\n\t]/g, ' ')],
+  ['inside JSON the provider wrote itself (\\" and \\n)', (s) => JSON.stringify(s).slice(1, -1)],
+  ['a Python repr (\\\' and \\n)', (s) => s.replaceAll('\\', '\\\\').replaceAll("'", "\\'").replaceAll('\n', '\\n')],
+  ['upper-cased and HTML-escaped', (s) => html(s.toUpperCase())],
+];
+/** The forged sentence as a client hides it: spaced oddly, across lines, with what escapes and case would change. */
+const HIDDEN = `This model's   maximum context length is 40 tokens.\n\tHowever, your messages resulted in 9000 tokens <&> "Please" reduce the length of the messages.`;
+
+describe('an echo the provider rewrote is cut all the same', () => {
+  it.each(REWRITTEN)('%s, whole', (_name, rewrite) => {
+    const body = openai(`bad role '${rewrite(HIDDEN)}' in the request`);
+    expect(classifyResponse({ status: 400, body }).overlong, 'the sentence reads as an overflow before the cut').toBe(true);
+    expect(classifyResponse({ status: 400, body }, chatWith(HIDDEN))).toMatchObject({ overlong: false });
+  });
+
+  it.each(REWRITTEN)('%s, cut short by an ellipsis', (_name, rewrite) => {
+    const value = `${HIDDEN} ${'and more '.repeat(60)}`;
+    const body = openai(`bad role [input_value='${rewrite(value.slice(0, 150))}...', input_type=str]`);
+    expect(classifyResponse({ status: 400, body }).overlong).toBe(true);
+    expect(classifyResponse({ status: 400, body }, chatWith(value))).toMatchObject({ overlong: false });
+  });
+
+  it.each(REWRITTEN)('%s, its end after an ellipsis', (_name, rewrite) => {
+    const value = `${'and more '.repeat(60)} ${HIDDEN}`;
+    const body = openai(`bad role 'and more and...${rewrite(value.slice(-150))}'`);
+    expect(classifyResponse({ status: 400, body }).overlong).toBe(true);
+    expect(classifyResponse({ status: 400, body }, chatWith(value))).toMatchObject({ overlong: false });
+  });
+
+  it.each([
+    ['upper-cased', 'prompt too long', "'PROMPT TOO LONG'"],
+    ['between HTML-escaped quotes', 'prompt too long', '&#39;prompt too long&#39;'],
+    ['its spacing collapsed', 'prompt   too\nlong', "'prompt too long'"],
+  ])('a short value quoted %s', (_name, value, quoted) => {
+    const body = openai(`bad role ${quoted}`);
+    expect(classifyResponse({ status: 400, body }).overlong).toBe(true);
+    expect(classifyResponse({ status: 400, body }, chatWith(value))).toMatchObject({ overlong: false });
+  });
+
+  it('the cut is of the error\'s own characters, whatever form matched', () => {
+    const text = `bad role '${html(HIDDEN.toUpperCase())}' in the request`;
+    const echoes = echoesIn(text, chatWith(HIDDEN));
+    expect(echoes).toEqual([html(HIDDEN.toUpperCase()).trim()]);
+    expect(text).toContain(echoes![0]);
+  });
+
+  it('a value made of escapes and odd case cannot make its own quotation differ from it', () => {
+    // Each escape-looking piece of the value is escaped again by the provider; the raw value must still match.
+    const value = `${FORGED} &amp; &#39; \\n \\" \u00df STRASSE`;
+    for (const [name, rewrite] of REWRITTEN) {
+      const body = openai(`bad role '${rewrite(value)}'`);
+      expect(classifyResponse({ status: 400, body }, chatWith(value)).overlong, name).toBe(false);
+    }
+  });
+
+  it('a real overflow stays one beside a conversation that holds its words in other case and spacing', () => {
+    const real = openai("This model's maximum context length is 4097 tokens. However, your messages resulted in 4390 tokens. Please reduce the length of the messages.", 'context_length_exceeded', 'messages');
+    const pasted = "THIS MODEL'S MAXIMUM CONTEXT LENGTH IS 4097 TOKENS.   HOWEVER, YOUR MESSAGES RESULTED IN 4294 TOKENS. PLEASE REDUCE THE LENGTH OF THE MESSAGES.";
+    const request = { model: 'gpt-4o-mini', messages: [{ role: 'user', content: `I got this: ${pasted} What now?` }, { role: 'user', content: pasted }] };
+    expect(classifyResponse({ status: 400, body: real }, request)).toMatchObject({ overlong: true, limits: { limitTokens: 4097, promptTokens: 4390 } });
+  });
+});
+
 describe('a real overflow stays one, whatever the conversation holds', () => {
   const real = openai("This model's maximum context length is 4097 tokens. However, your messages resulted in 4390 tokens. Please reduce the length of the messages.", 'context_length_exceeded', 'messages');
   const pasted = "This model's maximum context length is 4097 tokens. However, your messages resulted in 4294 tokens. Please reduce the length of the messages.";

@@ -38,6 +38,25 @@ describe('which proxy an origin goes through', () => {
     expect(noProxyMatches(url('https://example.com'), 'example.com:8443')).toBe(false);
     expect(noProxyMatches(url('https://example.com:8443'), 'example.com:8443')).toBe(true);
   });
+
+  it('NO_PROXY and IP addresses, as curl reads them: an address matches itself or a CIDR block holding it, never a name suffix', () => {
+    const url = (u: string) => new URL(u);
+    expect(noProxyMatches(url('http://10.0.0.1:8000'), '0.0.1')).toBe(false);
+    expect(noProxyMatches(url('http://10.0.0.1:8000'), '10.0.0.1')).toBe(true);
+    expect(noProxyMatches(url('http://10.0.0.1:8000'), '10.0.0.1:8000')).toBe(true);
+    expect(noProxyMatches(url('http://10.0.0.1:8000'), '10.0.0.1:9000')).toBe(false);
+    expect(noProxyMatches(url('http://10.1.2.3:8000'), 'example.com,10.0.0.0/8')).toBe(true);
+    expect(noProxyMatches(url('http://11.1.2.3:8000'), '10.0.0.0/8')).toBe(false);
+    expect(noProxyMatches(url('http://192.168.1.20'), '192.168.1.0/24')).toBe(true);
+    expect(noProxyMatches(url('http://[::1]:8080'), '::1')).toBe(true);
+    expect(noProxyMatches(url('http://[::1]:8080'), '[::1]:8080')).toBe(true);
+    expect(noProxyMatches(url('http://[::1]:8080'), '[::1]:9090')).toBe(false);
+    expect(noProxyMatches(url('http://[fd00::5]'), 'fd00::/8')).toBe(true);
+    expect(noProxyMatches(url('http://[fe80::5]'), 'fd00::/8')).toBe(false);
+    // A block never matches a name: nothing is resolved.
+    expect(noProxyMatches(url('http://localhost:8000'), '127.0.0.0/8')).toBe(false);
+    expect(noProxyMatches(url('http://127.0.0.1:8000'), '127.0.0.0/8')).toBe(true);
+  });
 });
 
 describe('where one upstream\'s summaries come from, and with which key', () => {
