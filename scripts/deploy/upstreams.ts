@@ -14,7 +14,7 @@ import { resolveUpstreams, type Upstreams } from '../../src/upstream/upstreams.j
  */
 export function variablesNamedIn(text: string): Set<string> {
   const names = new Set<string>();
-  const recording = new Proxy({} as Record<string, string>, {
+  const recording = new Proxy({}, {
     get: (_, name) => {
       if (typeof name === 'string') names.add(name);
       return 'set';

@@ -145,7 +145,7 @@ export async function compact(subject: Compactable, settings: CompactionSettings
     const same = range(0, view.items.length).map(view.origin);
     return finish(input, figures, view.items, same, { strategy: input.recalled.strategy, calls: 0 }, 'hit', 0, rememberedSpan(input.recalled, fixedEnd));
   }
-  let entries = input.recalled ? view.items.map((item) => input.dialect.describe(item)) : input.conversation.entries;
+  const entries = input.recalled ? view.items.map((item) => input.dialect.describe(item)) : input.conversation.entries;
   // Masking extends no summary: only a masked span of its own, or none.
   const maskable = input.compaction.mask && !input.recalled;
   if (maskable || input.recalled?.strategy === 'mask') {

@@ -347,8 +347,8 @@ function cacheBreakpoints(body: any): number {
     if (!Array.isArray(blocks)) return;
     for (const block of blocks) {
       if (block === null || typeof block !== 'object') continue;
-      if ((block as any).cache_control != null) found++;
-      count((block as any).content);
+      if (block.cache_control != null) found++;
+      count(block.content);
     }
   };
   count(body.tools);

@@ -69,7 +69,7 @@ async function send(body: unknown, headers: Record<string, string>) {
   const res = await postChat(gateway, body, headers);
   expect(res.status).toBe(200);
   const value = res.headers.get('x-gateway-compaction');
-  return { header: value ? parseCompactionHeader(value) : null, calls: mainCalls().slice(before) as Received[] };
+  return { header: value ? parseCompactionHeader(value) : null, calls: mainCalls().slice(before) };
 }
 
 const key = (k: string) => ({ authorization: `Bearer ${k}` });

@@ -94,7 +94,7 @@ export class Client {
       signal,
     });
     const text = await res.body.text();
-    return { status: res.statusCode, headers: res.headers as Answer['headers'], text, json: parse(text) };
+    return { status: res.statusCode, headers: res.headers, text, json: parse(text) };
   }
 
   /** Starts a request and hands back its response as soon as the headers arrive. */

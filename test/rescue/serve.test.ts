@@ -93,7 +93,7 @@ async function run(
     incoming: readIncoming(raw, o.encoding),
     headers: { 'content-type': 'application/json', authorization: 'Bearer sk-client', ...o.headers },
     clientHeaders: { ...o.clientHeaders },
-    log: log as never,
+    log,
     gone: o.gone ?? new ClientGone(),
     notes: {},
   };
@@ -424,7 +424,7 @@ describe('Responses: a history held upstream', () => {
 
 describe('with memory', () => {
   const memoryConfig = (): ConfigInput => ({ memory: { enabled: true } });
-  const makeMemory = () => createMemory(validateConfig({ upstream: { url: upstream.baseUrl }, memory: { enabled: true } }), createMetrics(), pino({ level: 'silent' }) as never)!;
+  const makeMemory = () => createMemory(validateConfig({ upstream: { url: upstream.baseUrl }, memory: { enabled: true } }), createMetrics(), pino({ level: 'silent' }))!;
 
   it('a rejection teaches the stated limit; the next turn of the conversation goes compacted ahead', async () => {
     upstream = await startFakeUpstream(provider(20_000));
