@@ -105,7 +105,7 @@ async function interrupted(signal: NodeJS.Signals): Promise<void> {
   live.interrupted = true;
   console.error(`[check-image] ${signal}: cleaning up`);
   const children = [...live.children];
-  const ended = () => Promise.all(children.map((child) => (child.exitCode === null && child.signalCode === null ? new Promise((resolve) => child.once('exit', resolve)) : null)));
+  const ended = () => Promise.all(children.filter((child) => child.exitCode === null && child.signalCode === null).map((child) => new Promise((resolve) => child.once('exit', resolve))));
   for (const child of children) killGroup(child, 'SIGTERM');
   await Promise.race([ended(), sleep(10_000)]);
   for (const child of children) killGroup(child, 'SIGKILL');

@@ -6,7 +6,7 @@ import pino, { type Bindings, type ChildLoggerOptions, type DestinationStream, t
  * Paths pino blanks out wherever they appear in a log object. Credentials never reach a log line,
  * even when a whole request or error object is logged.
  */
-export const REDACT_PATHS = [
+const REDACT_PATHS = [
   'req.headers.authorization',
   'req.headers["api-key"]',
   'req.headers["x-api-key"]',

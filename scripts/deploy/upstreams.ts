@@ -61,7 +61,7 @@ export function upstreamProblems(config: Readonly<Config>, hostCheck: HostCheck)
   return { upstreams, problems };
 }
 
-export function isLoopbackHost(host: string): boolean {
+function isLoopbackHost(host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\./.test(host);
 }
 

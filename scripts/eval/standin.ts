@@ -10,7 +10,7 @@ import type { Api } from '../../src/dialects/types.js';
  * (its ledger, its digest) carried.
  */
 
-export interface StandInCall {
+interface StandInCall {
   api: Api;
   inputChars: number;
   outputChars: number;

@@ -17,8 +17,7 @@ import { validateCompaction } from './validate.js';
 
 export type { RememberedSpan } from './recalled.js';
 export type { Summarizer } from './summarizer.js';
-export type { Strategy } from './types.js';
-export type NotShrunkWhy = 'no_messages' | 'too_many_items' | 'undecodable_body' | 'nothing_to_shrink' | 'cannot_fit' | 'invalid_plan';
+type NotShrunkWhy = 'no_messages' | 'too_many_items' | 'undecodable_body' | 'nothing_to_shrink' | 'cannot_fit' | 'invalid_plan';
 
 /** What is compacted: the client's request as its dialect reads it, and what memory holds of it. Never modified. */
 export interface Compactable {
@@ -54,7 +53,7 @@ export interface CompactionSettings {
 /** The three of them, as the functions below read them. */
 type CompactionInput = Compactable & CompactionSettings & { summarizer: Summarizer };
 
-export interface CompactionFigures {
+interface CompactionFigures {
   messagesBefore: number;
   bytesBefore: number;
   tokensBefore: number;
@@ -84,7 +83,7 @@ export interface BoundFigures {
 }
 
 /** The same compaction with every bound block after the edit point stripped; null when that changes nothing. */
-export type Restrip = () => { body: Buffer; headers: Record<string, string>; bound: BoundFigures; span: NewSpan | undefined } | null;
+type Restrip = () => { body: Buffer; headers: Record<string, string>; bound: BoundFigures; span: NewSpan | undefined } | null;
 
 export type CompactionResult =
   | (CompactionFigures & {

@@ -128,7 +128,7 @@ const upstreamSummarizer = z
   .refine((s) => !(s.upstream && s.url), 'takes upstream or url, not both');
 
 /** Upstream names are path prefixes (`/NAME/v1/...`) and metric labels: lowercase words. */
-export const UPSTREAM_NAME = /^[a-z][a-z0-9_-]{0,31}$/;
+const UPSTREAM_NAME = /^[a-z][a-z0-9_-]{0,31}$/;
 
 const namedUpstream = z
   .object({

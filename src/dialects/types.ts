@@ -13,7 +13,7 @@ export type Api = 'chat' | 'responses' | 'messages' | 'gemini';
  * kept byte-identical); `user`: a person's input; `assistant`: the model's turn; `tool`: tool
  * results; `opaque`: provider state (encrypted reasoning, compaction items) nobody may read.
  */
-export type Role = 'instruction' | 'user' | 'assistant' | 'tool' | 'opaque';
+type Role = 'instruction' | 'user' | 'assistant' | 'tool' | 'opaque';
 
 export interface Entry {
   role: Role;

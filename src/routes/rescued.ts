@@ -42,7 +42,7 @@ export async function rescuedRoutes(app: FastifyInstance, opts: { deps: RescueDe
 }
 
 /** One request to a rescued endpoint, as its fastify route received it. */
-export interface RescuedExchange {
+interface RescuedExchange {
   id: string;
   /** The request's path and query, as sent. */
   url: string;
@@ -68,7 +68,7 @@ function handle(deps: RescueDeps, endpoint: RescuedEndpoint, request: FastifyReq
  * The client's bytes go upstream unchanged, and no status is written to the client before the
  * upstream's answer has been seen (and, when it was refused as overlong, rescued).
  */
-export async function serveRescued(
+async function serveRescued(
   deps: RescueDeps,
   endpoint: RescuedEndpoint,
   exchange: RescuedExchange,

@@ -14,7 +14,7 @@ import { serve } from '../../src/rescue/index.js';
 import { readIncoming } from '../../src/rescue/request.js';
 import { ClientGone } from '../../src/upstream/client-gone.js';
 import { resolveUpstreams } from '../../src/upstream/upstreams.js';
-import { completion, json, startFakeUpstream, type FakeUpstream, type Received } from '../helpers/fake-upstream.js';
+import { completion, json, startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
 import { isSummarizer, parseCompactionHeader, toolTurnsBody } from '../helpers/rescue.js';
 
 /*
