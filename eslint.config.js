@@ -53,6 +53,15 @@ export default tseslint.config(
   {
     files: ['scripts/**/*.mjs', 'test/**/*.cjs'],
     extends: [js.configs.recommended],
-    languageOptions: { globals: { URL: 'readonly', process: 'readonly', console: 'readonly', require: 'readonly', module: 'writable', __dirname: 'readonly' } },
+    languageOptions: {
+      globals: {
+        URL: 'readonly',
+        process: 'readonly',
+        console: 'readonly',
+        require: 'readonly',
+        module: 'writable',
+        __dirname: 'readonly',
+      },
+    },
   },
 );
