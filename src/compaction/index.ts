@@ -5,11 +5,11 @@ import { headEnd, openingEnd } from './conversation.js';
 import { clampSummaryText, fallbackSummaryText, summaryIntro } from './fallback.js';
 import { planCompaction, range } from './plan.js';
 import { applyRecalled, summaryItemsOf, type RecalledView, type RememberedSpan } from './recalled.js';
-import { itemBytes, itemsBytes, jsonBytes } from './size.js';
+import { SUMMARY_BYTES_PER_TOKEN, itemBytes, itemsBytes, jsonBytes } from './size.js';
 import { forEachInSlices, letOthersRun, mapInSlices } from '../time-slice.js';
 import { maskOutputs, type Masked } from './mask.js';
 import { trailOf, trailText, type Trail } from './trail.js';
-import { providerCompact, summarize, type SummarySettings } from './summarize.js';
+import { MIN_SUMMARY_TOKENS, providerCompact, summarize, type SummarySettings } from './summarize.js';
 import { SummarizerError, type Summarizer, type SummarizerFailureKind, type SummarizerTokens } from './summarizer.js';
 import type { SizeTarget } from './target.js';
 import type { Plan, Strategy } from './types.js';
@@ -117,7 +117,6 @@ export type CompactionResult =
 
 /** The share of the conversation budget a summary may take at most. */
 const SUMMARY_SHARE = 0.25;
-const BYTES_PER_SUMMARY_TOKEN = 4;
 /** The share of a summary's bytes its trail may take, and at most this many bytes. */
 const TRAIL_SHARE = 0.5;
 const TRAIL_MAX_BYTES = 6 * 1024;
@@ -362,7 +361,7 @@ async function condense(plan: Planned, view: RecalledView, entries: readonly Ent
   if (compaction.strategy === 'fallback') return made(fallback(), { strategy: 'fallback', calls: 0 });
   input.onSummary?.({ phase: 'start', items: readable.length });
   try {
-    const settings = summarySettings(input, Math.floor(textBudget / BYTES_PER_SUMMARY_TOKEN));
+    const settings = summarySettings(input, Math.floor(textBudget / SUMMARY_BYTES_PER_TOKEN));
     const result = await summarize(readable, settings, input.summarizer, recalled?.summaryText || undefined);
     const ms = performance.now() - started;
     input.onSummary?.({ phase: 'end', ms, calls: earlierCalls + result.calls, digested: result.digested || undefined });
@@ -436,7 +435,7 @@ function summarySettings(input: CompactionInput, maxSummaryTokens: number): Summ
     request: input.request,
     timeoutMs: s.timeoutMs,
     maxInputTokens: s.maxInputTokens,
-    maxSummaryTokens: Math.max(64, Math.min(s.maxSummaryTokens, maxSummaryTokens)),
+    maxSummaryTokens: Math.max(MIN_SUMMARY_TOKENS, Math.min(s.maxSummaryTokens, maxSummaryTokens)),
     prompt: s.prompt,
     maxCalls: s.maxCalls,
     maxInputBytes: s.maxInputBytes,
@@ -444,7 +443,7 @@ function summarySettings(input: CompactionInput, maxSummaryTokens: number): Summ
 }
 
 function summaryReserve(maxSummaryTokens: number, targetBytes: number): number {
-  const wanted = maxSummaryTokens * BYTES_PER_SUMMARY_TOKEN + 1_000;
+  const wanted = maxSummaryTokens * SUMMARY_BYTES_PER_TOKEN + 1_000;
   return Math.max(600, Math.min(wanted, Math.floor(targetBytes * SUMMARY_SHARE)));
 }
 

@@ -1,7 +1,7 @@
 import { cappedDigestText } from './fallback.js';
 import { COMBINE_NOTE, DEFAULT_SUMMARY_PROMPT, PARTIAL_NOTE, TRANSCRIPT_RULES } from './prompt.js';
 import type { Rendered, SummarizerWire } from '../dialects/types.js';
-import { jsonTextBytes } from './size.js';
+import { SUMMARY_BYTES_PER_TOKEN, jsonTextBytes } from './size.js';
 import { chunkTranscript, clipBytes, entryBytes, INDENT, renderBlock, renderItem } from './transcript.js';
 import { mapInSlices } from '../time-slice.js';
 import { SummarizerError, type Summarizer, type SummarizerCall, type SummarizerTokens } from './summarizer.js';
@@ -38,14 +38,12 @@ export interface SummaryResult {
 
 /** Characters per token assumed when sizing the summarizer's input: conservative for code and JSON. */
 const CHARS_PER_TOKEN = 3;
-/** Bytes one token of a summary takes, when estimating. */
-const SUMMARY_BYTES_PER_TOKEN = 4;
 /** At most this many summarizer calls run at once when a long middle is split into chunks. */
 const PARALLEL_CALLS = 4;
 /** A chunk holds at least this many summaries' worth of text, so that every round of combining shrinks. */
 const CHUNK_SUMMARIES = 3;
 /** The smallest summary asked for when a window is tight. */
-const MIN_SUMMARY_TOKENS = 64;
+export const MIN_SUMMARY_TOKENS = 64;
 /** A run refused as overlong is chunked again at most this many times. */
 const RECHUNKS = 2;
 /** Rounds of combining; a run that has not converged by then is not going to, and is merged in one call. */
