@@ -141,7 +141,8 @@ export async function compact(subject: Compactable, settings: CompactionSettings
   if (input.recalled && itemsBytes(view.items) < fitItems) {
     // The remembered summary alone brings it under: the same prefix bytes as last time.
     const same = range(0, view.items.length).map(view.origin);
-    return finish(input, figures, view.items, same, { strategy: input.recalled.strategy, calls: 0 }, 'hit', 0, rememberedSpan(input.recalled, fixedEnd));
+    const span = rememberedSpan(input.recalled, fixedEnd);
+    return finish({ input, figures, compacted: view.items, origins: same, summary: { strategy: input.recalled.strategy, calls: 0 }, memory: 'hit', cut: 0, span });
   }
   const entries = input.recalled ? view.items.map((item) => input.dialect.describe(item)) : input.conversation.entries;
   // Masking extends no summary: only a masked span of its own, or none.
@@ -189,7 +190,7 @@ export async function compact(subject: Compactable, settings: CompactionSettings
       ? rememberedSpan(input.recalled, fixedEnd)
       : undefined;
   await letOthersRun();
-  return finish(input, figures, compacted, origins, summary, input.recalled ? 'hit' : 'miss', plan.cut, newSpan, made);
+  return finish({ input, figures, compacted, origins, summary, memory: input.recalled ? 'hit' : 'miss', cut: plan.cut, span: newSpan, isNew: made });
 }
 
 /** A masked conversation, remembered as the span from the kept prefix to its last masked output. */
@@ -212,7 +213,7 @@ function finishMasked(input: CompactionInput, figures: CompactionFigures, view: 
     summarizerCalls: 0,
     bound: freshBound(input, 0),
   };
-  return finish(input, figures, masked.items, origins, { strategy: 'mask', calls: 0 }, recalled ? 'hit' : 'miss', 0, span, true);
+  return finish({ input, figures, compacted: masked.items, origins, summary: { strategy: 'mask', calls: 0 }, memory: recalled ? 'hit' : 'miss', cut: 0, span, isNew: true });
 }
 
 /**
@@ -250,22 +251,26 @@ function planAt(input: CompactionInput, view: RecalledView, entries: readonly En
   return 'failure' in plan ? plan : { ...plan, reserve };
 }
 
+/** A compacted list on its way out, and what made it. */
+interface Finishing {
+  input: CompactionInput;
+  figures: CompactionFigures;
+  compacted: unknown[];
+  /** For each compacted item, the index of the conversation item it is, or null for a new one. */
+  origins: readonly (number | null)[];
+  summary: Pick<Condensed, 'strategy' | 'calls' | 'tokens' | 'ms' | 'failure' | 'providerFailure'>;
+  memory: 'hit' | 'miss';
+  cut: number;
+  span?: NewSpan;
+  isNew?: boolean;
+}
+
 /**
  * Validates and writes the compacted list, bound state rebound after the edit point. `span` is
  * what memory keeps of it: a new summary's span (`isNew`) is remembered as such; a reused one only
  * when a refusal changed how its bound state goes.
  */
-function finish(
-  input: CompactionInput,
-  figures: CompactionFigures,
-  compacted: unknown[],
-  origins: readonly (number | null)[],
-  summary: Pick<Condensed, 'strategy' | 'calls' | 'tokens' | 'ms' | 'failure' | 'providerFailure'>,
-  memory: 'hit' | 'miss',
-  cut: number,
-  span?: NewSpan,
-  isNew = false,
-): CompactionResult {
+function finish({ input, figures, compacted, origins, summary, memory, cut, span, isNew = false }: Finishing): CompactionResult {
   const remembered = span?.bound ?? freshBound(input, cut);
   // A cut item is not rebuilt alike on a later turn: nothing made after this prefix can be fresh.
   const state = cut > 0 ? { ...remembered, freshFrom: Number.MAX_SAFE_INTEGER } : remembered;
