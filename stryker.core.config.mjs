@@ -35,6 +35,7 @@ export default {
     'src/compaction/index.ts',
     'src/compaction/size.ts',
     'src/compaction/summarize.ts',
+    'src/compaction/call-budget.ts',
     'src/compaction/summarizer.ts',
     'src/compaction/recalled.ts',
     'src/dialects/messages.ts',

@@ -157,7 +157,7 @@ function writeSection(table: string): void {
 
 async function hasMessages(): Promise<boolean> {
   try {
-    await import('../src/dialects/messages.js' as string);
+    await import('../src/dialects/messages.js');
     return true;
   } catch {
     return false;

@@ -66,7 +66,7 @@ function forward(method: string, url: string, incoming: IncomingHttpHeaders, bod
   const hop = { address: res.socket?.remoteAddress, host: incoming.host };
   if (gateway) res.on('finish', () => record(gateway, id, method, url, res.statusCode, started));
   agent
-    .request({ origin: upstream, path: url, method: method as 'POST', headers: gateway ? gateway.requestHeadersForUpstream(incoming, id, {}, hop) : endToEnd(incoming), body })
+    .request({ origin: upstream, path: url, method, headers: gateway ? gateway.requestHeadersForUpstream(incoming, id, {}, hop) : endToEnd(incoming), body })
     .then(async (answer) => {
       if (gateway) gateway.metrics.upstreamTtfb.observe(url, (performance.now() - started) / 1000, 'default');
       const first = await firstChunk(answer.body);

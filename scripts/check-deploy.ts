@@ -148,7 +148,7 @@ function composeConfig(files: string[], env: Record<string, string | undefined>)
   // The shell's own value of a variable the files interpolate would hide that it is missing.
   const interpolated = new Set(files.flatMap((f) => [...readFileSync(f, 'utf8').matchAll(/\$\{([A-Za-z_][A-Za-z0-9_]*)/g)].map((m) => m[1])));
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !interpolated.has(k) && !/^COMPOSE_/.test(k)));
-  return run('docker-compose', [...files.flatMap((f) => ['-f', f]), 'config'], { env: { ...base, ...env } as NodeJS.ProcessEnv });
+  return run('docker-compose', [...files.flatMap((f) => ['-f', f]), 'config'], { env: { ...base, ...env } });
 }
 
 for (const setup of COMPOSE_SETUPS) {

@@ -106,7 +106,7 @@ async function interrupted(signal: NodeJS.Signals): Promise<void> {
   live.interrupted = true;
   console.error(`[check-image] ${signal}: cleaning up`);
   const children = [...live.children];
-  const ended = () => Promise.all(children.map((child) => (child.exitCode === null && child.signalCode === null ? new Promise((resolve) => child.once('exit', resolve)) : null)));
+  const ended = () => Promise.all(children.filter((child) => child.exitCode === null && child.signalCode === null).map((child) => new Promise((resolve) => child.once('exit', resolve))));
   for (const child of children) killGroup(child, 'SIGTERM');
   await Promise.race([ended(), sleep(10_000)]);
   for (const child of children) killGroup(child, 'SIGKILL');
@@ -560,7 +560,7 @@ async function checkProbes(ctx: Context): Promise<string> {
 /** The image's own HEALTHCHECK (kept only by the docker format), run by podman inside the container. */
 async function checkHealthcheck(ctx: Context): Promise<string> {
   const found = ctx.info.Healthcheck?.Test ?? ctx.info.Config?.Healthcheck?.Test;
-  const test = Array.isArray(found) && found[0] === 'CMD' && found.every((part) => typeof part === 'string') ? (found as string[]) : fail(`the image has no HEALTHCHECK CMD (got ${JSON.stringify(found)})`);
+  const test = Array.isArray(found) && found[0] === 'CMD' && found.every((part) => typeof part === 'string') ? found : fail(`the image has no HEALTHCHECK CMD (got ${JSON.stringify(found)})`);
   const result = await podman(['healthcheck', 'run', ctx.name]);
   const said = (result.stdout + result.stderr).trim();
   if (result.code !== 0) fail(`podman healthcheck run exited ${result.code}: ${said}`);

@@ -72,8 +72,8 @@ function run(cmd: string, args: string[], { cwd, timeoutMs = LIMITS.commandMs, e
     children.add(child);
     let output = '';
     const keep = (chunk: Buffer) => (output = (output + chunk.toString('utf8')).slice(-100_000));
-    child.stdout!.on('data', keep);
-    child.stderr!.on('data', keep);
+    child.stdout.on('data', keep);
+    child.stderr.on('data', keep);
     const timer = setTimeout(() => {
       killGroup(child, 'SIGKILL');
       reject(new Failed(`${cmd} ${args.join(' ')} did not finish within ${seconds(budget)}:\n${tail(output)}`));
@@ -253,8 +253,8 @@ async function serve(): Promise<string> {
   const child = spawn(ctx.bin!, [], { cwd, env: gatewayEnv({ HOST: '127.0.0.1', PORT: String(port), UPSTREAM_URL: upstream.baseUrl }), detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
   children.add(child);
   let output = '';
-  child.stdout!.on('data', (c: Buffer) => (output += c));
-  child.stderr!.on('data', (c: Buffer) => (output += c));
+  child.stdout.on('data', (c: Buffer) => (output += c));
+  child.stderr.on('data', (c: Buffer) => (output += c));
   const exited = new Promise<number | null>((ok) => child.once('exit', (code) => ok(code)));
   gateway = { child, port, origin: `http://127.0.0.1:${port}`, output: () => output, exited };
   let gone = false;

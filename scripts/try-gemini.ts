@@ -185,13 +185,17 @@ function runGroup(cmd: string, args: string[], options: { cwd: string; env: Node
       timedOut = true;
       try {
         process.kill(-child.pid!, 'SIGKILL');
-      } catch {}
+      } catch {
+        // The group is gone already.
+      }
     }, timeoutMs);
     child.on('close', (code, signal) => {
       clearTimeout(timer);
       try {
         process.kill(-child.pid!, 'SIGKILL');
-      } catch {}
+      } catch {
+        // The group is gone already.
+      }
       resolve({ code: timedOut ? `killed after ${timeoutMs / 1000}s` : (code ?? String(signal)), stdout, stderr });
     });
   });

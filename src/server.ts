@@ -224,15 +224,14 @@ function recordRequest(
 ): void {
   const notes = request.notes;
   noteRecorded(request.method, notes);
-  const code = status;
   const route = notes?.route ?? 'unmatched';
-  metrics.requests.inc(route, request.method, code, notes?.upstream);
+  metrics.requests.inc(route, request.method, status, notes?.upstream);
   metrics.duration.observe(route, elapsedMs / 1000);
   const fields = {
     requestId: request.id,
     method: request.method,
     path: pathOf(request.url),
-    status: code,
+    status,
     durationMs: Math.round(elapsedMs * 10) / 10,
     upstreamStatus: notes?.upstreamStatus,
     upstreamTtfbMs: notes?.upstreamTtfbMs === undefined ? undefined : Math.round(notes.upstreamTtfbMs * 10) / 10,
@@ -250,7 +249,7 @@ function recordRequest(
  * The `route` label: the matched route, or for a pass-through request its bounded endpoint family;
  * a route under an upstream's prefix as the same route without it (the `upstream` label says which).
  */
-export function routeLabel(matched: string | undefined, url: string, upstreams?: Upstreams): string {
+function routeLabel(matched: string | undefined, url: string, upstreams?: Upstreams): string {
   if (matched === undefined) return 'unmatched';
   const prefixed = upstreams && matched.length > 1 ? byPrefix(upstreams, matched) : null;
   if (prefixed) return routeLabel(prefixed.rest, url.slice(url.indexOf('/', 1)));

@@ -45,7 +45,7 @@ export function validateKubernetesObject(doc: unknown): string[] {
   const group = GROUPS[apiVersion];
   if (!group) return [`apiVersion ${apiVersion}: not one this validator knows (${Object.keys(GROUPS).join(', ')})`];
   const model = group[kind] as ModelClass | undefined;
-  if (typeof model !== 'function' || typeof (model as ModelClass).prototype?.validate !== 'function') {
+  if (typeof model !== 'function' || typeof model.prototype?.validate !== 'function') {
     return [`kind ${kind} does not exist in ${apiVersion}`];
   }
   const read = new Set<string>();

@@ -69,7 +69,7 @@ export function dashboardQueries(
 }
 
 /** Replaces `$name`, `${name}` and `[[name]]` with the variable's stand-in value. */
-export function substitute(expr: string, variables: Map<string, string>): { expr: string; unknown: string[] } {
+function substitute(expr: string, variables: Map<string, string>): { expr: string; unknown: string[] } {
   const unknown: string[] = [];
   const out = expr.replace(/\$\{(\w+)(?::\w+)?\}|\$(\w+)|\[\[(\w+)\]\]/g, (match, a, b, c) => {
     const name = a ?? b ?? c;

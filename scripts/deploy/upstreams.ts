@@ -14,7 +14,7 @@ import { resolveUpstreams, type Upstreams } from '../../src/upstream/upstreams.j
  */
 export function variablesNamedIn(text: string): Set<string> {
   const names = new Set<string>();
-  const recording = new Proxy({} as Record<string, string>, {
+  const recording = new Proxy({}, {
     get: (_, name) => {
       if (typeof name === 'string') names.add(name);
       return 'set';
@@ -61,7 +61,7 @@ export function upstreamProblems(config: Readonly<Config>, hostCheck: HostCheck)
   return { upstreams, problems };
 }
 
-export function isLoopbackHost(host: string): boolean {
+function isLoopbackHost(host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\./.test(host);
 }
 

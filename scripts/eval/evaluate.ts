@@ -132,7 +132,7 @@ function shareOf(bytes: number, { fitShare, aimShare }: { fitShare: number; aimS
   };
 }
 
-export function configFor(mode: Mode, summarizer: SummarizerChoice): Readonly<Config> {
+function configFor(mode: Mode, summarizer: SummarizerChoice): Readonly<Config> {
   return validateConfig({
     compaction: { strategy: mode === 'fallback' ? 'fallback' : 'summarize', mask: mode === 'mask' },
     summarizer: { url: summarizer.url, model: summarizer.model, api: summarizer.api, apiKey: summarizer.apiKey },
@@ -145,7 +145,7 @@ export function configFor(mode: Mode, summarizer: SummarizerChoice): Readonly<Co
  * that API's header, else none (a request here carries no credentials of its own); its calls
  * through the rescue's own sending, on `dispatcher`.
  */
-export function summarizerTarget(config: Readonly<Config>, dialect: Dialect, request: Record<string, unknown>, dispatcher: Dispatcher): Summarizer {
+function summarizerTarget(config: Readonly<Config>, dialect: Dialect, request: Record<string, unknown>, dispatcher: Dispatcher): Summarizer {
   const s = config.summarizer;
   const wire = DIALECTS[s.api ?? dialect.api].summarizer;
   const model = s.model ?? (typeof request.model === 'string' ? request.model : 'stand-in');

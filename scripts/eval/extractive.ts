@@ -10,7 +10,7 @@ import type { Api } from '../../src/dialects/types.js';
  * survives a compaction with it is what the compaction itself (its ledger, its digest) carried.
  */
 
-export interface SummarizerCall {
+interface SummarizerCall {
   api: Api;
   inputChars: number;
   outputChars: number;

@@ -9,7 +9,7 @@ import type { Api } from '../../src/dialects/types.js';
  * summary drops it. Written as chat completions, Anthropic Messages or Responses requests.
  */
 
-export interface Call {
+interface Call {
   id: string;
   name: string;
   args: Record<string, unknown>;
@@ -17,7 +17,7 @@ export interface Call {
 }
 
 /** One step of a session: the assistant's turn with its tool results, or its answer and the user's next message. */
-export type Step = { kind: 'tools'; text?: string; calls: Call[] } | { kind: 'followup'; reply: string; user: string };
+type Step = { kind: 'tools'; text?: string; calls: Call[] } | { kind: 'followup'; reply: string; user: string };
 
 export interface Script {
   system: string;
@@ -34,7 +34,7 @@ interface Rand {
 }
 
 /** mulberry32. */
-export function seeded(seed: number): Rand {
+function seeded(seed: number): Rand {
   let a = seed >>> 0;
   const next = () => {
     a = (a + 0x6d2b79f5) >>> 0;
@@ -126,7 +126,7 @@ function filler(r: Rand, m: Module): string {
 // ---------------------------------------------------------------------------------------------
 // Tools, in the spellings agents use
 
-export interface ToolFamily {
+interface ToolFamily {
   read: string;
   write: string;
   edit: string;

@@ -93,7 +93,7 @@ export function tokensOf(calls: readonly MeteredCall[], wire: SummarizerWire): T
 }
 
 /** The usage figures of a chat, Responses, Messages or Gemini answer. */
-export function usageOf(answer: unknown): { input: number; output: number } | undefined {
+function usageOf(answer: unknown): { input: number; output: number } | undefined {
   const a = (typeof answer === 'object' && answer !== null ? answer : {}) as Record<string, any>;
   const pairs: [unknown, unknown][] = [
     [a.usage?.prompt_tokens, a.usage?.completion_tokens],

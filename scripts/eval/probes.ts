@@ -12,7 +12,7 @@ export type Category = (typeof CATEGORIES)[number];
 export type Probes = Record<Category, string[]>;
 
 /** Probes longer than this are cut: a ledger line quotes a command or an error, not a whole heredoc. */
-export const PROBE_MAX_CHARS = 120;
+const PROBE_MAX_CHARS = 120;
 /** The mark every summary the gateway writes starts with. */
 const SUMMARY_MARK = '[compaction-gateway]';
 const PATH_KEY = /^(?:path|paths|file|files|filename|file_?path|notebook_path)$/i;
@@ -164,7 +164,7 @@ function commandOf(args: Record<string, unknown>): string | undefined {
 }
 
 /** Words of a command that name files: `cat src/x.ts` names src/x.ts; flags, globs, URLs and redirections do not. */
-export function pathsInCommand(command: string): string[] {
+function pathsInCommand(command: string): string[] {
   return firstLine(command)
     .split(/\s+/)
     .map((w) => w.replace(/^['"]|['"]$/g, ''))
@@ -183,20 +183,20 @@ function shortValues(args: Record<string, unknown>): string[] {
 }
 
 /** CamelCase and snake_case names; words that are paths are left to the paths, flags (`--noEmit`) to the commands. */
-export function identifiersIn(text: string): string[] {
+function identifiersIn(text: string): string[] {
   const words = text.split(/\s+/).filter((w) => !w.startsWith('-') && !isPathLike(w.replace(/[`'",.:;()]+$/g, '')));
   return words.flatMap((w) => w.match(IDENTIFIER) ?? []).filter((name) => /[a-z][A-Z]|[A-Z]{2}[a-z]/.test(name) || /[A-Za-z0-9]_[A-Za-z0-9]/.test(name));
 }
 
 /** The first line of a tool result that opens an error report, if it has one. */
-export function errorLine(text: string): string | undefined {
+function errorLine(text: string): string | undefined {
   const lines = text.split('\n', ERROR_SCAN_LINES).map((l) => l.trim());
   const line = lines.find((l) => ERROR_LINES.some((re) => re.test(l)));
   return line === undefined ? undefined : clip(line);
 }
 
 /** The user's sentences that constrain the work: don't, never, must, always, only, keep... */
-export function constraintsIn(text: string): string[] {
+function constraintsIn(text: string): string[] {
   return text
     .split(/(?<=[.!?])\s+|\n+/)
     .map((s) => s.trim())

@@ -60,7 +60,7 @@ export function recall(t: Tally, category: Category): number | undefined {
   return total === 0 ? undefined : kept / total;
 }
 
-export function byMode(results: readonly CaseResult[], modes: readonly Mode[]): Map<Mode, Tally> {
+function byMode(results: readonly CaseResult[], modes: readonly Mode[]): Map<Mode, Tally> {
   return new Map(modes.map((m) => [m, tally(results.filter((r) => r.mode === m))]));
 }
 
@@ -90,7 +90,7 @@ export function gateFailures(results: readonly CaseResult[], gate: Gate): string
 const COLUMNS = `${CATEGORIES.join(' | ')} | summary bytes per compaction | summarizer calls | summarizer tokens in / out |`;
 
 /** "12/40 (30%)", or "-" when there was nothing to keep. */
-export function recallCell(s: CategoryScore): string {
+function recallCell(s: CategoryScore): string {
   return s.total === 0 ? '-' : `${s.kept}/${s.total} (${percent(s.kept / s.total)})`;
 }
 
@@ -116,7 +116,7 @@ export function modeTable(results: readonly CaseResult[], modes: readonly Mode[]
   return [header, separator(header), ...rows].join('\n');
 }
 
-export function sessionTable(results: readonly CaseResult[], modes: readonly Mode[]): string {
+function sessionTable(results: readonly CaseResult[], modes: readonly Mode[]): string {
   const sessions = [...new Set(results.map((r) => r.session))];
   const rows = sessions.flatMap((s) => {
     const of = results.filter((r) => r.session === s);

@@ -6,7 +6,7 @@
 
 export const EVAL_START = '<!-- eval:summary start -->';
 export const EVAL_END = '<!-- eval:summary end -->';
-export const EVAL_HEADING = '## What a compaction keeps (npm run eval:summary)';
+const EVAL_HEADING = '## What a compaction keeps (npm run eval:summary)';
 
 /** The marked section of `text`, markers included, or undefined. */
 export function sectionOf(text: string, start: string, end: string): string | undefined {

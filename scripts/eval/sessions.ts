@@ -17,7 +17,7 @@ export interface EvalCase {
   request: Record<string, unknown>;
 }
 
-export const POINTS = [0.4, 0.6, 0.8, 1] as const;
+const POINTS = [0.4, 0.6, 0.8, 1] as const;
 
 const ROOT = fileURLToPath(new URL('../../test/fixtures/agent-sessions/', import.meta.url));
 

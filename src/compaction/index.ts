@@ -5,11 +5,11 @@ import { headEnd, openingEnd } from './conversation.js';
 import { clampSummaryText, fallbackSummaryText, summaryIntro } from './fallback.js';
 import { planCompaction, range } from './plan.js';
 import { applyRecalled, summaryItemsOf, type RecalledView, type RememberedSpan } from './recalled.js';
-import { itemBytes, itemsBytes, jsonBytes } from './size.js';
+import { SUMMARY_BYTES_PER_TOKEN, itemBytes, itemsBytes, jsonBytes } from './size.js';
 import { forEachInSlices, letOthersRun, mapInSlices } from '../lib/time-slice.js';
 import { maskOutputs, type Masked } from './mask.js';
 import { trailOf, trailText, type Trail } from './trail.js';
-import { providerCompact, summarize, type SummarySettings } from './summarize.js';
+import { MIN_SUMMARY_TOKENS, providerCompact, summarize, type SummarySettings } from './summarize.js';
 import { SummarizerError, type Summarizer, type SummarizerFailureKind, type SummarizerTokens } from './summarizer.js';
 import type { SizeTarget } from './target.js';
 import type { Plan, Strategy } from './types.js';
@@ -17,8 +17,7 @@ import { validateCompaction } from './validate.js';
 
 export type { RememberedSpan } from './recalled.js';
 export type { Summarizer } from './summarizer.js';
-export type { Strategy } from './types.js';
-export type NotShrunkWhy = 'no_messages' | 'too_many_items' | 'undecodable_body' | 'nothing_to_shrink' | 'cannot_fit' | 'invalid_plan';
+type NotShrunkWhy = 'no_messages' | 'too_many_items' | 'undecodable_body' | 'nothing_to_shrink' | 'cannot_fit' | 'invalid_plan';
 
 /** What is compacted: the client's request as its dialect reads it, and what memory holds of it. Never modified. */
 export interface Compactable {
@@ -54,7 +53,7 @@ export interface CompactionSettings {
 /** The three of them, as the functions below read them. */
 type CompactionInput = Compactable & CompactionSettings & { summarizer: Summarizer };
 
-export interface CompactionFigures {
+interface CompactionFigures {
   messagesBefore: number;
   bytesBefore: number;
   tokensBefore: number;
@@ -84,7 +83,7 @@ export interface BoundFigures {
 }
 
 /** The same compaction with every bound block after the edit point stripped; null when that changes nothing. */
-export type Restrip = () => { body: Buffer; headers: Record<string, string>; bound: BoundFigures; span: NewSpan | undefined } | null;
+type Restrip = () => { body: Buffer; headers: Record<string, string>; bound: BoundFigures; span: NewSpan | undefined } | null;
 
 export type CompactionResult =
   | (CompactionFigures & {
@@ -118,7 +117,6 @@ export type CompactionResult =
 
 /** The share of the conversation budget a summary may take at most. */
 const SUMMARY_SHARE = 0.25;
-const BYTES_PER_SUMMARY_TOKEN = 4;
 /** The share of a summary's bytes its trail may take, and at most this many bytes. */
 const TRAIL_SHARE = 0.5;
 const TRAIL_MAX_BYTES = 6 * 1024;
@@ -143,9 +141,10 @@ export async function compact(subject: Compactable, settings: CompactionSettings
   if (input.recalled && itemsBytes(view.items) < fitItems) {
     // The remembered summary alone brings it under: the same prefix bytes as last time.
     const same = range(0, view.items.length).map(view.origin);
-    return finish(input, figures, view.items, same, { strategy: input.recalled.strategy, calls: 0 }, 'hit', 0, rememberedSpan(input.recalled, fixedEnd));
+    const span = rememberedSpan(input.recalled, fixedEnd);
+    return finish({ input, figures, compacted: view.items, origins: same, summary: { strategy: input.recalled.strategy, calls: 0 }, memory: 'hit', cut: 0, span });
   }
-  let entries = input.recalled ? view.items.map((item) => input.dialect.describe(item)) : input.conversation.entries;
+  const entries = input.recalled ? view.items.map((item) => input.dialect.describe(item)) : input.conversation.entries;
   // Masking extends no summary: only a masked span of its own, or none.
   const maskable = input.compaction.mask && !input.recalled;
   if (maskable || input.recalled?.strategy === 'mask') {
@@ -191,7 +190,7 @@ export async function compact(subject: Compactable, settings: CompactionSettings
       ? rememberedSpan(input.recalled, fixedEnd)
       : undefined;
   await letOthersRun();
-  return finish(input, figures, compacted, origins, summary, input.recalled ? 'hit' : 'miss', plan.cut, newSpan, made);
+  return finish({ input, figures, compacted, origins, summary, memory: input.recalled ? 'hit' : 'miss', cut: plan.cut, span: newSpan, isNew: made });
 }
 
 /** A masked conversation, remembered as the span from the kept prefix to its last masked output. */
@@ -214,7 +213,7 @@ function finishMasked(input: CompactionInput, figures: CompactionFigures, view: 
     summarizerCalls: 0,
     bound: freshBound(input, 0),
   };
-  return finish(input, figures, masked.items, origins, { strategy: 'mask', calls: 0 }, recalled ? 'hit' : 'miss', 0, span, true);
+  return finish({ input, figures, compacted: masked.items, origins, summary: { strategy: 'mask', calls: 0 }, memory: recalled ? 'hit' : 'miss', cut: 0, span, isNew: true });
 }
 
 /**
@@ -252,22 +251,26 @@ function planAt(input: CompactionInput, view: RecalledView, entries: readonly En
   return 'failure' in plan ? plan : { ...plan, reserve };
 }
 
+/** A compacted list on its way out, and what made it. */
+interface Finishing {
+  input: CompactionInput;
+  figures: CompactionFigures;
+  compacted: unknown[];
+  /** For each compacted item, the index of the conversation item it is, or null for a new one. */
+  origins: readonly (number | null)[];
+  summary: Pick<Condensed, 'strategy' | 'calls' | 'tokens' | 'ms' | 'failure' | 'providerFailure'>;
+  memory: 'hit' | 'miss';
+  cut: number;
+  span?: NewSpan;
+  isNew?: boolean;
+}
+
 /**
  * Validates and writes the compacted list, bound state rebound after the edit point. `span` is
  * what memory keeps of it: a new summary's span (`isNew`) is remembered as such; a reused one only
  * when a refusal changed how its bound state goes.
  */
-function finish(
-  input: CompactionInput,
-  figures: CompactionFigures,
-  compacted: unknown[],
-  origins: readonly (number | null)[],
-  summary: Pick<Condensed, 'strategy' | 'calls' | 'tokens' | 'ms' | 'failure' | 'providerFailure'>,
-  memory: 'hit' | 'miss',
-  cut: number,
-  span?: NewSpan,
-  isNew = false,
-): CompactionResult {
+function finish({ input, figures, compacted, origins, summary, memory, cut, span, isNew = false }: Finishing): CompactionResult {
   const remembered = span?.bound ?? freshBound(input, cut);
   // A cut item is not rebuilt alike on a later turn: nothing made after this prefix can be fresh.
   const state = cut > 0 ? { ...remembered, freshFrom: Number.MAX_SAFE_INTEGER } : remembered;
@@ -363,7 +366,7 @@ async function condense(plan: Planned, view: RecalledView, entries: readonly Ent
   if (compaction.strategy === 'fallback') return made(fallback(), { strategy: 'fallback', calls: 0 });
   input.onSummary?.({ phase: 'start', items: readable.length });
   try {
-    const settings = summarySettings(input, Math.floor(textBudget / BYTES_PER_SUMMARY_TOKEN));
+    const settings = summarySettings(input, Math.floor(textBudget / SUMMARY_BYTES_PER_TOKEN));
     const result = await summarize(readable, settings, input.summarizer, recalled?.summaryText || undefined);
     const ms = performance.now() - started;
     input.onSummary?.({ phase: 'end', ms, calls: earlierCalls + result.calls, digested: result.digested || undefined });
@@ -437,7 +440,7 @@ function summarySettings(input: CompactionInput, maxSummaryTokens: number): Summ
     request: input.request,
     timeoutMs: s.timeoutMs,
     maxInputTokens: s.maxInputTokens,
-    maxSummaryTokens: Math.max(64, Math.min(s.maxSummaryTokens, maxSummaryTokens)),
+    maxSummaryTokens: Math.max(MIN_SUMMARY_TOKENS, Math.min(s.maxSummaryTokens, maxSummaryTokens)),
     prompt: s.prompt,
     maxCalls: s.maxCalls,
     maxInputBytes: s.maxInputBytes,
@@ -445,7 +448,7 @@ function summarySettings(input: CompactionInput, maxSummaryTokens: number): Summ
 }
 
 function summaryReserve(maxSummaryTokens: number, targetBytes: number): number {
-  const wanted = maxSummaryTokens * BYTES_PER_SUMMARY_TOKEN + 1_000;
+  const wanted = maxSummaryTokens * SUMMARY_BYTES_PER_TOKEN + 1_000;
   return Math.max(600, Math.min(wanted, Math.floor(targetBytes * SUMMARY_SHARE)));
 }
 

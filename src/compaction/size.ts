@@ -1,5 +1,8 @@
 import { sourceText } from '../lib/json-source.js';
 
+/** Bytes one token of a summary takes, when estimating (sizing a summary's room, metering a call). */
+export const SUMMARY_BYTES_PER_TOKEN = 4;
+
 /** UTF-8 byte length of `JSON.stringify(value)`; 0 for what JSON cannot represent (undefined). */
 export function jsonBytes(value: unknown): number {
   const json: string | undefined = JSON.stringify(value);

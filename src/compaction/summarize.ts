@@ -1,7 +1,8 @@
 import { cappedDigestText } from './fallback.js';
 import { COMBINE_NOTE, DEFAULT_SUMMARY_PROMPT, PARTIAL_NOTE, TRANSCRIPT_RULES } from './prompt.js';
 import type { Rendered, SummarizerWire } from '../dialects/types.js';
-import { jsonTextBytes } from './size.js';
+import { newestAffordable, type CallSize } from './call-budget.js';
+import { SUMMARY_BYTES_PER_TOKEN, jsonTextBytes } from './size.js';
 import { chunkTranscript, clipBytes, entryBytes, INDENT, renderBlock, renderItem } from './transcript.js';
 import { mapInSlices } from '../lib/time-slice.js';
 import { SummarizerError, type Summarizer, type SummarizerCall, type SummarizerTokens } from './summarizer.js';
@@ -38,14 +39,12 @@ export interface SummaryResult {
 
 /** Characters per token assumed when sizing the summarizer's input: conservative for code and JSON. */
 const CHARS_PER_TOKEN = 3;
-/** Bytes one token of a summary takes, when estimating. */
-const SUMMARY_BYTES_PER_TOKEN = 4;
 /** At most this many summarizer calls run at once when a long middle is split into chunks. */
 const PARALLEL_CALLS = 4;
 /** A chunk holds at least this many summaries' worth of text, so that every round of combining shrinks. */
 const CHUNK_SUMMARIES = 3;
 /** The smallest summary asked for when a window is tight. */
-const MIN_SUMMARY_TOKENS = 64;
+export const MIN_SUMMARY_TOKENS = 64;
 /** A run refused as overlong is chunked again at most this many times. */
 const RECHUNKS = 2;
 /** Rounds of combining; a run that has not converged by then is not going to, and is merged in one call. */
@@ -175,78 +174,6 @@ function squeezed(blocks: string[], budget: number): string {
   const share = Math.floor(budget / blocks.length) - entryBytes('');
   const shortened = blocks.map((block) => clipBytes(block, share, INDENT));
   return clipBytes(shortened.join('\n\n'), budget, INDENT);
-}
-
-/** One call's size: the transcript it carries, the summary it asks for, and the body around the transcript. */
-interface CallSize {
-  budget: number;
-  maxTokens: number;
-  overhead: number;
-}
-
-/**
- * Where the newest items one run can afford start, the earlier summary read first: the most
- * of them whose calls (parts and merges, as `runCost` counts them) are within what is `left`;
- * undefined when not even the newest one is.
- */
-function newestAffordable(sizes: number[], earlier: number[], c: CallSize, left: { calls: number; bytes: number }): number | undefined {
-  const fits = (chunks: Chunking) => {
-    const cost = runCost(chunks, c);
-    return cost.calls <= left.calls && cost.bytes <= left.bytes;
-  };
-  const withEarlier = (chunks: Chunking) => earlier.reduce((acc, bytes) => addOlder(acc, bytes, c.budget), chunks);
-  if (sizes.length === 0) return fits(withEarlier(NO_CHUNKS)) ? 0 : undefined;
-  // Chunked greedily from the newest end: as few chunks as chunking in order makes.
-  let chunks = NO_CHUNKS;
-  let from: number | undefined;
-  for (let i = sizes.length - 1; i >= 0; i--) {
-    chunks = addOlder(chunks, sizes[i], c.budget);
-    if (!fits(withEarlier(chunks))) break;
-    from = i;
-  }
-  return from;
-}
-
-interface Chunking {
-  count: number;
-  /** Bytes of the chunk being filled (the oldest), and of all. */
-  fill: number;
-  bytes: number;
-}
-
-const NO_CHUNKS: Chunking = { count: 0, fill: 0, bytes: 0 };
-
-/** `chunks` with an older entry before them, by the rule of `chunkSizes`. */
-function addOlder(chunks: Chunking, bytes: number, budget: number): Chunking {
-  if (chunks.count === 0) return { count: 1, fill: bytes, bytes };
-  if (chunks.fill + bytes > budget) return { count: chunks.count + 1, fill: bytes, bytes: chunks.bytes + bytes };
-  return { count: chunks.count, fill: chunks.fill + bytes, bytes: chunks.bytes + bytes };
-}
-
-/**
- * The most a run over these chunks costs: one call for one chunk (or none); else a call a
- * chunk, and the rounds of merging their summaries, each merge call reckoned a full one.
- */
-function runCost(chunks: Chunking, c: CallSize): { calls: number; bytes: number } {
-  if (chunks.count <= 1) return { calls: 1, bytes: chunks.bytes + c.overhead };
-  const merges = mergeCalls(chunks.count, summariesPerCall(c));
-  return { calls: chunks.count + merges, bytes: chunks.bytes + chunks.count * c.overhead + merges * (c.budget + c.overhead) };
-}
-
-/** Calls that merge `n` summaries, `k` a call, round after round down to one. */
-function mergeCalls(n: number, k: number): number {
-  let calls = 0;
-  for (let left = n; left > 1; ) {
-    left = Math.ceil(left / k);
-    calls += left;
-  }
-  return calls;
-}
-
-/** Summaries of the size asked for that one merge call holds (at least two, or merging never ends). */
-function summariesPerCall(c: CallSize): number {
-  const summary = c.maxTokens * SUMMARY_BYTES_PER_TOKEN + entryBytes('[summary 99 of 99]\n');
-  return Math.max(2, Math.floor(c.budget / summary));
 }
 
 /**

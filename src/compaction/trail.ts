@@ -218,7 +218,7 @@ function commandOf(name: string, args: Record<string, unknown> | undefined): str
   if (!args || !SHELL.test(name)) return undefined;
   for (const [key, value] of Object.entries(args)) {
     if (!COMMAND_KEY.test(key)) continue;
-    const line = typeof value === 'string' ? value : Array.isArray(value) && value.every((v) => typeof v === 'string') ? argvLine(value as string[]) : undefined;
+    const line = typeof value === 'string' ? value : Array.isArray(value) && value.every((v) => typeof v === 'string') ? argvLine(value) : undefined;
     if (line?.trim()) return clip(line.trim().replace(/\s*\n\s*/g, ' ⏎ '), COMMAND_MAX_CHARS);
   }
   return undefined;

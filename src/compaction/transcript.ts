@@ -101,7 +101,7 @@ export function entryBytes(entry: string): number {
  * The chunks of entries of these sizes, as [from, to) ranges, filled greedily in order: none over
  * `maxBytes` but an entry larger on its own. Greedy is the fewest chunks possible, from either end.
  */
-export function chunkSizes(sizes: readonly number[], maxBytes: number): Array<[number, number]> {
+function chunkSizes(sizes: readonly number[], maxBytes: number): Array<[number, number]> {
   const chunks: Array<[number, number]> = [];
   let from = 0;
   let size = 0;

@@ -45,7 +45,7 @@ function walk(node: Record<string, unknown> | unknown[], path: string[], ctx: Co
       continue;
     }
     if (names.length > 0) result.sources.set(dotted, `\${${names[0]}}`);
-    if (text === '' && names.length > 0 && !Array.isArray(node)) delete (node as Record<string, unknown>)[key];
+    if (text === '' && names.length > 0 && !Array.isArray(node)) delete node[key];
     else (node as Record<string, unknown>)[key] = names.length > 0 && WHOLE.test(value) ? ctx.readWhole(at, text) : text;
   }
 }

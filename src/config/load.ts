@@ -296,7 +296,7 @@ function windowsValue(raw: string): unknown {
   const text = raw.trim();
   if (/^\d+$/.test(text)) return [{ model: '*', tokens: Number(text) }];
   const pairs = text.split(',').map((pair) => /^\s*([^=\s]+)\s*=\s*(\d+)\s*$/.exec(pair));
-  return pairs.every((m) => m !== null) ? pairs.map((m) => ({ model: m![1], tokens: Number(m![2]) })) : raw;
+  return pairs.every((m) => m !== null) ? pairs.map((m) => ({ model: m[1], tokens: Number(m[2]) })) : raw;
 }
 
 function setPath(tree: Tree, path: string, value: unknown): void {

@@ -126,7 +126,7 @@ const upstreamSummarizer = z
   .refine((s) => !(s.upstream && s.url), 'takes upstream or url, not both');
 
 /** Upstream names are path prefixes (`/NAME/v1/...`) and metric labels: lowercase words. */
-export const UPSTREAM_NAME = /^[a-z][a-z0-9_-]{0,31}$/;
+const UPSTREAM_NAME = /^[a-z][a-z0-9_-]{0,31}$/;
 
 const namedUpstream = z
   .object({
@@ -374,7 +374,7 @@ function upstreamProblems(config: z.infer<typeof configObject>): Array<{ path: P
     if (config.upstreams === undefined) problems.push({ path: ['routes', i], message: 'needs upstreams: with upstream.url alone there is one upstream to route to' });
     else if (!names.has(r.upstream)) problems.push({ path: ['routes', i, 'upstream'], message: `names no upstream: ${JSON.stringify(r.upstream)}; the upstreams are ${known}` });
     else if (r.api !== undefined && !servesApi(r.upstream, r.api)) {
-      problems.push({ path: ['routes', i], message: `routes the ${r.api} API to ${r.upstream}, which does not serve it (its apis: ${named[r.upstream]!.apis!.join(', ')})` });
+      problems.push({ path: ['routes', i], message: `routes the ${r.api} API to ${r.upstream}, which does not serve it (its apis: ${named[r.upstream].apis!.join(', ')})` });
     }
   });
   problems.push(...sharedOriginProblems(config, implicit));
@@ -382,7 +382,7 @@ function upstreamProblems(config: z.infer<typeof configObject>): Array<{ path: P
     const other = u.summarizer?.upstream;
     if (other !== undefined && !names.has(other)) problems.push({ path: ['upstreams', name, 'summarizer', 'upstream'], message: `names no upstream: ${JSON.stringify(other)}; the upstreams are ${known}` });
     else if (other !== undefined && u.summarizer?.api !== undefined && !servesApi(other, u.summarizer.api)) {
-      problems.push({ path: ['upstreams', name, 'summarizer', 'api'], message: `is ${u.summarizer.api}, which ${other} does not serve (its apis: ${named[other]!.apis!.join(', ')})` });
+      problems.push({ path: ['upstreams', name, 'summarizer', 'api'], message: `is ${u.summarizer.api}, which ${other} does not serve (its apis: ${named[other].apis!.join(', ')})` });
     }
   }
   return problems;

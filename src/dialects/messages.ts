@@ -280,6 +280,7 @@ const bound: BoundState = {
     if (thinking.block_binding !== undefined) {
       // The caller's own choice goes as sent; it covers stale blocks only when it drops them.
       const own = isRecord(thinking.block_binding) ? thinking.block_binding.prefix_mismatch_behavior : undefined;
+      // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-assertion -- without it tsc joins the two arms' headers into { 'anthropic-beta'?: undefined }
       return own === 'drop_block' ? { request, headers: {} as Record<string, string>, added: false } : null;
     }
     return {

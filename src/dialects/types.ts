@@ -44,7 +44,7 @@ export interface ErrorFacts {
  * What the rest of the gateway knows of an API, all of it here: its routes, where its other
  * paths go, how a key is sent, how its errors look and how traces name its calls.
  */
-export interface ApiDescriptor {
+interface ApiDescriptor {
   api: Api;
   /** How the API is named to a person. */
   title: string;
@@ -68,7 +68,7 @@ export interface ApiDescriptor {
  * kept byte-identical); `user`: a person's input; `assistant`: the model's turn; `tool`: tool
  * results; `opaque`: provider state (encrypted reasoning, compaction items) nobody may read.
  */
-export type Role = 'instruction' | 'user' | 'assistant' | 'tool' | 'opaque';
+type Role = 'instruction' | 'user' | 'assistant' | 'tool' | 'opaque';
 
 export interface Entry {
   role: Role;

@@ -29,7 +29,7 @@ export interface Lease {
 }
 
 /** How long a lease lasts unrenewed: a holder that crashed frees it within this. */
-export const LEASE_TTL_MS = 10_000;
+const LEASE_TTL_MS = 10_000;
 /** How long the store is left alone after an operation failed slowly (CompactionMemory.guard). */
 const STORE_PAUSE_MS = 1_000;
 const SLOW_FAILURE_MS = 100;

@@ -30,9 +30,9 @@ export interface LearnedLimit extends Bounds {
 }
 
 /** A learned limit is believed for requests at least this share of the size of the one that taught it. */
-export const BELIEVED_SHARE = 0.5;
+const BELIEVED_SHARE = 0.5;
 /** The coarsest tokenisation there is: an accepted body of more than this many bytes per token of a window disproves it. */
-export const MOST_BYTES_PER_TOKEN = 8;
+const MOST_BYTES_PER_TOKEN = 8;
 
 /**
  * What a refusal of `rejectedBytes` teaches: a stated window or body limit that fits the request

@@ -70,7 +70,7 @@ export function describeRedisTarget(target: RedisTarget): string {
 }
 
 /** A Redis URL with its password masked (`redis://user:***@host:6379/0`). */
-export function loggableRedisUrl(url: string): string {
+function loggableRedisUrl(url: string): string {
   const parsed = new URL(url);
   const user = parsed.username || parsed.password ? `${parsed.username}${parsed.password ? ':***' : ''}@` : '';
   return `${parsed.protocol}//${user}${parsed.host}${parsed.pathname === '/' ? '' : parsed.pathname}`;
@@ -82,7 +82,7 @@ const COMMAND_TIMEOUT_MS = 500;
  * A whole operation, within this: a Cluster retries a command on another node while slots move
  * (MOVED, TRYAGAIN, a node gone), and each try has its own command timeout.
  */
-export const OPERATION_TIMEOUT_MS = 1_000;
+const OPERATION_TIMEOUT_MS = 1_000;
 const CONNECT_TIMEOUT_MS = 1_000;
 /** Reconnecting, forever, at most this far apart: Redis comes back, or a replica is promoted. */
 const reconnectDelay = (attempt: number) => Math.min(attempt * 200, 2_000);
@@ -94,7 +94,7 @@ export type RedisClient = Redis | Cluster;
  * queue: a request never waits for Redis to come back) and it reconnects by itself; `probe`:
  * one try, for the startup check.
  */
-export function connectRedis(target: RedisTarget, use: 'store' | 'probe', connectTimeoutMs = CONNECT_TIMEOUT_MS): RedisClient {
+function connectRedis(target: RedisTarget, use: 'store' | 'probe', connectTimeoutMs = CONNECT_TIMEOUT_MS): RedisClient {
   const retry = use === 'store' ? reconnectDelay : () => null;
   const tls = tlsOf(target);
   const node: RedisOptions = {
@@ -152,7 +152,7 @@ function tlsOf(target: RedisTarget): ConnectionOptions | undefined {
 }
 
 /** `promise`, or a rejection after `ms`: no operation outlasts its bound, whatever the client does. */
-export function within<T>(promise: Promise<T>, ms = OPERATION_TIMEOUT_MS): Promise<T> {
+function within<T>(promise: Promise<T>, ms = OPERATION_TIMEOUT_MS): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(Object.assign(new Error(`no answer from Redis within ${ms} ms`), { code: 'ETIMEDOUT' })), ms);
@@ -326,7 +326,7 @@ export function redisUnreachable(target: RedisTarget, problem: string): { redis:
 }
 
 /** What a Redis client error means, in plain words (for the startup WARN, and any other Redis warning). */
-export function describeRedisError(err: Error & { code?: string }, timeoutMs = REDIS_PROBE_MS): string {
+function describeRedisError(err: Error & { code?: string }, timeoutMs = REDIS_PROBE_MS): string {
   const text = `${err.code ?? ''} ${err.message}`;
   if (/ECONNREFUSED/.test(text)) return 'connection refused: nothing listens at that address';
   // Redis 7's sentinels say "No such master"; older ones answer with no address.

@@ -50,7 +50,7 @@ export interface MemoryStore {
 }
 
 /** Entries kept per conversation: later turns extend the newest; older ones rarely match again. */
-export const ENTRIES_PER_SESSION = 4;
+const ENTRIES_PER_SESSION = 4;
 
 export function withEntry(list: MemoryEntry[], entry: MemoryEntry): MemoryEntry[] {
   const others = list.filter((e) => e.spanDigest !== entry.spanDigest);
@@ -166,7 +166,7 @@ interface LocalLease {
 }
 
 /** Resolves with `promise`, after `ms`, or when `signal` aborts, whichever comes first; leaves no timer behind. */
-export async function firstOf(promise: Promise<unknown>, ms: number, signal?: AbortSignal): Promise<void> {
+async function firstOf(promise: Promise<unknown>, ms: number, signal?: AbortSignal): Promise<void> {
   if (signal?.aborted || ms <= 0) return;
   let timer: NodeJS.Timeout | undefined;
   let onAbort: (() => void) | undefined;

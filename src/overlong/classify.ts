@@ -33,7 +33,7 @@ import {
 } from './rules.js';
 import type { StatedLimits, UpstreamError, Verdict } from './types.js';
 
-export type { OverlongReason, StatedLimits, UpstreamError, Verdict } from './types.js';
+export type { StatedLimits, Verdict } from './types.js';
 export type { Rule } from './rules.js';
 
 /**

@@ -22,7 +22,7 @@ import { FoldedEnd, FoldedValue, foldedReadings } from './fold.js';
 /** The shortest value found unquoted: every provider sentence that decides something is longer. */
 export const MIN_ECHO_CHARS = 16;
 /** Echoes one error may hold and still be judged: an error quotes a handful of values, and one that quotes more is the request's own text. */
-export const MAX_ECHOES = 64;
+const MAX_ECHOES = 64;
 /** Places one value's first characters are looked for in the text: repetitive text cannot make it quadratic. */
 const MAX_PLACES = 8;
 

@@ -58,7 +58,7 @@ const FIELD_KEYS: Readonly<Record<string, Exclude<keyof StatedLimits, 'completio
 };
 
 // For Python reprs (`{'code': 'context_length_exceeded'}`) and truncated JSON that did not parse.
-const QUOTED_CODE = /["'](?:code|type)["']\s*:\s*["']([A-Za-z0-9_.\-]{1,64})["']/g;
+const QUOTED_CODE = /["'](?:code|type)["']\s*:\s*["']([A-Za-z0-9_.-]{1,64})["']/g;
 const QUOTED_PARAM = /["']param["']\s*:\s*["']([^"'\n]{1,200})["']/g;
 // OpenAI names the offending field this way: "Invalid 'tools[0].function.name': string too long".
 const INVALID_PATH = /Invalid '([^'\n]{1,200})'/g;

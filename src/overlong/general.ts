@@ -28,7 +28,7 @@ interface Veto {
 }
 
 /** Read in this order; the first that matches decides. */
-export const VETOES: readonly Veto[] = [
+const VETOES: readonly Veto[] = [
   {
     rule: 'rate_limit',
     pattern:
@@ -233,5 +233,5 @@ export function prose(text: string): string {
 
 /** Error codes as words ("context_length_exceeded" -> "context length exceeded"), one per line. */
 export function codeWords(codes: readonly string[]): string {
-  return codes.slice(0, 32).join('\n').replace(/[_.\-]+/g, ' ');
+  return codes.slice(0, 32).join('\n').replace(/[_.-]+/g, ' ');
 }

@@ -12,8 +12,6 @@ import type { OverlongReason } from './types.js';
 export interface Signal {
   rule: string;
   reason: OverlongReason;
-  /** Set when the general layer decided (it also tells whether the completion was counted). */
-  general?: true;
 }
 
 export interface PhraseRule {
@@ -268,7 +266,7 @@ export const OVERLONG_PHRASES: readonly OverlongPhrase[] = [
  * Sentences that state numbers but decide nothing themselves: the other clauses of a message a
  * phrase above decides, or wordings several providers share. Read after the phrases' own numbers.
  */
-export const NUMBER_PATTERNS: readonly NumberPattern[] = [
+const NUMBER_PATTERNS: readonly NumberPattern[] = [
   { family: 'openai', pattern: /messages resulted in (?:over )?(?<promptTokens>\d{1,12}) tokens/i },
   { family: 'openai', pattern: /\((?<promptTokens>\d{1,12}) in the messages, (?<completionTokens>\d{1,12}) in the completion\)/i },
   { family: 'openai', pattern: /\((?<promptTokens>\d{1,12}) in your prompt; (?<completionTokens>\d{1,12}) for the completion\)/i },

@@ -42,7 +42,7 @@ export function startupFields(
  * (`OPENAI_BASE_URL`) take it with `/v1`; Anthropic's (`ANTHROPIC_BASE_URL`) and Gemini's
  * (`GOOGLE_GEMINI_BASE_URL`) add their own version path to it.
  */
-export function agentBaseUrls(origin: string, prefix: string, apis: ReadonlySet<Api>): { openai?: string; anthropic?: string; gemini?: string } {
+function agentBaseUrls(origin: string, prefix: string, apis: ReadonlySet<Api>): { openai?: string; anthropic?: string; gemini?: string } {
   const at = `${origin}${prefix}`;
   return {
     ...(apis.has('chat') || apis.has('responses') ? { openai: `${at}/v1` } : {}),
@@ -202,5 +202,3 @@ export function loggableUrl(url: string): string {
   const parsed = new URL(url);
   return `${parsed.origin}${parsed.pathname}`;
 }
-
-export { loggableRedisUrl } from '../memory/redis.js';

@@ -25,7 +25,7 @@ export type StreamEvents = (event: string | undefined, data: string) => StreamEv
 
 const PASS: Verdict = { overlong: false, rule: 'success' };
 /** The most bytes of preamble events held before giving up and relaying (they are a few hundred bytes). */
-export const PREAMBLE_LIMIT_BYTES = 64 * 1024;
+const PREAMBLE_LIMIT_BYTES = 64 * 1024;
 
 /** How much of an answer may be held before deciding: bytes of a body, time for a stream's preamble. */
 export type HoldLimits = Pick<Config['upstream'], 'errorBodyLimitBytes' | 'preambleHoldMs'>;

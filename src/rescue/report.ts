@@ -10,7 +10,7 @@ import type { WindowSource } from '../upstream/windows.js';
 export type Outcome = 'replayed' | 'replay_failed' | 'not_shrunk' | 'disabled' | 'compacted' | 'shed';
 export type ReplayResult = 'success' | 'upstream_error' | 'still_overlong' | 'failed';
 /** What made the replay smaller: a lowered completion limit, the upstream's own truncation, or compaction. */
-export type Remedy = 'clamp' | 'truncation' | 'compaction';
+type Remedy = 'clamp' | 'truncation' | 'compaction';
 
 /** Everything one rescue did, as the header, the log line and the metrics tell it. */
 export interface RescueRecord {
@@ -194,7 +194,7 @@ function refusedAhead(answer: Pick<InspectedAnswer, 'answer' | 'verdict'> | unde
 }
 
 /** The most of a summary's text one debug line carries (UTF-16 code units); its whole length is said beside it. */
-export const SUMMARY_LOG_CHARS = 16 * 1024;
+const SUMMARY_LOG_CHARS = 16 * 1024;
 
 const DEBUG_LEVELS = new Set(['debug', 'trace']);
 

@@ -24,7 +24,7 @@ export interface SummarizerDestination {
 }
 
 /** Whether two URLs share an origin: scheme, host and port (a scheme's default port as none). */
-export function sameOrigin(a: string, b: string): boolean {
+function sameOrigin(a: string, b: string): boolean {
   try {
     return new URL(a).origin === new URL(b).origin;
   } catch {

@@ -20,7 +20,7 @@ const FIT_SHARE = 0.95;
 /** A request larger than this is not searched for base64 data (about 20 ms a MB of the event loop). */
 const MAX_SEARCHED_BYTES = 8 * 1024 * 1024;
 /** Answers to requests smaller than this are not read for their counts: no server runs a window that small. */
-export const WATCHED_MIN_BYTES = 4096;
+const WATCHED_MIN_BYTES = 4096;
 
 /**
  * The window in force for the request's model, when one is known. A request large enough that a

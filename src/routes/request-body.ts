@@ -70,7 +70,7 @@ function withDecoded(chunks: Buffer[], contentEncoding: string | undefined, limi
   const codings = contentEncoding === undefined ? [] : codingsOf(contentEncoding);
   if (codings === null) return done(null, { chunks, decoded: null });
   if (codings.length === 0) return done(null, { chunks });
-  decode(chunks, codings, { limit: limitBytes }).then(({ bytes, outcome }) => {
+  void decode(chunks, codings, { limit: limitBytes }).then(({ bytes, outcome }) => {
     if (outcome === 'over') done(new errorCodes.FST_ERR_CTP_BODY_TOO_LARGE());
     else done(null, { chunks, decoded: outcome === 'complete' ? bytes : null });
   });

@@ -16,7 +16,7 @@ import { glancedModel, modelOfReceived } from './body-model.js';
 import { noteRequested } from '../telemetry/traces.js';
 
 /** One API's rescued endpoint: where it listens, where it goes upstream, and its dialect. */
-export interface RescuedEndpoint extends ApiEndpoint {
+interface RescuedEndpoint extends ApiEndpoint {
   dialect: Dialect;
 }
 
@@ -36,7 +36,7 @@ export async function rescuedRoutes(app: FastifyInstance, opts: { deps: RescueDe
 }
 
 /** One request to a rescued endpoint, as its fastify route received it. */
-export interface RescuedExchange {
+interface RescuedExchange {
   id: string;
   /** The request's path and query, as sent. */
   url: string;
@@ -62,7 +62,7 @@ function handle(deps: RescueDeps, endpoint: RescuedEndpoint, request: FastifyReq
  * The client's bytes go upstream unchanged, and no status is written to the client before the
  * upstream's answer has been seen (and, when it was refused as overlong, rescued).
  */
-export async function serveRescued(
+async function serveRescued(
   deps: RescueDeps,
   endpoint: RescuedEndpoint,
   exchange: RescuedExchange,

@@ -19,7 +19,7 @@ export interface ItemRun {
 }
 
 /** What the gateway wrote into the conversation: the person's own words retold. */
-export interface EntryContent {
+interface EntryContent {
   /** The summary text, its first SUMMARY_CHARS. */
   summary: string;
   /** Its whole length. */
@@ -27,7 +27,7 @@ export interface EntryContent {
   trail?: Trail;
 }
 
-export interface Sizes {
+interface Sizes {
   items?: number;
   bytes?: number;
   tokens?: number;

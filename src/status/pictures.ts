@@ -18,7 +18,7 @@ export function n(value: number): string {
 }
 
 /** The sizes a bar compares, in tokens where the decision knew them, else bytes. */
-export function barSizes(e: StatusEntry): { unit: 'tokens' | 'bytes'; before: number; after?: number; window?: number } | undefined {
+function barSizes(e: StatusEntry): { unit: 'tokens' | 'bytes'; before: number; after?: number; window?: number } | undefined {
   if (e.before?.tokens) return { unit: 'tokens', before: e.before.tokens, after: e.after?.tokens, window: e.windowTokens };
   if (e.before?.bytes) return { unit: 'bytes', before: e.before.bytes, after: e.after?.bytes };
   return undefined;

@@ -6,7 +6,7 @@ import pino, { type Bindings, type ChildLoggerOptions, type DestinationStream, t
  * Paths pino blanks out wherever they appear in a log object. Credentials never reach a log line,
  * even when a whole request or error object is logged.
  */
-export const REDACT_PATHS = [
+const REDACT_PATHS = [
   'req.headers.authorization',
   'req.headers["api-key"]',
   'req.headers["x-api-key"]',
@@ -54,7 +54,7 @@ export function chosenLogFormat(format: LogFormat, isTTY: boolean): 'json' | 'pr
 export function stdoutDestination(format: LogFormat = 'json', isTTY = process.stdout.isTTY === true): DestinationStream {
   nonBlockingStdout();
   // SonicBoom keeps its own minimum too: with none, its flush() would report done at once.
-  if (chosenLogFormat(format, isTTY) === 'json') return batched(pino.destination({ dest: 1, minLength: LOG_BATCH_CHARS }) as unknown as Sonic);
+  if (chosenLogFormat(format, isTTY) === 'json') return batched(pino.destination({ dest: 1, minLength: LOG_BATCH_CHARS }));
   const pretty = createRequire(import.meta.url)('pino-pretty') as typeof import('pino-pretty');
   return pretty({ destination: 1, colorize: isTTY, translateTime: 'SYS:HH:MM:ss.l', ignore: 'hostname,service' });
 }
@@ -269,7 +269,7 @@ type LogMethod = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace';
  * the same bindings, redaction and stream.
  */
 export function lazyChildLogger(parent: FastifyBaseLogger, bindings: Bindings, options: ChildLoggerOptions): FastifyBaseLogger {
-  return new LazyChildLogger(parent, bindings, options) as unknown as FastifyBaseLogger;
+  return new LazyChildLogger(parent, bindings, options);
 }
 
 class LazyChildLogger {
@@ -315,7 +315,8 @@ class LazyChildLogger {
 
   #log(method: LogMethod, args: unknown[]): void {
     const threshold = pino.levels.values[this.level];
-    if (threshold !== undefined && pino.levels.values[method]! < threshold) return;
+    if (threshold !== undefined && pino.levels.values[method] < threshold) return;
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-assertion -- pino's overloaded LogFn takes no spread without it (tsc TS2556)
     (this.#logger()[method] as (...a: unknown[]) => void)(...args);
   }
 

@@ -7,28 +7,28 @@ import { APIS } from '../dialects/types.js';
  * Kept in step with the code that counts them (classifier reasons, rescue outcomes, summarizer
  * failure kinds, memory store operations).
  */
-export const OVERLONG_REASONS = ['context_length', 'body_too_large'] as const;
-export const REPLAY_RESULTS = ['success', 'upstream_error', 'still_overlong', 'failed'] as const;
+const OVERLONG_REASONS = ['context_length', 'body_too_large'] as const;
+const REPLAY_RESULTS = ['success', 'upstream_error', 'still_overlong', 'failed'] as const;
 /** How a rescue of a refusal ended for the client: saved, an error the gateway could not spare it, or no rescue asked for. */
-export const RESCUE_OUTCOMES = ['replayed', 'replay_failed', 'not_shrunk', 'shed', 'disabled'] as const;
-export const SUMMARIZER_FAILURE_KINDS = ['timeout', 'unreachable', 'rejected', 'overlong', 'bad_response', 'aborted'] as const;
+const RESCUE_OUTCOMES = ['replayed', 'replay_failed', 'not_shrunk', 'shed', 'disabled'] as const;
+const SUMMARIZER_FAILURE_KINDS = ['timeout', 'unreachable', 'rejected', 'overlong', 'bad_response', 'aborted'] as const;
 /** Summarizer tokens by direction, and whether the answers reported them or they were estimated from sizes. */
-export const TOKEN_DIRECTIONS = ['input', 'output'] as const;
-export const TOKEN_SOURCES = ['usage', 'estimated'] as const;
+const TOKEN_DIRECTIONS = ['input', 'output'] as const;
+const TOKEN_SOURCES = ['usage', 'estimated'] as const;
 
-export const MEMORY_OPERATIONS = ['read', 'write'] as const;
+const MEMORY_OPERATIONS = ['read', 'write'] as const;
 /** How a wait for another request's compaction of the same conversation ended. */
-export const LEASE_WAIT_RESULTS = ['reused', 'timed_out'] as const;
+const LEASE_WAIT_RESULTS = ['reused', 'timed_out'] as const;
 /** A binding refusal of a request the gateway rewrote (its own doing), or of one it passed on as sent. */
-export const BINDING_REQUESTS = ['compacted', 'client'] as const;
+const BINDING_REQUESTS = ['compacted', 'client'] as const;
 /** Bound provider state (signed thinking, reasoning items) the gateway stripped, or the upstream said it dropped. */
-export const BOUND_ACTIONS = ['stripped', 'dropped'] as const;
+const BOUND_ACTIONS = ['stripped', 'dropped'] as const;
 /** Where a silent truncation was caught: in a held answer (rescued), or in a stream already relayed. */
-export const TRUNCATION_STAGES = ['held', 'streamed'] as const;
+const TRUNCATION_STAGES = ['held', 'streamed'] as const;
 /** Where a context window known before sending came from (upstream/windows.ts). */
-export const WINDOW_SOURCES = ['declared', 'discovered', 'observed'] as const;
+const WINDOW_SOURCES = ['declared', 'discovered', 'observed'] as const;
 /** The compactions that can happen: a strategy that compacted, or none when nothing was. */
-export const COMPACTION_LABELS = [
+const COMPACTION_LABELS = [
   ...combinations({ api: APIS, strategy: ['mask', 'summarize', 'fallback'], outcome: ['replayed', 'replay_failed', 'compacted'] }),
   ...combinations({ api: ['responses'], strategy: ['provider'], outcome: ['replayed', 'replay_failed', 'compacted'] }),
   ...combinations({ api: APIS, strategy: ['clamp', 'truncation'], outcome: ['replayed', 'replay_failed'] }),
@@ -289,7 +289,7 @@ export function combinations(values: Record<string, readonly string[]>): LabelSe
 }
 
 /** Makes each labelled series exist at 0 from the start (see the label lists above). */
-export function startAtZero(counter: Counter<string>, labelSets: readonly LabelSet[]): void {
+function startAtZero(counter: Counter<string>, labelSets: readonly LabelSet[]): void {
   for (const labels of labelSets) counter.inc(labels, 0);
 }
 
@@ -305,10 +305,10 @@ export interface MetricsOptions {
 }
 
 /** The `model` label's one value where model names are not shown. */
-export const HIDDEN_MODEL = 'hidden';
+const HIDDEN_MODEL = 'hidden';
 
 /** A gauge by model, the request's `model` (a client's choice): its label values are bounded (boundedLabel). */
-export interface ModelGauge {
+interface ModelGauge {
   set(model: string, value: number): void;
 }
 

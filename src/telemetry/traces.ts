@@ -123,7 +123,7 @@ export function noteRescue(record: { remedy?: string; compaction?: { outcome: st
 }
 
 /** One call the gateway makes, as a span: the headers to send with it, and how it ended. */
-export interface CallTrace<H> {
+interface CallTrace<H> {
   /** The call's headers, with its own span's `traceparent` in place of the client's. */
   headers: H;
   failed(err: unknown): void;
@@ -135,7 +135,7 @@ export interface AttemptTrace extends CallTrace<Record<string, string | string[]
 }
 
 /** An attempt's answer as the rescue judged it, in plain fields. */
-export interface JudgedAnswer {
+interface JudgedAnswer {
   status: number;
   headers: Record<string, string | string[] | undefined>;
   body: Readable;

@@ -96,7 +96,7 @@ function pipeBody(body: Readable, res: ServerResponse): Promise<void> {
 }
 
 /** The most of an answer's end kept for `tail`: a stream's usage comes in its last event or two. */
-export const TAIL_BYTES = 16 * 1024;
+const TAIL_BYTES = 16 * 1024;
 
 /** Keeps the last TAIL_BYTES of a body as it is relayed. */
 function lastBytes(body: Readable, held: Buffer): () => Buffer {

@@ -13,7 +13,7 @@ import { parseTarget, type UpstreamTarget } from './target.js';
  */
 
 /** Where a summarizer call goes for one upstream's compactions, when not to the request's own upstream and model. */
-export interface SummarizerChoice {
+interface SummarizerChoice {
   upstream?: string;
   url?: string;
   api?: Api;
@@ -46,7 +46,7 @@ export interface Upstream {
 }
 
 /** A context window the config declares for the models a glob matches. */
-export interface DeclaredWindow {
+interface DeclaredWindow {
   model: RegExp;
   /** The glob as the config wrote it. */
   glob: string;
@@ -63,7 +63,7 @@ export interface RouteRule {
 }
 
 /** A body that should name a model and whose model could not be read: why, for the client. */
-export interface UnknownModel {
+interface UnknownModel {
   unreadable: string;
 }
 

@@ -20,7 +20,7 @@ const SKIPPABLE_MAGIC = 0x184d2a50;
 /** Thrown from the decoder's callback to stop it at the bound. */
 const ENOUGH = new Error('enough');
 
-export class ZstdError extends Error {
+class ZstdError extends Error {
   readonly code = 'ERR_ZSTD_FRAME';
 }
 
@@ -29,7 +29,7 @@ export class ZstdError extends Error {
  * bound allows and says no size over `limit`: a frame that says more is over the bound before
  * anything is decoded (an error whose code says so), a window too large is refused.
  */
-export function checkFrames(input: Buffer, limit: number, truncated: boolean): void {
+function checkFrames(input: Buffer, limit: number, truncated: boolean): void {
   const most = Math.min(MAX_WINDOW, Math.max(limit, SMALLEST_WINDOW_ALLOWED));
   let at = 0;
   while (at < input.length) {

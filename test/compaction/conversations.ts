@@ -58,7 +58,7 @@ export function loremText(r: Rng, chars: number): string {
 }
 
 /** A base64 data URL of `bytes` pseudo-random bytes, the way clients inline screenshots. */
-export function dataUrlImage(r: Rng, bytes: number): string {
+function dataUrlImage(r: Rng, bytes: number): string {
   const raw = Buffer.alloc(bytes);
   for (let i = 0; i < bytes; i++) raw[i] = r.int(0, 255);
   return `data:image/png;base64,${raw.toString('base64')}`;

@@ -138,7 +138,7 @@ describe('a middle longer than the summarizer reads at once', () => {
   it('runs at most four calls at once, and four when there are more parts', async () => {
     // Each part's call is held until all six are waiting, or until four are and no other one
     // came for 200 ms: six calls at once are all seen waiting together; four at most never more.
-    let waiting: Array<() => void> = [];
+    const waiting: Array<() => void> = [];
     let quiet: NodeJS.Timeout | undefined;
     let arrived = 0;
     let peak = 0;

@@ -80,7 +80,7 @@ describe('every API in the list', () => {
     expect(tooLarge.length).toBeGreaterThan(limit);
     const refused = await row.post(gateway.origin, tooLarge, { stream: false });
     expect(refused.status).toBe(413);
-    const body = (await refused.json()) as unknown;
+    const body = (await refused.json());
     const { status, type, message } = ERRORS.request_too_large;
     expect(body).toEqual(DIALECTS[api].errorBody({ status, type, code: 'request_too_large', message, param: null }));
     // The gateway's code is in it, wherever the API's clients read it.

@@ -55,22 +55,6 @@ const CASES: Case[] = [
   },
 ];
 
-/** The body with its newest tool output grown past `bytes` (Claude Code's pasted log): the newest turn must be cut to fit. */
-function withHugeNewestOutput(f: ApiFixture, body: any, bytes: number): any {
-  const pad = 'log line '.repeat(Math.ceil(bytes / 9));
-  if (f.api === 'messages') {
-    const messages = [...body.messages];
-    const last = messages.at(-1);
-    const content = last.content.map((b: any) => (b.type === 'tool_result' ? { ...b, content: `${typeof b.content === 'string' ? b.content : JSON.stringify(b.content)}\n${pad}` } : b));
-    messages[messages.length - 1] = { ...last, content };
-    return { ...body, messages };
-  }
-  const input = [...body.input];
-  const at = input.map((item: any) => item.type).lastIndexOf('function_call_output');
-  input[at] = { ...input[at], output: `${input[at].output}\n${pad}` };
-  return { ...body, input };
-}
-
 /** A Messages body that ends with its last tool results and, in the same turn, `text` (the model's remark and the next question dropped). */
 function withInstructionBesideToolResults(body: any, text: string): any {
   const messages = body.messages.slice(0, -2);

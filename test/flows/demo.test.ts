@@ -26,7 +26,7 @@ it('npm run demo works offline and shows a rescued overflow', async () => {
   expect(ahead).toMatch(/log: INFO chat request extends a conversation compacted before .*, sending it compacted\n/);
   expect(ahead).not.toMatch(/log: WARN/);
   // Only the series that are not zero.
-  const series = stdout.split('\n').filter((l) => /^  gateway_/.test(l));
+  const series = stdout.split('\n').filter((l) => /^ {2}gateway_/.test(l));
   expect(series.length).toBeGreaterThan(5);
   expect(series.filter((l) => / 0$/.test(l))).toEqual([]);
   expect(stdout).toMatch(/gateway_memory_lookups_total\{result="hit"\} [1-9]/);

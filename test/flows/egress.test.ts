@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import OpenAI, { APIError } from 'openai';
 import { stringify } from 'yaml';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
+import { startFakeUpstream } from '../helpers/fake-upstream.js';
 import { startForwardProxy, type ForwardProxy } from '../helpers/forward-proxy.js';
 import { jsonLines, listening, runGateway, type Proc } from '../helpers/process.js';
 import { agentRequest, parseCompactionHeader } from '../helpers/rescue.js';

@@ -24,7 +24,7 @@ const PLACEHOLDER = /^\[tool output omitted by compaction-gateway: read_file, 5\
 async function turn(body: Record<string, any>) {
   const sdk = new OpenAI({ baseURL: gateway.baseUrl, apiKey: 'sk-test', maxRetries: 0 });
   const { data, response } = await sdk.chat.completions.create(body as never).withResponse();
-  return { answer: (data as OpenAI.ChatCompletion).choices[0].message.content, header: parseCompactionHeader(response.headers.get('x-gateway-compaction')) };
+  return { answer: data.choices[0].message.content, header: parseCompactionHeader(response.headers.get('x-gateway-compaction')) };
 }
 
 it('masks the oldest outputs until the request fits: no summarizer call, every message in place, the newest output whole', async () => {

@@ -266,7 +266,7 @@ describe('a body whose model cannot be read', () => {
   });
 
   it.each(unreadable)('%s (%s): goes where a route for unknown models sends it', async (_name, api, body) => {
-    const { gw } = await setup([...ROUTES!, { unknownModel: true, upstream: 'local' }]);
+    const { gw } = await setup([...ROUTES, { unknownModel: true, upstream: 'local' }]);
     const got = await reaches('local', () => postJson(`${gw.baseUrl}${PATHS[api]}`, body, HEADERS[api]));
     expect(got.body.toString()).toBe(body);
   });
@@ -280,7 +280,7 @@ describe('a body whose model cannot be read', () => {
   });
 
   it('a route by API alone still takes it: the config said where all of that API goes', async () => {
-    const { gw } = await setup([{ api: 'messages', upstream: 'cloud' }, ...ROUTES!]);
+    const { gw } = await setup([{ api: 'messages', upstream: 'cloud' }, ...ROUTES]);
     await reaches('cloud', () => postJson(`${gw.baseUrl}/messages`, unreadable[4][2], anthropicAuth));
   });
 });

@@ -68,7 +68,7 @@ class Agent {
     const { data, response } = this.stream
       ? await client.messages.stream(params).withResponse().then(async ({ data: s, response: r }) => ({ data: await s.finalMessage(), response: r }))
       : await client.messages.create(params).withResponse();
-    const message = data as Anthropic.Message;
+    const message = data;
     this.answers.push(message);
     this.messages.push({ role: 'assistant', content: message.content.map(({ citations: _c, ...block }: any) => block) });
     const use = message.content.find((b) => b.type === 'tool_use') as Anthropic.ToolUseBlock;

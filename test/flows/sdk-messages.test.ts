@@ -61,7 +61,7 @@ const sdk = () => new Anthropic({ baseURL: gateway.origin, apiKey: API_KEY, maxR
 async function send(mode: 'create' | 'stream', params: Record<string, any>) {
   if (mode === 'create') {
     const { data, response } = await sdk().messages.create(params as any).withResponse();
-    return { message: data as Anthropic.Message, response };
+    return { message: data, response };
   }
   const { data: stream, response } = await sdk().messages.stream(params as any).withResponse();
   const events: string[] = [];

@@ -118,11 +118,11 @@ async function turn(body: Record<string, unknown>) {
   return { res, header, calls, main, summarizer, replay, context };
 }
 
-describe.each([
-  { window: 1_500, maxTokens: 256, wording: 'vllm-0.9' as VllmWording },
-  { window: 8_000, maxTokens: 1_024, wording: 'vllm-0.9' as VllmWording },
-  { window: 32_000, maxTokens: 2_048, wording: 'vllm-0.9' as VllmWording },
-  { window: 8_000, maxTokens: 1_024, wording: 'vllm-0.10' as VllmWording },
+describe.each<{ window: number; maxTokens: number; wording: VllmWording }>([
+  { window: 1_500, maxTokens: 256, wording: 'vllm-0.9' },
+  { window: 8_000, maxTokens: 1_024, wording: 'vllm-0.9' },
+  { window: 32_000, maxTokens: 2_048, wording: 'vllm-0.9' },
+  { window: 8_000, maxTokens: 1_024, wording: 'vllm-0.10' },
 ])('a $window-token window the refusal states ($wording)', ({ window, maxTokens, wording }) => {
   it('summarises in calls that each fit the window, replays once, and the next turn works too', async () => {
     provider = await startStandIn({ provider: 'windowed', window, wording });

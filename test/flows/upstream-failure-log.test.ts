@@ -88,7 +88,7 @@ describe('the built process, one upstream down', () => {
     for (const res of [chat, models]) {
       const id = res.headers.get('x-request-id');
       await expect.poll(() => jsonLines(proc!).some((l) => l.requestId === id && l.level === 40), { timeout: 10_000 }).toBe(true);
-      const warn = jsonLines(proc!).filter((l) => l.requestId === id && l.level === 40);
+      const warn = jsonLines(proc).filter((l) => l.requestId === id && l.level === 40);
       expect(warn).toEqual([expect.objectContaining({ upstream: 'default', status: 502, code: 'upstream_unreachable', cause: 'ECONNREFUSED' })]);
     }
   });

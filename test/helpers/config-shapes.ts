@@ -103,7 +103,7 @@ function mapping(node: z.ZodObject, depth: number): fc.Arbitrary<Record<string, 
 }
 
 /** A config file's parsed content, from the schema's root. */
-export const configTree = mapping(unwrap(configSchema) as z.ZodObject, 0);
+const configTree = mapping(unwrap(configSchema) as z.ZodObject, 0);
 
 const PROXY_VARIABLES = ['HTTPS_PROXY', 'HTTP_PROXY', 'https_proxy', 'NO_PROXY'];
 
@@ -122,7 +122,7 @@ const variables: Array<[string, fc.Arbitrary<string>]> = [
 ];
 
 /** The gateway's variables and the proxy's, a few at a time. */
-export const environment = fc
+const environment = fc
   .subarray(variables, { maxLength: 3 })
   .chain((chosen) => fc.record(Object.fromEntries(chosen.map(([name, value]) => [name, value]))) as fc.Arbitrary<Record<string, string>>);
 

@@ -11,7 +11,7 @@ import type { Duplex } from 'node:stream';
  */
 
 /** One request as the proxy saw it. */
-export interface ProxySeen {
+interface ProxySeen {
   /** CONNECT, or the plain request's method. */
   method: string;
   /** host:port the client asked for. */

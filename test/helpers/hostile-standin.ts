@@ -8,7 +8,7 @@ import type { AddressInfo, Socket } from 'node:net';
  * the exact bytes of the error it sent back, so that a test can check a client got those bytes.
  */
 
-export interface ChatCall {
+interface ChatCall {
   /** Bytes of the request body as received. */
   bytes: number;
   status: number;
@@ -27,7 +27,7 @@ export interface HostileStandIn {
   close(): Promise<void>;
 }
 
-export const SUMMARY = 'SUMMARY: the user asked to fix the build; files src/a.ts and src/b.ts were edited.';
+const SUMMARY = 'SUMMARY: the user asked to fix the build; files src/a.ts and src/b.ts were edited.';
 
 function completion(content: string) {
   return {
@@ -59,7 +59,7 @@ export function contextLengthError(bytes: number, limitBytes: number): Buffer {
  * (its wording, typo included), or null: a tool message must answer a call of the assistant
  * message before its run of tool messages, and every call must be answered before the next turn.
  */
-export function toolPairRefusal(json: unknown): Buffer | null {
+function toolPairRefusal(json: unknown): Buffer | null {
   const messages = (json as { messages?: Array<{ role?: string; tool_calls?: Array<{ id: string }>; tool_call_id?: string }> })?.messages;
   if (!Array.isArray(messages)) return null;
   const refuse = (message: string, at: number) => Buffer.from(JSON.stringify({ error: { message, type: 'invalid_request_error', param: `messages.[${at}].role`, code: null } }));

@@ -85,7 +85,7 @@ async function front(name: ProviderName, options: ProviderOptions, backends: Bac
       return refuse(name, res, 401, req);
     }
     const headers: Record<string, string> = {};
-    for (const h of FORWARDED) if (typeof req.headers[h] === 'string') headers[h] = req.headers[h] as string;
+    for (const h of FORWARDED) if (typeof req.headers[h] === 'string') headers[h] = req.headers[h];
     const answer = await fetch(`${backend.upstream.origin}${req.url}`, { method: 'POST', headers, body: req.body, signal: AbortSignal.timeout(10_000) });
     let body = Buffer.from(await answer.arrayBuffer());
     if (call.summarizer) body = Buffer.from(body.toString('utf8').replace(/\b(SUMMARY|Summary \d+) of\b/g, `$1 by ${name} of`));

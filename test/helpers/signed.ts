@@ -11,7 +11,7 @@ const NOTHING: ReadonlySet<string> = new Set();
 
 /** JSON of `value` with object keys sorted and the `drop` keys removed at every depth:
  * values count, key order and formatting do not. */
-export function canonical(value: unknown, drop: ReadonlySet<string> = NOTHING): string {
+function canonical(value: unknown, drop: ReadonlySet<string> = NOTHING): string {
   return JSON.stringify(sorted(value, drop));
 }
 

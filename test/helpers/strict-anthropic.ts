@@ -17,7 +17,7 @@ import { digest, seal, unseal } from './signed.js';
  */
 
 export const BINDING_BETA = 'thinking-binding-controls-2026-08-01';
-export const BYTES_PER_TOKEN = 4;
+const BYTES_PER_TOKEN = 4;
 export const tokensOf = (bytes: number) => Math.ceil(bytes / BYTES_PER_TOKEN);
 
 /** How the stand-in says "too long". */
@@ -49,7 +49,7 @@ export interface StrictAnthropicOptions {
   stringContentAsBlock?: boolean;
 }
 
-export interface ThinkingBlock {
+interface ThinkingBlock {
   type: 'thinking';
   thinking: string;
   signature: string;
@@ -347,8 +347,8 @@ function cacheBreakpoints(body: any): number {
     if (!Array.isArray(blocks)) return;
     for (const block of blocks) {
       if (block === null || typeof block !== 'object') continue;
-      if ((block as any).cache_control != null) found++;
-      count((block as any).content);
+      if (block.cache_control != null) found++;
+      count(block.content);
     }
   };
   count(body.tools);

@@ -27,7 +27,7 @@ export interface StrictChatOptions {
   reply?: (req: Received) => { text?: string; toolCall?: { id: string; name: string; arguments: string } };
 }
 
-export interface ChatCheck {
+interface ChatCheck {
   /** The error message it answered with (pairs, shape, window or size), if any. */
   refused: string | null;
 }

@@ -26,7 +26,7 @@ import { seal, unseal } from './signed.js';
  *   as Google's array stream does.
  */
 
-export const BYTES_PER_TOKEN = 4;
+const BYTES_PER_TOKEN = 4;
 export const tokensOf = (bytes: number) => Math.ceil(bytes / BYTES_PER_TOKEN);
 
 export type StrictGeminiReject = 'invalid_argument' | 'edge_413' | 'stream_error';
@@ -46,7 +46,7 @@ export interface GeminiCheck {
 }
 
 /** The credential a request carried. */
-export interface ApiKey {
+interface ApiKey {
   via: 'x-goog-api-key' | 'key';
   key: string;
 }

@@ -4,7 +4,7 @@ import { startFakeUpstream, type FakeUpstream, type Received } from './fake-upst
 import type { Reply } from './provider.js';
 import { BYTES_PER_TOKEN, llamaExceedBody, llamaExceedMessage, messageTokens, promptTokensOf, toolsTokens } from './strict-ollama.js';
 
-export { llamaExceedBody, llamaExceedMessage, promptTokensOf };
+export { promptTokensOf };
 
 /*
  * A strict stand-in for llama.cpp's llama-server (github:ggml-org/llama.cpp, tools/server, 2026),
@@ -47,7 +47,7 @@ export { llamaExceedBody, llamaExceedMessage, promptTokensOf };
  * It does not import src/.
  */
 
-export type LlamaCppEra = 'current' | '2025';
+type LlamaCppEra = 'current' | '2025';
 
 export interface LlamaCppOptions {
   /** The slot's context (`-c`, per slot). */
@@ -68,7 +68,7 @@ export interface LlamaCppOptions {
   reply?: (n: number, req: Received) => Reply;
 }
 
-export interface LlamaCppCall {
+interface LlamaCppCall {
   received: Received;
   promptTokens: number;
   cachedTokens: number;
@@ -86,9 +86,6 @@ export interface LlamaCpp extends FakeUpstream {
   /** Every GET to /props, /models, /v1/models, /health. */
   discoveryCalls(): Received[];
 }
-
-/** The refusal's body parsed, as a test compares it. */
-export const llamaExceedError = (nPrompt: number, nCtx: number) => JSON.parse(llamaExceedBody(nPrompt, nCtx));
 
 const NOT_FOUND = JSON.stringify({ error: { message: 'File Not Found', type: 'not_found_error', code: 404 } });
 

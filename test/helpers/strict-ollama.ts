@@ -60,11 +60,11 @@ import type { Reply } from './provider.js';
 // The token count, shared with the llama.cpp stand-in
 
 /** The chat template's tokens around one message (role markers, separators). */
-export const TEMPLATE_TOKENS_PER_MESSAGE = 4;
+const TEMPLATE_TOKENS_PER_MESSAGE = 4;
 export const BYTES_PER_TOKEN = 4;
 
 /** The text of a message content: a string, or an array's text parts joined by "\n" (llama.cpp's concat). */
-export function textOf(content: unknown): string {
+function textOf(content: unknown): string {
   if (typeof content === 'string') return content;
   if (content === null || content === undefined) return '';
   if (Array.isArray(content)) return content.filter((p: any) => p?.type === 'text').map((p: any) => String(p.text ?? '')).join('\n');
@@ -102,22 +102,22 @@ export function llamaExceedBody(nPrompt: number, nCtx: number): string {
 // Ollama's truncation, as a pure function
 
 /** api/types.go DefaultOptions: "set a minimal num_keep to avoid issues on context shifts". */
-export const OLLAMA_DEFAULT_NUM_KEEP = 4;
+const OLLAMA_DEFAULT_NUM_KEEP = 4;
 /** server/prompt.go: "Clip images are represented as 768 tokens, each an embedding." */
-export const OLLAMA_IMAGE_TOKENS = 768;
-export const OLLAMA_VERSION = '0.33.0';
+const OLLAMA_IMAGE_TOKENS = 768;
+const OLLAMA_VERSION = '0.33.0';
 /** llm/llama_server.go: shorten the prompt, or the context, when context shift is off. */
-export const OLLAMA_NO_SHIFT_ERROR =
+const OLLAMA_NO_SHIFT_ERROR =
   'the prompt is longer than the context length currently available to the model; shorten the prompt, adjust the context length in settings, or use a model with a longer context length';
 
 /** llm/llama_server.go contextShiftPromptLimit: keep num_keep, free about half of the rest. */
-export function contextShiftPromptLimit(numCtx: number, numKeep: number): number {
+function contextShiftPromptLimit(numCtx: number, numKeep: number): number {
   if (numCtx <= 1) return 0;
   const keep = Math.max(0, Math.min(numKeep, numCtx - 1));
   return numCtx - Math.max(Math.trunc((numCtx - keep) / 2), 1);
 }
 
-export interface OllamaPlanOptions {
+interface OllamaPlanOptions {
   numCtx: number;
   numKeep?: number;
   /** The tokenizer adds a BOS token (tokenizer.ggml.add_bos_token); qwen3's does not. */
@@ -129,14 +129,14 @@ export interface OllamaPlanOptions {
   mode?: 'rendered' | 'native';
 }
 
-export interface TokenCut {
+interface TokenCut {
   limit: number;
   prompt: number;
   keep: number;
   new: number;
 }
 
-export interface OllamaPromptPlan {
+interface OllamaPromptPlan {
   /** The whole conversation's tokens, nothing dropped. */
   promptTokens: number;
   /** After whole messages were dropped, before any token cut (llama-server counts this one). */
@@ -157,7 +157,7 @@ export interface OllamaPromptPlan {
 const imagesOf = (m: any) => (Array.isArray(m?.images) ? m.images.length : 0);
 
 /** What Ollama renders and evaluates of `messages` (Ollama's own messages: string contents, images). */
-export function ollamaPromptPlan(messages: any[], tools: unknown, options: OllamaPlanOptions): OllamaPromptPlan {
+function ollamaPromptPlan(messages: any[], tools: unknown, options: OllamaPlanOptions): OllamaPromptPlan {
   const { numCtx } = options;
   const numKeep = options.numKeep ?? OLLAMA_DEFAULT_NUM_KEEP;
   const bos = options.addsBos ? 1 : 0;
@@ -262,7 +262,7 @@ export interface OllamaOptions {
 
 /** A model that lost its first user message has no instructions left: it answers plain text, no call. */
 export const LOST_TASK_ANSWER = "I don't have a task to work on.";
-export function defaultOllamaReply(_n: number, _req: Received, seen: OllamaSeen): Reply {
+function defaultOllamaReply(_n: number, _req: Received, seen: OllamaSeen): Reply {
   return { text: seen.taskKept ? 'ok' : LOST_TASK_ANSWER };
 }
 
@@ -299,7 +299,7 @@ const RUNNING_SIZE = 6_257_919_488;
 const MODIFIED_AT = '2026-07-14T09:21:43.512447213Z';
 
 /** Go's json.Marshal escapes <, > and & (and U+2028/9) in strings. */
-export function goJson(value: unknown): string {
+function goJson(value: unknown): string {
   return JSON.stringify(value).replace(/[<>&\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
@@ -323,7 +323,7 @@ function ginText(res: ServerResponse, status: number, text: string, headers: Rec
 }
 
 /** openai.NewError: the type by status, param and code null. */
-export function ollamaOpenAIError(status: number, message: string) {
+function ollamaOpenAIError(status: number, message: string) {
   const type = status === 400 ? 'invalid_request_error' : status === 404 ? 'not_found_error' : 'api_error';
   return { error: { message, type, param: null, code: null } };
 }
@@ -347,7 +347,7 @@ const ROUTES: Array<[RegExp, string[]]> = [
 const TREE_ORDER = ['HEAD', 'GET', 'POST', 'DELETE'];
 
 /** A name as Ollama resolves it: host and `library/` namespace implied, `:latest` when untagged, case-insensitive. */
-export function ollamaName(name: string): string {
+function ollamaName(name: string): string {
   let n = name.trim();
   n = n.replace(/^registry\.ollama\.ai\//i, '').replace(/^library\//i, '');
   if (!/:[^/]+$/.test(n)) n = `${n}:latest`;

@@ -366,7 +366,7 @@ export function textStream(pieces: string[], id = 'resp_fake_1'): string[] {
 }
 
 /** "Too long" as a 200 stream that fails: the preamble, then response.failed. */
-export function failedInStream(id = 'resp_fake_1'): string[] {
+function failedInStream(id = 'resp_fake_1'): string[] {
   const failed = { ...responseObject('', 'failed', id), error: { code: 'context_length_exceeded', message: CONTEXT_WINDOW_MESSAGE } };
   return [...preamble(id), event('response.failed', { response: failed }, 2)];
 }
@@ -376,7 +376,7 @@ export function errorEventInStream(): string[] {
   return [event('response.created', { response: responseObject('', 'in_progress') }, 0), event('error', { code: 'context_length_exceeded', message: CONTEXT_WINDOW_MESSAGE, param: 'input' }, 1)];
 }
 
-export function writeEvents(res: ServerResponse, events: string[]): void {
+function writeEvents(res: ServerResponse, events: string[]): void {
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
   for (const e of events) res.write(e);
   res.end();

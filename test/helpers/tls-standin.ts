@@ -49,7 +49,7 @@ export function makePrivateCa(): PrivateCa {
 }
 
 /** One request as the stand-in received it. */
-export interface TlsReceived {
+interface TlsReceived {
   method: string;
   path: string;
   headers: IncomingHttpHeaders;

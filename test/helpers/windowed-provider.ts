@@ -77,12 +77,12 @@ export interface WindowedProvider extends FakeUpstream {
 export const MAIN_ANSWER = 'rescued answer';
 
 /** The stand-in's prompt count of a request body. */
-export function promptTokensOf(body: Buffer | string): number {
+function promptTokensOf(body: Buffer | string): number {
   return Math.ceil(Buffer.byteLength(body) / 4);
 }
 
 /** The completion a request asks for, read as vLLM does (`max_completion_tokens or max_tokens`). */
-export function completionTokensOf(request: any): number | undefined {
+function completionTokensOf(request: any): number | undefined {
   const limit = (v: unknown) => (Number.isInteger(v) && (v as number) > 0 ? (v as number) : undefined);
   return limit(request?.max_completion_tokens) ?? limit(request?.max_tokens);
 }
@@ -95,7 +95,7 @@ export function completionTokensOf(request: any): number | undefined {
  * (vllm/entrypoints/openai/engine/protocol.py, earlier openai/protocol.py): object "model",
  * owned_by "vllm", parent null, a permission "modelperm-<uuid hex>" of object "model_permission".
  */
-export function vllmModelList(model: string, maxModelLen: number, root: string = model) {
+function vllmModelList(model: string, maxModelLen: number, root: string = model) {
   const created = Math.floor(Date.now() / 1000);
   return {
     object: 'list',
@@ -182,7 +182,7 @@ export async function startWindowedProvider(options: WindowedProviderOptions): P
 }
 
 /** vLLM's 400 for a request that does not fit the window, or undefined when it fits. */
-export function refusalOf(
+function refusalOf(
   wording: VllmWording,
   window: number,
   prompt: number,

@@ -34,7 +34,6 @@ function killQuietly(pid: number): void {
   }
 }
 
-// eslint-disable-next-line no-control-regex
 const plain = (text: string) => text.replace(/\x1b\[[0-9;]*m/g, '').replace(/\r/g, '');
 
 describe('stdout a pipe', () => {

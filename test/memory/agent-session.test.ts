@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
 import { startStandIn, type Api, type StandIn } from '../helpers/provider.js';
-import type { ApiFixture, Body, Turn } from '../scenarios/apis/fixture.js';
+import type { ApiFixture, Turn } from '../scenarios/apis/fixture.js';
 import { messagesFixture } from '../scenarios/apis/messages.js';
 import { responsesFixture } from '../scenarios/apis/responses.js';
 

@@ -3,7 +3,7 @@ import type { ConfigInput } from '../../src/config/schema.js';
 import { completion } from '../helpers/fake-upstream.js';
 import { postChat, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { startStandIn, type StandIn } from '../helpers/provider.js';
-import { redisCli, until } from '../helpers/redis.js';
+import { until } from '../helpers/redis.js';
 import { parseCompactionHeader } from '../helpers/rescue.js';
 import { LIMIT, firstOverflow, sessionRequest } from './session.js';
 
@@ -61,14 +61,7 @@ export async function startReplicas(memory: ConfigInput['memory']): Promise<Repl
   };
 }
 
-/** Clients named compaction-gateway connected to the Redis at `port` (the name the gateway gives its connections). */
-export function gatewayClients(port: number): number {
-  return redisCli(port, 'client', 'list')
-    .split('\n')
-    .filter((line) => / name=compaction-gateway /.test(line)).length;
-}
-
-export const send = (g: TestGateway, turns: number, tenant: string) => postChat(g, sessionRequest(turns), { authorization: `Bearer ${tenant}` });
+const send = (g: TestGateway, turns: number, tenant: string) => postChat(g, sessionRequest(turns), { authorization: `Bearer ${tenant}` });
 
 /** The summary message a replayed request carries, if any. */
 function summaryOf(body: any): string | undefined {

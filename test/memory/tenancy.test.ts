@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ConfigInput } from '../../src/config/schema.js';
-import { completion, json, startFakeUpstream, type FakeUpstream, type Received } from '../helpers/fake-upstream.js';
+import { completion, json, startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
 import { postChat, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { NGINX_413 } from '../helpers/provider.js';
 import { isSummarizer, parseCompactionHeader, toolTurnsBody } from '../helpers/rescue.js';
@@ -69,7 +69,7 @@ async function send(body: unknown, headers: Record<string, string>) {
   const res = await postChat(gateway, body, headers);
   expect(res.status).toBe(200);
   const value = res.headers.get('x-gateway-compaction');
-  return { header: value ? parseCompactionHeader(value) : null, calls: mainCalls().slice(before) as Received[] };
+  return { header: value ? parseCompactionHeader(value) : null, calls: mainCalls().slice(before) };
 }
 
 const key = (k: string) => ({ authorization: `Bearer ${k}` });

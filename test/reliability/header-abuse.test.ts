@@ -84,7 +84,7 @@ describe('malformed headers: refused by the HTTP parser, never forwarded', () =>
    * 400 `bad_request` otherwise (only if `socket.writable`; then `socket.destroy()`).
    */
   it.each(malformed)('%s is answered in OpenAI shape', async (_name, text) => {
-    expectOpenAIError(parse((await send(text)).body), expect.any(String) as unknown as string);
+    expectOpenAIError(parse((await send(text)).body), expect.any(String));
   });
 
   /*

@@ -7,7 +7,7 @@ import { completion, json, sse, streamEvents, type Handler } from '../helpers/fa
 export { freePort as deadPort } from '../helpers/ports.js';
 
 /** The process's active handles and requests, counted by type (TCPSocketWrap, Timeout, ...). */
-export function resources(): Record<string, number> {
+function resources(): Record<string, number> {
   const counts: Record<string, number> = {};
   for (const type of process.getActiveResourcesInfo()) counts[type] = (counts[type] ?? 0) + 1;
   return counts;
@@ -94,7 +94,7 @@ export class Client {
       signal,
     });
     const text = await res.body.text();
-    return { status: res.statusCode, headers: res.headers as Answer['headers'], text, json: parse(text) };
+    return { status: res.statusCode, headers: res.headers, text, json: parse(text) };
   }
 
   /** Starts a request and hands back its response as soon as the headers arrive. */

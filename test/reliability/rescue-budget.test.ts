@@ -1,6 +1,6 @@
 import OpenAI from 'openai';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { completion, json, startFakeUpstream, type FakeUpstream, type Received } from '../helpers/fake-upstream.js';
+import { completion, json, startFakeUpstream, type Received } from '../helpers/fake-upstream.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
 import { agentConversationBody } from '../helpers/hostile-bodies.js';
 import { sample } from '../helpers/hostile-child.js';

@@ -3,7 +3,7 @@ import { connect, type AddressInfo, type Socket } from 'node:net';
 import { completion, json } from '../helpers/fake-upstream.js';
 
 /** What the stand-in below saw of one request: whether its body came whole or its client left first. */
-export interface Seen {
+interface Seen {
   method: string;
   url: string;
   headers: IncomingHttpHeaders;

@@ -14,7 +14,7 @@ import { serve } from '../../src/rescue/index.js';
 import { readIncoming } from '../../src/rescue/request.js';
 import { ClientGone } from '../../src/upstream/client-gone.js';
 import { resolveUpstreams } from '../../src/upstream/upstreams.js';
-import { completion, json, startFakeUpstream, type FakeUpstream, type Received } from '../helpers/fake-upstream.js';
+import { completion, json, startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
 import { isSummarizer, parseCompactionHeader, toolTurnsBody } from '../helpers/rescue.js';
 
 /*
@@ -55,7 +55,7 @@ async function run(body: unknown, memory: CompactionMemory) {
     incoming: readIncoming(Buffer.from(JSON.stringify(body)), undefined),
     headers: { 'content-type': 'application/json', ...TENANT },
     clientHeaders: { ...TENANT },
-    log: pino({ level: 'silent' }) as never,
+    log: pino({ level: 'silent' }),
     gone: new ClientGone(),
     notes: {},
   };
@@ -76,7 +76,7 @@ it('a limit learned since a span was remembered lowers the aim of the compaction
     }
     return json(res, 200, completion('done'));
   });
-  const memory = createMemory(validateConfig({ upstream: { url: upstream.baseUrl }, memory: { enabled: true } }), createMetrics(), pino({ level: 'silent' }) as never)!;
+  const memory = createMemory(validateConfig({ upstream: { url: upstream.baseUrl }, memory: { enabled: true } }), createMetrics(), pino({ level: 'silent' }))!;
   const first = await run(smallTurns(100), memory);
   expect(first).toMatchObject({ outcome: 'replayed', trigger: 'rejected' });
 

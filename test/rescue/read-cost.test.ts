@@ -49,7 +49,6 @@ describe('reading a body for a rescue', () => {
 
 describe('the estimate of what a rescue holds', () => {
   const heap384 = 432 * 2 ** 20;
-  const heap768 = 816 * 2 ** 20;
   const cost = async (body: Buffer) => rescueCost(await scanJson([body]));
 
   it('an agent conversation of 20 MB fits the sidecar budget twice over; one of 53 MB fits it alone', async () => {

@@ -15,10 +15,9 @@ import { createMetrics, type Metrics } from '../../src/telemetry/metrics.js';
 import type { RescueContext } from '../../src/rescue/context.js';
 import { serve, type Outcome } from '../../src/rescue/index.js';
 import { readIncoming } from '../../src/rescue/request.js';
-import { discard } from '../../src/upstream/body.js';
 import { ClientGone } from '../../src/upstream/client-gone.js';
 import { resolveUpstreams } from '../../src/upstream/upstreams.js';
-import { completion, json, startFakeUpstream, type FakeUpstream, type Handler, type Received } from '../helpers/fake-upstream.js';
+import { completion, json, startFakeUpstream, type FakeUpstream, type Handler } from '../helpers/fake-upstream.js';
 import { isSummarizer, parseCompactionHeader, toolTurnsBody } from '../helpers/rescue.js';
 
 /*
@@ -93,7 +92,7 @@ async function run(
     incoming: readIncoming(raw, o.encoding),
     headers: { 'content-type': 'application/json', authorization: 'Bearer sk-client', ...o.headers },
     clientHeaders: { ...o.clientHeaders },
-    log: log as never,
+    log,
     gone: o.gone ?? new ClientGone(),
     notes: {},
   };
@@ -226,7 +225,7 @@ describe('compaction and one replay', () => {
   });
 
   it('a 413 is summarised as a size limit, and a summarizer that fails falls back, logged as such', async () => {
-    upstream = await startFakeUpstream((req, res, raw) => {
+    upstream = await startFakeUpstream((req, res) => {
       if (isSummarizer(req)) return json(res, 500, { error: { message: 'down' } });
       if (req.body.length > 20_000) return json(res, 413, { error: { type: 'request_too_large', message: 'Request exceeds the maximum size' } });
       return json(res, 200, completion('rescued'));
@@ -424,7 +423,7 @@ describe('Responses: a history held upstream', () => {
 
 describe('with memory', () => {
   const memoryConfig = (): ConfigInput => ({ memory: { enabled: true } });
-  const makeMemory = () => createMemory(validateConfig({ upstream: { url: upstream.baseUrl }, memory: { enabled: true } }), createMetrics(), pino({ level: 'silent' }) as never)!;
+  const makeMemory = () => createMemory(validateConfig({ upstream: { url: upstream.baseUrl }, memory: { enabled: true } }), createMetrics(), pino({ level: 'silent' }))!;
 
   it('a rejection teaches the stated limit; the next turn of the conversation goes compacted ahead', async () => {
     upstream = await startFakeUpstream(provider(20_000));

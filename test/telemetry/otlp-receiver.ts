@@ -8,7 +8,7 @@ import { gunzipSync } from 'node:zlib';
  * else is refused with the collector's status (405, 404, 415, 400) and recorded as a refusal.
  */
 
-export type AttributeValue = string | number | boolean | AttributeValue[] | null;
+type AttributeValue = string | number | boolean | AttributeValue[] | null;
 
 export interface ReceivedSpan {
   traceId: string;

@@ -82,7 +82,7 @@ async function send(origin: string, body: Body, o: { stream: boolean; headers?: 
   try {
     if (!o.stream) {
       const { data, response } = await client(origin).chat.completions.create({ ...body, stream: false } as any, { headers: o.headers }).withResponse();
-      const message = (data as OpenAI.ChatCompletion).choices[0].message;
+      const message = data.choices[0].message;
       return { status: response.status, header: headerOf(response.headers.get('x-gateway-compaction')), text: message.content ?? '', answer: message };
     }
     const { data, response } = await client(origin).chat.completions.create({ ...body, stream: true } as any, { headers: o.headers }).withResponse();
@@ -101,7 +101,7 @@ async function send(origin: string, body: Body, o: { stream: boolean; headers?: 
     return { status: response.status, header: headerOf(response.headers.get('x-gateway-compaction')), text, answer };
   } catch (err) {
     if (!(err instanceof OpenAI.APIError)) throw err;
-    return { status: err.status!, header: headerOf(err.headers?.get('x-gateway-compaction')), text: '', answer: null, error: (err.error as any)?.message };
+    return { status: err.status!, header: headerOf(err.headers?.get('x-gateway-compaction')), text: '', answer: null, error: err.error?.message };
   }
 }
 

@@ -59,7 +59,7 @@ export interface ApiFixture {
 }
 
 export const CONTENT_TEXT = 'Reading the next file';
-export const OUTPUT_BYTES = 4_000;
+const OUTPUT_BYTES = 4_000;
 
 /** A file the agent's tool read: `bytes` of plausible source. */
 export function fileText(n: number, bytes = OUTPUT_BYTES): string {

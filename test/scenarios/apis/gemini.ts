@@ -6,7 +6,7 @@ import { CONTENT_TEXT, fileText, headerOf, QUESTION, REMARK, TASK, type ApiFixtu
 
 /* The Gemini API, as Gemini CLI sends it through @google/genai: the model parts kept exactly as they came. */
 
-export const MODEL = 'gemini-3.1-pro-preview';
+const MODEL = 'gemini-3.1-pro-preview';
 const API_KEY = 'AIza-scenario-key';
 
 /** Every field of the request besides contents, as the SDK sends them, and one it does not know. */

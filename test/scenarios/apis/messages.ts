@@ -126,13 +126,13 @@ async function send(origin: string, body: Body, o: { stream: boolean; headers?: 
     const { data, response } = o.stream
       ? await client(origin).messages.stream(body as any, { headers: o.headers }).withResponse().then(async ({ data: s, response: r }) => ({ data: await s.finalMessage(), response: r }))
       : await client(origin).messages.create(body as any, { headers: o.headers }).withResponse();
-    const message = data as Anthropic.Message;
+    const message = data;
     // The blocks as Claude Code keeps them: every one, thinking included, without the SDK's additions.
     const answer = message.content.map(({ citations: _c, ...block }: any) => block);
     return { status: response.status, header: headerOf(response.headers.get('x-gateway-compaction')), text: textOf(answer), answer };
   } catch (err) {
     if (!(err instanceof Anthropic.APIError)) throw err;
-    return { status: err.status!, header: headerOf(err.headers?.get('x-gateway-compaction')), text: '', answer: null, error: (err.error as any)?.error?.message };
+    return { status: err.status!, header: headerOf(err.headers?.get('x-gateway-compaction')), text: '', answer: null, error: err.error?.error?.message };
   }
 }
 

@@ -74,7 +74,7 @@ async function send(origin: string, body: Body, o: { stream: boolean; headers?: 
     return { status: response.status, header, text: said, answer: output };
   } catch (err) {
     if (!(err instanceof OpenAI.APIError)) throw err;
-    return { status: err.status!, header: headerOf(err.headers?.get('x-gateway-compaction')), text: '', answer: null, error: (err.error as any)?.message };
+    return { status: err.status!, header: headerOf(err.headers?.get('x-gateway-compaction')), text: '', answer: null, error: err.error?.message };
   }
 }
 
