@@ -50,6 +50,17 @@ export function digestInSlices(items: readonly unknown[]): Promise<void> {
   return forEachInSlices(items, itemDigest);
 }
 
+/**
+ * The characters of `items[from .. from+length]` as their digests read them: no request that
+ * repeats those items, however it writes them, is shorter in bytes (bar an exponent's `+`, a byte
+ * a number): a request far smaller than this cannot extend a span remembered of them.
+ */
+export function spanChars(items: readonly unknown[], from: number, length: number): number {
+  let chars = 0;
+  for (let i = from; i < from + length && i < items.length; i++) chars += canonical(items[i]).length;
+  return chars;
+}
+
 /** Prompt-cache hints move from turn to turn without changing what a message says. */
 const IGNORED_KEYS = new Set(['cache_control']);
 
