@@ -55,15 +55,15 @@ interface Reads {
 
 const MEMORY_OPERATIONS = ['recall', 'knowsTenant', 'session', 'limitFor', 'accepted', 'lease'] as const;
 
-async function run(body: unknown, memory: CompactionMemory): Promise<{ status: number; header?: Record<string, unknown>; reads: Reads }> {
-  const config = validateConfig({ upstream: { url: upstream.baseUrl }, summarizer: { maxInputTokens: 500_000 }, memory: { enabled: true }, compaction: { mask: false } });
+async function run(body: unknown, memory: CompactionMemory | null, windows?: Array<{ model: string; tokens: number; completionCounted: boolean }>): Promise<{ status: number; header?: Record<string, unknown>; reads: Reads }> {
+  const config = validateConfig({ upstream: { url: upstream.baseUrl, windows }, summarizer: { maxInputTokens: 500_000 }, memory: { enabled: true }, compaction: { mask: false } });
   const dispatcher = new Agent();
   agents.push(dispatcher);
   const upstreams = resolveUpstreams(config);
   const incoming = readIncoming(Buffer.from(JSON.stringify(body)), undefined);
   const loads = vi.spyOn(incoming, 'load');
   const parses = vi.spyOn(incoming, 'json', 'get');
-  const spies = MEMORY_OPERATIONS.map((name) => [name, vi.spyOn(memory, name)] as const);
+  const spies = memory ? MEMORY_OPERATIONS.map((name) => [name, vi.spyOn(memory, name)] as const) : [];
   const ctx: RescueContext = {
     deps: { config, dispatcher, upstreams, metrics: createMetrics(), memory, budget: new RescueBudget(64 * 2 ** 20), windows: new Windows(null) },
     upstream: upstreams.all[0],
@@ -124,4 +124,16 @@ it('after a compaction is remembered, a request smaller than its span is not rea
   expect(next.header).toMatchObject({ outcome: 'compacted', trigger: 'proactive' });
   expect(next.reads.memory.recall).toBeGreaterThan(0);
   await memory.close();
+});
+
+it('a request under its model\u2019s known window, counting the completion only where the window does, is not read to be made to fit', async () => {
+  upstream = await startFakeUpstream();
+  // 10,000 tokens, the completion not counted: a request is made to fit past 95% of it (3 bytes a token until answers say otherwise).
+  const windows = [{ model: 'fake-model', tokens: 10_000, completionCounted: false }];
+  const sized = (bytes: number) => ({ model: 'fake-model', messages: [{ role: 'user', content: 'z'.repeat(bytes) }], max_tokens: 100 });
+  const under = await run(sized(21_000), null, windows);
+  expect(under.status).toBe(200);
+  expect(under.reads).toMatchObject({ loads: 0, parses: 0 });
+  const over = await run(sized(30_000), null, windows);
+  expect(over.reads.loads).toBeGreaterThan(0);
 });
