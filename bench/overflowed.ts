@@ -16,7 +16,7 @@ import type { UpstreamConfig } from './upstream-config.js';
  * The cost of a request on a gateway that has seen one refusal for length, against the same
  * request on a fresh gateway: for each dist/ given (default ./dist), two gateway processes as
  * `node dist/main.js` runs them (env config, the access log to /dev/null), one of them sent one
- * 600 KB request the fake upstream refuses as overlong (a tenant and model that overflowed
+ * 2.5 MB request the fake upstream refuses as overlong (a tenant and model that overflowed
  * once), then interleaved rounds of the same load against every process. CPU per request is
  * each gateway process's utime + stime from /proc/PID/stat over the round, as the independent
  * harness (../shared/peer-bench) reads it. Loopback only; every load is bounded in time.
@@ -24,7 +24,7 @@ import type { UpstreamConfig } from './upstream-config.js';
 
 const USER_HZ = 100;
 /** The fake upstream refuses bodies larger than this as overlong (OpenAI's context_length_exceeded). */
-const LIMIT_BYTES = 500_000;
+const LIMIT_BYTES = 2_000_000;
 
 interface Gateway {
   label: string;
@@ -100,12 +100,12 @@ async function main(): Promise<void> {
     for (const [i, dist] of dists.entries()) {
       gateways.push(await startGateway(`${i}:fresh`, dist, upstream.origin));
       const overflowed = await startGateway(`${i}:overflowed`, dist, upstream.origin);
-      const res = await request(`${overflowed.origin}${CHAT_PATH}`, { method: 'POST', headers: SDK_HEADERS, body: oneStringBody(600_000) });
+      const res = await request(`${overflowed.origin}${CHAT_PATH}`, { method: 'POST', headers: SDK_HEADERS, body: oneStringBody(2_500_000) });
       const text = await res.body.text();
       process.stderr.write(`${dist}: the overlong request got ${res.statusCode} ${String(res.headers['x-gateway-compaction'] ?? '')} ${text.slice(0, 120)}\n`);
       gateways.push(overflowed);
     }
-    const body = shape === 'small' ? smallChatBody() : shape === 'many' ? agentChatBody(400_000) : oneStringBody(400_000);
+    const body = shape === 'small' ? smallChatBody() : shape === 'many' ? agentChatBody(2 ** 20) : oneStringBody(2 ** 20);
     const connections = shape === 'small' ? 32 : 8;
     const cpu: Record<string, number[]> = Object.fromEntries(gateways.map((g) => [g.label, []]));
     const rps: Record<string, number[]> = Object.fromEntries(gateways.map((g) => [g.label, []]));

@@ -29,11 +29,12 @@ export interface Lease {
 }
 
 /**
- * A request that repeats a remembered span has at least this share of the span's characters as
- * its digests read them (fingerprint.ts spanChars): half, so no way of writing the same items
- * (numbers with an exponent's `+`, keys in another order) is ever taken for smaller.
+ * A request that repeats a remembered span has at least the span's characters as its digests
+ * read them (fingerprint.ts spanChars); this share of them leaves room for the rare number
+ * written shorter than JavaScript writes it (`1e5`). Should one still be taken for smaller, it
+ * is only not compacted ahead: its refusal is rescued, and the rescue recalls the summary.
  */
-const EXTENDING_SHARE = 0.5;
+const EXTENDING_SHARE = 0.9;
 /** How long a lease lasts unrenewed: a holder that crashed frees it within this. */
 export const LEASE_TTL_MS = 10_000;
 /** How long the store is left alone after an operation failed slowly (CompactionMemory.guard). */
@@ -54,8 +55,8 @@ export class CompactionMemory {
   private pausedUntil = 0;
   /**
    * For a store of this process alone (what another replica remembers, it cannot know): the
-   * smallest request that could extend a compaction remembered here (half the characters of its
-   * span: see mayRecall), and the smallest accepted request that could disprove a limit learned
+   * smallest request that could extend a compaction remembered here (most of the characters of
+   * its span: EXTENDING_SHARE), and the smallest accepted request that could disprove a limit learned
    * here. Each only falls: an entry that expires leaves it where it was (a lookup too many, never one too few).
    */
   private smallestExtending = Infinity;
@@ -160,8 +161,8 @@ export class CompactionMemory {
 
   /**
    * False when a request of `bytes` can extend no remembered compaction: nothing is remembered, or
-   * (a store of this process alone) the request is smaller than half of every remembered span, so
-   * it cannot repeat one. Then it is not read, its tenant not named, nothing looked up: a learned
+   * (a store of this process alone) the request is smaller than every remembered span, so it
+   * cannot repeat one. Then it is not read, its tenant not named, nothing looked up: a learned
    * limit alone never reads a request before its first attempt (rescue/ahead.ts).
    */
   mayRecall(bytes: number): boolean {
