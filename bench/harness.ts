@@ -6,6 +6,7 @@ import { startProcess, type BenchProcess } from './procs.js';
 import { startDistGateway } from './dist-gateway.js';
 import { startPeer, type Peer, type PeerStart } from './peers.js';
 import { measureRescue, type RescueResult } from './rescue.js';
+import { measureRescueLoad, type RescueLoadOptions, type RescueLoadResult } from './rescue-load.js';
 import { agentChatBody, CHAT_PATH, oneStringChatBody, SDK_HEADERS, smallChatBody, streamChatBody } from './requests.js';
 import { runStreams, type StreamResult } from './streams.js';
 import type { UpstreamConfig } from './upstream-config.js';
@@ -43,6 +44,8 @@ export interface BenchOptions {
   answerBytes: number;
   /** The rescue path (compaction timing and memory, rescued requests end to end); null skips it. */
   rescue: { compactRuns: number; requests: number; summaryDelayMs: number } | null;
+  /** Rescues beside a steady flow of small requests (bench/rescue-load.ts); null skips it. */
+  rescueLoad: Omit<RescueLoadOptions, 'log'> | null;
   /** Runs during which other processes used over a tenth of a core are run again, this many times at most. */
   disturbedRetries: number;
   /** Compile src/ to dist/ first (the test suite's smoke run relies on `pretest` instead). */
@@ -71,6 +74,7 @@ export const PRESETS = {
     direct: true,
     peers: true,
     rescue: { compactRuns: 15, requests: 3, summaryDelayMs: 100 },
+    rescueLoad: { rounds: 3, seconds: 6, smallRate: 500, everyMs: 500, summaryDelayMs: 100 },
     disturbedRetries: 2,
     build: true,
   },
@@ -82,6 +86,7 @@ export const PRESETS = {
     direct: false,
     peers: true,
     rescue: { compactRuns: 5, requests: 1, summaryDelayMs: 100 },
+    rescueLoad: { rounds: 2, seconds: 4, smallRate: 500, everyMs: 500, summaryDelayMs: 100 },
     disturbedRetries: 1,
     build: true,
   },
@@ -96,6 +101,7 @@ export const PRESETS = {
     peers: false,
     scenarios: ['small'] as ScenarioName[],
     rescue: null,
+    rescueLoad: null,
     disturbedRetries: 0,
     build: false,
   },
@@ -125,6 +131,7 @@ export interface BenchResult {
   /** Each peer's version, or why it did not run; absent when the run had no peers. */
   peers: Partial<Record<Peer, Omit<PeerStart, 'proc'>>>;
   rescue: RescueResult | null;
+  rescueLoad: RescueLoadResult | null;
 }
 
 export async function runBench(options: BenchOptions): Promise<BenchResult> {
@@ -178,7 +185,8 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
     const peakRssBytes = { floor: (await procs.floor.stats()).maxRssBytes, gateway: (await procs.gateway.stats()).maxRssBytes, overflowed: (await procs.overflowed.stats()).maxRssBytes };
     for (const proc of started.splice(0)) await proc.stop();
     const rescue = options.rescue ? await measureRescue({ ...options.rescue, log: options.log }) : null;
-    return { options, startedAt, elapsedS: (performance.now() - began) / 1000, scenarios, peakRssBytes, peers, rescue };
+    const rescueLoad = options.rescueLoad ? await measureRescueLoad({ ...options.rescueLoad, log: options.log }) : null;
+    return { options, startedAt, elapsedS: (performance.now() - began) / 1000, scenarios, peakRssBytes, peers, rescue, rescueLoad };
   } finally {
     for (const proc of started) await proc.stop();
   }

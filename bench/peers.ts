@@ -115,6 +115,7 @@ defaults
   timeout client 60s
   timeout server 60s
   http-reuse always
+  option http-no-delay
 frontend in
   bind 127.0.0.1:${port}
   default_backend fake

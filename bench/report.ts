@@ -36,9 +36,12 @@ export function renderReport(result: BenchResult): { markdown: string; verdicts:
     'driven by autocannon and a streaming client on the same machine, all on 127.0.0.1. Each proxy',
     'and the fake upstream run as separate processes, so each one\'s CPU time is its own. Targets',
     'are interleaved round by round (A B, B A, ...); every figure is the median over the rounds.',
+    'Two gateways of the same build run side by side, as `npm start` runs it: a fresh one, and one',
+    'whose tenant and model overflowed before (a learned limit, a remembered compaction), the state',
+    'a long-running gateway is in; nginx and HAProxy run beside them where they are installed.',
     '',
-    'Run it with `npm run bench` (about 3 minutes; writes this file) or `npm run bench -- --quick`',
-    '(about 30 seconds; prints the tables only).',
+    'Run it with `npm run bench` (about 10 minutes on a loaded machine; writes this file) or',
+    '`npm run bench -- --quick` (about 3 minutes; prints the tables only).',
     '',
     `## Results`,
     '',
@@ -49,6 +52,7 @@ export function renderReport(result: BenchResult): { markdown: string; verdicts:
     ...sections,
     memoryTable(result),
     rescue,
+    result.rescueLoad ? rescueLoadTable(result, verdicts) : '',
     '## Targets',
     '',
     '| target | met |',
@@ -218,6 +222,33 @@ function rescueTable(result: BenchResult, verdicts: Verdict[]): string {
     `| the same ${bytes(c.bodyBytes)} request accepted at once (no rescue), for reference | ${r.unrescuedMs.toFixed(0)} | | | |`,
     '',
     `Gateway peak RSS over these runs: ${bytes(r.gatewayPeakRssBytes)}.`,
+    '',
+  ].join('\n');
+}
+
+function rescueLoadTable(result: BenchResult, verdicts: Verdict[]): string {
+  const r = result.rescueLoad!;
+  const o = result.options.rescueLoad!;
+  const p99 = r.smallP99RescuingMs / r.smallP99QuietMs;
+  verdicts.push({ target: `rescue under load: small requests' p99 during rescues ≤ 2x without (${p99.toFixed(2)}x)`, met: p99 <= 2 });
+  return [
+    '### Rescues under load',
+    '',
+    `Small requests at ${o.smallRate} a second (16 connections, open loop) for ${o.seconds} s, alone and, in alternate phases, beside`,
+    `agents' conversations of ${bytes(r.rescueBytes)} overflowing a 128k-token window (512 KB) one every ${o.everyMs} ms at most, each its own`,
+    `conversation, refused, summarised (masking off; ${o.summaryDelayMs} ms a summarizer call) and replayed; ${o.rounds} rounds of each, medians; the gateway as \`npm start\` runs it.`,
+    '',
+    '| measure | value |',
+    '|---|---:|',
+    `| small requests' p50 without rescues / during rescues (ms) | ${r.smallP50QuietMs.toFixed(2)} / ${r.smallP50RescuingMs.toFixed(2)} |`,
+    `| small requests' p99 without rescues / during rescues (ms) | ${r.smallP99QuietMs.toFixed(2)} / ${r.smallP99RescuingMs.toFixed(2)} (${p99.toFixed(2)}x; target ≤ 2x ${p99 <= 2 ? '✓' : '✗'}) |`,
+    `| rescues during the rescuing phases | ${r.rescues} |`,
+    `| a rescued request end to end (ms) | ${r.rescuedTotalMs.toFixed(0)} |`,
+    `| of which the summarizer's own time (ms) | ${r.summarizerMs.toFixed(0)} |`,
+    `| the same size accepted at once, for reference (ms) | ${r.acceptedMs.toFixed(0)} |`,
+    `| added by the rescue beyond the summarizer (ms): end to end − summarizer − accepted at once | ${(r.rescuedTotalMs - r.summarizerMs - r.acceptedMs).toFixed(0)} |`,
+    `| gateway CPU per rescue (ms) | ${r.gatewayCpuPerRescueMs.toFixed(1)} |`,
+    `| failed small requests | ${r.failures} |`,
     '',
   ].join('\n');
 }

@@ -51,14 +51,14 @@ export function digestInSlices(items: readonly unknown[]): Promise<void> {
 }
 
 /**
- * The characters of `items[from .. from+length]` as their digests read them: no request that
- * repeats those items, however it writes them, is shorter in bytes (bar an exponent's `+`, a byte
- * a number): a request far smaller than this cannot extend a span remembered of them.
+ * The UTF-8 bytes of `items[from .. from+length]` as their digests read them: no request that
+ * repeats those items, however it writes them, is shorter (bar a number written shorter than
+ * JavaScript writes it, `1e5`): a request far smaller than this cannot extend a span remembered of them.
  */
-export function spanChars(items: readonly unknown[], from: number, length: number): number {
-  let chars = 0;
-  for (let i = from; i < from + length && i < items.length; i++) chars += canonical(items[i]).length;
-  return chars;
+export function spanBytes(items: readonly unknown[], from: number, length: number): number {
+  let bytes = 0;
+  for (let i = from; i < from + length && i < items.length; i++) bytes += Buffer.byteLength(canonical(items[i]));
+  return bytes;
 }
 
 /** Prompt-cache hints move from turn to turn without changing what a message says. */

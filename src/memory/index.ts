@@ -3,7 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Bounds } from '../compaction/target.js';
 import type { Config } from '../config/schema.js';
 import type { MemoryMetrics, Metrics } from '../metrics.js';
-import { sessionKey, spanChars, spanDigests } from './fingerprint.js';
+import { sessionKey, spanBytes, spanDigests } from './fingerprint.js';
 import { believed, disprovedFrom, loosened, type LearnedLimit } from './limits.js';
 import { RedisStore, redisTargetOf } from './redis.js';
 import { LocalStore, type MemoryEntry, type MemoryStore } from './store.js';
@@ -29,8 +29,8 @@ export interface Lease {
 }
 
 /**
- * A request that repeats a remembered span has at least the span's characters as its digests
- * read them (fingerprint.ts spanChars); this share of them leaves room for the rare number
+ * A request that repeats a remembered span has at least the span's bytes as its digests read
+ * them (fingerprint.ts spanBytes); this share of them leaves room for the rare number
  * written shorter than JavaScript writes it (`1e5`). Should one still be taken for smaller, it
  * is only not compacted ahead: its refusal is rescued, and the rescue recalls the summary.
  */
@@ -55,8 +55,8 @@ export class CompactionMemory {
   private pausedUntil = 0;
   /**
    * For a store of this process alone (what another replica remembers, it cannot know): the
-   * smallest request that could extend a compaction remembered here (most of the characters of
-   * its span: EXTENDING_SHARE), and the smallest accepted request that could disprove a limit learned
+   * smallest request that could extend a compaction remembered here (most of the bytes of its
+   * span: EXTENDING_SHARE), and the smallest accepted request that could disprove a limit learned
    * here. Each only falls: an entry that expires leaves it where it was (a lookup too many, never one too few).
    */
   private smallestExtending = Infinity;
@@ -99,7 +99,7 @@ export class CompactionMemory {
     const [spanDigest] = spanDigests(items, fixedEnd, [entry.spanLength]);
     if (!spanDigest) return;
     // Before it is written: a request that extends it is looked up from the moment it can be recalled.
-    this.smallestExtending = Math.min(this.smallestExtending, Math.floor(spanChars(items, fixedEnd, entry.spanLength) * EXTENDING_SHARE));
+    this.smallestExtending = Math.min(this.smallestExtending, Math.floor(spanBytes(items, fixedEnd, entry.spanLength) * EXTENDING_SHARE));
     const written = await this.guard('write', async () => {
       const kept = await this.store.remember(lease.session, { ...entry, spanDigest }, lease.token);
       if (kept) await this.store.markTenant(tenant);
