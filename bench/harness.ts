@@ -3,13 +3,23 @@ import { buildDist } from './dist.js';
 import { runLoad, type LoadResult } from './load.js';
 import { machineBusyMs, ownCpuMs } from './machine.js';
 import { startProcess, type BenchProcess } from './procs.js';
+import { startDistGateway } from './dist-gateway.js';
+import { startPeer, type Peer, type PeerStart } from './peers.js';
 import { measureRescue, type RescueResult } from './rescue.js';
-import { agentChatBody, CHAT_PATH, SDK_HEADERS, smallChatBody, streamChatBody } from './requests.js';
+import { measureRescueLoad, type RescueLoadOptions, type RescueLoadResult } from './rescue-load.js';
+import { agentChatBody, CHAT_PATH, oneStringChatBody, SDK_HEADERS, smallChatBody, streamChatBody } from './requests.js';
 import { runStreams, type StreamResult } from './streams.js';
 import type { UpstreamConfig } from './upstream-config.js';
 
-export type Target = 'floor' | 'gateway' | 'direct';
-export type ScenarioName = 'small' | 'large' | 'stream';
+/**
+ * `gateway`: a fresh gateway; `overflowed`: another process of the same build whose tenant and
+ * model (the bench's credential, the fake model) overflowed before the load (primeOverflowed):
+ * the state a long-running gateway is in.
+ */
+export type Target = 'floor' | 'gateway' | 'overflowed' | 'direct' | Peer;
+export const TARGETS: Target[] = ['direct', 'floor', 'gateway', 'overflowed', 'nginx', 'haproxy'];
+/** `large`: 1 MiB of many messages (an agent's history); `string`: 1 MiB in one user message (a pasted file, a base64 image). */
+export type ScenarioName = 'small' | 'large' | 'string' | 'stream';
 
 export interface BenchOptions {
   /** Rounds per scenario; each round runs every target once, in alternating order. */
@@ -23,6 +33,8 @@ export interface BenchOptions {
   scenarios: ScenarioName[];
   /** Also run the clients straight at the fake upstream, for reference. */
   direct: boolean;
+  /** Run nginx and HAProxy beside the gateway where they are installed (bench/peers.ts). */
+  peers: boolean;
   smallConnections: number;
   largeConnections: number;
   largeBytes: number;
@@ -32,6 +44,8 @@ export interface BenchOptions {
   answerBytes: number;
   /** The rescue path (compaction timing and memory, rescued requests end to end); null skips it. */
   rescue: { compactRuns: number; requests: number; summaryDelayMs: number } | null;
+  /** Rescues beside a steady flow of small requests (bench/rescue-load.ts); null skips it. */
+  rescueLoad: Omit<RescueLoadOptions, 'log'> | null;
   /** Runs during which other processes used over a tenth of a core are run again, this many times at most. */
   disturbedRetries: number;
   /** Compile src/ to dist/ first (the test suite's smoke run relies on `pretest` instead). */
@@ -40,7 +54,7 @@ export interface BenchOptions {
 }
 
 const BASE = {
-  scenarios: ['small', 'large', 'stream'] as ScenarioName[],
+  scenarios: ['small', 'large', 'string', 'stream'] as ScenarioName[],
   smallConnections: 32,
   largeConnections: 8,
   largeBytes: 1024 * 1024,
@@ -58,7 +72,9 @@ export const PRESETS = {
     seconds: 3,
     warmupSeconds: 2,
     direct: true,
+    peers: true,
     rescue: { compactRuns: 15, requests: 3, summaryDelayMs: 100 },
+    rescueLoad: { rounds: 3, seconds: 6, smallRate: 500, everyMs: 500, summaryDelayMs: 100 },
     disturbedRetries: 2,
     build: true,
   },
@@ -68,7 +84,9 @@ export const PRESETS = {
     seconds: 1,
     warmupSeconds: 1,
     direct: false,
+    peers: true,
     rescue: { compactRuns: 5, requests: 1, summaryDelayMs: 100 },
+    rescueLoad: { rounds: 2, seconds: 4, smallRate: 500, everyMs: 500, summaryDelayMs: 100 },
     disturbedRetries: 1,
     build: true,
   },
@@ -80,8 +98,10 @@ export const PRESETS = {
     requests: 200,
     warmupSeconds: 0,
     direct: false,
+    peers: false,
     scenarios: ['small'] as ScenarioName[],
     rescue: null,
+    rescueLoad: null,
     disturbedRetries: 0,
     build: false,
   },
@@ -107,8 +127,11 @@ export interface BenchResult {
   startedAt: Date;
   elapsedS: number;
   scenarios: ScenarioResult[];
-  peakRssBytes: { floor: number; gateway: number };
+  peakRssBytes: { floor: number; gateway: number; overflowed: number };
+  /** Each peer's version, or why it did not run; absent when the run had no peers. */
+  peers: Partial<Record<Peer, Omit<PeerStart, 'proc'>>>;
   rescue: RescueResult | null;
+  rescueLoad: RescueLoadResult | null;
 }
 
 export async function runBench(options: BenchOptions): Promise<BenchResult> {
@@ -123,6 +146,8 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
     streamEvents: options.streamEvents,
     streamGapMs: options.streamGapMs,
     summaryDelayMs: 0,
+    // A window above every load's body: only the overflowed gateway's priming requests pass it.
+    limitBytes: Math.round(options.largeBytes * 1.5),
   };
   const started: BenchProcess[] = [];
   const start = async (name: string, script: string, config: unknown) => {
@@ -132,23 +157,36 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
   };
   try {
     const upstream = await start('upstream', 'upstream.ts', upstreamConfig);
+    const gateway = (name: string) => startDistGateway(name, { UPSTREAM_URL: `${upstream.origin}/v1` }).then((p) => (started.push(p), p));
     const procs = {
       upstream,
       floor: await start('floor', 'floor.ts', { upstream: upstream.origin }),
-      gateway: await start('gateway', 'gateway.ts', { upstream: { url: `${upstream.origin}/v1` }, log: { level: 'info' } }),
+      gateway: await gateway('gateway'),
+      overflowed: await gateway('overflowed'),
     };
-    const targets: Target[] = options.direct ? ['floor', 'gateway', 'direct'] : ['floor', 'gateway'];
-    const origin = (t: Target) => (t === 'direct' ? procs.upstream : procs[t]).origin;
+    await primeOverflowed(procs.overflowed, options);
+    const peers: BenchResult['peers'] = {};
+    const peerProcs: Partial<Record<Peer, BenchProcess>> = {};
+    for (const peer of options.peers ? (['nginx', 'haproxy'] as Peer[]) : []) {
+      const { proc, ...about } = await startPeer(peer, upstream.origin);
+      peers[peer] = about;
+      if (proc) (started.push(proc), (peerProcs[peer] = proc));
+      options.log(proc ? `bench: ${about.version} runs beside the gateway` : `bench: ${about.skipped}; skipped`);
+    }
+    const targets: Target[] = ['floor', 'gateway', 'overflowed', ...(Object.keys(peerProcs) as Peer[]), ...(options.direct ? ['direct' as const] : [])];
+    const proxyOf = (t: Target): BenchProcess | null => (t === 'direct' ? null : t === 'nginx' || t === 'haproxy' ? peerProcs[t]! : procs[t]);
+    const origin = (t: Target) => (t === 'direct' ? procs.upstream : proxyOf(t)!).origin;
     await checkTargets(targets.map(origin));
     const scenarios: ScenarioResult[] = [];
-    const all = [procs.upstream, procs.floor, procs.gateway];
+    const all = [procs.upstream, procs.floor, procs.gateway, procs.overflowed, ...Object.values(peerProcs)];
     for (const name of options.scenarios) {
-      scenarios.push(await runScenario(name, targets, origin, (t) => (t === 'direct' ? null : procs[t]), all, options));
+      scenarios.push(await runScenario(name, targets, origin, proxyOf, all, options));
     }
-    const peakRssBytes = { floor: (await procs.floor.stats()).maxRssBytes, gateway: (await procs.gateway.stats()).maxRssBytes };
+    const peakRssBytes = { floor: (await procs.floor.stats()).maxRssBytes, gateway: (await procs.gateway.stats()).maxRssBytes, overflowed: (await procs.overflowed.stats()).maxRssBytes };
     for (const proc of started.splice(0)) await proc.stop();
     const rescue = options.rescue ? await measureRescue({ ...options.rescue, log: options.log }) : null;
-    return { options, startedAt, elapsedS: (performance.now() - began) / 1000, scenarios, peakRssBytes, rescue };
+    const rescueLoad = options.rescueLoad ? await measureRescueLoad({ ...options.rescueLoad, log: options.log }) : null;
+    return { options, startedAt, elapsedS: (performance.now() - began) / 1000, scenarios, peakRssBytes, peers, rescue, rescueLoad };
   } finally {
     for (const proc of started) await proc.stop();
   }
@@ -162,7 +200,7 @@ async function runScenario(
   all: BenchProcess[],
   options: BenchOptions,
 ): Promise<ScenarioResult> {
-  const runs: Record<Target, Run[]> = { floor: [], gateway: [], direct: [] };
+  const runs: Record<Target, Run[]> = { floor: [], gateway: [], overflowed: [], nginx: [], haproxy: [], direct: [] };
   const once = makeRun(name, all, options);
   if (options.warmupSeconds > 0) {
     for (const t of targets) await once(origin(t), null, options.warmupSeconds);
@@ -193,7 +231,7 @@ export const DISTURBED_CORES = 0.1;
  */
 function makeRun(name: ScenarioName, all: BenchProcess[], options: BenchOptions) {
   const small = smallChatBody();
-  const large = name === 'large' ? agentChatBody(options.largeBytes) : '';
+  const large = name === 'large' ? agentChatBody(options.largeBytes) : name === 'string' ? oneStringChatBody(options.largeBytes) : '';
   const streamed = streamChatBody();
   return async (origin: string, proxy: BenchProcess | null, seconds: number): Promise<Run> => {
     const before = await proxy?.stats();
@@ -246,6 +284,25 @@ function describe(run: Run): string {
   }
   const s = run.stream!;
   return `${s.streams} streams ttfb p50 ${s.ttfbP50Ms.toFixed(2)} ms total p50 ${s.totalP50Ms.toFixed(1)} ms chunk delay p99 ${s.chunkDelayP99Ms.toFixed(2)} ms reads/event ${s.readsPerEvent.toFixed(3)}${cpu}${s.failures ? ` FAILURES ${s.failures}` : ''}`;
+}
+
+/**
+ * What a gateway that has run a while has seen, for the bench's tenant (its credential) and model:
+ * a request nothing could shrink, refused for length (a learned limit, `not_shrunk`), and an agent
+ * conversation refused, compacted and replayed (a remembered compaction). Each is checked.
+ */
+async function primeOverflowed(gateway: BenchProcess, options: BenchOptions): Promise<void> {
+  const overlong = options.largeBytes * 2;
+  const sends: Array<[string, string, number]> = [
+    [oneStringChatBody(overlong), 'outcome=not_shrunk', 400],
+    [agentChatBody(overlong, 11), 'outcome=replayed', 200],
+  ];
+  for (const [body, outcome, status] of sends) {
+    const res = await request(`${gateway.origin}${CHAT_PATH}`, { method: 'POST', headers: SDK_HEADERS, body });
+    await res.body.arrayBuffer();
+    const header = String(res.headers['x-gateway-compaction'] ?? '');
+    if (res.statusCode !== status || !header.includes(outcome)) throw new Error(`priming the overflowed gateway: ${res.statusCode}, x-gateway-compaction: ${header || '(none)'}; expected ${status} ${outcome}`);
+  }
 }
 
 /** Every target must answer a small request with a 200 and the same bytes before anything is timed. */

@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
-import { DISTURBED_CORES, type BenchResult, type Run, type ScenarioName, type ScenarioResult, type Target } from './harness.js';
+import { DISTURBED_CORES, TARGETS, type BenchResult, type Run, type ScenarioName, type ScenarioResult, type Target } from './harness.js';
 import { smallChatBody } from './requests.js';
 import { median } from './stats.js';
 
@@ -36,17 +36,23 @@ export function renderReport(result: BenchResult): { markdown: string; verdicts:
     'driven by autocannon and a streaming client on the same machine, all on 127.0.0.1. Each proxy',
     'and the fake upstream run as separate processes, so each one\'s CPU time is its own. Targets',
     'are interleaved round by round (A B, B A, ...); every figure is the median over the rounds.',
+    'Two gateways of the same build run side by side, as `npm start` runs it: a fresh one, and one',
+    'whose tenant and model overflowed before (a learned limit, a remembered compaction), the state',
+    'a long-running gateway is in; nginx and HAProxy run beside them where they are installed.',
     '',
-    'Run it with `npm run bench` (about 3 minutes; writes this file) or `npm run bench -- --quick`',
-    '(about 30 seconds; prints the tables only).',
+    'Run it with `npm run bench` (about 10 minutes on a loaded machine; writes this file) or',
+    '`npm run bench -- --quick` (about 3 minutes; prints the tables only).',
     '',
     `## Results`,
     '',
     `Run of ${result.startedAt.toISOString()}, ${Math.round(result.elapsedS)} s, at ${revision()}.`,
     '',
+    peersLine(result),
+    '',
     ...sections,
     memoryTable(result),
     rescue,
+    result.rescueLoad ? rescueLoadTable(result, verdicts) : '',
     '## Targets',
     '',
     '| target | met |',
@@ -65,7 +71,8 @@ export function renderReport(result: BenchResult): { markdown: string; verdicts:
 
 const TITLES: Record<ScenarioName, (r: BenchResult) => string> = {
   small: (r) => `Small non-streaming requests (${bytes(Buffer.byteLength(smallChatBody()))} body, ${r.options.smallConnections} connections)`,
-  large: (r) => `1 MiB requests (${r.options.largeConnections} connections)`,
+  large: (r) => `1 MiB requests of many messages (an agent's history; ${r.options.largeConnections} connections)`,
+  string: (r) => `1 MiB requests of one string (one user message: a pasted file, a base64 image; ${r.options.largeConnections} connections)`,
   stream: (r) =>
     `Streams (${r.options.streamConcurrency} concurrent, ${r.options.streamEvents} SSE events ${r.options.streamGapMs} ms apart)`,
 };
@@ -73,20 +80,20 @@ const TITLES: Record<ScenarioName, (r: BenchResult) => string> = {
 function scenarioTable(s: ScenarioResult, result: BenchResult, verdicts: Verdict[]): string {
   const rows = s.name === 'stream' ? streamRows(s) : loadRows(s);
   for (const row of rows) if (row.target) verdicts.push({ target: `${s.name}: ${row.metric} ${row.target.text}`, met: row.target.met });
-  const targets = (['direct', 'floor', 'gateway'] as Target[]).filter((t) => s.runs[t].length > 0);
-  const header = `| metric | ${targets.join(' | ')} | gateway/floor | target |`;
+  const targets = TARGETS.filter((t) => s.runs[t].length > 0);
+  const header = `| metric | ${targets.join(' | ')} | gateway/floor | overflowed/floor | target (both gateways) |`;
   const lines = rows.map((row) => {
     const cells = targets.map((t) => format(row.values[t], row.digits));
-    const ratio = row.ratio === false ? '' : format(row.values.gateway! / row.values.floor!, 2);
+    const ratio = (t: Target) => (row.ratio === false ? '' : format(row.values[t]! / row.values.floor!, 2));
     const target = row.target ? `${row.target.text} ${row.target.met ? '✓' : '✗'}` : '';
-    return `| ${row.metric} | ${cells.join(' | ')} | ${ratio} | ${target} |`;
+    return `| ${row.metric} | ${cells.join(' | ')} | ${ratio('gateway')} | ${ratio('overflowed')} | ${target} |`;
   });
   const failures = targets.map((t) => `${t} ${sum(s.runs[t], (r) => r.load?.failures ?? r.stream?.failures ?? 0)}`).join(', ');
   return [
     `### ${TITLES[s.name](result)}`,
     '',
     header,
-    `|---|${targets.map(() => '---:').join('|')}|---:|---|`,
+    `|---|${targets.map(() => '---:').join('|')}|---:|---:|---|`,
     ...lines,
     '',
     `${s.runs.floor.length} rounds of ${result.options.seconds} s per target. Failed requests (errors, timeouts, non-2xx): ${failures}. ${disturbance(s, result)}`,
@@ -96,7 +103,7 @@ function scenarioTable(s: ScenarioResult, result: BenchResult, verdicts: Verdict
 
 /** How much other processes on the machine used while the recorded runs ran. */
 function disturbance(s: ScenarioResult, result: BenchResult): string {
-  const foreign = (['direct', 'floor', 'gateway'] as Target[]).flatMap((t) => s.runs[t].map((r) => r.foreignCores)).filter((c) => !Number.isNaN(c));
+  const foreign = TARGETS.flatMap((t) => s.runs[t].map((r) => r.foreignCores)).filter((c) => !Number.isNaN(c));
   if (foreign.length === 0) return '';
   const pct = (c: number) => `${Math.round(c * 100)}%`;
   return (
@@ -105,14 +112,25 @@ function disturbance(s: ScenarioResult, result: BenchResult): string {
   );
 }
 
+/** Which peers ran beside the gateway, and why any did not. */
+function peersLine(result: BenchResult): string {
+  const ran = Object.values(result.peers).flatMap((p) => (p.version ? [p.version] : []));
+  const skipped = Object.values(result.peers).flatMap((p) => (p.skipped ? [p.skipped] : []));
+  return [
+    `Peers: ${ran.length > 0 ? `${ran.join('; ')} (one worker each, keep-alive upstream, no access log)` : 'none ran'}.`,
+    ...skipped.map((s) => `Skipped: ${s}.`),
+    "Skipped: Portkey's gateway, no dependency of this project; ../shared/peer-bench runs it (bench/findings.md, round 8).",
+  ].join(' ');
+}
+
 function memoryTable(result: BenchResult): string {
   const peak = result.peakRssBytes;
   return [
     '### Memory',
     '',
-    '| measure | floor | gateway | gateway/floor |',
-    '|---|---:|---:|---:|',
-    `| peak RSS over the scenarios above | ${bytes(peak.floor)} | ${bytes(peak.gateway)} | ${(peak.gateway / peak.floor).toFixed(2)} |`,
+    '| measure | floor | gateway | overflowed | gateway/floor |',
+    '|---|---:|---:|---:|---:|',
+    `| peak RSS over the scenarios above | ${bytes(peak.floor)} | ${bytes(peak.gateway)} | ${bytes(peak.overflowed)} | ${(peak.gateway / peak.floor).toFixed(2)} |`,
     '',
   ].join('\n');
 }
@@ -128,23 +146,18 @@ function loadRows(s: ScenarioResult): Row[] {
     { metric: 'latency p99 (ms)', values: p99, digits: 2 },
     { metric: 'proxy CPU per request (µs)', values: cpu, digits: 0 },
   ];
-  rows[0].target = atLeast(rps, 0.9);
-  if (s.name === 'small') {
-    rows[2].target = atMost(p99, 1.2);
-    rows[3].target = atMost(cpu, 1.25);
-  }
+  // The issue's targets (47): small 0.75x throughput, 1.5x CPU and p99; 1 MiB of either shape 0.9x throughput, 1.5x CPU.
+  rows[0].target = atLeast(rps, s.name === 'small' ? 0.75 : 0.9);
+  rows[3].target = atMost(cpu, 1.5);
+  if (s.name === 'small') rows[2].target = atMost(p99, 1.5);
   return rows;
 }
 
 function streamRows(s: ScenarioResult): Row[] {
   const m = (pick: (r: Run) => number) => medians(s, pick);
   const ttfb = m((r) => r.stream!.ttfbP50Ms);
-  const coalesced = {
-    floor: sum(s.runs.floor, (r) => r.stream!.coalescedStreams),
-    gateway: sum(s.runs.gateway, (r) => r.stream!.coalescedStreams),
-    direct: sum(s.runs.direct, (r) => r.stream!.coalescedStreams),
-  };
-  const added = ttfb.gateway! - ttfb.floor!;
+  const coalesced = Object.fromEntries(TARGETS.map((t) => [t, sum(s.runs[t], (r) => r.stream!.coalescedStreams)])) as Record<Target, number>;
+  const added = Math.max(ttfb.gateway! - ttfb.floor!, (ttfb.overflowed ?? ttfb.gateway!) - ttfb.floor!);
   return [
     { metric: 'streams per run', values: m((r) => r.stream!.streams), digits: 0, ratio: false },
     {
@@ -163,7 +176,7 @@ function streamRows(s: ScenarioResult): Row[] {
       values: coalesced,
       digits: 0,
       ratio: false,
-      target: { text: '= 0', met: coalesced.gateway === 0 },
+      target: { text: '= 0', met: coalesced.gateway === 0 && coalesced.overflowed === 0 },
     },
     { metric: 'proxy CPU per stream (µs)', values: m((r) => r.cpuUsPerRequest), digits: 0 },
   ];
@@ -213,18 +226,48 @@ function rescueTable(result: BenchResult, verdicts: Verdict[]): string {
   ].join('\n');
 }
 
+function rescueLoadTable(result: BenchResult, verdicts: Verdict[]): string {
+  const r = result.rescueLoad!;
+  const o = result.options.rescueLoad!;
+  const p99 = r.smallP99RescuingMs / r.smallP99QuietMs;
+  verdicts.push({ target: `rescue under load: small requests' p99 during rescues ≤ 2x without (${p99.toFixed(2)}x)`, met: p99 <= 2 });
+  return [
+    '### Rescues under load',
+    '',
+    `Small requests at ${o.smallRate} a second (16 connections, open loop) for ${o.seconds} s, alone and, in alternate phases, beside`,
+    `agents' conversations of ${bytes(r.rescueBytes)} overflowing a 128k-token window (512 KB) one every ${o.everyMs} ms at most, each its own`,
+    `conversation, refused, summarised (masking off; ${o.summaryDelayMs} ms a summarizer call) and replayed; ${o.rounds} rounds of each, medians; the gateway as \`npm start\` runs it.`,
+    '',
+    '| measure | value |',
+    '|---|---:|',
+    `| small requests' p50 without rescues / during rescues (ms) | ${r.smallP50QuietMs.toFixed(2)} / ${r.smallP50RescuingMs.toFixed(2)} |`,
+    `| small requests' p99 without rescues / during rescues (ms) | ${r.smallP99QuietMs.toFixed(2)} / ${r.smallP99RescuingMs.toFixed(2)} (${p99.toFixed(2)}x; target ≤ 2x ${p99 <= 2 ? '✓' : '✗'}) |`,
+    `| rescues during the rescuing phases | ${r.rescues} |`,
+    `| a rescued request end to end (ms) | ${r.rescuedTotalMs.toFixed(0)} |`,
+    `| of which the summarizer's own time (ms) | ${r.summarizerMs.toFixed(0)} |`,
+    `| the same size accepted at once, for reference (ms) | ${r.acceptedMs.toFixed(0)} |`,
+    `| added by the rescue beyond the summarizer (ms): end to end − summarizer − accepted at once | ${(r.rescuedTotalMs - r.summarizerMs - r.acceptedMs).toFixed(0)} |`,
+    `| gateway CPU per rescue (ms) | ${r.gatewayCpuPerRescueMs.toFixed(1)} |`,
+    `| failed small requests | ${r.failures} |`,
+    '',
+  ].join('\n');
+}
+
 function medians(s: ScenarioResult, pick: (r: Run) => number): Partial<Record<Target, number>> {
   const out: Partial<Record<Target, number>> = {};
-  for (const t of ['direct', 'floor', 'gateway'] as Target[]) if (s.runs[t].length > 0) out[t] = median(s.runs[t].map(pick));
+  for (const t of TARGETS) if (s.runs[t].length > 0) out[t] = median(s.runs[t].map(pick));
   return out;
 }
 
+/** Judged for the fresh gateway and the overflowed one alike (the overflowed one where it ran). */
 function atLeast(values: Partial<Record<Target, number>>, ratio: number): Row['target'] {
-  return { text: `≥ ${ratio}x floor`, met: values.gateway! / values.floor! >= ratio };
+  const worst = Math.min(values.gateway!, values.overflowed ?? Infinity);
+  return { text: `≥ ${ratio}x floor`, met: worst / values.floor! >= ratio };
 }
 
 function atMost(values: Partial<Record<Target, number>>, ratio: number): Row['target'] {
-  return { text: `≤ ${ratio}x floor`, met: values.gateway! / values.floor! <= ratio };
+  const worst = Math.max(values.gateway!, values.overflowed ?? -Infinity);
+  return { text: `≤ ${ratio}x floor`, met: worst / values.floor! <= ratio };
 }
 
 function sum(runs: Run[], pick: (r: Run) => number): number {
@@ -249,8 +292,8 @@ function machine(result: BenchResult): string {
     `- Machine: ${cpus.length} × ${cpus[0]?.model ?? 'unknown CPU'}, ${bytes(os.totalmem())} RAM, ${os.type()} ${os.release()}; load generator on the same machine.`,
     `- Versions: Node ${process.version}, ${['fastify', '@fastify/http-proxy', 'undici', 'pino', 'prom-client', 'autocannon'].map((p) => `${p} ${version(p)}`).join(', ')}.`,
     `- Rounds: ${o.rounds} per scenario, ${o.seconds} s per target per round, after a ${o.warmupSeconds} s unrecorded warm-up per target.`,
-    `- Requests: the OpenAI SDK's headers (13); small body ${bytes(Buffer.byteLength(smallChatBody()))}, answer ${bytes(o.answerBytes)}; large body ${bytes(o.largeBytes)} of agent conversation (tool calls, non-ASCII text), same answer; streams of ${o.streamEvents} writes ${o.streamGapMs} ms apart.`,
-    `- The gateway: the built \`dist/\`, \`buildServer()\` with the real config (\`log.level: info\`: one line per request, to stdout, which is /dev/null), its undici keep-alive Agent; the floor: \`bench/floor.ts\`, a node:http server piping into one undici Agent. Each runs in its own process, as does the fake upstream (\`bench/upstream.ts\`); the load generators run in the parent.`,
+    `- Requests: the OpenAI SDK's headers (13, a bearer credential among them); small body ${bytes(Buffer.byteLength(smallChatBody()))}, answer ${bytes(o.answerBytes)}; large bodies of ${bytes(o.largeBytes)}: an agent conversation (tool calls, non-ASCII text), or one user message of one string; same answer; streams of ${o.streamEvents} writes ${o.streamGapMs} ms apart.`,
+    `- The gateways: \`node scripts/start.mjs\` as \`npm start\` runs it (the built \`dist/\`, configured by its environment, \`LOG_LEVEL=info\`: one line per request, to stdout, which is /dev/null), CPU time from /proc/PID/stat. \`gateway\` is fresh; \`overflowed\` first got, for the bench's credential and model, a ${bytes(o.largeBytes * 2)} one-string request refused for length that nothing could shrink (a learned limit) and a ${bytes(o.largeBytes * 2)} agent conversation refused, compacted and replayed (a remembered compaction). The fake upstream refuses bodies over ${bytes(Math.round(o.largeBytes * 1.5))} (OpenAI's context_length_exceeded), so no load request is refused. The floor: \`bench/floor.ts\`, a node:http server piping into one undici Agent. Each runs in its own process, as does the fake upstream (\`bench/upstream.ts\`); the load generators run in the parent.`,
   ].join('\n');
 }
 

@@ -10,7 +10,21 @@ import { ACCEPT_ANY_SIZE, BAD_JSON_MESSAGE, HOLD_ANSWER, MODEL, SENT_AT_FIELD, t
  */
 
 const config = JSON.parse(process.argv[2] ?? '{}') as UpstreamConfig;
-const answer = Buffer.from(JSON.stringify(completion('x'.repeat(Math.max(1, config.answerBytes - 330)))));
+const answerText = 'x'.repeat(Math.max(1, config.answerBytes - 330));
+/**
+ * Answers by request size: each counts the prompt as a provider would, a token per 4 bytes (the
+ * window's own rate, reject()). A fixed count would tell the gateway that every large request was
+ * silently cut (overlong/truncation.ts), which no real provider says (bench/findings.md, round 8).
+ */
+const answers = new Map<number, Buffer>();
+function answerFor(bytes: number): Buffer {
+  let answer = answers.get(bytes);
+  if (!answer) {
+    if (answers.size > 64) answers.clear();
+    answers.set(bytes, (answer = Buffer.from(JSON.stringify(completion(answerText, Math.ceil(bytes / 4))))));
+  }
+  return answer;
+}
 const summary = Buffer.from(JSON.stringify(completion(`SUMMARY: the agent read files, ran the tests and fixed the build. ${'detail '.repeat(60)}`)));
 const STREAM_MARK = Buffer.from('"stream":true');
 
@@ -39,6 +53,7 @@ const server = createServer((req, res) => {
     const streamed = config.parseBodies ? parsedStream(Buffer.concat(chunks)) : isStream(chunks);
     if (streamed === undefined) return badJson(res);
     if (streamed) return void stream(res);
+    const answer = answerFor(size);
     if (config.answerDelayMs) setTimeout(() => sendJson(res, 200, answer), config.answerDelayMs);
     else sendJson(res, 200, answer);
   });
@@ -117,14 +132,14 @@ function reject(res: ServerResponse, bytes: number): void {
   res.end(body);
 }
 
-function completion(content: string) {
+function completion(content: string, promptTokens = 120) {
   return {
     id: 'chatcmpl-bench',
     object: 'chat.completion',
     created: 1_700_000_000,
     model: MODEL,
     choices: [{ index: 0, message: { role: 'assistant', content, refusal: null }, logprobs: null, finish_reason: 'stop' }],
-    usage: { prompt_tokens: 120, completion_tokens: 30, total_tokens: 150 },
+    usage: { prompt_tokens: promptTokens, completion_tokens: 30, total_tokens: promptTokens + 30 },
   };
 }
 

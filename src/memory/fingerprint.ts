@@ -38,18 +38,41 @@ export function itemDigest(item: unknown): string {
   if (typeof item !== 'object' || item === null) return sha256(canonical(item));
   let digest = digests.get(item);
   if (digest === undefined) {
-    digest = sha256(canonical(item));
+    const text = canonical(item);
+    digest = sha256(text);
     digests.set(item, digest);
+    sizes.set(item, Buffer.byteLength(text));
   }
   return digest;
 }
 
 /** A rescue looks a request's items up, then remembers them: each is serialised and hashed once. */
 const digests = new WeakMap<object, string>();
+/** The UTF-8 bytes of each item as digested (spanBytes): known without serialising it again. */
+const sizes = new WeakMap<object, number>();
 
 /** Digests every item ahead of a lookup, between time slices: a long history's hashing never holds the event loop. */
 export function digestInSlices(items: readonly unknown[]): Promise<void> {
   return forEachInSlices(items, itemDigest);
+}
+
+/**
+ * The UTF-8 bytes of `items[from .. from+length]` as their digests read them: no request that
+ * repeats those items, however it writes them, is shorter (bar a number written shorter than
+ * JavaScript writes it, `1e5`): a request far smaller than this cannot extend a span remembered of them.
+ */
+export function spanBytes(items: readonly unknown[], from: number, length: number): number {
+  let bytes = 0;
+  for (let i = from; i < from + length && i < items.length; i++) {
+    const item = items[i];
+    if (typeof item !== 'object' || item === null) bytes += Buffer.byteLength(canonical(item));
+    else {
+      // Serialised once: its size is kept with the digest a lookup or remember made of it already.
+      itemDigest(item);
+      bytes += sizes.get(item)!;
+    }
+  }
+  return bytes;
 }
 
 /** Prompt-cache hints move from turn to turn without changing what a message says. */

@@ -3,8 +3,8 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Bounds } from '../compaction/target.js';
 import type { Config } from '../config/schema.js';
 import type { MemoryMetrics, Metrics } from '../telemetry/metrics.js';
-import { sessionKey, spanDigests } from './fingerprint.js';
-import { believed, loosened, type LearnedLimit } from './limits.js';
+import { sessionKey, spanBytes, spanDigests } from './fingerprint.js';
+import { believed, disprovedFrom, loosened, type LearnedLimit } from './limits.js';
 import { RedisStore, redisTargetOf } from './redis.js';
 import { LocalStore, type MemoryEntry, type MemoryStore } from './store.js';
 
@@ -28,6 +28,13 @@ export interface Lease {
   release(): Promise<void>;
 }
 
+/**
+ * A request that repeats a remembered span has at least the span's bytes as its digests read
+ * them (fingerprint.ts spanBytes); this share of them leaves room for the rare number
+ * written shorter than JavaScript writes it (`1e5`). Should one still be taken for smaller, it
+ * is only not compacted ahead: its refusal is rescued, and the rescue recalls the summary.
+ */
+const EXTENDING_SHARE = 0.9;
 /** How long a lease lasts unrenewed: a holder that crashed frees it within this. */
 const LEASE_TTL_MS = 10_000;
 /** How long the store is left alone after an operation failed slowly (CompactionMemory.guard). */
@@ -46,6 +53,14 @@ const LEASE_RENEW_MS = 3_000;
 export class CompactionMemory {
   private storeDown = false;
   private pausedUntil = 0;
+  /**
+   * For a store of this process alone (what another replica remembers, it cannot know): the
+   * smallest request that could extend a compaction remembered here (most of the bytes of its
+   * span: EXTENDING_SHARE), and the smallest accepted request that could disprove a limit learned
+   * here. Each only falls: an entry that expires leaves it where it was (a lookup too many, never one too few).
+   */
+  private smallestExtending = Infinity;
+  private smallestDisproving = Infinity;
 
   constructor(
     private readonly store: MemoryStore,
@@ -83,6 +98,8 @@ export class CompactionMemory {
   async remember(lease: Lease, tenant: string, items: readonly unknown[], fixedEnd: number, entry: Omit<MemoryEntry, 'spanDigest'>): Promise<void> {
     const [spanDigest] = spanDigests(items, fixedEnd, [entry.spanLength]);
     if (!spanDigest) return;
+    // Before it is written: a request that extends it is looked up from the moment it can be recalled.
+    this.smallestExtending = Math.min(this.smallestExtending, Math.floor(spanBytes(items, fixedEnd, entry.spanLength) * EXTENDING_SHARE));
     const written = await this.guard('write', async () => {
       const kept = await this.store.remember(lease.session, { ...entry, spanDigest }, lease.token);
       if (kept) await this.store.markTenant(tenant);
@@ -142,9 +159,23 @@ export class CompactionMemory {
     return this.guard('read', () => this.store.hasTenant(tenant), false);
   }
 
-  /** False when no tenant can have anything remembered: the request need not even name its tenant. */
-  mayKnowTenants(): boolean {
-    return this.store.mayHaveTenants();
+  /**
+   * False when a request of `bytes` can extend no remembered compaction: nothing is remembered, or
+   * (a store of this process alone) the request is smaller than every remembered span, so it
+   * cannot repeat one. Then it is not read, its tenant not named, nothing looked up: a learned
+   * limit alone never reads a request before its first attempt (rescue/ahead.ts).
+   */
+  mayRecall(bytes: number): boolean {
+    return this.store.mayHaveTenants() && (this.store.shared || bytes >= this.smallestExtending);
+  }
+
+  /**
+   * False when an accepted request of `bytes` can disprove no learned limit (limits.ts loosened):
+   * nothing learned, or (a store of this process alone) the request is smaller than what would
+   * disprove the least of them. Then its acceptance is not noted.
+   */
+  mayLoosen(bytes: number): boolean {
+    return this.store.mayHaveTenants() && (this.store.shared || bytes >= this.smallestDisproving);
   }
 
   /** `upstream`: the upstream's memory key (its name and URL; upstreams.ts), so no two upstreams share what is remembered. */
@@ -160,6 +191,7 @@ export class CompactionMemory {
   /** Adds a refusal's lesson (limits.ts lessonOf); the tenant is marked, so its accepted requests can loosen it. */
   async learn(tenant: string, upstream: string, model: string, lesson: LearnedLimit): Promise<void> {
     const key = limitKey(tenant, upstream, model);
+    this.smallestDisproving = Math.min(this.smallestDisproving, disprovedFrom(lesson));
     await this.guard('write', async () => {
       await this.store.learn(key, lesson);
       await this.store.markTenant(tenant);

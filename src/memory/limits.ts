@@ -81,6 +81,12 @@ export function believed(limit: LearnedLimit | undefined, bytes: number): Bounds
   return Object.keys(bounds).length > 0 ? bounds : undefined;
 }
 
+/** The smallest accepted request that disproves any part of `limit` (see loosened); Infinity when none can. */
+export function disprovedFrom(limit: LearnedLimit): number {
+  const { limitTokens, limitBytes, refusedBytes } = limit;
+  return Math.min(limitTokens !== undefined ? Math.floor(limitTokens * MOST_BYTES_PER_TOKEN) + 1 : Infinity, limitBytes !== undefined ? Math.floor(limitBytes) + 1 : Infinity, refusedBytes ?? Infinity);
+}
+
 /** What is left of a limit once a request of `bytes` was accepted; null when the acceptance disproves none of it. */
 export function loosened(limit: LearnedLimit, bytes: number): LearnedLimit | null {
   const window = limit.limitTokens !== undefined && bytes / MOST_BYTES_PER_TOKEN > limit.limitTokens;

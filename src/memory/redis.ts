@@ -186,6 +186,7 @@ const LEASE_POLL_MS = 100;
  * version before shares memory with this one during a rolling update (it takes no lease).
  */
 export class RedisStore implements MemoryStore {
+  readonly shared = true;
   private readonly redis: RedisClient;
 
   constructor(

@@ -38,6 +38,8 @@ export interface MemoryStore {
    * credential and asking. A store shared between replicas can never say so.
    */
   mayHaveTenants(): boolean;
+  /** Whether other processes write it too (Redis): then what this process remembered is not all there is. */
+  readonly shared: boolean;
   /** Takes the conversation's lease as `lease` for `ttlMs` (SET NX PX): false while another holds it. */
   acquire(session: string, lease: string, ttlMs: number): Promise<boolean>;
   /** Extends the lease while it is still `lease`'s: false once it is not (expired, or taken since). */
@@ -59,6 +61,7 @@ export function withEntry(list: MemoryEntry[], entry: MemoryEntry): MemoryEntry[
 
 /** In-process: a bounded LRU, by bytes, with a TTL. Nothing to set up. */
 export class LocalStore implements MemoryStore {
+  readonly shared = false;
   private readonly cache: LRUCache<string, MemoryEntry[] | LearnedLimit>;
   /** Set by the first markTenant: from then on every request asks (entries expire; the flag need not). */
   private tenantsMarked = false;

@@ -21,13 +21,14 @@ export interface Proactive {
 }
 
 /**
- * The memory to look in before the first attempt, or null while it remembers nothing at all: then
- * not even the request's credential is hashed (bench/findings.md), and the first attempt
- * waits on no promise.
+ * The memory to look in before the first attempt, or null while it remembers no compaction the
+ * request could extend (none at all, or only ones of spans larger than the request: memory/index.ts
+ * mayRecall): then not even the request's credential is hashed (bench/findings.md), and the
+ * first attempt waits on no promise. A limit learned from a refusal opens nothing here.
  */
 export function memoryAhead(ctx: RescueContext): CompactionMemory | null {
   const memory = ctx.deps.memory;
-  return memory?.mayKnowTenants() ? memory : null;
+  return memory?.mayRecall(ctx.incoming.bytes) ? memory : null;
 }
 
 /**

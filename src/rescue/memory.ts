@@ -57,13 +57,13 @@ export async function learnedBounds(ctx: RescueContext): Promise<Bounds | undefi
 /**
  * The upstream accepted a request of `bytes` (what was sent: the client's, or a compaction ahead):
  * a limit learned for its tenant and model that says it could not fit is dropped
- * (memory/limits.ts). Only for a tenant the memory knows; the model as the access log read it off
+ * (memory/limits.ts). Only for a request large enough to disprove one (memory/index.ts mayLoosen), of a tenant the memory knows; the model as the access log read it off
  * the body's first bytes (never parsed for it). Resolves once the request's size is read (the body
  * is let go after); the store's read and write are not waited for.
  */
 export async function noteAccepted(ctx: RescueContext, bytes: number): Promise<void> {
   const memory = ctx.deps.memory;
-  const tenant = memory?.mayKnowTenants() ? tenantFor(ctx) : null;
+  const tenant = memory?.mayLoosen(bytes) ? tenantFor(ctx) : null;
   if (!memory || !tenant || !(await knows(ctx, memory, tenant))) return;
   const model = ctx.pathModel ?? ctx.notes.model;
   if (model) await memory.accepted(tenant, ctx.upstream.memoryKey, model, bytes);

@@ -13,7 +13,7 @@ import { holdBudget, modelOf, type RescueContext } from './context.js';
  * and shows a silent truncation (overlong/truncation.ts).
  */
 
-/** A request estimated under this share of its window is sent as it is, unparsed. */
+/** A request estimated under this share of its window is sent as it is, unparsed (and one that fits with the most of a completion counted, see overWindow). */
 const UNREAD_SHARE = 0.5;
 /** A request whose estimate (and completion, where the window counts it) passes this share of the window is made to fit. */
 const FIT_SHARE = 0.95;
@@ -55,6 +55,9 @@ export async function overWindow(ctx: RescueContext): Promise<{ verdict: Extract
   const bytes = ctx.incoming.bytes;
   const estimate = Math.ceil(bytes / (ctx.deps.windows.bytesPerToken(ctx.upstream, model) ?? DEFAULT_BYTES_PER_TOKEN));
   if (estimate < window.tokens * UNREAD_SHARE) return null;
+  // The most of a completion limit counted below: a request that fits with it is not read for its own.
+  const mostCounted = window.completionCounted ? window.tokens * (1 - ctx.deps.config.compaction.targetRatio) : 0;
+  if (estimate + mostCounted <= window.tokens * FIT_SHARE) return null;
   if (!(await holdBudget(ctx, 0)).held) return null;
   const json = await ctx.incoming.load();
   if (!json) return null;
@@ -62,7 +65,7 @@ export async function overWindow(ctx: RescueContext): Promise<{ verdict: Extract
   // 32k-128k) is not counted: no compaction could make room for it. A server that counts it
   // refuses, and that refusal is rescued by lowering it.
   const asked = window.completionCounted ? ctx.dialect.completion(json) : undefined;
-  const requested = asked !== undefined && asked <= window.tokens * (1 - ctx.deps.config.compaction.targetRatio) ? asked : undefined;
+  const requested = asked !== undefined && asked <= mostCounted ? asked : undefined;
   if (estimate + (requested ?? 0) <= window.tokens * FIT_SHARE) return null;
   const limits = { limitTokens: window.tokens, promptTokens: estimate, ...(requested !== undefined ? { completionCounted: true as const, completionTokens: requested } : {}) };
   return { verdict: { overlong: true, reason: 'context_length', rule: `window_${window.source}`, limits }, window };

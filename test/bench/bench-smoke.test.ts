@@ -8,11 +8,11 @@ import { renderReport } from '../../bench/report.js';
  * they are: timings on a shared CI machine mean nothing.
  */
 
-it('runs the floor and the gateway and produces figures for both', async () => {
+it('runs the floor, a fresh gateway and one that overflowed before, and produces figures for each', async () => {
   const result = await runBench({ ...PRESETS.smoke, log: () => {} });
   const [small] = result.scenarios;
   expect(small.name).toBe('small');
-  for (const target of ['floor', 'gateway'] as const) {
+  for (const target of ['floor', 'gateway', 'overflowed'] as const) {
     const [run] = small.runs[target];
     expect(run.load!.responses).toBeGreaterThan(0);
     expect(run.load!.failures).toBe(0);
@@ -21,6 +21,7 @@ it('runs the floor and the gateway and produces figures for both', async () => {
     }
   }
   expect(result.peakRssBytes.gateway).toBeGreaterThan(0);
+  expect(result.peakRssBytes.overflowed).toBeGreaterThan(0);
   const { markdown } = renderReport(result);
   expect(markdown).toContain('| throughput (req/s) |');
 }, 60_000);

@@ -1,0 +1,139 @@
+import pino from 'pino';
+import { Agent } from 'undici';
+import { afterEach, expect, it, vi } from 'vitest';
+import { validateConfig } from '../../src/config/load.js';
+import { chat } from '../../src/dialects/chat.js';
+import { createMemory, type CompactionMemory } from '../../src/memory/index.js';
+import { createMetrics } from '../../src/telemetry/metrics.js';
+import { RescueBudget } from '../../src/rescue/budget.js';
+import type { RescueContext } from '../../src/rescue/context.js';
+import { serve } from '../../src/rescue/index.js';
+import { readIncoming } from '../../src/rescue/request.js';
+import { ClientGone } from '../../src/upstream/client-gone.js';
+import { resolveUpstreams } from '../../src/upstream/upstreams.js';
+import { Windows } from '../../src/upstream/windows.js';
+import { completion, json, startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
+import { isSummarizer, parseCompactionHeader, toolTurnsBody } from '../helpers/rescue.js';
+
+/*
+ * After a tenant and model overflowed once, a request far below every limit it could meet, and
+ * extending no remembered compaction, costs what it costs on a fresh gateway (issue 47): its body
+ * is not read (not loaded, not parsed), its tenant not looked up, nothing fingerprinted, and its
+ * acceptance not noted. Counted through the request's own reader and the memory's methods; a
+ * request that does extend a remembered compaction is still compacted ahead.
+ */
+
+let upstream: FakeUpstream;
+const agents: Agent[] = [];
+afterEach(async () => {
+  vi.restoreAllMocks();
+  await Promise.all(agents.splice(0).map((a) => a.close()));
+  await upstream?.close();
+});
+
+const TENANT = { authorization: 'Bearer sk-client' };
+/** Bodies over this are refused with OpenAI's context_length_exceeded (4 bytes a token). */
+const LIMIT = 16_000;
+
+async function startRefusing(): Promise<void> {
+  upstream = await startFakeUpstream((req, res) => {
+    if (isSummarizer(req)) return json(res, 200, completion('SUMMARY: files read.'));
+    if (req.body.length > LIMIT) {
+      const message = `This model's maximum context length is ${LIMIT / 4} tokens. However, your messages resulted in ${Math.ceil(req.body.length / 4)} tokens. Please reduce the length of the messages.`;
+      return json(res, 400, { error: { message, type: 'invalid_request_error', param: 'messages', code: 'context_length_exceeded' } });
+    }
+    return json(res, 200, completion('done'));
+  });
+}
+
+/** What one request cost the gateway beyond forwarding it: body reads, and each memory operation. */
+interface Reads {
+  loads: number;
+  parses: number;
+  memory: Record<string, number>;
+}
+
+const MEMORY_OPERATIONS = ['recall', 'knowsTenant', 'session', 'limitFor', 'accepted', 'lease'] as const;
+
+async function run(body: unknown, memory: CompactionMemory | null, windows?: Array<{ model: string; tokens: number; completionCounted: boolean }>): Promise<{ status: number; header?: Record<string, unknown>; reads: Reads }> {
+  const config = validateConfig({ upstream: { url: upstream.baseUrl, windows }, summarizer: { maxInputTokens: 500_000 }, memory: { enabled: true }, compaction: { mask: false } });
+  const dispatcher = new Agent();
+  agents.push(dispatcher);
+  const upstreams = resolveUpstreams(config);
+  const incoming = readIncoming(Buffer.from(JSON.stringify(body)), undefined);
+  const loads = vi.spyOn(incoming, 'load');
+  const parses = vi.spyOn(incoming, 'json', 'get');
+  const spies = memory ? MEMORY_OPERATIONS.map((name) => [name, vi.spyOn(memory, name)] as const) : [];
+  const ctx: RescueContext = {
+    deps: { config, dispatcher, upstreams, metrics: createMetrics(), memory, budget: new RescueBudget(64 * 2 ** 20), windows: new Windows(null) },
+    upstream: upstreams.all[0],
+    dialect: chat,
+    path: `${upstreams.all[0].target.basePath}/chat/completions`,
+    incoming,
+    headers: { 'content-type': 'application/json', ...TENANT },
+    clientHeaders: { ...TENANT },
+    log: pino({ level: 'silent' }),
+    gone: new ClientGone(),
+    notes: { model: 'fake-model' },
+  };
+  const outcome = await serve(ctx, () => false);
+  for await (const _ of outcome.answer.answer.body);
+  // What a request's acceptance notes is not waited for: it has had its turn once the answer is read.
+  await new Promise((r) => setImmediate(r));
+  const reads = { loads: loads.mock.calls.length, parses: parses.mock.calls.length, memory: Object.fromEntries(spies.map(([name, spy]) => [name, spy.mock.calls.length])) };
+  vi.restoreAllMocks();
+  return { status: outcome.answer.answer.status, header: outcome.header ? parseCompactionHeader(outcome.header) : undefined, reads };
+}
+
+const NOTHING: Reads = { loads: 0, parses: 0, memory: Object.fromEntries(MEMORY_OPERATIONS.map((name) => [name, 0])) };
+const small = () => ({ model: 'fake-model', messages: [{ role: 'user', content: 'What does the build script do?' }], max_tokens: 100 });
+
+it('after one refusal nothing could shrink, a small request of that tenant and model is read no more than on a fresh gateway', async () => {
+  await startRefusing();
+  const memory = createMemory(validateConfig({ upstream: { url: upstream.baseUrl }, memory: { enabled: true } }), createMetrics(), pino({ level: 'silent' }))!;
+  expect((await run(small(), memory)).reads).toEqual(NOTHING);
+
+  // One user message of 20 KB: refused, and nothing in it can be compacted.
+  const refused = await run({ model: 'fake-model', messages: [{ role: 'user', content: 'x'.repeat(20_000) }], max_tokens: 100 }, memory);
+  expect(refused.status).toBe(400);
+  expect(refused.header).toMatchObject({ outcome: 'not_shrunk' });
+  expect(refused.reads.memory.limitFor + refused.reads.loads).toBeGreaterThan(0);
+
+  const after = await run(small(), memory);
+  expect(after.status).toBe(200);
+  expect(after.reads).toEqual(NOTHING);
+  // Nearly as large as the refused one, it still cannot disprove the window learned (8 bytes a token of it): not noted either.
+  const large = await run({ model: 'fake-model', messages: [{ role: 'user', content: 'y'.repeat(15_000) }], max_tokens: 100 }, memory);
+  expect(large.status).toBe(200);
+  expect(large.reads.memory.accepted).toBe(0);
+  await memory.close();
+});
+
+it('after a compaction is remembered, a request smaller than its span is not read; the conversation\u2019s next turn is still compacted ahead', async () => {
+  await startRefusing();
+  const memory = createMemory(validateConfig({ upstream: { url: upstream.baseUrl }, memory: { enabled: true } }), createMetrics(), pino({ level: 'silent' }))!;
+  const turns = (n: number) => toolTurnsBody(n, (t) => `// file ${t}\n${'x'.repeat(90)}`);
+  const first = await run(turns(100), memory);
+  expect(first.header).toMatchObject({ outcome: 'replayed', trigger: 'rejected' });
+
+  const after = await run(small(), memory);
+  expect(after.status).toBe(200);
+  expect(after.reads).toEqual(NOTHING);
+
+  const next = await run(turns(110), memory);
+  expect(next.header).toMatchObject({ outcome: 'compacted', trigger: 'proactive' });
+  expect(next.reads.memory.recall).toBeGreaterThan(0);
+  await memory.close();
+});
+
+it('a request under its model\u2019s known window, counting the completion only where the window does, is not read to be made to fit', async () => {
+  upstream = await startFakeUpstream();
+  // 10,000 tokens, the completion not counted: a request is made to fit past 95% of it (3 bytes a token until answers say otherwise).
+  const windows = [{ model: 'fake-model', tokens: 10_000, completionCounted: false }];
+  const sized = (bytes: number) => ({ model: 'fake-model', messages: [{ role: 'user', content: 'z'.repeat(bytes) }], max_tokens: 100 });
+  const under = await run(sized(21_000), null, windows);
+  expect(under.status).toBe(200);
+  expect(under.reads).toMatchObject({ loads: 0, parses: 0 });
+  const over = await run(sized(30_000), null, windows);
+  expect(over.reads.loads).toBeGreaterThan(0);
+});
