@@ -24,7 +24,7 @@ export async function startDistGateway(name: string, env: Record<string, string>
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';
-  child.stderr!.on('data', (chunk: Buffer) => {
+  child.stderr.on('data', (chunk: Buffer) => {
     stderr = (stderr + chunk.toString()).slice(-4000);
   });
   const origin = `http://127.0.0.1:${port}`;

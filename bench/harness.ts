@@ -170,7 +170,10 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
     for (const peer of options.peers ? (['nginx', 'haproxy'] as Peer[]) : []) {
       const { proc, ...about } = await startPeer(peer, upstream.origin);
       peers[peer] = about;
-      if (proc) (started.push(proc), (peerProcs[peer] = proc));
+      if (proc) {
+        started.push(proc);
+        peerProcs[peer] = proc;
+      }
       options.log(proc ? `bench: ${about.version} runs beside the gateway` : `bench: ${about.skipped}; skipped`);
     }
     const targets: Target[] = ['floor', 'gateway', 'overflowed', ...(Object.keys(peerProcs) as Peer[]), ...(options.direct ? ['direct' as const] : [])];
