@@ -6,7 +6,7 @@ module.exports = {
   forbidden: [
     {
       name: 'no-folder-cycle',
-      comment: 'Data flows one way between folders: if two import each other, one holds the other\'s job.',
+      comment: "Data flows one way between folders: if two import each other, one holds the other's job.",
       severity: 'error',
       scope: 'folder',
       from: {},

@@ -31,10 +31,14 @@ interface Gateway {
 }
 
 function startGateway(name: string, tree: string, upstream: string, stdout: 'pipe' | 'ignore'): Promise<Gateway> {
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', `${tree}/bench/gateway.ts`, JSON.stringify({ upstream: { url: `${upstream}/v1` }, log: { level: 'info' } })], {
-    cwd: tree,
-    stdio: ['ignore', stdout, 'inherit', 'ipc'],
-  });
+  const child: ChildProcess = spawn(
+    process.execPath,
+    ['--import', 'tsx', `${tree}/bench/gateway.ts`, JSON.stringify({ upstream: { url: `${upstream}/v1` }, log: { level: 'info' } })],
+    {
+      cwd: tree,
+      stdio: ['ignore', stdout, 'inherit', 'ipc'],
+    },
+  );
   child.stdout?.resume();
   let id = 1_000;
   return new Promise((resolve, reject) => {
@@ -76,23 +80,36 @@ async function main(argv: string[]): Promise<void> {
     ...SCENARIOS[name],
     ...(secondsAt >= 0 ? { seconds: Number(argv[secondsAt + 1]) } : {}),
     // --rate 0: as fast as answers come, on 32 connections, as `npm run bench` runs small requests.
-    ...(rateAt >= 0 ? { rate: Number(argv[rateAt + 1]) || undefined, connections: Number(argv[rateAt + 1]) ? SCENARIOS[name].connections : 32 } : {}),
+    ...(rateAt >= 0
+      ? { rate: Number(argv[rateAt + 1]) || undefined, connections: Number(argv[rateAt + 1]) ? SCENARIOS[name].connections : 32 }
+      : {}),
   };
   const withFloor = argv.includes('floor');
   const holds = (['hold', 'hold-fastify', 'hold-features', 'hold-fastify-features'] as const).filter((h) => argv.includes(h));
   const together = argv.includes('--together');
-  if (trees.length < (withFloor || holds.length > 0 ? 1 : 2) || !(rounds > 0 && rounds <= 50) || !(scenario.seconds > 0 && scenario.seconds <= 30)) {
-    throw new Error('usage: npm run bench:ab -- /TREE_A /TREE_B [/TREE_C ...] [floor] [hold] [hold-fastify] [hold-features] [hold-fastify-features] [small|large] [--rounds N (1-50)] [--seconds S (1-30)] [--rate R (0: closed loop)] [--devnull] [--together]');
+  if (
+    trees.length < (withFloor || holds.length > 0 ? 1 : 2) ||
+    !(rounds > 0 && rounds <= 50) ||
+    !(scenario.seconds > 0 && scenario.seconds <= 30)
+  ) {
+    throw new Error(
+      'usage: npm run bench:ab -- /TREE_A /TREE_B [/TREE_C ...] [floor] [hold] [hold-fastify] [hold-features] [hold-fastify-features] [small|large] [--rounds N (1-50)] [--seconds S (1-30)] [--rate R (0: closed loop)] [--devnull] [--together]',
+    );
   }
   const upstream = await startProcess('upstream', 'upstream.ts', { answerBytes: 800, streamEvents: 50, streamGapMs: 5, summaryDelayMs: 0 });
   const gateways: Gateway[] = [];
-  for (const [i, tree] of trees.entries()) gateways.push(await startGateway(String.fromCharCode(65 + i), tree, upstream.origin, argv.includes('--devnull') ? 'ignore' : 'pipe'));
+  for (const [i, tree] of trees.entries())
+    gateways.push(await startGateway(String.fromCharCode(65 + i), tree, upstream.origin, argv.includes('--devnull') ? 'ignore' : 'pipe'));
   if (withFloor) {
     const floor = await startProcess('floor', 'floor.ts', { upstream: upstream.origin });
     gateways.push({ name: 'floor', origin: floor.origin, cpuMs: async () => (await floor.stats()).cpuMs, stop: () => floor.stop() });
   }
   for (const name of holds) {
-    const hold = await startProcess(name, 'hold-floor.ts', { upstream: upstream.origin, fastify: name.includes('fastify'), features: name.includes('features') });
+    const hold = await startProcess(name, 'hold-floor.ts', {
+      upstream: upstream.origin,
+      fastify: name.includes('fastify'),
+      features: name.includes('features'),
+    });
     gateways.push({ name, origin: hold.origin, cpuMs: async () => (await hold.stats()).cpuMs, stop: () => hold.stop() });
   }
   const perRequest = new Map(gateways.map((g) => [g.name, new Samples()]));
@@ -100,13 +117,28 @@ async function main(argv: string[]): Promise<void> {
   const toA = new Map(gateways.map((g) => [g.name, new Samples()]));
   const body = scenario.body();
   try {
-    for (const g of gateways) await runLoad({ url: `${g.origin}${CHAT_PATH}`, body, headers: SDK_HEADERS, connections: scenario.connections, seconds: 2, rate: scenario.rate });
+    for (const g of gateways)
+      await runLoad({
+        url: `${g.origin}${CHAT_PATH}`,
+        body,
+        headers: SDK_HEADERS,
+        connections: scenario.connections,
+        seconds: 2,
+        rate: scenario.rate,
+      });
     for (let round = 0; round < rounds; round++) {
       const order = round % 2 === 0 ? gateways : [...gateways].reverse();
       const used = new Map<string, number>();
       const measure = async (g: Gateway) => {
         const before = await g.cpuMs();
-        const load = await runLoad({ url: `${g.origin}${CHAT_PATH}`, body, headers: SDK_HEADERS, connections: scenario.connections, seconds: scenario.seconds, rate: scenario.rate });
+        const load = await runLoad({
+          url: `${g.origin}${CHAT_PATH}`,
+          body,
+          headers: SDK_HEADERS,
+          connections: scenario.connections,
+          seconds: scenario.seconds,
+          rate: scenario.rate,
+        });
         const us = (((await g.cpuMs()) - before) * 1000) / load.responses;
         if (load.failures > 0) throw new Error(`${g.name}: ${load.failures} failures`);
         used.set(g.name, us);
@@ -122,9 +154,14 @@ async function main(argv: string[]): Promise<void> {
     }
     for (const g of gateways) {
       const samples = toA.get(g.name)!;
-      const ratio = g.name === 'A' ? '' : `; ${g.name}/A per round: median ${samples.percentile(50).toFixed(3)} (${samples.percentile(0).toFixed(3)} to ${samples.percentile(100).toFixed(3)})`;
+      const ratio =
+        g.name === 'A'
+          ? ''
+          : `; ${g.name}/A per round: median ${samples.percentile(50).toFixed(3)} (${samples.percentile(0).toFixed(3)} to ${samples.percentile(100).toFixed(3)})`;
       const rps = perSecond.get(g.name)!.percentile(50).toFixed(0);
-      process.stdout.write(`${name} ${g.name}: ${perRequest.get(g.name)!.percentile(50).toFixed(1)} us/req, ${rps} req/s (medians of ${rounds})${ratio}\n`);
+      process.stdout.write(
+        `${name} ${g.name}: ${perRequest.get(g.name)!.percentile(50).toFixed(1)} us/req, ${rps} req/s (medians of ${rounds})${ratio}\n`,
+      );
     }
   } finally {
     for (const g of gateways) await g.stop();

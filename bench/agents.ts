@@ -2,7 +2,16 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { boundFigures, runBoundSession, type BoundFigures } from '../test/helpers/bound-session-replay.js';
 import { startGateway } from '../test/helpers/gateway.js';
-import { limitAt, replaySession, startAgentUpstream, turnsOf, type Agent, type BoundSession, type LimitStyle, type SessionReport } from '../test/helpers/session-replay.js';
+import {
+  limitAt,
+  replaySession,
+  startAgentUpstream,
+  turnsOf,
+  type Agent,
+  type BoundSession,
+  type LimitStyle,
+  type SessionReport,
+} from '../test/helpers/session-replay.js';
 
 /*
  * npm run bench:agents: each recorded agent session replayed turn by turn through the gateway,
@@ -43,11 +52,21 @@ export const BOUND: BoundSession[] = ['claude-thinking', 'codex-reasoning', 'gem
 /** Each bound session's limits: Gemini's stand-in states its window (INVALID_ARGUMENT) or sits behind an edge 413. */
 const BOUND_STYLES: Record<BoundSession, LimitStyle[]> = { 'claude-thinking': ['413'], 'codex-reasoning': ['413'], gemini: STYLES };
 
-export async function runSession(agent: Agent, style: LimitStyle, config: Record<string, unknown> = {}, limitBytes?: number): Promise<SessionReport> {
+export async function runSession(
+  agent: Agent,
+  style: LimitStyle,
+  config: Record<string, unknown> = {},
+  limitBytes?: number,
+): Promise<SessionReport> {
   const turns = turnsOf(agent);
   const limit = limitBytes ?? limitAt(turns, 8);
   const upstream = await startAgentUpstream(agent, style, limit);
-  const gateway = await startGateway({ upstream: { url: upstream.baseUrl }, summarizer: { maxInputTokens: 500_000 }, log: { level: 'silent' }, ...config });
+  const gateway = await startGateway({
+    upstream: { url: upstream.baseUrl },
+    summarizer: { maxInputTokens: 500_000 },
+    log: { level: 'silent' },
+    ...config,
+  });
   try {
     return await replaySession(agent, style, gateway.baseUrl, upstream, limit);
   } finally {
@@ -61,12 +80,19 @@ export async function runSession(agent: Agent, style: LimitStyle, config: Record
  * the gateway or not: how many requests the upstream refused, and how many answers the gateway
  * took for silent cuts (none is cut here: every answer counts the whole prompt).
  */
-export async function runWindowed(agent: Agent, declared: boolean): Promise<{ report: SessionReport; refused: number; truncations: number }> {
+export async function runWindowed(
+  agent: Agent,
+  declared: boolean,
+): Promise<{ report: SessionReport; refused: number; truncations: number }> {
   const turns = turnsOf(agent);
   const limit = limitAt(turns, 8);
   const upstream = await startAgentUpstream(agent, 'window', limit);
   const windows = declared ? [{ model: '*', tokens: Math.floor(limit / 4) }] : undefined;
-  const gateway = await startGateway({ upstream: { url: upstream.baseUrl, windows }, summarizer: { maxInputTokens: 500_000 }, log: { level: 'silent' } });
+  const gateway = await startGateway({
+    upstream: { url: upstream.baseUrl, windows },
+    summarizer: { maxInputTokens: 500_000 },
+    log: { level: 'silent' },
+  });
   try {
     const report = await replaySession(agent, 'window', gateway.baseUrl, upstream, limit);
     const refused = upstream.received.filter((r) => r.headers['x-gateway-compaction'] !== 'summarizer' && r.body.length > limit).length;
@@ -80,7 +106,8 @@ export async function runWindowed(agent: Agent, declared: boolean): Promise<{ re
 }
 
 export const WINDOWED_HEADER =
-  '| session | window known ahead | answered | refused round trips | upstream calls | summarizer calls | cuts | last item whole | silent cuts reported |\n' + '|---|---|---|---|---|---|---|---|---|';
+  '| session | window known ahead | answered | refused round trips | upstream calls | summarizer calls | cuts | last item whole | silent cuts reported |\n' +
+  '|---|---|---|---|---|---|---|---|---|';
 
 export function windowedRow(agent: Agent, declared: boolean, r: Awaited<ReturnType<typeof runWindowed>>): string {
   const { report } = r;
@@ -125,7 +152,8 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   }
   for (const agent of only.length || bound.length ? [] : AGENTS) {
     if (agent === 'claude' && !(await hasMessages())) continue;
-    for (const style of STYLES) print(row(await runSession(agent, style, { compaction: { mask: false } })).replace(`| ${agent} |`, `| ${agent}, mask off |`));
+    for (const style of STYLES)
+      print(row(await runSession(agent, style, { compaction: { mask: false } })).replace(`| ${agent} |`, `| ${agent}, mask off |`));
   }
   // The long session behind an nginx that refuses anything over 92,000 bytes and says no number.
   print(row(await runSession('pi-long', '413', {}, 92_000)).replace('| pi-long | 413 |', '| pi-long | 413 at 92,000 B |'));
@@ -150,7 +178,8 @@ function writeSection(table: string): void {
   const section = `${AGENTS_START}\n${AGENTS_INTRO}\n\n${table}\n${AGENTS_END}`;
   const at = text.indexOf(AGENTS_START);
   const end = text.indexOf(AGENTS_END);
-  const next = at >= 0 && end > at ? text.slice(0, at) + section + text.slice(end + AGENTS_END.length) : `${text.trimEnd()}\n\n${section}\n`;
+  const next =
+    at >= 0 && end > at ? text.slice(0, at) + section + text.slice(end + AGENTS_END.length) : `${text.trimEnd()}\n\n${section}\n`;
   writeFileSync(file, next);
   console.error(`bench:agents: wrote ${file}`);
 }

@@ -35,9 +35,7 @@ export interface MemoryStats {
 
 export type ToChild = { type: 'stats'; id: number; memory?: MemoryRequest } | { type: 'profile'; id: number; action: 'start' | 'stop' };
 export type FromChild =
-  | { type: 'ready'; port: number }
-  | { type: 'stats'; id: number; stats: ProcStats }
-  | { type: 'profile'; id: number; profile?: unknown };
+  { type: 'ready'; port: number } | { type: 'stats'; id: number; stats: ProcStats } | { type: 'profile'; id: number; profile?: unknown };
 
 export function ownStats(extra?: Record<string, number>): ProcStats {
   const cpu = process.cpuUsage();
@@ -53,7 +51,8 @@ export function ownStats(extra?: Record<string, number>): ProcStats {
 export function announce(server: Server, extra?: () => Record<string, number>): void {
   const send = (message: FromChild) => process.send?.(message);
   process.on('message', (message: ToChild) => {
-    if (message?.type === 'stats' && message.memory) void memoryStats(message.memory).then((memory) => send({ type: 'stats', id: message.id, stats: { ...ownStats(extra?.()), memory } }));
+    if (message?.type === 'stats' && message.memory)
+      void memoryStats(message.memory).then((memory) => send({ type: 'stats', id: message.id, stats: { ...ownStats(extra?.()), memory } }));
     else if (message?.type === 'stats') send({ type: 'stats', id: message.id, stats: ownStats(extra?.()) });
     if (message?.type === 'profile') void profile(message.action).then((p) => send({ type: 'profile', id: message.id, profile: p }));
   });
@@ -82,7 +81,8 @@ async function profile(action: 'start' | 'stop'): Promise<unknown> {
     session = new Session();
     session.connect();
   }
-  const post = (method: string) => new Promise<any>((resolve, reject) => session!.post(method, (err, result) => (err ? reject(err) : resolve(result))));
+  const post = (method: string) =>
+    new Promise<any>((resolve, reject) => session!.post(method, (err, result) => (err ? reject(err) : resolve(result))));
   if (action === 'start') {
     await post('Profiler.enable');
     await post('Profiler.start');

@@ -11,7 +11,10 @@ const ROOT = new URL('../', import.meta.url);
 
 /** Compiles src/ to dist/ (`npm run build`), so that a fresh clone and a stale dist/ both work. */
 export function buildDist(): void {
-  execFileSync(fileURLToPath(new URL('node_modules/.bin/tsc', ROOT)), ['-p', 'tsconfig.json'], { cwd: fileURLToPath(ROOT), stdio: 'inherit' });
+  execFileSync(fileURLToPath(new URL('node_modules/.bin/tsc', ROOT)), ['-p', 'tsconfig.json'], {
+    cwd: fileURLToPath(ROOT),
+    stdio: 'inherit',
+  });
 }
 
 /** Imports `dist/<path>.js`: `importDist<typeof import('../src/server.js')>('server')`. */

@@ -26,7 +26,13 @@ function endToEnd(headers: IncomingHttpHeaders | Record<string, string | string[
 const server = createServer((req, res) => {
   const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
   agent
-    .request({ origin: upstream, path: req.url ?? '/', method: req.method as 'POST', headers: endToEnd(req.headers), body: hasBody ? req : null })
+    .request({
+      origin: upstream,
+      path: req.url ?? '/',
+      method: req.method as 'POST',
+      headers: endToEnd(req.headers),
+      body: hasBody ? req : null,
+    })
     .then(
       (answer) => {
         res.writeHead(answer.statusCode, endToEnd(answer.headers));

@@ -176,8 +176,15 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
       }
       options.log(proc ? `bench: ${about.version} runs beside the gateway` : `bench: ${about.skipped}; skipped`);
     }
-    const targets: Target[] = ['floor', 'gateway', 'overflowed', ...(Object.keys(peerProcs) as Peer[]), ...(options.direct ? ['direct' as const] : [])];
-    const proxyOf = (t: Target): BenchProcess | null => (t === 'direct' ? null : t === 'nginx' || t === 'haproxy' ? peerProcs[t]! : procs[t]);
+    const targets: Target[] = [
+      'floor',
+      'gateway',
+      'overflowed',
+      ...(Object.keys(peerProcs) as Peer[]),
+      ...(options.direct ? ['direct' as const] : []),
+    ];
+    const proxyOf = (t: Target): BenchProcess | null =>
+      t === 'direct' ? null : t === 'nginx' || t === 'haproxy' ? peerProcs[t]! : procs[t];
     const origin = (t: Target) => (t === 'direct' ? procs.upstream : proxyOf(t)!).origin;
     await checkTargets(targets.map(origin));
     const scenarios: ScenarioResult[] = [];
@@ -185,7 +192,11 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
     for (const name of options.scenarios) {
       scenarios.push(await runScenario(name, targets, origin, proxyOf, all, options));
     }
-    const peakRssBytes = { floor: (await procs.floor.stats()).maxRssBytes, gateway: (await procs.gateway.stats()).maxRssBytes, overflowed: (await procs.overflowed.stats()).maxRssBytes };
+    const peakRssBytes = {
+      floor: (await procs.floor.stats()).maxRssBytes,
+      gateway: (await procs.gateway.stats()).maxRssBytes,
+      overflowed: (await procs.overflowed.stats()).maxRssBytes,
+    };
     for (const proc of started.splice(0)) await proc.stop();
     const rescue = options.rescue ? await measureRescue({ ...options.rescue, log: options.log }) : null;
     const rescueLoad = options.rescueLoad ? await measureRescueLoad({ ...options.rescueLoad, log: options.log }) : null;
@@ -257,7 +268,11 @@ function makeRun(name: ScenarioName, all: BenchProcess[], options: BenchOptions)
     } else {
       const body = name === 'small' ? small : large;
       const connections = name === 'small' ? options.smallConnections : options.largeConnections;
-      run = { load: await runLoad({ url, body, headers: SDK_HEADERS, connections, seconds, requests: options.requests }), cpuUsPerRequest: Number.NaN, foreignCores: Number.NaN };
+      run = {
+        load: await runLoad({ url, body, headers: SDK_HEADERS, connections, seconds, requests: options.requests }),
+        cpuUsPerRequest: Number.NaN,
+        foreignCores: Number.NaN,
+      };
     }
     const elapsedMs = performance.now() - started;
     const machineAfter = machineBusyMs();
@@ -304,7 +319,10 @@ async function primeOverflowed(gateway: BenchProcess, options: BenchOptions): Pr
     const res = await request(`${gateway.origin}${CHAT_PATH}`, { method: 'POST', headers: SDK_HEADERS, body });
     await res.body.arrayBuffer();
     const header = String(res.headers['x-gateway-compaction'] ?? '');
-    if (res.statusCode !== status || !header.includes(outcome)) throw new Error(`priming the overflowed gateway: ${res.statusCode}, x-gateway-compaction: ${header || '(none)'}; expected ${status} ${outcome}`);
+    if (res.statusCode !== status || !header.includes(outcome))
+      throw new Error(
+        `priming the overflowed gateway: ${res.statusCode}, x-gateway-compaction: ${header || '(none)'}; expected ${status} ${outcome}`,
+      );
   }
 }
 

@@ -30,7 +30,17 @@ async function gatewayParts() {
   return { ...headers, metrics: createMetrics(), log: logging.accessLogger('info', logging.stdoutDestination('json', false)) };
 }
 const agent = new Agent({ keepAliveTimeout: 30_000, connections: null });
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host', 'content-length']);
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'host',
+  'content-length',
+]);
 
 function endToEnd(headers: IncomingHttpHeaders | Record<string, string | string[] | undefined>): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
@@ -66,7 +76,13 @@ function forward(method: string, url: string, incoming: IncomingHttpHeaders, bod
   const hop = { address: res.socket?.remoteAddress, host: incoming.host };
   if (gateway) res.on('finish', () => record(gateway, id, method, url, res.statusCode, started));
   agent
-    .request({ origin: upstream, path: url, method, headers: gateway ? gateway.requestHeadersForUpstream(incoming, id, {}, hop) : endToEnd(incoming), body })
+    .request({
+      origin: upstream,
+      path: url,
+      method,
+      headers: gateway ? gateway.requestHeadersForUpstream(incoming, id, {}, hop) : endToEnd(incoming),
+      body,
+    })
     .then(async (answer) => {
       if (gateway) gateway.metrics.upstreamTtfb.observe(url, (performance.now() - started) / 1000, 'default');
       const first = await firstChunk(answer.body);
@@ -89,11 +105,21 @@ function forward(method: string, url: string, incoming: IncomingHttpHeaders, bod
     });
 }
 
-function record(parts: NonNullable<typeof gateway>, requestId: string, method: string, path: string, status: number, started: number): void {
+function record(
+  parts: NonNullable<typeof gateway>,
+  requestId: string,
+  method: string,
+  path: string,
+  status: number,
+  started: number,
+): void {
   const durationMs = performance.now() - started;
   parts.metrics.requests.inc(path, method, status, 'default');
   parts.metrics.duration.observe(path, durationMs / 1000);
-  parts.log.info({ requestId, method, path, status, durationMs: Math.round(durationMs * 10) / 10, upstreamStatus: status, upstream: 'default' }, 'request completed');
+  parts.log.info(
+    { requestId, method, path, status, durationMs: Math.round(durationMs * 10) / 10, upstreamStatus: status, upstream: 'default' },
+    'request completed',
+  );
 }
 
 function collect(req: Readable, done: (body: Buffer) => void): void {

@@ -31,11 +31,22 @@ const MAIN = fileURLToPath(new URL('../dist/main.js', import.meta.url));
 function post(origin: string, path: string, body: Buffer): Promise<{ status: number; bytes: number; header?: string; ms: number }> {
   const started = performance.now();
   return new Promise((resolve, reject) => {
-    const req = httpRequest(`${origin}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer sk-test', 'content-length': body.length } }, (res) => {
-      let bytes = 0;
-      res.on('data', (c: Buffer) => (bytes += c.length));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, bytes, header: res.headers['x-gateway-compaction'] as string | undefined, ms: performance.now() - started }));
-    });
+    const req = httpRequest(
+      `${origin}${path}`,
+      { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer sk-test', 'content-length': body.length } },
+      (res) => {
+        let bytes = 0;
+        res.on('data', (c: Buffer) => (bytes += c.length));
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            bytes,
+            header: res.headers['x-gateway-compaction'] as string | undefined,
+            ms: performance.now() - started,
+          }),
+        );
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
@@ -60,7 +71,9 @@ function peakRss(pid: number): number {
 async function main() {
   const upstream = await startHostileStandIn(LIMIT_BYTES);
   const upstreamUrl = upstream.baseUrl;
-  const profile = process.argv.includes('--cpu-prof') ? ['--cpu-prof', '--cpu-prof-dir=/tmp/hostile-prof', ...(process.env.LAG_PRELOAD ? ['--import', process.env.LAG_PRELOAD] : [])] : [];
+  const profile = process.argv.includes('--cpu-prof')
+    ? ['--cpu-prof', '--cpu-prof-dir=/tmp/hostile-prof', ...(process.env.LAG_PRELOAD ? ['--import', process.env.LAG_PRELOAD] : [])]
+    : [];
   const child = spawn(process.execPath, [`--max-old-space-size=${HEAP}`, ...profile, MAIN], {
     env: { PATH: process.env.PATH ?? '', UPSTREAM_URL: upstreamUrl, PORT: '0', LOG_LEVEL: 'info', ...extraEnv() },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -124,12 +137,26 @@ async function main() {
         worstHealthzMs: Math.round(worst),
         polls,
         wallMs: Math.round(wall),
-        results: results.map((r) => (r.status === 'fulfilled' ? { status: r.value.status, header: r.value.header, ms: Math.round(r.value.ms) } : { error: String(r.reason) })),
+        results: results.map((r) =>
+          r.status === 'fulfilled'
+            ? { status: r.value.status, header: r.value.header, ms: Math.round(r.value.ms) }
+            : { error: String(r.reason) },
+        ),
         chatCalls: upstream.chatCalls.length,
         summarizerCalls: upstream.summarizerCalls(),
         summarizerMb: +(upstream.summarizerBytes() / 2 ** 20).toFixed(1),
-        crash: exit ? output.split('\n').filter((l) => !l.startsWith('{')).slice(-25).join('\n') : undefined,
-        log: output.split('\n').filter((l) => /"level":(40|50|60)/.test(l)).slice(0, 3).map((l) => l.slice(0, 300)),
+        crash: exit
+          ? output
+              .split('\n')
+              .filter((l) => !l.startsWith('{'))
+              .slice(-25)
+              .join('\n')
+          : undefined,
+        log: output
+          .split('\n')
+          .filter((l) => /"level":(40|50|60)/.test(l))
+          .slice(0, 3)
+          .map((l) => l.slice(0, 300)),
       },
       null,
       2,

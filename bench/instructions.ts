@@ -69,7 +69,8 @@ async function main(argv: string[]): Promise<number> {
   const here = fileURLToPath(new URL('..', import.meta.url));
   buildDist();
   const targets: Target[] = [{ name: 'floor', script: join(here, 'bench/floor.ts'), cwd: here }];
-  for (const tree of trees.length > 0 ? trees : [here]) targets.push({ name: `gateway ${tree}`, script: join(tree, 'bench/gateway.ts'), cwd: tree });
+  for (const tree of trees.length > 0 ? trees : [here])
+    targets.push({ name: `gateway ${tree}`, script: join(tree, 'bench/gateway.ts'), cwd: tree });
 
   const upstream = await startProcess('upstream', 'upstream.ts', { answerBytes: 800, streamEvents: 50, streamGapMs: 5, summaryDelayMs: 0 });
   const dir = keep ? (mkdirSync(keep, { recursive: true }), keep) : mkdtempSync(join(tmpdir(), 'callgrind-'));
@@ -83,7 +84,9 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(`instructions per small request (callgrind; ${requests} requests after ${warmup}):\n`);
     for (const c of counts) {
       const ratio = c === floor ? '' : `  (main ${(c.main / floor.main).toFixed(3)}x, all ${(c.all / floor.all).toFixed(3)}x the floor)`;
-      process.stdout.write(`  ${c.name}: main thread ${Math.round(c.main).toLocaleString('en')}, all threads ${Math.round(c.all).toLocaleString('en')}${ratio}\n`);
+      process.stdout.write(
+        `  ${c.name}: main thread ${Math.round(c.main).toLocaleString('en')}, all threads ${Math.round(c.all).toLocaleString('en')}${ratio}\n`,
+      );
     }
     return 0;
   } finally {
@@ -97,7 +100,17 @@ async function count(target: Target, upstream: string, dir: string, warmup: numb
   const prefix = join(dir, `${target.name.replace(/\W+/g, '_')}`);
   const child: ChildProcess = spawn(
     'valgrind',
-    ['--tool=callgrind', '--separate-threads=yes', '--smc-check=all-non-file', `--callgrind-out-file=${prefix}.%p`, process.execPath, '--import', 'tsx', target.script, JSON.stringify(config)],
+    [
+      '--tool=callgrind',
+      '--separate-threads=yes',
+      '--smc-check=all-non-file',
+      `--callgrind-out-file=${prefix}.%p`,
+      process.execPath,
+      '--import',
+      'tsx',
+      target.script,
+      JSON.stringify(config),
+    ],
     { cwd: target.cwd, stdio: ['ignore', 'ignore', 'pipe', 'ipc'] },
   );
   let stderr = '';

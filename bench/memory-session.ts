@@ -36,7 +36,10 @@ async function startProvider() {
     reply: () => ({ text: 'ok' }),
     summarizer: async (req) => {
       await new Promise((r) => setTimeout(r, SUMMARIZER_DELAY_MS));
-      return { status: 200, json: completion(`Summary of ${req.body.length} bytes: goals, files, decisions, pending work.`, 'chatcmpl-bench-summary') };
+      return {
+        status: 200,
+        json: completion(`Summary of ${req.body.length} bytes: goals, files, decisions, pending work.`, 'chatcmpl-bench-summary'),
+      };
     },
   });
   const bytes = (calls: Received[]) => calls.reduce((sum, r) => sum + r.body.length, 0);
@@ -64,7 +67,11 @@ export async function runSession(mode: string, config: Omit<ConfigInput, 'upstre
       messages: agentConversation({ turns: 10 + turn * 2, toolOutputBytes: 2_000, seed: 11, imageBytes: 0 }),
       max_tokens: 1_000,
     });
-    const res = await fetch(base, { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer sk-bench' }, body });
+    const res = await fetch(base, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer sk-bench' },
+      body,
+    });
     await res.arrayBuffer();
     if (res.status !== 200) failedTurns++;
   }

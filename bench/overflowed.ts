@@ -101,9 +101,15 @@ async function main(): Promise<void> {
     for (const [i, dist] of dists.entries()) {
       gateways.push(await startGateway(`${i}:fresh`, dist, upstream.origin));
       const overflowed = await startGateway(`${i}:overflowed`, dist, upstream.origin);
-      const res = await request(`${overflowed.origin}${CHAT_PATH}`, { method: 'POST', headers: SDK_HEADERS, body: oneStringBody(2_500_000) });
+      const res = await request(`${overflowed.origin}${CHAT_PATH}`, {
+        method: 'POST',
+        headers: SDK_HEADERS,
+        body: oneStringBody(2_500_000),
+      });
       const text = await res.body.text();
-      process.stderr.write(`${dist}: the overlong request got ${res.statusCode} ${String(res.headers['x-gateway-compaction'] ?? '')} ${text.slice(0, 120)}\n`);
+      process.stderr.write(
+        `${dist}: the overlong request got ${res.statusCode} ${String(res.headers['x-gateway-compaction'] ?? '')} ${text.slice(0, 120)}\n`,
+      );
       gateways.push(overflowed);
     }
     const body = shape === 'small' ? smallChatBody() : shape === 'many' ? agentChatBody(2 ** 20) : oneStringBody(2 ** 20);
@@ -119,14 +125,21 @@ async function main(): Promise<void> {
         const us = ((cpuMsOf(g.child.pid!) - before) * 1000) / load.responses;
         cpu[g.label].push(us);
         rps[g.label].push(load.rps);
-        process.stderr.write(`round ${round + 1} ${g.label.padEnd(14)} ${load.rps.toFixed(0)} req/s ${us.toFixed(0)} us/req failures ${load.failures}\n`);
+        process.stderr.write(
+          `round ${round + 1} ${g.label.padEnd(14)} ${load.rps.toFixed(0)} req/s ${us.toFixed(0)} us/req failures ${load.failures}\n`,
+        );
       }
     }
     const lines = [`| gateway | req/s (median) | CPU µs/request (median) | rounds |`, `|---|---:|---:|---|`];
-    for (const g of gateways) lines.push(`| ${dists[Number(g.label.split(':')[0])]} ${g.label.split(':')[1]} | ${median(rps[g.label]).toFixed(0)} | ${median(cpu[g.label]).toFixed(0)} | ${cpu[g.label].map((c) => c.toFixed(0)).join(', ')} |`);
+    for (const g of gateways)
+      lines.push(
+        `| ${dists[Number(g.label.split(':')[0])]} ${g.label.split(':')[1]} | ${median(rps[g.label]).toFixed(0)} | ${median(cpu[g.label]).toFixed(0)} | ${cpu[g.label].map((c) => c.toFixed(0)).join(', ')} |`,
+      );
     for (let i = 0; i < dists.length; i++) {
       const ratios = cpu[`${i}:overflowed`].map((c, r) => c / cpu[`${i}:fresh`][r]);
-      lines.push(`\n${dists[i]}: overflowed ÷ fresh CPU per request, paired by round: median ${median(ratios).toFixed(2)} (${ratios.map((r) => r.toFixed(2)).join(', ')})`);
+      lines.push(
+        `\n${dists[i]}: overflowed ÷ fresh CPU per request, paired by round: median ${median(ratios).toFixed(2)} (${ratios.map((r) => r.toFixed(2)).join(', ')})`,
+      );
     }
     process.stdout.write(`${body.length} B ${shape} body\n${lines.join('\n')}\n`);
   } finally {

@@ -27,7 +27,8 @@ const SHAPES: Record<string, () => Buffer> = {
   'tiny turns, 1M': () => tinyTurnsBody(1_000_000, 0),
   'agent, 20 MB of 37k messages': () => agentConversationBody(20 * 2 ** 20, 37_000, 0),
   'agent, 53 MB of 2k messages': () => agentConversationBody(53 * 2 ** 20, 2_000, 0),
-  'agent, 20 MB with one character outside Latin-1': () => Buffer.concat([Buffer.from('{"system":"→",'), agentConversationBody(20 * 2 ** 20, 2_000, 0).subarray(1)]),
+  'agent, 20 MB with one character outside Latin-1': () =>
+    Buffer.concat([Buffer.from('{"system":"→",'), agentConversationBody(20 * 2 ** 20, 2_000, 0).subarray(1)]),
 };
 
 function distinctStringsBody(n: number): Buffer {
@@ -95,7 +96,9 @@ if (one > 0) {
   const asked = process.argv.slice(2);
   const self = fileURLToPath(import.meta.url);
   for (const name of Object.keys(SHAPES).filter((n) => asked.length === 0 || asked.some((a) => n.includes(a)))) {
-    const out = execFileSync(process.execPath, ['--expose-gc', '--max-old-space-size=4096', '--import', 'tsx', self, '--one', name], { encoding: 'utf8' });
+    const out = execFileSync(process.execPath, ['--expose-gc', '--max-old-space-size=4096', '--import', 'tsx', self, '--one', name], {
+      encoding: 'utf8',
+    });
     process.stdout.write(out);
   }
 }

@@ -37,7 +37,9 @@ export async function startPeer(peer: Peer, upstream: string): Promise<PeerStart
   if (peer === 'nginx') {
     mkdirSync(join(dir, 'tmp'));
     writeFileSync(join(dir, 'nginx.conf'), nginxConf(dir, port, up.host));
-    child = spawn(binary, ['-p', dir, '-c', join(dir, 'nginx.conf'), '-e', join(dir, 'error.log')], { stdio: ['ignore', 'ignore', 'pipe'] });
+    child = spawn(binary, ['-p', dir, '-c', join(dir, 'nginx.conf'), '-e', join(dir, 'error.log')], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
   } else {
     writeFileSync(join(dir, 'haproxy.cfg'), haproxyConf(port, up.host));
     child = spawn(binary, ['-db', '-f', join(dir, 'haproxy.cfg')], { stdio: ['ignore', 'ignore', 'pipe'] });
@@ -69,7 +71,14 @@ export async function startPeer(peer: Peer, upstream: string): Promise<PeerStart
     await sleep(50);
   }
   return {
-    proc: { name: peer, origin, pid: child.pid!, stats: async () => treeStats(child.pid!), profile: () => Promise.reject(new Error(`${peer}: no profiler`)), stop },
+    proc: {
+      name: peer,
+      origin,
+      pid: child.pid!,
+      stats: async () => treeStats(child.pid!),
+      profile: () => Promise.reject(new Error(`${peer}: no profiler`)),
+      stop,
+    },
     version: versionOf(binary, peer),
   };
 }

@@ -44,7 +44,11 @@ async function main(argv: string[]): Promise<void> {
   const proxy = floor
     ? await startProcess('floor', 'floor.ts', { upstream: upstream.origin })
     : hold
-      ? await startProcess('hold', 'hold-floor.ts', { upstream: upstream.origin, fastify: argv.includes('--hold-fastify'), features: argv.includes('--hold-features') })
+      ? await startProcess('hold', 'hold-floor.ts', {
+          upstream: upstream.origin,
+          fastify: argv.includes('--hold-fastify'),
+          features: argv.includes('--hold-features'),
+        })
       : await startProcess('gateway', 'gateway.ts', { upstream: { url: `${upstream.origin}/v1` }, log: { level: 'info' } });
   try {
     const body = scenario.body();
@@ -71,7 +75,8 @@ async function main(argv: string[]): Promise<void> {
 function summarize(profile: Profile, requests: number): string {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const self = new Map<number, number>();
-  for (let i = 0; i < profile.samples.length; i++) self.set(profile.samples[i], (self.get(profile.samples[i]) ?? 0) + profile.timeDeltas[i]);
+  for (let i = 0; i < profile.samples.length; i++)
+    self.set(profile.samples[i], (self.get(profile.samples[i]) ?? 0) + profile.timeDeltas[i]);
   const root = fileURLToPath(new URL('../', import.meta.url));
   const totals = new Map<string, number>();
   let all = 0;
@@ -88,10 +93,15 @@ function summarize(profile: Profile, requests: number): string {
     totals.set(key, (totals.get(key) ?? 0) + us);
   }
   const rows = [...totals].sort((a, b) => b[1] - a[1]).slice(0, TOP);
-  const lines = [`busy (sampled, without idle and (program)): ${(all / requests).toFixed(1)} us/req; idle ${(idle / 1e6).toFixed(1)} s`, 'self time:'];
-  for (const [key, us] of rows) lines.push(`${(us / requests).toFixed(2).padStart(8)} us  ${((100 * us) / all).toFixed(1).padStart(5)}%  ${key}`);
+  const lines = [
+    `busy (sampled, without idle and (program)): ${(all / requests).toFixed(1)} us/req; idle ${(idle / 1e6).toFixed(1)} s`,
+    'self time:',
+  ];
+  for (const [key, us] of rows)
+    lines.push(`${(us / requests).toFixed(2).padStart(8)} us  ${((100 * us) / all).toFixed(1).padStart(5)}%  ${key}`);
   lines.push("total time (self + callees) of the gateway's own functions (dist/):");
-  for (const [key, us] of ownTotals(profile, self, root)) lines.push(`${(us / requests).toFixed(2).padStart(8)} us  ${((100 * us) / all).toFixed(1).padStart(5)}%  ${key}`);
+  for (const [key, us] of ownTotals(profile, self, root))
+    lines.push(`${(us / requests).toFixed(2).padStart(8)} us  ${((100 * us) / all).toFixed(1).padStart(5)}%  ${key}`);
   return `${lines.join('\n')}\n`;
 }
 
@@ -103,7 +113,9 @@ function ownTotals(profile: Profile, self: Map<number, number>, root: string): A
     const node = byId.get(id)!;
     let us = self.get(id) ?? 0;
     const frame = node.callFrame;
-    const own = frame.url.includes('/dist/') ? `${frame.functionName || '(anonymous)'} ${relative(root, fileURLToPath(frame.url))}:${frame.lineNumber + 1}` : null;
+    const own = frame.url.includes('/dist/')
+      ? `${frame.functionName || '(anonymous)'} ${relative(root, fileURLToPath(frame.url))}:${frame.lineNumber + 1}`
+      : null;
     const fresh = own !== null && !open.has(own);
     if (fresh) open.add(own);
     for (const child of node.children ?? []) us += walk(child, open);

@@ -28,7 +28,9 @@ async function session(providerCompaction: boolean): Promise<Run> {
   const upstream = await startStrictResponses({
     limitBytes: LIMIT,
     style: 'context_length',
-    reply: () => ({ call: { call_id: `call_${++calls}`, name: 'exec_command', arguments: JSON.stringify({ cmd: `cat src/module${calls}.ts` }) } }),
+    reply: () => ({
+      call: { call_id: `call_${++calls}`, name: 'exec_command', arguments: JSON.stringify({ cmd: `cat src/module${calls}.ts` }) },
+    }),
   });
   const gateway = await startGateway({ upstream: { url: upstream.baseUrl }, summarizer: { providerCompaction }, log: { level: 'silent' } });
   const input: any[] = [
@@ -42,7 +44,13 @@ async function session(providerCompaction: boolean): Promise<Run> {
       const res = await fetch(`${gateway.baseUrl}/responses`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', authorization: 'Bearer sk-bench' },
-        body: JSON.stringify({ model: 'gpt-6', input, store: false, include: ['reasoning.encrypted_content'], tools: [{ type: 'function', name: 'exec_command' }] }),
+        body: JSON.stringify({
+          model: 'gpt-6',
+          input,
+          store: false,
+          include: ['reasoning.encrypted_content'],
+          tools: [{ type: 'function', name: 'exec_command' }],
+        }),
       });
       const answer: any = await res.json();
       if (res.status !== 200) break;
@@ -70,4 +78,5 @@ async function session(providerCompaction: boolean): Promise<Run> {
 const runs = [await session(false), await session(true)];
 console.log('| mode | turns answered | reasoning items dropped | condensing calls | KB sent upstream | strategies |');
 console.log('|---|---:|---:|---:|---:|---|');
-for (const r of runs) console.log(`| ${r.mode} | ${r.answered}/${TURNS} | ${r.reasoningDropped} | ${r.condensingCalls} | ${r.upstreamKB} | ${r.strategies} |`);
+for (const r of runs)
+  console.log(`| ${r.mode} | ${r.answered}/${TURNS} | ${r.reasoningDropped} | ${r.condensingCalls} | ${r.upstreamKB} | ${r.strategies} |`);

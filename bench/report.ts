@@ -34,7 +34,7 @@ export function renderReport(result: BenchResult): { markdown: string; verdicts:
     '',
     'The gateway against its floor: a bare reverse proxy written directly on undici (`bench/floor.ts`),',
     'driven by autocannon and a streaming client on the same machine, all on 127.0.0.1. Each proxy',
-    'and the fake upstream run as separate processes, so each one\'s CPU time is its own. Targets',
+    "and the fake upstream run as separate processes, so each one's CPU time is its own. Targets",
     'are interleaved round by round (A B, B A, ...); every figure is the median over the rounds.',
     'Two gateways of the same build run side by side, as `npm start` runs it: a fresh one, and one',
     'whose tenant and model overflowed before (a learned limit, a remembered compaction), the state',
@@ -70,9 +70,11 @@ export function renderReport(result: BenchResult): { markdown: string; verdicts:
 }
 
 const TITLES: Record<ScenarioName, (r: BenchResult) => string> = {
-  small: (r) => `Small non-streaming requests (${bytes(Buffer.byteLength(smallChatBody()))} body, ${r.options.smallConnections} connections)`,
+  small: (r) =>
+    `Small non-streaming requests (${bytes(Buffer.byteLength(smallChatBody()))} body, ${r.options.smallConnections} connections)`,
   large: (r) => `1 MiB requests of many messages (an agent's history; ${r.options.largeConnections} connections)`,
-  string: (r) => `1 MiB requests of one string (one user message: a pasted file, a base64 image; ${r.options.largeConnections} connections)`,
+  string: (r) =>
+    `1 MiB requests of one string (one user message: a pasted file, a base64 image; ${r.options.largeConnections} connections)`,
   stream: (r) =>
     `Streams (${r.options.streamConcurrency} concurrent, ${r.options.streamEvents} SSE events ${r.options.streamGapMs} ms apart)`,
 };
@@ -156,7 +158,10 @@ function loadRows(s: ScenarioResult): Row[] {
 function streamRows(s: ScenarioResult): Row[] {
   const m = (pick: (r: Run) => number) => medians(s, pick);
   const ttfb = m((r) => r.stream!.ttfbP50Ms);
-  const coalesced = Object.fromEntries(TARGETS.map((t) => [t, sum(s.runs[t], (r) => r.stream!.coalescedStreams)])) as Record<Target, number>;
+  const coalesced = Object.fromEntries(TARGETS.map((t) => [t, sum(s.runs[t], (r) => r.stream!.coalescedStreams)])) as Record<
+    Target,
+    number
+  >;
   const added = Math.max(ttfb.gateway! - ttfb.floor!, (ttfb.overflowed ?? ttfb.gateway!) - ttfb.floor!);
   return [
     { metric: 'streams per run', values: m((r) => r.stream!.streams), digits: 0, ratio: false },
@@ -216,7 +221,7 @@ function rescueTable(result: BenchResult, verdicts: Verdict[]): string {
     `(512 KB) whose summarizer takes ${summaryDelay} ms per call; medians of ${r.endToEnd[0]?.requests ?? 0} requests after a warm-up one.`,
     `The summarizer's own time is the union of the intervals in which it was answering a call.`,
     '',
-    '| request | total (ms) | summarizer\'s own time (ms) | gateway\'s share (ms) | gateway CPU (ms) |',
+    "| request | total (ms) | summarizer's own time (ms) | gateway's share (ms) | gateway CPU (ms) |",
     '|---|---:|---:|---:|---:|',
     ...e2e,
     `| the same ${bytes(c.bodyBytes)} request accepted at once (no rescue), for reference | ${r.unrescuedMs.toFixed(0)} | | | |`,

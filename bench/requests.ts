@@ -41,7 +41,11 @@ export function streamChatBody(): string {
 /** An agent request of at least `bytes` bytes: tool calls, tool outputs, non-ASCII text. */
 export function agentChatBody(bytes: number, seed = 3): string {
   for (let turns = 10; turns < 10_000; turns += 2) {
-    const body = JSON.stringify({ model: 'fake-model', messages: agentConversation({ turns, toolOutputBytes: 4800, seed }), max_tokens: 1024 });
+    const body = JSON.stringify({
+      model: 'fake-model',
+      messages: agentConversation({ turns, toolOutputBytes: 4800, seed }),
+      max_tokens: 1024,
+    });
     if (Buffer.byteLength(body) >= bytes) return body;
   }
   throw new Error(`could not build a ${bytes}-byte request`);
@@ -49,7 +53,15 @@ export function agentChatBody(bytes: number, seed = 3): string {
 
 /** A request of `bytes` bytes whose user message is one string: a pasted file, a base64 image. */
 export function oneStringChatBody(bytes: number): string {
-  const shell = { model: 'fake-model', messages: [{ role: 'system', content: 'You are a helpful assistant.' }, { role: 'user', content: '' }], temperature: 0.2, max_tokens: 256 };
+  const shell = {
+    model: 'fake-model',
+    messages: [
+      { role: 'system', content: 'You are a helpful assistant.' },
+      { role: 'user', content: '' },
+    ],
+    temperature: 0.2,
+    max_tokens: 256,
+  };
   const filler = 'Summarize the following log excerpt and list the three most important anomalies with their timestamps. ';
   const room = Math.max(1, bytes - Buffer.byteLength(JSON.stringify(shell)));
   shell.messages[1].content = filler.repeat(Math.ceil(room / filler.length)).slice(0, room);

@@ -47,14 +47,21 @@ const LIMIT_BYTES = 512_000;
 const RESCUE_BYTES = 700_000;
 
 export async function measureRescueLoad(options: RescueLoadOptions): Promise<RescueLoadResult> {
-  const upstreamConfig: UpstreamConfig = { answerBytes: 800, streamEvents: 10, streamGapMs: 1, limitBytes: LIMIT_BYTES, summaryDelayMs: options.summaryDelayMs };
+  const upstreamConfig: UpstreamConfig = {
+    answerBytes: 800,
+    streamEvents: 10,
+    streamGapMs: 1,
+    limitBytes: LIMIT_BYTES,
+    summaryDelayMs: options.summaryDelayMs,
+  };
   const upstream = await startProcess('upstream', 'upstream.ts', upstreamConfig);
   let gateway: BenchProcess | undefined;
   try {
     // Masking off: a rescue that masking alone could make fit would not call the summarizer, whose time is what a rescue is set against.
     gateway = await startDistGateway('gateway', { UPSTREAM_URL: `${upstream.origin}/v1`, COMPACTION_MASK: 'false' });
     const url = `${gateway.origin}${CHAT_PATH}`;
-    const small = () => runLoad({ url, body: smallChatBody(), headers: SDK_HEADERS, connections: 16, seconds: options.seconds, rate: options.smallRate });
+    const small = () =>
+      runLoad({ url, body: smallChatBody(), headers: SDK_HEADERS, connections: 16, seconds: options.seconds, rate: options.smallRate });
     let seed = 100;
     // Warm: one rescue and a second of small requests, untimed.
     await rescueOnce(url, agentChatBody(RESCUE_BYTES, seed++));
@@ -84,7 +91,9 @@ export async function measureRescueLoad(options: RescueLoadOptions): Promise<Res
       busy.push({ load, cpuMs: (await gateway.stats()).cpuMs - c1, rescued });
       // The same size accepted at once: what a rescue adds to the transfer's own time.
       accepted.push(await acceptedOnce(url, agentChatBody(RESCUE_BYTES, seed++)));
-      options.log(`rescue under load round ${round + 1}/${options.rounds}: small p99 ${load.p99Ms.toFixed(2)} ms with ${rescued.length} rescues, ${quiet.at(-1)!.load.p99Ms.toFixed(2)} ms without`);
+      options.log(
+        `rescue under load round ${round + 1}/${options.rounds}: small p99 ${load.p99Ms.toFixed(2)} ms with ${rescued.length} rescues, ${quiet.at(-1)!.load.p99Ms.toFixed(2)} ms without`,
+      );
     }
     const rescues = busy.flatMap((b) => b.rescued);
     const perSmall = median(quiet.map((q) => q.cpuMs / q.load.responses));
@@ -114,14 +123,19 @@ async function rescueOnce(url: string, body: string): Promise<number> {
   const res = await request(url, { method: 'POST', headers: SDK_HEADERS, body });
   await res.body.arrayBuffer();
   const header = String(res.headers['x-gateway-compaction'] ?? '');
-  if (res.statusCode !== 200 || !header.includes('outcome=replayed')) throw new Error(`a rescue under load answered ${res.statusCode}, x-gateway-compaction: ${header || '(none)'}`);
+  if (res.statusCode !== 200 || !header.includes('outcome=replayed'))
+    throw new Error(`a rescue under load answered ${res.statusCode}, x-gateway-compaction: ${header || '(none)'}`);
   return performance.now() - started;
 }
 
 /** The same size, opted out and let through (the fake upstream's size check waived): no rescue. */
 async function acceptedOnce(url: string, body: string): Promise<number> {
   const started = performance.now();
-  const res = await request(url, { method: 'POST', headers: { ...SDK_HEADERS, [ACCEPT_ANY_SIZE]: '1', 'x-gateway-compaction': 'off' }, body });
+  const res = await request(url, {
+    method: 'POST',
+    headers: { ...SDK_HEADERS, [ACCEPT_ANY_SIZE]: '1', 'x-gateway-compaction': 'off' },
+    body,
+  });
   await res.body.arrayBuffer();
   if (res.statusCode !== 200) throw new Error(`an accepted request answered ${res.statusCode}`);
   return performance.now() - started;

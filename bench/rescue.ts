@@ -40,8 +40,20 @@ const LIMIT_BYTES = 512_000;
 
 export async function measureRescue(options: RescueOptions): Promise<RescueResult> {
   options.log('rescue: compacting the 7 MB conversation in a fresh process');
-  const compact = await runOnce<CompactResult>('compaction', 'compact.ts', { runs: options.compactRuns, warmups: 3 }, ['--expose-gc'], 120_000);
-  const upstreamConfig: UpstreamConfig = { answerBytes: 800, streamEvents: 10, streamGapMs: 1, limitBytes: LIMIT_BYTES, summaryDelayMs: options.summaryDelayMs };
+  const compact = await runOnce<CompactResult>(
+    'compaction',
+    'compact.ts',
+    { runs: options.compactRuns, warmups: 3 },
+    ['--expose-gc'],
+    120_000,
+  );
+  const upstreamConfig: UpstreamConfig = {
+    answerBytes: 800,
+    streamEvents: 10,
+    streamGapMs: 1,
+    limitBytes: LIMIT_BYTES,
+    summaryDelayMs: options.summaryDelayMs,
+  };
   const upstream = await startProcess('upstream', 'upstream.ts', upstreamConfig);
   const endToEnd: EndToEnd[] = [];
   let unrescuedMs = Number.NaN;
@@ -107,7 +119,8 @@ async function unrescued(gateway: BenchProcess, requests: number): Promise<numbe
   const body = bigBody(7);
   const times: number[] = [];
   // Opted out: the same conversation is remembered, and would otherwise be sent compacted ahead.
-  for (let i = 0; i < requests; i++) times.push(await send(gateway, body, { [ACCEPT_ANY_SIZE]: '1', 'x-gateway-compaction': 'off' }, undefined));
+  for (let i = 0; i < requests; i++)
+    times.push(await send(gateway, body, { [ACCEPT_ANY_SIZE]: '1', 'x-gateway-compaction': 'off' }, undefined));
   return median(times);
 }
 

@@ -49,7 +49,11 @@ const BY_HAND_END = '<!-- by hand end -->';
 /** The sections other commands write (`npm run bench:agents`, `npm run eval:summary -- --write`) and the one written by hand: a full run keeps them. */
 function keepOwnSections(file: string, markdown: string): string {
   const old = existsSync(file) ? readFileSync(file, 'utf8') : '';
-  const kept = [sectionOf(old, AGENTS_START, AGENTS_END), sectionOf(old, EVAL_START, EVAL_END), sectionOf(old, BY_HAND_START, BY_HAND_END)].filter((s) => s !== undefined);
+  const kept = [
+    sectionOf(old, AGENTS_START, AGENTS_END),
+    sectionOf(old, EVAL_START, EVAL_END),
+    sectionOf(old, BY_HAND_START, BY_HAND_END),
+  ].filter((s) => s !== undefined);
   return kept.length > 0 ? `${[markdown.trimEnd(), ...kept].join('\n\n')}\n` : markdown;
 }
 

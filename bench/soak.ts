@@ -172,7 +172,9 @@ async function one(agent: Agent, origin: string, kind: Kind, seq: number): Promi
       case 'chat': {
         const res = await post(SMALL);
         const text = await res.body.text();
-        return res.statusCode === 200 && text.includes('"choices"') ? done('ok') : done(`unexpected:status_${res.statusCode}`, text.slice(0, 200));
+        return res.statusCode === 200 && text.includes('"choices"')
+          ? done('ok')
+          : done(`unexpected:status_${res.statusCode}`, text.slice(0, 200));
       }
       case 'stream':
       case 'rescue_stream':
@@ -213,7 +215,9 @@ async function one(agent: Agent, origin: string, kind: Kind, seq: number): Promi
         // What the provider answers: the gateway relays it, having never parsed the body itself.
         const res = await post(`{"model": "${MODEL}", "messages": [`);
         const text = await res.body.text();
-        return res.statusCode === 400 && text.includes(BAD_JSON_MESSAGE) ? done('invalid_json') : done(`unexpected:status_${res.statusCode}`, text.slice(0, 200));
+        return res.statusCode === 400 && text.includes(BAD_JSON_MESSAGE)
+          ? done('invalid_json')
+          : done(`unexpected:status_${res.statusCode}`, text.slice(0, 200));
       }
       case 'models': {
         const res = await request(`${origin}/v1/models`, { dispatcher: agent, headers: { authorization: SDK_HEADERS.authorization } });
@@ -282,7 +286,13 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const gatewayLog = new LogTally();
   let gateway: BenchProcess | undefined;
   try {
-    gateway = await startProcess('gateway', 'gateway.ts', gatewayConfig(upstream.origin, options.memory ?? false), ['--expose-gc'], gatewayLog.line);
+    gateway = await startProcess(
+      'gateway',
+      'gateway.ts',
+      gatewayConfig(upstream.origin, options.memory ?? false),
+      ['--expose-gc'],
+      gatewayLog.line,
+    );
     log(`gateway at ${gateway.origin}; warming up with ${options.warmupRequests} requests`);
     await drive(gateway.origin, options.concurrency, Number.POSITIVE_INFINITY, options.warmupRequests, () => undefined);
     const start = await atRest(gateway);
@@ -301,9 +311,14 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       const loadBefore = await loadCpuMs(upstream);
       const begun = performance.now();
       const progress = setInterval(() => {
-        void gateway!.stats({ memory: 'now' }).then((s) => {
-          log(`${Math.round((elapsedMs + performance.now() - begun) / 1000)} s: ${outcomes.length} requests, gateway heap ${mb(s.memory!.heapUsedBytes)}, rss ${mb(s.rssBytes)}`);
-        }, () => undefined);
+        void gateway!.stats({ memory: 'now' }).then(
+          (s) => {
+            log(
+              `${Math.round((elapsedMs + performance.now() - begun) / 1000)} s: ${outcomes.length} requests, gateway heap ${mb(s.memory!.heapUsedBytes)}, rss ${mb(s.rssBytes)}`,
+            );
+          },
+          () => undefined,
+        );
       }, 5_000);
       const left = options.maxRequests === 0 ? 0 : Math.max(1, options.maxRequests - outcomes.length);
       try {
@@ -316,7 +331,9 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       gatewayCpuMs += (await gateway.stats()).cpuMs - gatewayBefore;
       end = await atRest(gateway);
       restHeap.push(end.heapUsedBytes);
-      log(`at rest after phase ${phase + 1}/${options.phases}: heap ${mb(end.heapUsedBytes)}, rss ${mb(end.rssBytes)}, handles ${JSON.stringify(end.handles)}`);
+      log(
+        `at rest after phase ${phase + 1}/${options.phases}: heap ${mb(end.heapUsedBytes)}, rss ${mb(end.rssBytes)}, handles ${JSON.stringify(end.handles)}`,
+      );
       if (options.maxRequests > 0 && outcomes.length >= options.maxRequests) break;
     }
     const last = await gateway.stats();
@@ -337,7 +354,10 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   }
 }
 
-type Measured = Pick<SoakReport, 'start' | 'end' | 'restHeapBytes' | 'peakRssBytes' | 'cpuCores' | 'gatewayLog' | 'gatewayErrorSamples' | 'upstreamLeftOpen'>;
+type Measured = Pick<
+  SoakReport,
+  'start' | 'end' | 'restHeapBytes' | 'peakRssBytes' | 'cpuCores' | 'gatewayLog' | 'gatewayErrorSamples' | 'upstreamLeftOpen'
+>;
 
 function report(options: SoakOptions, outcomes: Outcome[], elapsedMs: number, measured: Measured): SoakReport {
   const byKind: Record<string, number> = {};
@@ -390,9 +410,21 @@ export function formatReport(r: SoakReport): string {
   const unexpectedTotal = Object.values(r.unexpected).reduce((a, b) => a + b, 0);
   const lines = [
     `soak: ${r.requests} requests in ${(r.elapsedMs / 1000).toFixed(1)} s (${Math.round(r.requests / (r.elapsedMs / 1000))}/s), concurrency ${r.options.concurrency}, compaction memory ${r.options.memory ? 'on' : 'off'}`,
-    `  mix: ${Object.entries(r.byKind).map(([k, n]) => `${k} ${n}`).join(', ')}`,
-    `  expected errors: ${Object.entries(r.expected).map(([k, n]) => `${k} ${n}`).join(', ') || 'none'}`,
-    `  unexpected errors: ${unexpectedTotal}${unexpectedTotal ? ` (${Object.entries(r.unexpected).map(([k, n]) => `${k} ${n}`).join(', ')})` : ''}`,
+    `  mix: ${Object.entries(r.byKind)
+      .map(([k, n]) => `${k} ${n}`)
+      .join(', ')}`,
+    `  expected errors: ${
+      Object.entries(r.expected)
+        .map(([k, n]) => `${k} ${n}`)
+        .join(', ') || 'none'
+    }`,
+    `  unexpected errors: ${unexpectedTotal}${
+      unexpectedTotal
+        ? ` (${Object.entries(r.unexpected)
+            .map(([k, n]) => `${k} ${n}`)
+            .join(', ')})`
+        : ''
+    }`,
     ...r.unexpectedSamples.map((s) => `    ${s}`),
     `  latency (ms, completed requests):`,
     ...Object.entries(r.latencyMs).map(([k, l]) => `    ${k.padEnd(16)} n=${l.count} p50=${l.p50} p99=${l.p99} max=${l.max}`),

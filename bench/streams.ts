@@ -74,7 +74,16 @@ export async function runStreams(options: StreamOptions): Promise<StreamResult> 
   };
 }
 
-type Tally = { ttfb: Samples; total: Samples; delay: Samples; streams: number; coalesced: number; reads: number; events: number; failures: number };
+type Tally = {
+  ttfb: Samples;
+  total: Samples;
+  delay: Samples;
+  streams: number;
+  coalesced: number;
+  reads: number;
+  events: number;
+  failures: number;
+};
 
 async function oneStream(agent: Agent, origin: string, path: string, options: StreamOptions, m: Tally): Promise<void> {
   const started = performance.now();

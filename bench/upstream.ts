@@ -25,7 +25,9 @@ function answerFor(bytes: number): Buffer {
   }
   return answer;
 }
-const summary = Buffer.from(JSON.stringify(completion(`SUMMARY: the agent read files, ran the tests and fixed the build. ${'detail '.repeat(60)}`)));
+const summary = Buffer.from(
+  JSON.stringify(completion(`SUMMARY: the agent read files, ran the tests and fixed the build. ${'detail '.repeat(60)}`)),
+);
 const STREAM_MARK = Buffer.from('"stream":true');
 
 /** The summarizer's own time: the union of the intervals in which it was answering a call. */
@@ -34,7 +36,9 @@ const summarizer = { calls: 0, busyMs: 0, active: 0, since: 0 };
 let connections = 0;
 /** Requests whose answer has not closed yet: at rest, a proxy that left one behind leaks it. */
 let unfinished = 0;
-const models = Buffer.from(JSON.stringify({ object: 'list', data: [{ id: MODEL, object: 'model', created: 1_700_000_000, owned_by: 'bench' }] }));
+const models = Buffer.from(
+  JSON.stringify({ object: 'list', data: [{ id: MODEL, object: 'model', created: 1_700_000_000, owned_by: 'bench' }] }),
+);
 
 const server = createServer((req, res) => {
   unfinished++;
@@ -80,7 +84,11 @@ function parsedStream(body: Buffer): boolean | undefined {
 }
 
 function badJson(res: ServerResponse): void {
-  sendJson(res, 400, Buffer.from(JSON.stringify({ error: { message: BAD_JSON_MESSAGE, type: 'invalid_request_error', param: null, code: null } })));
+  sendJson(
+    res,
+    400,
+    Buffer.from(JSON.stringify({ error: { message: BAD_JSON_MESSAGE, type: 'invalid_request_error', param: null, code: null } })),
+  );
 }
 
 async function stream(res: ServerResponse): Promise<void> {

@@ -51,9 +51,27 @@ export function run(cmd: string, args: string[], options: SpawnOptions, timeoutM
  */
 export async function startGateway(
   upstreamOrigin: string,
-  { built = false, path = '/v1', env = {}, node = process.execPath }: { built?: boolean; path?: string; env?: Record<string, string>; node?: string } = {},
+  {
+    built = false,
+    path = '/v1',
+    env = {},
+    node = process.execPath,
+  }: { built?: boolean; path?: string; env?: Record<string, string>; node?: string } = {},
 ): Promise<GatewayProcess> {
-  return launch(built, [], { UPSTREAM_URL: `${upstreamOrigin}${path}`, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', UPSTREAM_API_KEY: '', GATEWAY_API_KEYS: '', ...env }, node);
+  return launch(
+    built,
+    [],
+    {
+      UPSTREAM_URL: `${upstreamOrigin}${path}`,
+      PORT: '0',
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'info',
+      UPSTREAM_API_KEY: '',
+      GATEWAY_API_KEYS: '',
+      ...env,
+    },
+    node,
+  );
 }
 
 /**
@@ -62,7 +80,14 @@ export async function startGateway(
  * variables are emptied so that only the file speaks. Resolves once it listens.
  */
 export async function startGatewayWith(configFile: string, { built = true }: { built?: boolean } = {}): Promise<GatewayProcess> {
-  return launch(built, ['--config', configFile], { LOG_LEVEL: 'info', UPSTREAM_URL: '', UPSTREAM_API_KEY: '', GATEWAY_API_KEYS: '', PORT: '', HOST: '' });
+  return launch(built, ['--config', configFile], {
+    LOG_LEVEL: 'info',
+    UPSTREAM_URL: '',
+    UPSTREAM_API_KEY: '',
+    GATEWAY_API_KEYS: '',
+    PORT: '',
+    HOST: '',
+  });
 }
 
 async function launch(built: boolean, args: string[], env: Record<string, string>, node = process.execPath): Promise<GatewayProcess> {

@@ -63,9 +63,20 @@ const ALERT_TESTS = join(DEPLOY, 'prometheus', 'alerts.test.yaml');
 const DASHBOARD = join(DEPLOY, 'grafana', 'compaction-gateway.json');
 const COMMAND_TIMEOUT_MS = 120_000;
 /** Variables the gateway's process reads besides its config keys' (src/main.ts, the image). */
-const OTHER_GATEWAY_ENV = new Set(['CONFIG', 'NODE_ENV', 'NODE_OPTIONS', 'TZ', 'NODE_EXTRA_CA_CERTS',
+const OTHER_GATEWAY_ENV = new Set([
+  'CONFIG',
+  'NODE_ENV',
+  'NODE_OPTIONS',
+  'TZ',
+  'NODE_EXTRA_CA_CERTS',
   // Egress (src/upstream/egress.ts), lower-case names too, as curl and undici read them.
-  'HTTPS_PROXY', 'https_proxy', 'HTTP_PROXY', 'http_proxy', 'NO_PROXY', 'no_proxy']);
+  'HTTPS_PROXY',
+  'https_proxy',
+  'HTTP_PROXY',
+  'http_proxy',
+  'NO_PROXY',
+  'no_proxy',
+]);
 const GATEWAY_ENV = new Set([...ENV_NAMES, ...OTHER_GATEWAY_ENV]);
 /** What a secret's value is replaced with when a config is loaded here. */
 const SECRET_STAND_IN = 'from-a-secret';
@@ -110,7 +121,10 @@ function loadGatewayConfig(file: string, env: Record<string, string>): { config?
   const named = existsSync(file) ? variablesNamedIn(readFileSync(file, 'utf8')) : new Set<string>();
   const problems = Object.keys(env)
     .filter((name) => !GATEWAY_ENV.has(name) && !named.has(name))
-    .map((name) => `environment variable ${name} is neither one the gateway reads nor one its config file names as \${${name}} (the gateway reads ${[...GATEWAY_ENV].join(', ')})`);
+    .map(
+      (name) =>
+        `environment variable ${name} is neither one the gateway reads nor one its config file names as \${${name}} (the gateway reads ${[...GATEWAY_ENV].join(', ')})`,
+    );
   try {
     const config = loadConfig(['--config', file], env);
     const refusal = openGatewayRefusal(config);
@@ -146,7 +160,9 @@ const listed = (names: string[]) => (names.length < 2 ? names.join('') : `${name
 
 function composeConfig(files: string[], env: Record<string, string | undefined>) {
   // The shell's own value of a variable the files interpolate would hide that it is missing.
-  const interpolated = new Set(files.flatMap((f) => [...readFileSync(f, 'utf8').matchAll(/\$\{([A-Za-z_][A-Za-z0-9_]*)/g)].map((m) => m[1])));
+  const interpolated = new Set(
+    files.flatMap((f) => [...readFileSync(f, 'utf8').matchAll(/\$\{([A-Za-z_][A-Za-z0-9_]*)/g)].map((m) => m[1])),
+  );
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !interpolated.has(k) && !/^COMPOSE_/.test(k)));
   return run('docker-compose', [...files.flatMap((f) => ['-f', f]), 'config'], { env: { ...base, ...env } });
 }
@@ -170,7 +186,9 @@ for (const setup of COMPOSE_SETUPS) {
   });
 
   check(`${label}: the Compose Specification schema (Docker Compose v2)`, () => {
-    const problems = files.flatMap((f) => validateComposeFile(parseYaml(readFileSync(f, 'utf8'))).map((p) => (files.length > 1 ? `${basename(f)}: ${p}` : p)));
+    const problems = files.flatMap((f) =>
+      validateComposeFile(parseYaml(readFileSync(f, 'utf8'))).map((p) => (files.length > 1 ? `${basename(f)}: ${p}` : p)),
+    );
     if (files.length > 1) {
       // What Compose runs is the merge: an override can be valid alone and still merge into nonsense.
       const merged = composeConfig(files, required);
@@ -226,12 +244,15 @@ function composeServicesFit({ files, required }: ComposeSetup): string {
   if (!published.includes(port)) problems.push(`gateway: publishes ${published.join(', ')}, listens on ${port}`);
   const stopMs = durationMs(gateway.stop_grace_period ?? '10s');
   if (!(stopMs > config!.server.shutdownGraceMs)) {
-    problems.push(`gateway: stop_grace_period ${gateway.stop_grace_period ?? '10s (default)'} is not longer than server.shutdownGraceMs ${config!.server.shutdownGraceMs}`);
+    problems.push(
+      `gateway: stop_grace_period ${gateway.stop_grace_period ?? '10s (default)'} is not longer than server.shutdownGraceMs ${config!.server.shutdownGraceMs}`,
+    );
   }
   const redisUrl = config!.memory.redisUrl;
   if (!redisUrl) problems.push('gateway: memory.redisUrl is not set, so Redis is unused');
   else if (!services[new URL(redisUrl).hostname]) problems.push(`gateway: memory.redisUrl ${redisUrl} names no service`);
-  if (!gateway.healthcheck?.test?.join(' ').includes(`:${port}/readyz`)) problems.push('gateway: the healthcheck does not ask /readyz on its port');
+  if (!gateway.healthcheck?.test?.join(' ').includes(`:${port}/readyz`))
+    problems.push('gateway: the healthcheck does not ask /readyz on its port');
 
   // Prometheus: its config as laid out in its container, checked by promtool; it scrapes the gateway.
   const prometheus = services.prometheus;
@@ -251,13 +272,24 @@ function composeServicesFit({ files, required }: ComposeSetup): string {
       const checked = run('promtool', ['check', 'config', local]);
       if (checked.status !== 0) problems.push(`prometheus: promtool check config: ${checked.out}`);
       const promConfig = parseYaml(readFileSync(local, 'utf8'));
-      const targets: string[] = (promConfig.scrape_configs ?? []).flatMap((s: any) => (s.static_configs ?? []).flatMap((c: any) => c.targets ?? []));
-      if (!targets.includes(`gateway:${port}`)) problems.push(`prometheus: scrapes ${targets.join(', ') || 'nothing'}, not gateway:${port}`);
+      const targets: string[] = (promConfig.scrape_configs ?? []).flatMap((s: any) =>
+        (s.static_configs ?? []).flatMap((c: any) => c.targets ?? []),
+      );
+      if (!targets.includes(`gateway:${port}`))
+        problems.push(`prometheus: scrapes ${targets.join(', ') || 'nothing'}, not gateway:${port}`);
       // Its job is one CompactionGatewayDown selects (alerts.yaml's header says how to change that).
       const down = downSelector();
-      for (const s of (promConfig.scrape_configs ?? []).filter((s: any) => (s.static_configs ?? []).some((c: any) => (c.targets ?? []).includes(`gateway:${port}`)))) {
-        const labels = relabel({ job: s.job_name, __address__: `gateway:${port}`, __metrics_path__: s.metrics_path ?? '/metrics' }, s.relabel_configs ?? []);
-        if (!labels || !matches(down.matchers, labels)) problems.push(`prometheus: scrape job ${s.job_name} gives the gateway job="${labels?.job}", which CompactionGatewayDown's ${down.text} does not select`);
+      for (const s of (promConfig.scrape_configs ?? []).filter((s: any) =>
+        (s.static_configs ?? []).some((c: any) => (c.targets ?? []).includes(`gateway:${port}`)),
+      )) {
+        const labels = relabel(
+          { job: s.job_name, __address__: `gateway:${port}`, __metrics_path__: s.metrics_path ?? '/metrics' },
+          s.relabel_configs ?? [],
+        );
+        if (!labels || !matches(down.matchers, labels))
+          problems.push(
+            `prometheus: scrape job ${s.job_name} gives the gateway job="${labels?.job}", which CompactionGatewayDown's ${down.text} does not select`,
+          );
       }
     }
   } finally {
@@ -283,7 +315,8 @@ function composeServicesFit({ files, required }: ComposeSetup): string {
       .flatMap((f) => parseYaml(readFileSync(join(provisioning.source, 'datasources', f), 'utf8')).datasources ?? []);
     const prom = sources.find((s: any) => s.type === 'prometheus');
     if (!prom) problems.push('grafana: no Prometheus data source is provisioned');
-    else if (new URL(prom.url).host !== 'prometheus:9090') problems.push(`grafana: the data source points at ${prom.url}, not the prometheus service`);
+    else if (new URL(prom.url).host !== 'prometheus:9090')
+      problems.push(`grafana: the data source points at ${prom.url}, not the prometheus service`);
     if (grafana.environment?.GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH !== dashboardMount.target) {
       problems.push('grafana: the home dashboard is not the mounted dashboard');
     }
@@ -297,12 +330,15 @@ function composeServicesFit({ files, required }: ComposeSetup): string {
   else if (existsSync(codex.source)) {
     const toml: any = parseToml(readFileSync(codex.source, 'utf8'));
     const provider = toml.model_providers?.[toml.model_provider];
-    if (provider?.base_url !== `http://127.0.0.1:${port}/v1`) problems.push(`agent: Codex's base_url is ${provider?.base_url}, not http://127.0.0.1:${port}/v1`);
-    if (provider?.env_key && !agent.environment?.[provider.env_key]) problems.push(`agent: ${provider.env_key} (Codex's env_key) is not set`);
+    if (provider?.base_url !== `http://127.0.0.1:${port}/v1`)
+      problems.push(`agent: Codex's base_url is ${provider?.base_url}, not http://127.0.0.1:${port}/v1`);
+    if (provider?.env_key && !agent.environment?.[provider.env_key])
+      problems.push(`agent: ${provider.env_key} (Codex's env_key) is not set`);
     else if (provider?.env_key && config!.auth.keys.length > 0 && !config!.auth.keys.includes(agent.environment[provider.env_key])) {
       problems.push(`agent: ${provider.env_key} (Codex's env_key) is not one of the gateway's keys (GATEWAY_API_KEYS)`);
     }
-    if (agent.environment?.CODEX_HOME !== posix.dirname(codex.target)) problems.push('agent: CODEX_HOME is not where config.toml is mounted');
+    if (agent.environment?.CODEX_HOME !== posix.dirname(codex.target))
+      problems.push('agent: CODEX_HOME is not where config.toml is mounted');
     // Its base URL has no upstream prefix: routes or the default upstream must take its requests.
     const api = provider?.wire_api === 'chat' ? 'chat' : 'responses';
     const picked = upstreams.pick(api, toml.model);
@@ -356,7 +392,10 @@ type Find = (dir: string, kind: string, name: string) => K8sDoc | undefined;
 /** An object of that kind and name beside `dir`'s files, or in deploy/kubernetes itself (the Secret). */
 function finder(docs: K8sDoc[]): Find {
   return (dir, kind, name) =>
-    docs.find((d) => d.obj.kind === kind && d.obj.metadata?.name === name && (dirname(d.file) === dir || dirname(d.file) === join(DEPLOY, 'kubernetes')));
+    docs.find(
+      (d) =>
+        d.obj.kind === kind && d.obj.metadata?.name === name && (dirname(d.file) === dir || dirname(d.file) === join(DEPLOY, 'kubernetes')),
+    );
 }
 
 const isWorkload = (d: K8sDoc) => ['Deployment', 'StatefulSet', 'Job', 'DaemonSet'].includes(d.obj.kind);
@@ -372,7 +411,10 @@ function workloadProblems({ file, obj }: K8sDoc, find: Find, where: string): { p
   const summary: string[] = [];
   let gateways = 0;
   const pod = obj.spec.template.spec;
-  const all = [...(pod.initContainers ?? []).map((c: any) => ({ c, init: true })), ...(pod.containers ?? []).map((c: any) => ({ c, init: false }))];
+  const all = [
+    ...(pod.initContainers ?? []).map((c: any) => ({ c, init: true })),
+    ...(pod.containers ?? []).map((c: any) => ({ c, init: false })),
+  ];
 
   // Every Secret and ConfigMap the pod refers to exists, with the key.
   for (const { c } of all) {
@@ -387,7 +429,8 @@ function workloadProblems({ file, obj }: K8sDoc, find: Find, where: string): { p
     }
   }
   for (const v of pod.volumes ?? []) {
-    if (v.configMap && !find(dir, 'ConfigMap', v.configMap.name)) problems.push(`${where}: volume ${v.name} mounts ConfigMap ${v.configMap.name}, which does not exist`);
+    if (v.configMap && !find(dir, 'ConfigMap', v.configMap.name))
+      problems.push(`${where}: volume ${v.name} mounts ConfigMap ${v.configMap.name}, which does not exist`);
   }
   // An upstream's host: a single-label name is a Service here; Docker's name for its host means nothing in a pod.
   const hostCheck = (host: string) =>
@@ -401,7 +444,8 @@ function workloadProblems({ file, obj }: K8sDoc, find: Find, where: string): { p
     if (!isGatewayImage(c.image)) continue;
     gateways++;
     const cw = `${where} container ${c.name}`;
-    if (init && c.restartPolicy !== 'Always') problems.push(`${cw}: an init container without restartPolicy: Always never lets the pod start (it must be a native sidecar)`);
+    if (init && c.restartPolicy !== 'Always')
+      problems.push(`${cw}: an init container without restartPolicy: Always never lets the pod start (it must be a native sidecar)`);
     const env: Record<string, string> = {};
     for (const e of c.env ?? []) env[e.name] = e.value ?? (e.valueFrom?.secretKeyRef ? SECRET_STAND_IN : '');
     // The config file: CONFIG must point into a ConfigMap volume holding that key.
@@ -415,7 +459,8 @@ function workloadProblems({ file, obj }: K8sDoc, find: Find, where: string): { p
         const configMap = volume?.configMap && find(dir, 'ConfigMap', volume.configMap.name);
         const key = mount && posix.relative(mount.mountPath, env.CONFIG);
         if (!configMap) problems.push(`${cw}: CONFIG=${env.CONFIG} is not in a mounted ConfigMap`);
-        else if (typeof configMap.obj.data?.[key] !== 'string') problems.push(`${cw}: ConfigMap ${volume.configMap.name} has no key ${key}`);
+        else if (typeof configMap.obj.data?.[key] !== 'string')
+          problems.push(`${cw}: ConfigMap ${volume.configMap.name} has no key ${key}`);
         else {
           configFile = join(tmp, 'config.yaml');
           writeFileSync(configFile, configMap.obj.data[key]);
@@ -429,15 +474,20 @@ function workloadProblems({ file, obj }: K8sDoc, find: Find, where: string): { p
 
       // Probes reach the configured port on /healthz and /readyz.
       const portOf = (p: number | string) => (typeof p === 'number' ? p : (c.ports ?? []).find((q: any) => q.name === p)?.containerPort);
-      for (const [probe, path] of [['livenessProbe', '/healthz'], ['readinessProbe', '/readyz']] as const) {
+      for (const [probe, path] of [
+        ['livenessProbe', '/healthz'],
+        ['readinessProbe', '/readyz'],
+      ] as const) {
         const get = c[probe]?.httpGet;
         if (!get) problems.push(`${cw}: no ${probe} httpGet`);
         else {
           if (get.path !== path) problems.push(`${cw}: ${probe} asks ${get.path}, not ${path}`);
-          if (portOf(get.port) !== config.server.port) problems.push(`${cw}: ${probe} port ${get.port} is not server.port ${config.server.port}`);
+          if (portOf(get.port) !== config.server.port)
+            problems.push(`${cw}: ${probe} port ${get.port} is not server.port ${config.server.port}`);
         }
       }
-      if (['127.0.0.1', 'localhost', '::1'].includes(config.server.host)) problems.push(`${cw}: server.host ${config.server.host}: the kubelet's probes come to the pod IP`);
+      if (['127.0.0.1', 'localhost', '::1'].includes(config.server.host))
+        problems.push(`${cw}: server.host ${config.server.host}: the kubelet's probes come to the pod IP`);
       for (const r of ['requests.cpu', 'requests.memory', 'limits.memory']) {
         const [a, b] = r.split('.');
         if (!c.resources?.[a]?.[b]) problems.push(`${cw}: no resources.${r}`);
@@ -445,22 +495,29 @@ function workloadProblems({ file, obj }: K8sDoc, find: Find, where: string): { p
       const graceMs = (pod.terminationGracePeriodSeconds ?? 30) * 1000;
       const preStopMs = (c.lifecycle?.preStop?.sleep?.seconds ?? 0) * 1000;
       if (!(graceMs > preStopMs + config.server.shutdownGraceMs)) {
-        problems.push(`${cw}: terminationGracePeriodSeconds ${graceMs / 1000} is not longer than preStop ${preStopMs / 1000} s + server.shutdownGraceMs ${config.server.shutdownGraceMs / 1000} s`);
+        problems.push(
+          `${cw}: terminationGracePeriodSeconds ${graceMs / 1000} is not longer than preStop ${preStopMs / 1000} s + server.shutdownGraceMs ${config.server.shutdownGraceMs / 1000} s`,
+        );
       }
-      if (!env.UPSTREAM_API_KEY || env.UPSTREAM_API_KEY !== SECRET_STAND_IN) problems.push(`${cw}: UPSTREAM_API_KEY does not come from a Secret`);
+      if (!env.UPSTREAM_API_KEY || env.UPSTREAM_API_KEY !== SECRET_STAND_IN)
+        problems.push(`${cw}: UPSTREAM_API_KEY does not come from a Secret`);
       // A named upstream's key too: written in the ConfigMap or in a plain env value, anyone who reads the manifests has it.
       for (const u of upstreams.all) {
-        if (u.name !== 'default' && u.apiKey !== undefined && u.apiKey !== SECRET_STAND_IN) problems.push(`${cw}: ${u.apiKeyKey} does not come from a Secret`);
+        if (u.name !== 'default' && u.apiKey !== undefined && u.apiKey !== SECRET_STAND_IN)
+          problems.push(`${cw}: ${u.apiKeyKey} does not come from a Secret`);
       }
       // Redis, when used, is a Service here with that port.
       if (config.memory.redisUrl) {
         const url = new URL(config.memory.redisUrl);
         const service = find(dir, 'Service', url.hostname);
         if (!service) problems.push(`${cw}: memory.redisUrl ${config.memory.redisUrl} names no Service`);
-        else if (!service.obj.spec.ports.some((p: any) => p.port === Number(url.port || 6379))) problems.push(`${cw}: Service ${url.hostname} has no port ${url.port || 6379}`);
+        else if (!service.obj.spec.ports.some((p: any) => p.port === Number(url.port || 6379)))
+          problems.push(`${cw}: Service ${url.hostname} has no port ${url.port || 6379}`);
       }
       const names = upstreams.all.map((u) => u.name).join(', ');
-      summary.push(`${obj.metadata.name}/${c.name}${init ? ' (native sidecar)' : ''}: upstreams ${names}, grace ${graceMs / 1000} s > ${(preStopMs + config.server.shutdownGraceMs) / 1000} s`);
+      summary.push(
+        `${obj.metadata.name}/${c.name}${init ? ' (native sidecar)' : ''}: upstreams ${names}, grace ${graceMs / 1000} s > ${(preStopMs + config.server.shutdownGraceMs) / 1000} s`,
+      );
     } finally {
       rmSync(tmp, { recursive: true, force: true });
     }
@@ -485,12 +542,17 @@ check('kubernetes: the gateway in each workload', () => {
   for (const { file, obj } of docs.filter((d) => d.obj.kind === 'Service')) {
     const where = `${relative(ROOT, file)} Service/${obj.metadata.name}`;
     const selector: Record<string, string> = obj.spec.selector ?? {};
-    const targets = workloads.filter((w) => dirname(w.file) === dirname(file) && Object.entries(selector).every(([k, v]) => w.obj.spec.template.metadata?.labels?.[k] === v));
+    const targets = workloads.filter(
+      (w) =>
+        dirname(w.file) === dirname(file) && Object.entries(selector).every(([k, v]) => w.obj.spec.template.metadata?.labels?.[k] === v),
+    );
     if (targets.length === 0) problems.push(`${where}: its selector matches no workload's pods`);
     for (const port of obj.spec.ports ?? []) {
       const ok = targets.some((w) =>
         [...(w.obj.spec.template.spec.containers ?? []), ...(w.obj.spec.template.spec.initContainers ?? [])].some((c: any) =>
-          (c.ports ?? []).some((p: any) => (typeof port.targetPort === 'string' ? p.name === port.targetPort : p.containerPort === (port.targetPort ?? port.port))),
+          (c.ports ?? []).some((p: any) =>
+            typeof port.targetPort === 'string' ? p.name === port.targetPort : p.containerPort === (port.targetPort ?? port.port),
+          ),
         ),
       );
       if (!ok) problems.push(`${where}: targetPort ${port.targetPort} is no container port of the selected pods`);
@@ -526,7 +588,8 @@ function headerEnv(file: string): { env: any[]; problems: string[] } {
     return { env: [], problems: [`its header's env to add is not YAML: ${(err as Error).message.split('\n')[0]}`] };
   }
   if (env === null || env === undefined) return { env: [], problems: [] };
-  if (!Array.isArray(env) || env.some((e) => typeof e?.name !== 'string')) return { env: [], problems: ["its header's env to add is not a list of { name, value | valueFrom }"] };
+  if (!Array.isArray(env) || env.some((e) => typeof e?.name !== 'string'))
+    return { env: [], problems: ["its header's env to add is not a list of { name, value | valueFrom }"] };
   return { env, problems: [] };
 }
 
@@ -542,17 +605,29 @@ check('kubernetes: the gateway with each alternative ConfigMap', () => {
   for (const alt of alternatives) {
     const name = alt.obj.metadata.name;
     const where = `${relative(ROOT, alt.file)} ConfigMap/${name}`;
-    const keys = Object.keys(alt.obj.data ?? {}).sort().join(', ');
+    const keys = Object.keys(alt.obj.data ?? {})
+      .sort()
+      .join(', ');
     const header = headerEnv(alt.file);
     problems.push(...header.problems.map((p) => `${where}: ${p}`));
-    if (!readFileSync(alt.file, 'utf8').split('\n').filter((l) => l.startsWith('#')).some((l) => l.includes(name))) {
+    if (
+      !readFileSync(alt.file, 'utf8')
+        .split('\n')
+        .filter((l) => l.startsWith('#'))
+        .some((l) => l.includes(name))
+    ) {
       problems.push(`${where}: no workload mounts it, and its header does not say how to (it never names ${name})`);
     }
     // It takes the place of a ConfigMap with the same keys, in a workload beside it running the gateway.
     let replaced = 0;
     for (const w of workloads.filter((w) => dirname(w.file) === dirname(alt.file))) {
       const pod = w.obj.spec.template.spec;
-      const volumes = mountedBy(w).filter((v: any) => Object.keys(find(dirname(w.file), 'ConfigMap', v.configMap.name)?.obj.data ?? {}).sort().join(', ') === keys);
+      const volumes = mountedBy(w).filter(
+        (v: any) =>
+          Object.keys(find(dirname(w.file), 'ConfigMap', v.configMap.name)?.obj.data ?? {})
+            .sort()
+            .join(', ') === keys,
+      );
       const containers = [...(pod.initContainers ?? []), ...(pod.containers ?? [])].filter((c: any) => isGatewayImage(c.image));
       if (volumes.length === 0 || containers.length === 0) continue;
       replaced++;
@@ -563,11 +638,18 @@ check('kubernetes: the gateway with each alternative ConfigMap', () => {
       for (const c of [...(vpod.initContainers ?? []), ...(vpod.containers ?? [])].filter((c: any) => isGatewayImage(c.image))) {
         c.env = [...(c.env ?? []).filter((e: any) => !added.has(e.name)), ...structuredClone(header.env)];
       }
-      const r = workloadProblems({ file: w.file, obj: variant }, find, `${relative(ROOT, w.file)} ${w.obj.kind}/${w.obj.metadata.name} with ConfigMap ${name}${added.size ? ` and env ${[...added].join(', ')}` : ''}`);
+      const r = workloadProblems(
+        { file: w.file, obj: variant },
+        find,
+        `${relative(ROOT, w.file)} ${w.obj.kind}/${w.obj.metadata.name} with ConfigMap ${name}${added.size ? ` and env ${[...added].join(', ')}` : ''}`,
+      );
       problems.push(...r.problems);
       summary.push(...r.summary.map((s) => `${s} (${relative(ROOT, alt.file)}${added.size ? ` + env ${[...added].join(', ')}` : ''})`));
     }
-    if (replaced === 0) problems.push(`${where}: no workload mounts it, and none beside it runs the gateway with a ConfigMap of its keys (${keys}) that it could replace`);
+    if (replaced === 0)
+      problems.push(
+        `${where}: no workload mounts it, and none beside it runs the gateway with a ConfigMap of its keys (${keys}) that it could replace`,
+      );
   }
   fail(problems);
   return alternatives.length === 0 ? 'every ConfigMap is mounted by a workload: none to check' : summary.join('; ');
@@ -578,9 +660,16 @@ const KUBERNETES_FEATURES: Array<{ what: string; since: [number, number]; used: 
   {
     what: 'a lifecycle sleep action (PodLifecycleSleepAction)',
     since: [1, 30],
-    used: (pod) => [...(pod.containers ?? []), ...(pod.initContainers ?? [])].some((c: any) => c.lifecycle?.preStop?.sleep || c.lifecycle?.postStart?.sleep),
+    used: (pod) =>
+      [...(pod.containers ?? []), ...(pod.initContainers ?? [])].some(
+        (c: any) => c.lifecycle?.preStop?.sleep || c.lifecycle?.postStart?.sleep,
+      ),
   },
-  { what: 'a native sidecar (an init container with restartPolicy: Always)', since: [1, 29], used: (pod) => (pod.initContainers ?? []).some((c: any) => c.restartPolicy === 'Always') },
+  {
+    what: 'a native sidecar (an init container with restartPolicy: Always)',
+    since: [1, 29],
+    used: (pod) => (pod.initContainers ?? []).some((c: any) => c.restartPolicy === 'Always'),
+  },
 ];
 
 check('kubernetes: the Kubernetes version each manifest needs is stated', () => {
@@ -592,13 +681,21 @@ check('kubernetes: the Kubernetes version each manifest needs is stated', () => 
     const used = KUBERNETES_FEATURES.filter((f) => pods.some(f.used));
     if (used.length === 0) continue;
     const need = used.reduce((a, f) => (f.since[1] > a.since[1] ? f : a));
-    const header = readFileSync(file, 'utf8').split('\n').filter((l) => l.startsWith('#')).join(' ');
+    const header = readFileSync(file, 'utf8')
+      .split('\n')
+      .filter((l) => l.startsWith('#'))
+      .join(' ');
     const stated = [...header.matchAll(/Kubernetes (\d+)\.(\d+)/g)].map((m) => [Number(m[1]), Number(m[2])] as const);
     const where = relative(ROOT, file);
-    if (stated.length === 0) problems.push(`${where}: uses ${need.what}, on by default from Kubernetes ${need.since.join('.')}, and its header states no Kubernetes version`);
+    if (stated.length === 0)
+      problems.push(
+        `${where}: uses ${need.what}, on by default from Kubernetes ${need.since.join('.')}, and its header states no Kubernetes version`,
+      );
     for (const [major, minor] of stated) {
       if (major < need.since[0] || (major === need.since[0] && minor < need.since[1])) {
-        problems.push(`${where}: its header says Kubernetes ${major}.${minor}, but it uses ${need.what}, on by default only from ${need.since.join('.')}`);
+        problems.push(
+          `${where}: its header says Kubernetes ${major}.${minor}, but it uses ${need.what}, on by default only from ${need.since.join('.')}`,
+        );
       }
     }
     summary.push(`${where} needs ${need.since.join('.')} (${used.map((f) => f.what.replace(/ \(.*\)$/, '')).join(', ')}), and says so`);
@@ -608,7 +705,13 @@ check('kubernetes: the Kubernetes version each manifest needs is stated', () => 
 });
 
 /** The objects a label selector (matchLabels only) picks among `labelled`, by the labels `labelsOf` gives. */
-function selected<T>(selector: any, labelled: T[], labelsOf: (t: T) => Record<string, string> | undefined, where: string, problems: string[]): T[] {
+function selected<T>(
+  selector: any,
+  labelled: T[],
+  labelsOf: (t: T) => Record<string, string> | undefined,
+  where: string,
+  problems: string[],
+): T[] {
   if (selector?.matchExpressions?.length) problems.push(`${where}: matchExpressions: this check reads matchLabels only`);
   const wanted = Object.entries<string>(selector?.matchLabels ?? {});
   if (wanted.length === 0) problems.push(`${where}: selects by no label, so it takes in every Service or pod of the namespace`);
@@ -618,7 +721,10 @@ function selected<T>(selector: any, labelled: T[], labelsOf: (t: T) => Record<st
 /** The gateway containers of a workload's pod, each with its container ports. */
 function gatewayContainers(w: K8sDoc): Array<{ c: any; init: boolean }> {
   const pod = w.obj.spec.template.spec;
-  return [...(pod.initContainers ?? []).map((c: any) => ({ c, init: true })), ...(pod.containers ?? []).map((c: any) => ({ c, init: false }))].filter(({ c }) => isGatewayImage(c.image));
+  return [
+    ...(pod.initContainers ?? []).map((c: any) => ({ c, init: true })),
+    ...(pod.containers ?? []).map((c: any) => ({ c, init: false })),
+  ].filter(({ c }) => isGatewayImage(c.image));
 }
 
 /**
@@ -634,16 +740,26 @@ function scrapeKeyProblems(endpoint: any, gateway: any, find: Find, where: strin
   if (sent) {
     const secret = find(join(DEPLOY, 'kubernetes'), 'Secret', sent.name);
     if (!secret) problems.push(`${where}: its scrape key refers to Secret ${sent.name}, which is not in deploy/kubernetes`);
-    else if (!(sent.key in { ...(secret.obj.data ?? {}), ...(secret.obj.stringData ?? {}) })) problems.push(`${where}: its scrape key refers to key ${sent.key}, not in Secret ${sent.name}`);
+    else if (!(sent.key in { ...(secret.obj.data ?? {}), ...(secret.obj.stringData ?? {}) }))
+      problems.push(`${where}: its scrape key refers to key ${sent.key}, not in Secret ${sent.name}`);
   }
   if (!env) {
-    if (sent) problems.push(`${where}: sends Secret ${sent.name} key ${sent.key} as a scrape key, and the gateway ${gateway.name} sets no GATEWAY_METRICS_KEY`);
+    if (sent)
+      problems.push(
+        `${where}: sends Secret ${sent.name} key ${sent.key} as a scrape key, and the gateway ${gateway.name} sets no GATEWAY_METRICS_KEY`,
+      );
     return problems;
   }
   const ref = env.valueFrom?.secretKeyRef;
   if (!ref) problems.push(`${where}: the gateway ${gateway.name}'s GATEWAY_METRICS_KEY does not come from a Secret`);
-  else if (!sent) problems.push(`${where}: the gateway ${gateway.name} asks for GATEWAY_METRICS_KEY (Secret ${ref.name} key ${ref.key}), and the endpoint sends no authorization: every scrape is refused`);
-  else if (sent.name !== ref.name || sent.key !== ref.key) problems.push(`${where}: sends Secret ${sent.name} key ${sent.key}; the gateway ${gateway.name} reads GATEWAY_METRICS_KEY from Secret ${ref.name} key ${ref.key}`);
+  else if (!sent)
+    problems.push(
+      `${where}: the gateway ${gateway.name} asks for GATEWAY_METRICS_KEY (Secret ${ref.name} key ${ref.key}), and the endpoint sends no authorization: every scrape is refused`,
+    );
+  else if (sent.name !== ref.name || sent.key !== ref.key)
+    problems.push(
+      `${where}: sends Secret ${sent.name} key ${sent.key}; the gateway ${gateway.name} reads GATEWAY_METRICS_KEY from Secret ${ref.name} key ${ref.key}`,
+    );
   else if (type !== 'Bearer') problems.push(`${where}: authorization type ${type}: the gateway takes its metrics key as Bearer`);
   return problems;
 }
@@ -661,13 +777,22 @@ function monitorsProblems(): { problems: string[]; summary: string[]; jobs: Moni
   const summary: string[] = [];
   const jobs: MonitorJob[] = [];
   const workloads = docs.filter(isWorkload);
-  const podsOf = (labels: Record<string, string>) => workloads.filter((w) => Object.entries(labels).every(([k, v]) => w.obj.spec.template.metadata?.labels?.[k] === v));
-  const monitors = docs.filter((d) => d.obj.apiVersion === 'monitoring.coreos.com/v1' && ['ServiceMonitor', 'PodMonitor'].includes(d.obj.kind));
+  const podsOf = (labels: Record<string, string>) =>
+    workloads.filter((w) => Object.entries(labels).every(([k, v]) => w.obj.spec.template.metadata?.labels?.[k] === v));
+  const monitors = docs.filter(
+    (d) => d.obj.apiVersion === 'monitoring.coreos.com/v1' && ['ServiceMonitor', 'PodMonitor'].includes(d.obj.kind),
+  );
   for (const { file, obj } of monitors) {
     const where = `${relative(ROOT, file)} ${obj.kind}/${obj.metadata.name}`;
     const namespace = obj.metadata.namespace ?? 'default';
     if (obj.kind === 'ServiceMonitor') {
-      const services = selected(obj.spec.selector, docs.filter((d) => d.obj.kind === 'Service'), (s) => s.obj.metadata?.labels, where, problems);
+      const services = selected(
+        obj.spec.selector,
+        docs.filter((d) => d.obj.kind === 'Service'),
+        (s) => s.obj.metadata?.labels,
+        where,
+        problems,
+      );
       if (services.length === 0) problems.push(`${where}: its selector matches no Service's labels in deploy/kubernetes`);
       for (const service of services) {
         const backends = podsOf(service.obj.spec.selector ?? {}).filter((w) => dirname(w.file) === dirname(service.file));
@@ -677,23 +802,42 @@ function monitorsProblems(): { problems: string[]; summary: string[]; jobs: Moni
           if (typeof ep.port !== 'string') problems.push(`${at}: no port name (the Service's port is named)`);
           const sport = (service.obj.spec.ports ?? []).find((p: any) => p.name === ep.port);
           if (!sport) {
-            problems.push(`${at}: port ${ep.port} is no port name of the Service (it has ${(service.obj.spec.ports ?? []).map((p: any) => p.name).join(', ')})`);
+            problems.push(
+              `${at}: port ${ep.port} is no port name of the Service (it has ${(service.obj.spec.ports ?? []).map((p: any) => p.name).join(', ')})`,
+            );
             continue;
           }
           // The Service port leads to the gateway's own port: the one its probes ask, so server.port.
           const target = sport.targetPort ?? sport.port;
-          const gateways = backends.flatMap(gatewayContainers).filter(({ c }) => (c.ports ?? []).some((p: any) => (typeof target === 'string' ? p.name === target : p.containerPort === target)));
+          const gateways = backends
+            .flatMap(gatewayContainers)
+            .filter(({ c }) =>
+              (c.ports ?? []).some((p: any) => (typeof target === 'string' ? p.name === target : p.containerPort === target)),
+            );
           if (gateways.length === 0) problems.push(`${at}: the Service's port ${ep.port} leads to no gateway container's port`);
           for (const { c } of gateways) {
-            if (c.readinessProbe?.httpGet?.port !== target) problems.push(`${at}: port ${ep.port} is ${target}, and the gateway ${c.name} answers its probes on ${c.readinessProbe?.httpGet?.port}`);
+            if (c.readinessProbe?.httpGet?.port !== target)
+              problems.push(
+                `${at}: port ${ep.port} is ${target}, and the gateway ${c.name} answers its probes on ${c.readinessProbe?.httpGet?.port}`,
+              );
             problems.push(...scrapeKeyProblems(ep, c, find, at));
           }
-          const base = obj.spec.jobLabel && service.obj.metadata.labels?.[obj.spec.jobLabel] ? service.obj.metadata.labels[obj.spec.jobLabel] : service.obj.metadata.name;
-          const labels: Record<string, string> = { job: base, __meta_kubernetes_service_name: service.obj.metadata.name, __meta_kubernetes_namespace: namespace };
-          for (const [k, v] of Object.entries<string>(service.obj.metadata.labels ?? {})) labels[`__meta_kubernetes_service_label_${k.replace(/[^a-zA-Z0-9_]/g, '_')}`] = v;
+          const base =
+            obj.spec.jobLabel && service.obj.metadata.labels?.[obj.spec.jobLabel]
+              ? service.obj.metadata.labels[obj.spec.jobLabel]
+              : service.obj.metadata.name;
+          const labels: Record<string, string> = {
+            job: base,
+            __meta_kubernetes_service_name: service.obj.metadata.name,
+            __meta_kubernetes_namespace: namespace,
+          };
+          for (const [k, v] of Object.entries<string>(service.obj.metadata.labels ?? {}))
+            labels[`__meta_kubernetes_service_label_${k.replace(/[^a-zA-Z0-9_]/g, '_')}`] = v;
           const out = relabel(labels, (ep.relabelings ?? []).map(fromOperator));
           jobs.push({ where: at, job: out?.job });
-          summary.push(`${obj.kind}/${obj.metadata.name} -> Service/${service.obj.metadata.name}:${ep.port} ${ep.path ?? '/metrics'}, job ${out?.job}`);
+          summary.push(
+            `${obj.kind}/${obj.metadata.name} -> Service/${service.obj.metadata.name}:${ep.port} ${ep.path ?? '/metrics'}, job ${out?.job}`,
+          );
         }
       }
     } else {
@@ -701,26 +845,45 @@ function monitorsProblems(): { problems: string[]; summary: string[]; jobs: Moni
       if (pods.length === 0) problems.push(`${where}: its selector matches no workload's pod labels in deploy/kubernetes`);
       for (const w of pods) {
         const pod = w.obj.spec.template.spec;
-        const all = [...(pod.initContainers ?? []).map((c: any) => ({ c, init: true })), ...(pod.containers ?? []).map((c: any) => ({ c, init: false }))];
+        const all = [
+          ...(pod.initContainers ?? []).map((c: any) => ({ c, init: true })),
+          ...(pod.containers ?? []).map((c: any) => ({ c, init: false })),
+        ];
         for (const [i, ep] of (obj.spec.podMetricsEndpoints ?? []).entries()) {
           const at = `${where} endpoint ${i} -> ${w.obj.kind}/${w.obj.metadata.name}`;
           if ((ep.path ?? '/metrics') !== '/metrics') problems.push(`${at}: path ${ep.path}, not /metrics`);
           const owners = all.filter(({ c }) => (c.ports ?? []).some((p: any) => p.name === ep.port));
           if (owners.length !== 1 || !isGatewayImage(owners[0].c.image)) {
-            problems.push(`${at}: port ${ep.port} is ${owners.length === 0 ? 'no container port name of the pod' : `named by ${owners.map(({ c }) => c.name).join(' and ')}, not by the gateway container alone`}`);
+            problems.push(
+              `${at}: port ${ep.port} is ${owners.length === 0 ? 'no container port name of the pod' : `named by ${owners.map(({ c }) => c.name).join(' and ')}, not by the gateway container alone`}`,
+            );
             continue;
           }
           const { c, init } = owners[0];
-          if (c.readinessProbe?.httpGet?.port !== ep.port) problems.push(`${at}: port ${ep.port}, and the gateway ${c.name} answers its probes on ${c.readinessProbe?.httpGet?.port}`);
+          if (c.readinessProbe?.httpGet?.port !== ep.port)
+            problems.push(`${at}: port ${ep.port}, and the gateway ${c.name} answers its probes on ${c.readinessProbe?.httpGet?.port}`);
           problems.push(...scrapeKeyProblems(ep, c, find, at));
           const template = w.obj.spec.template;
-          const base = obj.spec.jobLabel && template.metadata?.labels?.[obj.spec.jobLabel] ? template.metadata.labels[obj.spec.jobLabel] : `${namespace}/${obj.metadata.name}`;
+          const base =
+            obj.spec.jobLabel && template.metadata?.labels?.[obj.spec.jobLabel]
+              ? template.metadata.labels[obj.spec.jobLabel]
+              : `${namespace}/${obj.metadata.name}`;
           const port = (c.ports ?? []).find((p: any) => p.name === ep.port);
-          const labels = podTargetLabels(template, { job: base, namespace, podName: `${w.obj.metadata.name}-0`, podIp: '10.0.0.1', container: c, port, init });
+          const labels = podTargetLabels(template, {
+            job: base,
+            namespace,
+            podName: `${w.obj.metadata.name}-0`,
+            podIp: '10.0.0.1',
+            container: c,
+            port,
+            init,
+          });
           const out = relabel(labels, (ep.relabelings ?? []).map(fromOperator));
           if (!out) problems.push(`${at}: its relabelings drop the gateway's target`);
           jobs.push({ where: at, job: out?.job });
-          summary.push(`${obj.kind}/${obj.metadata.name} -> ${w.obj.kind}/${w.obj.metadata.name} container ${c.name}:${ep.port} ${ep.path ?? '/metrics'}, job ${out?.job}`);
+          summary.push(
+            `${obj.kind}/${obj.metadata.name} -> ${w.obj.kind}/${w.obj.metadata.name} container ${c.name}:${ep.port} ${ep.path ?? '/metrics'}, job ${out?.job}`,
+          );
         }
       }
     }
@@ -747,16 +910,27 @@ function downSelector(): { text: string; matchers: Matcher[] } {
   const rule = rules.find((r: any) => r.alert === 'CompactionGatewayDown');
   if (!rule) throw new Failed([`${relative(ROOT, ALERTS)} has no CompactionGatewayDown`]);
   const problems: string[] = [];
-  if (!/\babsent\s*\(\s*up\s*\{/.test(rule.expr)) problems.push(`CompactionGatewayDown has no absent(up{...}): with no gateway target at all it never fires: ${rule.expr}`);
-  const texts = [...new Set(selectors(rule.expr).filter((s) => s.name === 'up').map((s) => s.matchers.replace(/\s+/g, '')))];
-  if (texts.length !== 1) problems.push(`CompactionGatewayDown selects up by ${texts.map((t) => `{${t}}`).join(' and ') || 'nothing'}: one selector, written the same in both places`);
+  if (!/\babsent\s*\(\s*up\s*\{/.test(rule.expr))
+    problems.push(`CompactionGatewayDown has no absent(up{...}): with no gateway target at all it never fires: ${rule.expr}`);
+  const texts = [
+    ...new Set(
+      selectors(rule.expr)
+        .filter((s) => s.name === 'up')
+        .map((s) => s.matchers.replace(/\s+/g, '')),
+    ),
+  ];
+  if (texts.length !== 1)
+    problems.push(
+      `CompactionGatewayDown selects up by ${texts.map((t) => `{${t}}`).join(' and ') || 'nothing'}: one selector, written the same in both places`,
+    );
   let matchers: Matcher[] = [];
   try {
     matchers = parseMatchers(texts[0] ?? '');
   } catch (err) {
     problems.push(`CompactionGatewayDown: ${(err as Error).message}`);
   }
-  if (texts.length === 1 && matchers.length === 0) problems.push('CompactionGatewayDown selects up by no label: every target Prometheus scrapes, its own too');
+  if (texts.length === 1 && matchers.length === 0)
+    problems.push('CompactionGatewayDown selects up by no label: every target Prometheus scrapes, its own too');
   fail(problems);
   return { text: `{${texts[0]}}`, matchers };
 }
@@ -769,7 +943,10 @@ check('alerts: CompactionGatewayDown selects the gateway in every scrape setup',
   const summary: string[] = [];
   const judge = (where: string, labels: Record<string, string> | undefined) => {
     if (!labels) return problems.push(`${where}: the gateway's target is dropped`);
-    if (!matches(down.matchers, labels)) problems.push(`${where}: the gateway's target gets job="${labels.job}", which ${down.text} does not match (alerts.yaml's header says how to change one or the other)`);
+    if (!matches(down.matchers, labels))
+      problems.push(
+        `${where}: the gateway's target gets job="${labels.job}", which ${down.text} does not match (alerts.yaml's header says how to change one or the other)`,
+      );
     summary.push(`${where}: job ${labels.job}`);
   };
 
@@ -778,7 +955,13 @@ check('alerts: CompactionGatewayDown selects the gateway in every scrape setup',
   for (const s of compose.scrape_configs ?? []) {
     for (const c of s.static_configs ?? []) {
       for (const t of (c.targets ?? []).filter((t: string) => t.startsWith('gateway:'))) {
-        judge(`compose job ${s.job_name}`, relabel({ job: s.job_name, __address__: t, __metrics_path__: s.metrics_path ?? '/metrics', ...(c.labels ?? {}) }, s.relabel_configs ?? []));
+        judge(
+          `compose job ${s.job_name}`,
+          relabel(
+            { job: s.job_name, __address__: t, __metrics_path__: s.metrics_path ?? '/metrics', ...(c.labels ?? {}) },
+            s.relabel_configs ?? [],
+          ),
+        );
       }
     }
   }
@@ -807,15 +990,33 @@ check('alerts: CompactionGatewayDown selects the gateway in every scrape setup',
     const template = w.obj.spec.template;
     for (const { c, init } of gatewayContainers(w)) {
       const where = `${relative(ROOT, w.file)} ${w.obj.kind}/${w.obj.metadata.name} container ${c.name} through ${relative(ROOT, SCRAPE_KUBERNETES_PODS)}`;
-      const port = (c.ports ?? []).find((p: any) => p.name === c.readinessProbe?.httpGet?.port || p.containerPort === c.readinessProbe?.httpGet?.port);
+      const port = (c.ports ?? []).find(
+        (p: any) => p.name === c.readinessProbe?.httpGet?.port || p.containerPort === c.readinessProbe?.httpGet?.port,
+      );
       if (!port) {
         problems.push(`${where}: no container port for its probes`);
         continue;
       }
-      const labels = relabel(podTargetLabels(template, { job: job.job_name, namespace: 'default', podName: `${w.obj.metadata.name}-0`, podIp: '10.0.0.1', container: c, port, init }), job.relabel_configs ?? []);
-      if (labels && labels.__address__ !== `10.0.0.1:${port.containerPort}`) problems.push(`${where}: scrapes ${labels.__address__}, not the gateway's port ${port.containerPort} (prometheus.io/port)`);
-      if (labels && labels.__metrics_path__ !== '/metrics') problems.push(`${where}: scrapes ${labels.__metrics_path__}, not /metrics (prometheus.io/path)`);
-      if ((c.env ?? []).some((e: any) => e.name === 'GATEWAY_METRICS_KEY') && !job.authorization) problems.push(`${where}: the gateway asks for GATEWAY_METRICS_KEY, and the scrape job sends no authorization: every scrape is refused`);
+      const labels = relabel(
+        podTargetLabels(template, {
+          job: job.job_name,
+          namespace: 'default',
+          podName: `${w.obj.metadata.name}-0`,
+          podIp: '10.0.0.1',
+          container: c,
+          port,
+          init,
+        }),
+        job.relabel_configs ?? [],
+      );
+      if (labels && labels.__address__ !== `10.0.0.1:${port.containerPort}`)
+        problems.push(`${where}: scrapes ${labels.__address__}, not the gateway's port ${port.containerPort} (prometheus.io/port)`);
+      if (labels && labels.__metrics_path__ !== '/metrics')
+        problems.push(`${where}: scrapes ${labels.__metrics_path__}, not /metrics (prometheus.io/path)`);
+      if ((c.env ?? []).some((e: any) => e.name === 'GATEWAY_METRICS_KEY') && !job.authorization)
+        problems.push(
+          `${where}: the gateway asks for GATEWAY_METRICS_KEY, and the scrape job sends no authorization: every scrape is refused`,
+        );
       judge(where.replace(/ through .*$/, ' (annotations)'), labels);
     }
   }
@@ -829,7 +1030,11 @@ check('alerts: CompactionGatewayDown selects the gateway in every scrape setup',
 check('alerts: promtool check rules', () => {
   const r = run('promtool', ['check', 'rules', ALERTS]);
   if (r.status !== 0) fail([r.out]);
-  return r.out.split('\n').filter((l) => /SUCCESS/.test(l)).join(' ').trim();
+  return r.out
+    .split('\n')
+    .filter((l) => /SUCCESS/.test(l))
+    .join(' ')
+    .trim();
 });
 
 check('alerts: promtool test rules', () => {
@@ -864,7 +1069,7 @@ check('dashboard: every query parses', () => {
   return `${queries.length} queries in ${new Set(queries.map((q) => q.where.replace(/ [A-Z]$/, ''))).size} panels parse`;
 });
 
-check('dashboard: every panel selects the gateway\'s targets only', () => {
+check("dashboard: every panel selects the gateway's targets only", () => {
   const dashboard = JSON.parse(readFileSync(DASHBOARD, 'utf8'));
   fail(gatewayScopeProblems(dashboard));
   const { variables } = labelValuesVariables(dashboard);

@@ -106,13 +106,20 @@ async function interrupted(signal: NodeJS.Signals): Promise<void> {
   live.interrupted = true;
   console.error(`[check-image] ${signal}: cleaning up`);
   const children = [...live.children];
-  const ended = () => Promise.all(children.filter((child) => child.exitCode === null && child.signalCode === null).map((child) => new Promise((resolve) => child.once('exit', resolve))));
+  const ended = () =>
+    Promise.all(
+      children
+        .filter((child) => child.exitCode === null && child.signalCode === null)
+        .map((child) => new Promise((resolve) => child.once('exit', resolve))),
+    );
   for (const child of children) killGroup(child, 'SIGTERM');
   await Promise.race([ended(), sleep(10_000)]);
   for (const child of children) killGroup(child, 'SIGKILL');
   await Promise.race([ended(), sleep(2_000)]);
   if (live.buildBaseline) {
-    await removeBuildLeftovers(live.buildBaseline).catch((err: Error) => console.error(`[check-image] could not remove the build's containers: ${err.message}`));
+    await removeBuildLeftovers(live.buildBaseline).catch((err: Error) =>
+      console.error(`[check-image] could not remove the build's containers: ${err.message}`),
+    );
   }
   console.error('[check-image] interrupted');
   process.exit(1);
@@ -252,7 +259,10 @@ async function debianMirror(): Promise<string> {
   for (const file of files.filter(existsSync)) {
     const text = await readFile(file, 'utf8');
     const uris = file.endsWith('.sources')
-      ? text.split(/\n\s*\n/).filter((block) => /^Types:.*\bdeb\b/im.test(block)).flatMap((block) => (/^URIs:\s*(.+)$/im.exec(block)?.[1] ?? '').split(/\s+/))
+      ? text
+          .split(/\n\s*\n/)
+          .filter((block) => /^Types:.*\bdeb\b/im.test(block))
+          .flatMap((block) => (/^URIs:\s*(.+)$/im.exec(block)?.[1] ?? '').split(/\s+/))
       : [...text.matchAll(/^\s*deb\s+(?:\[[^\]]*\]\s+)?(\S+)/gm)].map((m) => m[1]);
     const mirror = uris.find((uri) => /^https?:\/\/\S+\/debian\/?$/.test(uri));
     if (mirror) return mirror.replace(/\/$/, '');
@@ -274,11 +284,18 @@ async function ensureBaseImage(workDir: string): Promise<string> {
   const t0 = Date.now();
   const mirror = await debianMirror();
   const rootfs = join(workDir, 'rootfs');
-  say(`base image ${BASE_IMAGE} missing: debootstrap ${DEBIAN_SUITE} from ${mirror}, then Node ${NODE_MAJOR} and npm from the npm registry (a few minutes)`);
+  say(
+    `base image ${BASE_IMAGE} missing: debootstrap ${DEBIAN_SUITE} from ${mirror}, then Node ${NODE_MAJOR} and npm from the npm registry (a few minutes)`,
+  );
   // The official Node binary needs libstdc++ and libatomic besides libc (as node:*-slim carries them).
-  await must('debootstrap', 'debootstrap', ['--variant=minbase', '--include=ca-certificates,libstdc++6,libatomic1', DEBIAN_SUITE, rootfs, mirror], {
-    timeoutMs: LIMITS.debootstrapMs,
-  });
+  await must(
+    'debootstrap',
+    'debootstrap',
+    ['--variant=minbase', '--include=ca-certificates,libstdc++6,libatomic1', DEBIAN_SUITE, rootfs, mirror],
+    {
+      timeoutMs: LIMITS.debootstrapMs,
+    },
+  );
   // The official image's layout: node in /usr/local/bin, npm in /usr/local/lib/node_modules.
   const node = nodeBinary(NODE_MAJOR);
   await must('installing node in the base', 'install', ['-m', '0755', join(node.dir, 'bin', 'node'), join(rootfs, 'usr/local/bin/node')]);
@@ -288,12 +305,26 @@ async function ensureBaseImage(workDir: string): Promise<string> {
   const npmDir = join(rootfs, 'usr/local/lib/node_modules/npm');
   await mkdir(npmDir, { recursive: true });
   await must('unpacking npm in the base', 'tar', ['-xzf', npmTarball, '-C', npmDir, '--strip-components=1', '--no-same-owner']);
-  for (const [link, target] of [['npm', 'npm-cli.js'], ['npx', 'npx-cli.js']]) {
+  for (const [link, target] of [
+    ['npm', 'npm-cli.js'],
+    ['npx', 'npx-cli.js'],
+  ]) {
     await must(`linking ${link}`, 'ln', ['-s', `../lib/node_modules/npm/bin/${target}`, join(rootfs, 'usr/local/bin', link)]);
   }
   // The official image's user, whose uid the Dockerfile's `USER node` and volume owners expect.
   await must('groupadd node', 'chroot', [rootfs, 'groupadd', '--gid', '1000', 'node']);
-  await must('useradd node', 'chroot', [rootfs, 'useradd', '--uid', '1000', '--gid', 'node', '--create-home', '--shell', '/bin/bash', 'node']);
+  await must('useradd node', 'chroot', [
+    rootfs,
+    'useradd',
+    '--uid',
+    '1000',
+    '--gid',
+    'node',
+    '--create-home',
+    '--shell',
+    '/bin/bash',
+    'node',
+  ]);
   // As the slim images do: no package archives, no package lists.
   await must('apt-get clean in the base', 'chroot', [rootfs, 'apt-get', 'clean']);
   rmSync(join(rootfs, 'var/lib/apt/lists'), { recursive: true, force: true });
@@ -305,9 +336,23 @@ async function ensureBaseImage(workDir: string): Promise<string> {
   const npmSays = (await must('npm --version in the base', 'chroot', [rootfs, 'npm', '--version'], inBase)).stdout.trim();
   if (npmSays !== npmVersion) fail(`the base's npm says ${npmSays}, not ${npmVersion}`);
   const changes = [`ENV PATH=${BASE_PATH}`, `LABEL node.version=${version}`, 'CMD ["node"]'].flatMap((change) => ['--change', change]);
-  await must('podman import', 'bash', ['-c', 'set -o pipefail; tar -C "$1" -c . | podman "${@:3}" - "$2"', 'import', rootfs, BASE_IMAGE, ...PODMAN_GLOBAL, 'import', ...changes], {
-    timeoutMs: LIMITS.importMs,
-  });
+  await must(
+    'podman import',
+    'bash',
+    [
+      '-c',
+      'set -o pipefail; tar -C "$1" -c . | podman "${@:3}" - "$2"',
+      'import',
+      rootfs,
+      BASE_IMAGE,
+      ...PODMAN_GLOBAL,
+      'import',
+      ...changes,
+    ],
+    {
+      timeoutMs: LIMITS.importMs,
+    },
+  );
   rmSync(rootfs, { recursive: true, force: true });
   say(`base image built (Node ${version}, npm ${npmVersion}) in ${seconds(Date.now() - t0)}`);
   return `Node ${version}, built in ${seconds(Date.now() - t0)}`;
@@ -364,16 +409,23 @@ async function buildImage(npmCache: string): Promise<{ buildMs: number; info: Im
     'podman build',
     [
       'build',
-      '--format', 'docker',
+      '--format',
+      'docker',
       '--network=none',
       '--pull=never',
       '--layers=false',
-      '--build-arg', `NODE_VERSION=${NODE_MAJOR}`,
-      '--build-arg', 'npm_config_cache=/npm-cache',
-      '--build-arg', 'npm_config_offline=true',
-      '-v', `${npmCache}:/npm-cache`,
-      '-t', IMAGE,
-      '-f', join(REPO_ROOT, 'Dockerfile'),
+      '--build-arg',
+      `NODE_VERSION=${NODE_MAJOR}`,
+      '--build-arg',
+      'npm_config_cache=/npm-cache',
+      '--build-arg',
+      'npm_config_offline=true',
+      '-v',
+      `${npmCache}:/npm-cache`,
+      '-t',
+      IMAGE,
+      '-f',
+      join(REPO_ROOT, 'Dockerfile'),
       REPO_ROOT,
     ],
     { timeoutMs: LIMITS.buildMs },
@@ -434,7 +486,10 @@ function agentConversation(): ChatJson & { max_tokens: number } {
   const messages = [{ role: 'system', content: 'You are a coding agent working in /srv/project.' }];
   for (let turn = 0; turn < 40; turn++) {
     messages.push({ role: 'user', content: `Step ${turn}: read src/file${turn}.ts and report.` });
-    messages.push({ role: 'assistant', content: `Contents of src/file${turn}.ts:\n${`export const value${turn} = ${turn};\n`.repeat(100)}` });
+    messages.push({
+      role: 'assistant',
+      content: `Contents of src/file${turn}.ts:\n${`export const value${turn} = ${turn};\n`.repeat(100)}`,
+    });
   }
   messages.push({ role: 'user', content: 'Now summarise what the files export.' });
   return { model: 'check-model', messages, max_tokens: 200 };
@@ -478,16 +533,23 @@ async function startContainer({ port, configFile }: { port: number; configFile: 
   const name = `check-image-${process.pid}-${Date.now().toString(36)}`;
   live.containers.add(name);
   await mustPodman('podman run', [
-    'run', '--detach', '--name', name,
+    'run',
+    '--detach',
+    '--name',
+    name,
     // The host's network namespace, so the container reaches the fake upstream on loopback;
     // HOST=127.0.0.1 keeps the gateway itself off the machine's other interfaces.
     '--network=host',
     // Should the image ignore the mounted config, the built-in upstream must not be tried
     // for real: its name resolves to loopback, where nothing answers on 443.
-    '--add-host', 'api.openai.com:127.0.0.1',
-    '-e', 'HOST=127.0.0.1',
-    '-e', `PORT=${port}`,
-    '-v', `${configFile}:/app/config/default.yaml:ro`,
+    '--add-host',
+    'api.openai.com:127.0.0.1',
+    '-e',
+    'HOST=127.0.0.1',
+    '-e',
+    `PORT=${port}`,
+    '-v',
+    `${configFile}:/app/config/default.yaml:ro`,
     IMAGE,
   ]);
   return name;
@@ -530,7 +592,8 @@ function postChat(origin: string, body: ChatJson): Promise<Response> {
 }
 
 /** Runs a command inside the container, as its own user (node) unless told otherwise. */
-const exec = (name: string, args: string[], input?: string) => podman(['exec', ...(input === undefined ? [] : ['-i']), name, ...args], { input });
+const exec = (name: string, args: string[], input?: string) =>
+  podman(['exec', ...(input === undefined ? [] : ['-i']), name, ...args], { input });
 
 // ---------------------------------------------------------------------------------------------
 // The checks. Each returns a one-line finding, or throws with what it saw instead.
@@ -548,10 +611,14 @@ type Check = (ctx: Context) => Promise<string>;
 
 async function checkProbes(ctx: Context): Promise<string> {
   const found: string[] = [];
-  for (const [path, expected] of [['/healthz', 'ok'], ['/readyz', 'ready']]) {
+  for (const [path, expected] of [
+    ['/healthz', 'ok'],
+    ['/readyz', 'ready'],
+  ]) {
     const res = await get(`${ctx.origin}${path}`);
     const body = await res.text();
-    if (res.status !== 200 || (safeJson(body) as { status?: unknown } | undefined)?.status !== expected) fail(`${path} answered ${res.status} ${body.slice(0, 200)}`);
+    if (res.status !== 200 || (safeJson(body) as { status?: unknown } | undefined)?.status !== expected)
+      fail(`${path} answered ${res.status} ${body.slice(0, 200)}`);
     found.push(`${path} 200 ${expected}`);
   }
   return found.join(', ');
@@ -560,7 +627,10 @@ async function checkProbes(ctx: Context): Promise<string> {
 /** The image's own HEALTHCHECK (kept only by the docker format), run by podman inside the container. */
 async function checkHealthcheck(ctx: Context): Promise<string> {
   const found = ctx.info.Healthcheck?.Test ?? ctx.info.Config?.Healthcheck?.Test;
-  const test = Array.isArray(found) && found[0] === 'CMD' && found.every((part) => typeof part === 'string') ? found : fail(`the image has no HEALTHCHECK CMD (got ${JSON.stringify(found)})`);
+  const test =
+    Array.isArray(found) && found[0] === 'CMD' && found.every((part) => typeof part === 'string')
+      ? found
+      : fail(`the image has no HEALTHCHECK CMD (got ${JSON.stringify(found)})`);
   const result = await podman(['healthcheck', 'run', ctx.name]);
   const said = (result.stdout + result.stderr).trim();
   if (result.code !== 0) fail(`podman healthcheck run exited ${result.code}: ${said}`);
@@ -586,7 +656,8 @@ async function checkNonRoot(ctx: Context): Promise<string> {
 async function checkNodeVersion(ctx: Context): Promise<string> {
   const result = await exec(ctx.name, ['node', '--version']);
   const version = result.stdout.trim();
-  if (result.code !== 0 || !version.startsWith(`v${NODE_MAJOR}.`)) fail(`node --version in the container says ${JSON.stringify(version || result.stderr.trim())}, not v${NODE_MAJOR}.x`);
+  if (result.code !== 0 || !version.startsWith(`v${NODE_MAJOR}.`))
+    fail(`node --version in the container says ${JSON.stringify(version || result.stderr.trim())}, not v${NODE_MAJOR}.x`);
   const base = await baseNodeVersion();
   if (version !== base) fail(`the container's node is ${version}, the base's ${base}`);
   return `${version}, as the Dockerfile's NODE_VERSION=${NODE_MAJOR} and the base ${BASE_IMAGE} have`;
@@ -598,8 +669,13 @@ async function checkNodeVersion(ctx: Context): Promise<string> {
  */
 async function checkNoDevDependencies(ctx: Context): Promise<string> {
   const lock = JSON.parse(await readFile(join(REPO_ROOT, 'package-lock.json'), 'utf8')) as { packages: Record<string, { dev?: boolean }> };
-  const pkg = JSON.parse(await readFile(join(REPO_ROOT, 'package.json'), 'utf8')) as { dependencies?: Record<string, string>; devDependencies?: Record<string, string> };
-  const dev = Object.entries(lock.packages).filter(([path, meta]) => path && meta.dev).map(([path]) => path);
+  const pkg = JSON.parse(await readFile(join(REPO_ROOT, 'package.json'), 'utf8')) as {
+    dependencies?: Record<string, string>;
+    devDependencies?: Record<string, string>;
+  };
+  const dev = Object.entries(lock.packages)
+    .filter(([path, meta]) => path && meta.dev)
+    .map(([path]) => path);
   const prod = Object.keys(pkg.dependencies ?? {}).map((name) => `node_modules/${name}`);
   const script = `
     const { existsSync } = require('node:fs');
@@ -631,14 +707,21 @@ async function checkRescue(ctx: Context): Promise<string> {
   const calls = ctx.upstream.calls('chat');
   if (calls.length !== 2) fail(`the fake upstream saw ${calls.length} chat requests, expected the original and one replay`);
   const verdicts = ctx.upstream.verdicts('chat');
-  if (verdicts[0] === null || verdicts[1] !== null) fail(`the fake upstream answered ${JSON.stringify(verdicts)}, expected its 413 page, then the replay taken`);
-  const [first, replay] = calls.map((call) => (call.json as ChatJson | undefined) ?? fail(`the fake upstream got a chat body that is not JSON: ${call.body.toString().slice(0, 200)}`));
+  if (verdicts[0] === null || verdicts[1] !== null)
+    fail(`the fake upstream answered ${JSON.stringify(verdicts)}, expected its 413 page, then the replay taken`);
+  const [first, replay] = calls.map(
+    (call) =>
+      (call.json as ChatJson | undefined) ??
+      fail(`the fake upstream got a chat body that is not JSON: ${call.body.toString().slice(0, 200)}`),
+  );
   if (first.messages.length !== request.messages.length) fail('the first upstream request is not the client request');
-  if (!(replay.messages.length < first.messages.length)) fail(`the replay has ${replay.messages.length} messages, not fewer than ${first.messages.length}`);
+  if (!(replay.messages.length < first.messages.length))
+    fail(`the replay has ${replay.messages.length} messages, not fewer than ${first.messages.length}`);
   if (JSON.stringify(replay.messages[0]) !== JSON.stringify(first.messages[0])) fail('the replay lost the system prompt');
   if (JSON.stringify(replay.messages.at(-1)) !== JSON.stringify(first.messages.at(-1))) fail('the replay lost the last user message');
   const answer = safeJson(text) as { choices?: Array<{ message?: { content?: unknown } }> } | undefined;
-  if (answer?.choices?.[0]?.message?.content !== 'answer from the fake upstream (check-model)') fail(`unexpected answer: ${text.slice(0, 300)}`);
+  if (answer?.choices?.[0]?.message?.content !== 'answer from the fake upstream (check-model)')
+    fail(`unexpected answer: ${text.slice(0, 300)}`);
   return `client 200; upstream 413 then 200; ${fields['messages-before']} -> ${fields['messages-after']} messages, ${fields['bytes-before']} -> ${fields['bytes-after']} bytes; x-gateway-compaction: outcome=${fields.outcome}, reason=${fields.reason}, strategy=${fields.strategy}`;
 }
 
@@ -670,7 +753,8 @@ async function checkStopDrains(ctx: Context): Promise<string> {
   if (stop.code !== 0) fail(`podman stop exited ${stop.code}: ${stop.stderr.trim()}`);
   const { status, exitCode } = await containerState(ctx.name);
   if (answer.status !== 200) fail(`the request in flight at the stop got ${answer.status}: ${answer.text.slice(0, 200)}`);
-  if (status !== 'exited' || exitCode !== 0) fail(`after podman stop the container is ${status} with exit code ${exitCode}; its log:\n${await logsOf(ctx.name)}`);
+  if (status !== 'exited' || exitCode !== 0)
+    fail(`after podman stop the container is ${status} with exit code ${exitCode}; its log:\n${await logsOf(ctx.name)}`);
   if (stopMs >= LIMITS.stopGraceS * 1000) fail(`podman stop took ${seconds(stopMs)}: the gateway ignored SIGTERM and was killed`);
   const log = await logsOf(ctx.name);
   if (!/shutting down/.test(log)) fail(`the log does not show a graceful shutdown:\n${log}`);
@@ -687,9 +771,10 @@ async function checkOpenGatewayRefused(): Promise<string> {
   const result = await podman(['run', '--name', name, '--network=none', '-e', 'UPSTREAM_API_KEY=sk-check-never-shown', IMAGE]);
   const said = `${result.stdout}${result.stderr}`;
   if (result.code !== 2) fail(`exited ${result.code}, expected 2; it said:\n${tail(said, 10)}`);
-  if (!/refusing to start an open gateway/.test(said) || !/GATEWAY_API_KEYS/.test(said) || !/GATEWAY_ALLOW_OPEN=1/.test(said)) fail(`the refusal does not say what to set:\n${tail(said, 10)}`);
+  if (!/refusing to start an open gateway/.test(said) || !/GATEWAY_API_KEYS/.test(said) || !/GATEWAY_ALLOW_OPEN=1/.test(said))
+    fail(`the refusal does not say what to set:\n${tail(said, 10)}`);
   if (said.includes('sk-check-never-shown')) fail('the refusal shows the provider key');
-  return 'UPSTREAM_API_KEY without GATEWAY_API_KEYS on the image\'s HOST=0.0.0.0: exit 2, naming GATEWAY_API_KEYS and GATEWAY_ALLOW_OPEN=1';
+  return "UPSTREAM_API_KEY without GATEWAY_API_KEYS on the image's HOST=0.0.0.0: exit 2, naming GATEWAY_API_KEYS and GATEWAY_ALLOW_OPEN=1";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -739,7 +824,9 @@ async function main(): Promise<number> {
   console.log(`image ${IMAGE}: ${megabytes(info.Size)}, built in ${seconds(buildMs)} (base ${BASE_IMAGE}: ${base})`);
   for (const r of results) console.log(`  ${r.ok ? 'ok  ' : 'FAIL'} ${r.label}`);
   // Not the plain 'N passed, N failed' form: that line belongs to the test suite in .ci/run.
-  console.log(`check:image: ${failed.length ? `${failed.length} of ${results.length} checks FAILED` : `all ${results.length} checks passed`} in ${seconds(Date.now() - started)}`);
+  console.log(
+    `check:image: ${failed.length ? `${failed.length} of ${results.length} checks FAILED` : `all ${results.length} checks passed`} in ${seconds(Date.now() - started)}`,
+  );
   return failed.length ? 1 : 0;
 }
 

@@ -28,7 +28,15 @@ import { fileURLToPath } from 'node:url';
 import { startStandIn, type StandIn } from '../test/helpers/provider.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const LIMITS = Object.freeze({ totalMs: 6 * 60_000, packMs: 3 * 60_000, installMs: 3 * 60_000, commandMs: 30_000, startMs: 30_000, requestMs: 10_000, stopMs: 15_000 });
+const LIMITS = Object.freeze({
+  totalMs: 6 * 60_000,
+  packMs: 3 * 60_000,
+  installMs: 3 * 60_000,
+  commandMs: 30_000,
+  startMs: 30_000,
+  requestMs: 10_000,
+  stopMs: 15_000,
+});
 /** Not copied for packing: installed, built, generated or local. */
 const NOT_COPIED = new Set(['.git', 'node_modules', 'dist', 'coverage', 'reports', '.stryker-tmp', '.vitest-results.json']);
 /** What the tarball may hold besides dist/**\/*.js and docs/*.md (npm adds package.json, README and LICENSE itself). */
@@ -63,7 +71,11 @@ interface Result {
 }
 
 /** Runs a command to its end within `timeoutMs` (and the overall limit); never rejects on an exit code. */
-function run(cmd: string, args: string[], { cwd, timeoutMs = LIMITS.commandMs, env = process.env }: { cwd: string; timeoutMs?: number; env?: NodeJS.ProcessEnv }): Promise<Result> {
+function run(
+  cmd: string,
+  args: string[],
+  { cwd, timeoutMs = LIMITS.commandMs, env = process.env }: { cwd: string; timeoutMs?: number; env?: NodeJS.ProcessEnv },
+): Promise<Result> {
   const budget = Math.min(timeoutMs, started + LIMITS.totalMs - Date.now());
   if (budget <= 0) fail(`overall time limit of ${seconds(LIMITS.totalMs)} reached before: ${cmd} ${args.join(' ')}`);
   return new Promise((resolvePromise, reject) => {
@@ -110,7 +122,8 @@ async function pack(): Promise<string> {
   const project = join(work, 'project');
   mkdirSync(project);
   for (const entry of readdirSync(ROOT)) {
-    if (!NOT_COPIED.has(entry) && !entry.endsWith('.tgz') && !entry.endsWith('.log')) cpSync(join(ROOT, entry), join(project, entry), { recursive: true });
+    if (!NOT_COPIED.has(entry) && !entry.endsWith('.tgz') && !entry.endsWith('.log'))
+      cpSync(join(ROOT, entry), join(project, entry), { recursive: true });
   }
   // The build's tools; nothing is written into them.
   symlinkSync(join(ROOT, 'node_modules'), join(project, 'node_modules'), 'dir');
@@ -127,13 +140,19 @@ async function pack(): Promise<string> {
 
 async function contents(): Promise<string> {
   const listing = await must('tar -tzf', 'tar', ['-tzf', ctx.tarball!], { cwd: work });
-  const files = listing.split('\n').filter((line) => line && !line.endsWith('/')).map((line) => line.replace(/^package\//, ''));
+  const files = listing
+    .split('\n')
+    .filter((line) => line && !line.endsWith('/'))
+    .map((line) => line.replace(/^package\//, ''));
   const stray = files.filter((f) => !SHIPPED.has(f) && !/^dist\/.+\.js$/.test(f) && !/^docs\/[\w-]+\.md$/.test(f));
   if (stray.length) fail(`${stray.length} files that should not ship: ${stray.slice(0, 10).join(', ')}${stray.length > 10 ? ', …' : ''}`);
   const missing = [...SHIPPED, 'dist/main.js', 'docs/configuration.md'].filter((f) => !files.includes(f));
   if (missing.length) fail(`missing from the tarball: ${missing.join(', ')}`);
-  const shipped = JSON.parse(await must('reading package.json from the tarball', 'tar', ['-xzOf', ctx.tarball!, 'package/package.json'], { cwd: work }));
-  if (shipped.bin?.['compaction-gateway'] !== 'dist/main.js') fail(`bin.compaction-gateway is ${JSON.stringify(shipped.bin)}, not dist/main.js`);
+  const shipped = JSON.parse(
+    await must('reading package.json from the tarball', 'tar', ['-xzOf', ctx.tarball!, 'package/package.json'], { cwd: work }),
+  );
+  if (shipped.bin?.['compaction-gateway'] !== 'dist/main.js')
+    fail(`bin.compaction-gateway is ${JSON.stringify(shipped.bin)}, not dist/main.js`);
   const main = await must('reading dist/main.js from the tarball', 'tar', ['-xzOf', ctx.tarball!, 'package/dist/main.js'], { cwd: work });
   if (!main.startsWith('#!/usr/bin/env node\n')) fail(`dist/main.js starts with ${JSON.stringify(main.slice(0, 30))}, not a node shebang`);
   return `${files.length} files: ${files.filter((f) => f.startsWith('dist/')).length} in dist/, ${[...SHIPPED].join(', ')}; bin compaction-gateway -> dist/main.js (shebang)`;
@@ -150,7 +169,14 @@ async function contents(): Promise<string> {
 function lockFor(spec: string) {
   const packages: Record<string, unknown> = {
     '': { name: 'check-package-install', dependencies: { [pkg.name]: spec }, overrides: pkg.overrides },
-    [`node_modules/${pkg.name}`]: { version: pkg.version, resolved: spec, license: pkg.license, dependencies: pkg.dependencies, bin: pkg.bin, engines: pkg.engines },
+    [`node_modules/${pkg.name}`]: {
+      version: pkg.version,
+      resolved: spec,
+      license: pkg.license,
+      dependencies: pkg.dependencies,
+      bin: pkg.bin,
+      engines: pkg.engines,
+    },
   };
   for (const [path, meta] of Object.entries(lock.packages)) if (path && !meta.dev) packages[path] = meta;
   return { name: 'check-package-install', lockfileVersion: 3, requires: true, packages };
@@ -160,17 +186,25 @@ async function install(): Promise<string> {
   const app = join(work, 'app');
   mkdirSync(app);
   const spec = `file:${ctx.tarball!}`;
-  writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'check-package-install', private: true, dependencies: { [pkg.name]: spec }, overrides: pkg.overrides }, null, 2));
+  writeFileSync(
+    join(app, 'package.json'),
+    JSON.stringify({ name: 'check-package-install', private: true, dependencies: { [pkg.name]: spec }, overrides: pkg.overrides }, null, 2),
+  );
   writeFileSync(join(app, 'package-lock.json'), JSON.stringify(lockFor(spec), null, 2));
   const t0 = Date.now();
-  const { code, output } = await run('npm', ['ci', '--omit=dev', '--offline', '--no-audit', '--no-fund'], { cwd: app, timeoutMs: LIMITS.installMs });
+  const { code, output } = await run('npm', ['ci', '--omit=dev', '--offline', '--no-audit', '--no-fund'], {
+    cwd: app,
+    timeoutMs: LIMITS.installMs,
+  });
   if (code !== 0) {
     const hint = /ENOTCACHED/.test(output) ? '\n(the npm cache lacks a package: run `npm ci` in the project first)' : '';
     fail(`npm ci --omit=dev --offline exited ${code}:\n${tail(output)}${hint}`);
   }
   const installMs = Date.now() - t0;
   const at = (path: string) => existsSync(join(app, path, 'package.json'));
-  const dev = Object.entries(lock.packages).filter(([path, meta]) => path && meta.dev).map(([path]) => path);
+  const dev = Object.entries(lock.packages)
+    .filter(([path, meta]) => path && meta.dev)
+    .map(([path]) => path);
   const shipped = dev.filter(at);
   if (shipped.length) fail(`${shipped.length} dev-only packages installed: ${shipped.slice(0, 10).join(', ')}`);
   const absent = Object.keys(pkg.dependencies ?? {}).filter((name) => !at(`node_modules/${name}`));
@@ -192,17 +226,28 @@ async function userInstall(): Promise<string> {
   mkdirSync(app);
   writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'check-package-user', private: true }, null, 2));
   const t0 = Date.now();
-  const { code, output } = await run('npm', ['install', '--omit=dev', '--prefer-offline', '--no-audit', '--no-fund', ctx.tarball!], { cwd: app, timeoutMs: LIMITS.installMs });
+  const { code, output } = await run('npm', ['install', '--omit=dev', '--prefer-offline', '--no-audit', '--no-fund', ctx.tarball!], {
+    cwd: app,
+    timeoutMs: LIMITS.installMs,
+  });
   if (code !== 0) fail(`npm install of the tarball exited ${code}:\n${tail(output)}`);
   const engines = output.split('\n').filter((line) => /EBADENGINE/.test(line));
-  if (engines.length) fail(`npm install on Node ${process.versions.node} warned EBADENGINE (pin or replace the dependency that pulls the package in):\n${tail(output, 40)}`);
+  if (engines.length)
+    fail(
+      `npm install on Node ${process.versions.node} warned EBADENGINE (pin or replace the dependency that pulls the package in):\n${tail(output, 40)}`,
+    );
   const count = readdirSync(join(app, 'node_modules')).filter((d) => !d.startsWith('.')).length;
   const warnings = output.split('\n').filter((line) => /^npm warn/i.test(line)).length;
   return `${count} top-level packages on Node ${process.versions.node} in ${seconds(Date.now() - t0)}, no EBADENGINE (${warnings} other npm warnings)`;
 }
 
 /** The gateway's environment: nothing from this shell but PATH and HOME. */
-const gatewayEnv = (extra: Record<string, string>) => ({ PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? work, NODE_ENV: 'production', ...extra });
+const gatewayEnv = (extra: Record<string, string>) => ({
+  PATH: process.env.PATH ?? '',
+  HOME: process.env.HOME ?? work,
+  NODE_ENV: 'production',
+  ...extra,
+});
 
 async function version(): Promise<string> {
   const out = (await must('compaction-gateway --version', ctx.bin!, ['--version'], { cwd: work, env: gatewayEnv({}) })).trim();
@@ -250,7 +295,12 @@ async function serve(): Promise<string> {
   const port = await freePort();
   const cwd = join(work, 'elsewhere');
   mkdirSync(cwd);
-  const child = spawn(ctx.bin!, [], { cwd, env: gatewayEnv({ HOST: '127.0.0.1', PORT: String(port), UPSTREAM_URL: upstream.baseUrl }), detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(ctx.bin!, [], {
+    cwd,
+    env: gatewayEnv({ HOST: '127.0.0.1', PORT: String(port), UPSTREAM_URL: upstream.baseUrl }),
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   children.add(child);
   let output = '';
   child.stdout.on('data', (c: Buffer) => (output += c));
@@ -263,7 +313,10 @@ async function serve(): Promise<string> {
   let status = 0;
   // Polled until it answers, it exits, or the start limit passes: at most startMs / 100 tries.
   for (let tries = 0; tries < LIMITS.startMs / 100 && !gone && status !== 200; tries++) {
-    status = await fetchWithin(`${gateway.origin}/healthz`).then((r) => r.status, () => 0);
+    status = await fetchWithin(`${gateway.origin}/healthz`).then(
+      (r) => r.status,
+      () => 0,
+    );
     if (status !== 200) await sleep(100);
   }
   if (status !== 200) fail(`${gone ? 'it exited' : `no 200 from /healthz within ${seconds(LIMITS.startMs)}`}; it said:\n${tail(output)}`);
@@ -280,7 +333,8 @@ async function serve(): Promise<string> {
   const text = await res.text();
   if (res.status !== 200 || !text.includes('answer from the stand-in')) fail(`a chat request got ${res.status}: ${text.slice(0, 300)}`);
   const calls = upstream.calls();
-  if (calls.length !== 1 || calls[0].json?.model !== 'check-model') fail(`the stand-in saw ${JSON.stringify(calls.map((c) => ({ url: c.url, model: c.json?.model })))}`);
+  if (calls.length !== 1 || calls[0].json?.model !== 'check-model')
+    fail(`the stand-in saw ${JSON.stringify(calls.map((c) => ({ url: c.url, model: c.json?.model })))}`);
   return `/healthz 200 after ${seconds(startMs)} on 127.0.0.1:${port}, config from the package's config/default.yaml, a chat request answered by the stand-in`;
 }
 

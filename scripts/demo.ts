@@ -24,7 +24,10 @@ const provider = await startStandIn({
     return { text: `Done with step ${step}: I read the files and updated the tests. ${'Details follow. '.repeat(30)}` };
   },
   // A summary built from the text it was given: the goals the user stated, so far.
-  summarizer: (req) => ({ status: 200, json: { ...completion(summaryOf(String(req.json.messages.at(-1).content)), 'chatcmpl-demo-summary'), model: req.json.model } }),
+  summarizer: (req) => ({
+    status: 200,
+    json: { ...completion(summaryOf(String(req.json.messages.at(-1).content)), 'chatcmpl-demo-summary'), model: req.json.model },
+  }),
 });
 /** Each request's rescue lines (those with the compaction's figures), by request id. */
 const rescueLines = new Map<string, string[]>();
@@ -34,12 +37,16 @@ const logStream = new Writable({
     for (const text of chunk.toString().split('\n').filter(Boolean)) {
       const line = JSON.parse(text);
       // The access line carries the header as a string; a rescue's line, its figures as an object.
-      if (typeof line.compaction === 'object' && line.requestId) rescueLines.set(line.requestId, [...(rescueLines.get(line.requestId) ?? []), `${LEVELS[line.level] ?? line.level} ${line.msg}`]);
+      if (typeof line.compaction === 'object' && line.requestId)
+        rescueLines.set(line.requestId, [...(rescueLines.get(line.requestId) ?? []), `${LEVELS[line.level] ?? line.level} ${line.msg}`]);
     }
     done();
   },
 });
-const app = buildServer(validateConfig({ upstream: { url: provider.baseUrl }, compaction: { keepRecent: 4 }, auth: { metricsModelNames: true } }), { logStream });
+const app = buildServer(
+  validateConfig({ upstream: { url: provider.baseUrl }, compaction: { keepRecent: 4 }, auth: { metricsModelNames: true } }),
+  { logStream },
+);
 await app.listen({ host: '127.0.0.1', port: 0 });
 const gateway = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
 
@@ -59,15 +66,19 @@ for (let turn = 1; turn <= TURNS; turn++) {
   const reply = data.choices[0].message.content ?? '';
   messages.push({ role: 'assistant', content: reply });
   const size = Buffer.byteLength(JSON.stringify(messages));
-  console.log(`turn ${String(turn).padStart(2)}: ${messages.length} messages, ${(size / 1024).toFixed(1)} KB -> ${response.status} "${reply.slice(0, 40)}..."`);
+  console.log(
+    `turn ${String(turn).padStart(2)}: ${messages.length} messages, ${(size / 1024).toFixed(1)} KB -> ${response.status} "${reply.slice(0, 40)}..."`,
+  );
   if (!header) continue;
 
   for (const entry of sinceTurnStart(seen)) {
     const status = provider.answerStatus(entry.req);
     if (entry.kind === 'chat' && entry.refused !== null) console.log(`         the provider rejected it: ${status} "${entry.refused}"`);
-    if (entry.kind === 'summarizer') console.log(`         the gateway asked the summarizer to condense the middle (${tokensOf(entry.req.body.length)} tokens in)`);
+    if (entry.kind === 'summarizer')
+      console.log(`         the gateway asked the summarizer to condense the middle (${tokensOf(entry.req.body.length)} tokens in)`);
     const how = header.includes('trigger=proactive') ? 'sent it compacted ahead, knowing the conversation' : 'replayed it compacted';
-    if (entry.kind === 'chat' && entry.refused === null) console.log(`         the gateway ${how} (${tokensOf(entry.req.body.length)} tokens): ${status}`);
+    if (entry.kind === 'chat' && entry.refused === null)
+      console.log(`         the gateway ${how} (${tokensOf(entry.req.body.length)} tokens): ${status}`);
   }
   console.log(`         x-gateway-compaction: ${header}`);
   for (const line of rescueLines.get(response.headers.get('x-request-id') ?? '') ?? []) console.log(`         log: ${line}`);
@@ -75,7 +86,8 @@ for (let turn = 1; turn <= TURNS; turn++) {
 
 const metrics = await (await fetch(`${gateway}/metrics`)).text();
 console.log('\nThe gateway\u2019s metrics about it (the series that are not zero):');
-const about = /^gateway_(overlong|compactions|rescues|replays|summarizer_calls|summarizer_tokens|memory_lookups|memory_summarizer_calls_saved|learned_context)_|^gateway_compaction_request_bytes_sum/;
+const about =
+  /^gateway_(overlong|compactions|rescues|replays|summarizer_calls|summarizer_tokens|memory_lookups|memory_summarizer_calls_saved|learned_context)_|^gateway_compaction_request_bytes_sum/;
 for (const line of metrics.split('\n')) {
   if (about.test(line) && !/ 0$/.test(line)) console.log(`  ${line}`);
 }
@@ -94,8 +106,14 @@ await provider.close();
 /** What reached the provider since `seen`, in the order it arrived: model calls with the rules' verdict, and summarizer calls. */
 function sinceTurnStart(seen: { chat: number; summarizer: number }) {
   const verdicts = provider.verdicts('chat');
-  const chat = provider.calls('chat').map((req, i) => ({ kind: 'chat' as const, req, refused: verdicts[i] ?? null })).slice(seen.chat);
-  const summarizer = provider.summarizerCalls().map((req) => ({ kind: 'summarizer' as const, req, refused: null })).slice(seen.summarizer);
+  const chat = provider
+    .calls('chat')
+    .map((req, i) => ({ kind: 'chat' as const, req, refused: verdicts[i] ?? null }))
+    .slice(seen.chat);
+  const summarizer = provider
+    .summarizerCalls()
+    .map((req) => ({ kind: 'summarizer' as const, req, refused: null }))
+    .slice(seen.summarizer);
   return [...chat, ...summarizer].sort((a, b) => provider.received.indexOf(a.req) - provider.received.indexOf(b.req));
 }
 

@@ -73,21 +73,34 @@ function options(argv: string[], env: NodeJS.ProcessEnv): Options {
   if (values.help) throw new UsageError('');
   const ci = values.ci || Boolean(env.CI && env.CI !== 'false' && env.CI !== '0');
   const minRecall = values['min-recall'] === undefined ? (ci ? DEFAULT_CI_RECALL : undefined) : Number(values['min-recall']);
-  if (minRecall !== undefined && !(minRecall >= 0 && minRecall <= 1)) throw new UsageError(`--min-recall must be between 0 and 1, not ${values['min-recall']}`);
+  if (minRecall !== undefined && !(minRecall >= 0 && minRecall <= 1))
+    throw new UsageError(`--min-recall must be between 0 and 1, not ${values['min-recall']}`);
   const modes = listOf(values.modes, MODES, '--modes');
-  const gate = minRecall === undefined ? undefined : { minRecall, categories: listOf(values.gate, CATEGORIES, '--gate'), modes: listOf(values['gate-modes'], MODES, '--gate-modes') };
-  return { write: values.write, verbose: values.verbose, modes, sessions: values.sessions.split(',').filter(Boolean), gate, real: realSummarizer(values, env) };
+  const gate =
+    minRecall === undefined
+      ? undefined
+      : { minRecall, categories: listOf(values.gate, CATEGORIES, '--gate'), modes: listOf(values['gate-modes'], MODES, '--gate-modes') };
+  return {
+    write: values.write,
+    verbose: values.verbose,
+    modes,
+    sessions: values.sessions.split(',').filter(Boolean),
+    gate,
+    real: realSummarizer(values, env),
+  };
 }
 
 function realSummarizer(values: Record<string, string | boolean | undefined>, env: NodeJS.ProcessEnv): SummarizerChoice | undefined {
   const url = values['summarizer-url'] as string | undefined;
   if (url === undefined) {
-    if (values.model || values.api || values['api-key-env']) throw new UsageError('--model, --api and --api-key-env go with --summarizer-url');
+    if (values.model || values.api || values['api-key-env'])
+      throw new UsageError('--model, --api and --api-key-env go with --summarizer-url');
     return undefined;
   }
   if (!values.model) throw new UsageError('--summarizer-url needs --model');
   const api = (values.api as string | undefined) ?? 'chat';
-  if (!['chat', 'messages', 'responses', 'gemini'].includes(api)) throw new UsageError(`--api must be chat, messages, responses or gemini, not ${api}`);
+  if (!['chat', 'messages', 'responses', 'gemini'].includes(api))
+    throw new UsageError(`--api must be chat, messages, responses or gemini, not ${api}`);
   const keyName = values['api-key-env'] as string | undefined;
   const apiKey = keyName ? env[keyName] : undefined;
   if (keyName && !apiKey) throw new UsageError(`${keyName} is not set`);
@@ -104,7 +117,8 @@ function listOf<T extends string>(text: string, allowed: readonly T[], flag: str
 function casesOf(sessions: readonly string[]): EvalCase[] {
   const generatedNames = new Map(GENERATED.map((g) => [generatedName(g), g]));
   const unknown = sessions.filter((s) => s !== 'recorded' && s !== 'generated' && !(s in RECORDED) && !generatedNames.has(s));
-  if (unknown.length > 0) throw new UsageError(`no session ${unknown.join(', ')}; there are ${[...Object.keys(RECORDED), ...generatedNames.keys()].join(', ')}`);
+  if (unknown.length > 0)
+    throw new UsageError(`no session ${unknown.join(', ')}; there are ${[...Object.keys(RECORDED), ...generatedNames.keys()].join(', ')}`);
   const recorded = sessions.includes('recorded') ? Object.keys(RECORDED) : sessions.filter((s) => s in RECORDED);
   const generated = sessions.includes('generated') ? GENERATED : GENERATED.filter((g) => sessions.includes(generatedName(g)));
   return [...recordedCases(recorded), ...generatedCases(generated)];
@@ -132,7 +146,9 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   try {
     const summarizer = o.real ?? { url: standIn!.origin };
     // A real summarizer is slow: say how far it got.
-    const onResult = o.real ? (r: CaseResult) => process.stderr.write(`eval:summary: ${r.session} at ${Math.round(r.at * 100)}%, ${r.mode}: ${r.outcome}\n`) : undefined;
+    const onResult = o.real
+      ? (r: CaseResult) => process.stderr.write(`eval:summary: ${r.session} at ${Math.round(r.at * 100)}%, ${r.mode}: ${r.outcome}\n`)
+      : undefined;
     const evaluation = await evaluate(cases, { summarizer, dispatcher, modes: o.modes, onResult });
     const label = o.real ? `${o.real.model} at ${o.real.url} (${o.real.api})` : STAND_IN;
     const markdown = renderReport(evaluation, { modes: o.modes, summarizer: label, gate: o.gate });

@@ -77,7 +77,11 @@ export function score(family: string, fixtures: readonly LofoFixture[], classifi
 export function lofoTable(fixtures: readonly LofoFixture[] = loadFixtures()): { families: LofoRow[]; generalOnly: LofoRow } {
   const names = [...new Set(fixtures.map((f) => f.family))].sort();
   const families = names.map((family) =>
-    score(family, fixtures.filter((f) => f.family === family), createClassifier(rulesWithout(family))),
+    score(
+      family,
+      fixtures.filter((f) => f.family === family),
+      createClassifier(rulesWithout(family)),
+    ),
   );
   return { families, generalOnly: score('general layer only', fixtures, createClassifier([])) };
 }

@@ -49,7 +49,9 @@ export function decoded(body: Buffer, encoding: string): Buffer {
 export async function startRelay(target: string, turns: Turn[]): Promise<Loopback> {
   const server = createServer(async (req, res) => {
     const body = await readBody(req);
-    const encoding = String(req.headers['content-encoding'] ?? '').trim().toLowerCase();
+    const encoding = String(req.headers['content-encoding'] ?? '')
+      .trim()
+      .toLowerCase();
     const plain = decoded(body, encoding);
     const turn: Turn = {
       n: turns.length + 1,
@@ -71,7 +73,11 @@ export async function startRelay(target: string, turns: Turn[]): Promise<Loopbac
       const h = answer.headers['x-gateway-compaction'];
       turn.compaction = Array.isArray(h) ? h.join(', ') : h;
       res.writeHead(answer.statusCode ?? 502, answer.headers);
-      if (turn.status >= 400) answer.on('data', (c: Buffer) => (turn.error = (turn.error + decoded(c, String(answer.headers['content-encoding'] ?? ''))).slice(0, 600)));
+      if (turn.status >= 400)
+        answer.on(
+          'data',
+          (c: Buffer) => (turn.error = (turn.error + decoded(c, String(answer.headers['content-encoding'] ?? ''))).slice(0, 600)),
+        );
       answer.pipe(res);
     });
     up.on('error', (err) => {

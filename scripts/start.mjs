@@ -12,7 +12,11 @@ const tsc = join(root, 'node_modules', '.bin', 'tsc');
 
 /** The newest modification time of the build's inputs: src/**\/*.ts and tsconfig.json. */
 function newestSource() {
-  const sources = existsSync(join(root, 'src')) ? readdirSync(join(root, 'src'), { recursive: true }).filter((f) => String(f).endsWith('.ts')).map((f) => join(root, 'src', String(f))) : [];
+  const sources = existsSync(join(root, 'src'))
+    ? readdirSync(join(root, 'src'), { recursive: true })
+        .filter((f) => String(f).endsWith('.ts'))
+        .map((f) => join(root, 'src', String(f)))
+    : [];
   return Math.max(0, ...[...sources, join(root, 'tsconfig.json')].filter((f) => existsSync(f)).map((f) => statSync(f).mtimeMs));
 }
 
@@ -25,7 +29,9 @@ if (stale && existsSync(tsc)) {
     process.exit(build.status ?? 1);
   }
 } else if (!built) {
-  process.stderr.write('npm start: no dist/ to run, and TypeScript (a dev dependency) is not installed to build it: run npm ci, then npm start\n');
+  process.stderr.write(
+    'npm start: no dist/ to run, and TypeScript (a dev dependency) is not installed to build it: run npm ci, then npm start\n',
+  );
   process.exit(1);
 } else if (stale) {
   process.stderr.write('npm start: warning: src/ is newer than dist/ and TypeScript is not installed, so the older dist/ runs\n');

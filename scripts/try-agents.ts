@@ -42,34 +42,70 @@ type AgentName = 'codex' | 'claude' | 'opencode' | 'pi' | 'qwen';
 
 const ALL: Record<AgentName, AgentCli> = {
   codex: {
-    pkg: '@openai/codex', version: '0.171.0', bin: 'codex', key: 'OPENAI_API_KEY', path: '/v1/responses',
+    pkg: '@openai/codex',
+    version: '0.171.0',
+    bin: 'codex',
+    key: 'OPENAI_API_KEY',
+    path: '/v1/responses',
     setup: (home, gw) => write(join(home, 'codex', 'config.toml'), snippet('codex/config.toml', gw)),
     env: (home) => ({ CODEX_HOME: join(home, 'codex') }),
     args: ['exec', '--skip-git-repo-check', '-s', 'read-only', 'say hi'],
   },
   claude: {
-    pkg: '@anthropic-ai/claude-code', version: '2.1.332', bin: 'claude', key: 'ANTHROPIC_API_KEY', header: 'x-api-key', path: '/v1/messages',
+    pkg: '@anthropic-ai/claude-code',
+    version: '2.1.332',
+    bin: 'claude',
+    key: 'ANTHROPIC_API_KEY',
+    header: 'x-api-key',
+    path: '/v1/messages',
     setup: (home, gw) => write(join(home, '.claude', 'settings.json'), snippet('claude-code/settings.json', gw)),
-    env: () => ({ CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1', DISABLE_TELEMETRY: '1', DISABLE_AUTOUPDATER: '1', DISABLE_ERROR_REPORTING: '1' }),
+    env: () => ({
+      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+      DISABLE_TELEMETRY: '1',
+      DISABLE_AUTOUPDATER: '1',
+      DISABLE_ERROR_REPORTING: '1',
+    }),
     args: ['-p', 'say hi'],
   },
   opencode: {
-    pkg: 'opencode-ai', version: '1.18.33', bin: 'opencode', key: 'OPENAI_API_KEY', path: '/v1/chat/completions',
+    pkg: 'opencode-ai',
+    version: '1.18.33',
+    bin: 'opencode',
+    key: 'OPENAI_API_KEY',
+    path: '/v1/chat/completions',
     setup: (_home, gw, cwd) => write(join(cwd, 'opencode.json'), snippet('opencode/opencode.json', gw)),
-    env: (home) => ({ XDG_CONFIG_HOME: join(home, '.config'), XDG_CACHE_HOME: join(home, '.cache'), XDG_DATA_HOME: join(home, '.local', 'share'), OPENCODE_DISABLE_MODELS_FETCH: '1', OPENCODE_DISABLE_AUTOUPDATE: '1', OPENCODE_DISABLE_SHARE: '1' }),
+    env: (home) => ({
+      XDG_CONFIG_HOME: join(home, '.config'),
+      XDG_CACHE_HOME: join(home, '.cache'),
+      XDG_DATA_HOME: join(home, '.local', 'share'),
+      OPENCODE_DISABLE_MODELS_FETCH: '1',
+      OPENCODE_DISABLE_AUTOUPDATE: '1',
+      OPENCODE_DISABLE_SHARE: '1',
+    }),
     args: ['run', 'say hi'],
   },
   pi: {
-    pkg: '@mariozechner/pi-coding-agent', version: '0.73.1', bin: 'pi', key: 'OPENAI_API_KEY', path: '/v1/chat/completions',
+    pkg: '@mariozechner/pi-coding-agent',
+    version: '0.73.1',
+    bin: 'pi',
+    key: 'OPENAI_API_KEY',
+    path: '/v1/chat/completions',
     setup: (home, gw) => write(join(home, '.pi', 'agent', 'models.json'), snippet('pi/models.json', gw)),
     env: () => ({}),
     args: ['-p', '--model', 'gateway/gpt-4.1', 'say hi'],
   },
   qwen: {
-    pkg: '@qwen-code/qwen-code', version: '0.24.4', bin: 'qwen', key: 'OPENAI_API_KEY', path: '/v1/chat/completions',
+    pkg: '@qwen-code/qwen-code',
+    version: '0.24.4',
+    bin: 'qwen',
+    key: 'OPENAI_API_KEY',
+    path: '/v1/chat/completions',
     setup: (home, gw, cwd) => {
       write(join(cwd, '.qwen', '.env'), snippet('qwen-code/.env', gw));
-      write(join(home, '.qwen', 'settings.json'), JSON.stringify({ privacy: { usageStatisticsEnabled: false }, telemetry: { enabled: false } }));
+      write(
+        join(home, '.qwen', 'settings.json'),
+        JSON.stringify({ privacy: { usageStatisticsEnabled: false }, telemetry: { enabled: false } }),
+      );
     },
     env: () => ({}),
     args: ['say hi'],
@@ -109,7 +145,12 @@ try {
     mkdirSync(home, { recursive: true });
     mkdirSync(cwd, { recursive: true });
     writeFileSync(join(dir, 'package.json'), '{"private":true}');
-    const install = await run('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error', `${a.pkg}@${version}`], { cwd: dir, env: process.env }, INSTALL_MS);
+    const install = await run(
+      'npm',
+      ['install', '--no-audit', '--no-fund', '--loglevel=error', `${a.pkg}@${version}`],
+      { cwd: dir, env: process.env },
+      INSTALL_MS,
+    );
     if (install.code !== 0) {
       failed++;
       console.log(`FAIL ${name}: npm install ${a.pkg}@${version}: ${install.out.slice(-500)}`);
@@ -123,14 +164,20 @@ try {
     const since = provider.received.slice(seen);
     const mine = provider.calls(apiOf(a.path)!).filter((r) => since.includes(r) && pathOf(r.url) === a.path);
     // What the stand-in refused (a strict rule's exact error, or a route it does not have), to judge by hand.
-    const refused = since.filter((r) => (provider.answerStatus(r) ?? 0) >= 400).map((r) => `${r.method} ${pathOf(r.url)} ${provider.answerStatus(r)}: ${provider.answerBytes(r).toString('utf8').slice(0, 300)}`);
+    const refused = since
+      .filter((r) => (provider.answerStatus(r) ?? 0) >= 400)
+      .map((r) => `${r.method} ${pathOf(r.url)} ${provider.answerStatus(r)}: ${provider.answerBytes(r).toString('utf8').slice(0, 300)}`);
     const sentKey = mine.some((r) => (a.header ? r.headers[a.header] === key : r.headers.authorization === `Bearer ${key}`));
     const answered = result.out.includes(ANSWER);
     if (result.code === 0 && mine.length > 0 && sentKey && answered) {
-      console.log(`ok   ${name} ${a.pkg}@${version}: ${mine.length} request(s) to ${a.path} through the gateway, key from ${a.key}, answer shown${refused.map((v) => `\n  refused: ${v}`).join('')}`);
+      console.log(
+        `ok   ${name} ${a.pkg}@${version}: ${mine.length} request(s) to ${a.path} through the gateway, key from ${a.key}, answer shown${refused.map((v) => `\n  refused: ${v}`).join('')}`,
+      );
     } else {
       failed++;
-      console.log(`FAIL ${name} ${a.pkg}@${version}: exit ${result.code}, ${mine.length} request(s) to ${a.path}, key ${sentKey ? 'sent' : 'not sent'}, answer ${answered ? 'shown' : 'not shown'}${refused.map((v) => `\n  refused: ${v}`).join('')}\n${result.out.slice(-1500)}`);
+      console.log(
+        `FAIL ${name} ${a.pkg}@${version}: exit ${result.code}, ${mine.length} request(s) to ${a.path}, key ${sentKey ? 'sent' : 'not sent'}, answer ${answered ? 'shown' : 'not shown'}${refused.map((v) => `\n  refused: ${v}`).join('')}\n${result.out.slice(-1500)}`,
+      );
     }
   }
 } finally {
@@ -138,5 +185,9 @@ try {
   await provider.close();
   rmSync(work, { recursive: true, force: true });
 }
-console.log(failed === 0 ? `try:agents: all ${agents.length} agents went through the gateway` : `try:agents: ${failed} of ${agents.length} agents FAILED`);
+console.log(
+  failed === 0
+    ? `try:agents: all ${agents.length} agents went through the gateway`
+    : `try:agents: ${failed} of ${agents.length} agents FAILED`,
+);
 process.exit(failed === 0 ? 0 : 1);

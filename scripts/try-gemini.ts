@@ -52,12 +52,18 @@ const calibration = await session();
 const sizes = calibration.standIn.generateCalls().map((r) => r.body.length);
 report('calibration (no limit)', calibration);
 let ok = calibration.code === 0 && steps(calibration.standIn) === FILES;
-if (sizes.length < FIRST_OVER || sizes[FIRST_OVER - 1] <= sizes[FIRST_OVER - 2] || sizes.slice(0, FIRST_OVER - 1).some((s) => s >= sizes[FIRST_OVER - 1])) {
+if (
+  sizes.length < FIRST_OVER ||
+  sizes[FIRST_OVER - 1] <= sizes[FIRST_OVER - 2] ||
+  sizes.slice(0, FIRST_OVER - 1).some((s) => s >= sizes[FIRST_OVER - 1])
+) {
   console.log(`cannot calibrate: generate request sizes ${sizes.join(', ')}`);
   process.exit(1);
 }
 const limitBytes = Math.floor((Math.max(...sizes.slice(0, FIRST_OVER - 1)) + sizes[FIRST_OVER - 1]) / 2);
-console.log(`limit: ${limitBytes} bytes (${Math.floor(limitBytes / 4)} tokens), between request ${FIRST_OVER - 1} (${sizes[FIRST_OVER - 2]} bytes) and ${FIRST_OVER} (${sizes[FIRST_OVER - 1]} bytes)\n`);
+console.log(
+  `limit: ${limitBytes} bytes (${Math.floor(limitBytes / 4)} tokens), between request ${FIRST_OVER - 1} (${sizes[FIRST_OVER - 2]} bytes) and ${FIRST_OVER} (${sizes[FIRST_OVER - 1]} bytes)\n`,
+);
 
 for (const mode of modeArg === 'both' ? MODES : [modeArg as Mode]) {
   const outcome = await session({ limitBytes, style: mode });
@@ -74,7 +80,10 @@ async function session(limits: { limitBytes?: number; style?: StrictGeminiReject
   const gateway = await startGateway(standIn.origin, { built: true, path: '' });
   const home = join(work, 'home');
   const snippet = (name: string) => readFileSync(join(ROOT, 'deploy', 'agents', 'gemini-cli', name), 'utf8');
-  write(join(home, '.gemini', '.env'), snippet('.env').replaceAll('http://127.0.0.1:8080', gateway.origin).replace('your-gemini-api-key', API_KEY));
+  write(
+    join(home, '.gemini', '.env'),
+    snippet('.env').replaceAll('http://127.0.0.1:8080', gateway.origin).replace('your-gemini-api-key', API_KEY),
+  );
   const settings = JSON.parse(snippet('settings.json'));
   settings.privacy = { usageStatisticsEnabled: false };
   settings.telemetry = { enabled: false };
@@ -82,7 +91,12 @@ async function session(limits: { limitBytes?: number; style?: StrictGeminiReject
   write(join(home, '.gemini', 'settings.json'), JSON.stringify(settings, null, 2));
   try {
     const started = Date.now();
-    const exit = await runGroup(geminiBin, ['-m', MODEL, '--yolo', '--skip-trust', '-p', PROMPT], { cwd: project, env: { PATH: process.env.PATH, HOME: home } }, RUN_MS);
+    const exit = await runGroup(
+      geminiBin,
+      ['-m', MODEL, '--yolo', '--skip-trust', '-p', PROMPT],
+      { cwd: project, env: { PATH: process.env.PATH, HOME: home } },
+      RUN_MS,
+    );
     return { ...exit, limited: limits.limitBytes !== undefined, seconds: Math.round((Date.now() - started) / 1000), standIn };
   } finally {
     await gateway.stop();
@@ -98,7 +112,10 @@ function reply(req: Received) {
   const last = /module(\d+)\.ts/.exec(String(calls.at(-1)?.functionCall?.args?.file_path ?? ''));
   const step = (last ? Number(last[1]) : 0) + 1;
   if (step > FILES) return { text: 'Done: every file reviewed.' };
-  return { text: `[step ${step}/${FILES}] Reading src/module${step}.ts.`, functionCall: { id: `read_${step}`, name: 'read_file', args: { file_path: `src/module${step}.ts` } } };
+  return {
+    text: `[step ${step}/${FILES}] Reading src/module${step}.ts.`,
+    functionCall: { id: `read_${step}`, name: 'read_file', args: { file_path: `src/module${step}.ts` } },
+  };
 }
 
 /** How many of the files the CLI read: functionResponses to read_file that carry the file's text. */
@@ -119,7 +136,9 @@ function steps(standIn: StrictGemini): number {
 function report(title: string, { limited, code, seconds, stdout, stderr, standIn }: Outcome): boolean {
   const generate = standIn.generateCalls();
   const checks = standIn.checks();
-  const others = standIn.received.filter((r) => !generate.includes(r) && !standIn.summarizerCalls().includes(r) && !standIn.countTokensCalls().includes(r));
+  const others = standIn.received.filter(
+    (r) => !generate.includes(r) && !standIn.summarizerCalls().includes(r) && !standIn.countTokensCalls().includes(r),
+  );
   const lastLine = stdout.trim().split('\n').at(-1) ?? '';
   const refusals = checks.filter((c) => c.refused !== null);
   const otherRefusals = refusals.filter((c) => !OVERFLOW.test(c.refused!));
@@ -132,9 +151,14 @@ function report(title: string, { limited, code, seconds, stdout, stderr, standIn
   generate.forEach((r, i) => {
     const compaction = r.headers['x-gateway-compaction'];
     const refused = checks[i]?.refused;
-    console.log(`   ${String(i + 1).padStart(2)} ${r.url.split('?')[0].replace(/^\/v1beta\/models\//, '')} ${r.body.length} bytes, ${r.json?.contents?.length ?? '?'} contents${refused ? `  REFUSED: ${refused}` : ''}${compaction ? `  x-gateway-compaction: ${compaction}` : ''}`);
+    console.log(
+      `   ${String(i + 1).padStart(2)} ${r.url.split('?')[0].replace(/^\/v1beta\/models\//, '')} ${r.body.length} bytes, ${r.json?.contents?.length ?? '?'} contents${refused ? `  REFUSED: ${refused}` : ''}${compaction ? `  x-gateway-compaction: ${compaction}` : ''}`,
+    );
   });
-  for (const r of standIn.summarizerCalls()) console.log(`   summarizer: ${r.url.split('?')[0].replace(/^\/v1beta\/models\//, '')} ${r.body.length} bytes, x-gateway-compaction: ${r.headers['x-gateway-compaction']}`);
+  for (const r of standIn.summarizerCalls())
+    console.log(
+      `   summarizer: ${r.url.split('?')[0].replace(/^\/v1beta\/models\//, '')} ${r.body.length} bytes, x-gateway-compaction: ${r.headers['x-gateway-compaction']}`,
+    );
   for (const r of others) console.log(`   other: ${r.method} ${r.url}`);
   for (const c of otherRefusals) {
     const r = generate[checks.indexOf(c)];
@@ -142,13 +166,24 @@ function report(title: string, { limited, code, seconds, stdout, stderr, standIn
   }
   // An overflowing turn: a refused generate request and the gateway's replay of it, the next one.
   const overflows = checks.flatMap((c, i) => (c.refused !== null && OVERFLOW.test(c.refused) ? [i] : []));
-  for (const i of overflows) console.log(`   overflowing turn at request ${i + 1}: replay x-gateway-compaction: ${generate[i + 1]?.headers['x-gateway-compaction'] ?? '(no replay)'}`);
-  const replayed = overflows.every((i) => /^outcome=replayed\b/.test(String(generate[i + 1]?.headers['x-gateway-compaction'] ?? '')) && checks[i + 1]?.refused === null);
+  for (const i of overflows)
+    console.log(
+      `   overflowing turn at request ${i + 1}: replay x-gateway-compaction: ${generate[i + 1]?.headers['x-gateway-compaction'] ?? '(no replay)'}`,
+    );
+  const replayed = overflows.every(
+    (i) => /^outcome=replayed\b/.test(String(generate[i + 1]?.headers['x-gateway-compaction'] ?? '')) && checks[i + 1]?.refused === null,
+  );
   console.log(`   gemini compacted on its own: ${selfCompacted ? 'yes' : 'no'}`);
   const errLines = stderr.trim() ? stderr.trim().split('\n') : [];
   console.log(`   gemini stderr: ${errLines.length} lines${errLines.length ? ':' : ''}`);
   for (const line of errLines.slice(-12)) console.log(`     | ${line}`);
-  const ok = code === 0 && steps(standIn) === FILES && otherRefusals.length === 0 && !selfCompacted && replayed && (limited ? overflows[0] === FIRST_OVER - 1 : overflows.length === 0);
+  const ok =
+    code === 0 &&
+    steps(standIn) === FILES &&
+    otherRefusals.length === 0 &&
+    !selfCompacted &&
+    replayed &&
+    (limited ? overflows[0] === FIRST_OVER - 1 : overflows.length === 0);
   if (!ok) console.log(`   stdout (tail):\n${stdout.slice(-2000)}\n   stderr (tail):\n${stderr.slice(-4000)}`);
   console.log('');
   return ok;
@@ -159,21 +194,31 @@ function shape(body: any): unknown {
   return (body?.contents ?? []).map((c: any) => ({
     role: c.role,
     parts: (c.parts ?? []).map((p: any) =>
-      p.functionCall ? `functionCall(${p.functionCall.name}, id=${p.functionCall.id ?? '-'})${p.thoughtSignature ? '+signature' : ''}`
-      : p.functionResponse ? `functionResponse(${p.functionResponse.name}, id=${p.functionResponse.id ?? '-'})`
-      : typeof p.text === 'string' ? `text(${p.text.length})` : Object.keys(p).join('+'),
+      p.functionCall
+        ? `functionCall(${p.functionCall.name}, id=${p.functionCall.id ?? '-'})${p.thoughtSignature ? '+signature' : ''}`
+        : p.functionResponse
+          ? `functionResponse(${p.functionResponse.name}, id=${p.functionResponse.id ?? '-'})`
+          : typeof p.text === 'string'
+            ? `text(${p.text.length})`
+            : Object.keys(p).join('+'),
     ),
   }));
 }
 
 function moduleText(i: number): string {
   const lines = [`// module${i}.ts: generated for try:gemini`];
-  for (let n = 0; lines.join('\n').length < 9_000; n++) lines.push(`export function step${i}_${n}(value: number): number {\n  return value * ${n + 1} + ${i};\n}`);
+  for (let n = 0; lines.join('\n').length < 9_000; n++)
+    lines.push(`export function step${i}_${n}(value: number): number {\n  return value * ${n + 1} + ${i};\n}`);
   return lines.join('\n');
 }
 
 /** Runs a command in its own process group to its end, bounded: the whole group is killed at the bound. */
-function runGroup(cmd: string, args: string[], options: { cwd: string; env: NodeJS.ProcessEnv }, timeoutMs: number): Promise<{ code: number | string; stdout: string; stderr: string }> {
+function runGroup(
+  cmd: string,
+  args: string[],
+  options: { cwd: string; env: NodeJS.ProcessEnv },
+  timeoutMs: number,
+): Promise<{ code: number | string; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     const child = spawn(cmd, args, { ...options, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
@@ -200,4 +245,3 @@ function runGroup(cmd: string, args: string[], options: { cwd: string; env: Node
     });
   });
 }
-

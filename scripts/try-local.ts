@@ -68,7 +68,12 @@ if (!piBin) {
   const dir = join(work, 'pi-cli');
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, 'package.json'), '{"private":true}');
-  const install = await run('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error', `${PI.pkg}@${version}`], { cwd: dir, env: process.env }, INSTALL_MS);
+  const install = await run(
+    'npm',
+    ['install', '--no-audit', '--no-fund', '--loglevel=error', `${PI.pkg}@${version}`],
+    { cwd: dir, env: process.env },
+    INSTALL_MS,
+  );
   if (install.code !== 0) {
     console.log(`try:local: npm install ${PI.pkg}@${version} failed: ${install.out.slice(-800)}`);
     await trap.close();
@@ -78,7 +83,9 @@ if (!piBin) {
   piBin = join(dir, 'node_modules', '.bin', 'pi');
 }
 const piVersion = (await run(piBin, ['--version'], { env: piEnv(join(work, 'version-home')) }, 30_000)).out.trim();
-console.log(`try:local: pi ${piVersion || '?'} (${givenBin ?? `${PI.pkg}@${version}`}), ${installSeconds()} s to set up; Ollama stand-in num_ctx ${NUM_CTX}, ${FILES} files of ${FILE_BYTES} bytes; gateway from ${built ? 'dist/' : 'src/ (tsx)'}`);
+console.log(
+  `try:local: pi ${piVersion || '?'} (${givenBin ?? `${PI.pkg}@${version}`}), ${installSeconds()} s to set up; Ollama stand-in num_ctx ${NUM_CTX}, ${FILES} files of ${FILE_BYTES} bytes; gateway from ${built ? 'dist/' : 'src/ (tsx)'}`,
+);
 
 interface Outcome {
   label: string;
@@ -106,7 +113,9 @@ const okB = report(through, true);
 console.log(`\ntrap (pi's traffic bound outside 127.0.0.1): ${trap.seen.length === 0 ? 'none' : trap.seen.join(', ')}`);
 console.log(`total ${((Date.now() - started) / 1000).toFixed(1)} s`);
 const ok = okA && okB;
-console.log(ok ? 'try:local: PASS (a lost its task as expected; b finished through the gateway)' : `try:local: FAIL (work folder kept: ${work})`);
+console.log(
+  ok ? 'try:local: PASS (a lost its task as expected; b finished through the gateway)' : `try:local: FAIL (work folder kept: ${work})`,
+);
 if (ok) rmSync(work, { recursive: true, force: true });
 process.exit(ok ? 0 : 1);
 
@@ -114,7 +123,13 @@ process.exit(ok ? 0 : 1);
 // One session: a fresh Ollama stand-in (no model loaded yet), pi at it directly or through the gateway
 
 async function session(label: string, viaGateway: boolean): Promise<Outcome> {
-  const ollama = await startStandIn({ provider: 'ollama', numCtx: NUM_CTX, models: [MODEL], reply: scriptedModel(), tokenDelayMs: TOKEN_DELAY_MS });
+  const ollama = await startStandIn({
+    provider: 'ollama',
+    numCtx: NUM_CTX,
+    models: [MODEL],
+    reply: scriptedModel(),
+    tokenDelayMs: TOKEN_DELAY_MS,
+  });
   const gateway = viaGateway ? await startGateway(ollama.origin, { built }) : undefined;
   const relay = gateway ? await startRelay(gateway.origin) : undefined;
   const baseUrl = relay ? `${relay.origin}/v1` : ollama.baseUrl;
@@ -122,7 +137,9 @@ async function session(label: string, viaGateway: boolean): Promise<Outcome> {
   const home = join(dir, 'home');
   const project = join(dir, 'project');
   for (let i = 1; i <= FILES; i++) write(join(project, 'notes', `part${i}.txt`), partText(i));
-  const models = JSON.parse(readFileSync(join(ROOT, 'deploy', 'agents', 'pi', 'models.json'), 'utf8')) as { providers: Record<string, Record<string, unknown>> };
+  const models = JSON.parse(readFileSync(join(ROOT, 'deploy', 'agents', 'pi', 'models.json'), 'utf8')) as {
+    providers: Record<string, Record<string, unknown>>;
+  };
   const provider = { ...models.providers.gateway, baseUrl, models: [{ id: MODEL }] };
   write(join(home, '.pi', 'agent', 'models.json'), JSON.stringify({ providers: { local: provider } }, null, 2));
   const env = { ...piEnv(home), OPENAI_API_KEY: 'sk-local-dummy' };
@@ -131,7 +148,15 @@ async function session(label: string, viaGateway: boolean): Promise<Outcome> {
   const exit = await run(piBin!, ['-p', '--model', `local/${MODEL}`, TASK], { cwd: project, env }, RUN_MS);
   const seconds = (Date.now() - start) / 1000;
   writeFileSync(join(dir, 'pi-output.txt'), exit.out);
-  const outcome: Outcome = { label, exit, seconds, calls: ollama.chatCalls(), discovery: ollama.discoveryCalls(), truncations: ollama.truncations(), sent: relay?.bodies ?? ollama.received.filter((r) => r.url.startsWith('/v1/chat')).map((r) => r.json) };
+  const outcome: Outcome = {
+    label,
+    exit,
+    seconds,
+    calls: ollama.chatCalls(),
+    discovery: ollama.discoveryCalls(),
+    truncations: ollama.truncations(),
+    sent: relay?.bodies ?? ollama.received.filter((r) => r.url.startsWith('/v1/chat')).map((r) => r.json),
+  };
   if (gateway) {
     await gateway.stop();
     outcome.gatewayLog = gateway.log();
@@ -152,8 +177,12 @@ function piEnv(home: string): Record<string, string> {
     PI_OFFLINE: '1',
     PI_SKIP_VERSION_CHECK: '1',
     PI_TELEMETRY: '0',
-    HTTPS_PROXY: t, HTTP_PROXY: t, https_proxy: t, http_proxy: t,
-    NO_PROXY: '127.0.0.1,localhost', no_proxy: '127.0.0.1,localhost',
+    HTTPS_PROXY: t,
+    HTTP_PROXY: t,
+    https_proxy: t,
+    http_proxy: t,
+    NO_PROXY: '127.0.0.1,localhost',
+    no_proxy: '127.0.0.1,localhost',
   };
 }
 
@@ -165,7 +194,9 @@ function installSeconds(): string {
 function partText(i: number): string {
   const lines = [`notes/part${i}.txt: PART ${i} OF ${FILES}`];
   for (let n = 1; lines.join('\n').length < FILE_BYTES; n++) {
-    lines.push(`Part ${i}, note ${n}: the quarterly review lists item ${i * 100 + n} as open, owned by team ${String.fromCharCode(65 + ((i + n) % 26))}, due in week ${(i * 7 + n) % 52}.`);
+    lines.push(
+      `Part ${i}, note ${n}: the quarterly review lists item ${i * 100 + n} as open, owned by team ${String.fromCharCode(65 + ((i + n) % 26))}, due in week ${(i * 7 + n) % 52}.`,
+    );
   }
   return `${lines.join('\n').slice(0, FILE_BYTES - 1)}\n`;
 }
@@ -198,14 +229,19 @@ function scriptedModel(): (n: number, req: Received, seen: OllamaSeen) => Reply 
   let turns = 0;
   return (_n, req, seen) => {
     if (isSummarizer(req)) {
-      return { text: `Summary: the user asked to read the twelve notes files (part 1 to part 12) one by one with the read tool, then to say TASK DONE. Parts read so far: ${highestRead(req.json?.messages)} of ${FILES}.` };
+      return {
+        text: `Summary: the user asked to read the twelve notes files (part 1 to part 12) one by one with the read tool, then to say TASK DONE. Parts read so far: ${highestRead(req.json?.messages)} of ${FILES}.`,
+      };
     }
     if (!offersTools(req.json)) return { text: 'OK.' };
     if (++turns > MAX_CALLS) return { text: 'Stopping: too many turns.' };
     if (!seen.taskKept) return { text: LOST_TASK_ANSWER };
     const step = highestRead(seen.messages) + 1;
     if (step > FILES) return { text: DONE };
-    return { text: `Reading notes/part${step}.txt.`, call: { id: `call_read_${step}`, name: 'read', args: { path: `notes/part${step}.txt` } } };
+    return {
+      text: `Reading notes/part${step}.txt.`,
+      call: { id: `call_read_${step}`, name: 'read', args: { path: `notes/part${step}.txt` } },
+    };
   };
 }
 
@@ -221,17 +257,30 @@ function report(o: Outcome, viaGateway: boolean): boolean {
   const done = o.exit.out.includes('TASK DONE');
   const cut = o.calls.filter((c) => c.truncated);
   const lost = agentCalls.filter((c) => !c.taskKept);
-  console.log(`\n== ${o.label}: pi ${viaGateway ? 'through the gateway' : 'straight at Ollama'}: exit ${o.exit.code} after ${o.seconds.toFixed(1)} s; ${toolCalls} tool calls made, ${answered}/${FILES} answered; TASK DONE ${done ? 'shown' : 'NOT shown'}; ${agentCalls.length} model calls (${cut.length} cut by Ollama, ${lost.length} without the task), ${summarizerCalls.length} summarizer calls`);
-  const lastLine = o.exit.out.trim().split('\n').filter((l) => l.trim()).at(-1) ?? '';
+  console.log(
+    `\n== ${o.label}: pi ${viaGateway ? 'through the gateway' : 'straight at Ollama'}: exit ${o.exit.code} after ${o.seconds.toFixed(1)} s; ${toolCalls} tool calls made, ${answered}/${FILES} answered; TASK DONE ${done ? 'shown' : 'NOT shown'}; ${agentCalls.length} model calls (${cut.length} cut by Ollama, ${lost.length} without the task), ${summarizerCalls.length} summarizer calls`,
+  );
+  const lastLine =
+    o.exit.out
+      .trim()
+      .split('\n')
+      .filter((l) => l.trim())
+      .at(-1) ?? '';
   console.log(`  pi's last line: ${lastLine.slice(0, 160)}`);
   // Every call that reached the model, in order: what arrived, what Ollama kept of it, what the model did.
   console.log(`  Ollama's calls (prompt tokens as the stand-in counts them; window ${NUM_CTX}):`);
   let turn = 0;
   for (const c of o.calls) {
     const summarizer = isSummarizer(c.received);
-    const what = summarizer ? '(gateway summarizer call)' : c.answer?.call ? `-> read ${String(c.answer.call.args.path)}` : `-> "${(c.answer?.text ?? '').slice(0, 40)}"`;
+    const what = summarizer
+      ? '(gateway summarizer call)'
+      : c.answer?.call
+        ? `-> read ${String(c.answer.call.args.path)}`
+        : `-> "${(c.answer?.text ?? '').slice(0, 40)}"`;
     const flags = c.truncated ? ` TRUNCATED (${c.droppedMessages} messages dropped${c.cut ? `, cut to ${c.cut.new} tokens` : ''})` : '';
-    console.log(`   ${summarizer ? '  ' : String(++turn).padStart(2)}. sent ${c.promptTokens}, kept ${c.keptTokens}${flags}${c.taskKept ? '' : ' TASK LOST'} ${what}`);
+    console.log(
+      `   ${summarizer ? '  ' : String(++turn).padStart(2)}. sent ${c.promptTokens}, kept ${c.keptTokens}${flags}${c.taskKept ? '' : ' TASK LOST'} ${what}`,
+    );
   }
   if (viaGateway) {
     // What pi itself sent (recorded before the gateway), and the x-gateway-compaction header it got back.
@@ -239,21 +288,34 @@ function report(o: Outcome, viaGateway: boolean): boolean {
     console.log(`  pi's requests to the gateway (tokens of what pi sent; the access log's x-gateway-compaction):`);
     o.sent.forEach((b, i) => {
       const tokens = Array.isArray(b?.messages) ? promptTokensOf(b.messages, b.tools) : NaN;
-      console.log(`   ${String(i + 1).padStart(2)}. ${tokens} tokens, ${b?.messages?.length ?? '?'} messages; ${access[i] ? `${access[i].status}${access[i].compaction ? `, ${access[i].compaction}` : ''}` : 'no access line'}`);
+      console.log(
+        `   ${String(i + 1).padStart(2)}. ${tokens} tokens, ${b?.messages?.length ?? '?'} messages; ${access[i] ? `${access[i].status}${access[i].compaction ? `, ${access[i].compaction}` : ''}` : 'no access line'}`,
+      );
     });
   }
-  if (o.truncations.length) console.log(`  Ollama's log: ${o.truncations.length} "truncating input prompt" lines, first: ${o.truncations[0]}`);
-  console.log(`  discovery calls Ollama saw: ${o.discovery.length === 0 ? 'none' : o.discovery.map((r) => `${r.method} ${r.url} (${r.headers['x-gateway-compaction'] ?? '-'})`).join(', ')}`);
+  if (o.truncations.length)
+    console.log(`  Ollama's log: ${o.truncations.length} "truncating input prompt" lines, first: ${o.truncations[0]}`);
+  console.log(
+    `  discovery calls Ollama saw: ${o.discovery.length === 0 ? 'none' : o.discovery.map((r) => `${r.method} ${r.url} (${r.headers['x-gateway-compaction'] ?? '-'})`).join(', ')}`,
+  );
   if (viaGateway) {
     const log = o.gatewayLog ?? '';
-    const windowLines = log.split('\n').filter((l) => l.includes('context window of')).map((l) => msgOf(l));
+    const windowLines = log
+      .split('\n')
+      .filter((l) => l.includes('context window of'))
+      .map((l) => msgOf(l));
     console.log(`  gateway: ${windowLines.length ? windowLines.join('; ') : 'no window discovered'}`);
     // The lines with "trigger": the access lines (above, per request) and the compaction's own lines.
     const triggers = log.split('\n').filter((l) => l.includes('trigger'));
     const own = triggers.filter((l) => msgOf(l) !== 'request completed');
-    console.log(`  gateway log lines with "trigger": ${triggers.length} (${triggers.length - own.length} access lines, shown above; ${own.length} of the compaction's own):`);
+    console.log(
+      `  gateway log lines with "trigger": ${triggers.length} (${triggers.length - own.length} access lines, shown above; ${own.length} of the compaction's own):`,
+    );
     for (const l of own) console.log(`    ${msgOf(l)}`);
-    const warnings = log.split('\n').filter((l) => /"level":(40|50)/.test(l)).map((l) => msgOf(l));
+    const warnings = log
+      .split('\n')
+      .filter((l) => /"level":(40|50)/.test(l))
+      .map((l) => msgOf(l));
     if (warnings.length) console.log(`  gateway warnings/errors: ${warnings.slice(0, 5).join(' | ')}`);
   }
   if (viaGateway) {
@@ -263,14 +325,18 @@ function report(o: Outcome, viaGateway: boolean): boolean {
       'TASK DONE shown': done,
       'no model call truncated': cut.length === 0,
     };
-    const failed = Object.entries(checks).filter(([, v]) => !v).map(([k]) => k);
+    const failed = Object.entries(checks)
+      .filter(([, v]) => !v)
+      .map(([k]) => k);
     console.log(`  ${failed.length === 0 ? 'ok' : `FAIL: ${failed.join('; ')}`}`);
     if (failed.length) console.log(`  pi output (last 2000 chars):\n${o.exit.out.slice(-2000)}`);
     return failed.length === 0;
   }
   const finished = done || answered === FILES;
   const showedLoss = cut.length > 0 && lost.length > 0;
-  console.log(`  ${!finished && showedLoss ? `ok: stopped after ${answered} of ${FILES}, its task cut away` : finished ? 'FAIL: it finished without the gateway (the window is not where it should be)' : 'FAIL: it stopped, but not because Ollama cut its task'}`);
+  console.log(
+    `  ${!finished && showedLoss ? `ok: stopped after ${answered} of ${FILES}, its task cut away` : finished ? 'FAIL: it finished without the gateway (the window is not where it should be)' : 'FAIL: it stopped, but not because Ollama cut its task'}`,
+  );
   if (finished || !showedLoss) console.log(`  pi output (last 2000 chars):\n${o.exit.out.slice(-2000)}`);
   return !finished && showedLoss;
 }
@@ -332,10 +398,13 @@ async function startRelay(target: string): Promise<{ origin: string; bodies: any
           bodies.push(null);
         }
       }
-      const up = httpRequest({ host: url.hostname, port: url.port, path: req.url, method: req.method, headers: { ...req.headers, host: url.host } }, (answer) => {
-        res.writeHead(answer.statusCode ?? 502, answer.headers);
-        answer.pipe(res);
-      });
+      const up = httpRequest(
+        { host: url.hostname, port: url.port, path: req.url, method: req.method, headers: { ...req.headers, host: url.host } },
+        (answer) => {
+          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          answer.pipe(res);
+        },
+      );
       up.on('error', (err) => {
         if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain' });
         res.end(`try:local relay: ${err.message}`);

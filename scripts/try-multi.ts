@@ -25,7 +25,16 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Received } from '../test/helpers/fake-upstream.js';
-import { carries, credentialsOf, startAnthropicProvider, startLocal, startOpenAi, type Call, type Provider, type ProviderName } from '../test/helpers/multi-upstream.js';
+import {
+  carries,
+  credentialsOf,
+  startAnthropicProvider,
+  startLocal,
+  startOpenAi,
+  type Call,
+  type Provider,
+  type ProviderName,
+} from '../test/helpers/multi-upstream.js';
 import type { Reply } from '../test/helpers/provider.js';
 import { ROOT, run, startGatewayWith, write, type RunResult } from './agent-harness.js';
 
@@ -61,7 +70,13 @@ interface ProviderSpec {
  */
 const PROVIDERS: Record<ProviderName, ProviderSpec> = {
   anthropic: { key: 'sk-ant-gw', header: 'x-api-key', limit: 130_000, own: /^\/v1\/messages(\/count_tokens)?$/, agent: 'claude' },
-  openai: { key: 'sk-openai-gw', header: 'authorization', limit: 110_000, own: /^\/v1\/(responses|responses\/compact|models)$/, agent: 'codex' },
+  openai: {
+    key: 'sk-openai-gw',
+    header: 'authorization',
+    limit: 110_000,
+    own: /^\/v1\/(responses|responses\/compact|models)$/,
+    agent: 'codex',
+  },
   // A 26k-token vLLM model: it counts the prompt and max_completion_tokens together, so pi's
   // requests (16384 output tokens asked) are refused from ~38 KB, rescued first by a lower
   // completion limit, and past ~100 KB only by compaction. `limit` here is that window in tokens.
@@ -87,7 +102,11 @@ const SCRIPTS: Record<ProviderName, Script> = {
     conversation: (body) => body?.messages,
     tools: offersTools,
     ids: /toolu_read_(\d+)/g,
-    call: (step) => ({ id: `toolu_read_${step}`, name: 'Read', args: { file_path: join(work, 'claude', 'project', 'src', `module${step}.ts`) } }),
+    call: (step) => ({
+      id: `toolu_read_${step}`,
+      name: 'Read',
+      args: { file_path: join(work, 'claude', 'project', 'src', `module${step}.ts`) },
+    }),
   },
   openai: {
     conversation: (body) => body?.input,
@@ -132,7 +151,9 @@ const configFile = join(work, 'gateway.json');
 write(configFile, JSON.stringify(gatewayConfig(), null, 2));
 const gateway = await startGatewayWith(configFile);
 const names = Object.keys(providers) as ProviderName[];
-console.log(`try:multi: gateway ${gateway.origin}; providers ${names.map((n) => `${n} ${providers[n].baseUrl} (${limitText(n)})`).join(', ')}`);
+console.log(
+  `try:multi: gateway ${gateway.origin}; providers ${names.map((n) => `${n} ${providers[n].baseUrl} (${limitText(n)})`).join(', ')}`,
+);
 
 let results: CliResult[];
 try {
@@ -146,10 +167,19 @@ const log = gateway.log();
 writeFileSync(join(work, 'gateway.log'), log);
 const access = accessLines(log);
 let ok = true;
-for (const name of names) ok = report(name, providers[name], results.find((r) => r.agent === PROVIDERS[name].agent)!, access) && ok;
+for (const name of names)
+  ok =
+    report(
+      name,
+      providers[name],
+      results.find((r) => r.agent === PROVIDERS[name].agent)!,
+      access,
+    ) && ok;
 const startedAt = Math.min(...results.map((r) => r.start));
 const overlap = Math.min(...results.map((r) => r.end)) - Math.max(...results.map((r) => r.start));
-console.log(`\nconcurrency: the three CLIs ran together for ${(overlap / 1000).toFixed(1)} s (starts ${results.map((r) => `${r.agent} +${r.start - startedAt} ms`).join(', ')}); all done after ${((Math.max(...results.map((r) => r.end)) - startedAt) / 1000).toFixed(1)} s`);
+console.log(
+  `\nconcurrency: the three CLIs ran together for ${(overlap / 1000).toFixed(1)} s (starts ${results.map((r) => `${r.agent} +${r.start - startedAt} ms`).join(', ')}); all done after ${((Math.max(...results.map((r) => r.end)) - startedAt) / 1000).toFixed(1)} s`,
+);
 const stray = access.filter((a) => !a.upstream);
 if (stray.length) console.log(`gateway answered without an upstream: ${tally(stray.map((a) => `${a.method} ${a.path} ${a.status}`))}`);
 console.log(ok ? 'try:multi: PASS' : `try:multi: FAIL (work folder kept: ${work})`);
@@ -190,8 +220,12 @@ function setUp(agent: AgentName) {
     PATH: process.env.PATH,
     HOME: home,
     LANG: 'C.UTF-8',
-    HTTPS_PROXY: trap, HTTP_PROXY: trap, https_proxy: trap, http_proxy: trap,
-    NO_PROXY: '127.0.0.1,localhost', no_proxy: '127.0.0.1,localhost',
+    HTTPS_PROXY: trap,
+    HTTP_PROXY: trap,
+    https_proxy: trap,
+    http_proxy: trap,
+    NO_PROXY: '127.0.0.1,localhost',
+    no_proxy: '127.0.0.1,localhost',
   };
   return { dir, project, home, env };
 }
@@ -209,7 +243,15 @@ function runClaude(): Promise<CliResult> {
   const base = `${gateway.origin}/anthropic`;
   write(join(home, '.claude', 'settings.json'), snippet('claude-code/settings.json').replaceAll('http://127.0.0.1:8080', base));
   // try-agents.ts's switches for Claude Code's own traffic (telemetry, updates, error reports).
-  const claudeEnv = { ...env, ANTHROPIC_API_KEY: GATEWAY_KEY, ANTHROPIC_BASE_URL: base, CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1', DISABLE_TELEMETRY: '1', DISABLE_AUTOUPDATER: '1', DISABLE_ERROR_REPORTING: '1' };
+  const claudeEnv = {
+    ...env,
+    ANTHROPIC_API_KEY: GATEWAY_KEY,
+    ANTHROPIC_BASE_URL: base,
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+    DISABLE_TELEMETRY: '1',
+    DISABLE_AUTOUPDATER: '1',
+    DISABLE_ERROR_REPORTING: '1',
+  };
   return timed('claude', run(claudeBin, ['-p', PROMPT], { cwd: project, env: claudeEnv }, RUN_MS));
 }
 
@@ -218,7 +260,10 @@ function runCodex(): Promise<CliResult> {
   const codexHome = join(home, 'codex');
   write(join(codexHome, 'config.toml'), snippet('codex/config.toml').replaceAll('http://127.0.0.1:8080/v1', `${gateway.origin}/openai/v1`));
   const codexEnv = { ...env, CODEX_HOME: codexHome, OPENAI_API_KEY: GATEWAY_KEY };
-  return timed('codex', run(codexBin, ['exec', '--skip-git-repo-check', '-s', 'read-only', PROMPT], { cwd: project, env: codexEnv }, RUN_MS));
+  return timed(
+    'codex',
+    run(codexBin, ['exec', '--skip-git-repo-check', '-s', 'read-only', PROMPT], { cwd: project, env: codexEnv }, RUN_MS),
+  );
 }
 
 function runPi(): Promise<CliResult> {
@@ -239,7 +284,8 @@ function snippet(file: string): string {
 
 function moduleText(agent: AgentName, i: number): string {
   const lines = [`// module${i}.ts: generated for try:multi (${agent})`];
-  for (let n = 0; lines.join('\n').length < 9_000; n++) lines.push(`export function step${i}_${n}(value: number): number {\n  return value * ${n + 1} + ${i};\n}`);
+  for (let n = 0; lines.join('\n').length < 9_000; n++)
+    lines.push(`export function step${i}_${n}(value: number): number {\n  return value * ${n + 1} + ${i};\n}`);
   return lines.join('\n');
 }
 
@@ -272,7 +318,9 @@ function tally(items: string[]): string {
 
 /** A refusal for size, in any of the three APIs' words (or nginx's 413). */
 function tooLong(c: Call): boolean {
-  return c.status === 413 || (c.status === 400 && /prompt is too long|exceeds the context window|maximum context length/.test(c.error ?? ''));
+  return (
+    c.status === 413 || (c.status === 400 && /prompt is too long|exceeds the context window|maximum context length/.test(c.error ?? ''))
+  );
 }
 
 function pathOf(c: Call): string {
@@ -292,11 +340,15 @@ function report(name: ProviderName, p: Provider, result: CliResult, access: Acce
   const mine = access.filter((a) => a.upstream === name);
   const outcomes = mine.map((a) => /outcome=([a-z_]+)/.exec(a.compaction ?? '')?.[1]).filter(Boolean);
   const rescued = outcomes.filter((o) => o === 'replayed' || o === 'compacted').length;
-  const strategies = mine.filter((a) => a.compaction).map((a) => `${/outcome=([a-z_]+)/.exec(a.compaction ?? '')?.[1]}/${/strategy=([a-z_]+)/.exec(a.compaction ?? '')?.[1] ?? '-'}`);
+  const strategies = mine
+    .filter((a) => a.compaction)
+    .map((a) => `${/outcome=([a-z_]+)/.exec(a.compaction ?? '')?.[1]}/${/strategy=([a-z_]+)/.exec(a.compaction ?? '')?.[1] ?? '-'}`);
   const failedAnswers = mine.filter((a) => a.status >= 400);
   const credentials = (c: Call) => credentialsOf(c.received).join(' ');
   const expected = spec.key === undefined ? '' : `${spec.header}: ${spec.header === 'authorization' ? `Bearer ${spec.key}` : spec.key}`;
-  const leaks = calls.flatMap((c) => SECRETS.filter((s) => s !== spec.key && carries(c.received, s)).map((s) => `${c.received.method} ${pathOf(c)}: ${s}`));
+  const leaks = calls.flatMap((c) =>
+    SECRETS.filter((s) => s !== spec.key && carries(c.received, s)).map((s) => `${c.received.method} ${pathOf(c)}: ${s}`),
+  );
   const wrongKey = calls.filter((c) => credentials(c) !== expected);
   const foreign = calls.filter((c) => !spec.own.test(pathOf(c)) && MODEL_API.test(pathOf(c)));
   const other = calls.filter((c) => !spec.own.test(pathOf(c)) && !MODEL_API.test(pathOf(c)));
@@ -305,7 +357,12 @@ function report(name: ProviderName, p: Provider, result: CliResult, access: Acce
   // How far the CLI got: the highest tool result it sent back, and whether the final answer went out.
   const answered = Math.max(0, ...turns.map((s) => s.step - 1));
   const finalSent = turns.some((s) => s.step > FILES);
-  const lastLine = exit.out.trim().split('\n').filter((l) => l.trim()).at(-1) ?? '';
+  const lastLine =
+    exit.out
+      .trim()
+      .split('\n')
+      .filter((l) => l.trim())
+      .at(-1) ?? '';
   const trap = traps[agent].seen;
   const checks = {
     'exit 0': exit.code === 0,
@@ -320,24 +377,52 @@ function report(name: ProviderName, p: Provider, result: CliResult, access: Acce
     'its own credential only': wrongKey.length === 0,
     'only its own API': foreign.length === 0,
   };
-  const failed = Object.entries(checks).filter(([, v]) => !v).map(([k]) => k);
+  const failed = Object.entries(checks)
+    .filter(([, v]) => !v)
+    .map(([k]) => k);
   const seconds = ((result.end - result.start) / 1000).toFixed(1);
   console.log(`\n== ${agent} -> ${name} (${limitText(name)}): ${failed.length === 0 ? 'ok' : `FAIL: ${failed.join('; ')}`}`);
-  console.log(`${agent} exit ${exit.code} after ${seconds} s; ${model.length} model requests (${refused.length} refused), ${summarizer.length} summarizer calls (${summarizer.filter(tooLong).length} refused), ${answered}/${FILES} tool calls answered; last line: ${lastLine.slice(0, 120)}`);
+  console.log(
+    `${agent} exit ${exit.code} after ${seconds} s; ${model.length} model requests (${refused.length} refused), ${summarizer.length} summarizer calls (${summarizer.filter(tooLong).length} refused), ${answered}/${FILES} tool calls answered; last line: ${lastLine.slice(0, 120)}`,
+  );
   for (const c of model) {
     const s = steps.get(c);
-    const what = tooLong(c) ? ' REFUSED' : c.status !== 200 ? ` ${c.status}: ${(c.error ?? '').slice(0, 300)}` : s === null ? ' (side request, no tools)' : ` step ${s?.step}`;
+    const what = tooLong(c)
+      ? ' REFUSED'
+      : c.status !== 200
+        ? ` ${c.status}: ${(c.error ?? '').slice(0, 300)}`
+        : s === null
+          ? ' (side request, no tools)'
+          : ` step ${s?.step}`;
     console.log(`  ${c.received.method} ${pathOf(c)} ${c.received.body.length} bytes${what}`);
   }
-  if (ruled.length) console.log(`refused by ${name} for other than size: ${tally(ruled.map((c) => `${c.received.method} ${pathOf(c)} ${c.status}${c.summarizer ? ' (summarizer)' : ''}: ${(c.error ?? '').slice(0, 300)}`))}`);
-  console.log(`gateway answers for ${name}: ${mine.length} (${tally(mine.map((a) => `${a.status}`))}); x-gateway-compaction outcome/strategy: ${tally(strategies)}`);
+  if (ruled.length)
+    console.log(
+      `refused by ${name} for other than size: ${tally(ruled.map((c) => `${c.received.method} ${pathOf(c)} ${c.status}${c.summarizer ? ' (summarizer)' : ''}: ${(c.error ?? '').slice(0, 300)}`))}`,
+    );
+  console.log(
+    `gateway answers for ${name}: ${mine.length} (${tally(mine.map((a) => `${a.status}`))}); x-gateway-compaction outcome/strategy: ${tally(strategies)}`,
+  );
   const firstRescue = mine.find((a) => /outcome=replayed/.test(a.compaction ?? ''));
   if (firstRescue) console.log(`  first replay: ${firstRescue.compaction}`);
-  console.log(`credentials seen by ${name}: ${tally(calls.map((c) => credentials(c) || '(none)'))}; foreign or gateway keys: ${tally(leaks)}`);
-  console.log(`paths seen by ${name}: ${tally(calls.map((c) => `${c.received.method} ${pathOf(c)}`))}${foreign.length ? `; FOREIGN: ${tally(foreign.map(pathOf))}` : ''}${other.length ? `; other than the model API: ${tally(other.map((c) => `${c.received.method} ${pathOf(c)}`))}` : ''}`);
+  console.log(
+    `credentials seen by ${name}: ${tally(calls.map((c) => credentials(c) || '(none)'))}; foreign or gateway keys: ${tally(leaks)}`,
+  );
+  console.log(
+    `paths seen by ${name}: ${tally(calls.map((c) => `${c.received.method} ${pathOf(c)}`))}${foreign.length ? `; FOREIGN: ${tally(foreign.map(pathOf))}` : ''}${other.length ? `; other than the model API: ${tally(other.map((c) => `${c.received.method} ${pathOf(c)}`))}` : ''}`,
+  );
   console.log(`${agent} tried to leave loopback: ${trap.length === 0 ? 'never' : tally(trap)}`);
   if (failed.length > 0) console.log(`${agent} output (last 3000 chars):\n${exit.out.slice(-3000)}`);
-  const record = (c: Call) => ({ method: c.received.method, path: pathOf(c), bytes: c.received.body.length, status: c.status, summarizer: c.summarizer, credentials: credentials(c), step: steps.get(c)?.step, error: c.error });
+  const record = (c: Call) => ({
+    method: c.received.method,
+    path: pathOf(c),
+    bytes: c.received.body.length,
+    status: c.status,
+    summarizer: c.summarizer,
+    credentials: credentials(c),
+    step: steps.get(c)?.step,
+    error: c.error,
+  });
   writeFileSync(join(work, `${name}.requests.jsonl`), calls.map((c) => JSON.stringify(record(c))).join('\n') + '\n');
   return failed.length === 0;
 }
@@ -356,7 +441,10 @@ function stepOf(name: ProviderName, req: Received): { step: number; carriesLastF
   const text = JSON.stringify(script.conversation(req.json) ?? []);
   let max = 0;
   for (const m of text.matchAll(script.ids)) max = Math.max(max, Number(m[1]));
-  return { step: max + 1, carriesLastFile: max === 0 || text.includes(`// module${max}.ts: generated for try:multi (${PROVIDERS[name].agent})`) };
+  return {
+    step: max + 1,
+    carriesLastFile: max === 0 || text.includes(`// module${max}.ts: generated for try:multi (${PROVIDERS[name].agent})`),
+  };
 }
 
 /** The scripted model: read the next file, then FINAL; a side request gets a plain answer. */

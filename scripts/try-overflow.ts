@@ -84,12 +84,48 @@ interface Scenario {
 const SCENARIOS: Record<string, () => Promise<boolean>> = {
   'codex-zstd': codexZstd,
   'codex-compaction': codexCompaction,
-  'claude-page': () => once('claude-page', { agent: 'claude', parts: [9_000, 9_000], paste: 80_000, limitBytes: 75_000, tooLong: 'page', judge: judgeSelfCompaction }),
-  'claude-raw': () => once('claude-raw', { agent: 'claude', parts: [9_000, 9_000], paste: 80_000, limitBytes: 75_000, tooLong: 'page', gatewayEnv: { COMPACTION_TRANSLATE_OVERFLOW: 'false' }, judge: judgeRaw }),
-  'pi-page': () => once('pi-page', { agent: 'pi', parts: [2_500, 2_500], paste: 25_000, limitBytes: 20_000, tooLong: 'page', judge: judgePi }),
-  'pi-raw': () => once('pi-raw', { agent: 'pi', parts: [2_500, 2_500], paste: 25_000, limitBytes: 20_000, tooLong: 'page', gatewayEnv: { COMPACTION_TRANSLATE_OVERFLOW: 'false' }, judge: judgeRaw }),
-  'claude-own': () => once('claude-own', { agent: 'claude', parts: LONG, limitBytes: 100_000, tooLong: 'stated', agentEnv: OWN_WINDOW, judge: judgeOwnCompaction }),
-  'claude-own-control': () => once('claude-own-control', { agent: 'claude', parts: LONG, tooLong: 'stated', agentEnv: OWN_WINDOW, judge: judgeOwnCompaction }),
+  'claude-page': () =>
+    once('claude-page', {
+      agent: 'claude',
+      parts: [9_000, 9_000],
+      paste: 80_000,
+      limitBytes: 75_000,
+      tooLong: 'page',
+      judge: judgeSelfCompaction,
+    }),
+  'claude-raw': () =>
+    once('claude-raw', {
+      agent: 'claude',
+      parts: [9_000, 9_000],
+      paste: 80_000,
+      limitBytes: 75_000,
+      tooLong: 'page',
+      gatewayEnv: { COMPACTION_TRANSLATE_OVERFLOW: 'false' },
+      judge: judgeRaw,
+    }),
+  'pi-page': () =>
+    once('pi-page', { agent: 'pi', parts: [2_500, 2_500], paste: 25_000, limitBytes: 20_000, tooLong: 'page', judge: judgePi }),
+  'pi-raw': () =>
+    once('pi-raw', {
+      agent: 'pi',
+      parts: [2_500, 2_500],
+      paste: 25_000,
+      limitBytes: 20_000,
+      tooLong: 'page',
+      gatewayEnv: { COMPACTION_TRANSLATE_OVERFLOW: 'false' },
+      judge: judgeRaw,
+    }),
+  'claude-own': () =>
+    once('claude-own', {
+      agent: 'claude',
+      parts: LONG,
+      limitBytes: 100_000,
+      tooLong: 'stated',
+      agentEnv: OWN_WINDOW,
+      judge: judgeOwnCompaction,
+    }),
+  'claude-own-control': () =>
+    once('claude-own-control', { agent: 'claude', parts: LONG, tooLong: 'stated', agentEnv: OWN_WINDOW, judge: judgeOwnCompaction }),
 };
 
 // Arguments: scenario names (none: all), --clis DIR, --built, --node MAJOR.
@@ -114,7 +150,11 @@ if (!clisAt) await install(clis);
 const gatewayNode = nodeMajor ? join(nodeBinary(nodeMajor).dir, 'bin', 'node') : process.execPath;
 const gatewayNodeVersion = (await run(gatewayNode, ['--version'], {}, 30_000)).out.trim();
 const trap = await startTrap();
-console.log(`try:overflow: gateway on node ${gatewayNodeVersion} from ${built ? 'dist/' : 'src/ (tsx)'}; ${Object.entries(PINS).map(([n, p]) => `${n} ${p.version}`).join(', ')}; CLIs in ${clis}; artifacts in ${work}`);
+console.log(
+  `try:overflow: gateway on node ${gatewayNodeVersion} from ${built ? 'dist/' : 'src/ (tsx)'}; ${Object.entries(PINS)
+    .map(([n, p]) => `${n} ${p.version}`)
+    .join(', ')}; CLIs in ${clis}; artifacts in ${work}`,
+);
 const results: Array<[string, boolean]> = [];
 try {
   for (const name of chosen) results.push([name, await SCENARIOS[name]()]);
@@ -133,7 +173,12 @@ async function install(dir: string): Promise<void> {
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, 'package.json'), '{"private":true}');
   const specs = Object.values(PINS).map((p) => `${p.pkg}@${p.version}`);
-  const result = await run('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error', ...specs], { cwd: dir, env: process.env }, INSTALL_MS);
+  const result = await run(
+    'npm',
+    ['install', '--no-audit', '--no-fund', '--loglevel=error', ...specs],
+    { cwd: dir, env: process.env },
+    INSTALL_MS,
+  );
   if (result.code !== 0) {
     console.log(`try:overflow: npm install failed: ${result.out.slice(-800)}`);
     process.exit(1);
@@ -192,12 +237,32 @@ async function session(label: string, scenario: Scenario): Promise<Session> {
     await gateway.stop();
     await standin.close();
   }
-  const s: Session = { label, scenario, exit, before, pasteFrom, ms: Date.now() - t0, turns, upstream: standin.received, standin, toolCalls: script.toolCalls(), gatewayLog: gateway.log(), backend: trap.backend.slice(backendBefore) };
+  const s: Session = {
+    label,
+    scenario,
+    exit,
+    before,
+    pasteFrom,
+    ms: Date.now() - t0,
+    turns,
+    upstream: standin.received,
+    standin,
+    toolCalls: script.toolCalls(),
+    gatewayLog: gateway.log(),
+    backend: trap.backend.slice(backendBefore),
+  };
   writeFileSync(join(dir, 'cli.txt'), `${before ? `${before.out}\n---- the pasted prompt (-c) ----\n` : ''}${exit.out}`);
   writeFileSync(join(dir, 'gateway.log'), s.gatewayLog);
   const ends = (text: string) => (text.length > 4_000 ? `${text.slice(0, 2_000)} [...] ${text.slice(-2_000)}` : text);
   writeFileSync(join(dir, 'turns.jsonl'), turns.map((t) => JSON.stringify(t)).join('\n') + '\n');
-  const answered = standin.received.map((r) => ({ url: r.url, bytes: decodedSize(r), marked: r.headers['x-gateway-compaction'], body: decoded(r.body, String(r.headers['content-encoding'] ?? '')).toString('utf8'), status: standin.answerStatus(r), answer: ends(standin.answerBytes(r).toString('utf8')) }));
+  const answered = standin.received.map((r) => ({
+    url: r.url,
+    bytes: decodedSize(r),
+    marked: r.headers['x-gateway-compaction'],
+    body: decoded(r.body, String(r.headers['content-encoding'] ?? '')).toString('utf8'),
+    status: standin.answerStatus(r),
+    answer: ends(standin.answerBytes(r).toString('utf8')),
+  }));
   writeFileSync(join(dir, 'upstream.jsonl'), answered.map((a) => JSON.stringify(a)).join('\n') + '\n');
   return s;
 }
@@ -205,7 +270,17 @@ async function session(label: string, scenario: Scenario): Promise<Session> {
 /** The environment every CLI gets: a home of its own, and the trap as its proxy. */
 function baseEnv(home: string): Record<string, string> {
   const t = trap.origin;
-  return { PATH: process.env.PATH ?? '', HOME: home, LANG: 'C.UTF-8', HTTPS_PROXY: t, HTTP_PROXY: t, https_proxy: t, http_proxy: t, NO_PROXY: '127.0.0.1,localhost', no_proxy: '127.0.0.1,localhost' };
+  return {
+    PATH: process.env.PATH ?? '',
+    HOME: home,
+    LANG: 'C.UTF-8',
+    HTTPS_PROXY: t,
+    HTTP_PROXY: t,
+    https_proxy: t,
+    http_proxy: t,
+    NO_PROXY: '127.0.0.1,localhost',
+    no_proxy: '127.0.0.1,localhost',
+  };
 }
 
 /** One run of the agent on `prompt`, continuing its last session in `project` with `resume`. */
@@ -220,16 +295,31 @@ function runAgent(scenario: Scenario, home: string, project: string, origin: str
     else write(join(codexHome, 'config.toml'), codexConfig(origin));
     if (!withKey) write(join(codexHome, 'auth.json'), JSON.stringify(chatgptLogin()));
     const key = withKey ? { OPENAI_API_KEY: 'sk-try-overflow' } : {};
-    return run(bin, ['exec', '--skip-git-repo-check', '-s', 'read-only', prompt], { cwd: project, env: { ...env, ...key, CODEX_HOME: codexHome } }, RUN_MS);
+    return run(
+      bin,
+      ['exec', '--skip-git-repo-check', '-s', 'read-only', prompt],
+      { cwd: project, env: { ...env, ...key, CODEX_HOME: codexHome } },
+      RUN_MS,
+    );
   }
   if (scenario.agent === 'claude') {
     write(join(home, '.claude', 'settings.json'), snippet('claude-code/settings.json', origin));
-    const quiet = { CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1', DISABLE_TELEMETRY: '1', DISABLE_AUTOUPDATER: '1', DISABLE_ERROR_REPORTING: '1' };
+    const quiet = {
+      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+      DISABLE_TELEMETRY: '1',
+      DISABLE_AUTOUPDATER: '1',
+      DISABLE_ERROR_REPORTING: '1',
+    };
     return run(bin, [...more, '-p', prompt], { cwd: project, env: { ...env, ...quiet, ANTHROPIC_API_KEY: 'sk-ant-try-overflow' } }, RUN_MS);
   }
   write(join(home, '.pi', 'agent', 'models.json'), snippet('pi/models.json', origin));
   const quiet = { PI_OFFLINE: '1', PI_SKIP_VERSION_CHECK: '1', PI_TELEMETRY: '0' };
-  return run(bin, [...more, '-p', '--model', 'gateway/gpt-4.1', prompt], { cwd: project, env: { ...env, ...quiet, OPENAI_API_KEY: 'sk-try-overflow' } }, RUN_MS);
+  return run(
+    bin,
+    [...more, '-p', '--model', 'gateway/gpt-4.1', prompt],
+    { cwd: project, env: { ...env, ...quiet, OPENAI_API_KEY: 'sk-try-overflow' } },
+    RUN_MS,
+  );
 }
 
 function snippet(file: string, origin: string): string {
@@ -257,9 +347,26 @@ function codexConfig(origin: string): string {
 function chatgptLogin(): unknown {
   const part = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
   const exp = Math.floor(Date.now() / 1000) + 30 * 24 * 3600;
-  const claims = { exp, 'https://api.openai.com/auth': { chatgpt_plan_type: 'plus', chatgpt_account_id: 'acct-try', chatgpt_user_id: 'user-try', user_id: 'user-try' } };
+  const claims = {
+    exp,
+    'https://api.openai.com/auth': {
+      chatgpt_plan_type: 'plus',
+      chatgpt_account_id: 'acct-try',
+      chatgpt_user_id: 'user-try',
+      user_id: 'user-try',
+    },
+  };
   const jwt = (c: unknown) => `${part({ alg: 'none', typ: 'JWT' })}.${part(c)}.${part('unsigned')}`;
-  return { OPENAI_API_KEY: null, tokens: { id_token: jwt({ ...claims, email: 'try@example.invalid' }), access_token: jwt(claims), refresh_token: 'rt-try', account_id: 'acct-try' }, last_refresh: new Date().toISOString() };
+  return {
+    OPENAI_API_KEY: null,
+    tokens: {
+      id_token: jwt({ ...claims, email: 'try@example.invalid' }),
+      access_token: jwt(claims),
+      refresh_token: 'rt-try',
+      account_id: 'acct-try',
+    },
+    last_refresh: new Date().toISOString(),
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -276,7 +383,10 @@ function modelScript(agent: AgentName, project: string, parts: number) {
   let toolCalls = 0;
   const reply = (_api: Api, _n: number, req: Received): Reply => {
     const body = req.json;
-    if (isAgentCompaction(agent, body, req.headers)) return { text: `<summary>The user asked to read notes/part1.txt to part${parts}.txt one at a time, then say TASK DONE. Parts read so far: ${read}.</summary>` };
+    if (isAgentCompaction(agent, body, req.headers))
+      return {
+        text: `<summary>The user asked to read notes/part1.txt to part${parts}.txt one at a time, then say TASK DONE. Parts read so far: ${read}.</summary>`,
+      };
     if (!offersTools(body)) return { text: 'OK.' };
     if (++calls > MAX_CALLS) return { text: TOO_MANY };
     if (newestUserText(body).includes(PASTE_MARK)) return { text: LOG_ANSWER };
@@ -285,8 +395,10 @@ function modelScript(agent: AgentName, project: string, parts: number) {
     if (next > parts) return { text: FINAL };
     toolCalls++;
     const file = `notes/part${next}.txt`;
-    if (agent === 'codex') return { text: `Reading ${file}.`, call: { id: `call_${next}`, name: 'exec_command', args: { cmd: `cat ${file}` } } };
-    if (agent === 'claude') return { text: `Reading ${file}.`, call: { id: `toolu_read_${next}`, name: 'Read', args: { file_path: join(project, file) } } };
+    if (agent === 'codex')
+      return { text: `Reading ${file}.`, call: { id: `call_${next}`, name: 'exec_command', args: { cmd: `cat ${file}` } } };
+    if (agent === 'claude')
+      return { text: `Reading ${file}.`, call: { id: `toolu_read_${next}`, name: 'Read', args: { file_path: join(project, file) } } };
     return { text: `Reading ${file}.`, call: { id: `call_read_${next}`, name: 'read', args: { path: file } } };
   };
   return { reply, toolCalls: () => toolCalls };
@@ -300,7 +412,8 @@ function offersTools(body: any): boolean {
 
 /** The agent's own compaction call, by its marks: Codex's turn metadata or endpoint, Claude Code's instruction, pi's system prompt. */
 function isAgentCompaction(agent: AgentName, body: any, headers: Record<string, unknown>, path = ''): boolean {
-  if (agent === 'codex') return path.endsWith('/responses/compact') || /"request_kind"\s*:\s*"compaction"/.test(String(headers['x-codex-turn-metadata'] ?? ''));
+  if (agent === 'codex')
+    return path.endsWith('/responses/compact') || /"request_kind"\s*:\s*"compaction"/.test(String(headers['x-codex-turn-metadata'] ?? ''));
   if (agent === 'claude') return newestUserText(body).includes(CLAUDE_SUMMARY);
   return JSON.stringify(body?.messages?.[0] ?? '').includes(PI_SUMMARY);
 }
@@ -314,7 +427,10 @@ function newestUserText(body: any): string {
 /** The second prompt: a question, then a build log of about `bytes`. */
 function pastedLog(bytes: number): string {
   const lines = [`What failed in this build? ${PASTE_MARK}:`];
-  for (let n = 1; lines.join('\n').length < bytes; n++) lines.push(`[build ${String(n).padStart(5, '0')}] step ${n % 7}: compiling module ${n} of the service, ${n * 37} symbols, ${n % 13} warnings`);
+  for (let n = 1; lines.join('\n').length < bytes; n++)
+    lines.push(
+      `[build ${String(n).padStart(5, '0')}] step ${n % 7}: compiling module ${n} of the service, ${n * 37} symbols, ${n % 13} warnings`,
+    );
   return lines.join('\n').slice(0, bytes);
 }
 
@@ -322,7 +438,9 @@ function pastedLog(bytes: number): string {
 function partText(i: number, of: number, bytes: number): string {
   const lines = [`notes/part${i}.txt: PART ${i} OF ${of}`];
   for (let n = 1; lines.join('\n').length < bytes; n++) {
-    lines.push(`Part ${i}, note ${n}: the quarterly review lists item ${i * 1000 + n} as open, owned by team ${String.fromCharCode(65 + ((i + n) % 26))}, due in week ${(i * 7 + n) % 52}.`);
+    lines.push(
+      `Part ${i}, note ${n}: the quarterly review lists item ${i * 1000 + n} as open, owned by team ${String.fromCharCode(65 + ((i + n) % 26))}, due in week ${(i * 7 + n) % 52}.`,
+    );
   }
   return `${lines.join('\n').slice(0, bytes - 1)}\n`;
 }
@@ -335,7 +453,9 @@ async function codexZstd(): Promise<boolean> {
   const nth = 7;
   const calibration = await session('codex-calibrate', { agent: 'codex', parts, tooLong: 'stated', judge: () => true });
   const sizes = loopCalls(calibration).map((r) => decodedSize(r));
-  console.log(`\n== codex-zstd: calibration run exit ${calibration.exit.code} after ${seconds(calibration.ms)} s, ${sizes.length} agent-loop requests, decoded sizes ${sizes.join(' ')}`);
+  console.log(
+    `\n== codex-zstd: calibration run exit ${calibration.exit.code} after ${seconds(calibration.ms)} s, ${sizes.length} agent-loop requests, decoded sizes ${sizes.join(' ')}`,
+  );
   if (sizes.length < nth) {
     console.log(`  fewer than ${nth} requests; last output:\n${calibration.exit.out.slice(-2000)}`);
     return false;
@@ -351,12 +471,20 @@ async function codexZstd(): Promise<boolean> {
  * largest turn before that call and the call itself, so that the call alone overflows.
  */
 async function codexCompaction(): Promise<boolean> {
-  const scenario: Scenario = { agent: 'codex', parts: Array<number>(12).fill(9_000), tooLong: 'stated', codexWithKey: ['model_auto_compact_token_limit = 25000'], judge: judgeCodexCompaction };
+  const scenario: Scenario = {
+    agent: 'codex',
+    parts: Array<number>(12).fill(9_000),
+    tooLong: 'stated',
+    codexWithKey: ['model_auto_compact_token_limit = 25000'],
+    judge: judgeCodexCompaction,
+  };
   const calibration = await session('codex-compaction-calibrate', scenario);
   const model = modelTurns(calibration);
   const call = model.find((t) => isAgentCompaction('codex', parse(t.body), t.headers, t.path));
   const largest = Math.max(0, ...model.filter((t) => call && t.n < call.n).map((t) => t.bytes));
-  console.log(`\n== codex-compaction: calibration run exit ${calibration.exit.code} after ${seconds(calibration.ms)} s, ${model.length} model requests; compaction call ${call ? `#${call.n} of ${call.bytes} B, the largest turn before it ${largest} B` : 'none'}`);
+  console.log(
+    `\n== codex-compaction: calibration run exit ${calibration.exit.code} after ${seconds(calibration.ms)} s, ${model.length} model requests; compaction call ${call ? `#${call.n} of ${call.bytes} B, the largest turn before it ${largest} B` : 'none'}`,
+  );
   if (!call || call.bytes <= largest) {
     console.log(`  no compaction call larger than the turns before it; last output:\n${calibration.exit.out.slice(-1500)}`);
     return false;
@@ -373,7 +501,9 @@ function judgeCodexCompaction(s: Session): boolean {
   const fitted = calls.filter((t) => field(t.compaction, 'agent-compaction') === '1');
   const after = calls.length ? model.filter((t) => t.n > calls[0].n) : [];
   const recalled = after.filter((t) => field(t.compaction, 'memory') === 'hit');
-  console.log(`  Codex compaction calls: ${calls.length} (${fitted.length} made to fit as the agent's own); summarizer calls ${s.standin.summarizerCalls().length}; turns after it recalled from memory: ${recalled.length}`);
+  console.log(
+    `  Codex compaction calls: ${calls.length} (${fitted.length} made to fit as the agent's own); summarizer calls ${s.standin.summarizerCalls().length}; turns after it recalled from memory: ${recalled.length}`,
+  );
   return verdict(s, {
     'exit 0': s.exit.code === 0,
     'TASK DONE shown': s.exit.out.includes('TASK DONE'),
@@ -391,8 +521,12 @@ function judgeCodex(s: Session): boolean {
   const ahead = model.filter((t) => field(t.compaction, 'outcome') === 'compacted');
   const refused = model.filter((t) => t.status >= 400);
   printCommon(s);
-  console.log(`  request bodies Codex sent: ${zstd} of ${model.length} zstd (${count(model.map((t) => t.encoding || 'identity'))}); the stand-in got ${forwarded}`);
-  console.log(`  answers rescued (outcome=replayed): ${rescued.length}; sent compacted ahead (outcome=compacted): ${ahead.length}; errors the CLI saw: ${refused.length}`);
+  console.log(
+    `  request bodies Codex sent: ${zstd} of ${model.length} zstd (${count(model.map((t) => t.encoding || 'identity'))}); the stand-in got ${forwarded}`,
+  );
+  console.log(
+    `  answers rescued (outcome=replayed): ${rescued.length}; sent compacted ahead (outcome=compacted): ${ahead.length}; errors the CLI saw: ${refused.length}`,
+  );
   return verdict(s, {
     'exit 0': s.exit.code === 0,
     [`${s.scenario.parts.length}/${s.scenario.parts.length} parts read`]: s.toolCalls === s.scenario.parts.length,
@@ -412,7 +546,7 @@ function judgeSelfCompaction(s: Session): boolean {
     'the gateway translated the page': translated.length > 0,
     "Claude Code's own compaction ran": compactions.length > 0,
     'no identical request retried': repeats === 0,
-    "its instruction reached the model whole": instructionCut === 0,
+    'its instruction reached the model whole': instructionCut === 0,
   });
 }
 
@@ -441,11 +575,19 @@ function judgeOwnCompaction(s: Session): boolean {
   const { compactions } = printOverflow(s);
   const model = modelTurns(s).filter((t) => !compactions.includes(t) && t.status === 200);
   const answered = (t: Turn) => Math.ceil(Number(field(t.compaction, 'bytes-after') ?? t.bytes) / 4);
-  console.log(`  per answered request, history sent (tokens by bytes / 4) / usage.input_tokens answered: ${model.map((t) => `#${t.n} ${Math.ceil(t.bytes / 4)}/${answered(t)}`).join(' ')}`);
+  console.log(
+    `  per answered request, history sent (tokens by bytes / 4) / usage.input_tokens answered: ${model.map((t) => `#${t.n} ${Math.ceil(t.bytes / 4)}/${answered(t)}`).join(' ')}`,
+  );
   const first = compactions[0];
   const before = first ? model.filter((t) => t.n < first.n).at(-1) : undefined;
-  if (first && before) console.log(`  own compaction first at #${first.n}, after #${before.n}: history ${Math.ceil(before.bytes / 4)} tokens, usage answered ${answered(before)}`);
-  else console.log(`  own compaction: none in ${model.length} answered requests; history reached ${Math.ceil((model.at(-1)?.bytes ?? 0) / 4)} tokens, the most usage answered ${Math.max(0, ...model.map(answered))}`);
+  if (first && before)
+    console.log(
+      `  own compaction first at #${first.n}, after #${before.n}: history ${Math.ceil(before.bytes / 4)} tokens, usage answered ${answered(before)}`,
+    );
+  else
+    console.log(
+      `  own compaction: none in ${model.length} answered requests; history reached ${Math.ceil((model.at(-1)?.bytes ?? 0) / 4)} tokens, the most usage answered ${Math.max(0, ...model.map(answered))}`,
+    );
   return verdict(s, { 'exit 0': s.exit.code === 0, 'TASK DONE shown': s.exit.out.includes('TASK DONE') });
 }
 
@@ -456,40 +598,70 @@ function printOverflow(s: Session) {
   const compactions = model.filter((t) => isAgentCompaction(s.scenario.agent, parse(t.body), t.headers, t.path));
   const translated = model.filter((t) => field(t.compaction, 'overflow-error') === 'translated');
   const repeats = model.length - new Set(model.map((t) => t.body)).size;
-  console.log(`  agent's own compaction calls: ${compactions.length}${compactions.map((t) => ` #${t.n}`).join('')}; answers translated: ${translated.length}; identical requests repeated: ${repeats}`);
+  console.log(
+    `  agent's own compaction calls: ${compactions.length}${compactions.map((t) => ` #${t.n}`).join('')}; answers translated: ${translated.length}; identical requests repeated: ${repeats}`,
+  );
   const fitted = s.upstream.filter((r) => field(String(r.headers['x-gateway-compaction'] ?? ''), 'agent-compaction') === '1');
   const whole = fitted.filter((r) => s.scenario.agent !== 'claude' || newestUserText(r.json).includes(CLAUDE_SUMMARY));
-  if (fitted.length) console.log(`  compaction calls the gateway made to fit: ${fitted.length}, the agent's instruction whole in ${whole.length} (as the stand-in got them)`);
+  if (fitted.length)
+    console.log(
+      `  compaction calls the gateway made to fit: ${fitted.length}, the agent's instruction whole in ${whole.length} (as the stand-in got them)`,
+    );
   const counts = s.turns.filter((t) => t.path.endsWith('/count_tokens'));
-  if (s.scenario.agent === 'claude') console.log(`  count_tokens calls: ${counts.length}${counts.map((t) => `\n    #${t.n} ${t.bytes} B: ${t.body.slice(0, 90).replace(/\s+/g, ' ')} -> ${t.status}`).join('')}`);
+  if (s.scenario.agent === 'claude')
+    console.log(
+      `  count_tokens calls: ${counts.length}${counts.map((t) => `\n    #${t.n} ${t.bytes} B: ${t.body.slice(0, 90).replace(/\s+/g, ' ')} -> ${t.status}`).join('')}`,
+    );
   return { compactions, translated, repeats, instructionCut: fitted.length - whole.length };
 }
 
 function printCommon(s: Session): void {
   const { agent, limitBytes, tooLong } = s.scenario;
   const model = modelTurns(s);
-  console.log(`\n== ${s.label}: ${agent} ${PINS[agent].version}, stand-in limit ${limitBytes ?? 'none'} bytes (${tooLong})${s.scenario.gatewayEnv ? `, gateway ${JSON.stringify(s.scenario.gatewayEnv)}` : ''}${s.scenario.agentEnv ? `, agent ${JSON.stringify(s.scenario.agentEnv)}` : ''}`);
-  if (s.before) console.log(`  first run: exit ${s.before.code}; last lines:\n${indent(lastLines(s.before.out, 2), '    | ')}\n  then the pasted prompt of ${s.scenario.paste} bytes (-c), from request #${s.pasteFrom}:`);
-  console.log(`  CLI exit ${s.exit.code} after ${seconds(s.ms)} s in all; the model asked ${s.toolCalls} reads (${s.scenario.parts.length} parts); last lines:\n${indent(lastLines(s.exit.out, 4), '    | ')}`);
+  console.log(
+    `\n== ${s.label}: ${agent} ${PINS[agent].version}, stand-in limit ${limitBytes ?? 'none'} bytes (${tooLong})${s.scenario.gatewayEnv ? `, gateway ${JSON.stringify(s.scenario.gatewayEnv)}` : ''}${s.scenario.agentEnv ? `, agent ${JSON.stringify(s.scenario.agentEnv)}` : ''}`,
+  );
+  if (s.before)
+    console.log(
+      `  first run: exit ${s.before.code}; last lines:\n${indent(lastLines(s.before.out, 2), '    | ')}\n  then the pasted prompt of ${s.scenario.paste} bytes (-c), from request #${s.pasteFrom}:`,
+    );
+  console.log(
+    `  CLI exit ${s.exit.code} after ${seconds(s.ms)} s in all; the model asked ${s.toolCalls} reads (${s.scenario.parts.length} parts); last lines:\n${indent(lastLines(s.exit.out, 4), '    | ')}`,
+  );
   const others = s.turns.filter((t) => !model.includes(t)).map((t) => `${t.method} ${t.path} ${t.status}`);
-  console.log(`  CLI requests: ${s.turns.length}, ${model.length} to the model API; statuses ${count(model.map((t) => String(t.status)))}${others.length ? `; others: ${count(others)}` : ''}`);
+  console.log(
+    `  CLI requests: ${s.turns.length}, ${model.length} to the model API; statuses ${count(model.map((t) => String(t.status)))}${others.length ? `; others: ${count(others)}` : ''}`,
+  );
   const calls = s.standin.calls();
-  console.log(`  stand-in: ${calls.length} model calls, ${s.standin.summarizerCalls().length} summarizer calls, ${calls.filter((r) => (s.standin.answerStatus(r) ?? 0) >= 400).length} refused`);
+  console.log(
+    `  stand-in: ${calls.length} model calls, ${s.standin.summarizerCalls().length} summarizer calls, ${calls.filter((r) => (s.standin.answerStatus(r) ?? 0) >= 400).length} refused`,
+  );
   for (const t of model) {
     const kind = isAgentCompaction(agent, parse(t.body), t.headers, t.path) ? ' [agent compaction]' : '';
-    const retry = t.headers['x-stainless-retry-count'] && t.headers['x-stainless-retry-count'] !== '0' ? ` retry=${t.headers['x-stainless-retry-count']}` : '';
+    const retry =
+      t.headers['x-stainless-retry-count'] && t.headers['x-stainless-retry-count'] !== '0'
+        ? ` retry=${t.headers['x-stainless-retry-count']}`
+        : '';
     const header = t.compaction ? `  ${t.compaction}` : '';
     const error = t.status >= 400 ? `\n      -> ${t.error.replace(/\s+/g, ' ').slice(0, 200)}` : '';
-    console.log(`    #${t.n} ${t.path} ${t.bytes} B${t.encoding ? ` (${t.encoding} ${t.wireBytes} B)` : ''}${kind}${retry} -> ${t.status}${header}${error}`);
+    console.log(
+      `    #${t.n} ${t.path} ${t.bytes} B${t.encoding ? ` (${t.encoding} ${t.wireBytes} B)` : ''}${kind}${retry} -> ${t.status}${header}${error}`,
+    );
   }
-  const decisions = logLines(s.gatewayLog).filter((l) => l.msg !== 'request completed' && (l.compaction !== undefined || Number(l.level) >= 40));
+  const decisions = logLines(s.gatewayLog).filter(
+    (l) => l.msg !== 'request completed' && (l.compaction !== undefined || Number(l.level) >= 40),
+  );
   console.log(`  gateway decisions (log): ${decisions.length}${decisions.map((l) => `\n    ${String(l.msg).slice(0, 260)}`).join('')}`);
   if (s.backend.length) console.log(`  account backend calls answered 404 by the trap: ${count(s.backend)}`);
 }
 
 function verdict(s: Session, checks: Record<string, boolean>): boolean {
-  const failed = Object.entries(checks).filter(([, ok]) => !ok).map(([k]) => k);
-  console.log(`  ${failed.length === 0 ? `ok: ${Object.keys(checks).join('; ')}` : `FAIL: ${failed.join('; ')} (artifacts in ${join(work, s.label)})`}`);
+  const failed = Object.entries(checks)
+    .filter(([, ok]) => !ok)
+    .map(([k]) => k);
+  console.log(
+    `  ${failed.length === 0 ? `ok: ${Object.keys(checks).join('; ')}` : `FAIL: ${failed.join('; ')} (artifacts in ${join(work, s.label)})`}`,
+  );
   return failed.length === 0;
 }
 
@@ -522,7 +694,10 @@ function field(header: string | undefined, name: string): string | undefined {
 }
 
 function logLines(text: string): Array<Record<string, unknown>> {
-  return text.split('\n').map(parse).filter((j): j is Record<string, unknown> => j !== null && typeof j === 'object');
+  return text
+    .split('\n')
+    .map(parse)
+    .filter((j): j is Record<string, unknown> => j !== null && typeof j === 'object');
 }
 
 /** Values and how often each came, in order of first sight: "200x5 400". */
@@ -533,11 +708,20 @@ function count(values: string[]): string {
 }
 
 function lastLines(text: string, n: number): string {
-  return text.trim().split('\n').filter((l) => l.trim()).slice(-n).map((l) => l.slice(0, 220)).join('\n');
+  return text
+    .trim()
+    .split('\n')
+    .filter((l) => l.trim())
+    .slice(-n)
+    .map((l) => l.slice(0, 220))
+    .join('\n');
 }
 
 function indent(text: string, prefix: string): string {
-  return text.split('\n').map((l) => prefix + l).join('\n');
+  return text
+    .split('\n')
+    .map((l) => prefix + l)
+    .join('\n');
 }
 
 function seconds(ms: number): string {

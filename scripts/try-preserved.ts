@@ -33,8 +33,22 @@ import { startStandIn } from '../test/helpers/provider.js';
 type Agent = 'claude' | 'codex';
 const [agentArg, cliBin, modeArg] = process.argv.slice(2);
 const STYLES: Record<Agent, Record<string, StrictAnthropicReject | StrictResponsesReject>> = {
-  claude: { '413': 'json_413', window: 'prompt_too_long', stream: 'sse_error', json_413: 'json_413', prompt_too_long: 'prompt_too_long', sse_error: 'sse_error' },
-  codex: { '413': 'edge_413', window: 'context_length', stream: 'stream_failed', edge_413: 'edge_413', context_length: 'context_length', stream_failed: 'stream_failed' },
+  claude: {
+    '413': 'json_413',
+    window: 'prompt_too_long',
+    stream: 'sse_error',
+    json_413: 'json_413',
+    prompt_too_long: 'prompt_too_long',
+    sse_error: 'sse_error',
+  },
+  codex: {
+    '413': 'edge_413',
+    window: 'context_length',
+    stream: 'stream_failed',
+    edge_413: 'edge_413',
+    context_length: 'context_length',
+    stream_failed: 'stream_failed',
+  },
 };
 if ((agentArg !== 'claude' && agentArg !== 'codex') || !cliBin || !modeArg || !STYLES[agentArg][modeArg]) {
   console.error('usage: npm run try:preserved -- claude|codex CLI_BIN 413|window|stream');
@@ -55,7 +69,9 @@ console.log(`try:preserved ${agent} ${style}: artifacts in ${out}`);
 
 const calibration = await session('calibrate', undefined);
 const sizes = calibration.main.map((c) => c.bytes);
-console.log(`calibration: exit ${calibration.exit.code} after ${((calibration.exit.ms ?? 0) / 1000).toFixed(1)} s, ${calibration.main.length} model requests, sizes ${sizes.join(' ')}`);
+console.log(
+  `calibration: exit ${calibration.exit.code} after ${((calibration.exit.ms ?? 0) / 1000).toFixed(1)} s, ${calibration.main.length} model requests, sizes ${sizes.join(' ')}`,
+);
 if (sizes.length < NTH) {
   console.log(`calibration run made fewer than ${NTH} model requests; last output:\n${calibration.exit.out.slice(-3000)}`);
   process.exit(1);
@@ -109,8 +125,12 @@ async function session(label: string, limitBytes: number | undefined): Promise<S
     if (step > FILES) return { text: FINAL };
     steps = Math.max(steps, step);
     const text = `[step ${step}/${FILES}] Reading src/module${step}.ts.`;
-    if (agent === 'claude') return { text, toolUse: { id: `toolu_read_${step}`, name: 'Read', input: { file_path: join(project, 'src', `module${step}.ts`) } } };
-    return { text, call: { call_id: `call_${step}`, name: 'exec_command', arguments: JSON.stringify({ cmd: `cat src/module${step}.ts` }) } };
+    if (agent === 'claude')
+      return { text, toolUse: { id: `toolu_read_${step}`, name: 'Read', input: { file_path: join(project, 'src', `module${step}.ts`) } } };
+    return {
+      text,
+      call: { call_id: `call_${step}`, name: 'exec_command', arguments: JSON.stringify({ cmd: `cat src/module${step}.ts` }) },
+    };
   };
   const standin =
     agent === 'claude'
@@ -137,10 +157,30 @@ async function session(label: string, limitBytes: number | undefined): Promise<S
   const isSummarizer = (r: Received) => r.headers['x-gateway-compaction'] === 'summarizer';
   const modelCalls = standin.received.filter((r) => !isSummarizer(r));
   const main = modelCalls
-    .map((r, n) => ({ n, bytes: r.body.length, compaction: r.headers['x-gateway-compaction'] as string | undefined, check: checks[n], body: r.json }))
+    .map((r, n) => ({
+      n,
+      bytes: r.body.length,
+      compaction: r.headers['x-gateway-compaction'] as string | undefined,
+      check: checks[n],
+      body: r.json,
+    }))
     .filter((c) => isAgentLoop(c.body));
   const gatewayLog = gateway.log();
-  writeFileSync(join(out, `${label}.requests.jsonl`), modelCalls.map((r, n) => JSON.stringify({ n, url: r.url, bytes: r.body.length, compaction: r.headers['x-gateway-compaction'] ?? null, check: checks[n] ?? null, body: r.json })).join('\n') + '\n');
+  writeFileSync(
+    join(out, `${label}.requests.jsonl`),
+    modelCalls
+      .map((r, n) =>
+        JSON.stringify({
+          n,
+          url: r.url,
+          bytes: r.body.length,
+          compaction: r.headers['x-gateway-compaction'] ?? null,
+          check: checks[n] ?? null,
+          body: r.json,
+        }),
+      )
+      .join('\n') + '\n',
+  );
   writeFileSync(join(out, `${label}.turns.jsonl`), turns.map((t) => JSON.stringify(t)).join('\n') + '\n');
   writeFileSync(join(out, `${label}.cli.txt`), exit.out);
   writeFileSync(join(out, `${label}.gateway.log`), gatewayLog);
@@ -166,9 +206,19 @@ function nextStep(body: any): number | null {
 async function runCli(home: string, project: string, origin: string) {
   const base = { PATH: process.env.PATH ?? '', HOME: home, LANG: 'C.UTF-8' };
   if (agent === 'claude') {
-    const settings = readFileSync(join(ROOT, 'deploy', 'agents', 'claude-code', 'settings.json'), 'utf8').replaceAll('http://127.0.0.1:8080', origin);
+    const settings = readFileSync(join(ROOT, 'deploy', 'agents', 'claude-code', 'settings.json'), 'utf8').replaceAll(
+      'http://127.0.0.1:8080',
+      origin,
+    );
     write(join(home, '.claude', 'settings.json'), settings);
-    const env = { ...base, ANTHROPIC_API_KEY: 'sk-ant-try-preserved', CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1', DISABLE_TELEMETRY: '1', DISABLE_AUTOUPDATER: '1', DISABLE_ERROR_REPORTING: '1' };
+    const env = {
+      ...base,
+      ANTHROPIC_API_KEY: 'sk-ant-try-preserved',
+      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+      DISABLE_TELEMETRY: '1',
+      DISABLE_AUTOUPDATER: '1',
+      DISABLE_ERROR_REPORTING: '1',
+    };
     return run(cliBin, ['-p', PROMPT], { cwd: project, env }, RUN_MS);
   }
   const codexHome = join(home, 'codex');
@@ -186,7 +236,12 @@ function field(header: string | undefined, name: string): string | undefined {
 }
 
 function report(s: Session): boolean {
-  const lastLine = s.exit.out.trim().split('\n').filter((l) => l.trim()).at(-1) ?? '';
+  const lastLine =
+    s.exit.out
+      .trim()
+      .split('\n')
+      .filter((l) => l.trim())
+      .at(-1) ?? '';
   const checks = s.main.map((c) => c.check).filter((c): c is BindingCheck | ReasoningCheck => c !== undefined);
   const allChecks = s.main.map((c) => c.check);
   const refusals = s.main.filter((c) => c.check?.refused && !OVERFLOW.test(c.check.refused));
@@ -197,30 +252,46 @@ function report(s: Session): boolean {
   const model = s.turns.filter((t) => t.method === 'POST' && /\/v1\/(messages|responses)$/.test(t.path));
   console.log(`\n== ${agent} ${style}, limit ${limit} bytes`);
   console.log(`CLI exit ${s.exit.code} after ${((s.exit.ms ?? 0) / 1000).toFixed(1)} s; last line: ${lastLine}`);
-  console.log(`CLI requests: ${s.turns.length} (${model.length} to the model API${s.turns.length > model.length ? `; others: ${[...new Set(s.turns.filter((t) => !model.includes(t)).map((t) => `${t.method} ${t.path}`))].join(', ')}` : ''})`);
-  console.log(`stand-in: ${s.main.length} agent-loop model requests (${overflows.length} refused for size), ${s.summarizer} summarizer calls, steps asked ${s.steps}/${FILES}${s.others.length ? `; router answered ${s.others.join(', ')}` : ''}`);
+  console.log(
+    `CLI requests: ${s.turns.length} (${model.length} to the model API${s.turns.length > model.length ? `; others: ${[...new Set(s.turns.filter((t) => !model.includes(t)).map((t) => `${t.method} ${t.path}`))].join(', ')}` : ''})`,
+  );
+  console.log(
+    `stand-in: ${s.main.length} agent-loop model requests (${overflows.length} refused for size), ${s.summarizer} summarizer calls, steps asked ${s.steps}/${FILES}${s.others.length ? `; router answered ${s.others.join(', ')}` : ''}`,
+  );
   for (const c of s.main) {
     const said = c.check?.refused ? `  REFUSED: ${c.check.refused.slice(0, 160)}` : '';
-    const dropped = c.check && 'dropped' in c.check && c.check.dropped.length ? `  dropped ${c.check.dropped.length}` : c.check && 'removed' in c.check && c.check.removed.length ? `  removed ${c.check.removed.length}` : '';
+    const dropped =
+      c.check && 'dropped' in c.check && c.check.dropped.length
+        ? `  dropped ${c.check.dropped.length}`
+        : c.check && 'removed' in c.check && c.check.removed.length
+          ? `  removed ${c.check.removed.length}`
+          : '';
     console.log(`  #${c.n + 1} ${c.bytes} bytes${c.compaction ? ' (rewritten by the gateway)' : ''}${said}${dropped}`);
   }
   console.log('gateway headers per overflowing turn (x-gateway-compaction on the answer):');
   const headed = s.turns.filter((t) => t.header);
   for (const t of headed) {
     const f = (k: string) => field(t.header, k) ?? '-';
-    console.log(`  turn ${t.n} (${t.bytes} bytes, status ${t.status}): outcome=${f('outcome')} trigger=${f('trigger')} thinking-stripped=${f('thinking-stripped')} block-binding=${f('block-binding')} binding-retry=${f('binding-retry')} reasoning-dropped=${f('reasoning-dropped')}`);
+    console.log(
+      `  turn ${t.n} (${t.bytes} bytes, status ${t.status}): outcome=${f('outcome')} trigger=${f('trigger')} thinking-stripped=${f('thinking-stripped')} block-binding=${f('block-binding')} binding-retry=${f('binding-retry')} reasoning-dropped=${f('reasoning-dropped')}`,
+    );
     console.log(`    ${t.header}`);
   }
   if (headed.length === 0) console.log('  (none)');
   console.log(`binding refusals: ${refusals.length}`);
-  for (const c of refusals) console.log(`  #${c.n + 1}${c.compaction ? ' (gateway rewrite)' : ' (as the CLI sent it)'}: ${c.check!.refused}\n    shape: ${shape(c.body)}`);
+  for (const c of refusals)
+    console.log(
+      `  #${c.n + 1}${c.compaction ? ' (gateway rewrite)' : ' (as the CLI sent it)'}: ${c.check!.refused}\n    shape: ${shape(c.body)}`,
+    );
   console.log(`invalid blocks outside drop_block: ${invalidOutside}`);
   if (agent === 'claude') console.log(`thinking blocks dropped by the stand-in under drop_block: ${droppedThinking}`);
   else console.log(`reasoning items dropped by the stand-in (prefix changed): ${removedReasoning}`);
   const unchecked = allChecks.filter((c) => c === undefined).length;
   if (unchecked) console.log(`(${unchecked} agent-loop requests without a stand-in check)`);
   const lastSent = model.at(-1)?.body ?? '';
-  const read = Array.from({ length: FILES }, (_, k) => k + 1).filter((i) => lastSent.includes(`// module${i}.ts: generated for try:preserved`)).length;
+  const read = Array.from({ length: FILES }, (_, k) => k + 1).filter((i) =>
+    lastSent.includes(`// module${i}.ts: generated for try:preserved`),
+  ).length;
   console.log(`files whose content the CLI's last request carries as tool results: ${read}/${FILES}`);
   const finished = s.exit.code === 0 && s.steps === FILES && read === FILES && s.exit.out.includes(FINAL);
   if (!finished) console.log(`the CLI did not finish the session; last output:\n${s.exit.out.slice(-3000)}`);
@@ -230,12 +301,16 @@ function report(s: Session): boolean {
 /** A request's shape: its fields, its thinking setting, and each message or item by role and block types. */
 function shape(body: any): string {
   if (!body || typeof body !== 'object') return String(body);
-  const items: any[] = agent === 'claude' ? body.messages ?? [] : Array.isArray(body.input) ? body.input : [];
+  const items: any[] = agent === 'claude' ? (body.messages ?? []) : Array.isArray(body.input) ? body.input : [];
   const each = items.map((m, i) => {
-    if (agent === 'claude') return `${i}:${m.role}[${typeof m.content === 'string' ? 'string' : (m.content ?? []).map((b: any) => b.type).join(',')}]`;
+    if (agent === 'claude')
+      return `${i}:${m.role}[${typeof m.content === 'string' ? 'string' : (m.content ?? []).map((b: any) => b.type).join(',')}]`;
     return `${i}:${m.type ?? 'message'}${m.role ? `/${m.role}` : ''}${m.id ? `#${m.id}` : ''}`;
   });
-  const setting = agent === 'claude' ? `thinking=${JSON.stringify(body.thinking)}` : `reasoning=${JSON.stringify(body.reasoning)} include=${JSON.stringify(body.include)} store=${body.store}`;
+  const setting =
+    agent === 'claude'
+      ? `thinking=${JSON.stringify(body.thinking)}`
+      : `reasoning=${JSON.stringify(body.reasoning)} include=${JSON.stringify(body.include)} store=${body.store}`;
   return `keys ${Object.keys(body).join(',')}; ${setting}; ${each.join(' ')}`;
 }
 
@@ -250,10 +325,20 @@ async function listen(server: Server): Promise<string> {
 }
 
 function closer(server: Server) {
-  return () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); });
+  return () =>
+    new Promise<void>((r) => {
+      server.closeAllConnections();
+      server.close(() => r());
+    });
 }
 
-function forward(req: IncomingMessage, target: string, body: Buffer, onResponse: (up: IncomingMessage) => void, onError: (err: Error) => void) {
+function forward(
+  req: IncomingMessage,
+  target: string,
+  body: Buffer,
+  onResponse: (up: IncomingMessage) => void,
+  onError: (err: Error) => void,
+) {
   const url = new URL(req.url ?? '/', target);
   const up = httpRequest(url, { method: req.method, headers: { ...req.headers, host: url.host } }, onResponse);
   up.on('error', onError);
@@ -270,15 +355,33 @@ async function readBody(req: IncomingMessage): Promise<Buffer> {
 async function startRelay(target: string, turns: Turn[]) {
   const server = createServer(async (req, res) => {
     const body = await readBody(req);
-    const turn: Turn = { n: turns.length + 1, method: req.method ?? '', path: (req.url ?? '').split('?')[0], bytes: body.length, status: 0, header: undefined, body: body.toString('utf8') };
+    const turn: Turn = {
+      n: turns.length + 1,
+      method: req.method ?? '',
+      path: (req.url ?? '').split('?')[0],
+      bytes: body.length,
+      status: 0,
+      header: undefined,
+      body: body.toString('utf8'),
+    };
     turns.push(turn);
-    forward(req, target, body, (up) => {
-      turn.status = up.statusCode ?? 0;
-      const h = up.headers['x-gateway-compaction'];
-      turn.header = Array.isArray(h) ? h.join(', ') : h;
-      res.writeHead(up.statusCode ?? 502, up.headers);
-      up.pipe(res);
-    }, (err) => { turn.status = 502; res.writeHead(502); res.end(String(err)); });
+    forward(
+      req,
+      target,
+      body,
+      (up) => {
+        turn.status = up.statusCode ?? 0;
+        const h = up.headers['x-gateway-compaction'];
+        turn.header = Array.isArray(h) ? h.join(', ') : h;
+        res.writeHead(up.statusCode ?? 502, up.headers);
+        up.pipe(res);
+      },
+      (err) => {
+        turn.status = 502;
+        res.writeHead(502);
+        res.end(String(err));
+      },
+    );
   });
   const origin = await listen(server);
   return { origin, close: closer(server) };
@@ -290,7 +393,19 @@ async function startRouter(target: string, others: string[]) {
     const body = await readBody(req);
     const path = (req.url ?? '').split('?')[0];
     if (req.method === 'POST' && /^\/v1\/(messages|responses|responses\/compact|chat\/completions)$/.test(path)) {
-      return forward(req, target, body, (up) => { res.writeHead(up.statusCode ?? 502, up.headers); up.pipe(res); }, (err) => { res.writeHead(502); res.end(String(err)); });
+      return forward(
+        req,
+        target,
+        body,
+        (up) => {
+          res.writeHead(up.statusCode ?? 502, up.headers);
+          up.pipe(res);
+        },
+        (err) => {
+          res.writeHead(502);
+          res.end(String(err));
+        },
+      );
     }
     others.push(`${req.method} ${path}`);
     const text = JSON.stringify({ object: 'list', data: [] });
@@ -303,6 +418,7 @@ async function startRouter(target: string, others: string[]) {
 
 function moduleText(i: number): string {
   const lines = [`// module${i}.ts: generated for try:preserved`];
-  for (let n = 0; lines.join('\n').length < 9_000; n++) lines.push(`export function step${i}_${n}(value: number): number {\n  return value * ${n + 1} + ${i};\n}`);
+  for (let n = 0; lines.join('\n').length < 9_000; n++)
+    lines.push(`export function step${i}_${n}(value: number): number {\n  return value * ${n + 1} + ${i};\n}`);
   return lines.join('\n');
 }

@@ -61,15 +61,25 @@ async function main(): Promise<void> {
   writeLogsNow(logStream);
 }
 
-async function logStartup(app: FastifyInstance, config: Readonly<Config>, source: string | undefined, unknownEnv: UnknownVariable[]): Promise<void> {
-  const fields = startupFields(config, source, { gateway: gatewayVersion(), node: process.version, origin: listeningOrigin(app.server.address()) });
+async function logStartup(
+  app: FastifyInstance,
+  config: Readonly<Config>,
+  source: string | undefined,
+  unknownEnv: UnknownVariable[],
+): Promise<void> {
+  const fields = startupFields(config, source, {
+    gateway: gatewayVersion(),
+    node: process.version,
+    origin: listeningOrigin(app.server.address()),
+  });
   // A Redis node, a Cluster or a Sentinel set: asked once, and said plainly when it does not answer.
   const redis = memoryRedis(config);
   const redisProblem = redis ? await probeRedis(redis) : null;
   if (redis) fields.memory += redisProblem ? ' (not reachable at start)' : ' (reachable)';
   app.log.info({ ...fields, pid: process.pid }, 'gateway ready');
   for (const warning of startupWarnings(config)) app.log.warn(warning);
-  for (const unknown of unknownEnv) app.log.warn({ variable: unknown.name, didYouMean: unknown.meant?.name }, unknownVariableWarning(unknown));
+  for (const unknown of unknownEnv)
+    app.log.warn({ variable: unknown.name, didYouMean: unknown.meant?.name }, unknownVariableWarning(unknown));
   if (redis && redisProblem) {
     const unreachable = redisUnreachable(redis, redisProblem);
     app.log.warn({ redis: unreachable.redis }, unreachable.message);

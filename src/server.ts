@@ -2,7 +2,14 @@ import { randomUUID } from 'node:crypto';
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from 'fastify';
 import type { Dispatcher } from 'undici';
 import type { DestinationStream } from 'pino';
 import './http/context.js';
@@ -57,7 +64,13 @@ declare module 'fastify' {
 export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): FastifyInstance {
   const upstreams = resolveUpstreams(config);
   const modelNames = config.auth.metricsKey !== undefined || config.auth.metricsModelNames;
-  const metrics = deps.metrics ?? createMetrics(upstreams.all.map((u) => u.name), configuredSummarizers(config, upstreams), { modelNames });
+  const metrics =
+    deps.metrics ??
+    createMetrics(
+      upstreams.all.map((u) => u.name),
+      configuredSummarizers(config, upstreams),
+      { modelNames },
+    );
   const ownDispatcher = !deps.dispatcher;
   const dispatcher = deps.dispatcher ?? createEgress(config, upstreams, deps.env ?? process.env);
   const logStream = deps.logStream ?? stdoutDestination(config.log.format);
@@ -117,7 +130,14 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
     if (draining && !PROBES.has(request.routeOptions.url ?? '')) return done(new GatewayError('shutting_down'));
     // `gzip, chunked`: Node undoes the chunking and nothing here undoes the rest (RFC 9112 6.1 allows a 501; a 400 says it in the API's shape).
     const coding = request.headers['transfer-encoding'];
-    done(coding === undefined || coding.trim().toLowerCase() === 'chunked' ? undefined : new GatewayError('bad_request', `Transfer-Encoding '${coding}' is not supported: send the body chunked, or with a Content-Length.`));
+    done(
+      coding === undefined || coding.trim().toLowerCase() === 'chunked'
+        ? undefined
+        : new GatewayError(
+            'bad_request',
+            `Transfer-Encoding '${coding}' is not supported: send the body chunked, or with a Content-Length.`,
+          ),
+    );
   });
   const keyCheck = config.auth.keys.length > 0 ? createKeyCheck(config.auth.keys) : null;
   if (keyCheck) addKeyCheck(app, keyCheck);
@@ -143,19 +163,27 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
     // or for ever, and the connection would be held meanwhile. Node closes it after this answer.
     // A 401 with requests pipelined behind it too: they were sent before the client saw it, and none of them runs.
     const pipelined = (waiting.get(request.raw.socket) ?? 0) > 0;
-    const closes = (gatewayError.status === 401 && pipelined) || gatewayError.code === 'shutting_down' || (!request.raw.complete && hasBody(request.headers));
+    const closes =
+      (gatewayError.status === 401 && pipelined) ||
+      gatewayError.code === 'shutting_down' ||
+      (!request.raw.complete && hasBody(request.headers));
     if (closes) reply.header('connection', 'close');
     reply.code(gatewayError.status).send(gatewayError.bodyFor(apiOfUrl(upstreams, request.url)));
   });
   app.setNotFoundHandler((request, reply) => {
-    reply.code(404).send(errorBodyFor(apiOfUrl(upstreams, request.url), 'not_found', notFoundMessage(request.method, pathOf(request.url), upstreams)));
+    reply
+      .code(404)
+      .send(errorBodyFor(apiOfUrl(upstreams, request.url), 'not_found', notFoundMessage(request.method, pathOf(request.url), upstreams)));
   });
 
   app.register(healthRoutes, { metrics, isDraining: () => draining, metricsKey: config.auth.metricsKey });
   const memory = createMemory(config, metrics, app.log);
   const budget = new RescueBudget(config.compaction.rescueBudgetBytes ?? defaultRescueBudget(), metrics.rescueBudget);
   const windows = new Windows(new Discoverer(dispatcher), (upstream, model, found) =>
-    app.log.info({ upstream: upstream.name, model, windowTokens: found.tokens, from: found.from }, `upstream ${upstream.name} runs ${model} with a context window of ${found.tokens} tokens (${found.from}); requests that would pass it are made to fit before they are sent`),
+    app.log.info(
+      { upstream: upstream.name, model, windowTokens: found.tokens, from: found.from },
+      `upstream ${upstream.name} runs ${model} with a context window of ${found.tokens} tokens (${found.from}); requests that would pass it are made to fit before they are sent`,
+    ),
   );
   const recent = config.status.enabled ? new RecentDecisions(keepsContent(config)) : undefined;
   const rescueDeps = { config, dispatcher, upstreams, metrics, memory, budget, windows, decisions: recent };
@@ -170,7 +198,6 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
   if (ownDispatcher) app.addHook('onClose', async () => dispatcher.close());
   return app;
 }
-
 
 /** Health probes and metric scrapes: open without a gateway key, and logged at debug. */
 const PROBES = new Set(['/healthz', '/readyz', '/metrics']);
@@ -193,7 +220,10 @@ function addKeyCheck(app: FastifyInstance, check: ReturnType<typeof createKeyChe
     // A browser sends no Bearer token: on the status page it is asked for the key as a password.
     if (STATUS_PATHS.has(route)) {
       if (check(undefined, basicPassword(request.headers.authorization))) return;
-      reply.header('www-authenticate', 'Basic realm="compaction-gateway status (any user name, a gateway key as the password)", charset="UTF-8"');
+      reply.header(
+        'www-authenticate',
+        'Basic realm="compaction-gateway status (any user name, a gateway key as the password)", charset="UTF-8"',
+      );
     }
     throw new GatewayError('invalid_api_key');
   });
@@ -264,10 +294,12 @@ function routeLabel(matched: string | undefined, url: string, upstreams?: Upstre
 /** The routes @fastify/http-proxy registers for each API prefix, and the prefix. */
 const PASSTHROUGH_ROUTES = new Map(API_PREFIXES.flatMap((p) => [p, `${p}/`, `${p}/*`].map((route) => [route, p] as const)));
 /** A prefix one API has to itself (Gemini's `/v1beta`): its pass-through requests are that API's family. */
-const OWN_PREFIX = new Map(API_PREFIXES.flatMap((p) => {
-  const apis = APIS.filter((api) => DIALECTS[api].prefix === p);
-  return apis.length === 1 ? [[p, apis[0]] as const] : [];
-}));
+const OWN_PREFIX = new Map(
+  API_PREFIXES.flatMap((p) => {
+    const apis = APIS.filter((api) => DIALECTS[api].prefix === p);
+    return apis.length === 1 ? [[p, apis[0]] as const] : [];
+  }),
+);
 /** The families of a shared prefix's pass-through requests: each API's first path segment (`chat`), and two of no API. */
 const PASSTHROUGH_FAMILIES = new Set([
   ...APIS.filter((api) => !OWN_PREFIX.has(DIALECTS[api].prefix)).flatMap((api) => DIALECTS[api].endpoints.map((e) => e.path.split('/')[2])),
@@ -275,7 +307,9 @@ const PASSTHROUGH_FAMILIES = new Set([
   'models',
 ]);
 /** The rescued routes metrics name otherwise than their pattern (Gemini's model parameter as `{model}`). */
-const ENDPOINT_LABELS = new Map(APIS.flatMap((api) => DIALECTS[api].endpoints.flatMap((e) => (e.label ? [[e.path, e.label] as const] : []))));
+const ENDPOINT_LABELS = new Map(
+  APIS.flatMap((api) => DIALECTS[api].endpoints.flatMap((e) => (e.label ? [[e.path, e.label] as const] : []))),
+);
 
 /** OpenAI-style paths that agents send without the `/v1` their base URL should end in. */
 const MISSING_V1 = /^\/(chat\/completions|responses|messages|completions|embeddings|models)(\/|$)/;
@@ -307,7 +341,8 @@ function answerClientError(err: Error & { code?: string }, socket: Duplex): void
     socket.destroy();
     return;
   }
-  const code = err.code === 'HPE_HEADER_OVERFLOW' ? 'headers_too_large' : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'request_timeout' : 'bad_request';
+  const code =
+    err.code === 'HPE_HEADER_OVERFLOW' ? 'headers_too_large' : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'request_timeout' : 'bad_request';
   const body = JSON.stringify(errorBody(code));
   const status = ERRORS[code].status;
   socket.end(

@@ -29,7 +29,12 @@ const validate = new Ajv2019({ allErrors: true, strict: false, validateFormats: 
 export function validateComposeFile(doc: unknown): string[] {
   if (validate(doc)) return [];
   return (validate.errors ?? []).map((e) => {
-    const extra = e.keyword === 'additionalProperties' ? ` (${(e.params as { additionalProperty: string }).additionalProperty})` : e.keyword === 'enum' ? ` (${(e.params as { allowedValues: unknown[] }).allowedValues.join(', ')})` : '';
+    const extra =
+      e.keyword === 'additionalProperties'
+        ? ` (${(e.params as { additionalProperty: string }).additionalProperty})`
+        : e.keyword === 'enum'
+          ? ` (${(e.params as { allowedValues: unknown[] }).allowedValues.join(', ')})`
+          : '';
     return `${e.instancePath || '/'}: ${e.message}${extra}`;
   });
 }

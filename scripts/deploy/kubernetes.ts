@@ -35,7 +35,8 @@ const GROUPS: Record<string, Record<string, unknown>> = {
   'monitoring.coreos.com/v1': monitoringV1,
 };
 
-export const KUBERNETES_SCHEMA_SOURCE = 'kubernetes-models 4.5.1 (Kubernetes 1.33 OpenAPI) and @kubernetes-models/prometheus-operator 4.4.4 (the CRDs of Prometheus Operator 0.65)';
+export const KUBERNETES_SCHEMA_SOURCE =
+  'kubernetes-models 4.5.1 (Kubernetes 1.33 OpenAPI) and @kubernetes-models/prometheus-operator 4.4.4 (the CRDs of Prometheus Operator 0.65)';
 
 /** Problems with one object: schema violations and unknown fields, as JSON pointers. Empty when valid. */
 export function validateKubernetesObject(doc: unknown): string[] {

@@ -179,9 +179,16 @@ export function gatewayScopeProblems(dashboard: any): string[] {
   const { variables, problems } = labelValuesVariables(dashboard);
   for (const v of variables) {
     const metric = /^([a-zA-Z_:][a-zA-Z0-9_:]*)/.exec(v.selector)?.[1] ?? '';
-    if (!metric.startsWith('gateway_')) problems.push(`variable $${v.name}: lists ${v.label} values of ${metric || v.selector}, not of a gateway_ metric, so it may offer other targets`);
-    if (v.allValue !== undefined) problems.push(`variable $${v.name}: "All" is allValue ${JSON.stringify(v.allValue)}, which matches every target, not the ${v.label} values found`);
-    if (!v.includeAll || !v.multi) problems.push(`variable $${v.name}: needs includeAll and multi, so that "All" stands for every gateway ${v.label}`);
+    if (!metric.startsWith('gateway_'))
+      problems.push(
+        `variable $${v.name}: lists ${v.label} values of ${metric || v.selector}, not of a gateway_ metric, so it may offer other targets`,
+      );
+    if (v.allValue !== undefined)
+      problems.push(
+        `variable $${v.name}: "All" is allValue ${JSON.stringify(v.allValue)}, which matches every target, not the ${v.label} values found`,
+      );
+    if (!v.includeAll || !v.multi)
+      problems.push(`variable $${v.name}: needs includeAll and multi, so that "All" stands for every gateway ${v.label}`);
   }
   const wanted = variables.map((v) => `${v.label}=~"$${v.name}"`);
   const { queries, problems: queryProblems } = dashboardQueries(dashboard, { raw: true });

@@ -14,12 +14,15 @@ import { resolveUpstreams, type Upstreams } from '../../src/upstream/upstreams.j
  */
 export function variablesNamedIn(text: string): Set<string> {
   const names = new Set<string>();
-  const recording = new Proxy({}, {
-    get: (_, name) => {
-      if (typeof name === 'string') names.add(name);
-      return 'set';
+  const recording = new Proxy(
+    {},
+    {
+      get: (_, name) => {
+        if (typeof name === 'string') names.add(name);
+        return 'set';
+      },
     },
-  });
+  );
   let tree: unknown;
   try {
     tree = parseYaml(text);
@@ -77,12 +80,15 @@ export function isServiceName(host: string): boolean {
  */
 export function composeHostCheck(services: Record<string, unknown>, gateway: { extra_hosts?: unknown }): HostCheck {
   const extra = new Set(
-    Array.isArray(gateway.extra_hosts) ? gateway.extra_hosts.map((e) => String(e).split(':')[0]) : Object.keys((gateway.extra_hosts as object | undefined) ?? {}),
+    Array.isArray(gateway.extra_hosts)
+      ? gateway.extra_hosts.map((e) => String(e).split(':')[0])
+      : Object.keys((gateway.extra_hosts as object | undefined) ?? {}),
   );
   return (host) => {
     if (extra.has(host)) return undefined;
     if (isLoopbackHost(host)) return "loopback is the gateway's own container, where nothing else listens";
-    if (host === 'host.docker.internal') return 'needs extra_hosts "host.docker.internal:host-gateway" on the gateway service (only Docker Desktop has it without)';
+    if (host === 'host.docker.internal')
+      return 'needs extra_hosts "host.docker.internal:host-gateway" on the gateway service (only Docker Desktop has it without)';
     if (isServiceName(host) && !(host in services)) return `names no service (the services are ${Object.keys(services).join(', ')})`;
     return undefined;
   };

@@ -86,12 +86,27 @@ export async function evaluate(cases: readonly EvalCase[], options: EvalOptions)
   return { results, fitShare, aimShare };
 }
 
-async function evaluateOne(c: EvalCase, mode: Mode, config: Readonly<Config>, watched: ReturnType<typeof meter>, shares: { fitShare: number; aimShare: number }): Promise<CaseResult> {
+async function evaluateOne(
+  c: EvalCase,
+  mode: Mode,
+  config: Readonly<Config>,
+  watched: ReturnType<typeof meter>,
+  shares: { fitShare: number; aimShare: number },
+): Promise<CaseResult> {
   const dialect = DIALECTS[c.api];
   const bytesBefore = Buffer.byteLength(JSON.stringify(c.request));
   const summarizer = summarizerTarget(config, dialect, c.request, watched.dispatcher);
   // What a case that did not compact shows: nothing condensed, nothing to keep.
-  const base = { session: c.session, api: c.api, at: c.at, mode, bytesBefore, condensedItems: 0, writtenBytes: 0, score: scoreProbes(probesOf(dialect, []), {}) };
+  const base = {
+    session: c.session,
+    api: c.api,
+    at: c.at,
+    mode,
+    bytesBefore,
+    condensedItems: 0,
+    writtenBytes: 0,
+    score: scoreProbes(probesOf(dialect, []), {}),
+  };
   const conversation = dialect.read(c.request);
   if (!conversation) return { ...base, outcome: 'no_messages', summarizerCalls: 0, tokens: { input: 0, output: 0, reported: true } };
   watched.take();
@@ -117,9 +132,17 @@ async function evaluateOne(c: EvalCase, mode: Mode, config: Readonly<Config>, wa
 }
 
 /** What the compacted request still says of the items it replaced. */
-export function scoreCompaction(dialect: Dialect, original: Record<string, unknown>, compacted: Record<string, unknown>): Pick<CaseResult, 'condensedItems' | 'score' | 'writtenBytes'> {
+export function scoreCompaction(
+  dialect: Dialect,
+  original: Record<string, unknown>,
+  compacted: Record<string, unknown>,
+): Pick<CaseResult, 'condensedItems' | 'score' | 'writtenBytes'> {
   const condensed = condensedItems(dialect, dialect.read(original)?.items ?? [], compacted);
-  return { condensedItems: condensed.length, score: scoreProbes(probesOf(dialect, condensed), compacted), writtenBytes: writtenBytes(original, compacted) };
+  return {
+    condensedItems: condensed.length,
+    score: scoreProbes(probesOf(dialect, condensed), compacted),
+    writtenBytes: writtenBytes(original, compacted),
+  };
 }
 
 function shareOf(bytes: number, { fitShare, aimShare }: { fitShare: number; aimShare: number }): SizeTarget {
@@ -145,12 +168,33 @@ function configFor(mode: Mode, summarizer: SummarizerChoice): Readonly<Config> {
  * that API's header, else none (a request here carries no credentials of its own); its calls
  * through the rescue's own sending, on `dispatcher`.
  */
-function summarizerTarget(config: Readonly<Config>, dialect: Dialect, request: Record<string, unknown>, dispatcher: Dispatcher): Summarizer {
+function summarizerTarget(
+  config: Readonly<Config>,
+  dialect: Dialect,
+  request: Record<string, unknown>,
+  dispatcher: Dispatcher,
+): Summarizer {
   const s = config.summarizer;
   const wire = DIALECTS[s.api ?? dialect.api].summarizer;
   const model = s.model ?? (typeof request.model === 'string' ? request.model : 'stand-in');
-  const key: Record<string, string> = !s.apiKey ? {} : wire.credential === 'bearer' ? { authorization: `Bearer ${s.apiKey}` } : { [wire.credential]: s.apiKey };
+  const key: Record<string, string> = !s.apiKey
+    ? {}
+    : wire.credential === 'bearer'
+      ? { authorization: `Bearer ${s.apiKey}` }
+      : { [wire.credential]: s.apiKey };
   const url = s.url ?? config.upstream.url ?? DEFAULTS.upstreamUrl;
   const headers = { ...wire.headers({}), ...key };
-  return { wire, model, send: sendingTo({ dispatcher, url, model, wire, headers, windowLimit: config.upstream.errorBodyLimitBytes, gone: new AbortController().signal }) };
+  return {
+    wire,
+    model,
+    send: sendingTo({
+      dispatcher,
+      url,
+      model,
+      wire,
+      headers,
+      windowLimit: config.upstream.errorBodyLimitBytes,
+      gone: new AbortController().signal,
+    }),
+  };
 }

@@ -61,7 +61,11 @@ function messagesOf(body: string): { who: string; text: string }[] {
 }
 
 function firstSentence(text: string): string {
-  const line = text.split('\n').map((l) => l.trim()).find((l) => l !== '') ?? '';
+  const line =
+    text
+      .split('\n')
+      .map((l) => l.trim())
+      .find((l) => l !== '') ?? '';
   const end = /[.!?](?=\s|$)/.exec(line);
   return (end ? line.slice(0, end.index + 1) : line).slice(0, SENTENCE_MAX_CHARS);
 }
@@ -79,7 +83,11 @@ function answer(req: Received, calls: SummarizerCall[]): Scripted {
   const path = req.url.split('?')[0];
   if (req.json === undefined) return { status: 400, json: { error: { message: 'the body is not JSON' } } };
   const asked = askedOf(path, req.json);
-  if (!asked) return { status: /(?:chat\/completions|responses|messages|:generateContent)$/.test(path) ? 400 : 404, json: { error: { message: `not a summarizer request: ${path}` } } };
+  if (!asked)
+    return {
+      status: /(?:chat\/completions|responses|messages|:generateContent)$/.test(path) ? 400 : 404,
+      json: { error: { message: `not a summarizer request: ${path}` } },
+    };
   const text = extractiveSummary(asked.transcript, asked.maxTokens * 4) || '(nothing to summarize)';
   const usage = { input: Math.ceil(req.body.length / 4), output: Math.ceil(text.length / 4) };
   calls.push({ api: asked.api, inputChars: asked.transcript.length, outputChars: text.length, maxTokens: asked.maxTokens });
@@ -115,12 +123,33 @@ function askedOf(path: string, r: Record<string, any>): Asked | null {
 function answerIn(api: Api, text: string, usage: { input: number; output: number }): unknown {
   switch (api) {
     case 'chat':
-      return { id: 'chatcmpl-standin', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: text }, finish_reason: 'stop' }], usage: { prompt_tokens: usage.input, completion_tokens: usage.output } };
+      return {
+        id: 'chatcmpl-standin',
+        object: 'chat.completion',
+        choices: [{ index: 0, message: { role: 'assistant', content: text }, finish_reason: 'stop' }],
+        usage: { prompt_tokens: usage.input, completion_tokens: usage.output },
+      };
     case 'responses':
-      return { id: 'resp_standin', object: 'response', status: 'completed', output: [{ type: 'message', role: 'assistant', content: [{ type: 'output_text', text }] }], usage: { input_tokens: usage.input, output_tokens: usage.output } };
+      return {
+        id: 'resp_standin',
+        object: 'response',
+        status: 'completed',
+        output: [{ type: 'message', role: 'assistant', content: [{ type: 'output_text', text }] }],
+        usage: { input_tokens: usage.input, output_tokens: usage.output },
+      };
     case 'messages':
-      return { id: 'msg_standin', type: 'message', role: 'assistant', content: [{ type: 'text', text }], stop_reason: 'end_turn', usage: { input_tokens: usage.input, output_tokens: usage.output } };
+      return {
+        id: 'msg_standin',
+        type: 'message',
+        role: 'assistant',
+        content: [{ type: 'text', text }],
+        stop_reason: 'end_turn',
+        usage: { input_tokens: usage.input, output_tokens: usage.output },
+      };
     case 'gemini':
-      return { candidates: [{ content: { role: 'model', parts: [{ text }] }, finishReason: 'STOP' }], usageMetadata: { promptTokenCount: usage.input, candidatesTokenCount: usage.output } };
+      return {
+        candidates: [{ content: { role: 'model', parts: [{ text }] }, finishReason: 'STOP' }],
+        usageMetadata: { promptTokenCount: usage.input, candidatesTokenCount: usage.output },
+      };
   }
 }

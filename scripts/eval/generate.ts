@@ -50,8 +50,42 @@ function seeded(seed: number): Rand {
 // ---------------------------------------------------------------------------------------------
 // The project a session works on
 
-const NOUNS = ['session', 'invoice', 'ledger', 'webhook', 'tenant', 'payment', 'schema', 'upload', 'search', 'audit', 'billing', 'notifier', 'quota', 'catalog', 'shipment', 'refund', 'token', 'report'];
-const VERBS = ['load', 'parse', 'build', 'resolve', 'flush', 'evict', 'validate', 'render', 'schedule', 'apply', 'merge', 'fetch', 'encode', 'sync'];
+const NOUNS = [
+  'session',
+  'invoice',
+  'ledger',
+  'webhook',
+  'tenant',
+  'payment',
+  'schema',
+  'upload',
+  'search',
+  'audit',
+  'billing',
+  'notifier',
+  'quota',
+  'catalog',
+  'shipment',
+  'refund',
+  'token',
+  'report',
+];
+const VERBS = [
+  'load',
+  'parse',
+  'build',
+  'resolve',
+  'flush',
+  'evict',
+  'validate',
+  'render',
+  'schedule',
+  'apply',
+  'merge',
+  'fetch',
+  'encode',
+  'sync',
+];
 const KINDS = ['Store', 'Manager', 'Client', 'Service', 'Registry', 'Builder', 'Policy', 'Handler', 'Worker', 'Cache'];
 const DIRS = ['src', 'src/server', 'src/lib', 'src/core', 'src/jobs', 'packages/api/src'];
 const SETTINGS = ['ttl_ms', 'max_retries', 'batch_size', 'timeout_ms', 'page_limit'];
@@ -65,7 +99,8 @@ interface Module {
 }
 
 const cap = (s: string) => s[0].toUpperCase() + s.slice(1);
-const thirdPerson = (verb: string) => (/(?:sh|ch|s)$/.test(verb) ? `${verb}es` : verb.endsWith('y') ? `${verb.slice(0, -1)}ies` : `${verb}s`);
+const thirdPerson = (verb: string) =>
+  /(?:sh|ch|s)$/.test(verb) ? `${verb}es` : verb.endsWith('y') ? `${verb.slice(0, -1)}ies` : `${verb}s`;
 
 function projectOf(r: Rand, size: number): Module[] {
   const nouns = [...NOUNS];
@@ -106,7 +141,10 @@ function sourceOf(r: Rand, m: Module, all: Module[]): string {
     for (let i = 0, n = 6 + r.int(18); i < n; i++) lines.push(`    ${filler(r, m)}`);
     lines.push('  }', '');
   }
-  for (let i = 0, n = 10 + r.int(40); i < n; i++) lines.push(`  // ${r.pick(VERBS)} ${r.pick(NOUNS)} entries when the ${r.pick(NOUNS)} ${r.pick(KINDS).toLowerCase()} says so (${r.int(1000)})`);
+  for (let i = 0, n = 10 + r.int(40); i < n; i++)
+    lines.push(
+      `  // ${r.pick(VERBS)} ${r.pick(NOUNS)} entries when the ${r.pick(NOUNS)} ${r.pick(KINDS).toLowerCase()} says so (${r.int(1000)})`,
+    );
   lines.push('}');
   return lines.join('\n');
 }
@@ -174,7 +212,12 @@ export function generateScript(seed: number, steps: number): Script {
     call: (name, args, result) => ({ id: `call_${seed}_${++ids.n}`, name, args, result }),
   };
   const out = Array.from({ length: steps }, (_, i) => stepOf(session, i));
-  return { system: SYSTEM_PROMPT, task: `In the ${main.className} service, make ${main.functions[0]} honour ${main.setting}. Keep the diff small and explain what you changed.`, tools, steps: out };
+  return {
+    system: SYSTEM_PROMPT,
+    task: `In the ${main.className} service, make ${main.functions[0]} honour ${main.setting}. Keep the diff small and explain what you changed.`,
+    tools,
+    steps: out,
+  };
 }
 
 interface Session {
@@ -192,24 +235,54 @@ function stepOf({ r, modules, tools, constraints, call }: Session, i: number): S
   const roll = r.next();
   if (i > 2 && roll < 0.1 && constraints.length > 0) {
     const constraint = constraints.splice(r.int(constraints.length), 1)[0](m);
-    return { kind: 'followup', reply: `${r.pick(REPLIES)} ${m.className} now ${thirdPerson(r.pick(VERBS))} on demand.`, user: `${r.pick(OPENERS)} ${constraint}` };
+    return {
+      kind: 'followup',
+      reply: `${r.pick(REPLIES)} ${m.className} now ${thirdPerson(r.pick(VERBS))} on demand.`,
+      user: `${r.pick(OPENERS)} ${constraint}`,
+    };
   }
   if (roll < 0.42) {
     const read = (x: Module) => call(tools.read, { [tools.pathKey]: x.path }, sourceOf(r, x, modules));
     const calls = r.chance(0.2) ? [read(m), read(r.pick(modules.filter((x) => x !== m)))] : [read(m)];
     return { kind: 'tools', text: prose(r, m, [`Let me read ${m.path}.`, `Next, how ${m.className} is built.`]), calls };
   }
-  if (roll < 0.6) return { kind: 'tools', text: prose(r, m, [`Running the tests for ${m.functions[0]}.`]), calls: [call(tools.shell, { command: testCommand(r, m) }, testResult(r, m))] };
-  if (roll < 0.7) return { kind: 'tools', text: prose(r, m, ['Checking the types.']), calls: [call(tools.shell, { command: 'pnpm tsc --noEmit' }, typeResult(r, m, r.pick(modules)))] };
+  if (roll < 0.6)
+    return {
+      kind: 'tools',
+      text: prose(r, m, [`Running the tests for ${m.functions[0]}.`]),
+      calls: [call(tools.shell, { command: testCommand(r, m) }, testResult(r, m))],
+    };
+  if (roll < 0.7)
+    return {
+      kind: 'tools',
+      text: prose(r, m, ['Checking the types.']),
+      calls: [call(tools.shell, { command: 'pnpm tsc --noEmit' }, typeResult(r, m, r.pick(modules)))],
+    };
   if (roll < 0.85) {
-    const args = { [tools.pathKey]: m.path, [tools.oldKey]: `${m.functions[1]}(id: string`, [tools.newKey]: `${m.functions[1]}(id: string, ${m.setting}?: number` };
-    return { kind: 'tools', text: prose(r, m, [`Fixing ${m.functions[1]} in ${m.className}.`]), calls: [call(tools.edit, args, `The file ${m.path} has been updated.`)] };
+    const args = {
+      [tools.pathKey]: m.path,
+      [tools.oldKey]: `${m.functions[1]}(id: string`,
+      [tools.newKey]: `${m.functions[1]}(id: string, ${m.setting}?: number`,
+    };
+    return {
+      kind: 'tools',
+      text: prose(r, m, [`Fixing ${m.functions[1]} in ${m.className}.`]),
+      calls: [call(tools.edit, args, `The file ${m.path} has been updated.`)],
+    };
   }
   if (roll < 0.92) {
     const path = m.path.replace(/\.ts$/, `-${r.pick(VERBS)}.ts`);
-    return { kind: 'tools', text: prose(r, m, [`Writing a helper next to ${m.className}.`]), calls: [call(tools.write, { [tools.pathKey]: path, content: sourceOf(r, m, modules) }, `Wrote ${40 + r.int(50)} lines to ${path}`)] };
+    return {
+      kind: 'tools',
+      text: prose(r, m, [`Writing a helper next to ${m.className}.`]),
+      calls: [call(tools.write, { [tools.pathKey]: path, content: sourceOf(r, m, modules) }, `Wrote ${40 + r.int(50)} lines to ${path}`)],
+    };
   }
-  return { kind: 'tools', text: prose(r, m, ['Looking for the callers.']), calls: [call(tools.shell, shellArgs(r, m, tools), shellResult(r, m, modules))] };
+  return {
+    kind: 'tools',
+    text: prose(r, m, ['Looking for the callers.']),
+    calls: [call(tools.shell, shellArgs(r, m, tools), shellResult(r, m, modules))],
+  };
 }
 
 /** What the assistant says before its calls: nothing, one sentence, or two (identifiers in the second). */
@@ -227,7 +300,8 @@ function testCommand(r: Rand, m: Module): string {
 
 function testResult(r: Rand, m: Module): string {
   const exit = r.pick(EXIT_STYLES);
-  if (r.chance(0.4)) return ` RUN  v4.1.0 /repo\n\n ✓ ${m.test} (${3 + r.int(9)} tests) ${r.int(900)}ms\n\n Test Files  1 passed (1)\n${exit(0)}`;
+  if (r.chance(0.4))
+    return ` RUN  v4.1.0 /repo\n\n ✓ ${m.test} (${3 + r.int(9)} tests) ${r.int(900)}ms\n\n Test Files  1 passed (1)\n${exit(0)}`;
   const error = r.pick([
     `TypeError: Cannot read properties of undefined (reading '${r.pick(['expiresAt', 'id', 'value', m.setting])}')`,
     `AssertionError: expected ${r.int(500)} to be ${r.int(500)} // Object.is equality`,
@@ -253,13 +327,19 @@ function typeResult(r: Rand, m: Module, other: Module): string {
 }
 
 function shellArgs(r: Rand, m: Module, tools: ToolFamily): Record<string, unknown> {
-  const command = r.pick([`grep -rn "${m.functions[0]}" src`, `node scripts/migrate-${r.pick(NOUNS)}.js`, `git diff --stat`, `ls ${m.path.split('/').slice(0, -1).join('/')}`]);
+  const command = r.pick([
+    `grep -rn "${m.functions[0]}" src`,
+    `node scripts/migrate-${r.pick(NOUNS)}.js`,
+    `git diff --stat`,
+    `ls ${m.path.split('/').slice(0, -1).join('/')}`,
+  ]);
   return tools.shell === 'Bash' ? { command, description: 'Look around' } : { command };
 }
 
 function shellResult(r: Rand, m: Module, modules: Module[]): string {
   const exit = r.pick(EXIT_STYLES);
-  if (r.chance(0.35)) return `Error: ENOENT: no such file or directory, open 'config/${r.pick(NOUNS)}.local.json'\n    at Object.openSync (node:fs:573:18)\n${exit(1)}`;
+  if (r.chance(0.35))
+    return `Error: ENOENT: no such file or directory, open 'config/${r.pick(NOUNS)}.local.json'\n    at Object.openSync (node:fs:573:18)\n${exit(1)}`;
   const hits = modules.slice(0, 3 + r.int(4)).map((x) => `${x.path}:${1 + r.int(120)}:    this.peer.${m.functions[0]}(id);`);
   return `${hits.join('\n')}\n${exit(0)}`;
 }
@@ -268,7 +348,11 @@ const SYSTEM_PROMPT = [
   'You are a coding agent working in a TypeScript repository. You can read files, write and edit them, and run shell commands.',
   'Read before you edit. Run the tests after each change and report what failed, with the exact error.',
   'Prefer small diffs. Never commit. Explain each change in a sentence.',
-  ...Array.from({ length: 24 }, (_, i) => `Rule ${i + 1}: when a tool fails, read its output to the end before you try again; quote file paths exactly as the tools print them.`),
+  ...Array.from(
+    { length: 24 },
+    (_, i) =>
+      `Rule ${i + 1}: when a tool fails, read its output to the end before you try again; quote file paths exactly as the tools print them.`,
+  ),
 ].join('\n');
 
 // ---------------------------------------------------------------------------------------------
@@ -278,9 +362,21 @@ function toolSchemas(t: ToolFamily) {
   const str = { type: 'string' };
   return [
     { name: t.read, description: 'Read a file.', parameters: { type: 'object', properties: { [t.pathKey]: str }, required: [t.pathKey] } },
-    { name: t.write, description: 'Write a file.', parameters: { type: 'object', properties: { [t.pathKey]: str, content: str }, required: [t.pathKey, 'content'] } },
-    { name: t.edit, description: 'Replace text in a file.', parameters: { type: 'object', properties: { [t.pathKey]: str, [t.oldKey]: str, [t.newKey]: str } } },
-    { name: t.shell, description: 'Run a shell command.', parameters: { type: 'object', properties: { command: str }, required: ['command'] } },
+    {
+      name: t.write,
+      description: 'Write a file.',
+      parameters: { type: 'object', properties: { [t.pathKey]: str, content: str }, required: [t.pathKey, 'content'] },
+    },
+    {
+      name: t.edit,
+      description: 'Replace text in a file.',
+      parameters: { type: 'object', properties: { [t.pathKey]: str, [t.oldKey]: str, [t.newKey]: str } },
+    },
+    {
+      name: t.shell,
+      description: 'Run a shell command.',
+      parameters: { type: 'object', properties: { command: str }, required: ['command'] },
+    },
   ];
 }
 
@@ -289,14 +385,24 @@ export function requestOf(script: Script, api: Exclude<Api, 'gemini'>, steps = s
   const taken = script.steps.slice(0, steps);
   const schemas = toolSchemas(script.tools);
   if (api === 'chat') {
-    const messages: unknown[] = [{ role: 'system', content: script.system }, { role: 'user', content: script.task }];
+    const messages: unknown[] = [
+      { role: 'system', content: script.system },
+      { role: 'user', content: script.task },
+    ];
     for (const s of taken) {
       if (s.kind === 'followup') {
         messages.push({ role: 'assistant', content: s.reply }, { role: 'user', content: s.user });
         continue;
       }
-      const tool_calls = s.calls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: JSON.stringify(c.args) } }));
-      messages.push({ role: 'assistant', content: s.text ?? null, tool_calls }, ...s.calls.map((c) => ({ role: 'tool', tool_call_id: c.id, content: c.result })));
+      const tool_calls = s.calls.map((c) => ({
+        id: c.id,
+        type: 'function',
+        function: { name: c.name, arguments: JSON.stringify(c.args) },
+      }));
+      messages.push(
+        { role: 'assistant', content: s.text ?? null, tool_calls },
+        ...s.calls.map((c) => ({ role: 'tool', tool_call_id: c.id, content: c.result })),
+      );
     }
     return { model: 'gen-model', messages, tools: schemas.map((f) => ({ type: 'function', function: f })), max_tokens: 8192, stream: true };
   }

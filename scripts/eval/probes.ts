@@ -104,7 +104,11 @@ export function probesOf(dialect: Dialect, items: readonly unknown[]): Probes {
       add('identifiers', shortValues(args).flatMap(identifiersIn));
     }
     if (role === 'assistant') add('identifiers', identifiersIn(text));
-    if (role === 'tool') add('errors', [errorLine(text)].filter((l): l is string => l !== undefined));
+    if (role === 'tool')
+      add(
+        'errors',
+        [errorLine(text)].filter((l): l is string => l !== undefined),
+      );
     if (role === 'user') add('constraints', constraintsIn(text));
   }
   return Object.fromEntries(CATEGORIES.map((c) => [c, [...found[c]]])) as Probes;
@@ -145,7 +149,10 @@ function argsObject(args: string): Record<string, unknown> {
 
 function stringsOf(value: unknown): string[] {
   const list = Array.isArray(value) ? value : [value];
-  return list.filter((v): v is string => typeof v === 'string').map((v) => v.trim()).filter((v) => v !== '' && !v.includes('\n'));
+  return list
+    .filter((v): v is string => typeof v === 'string')
+    .map((v) => v.trim())
+    .filter((v) => v !== '' && !v.includes('\n'));
 }
 
 function pathArgs(args: Record<string, unknown>): string[] {
@@ -185,7 +192,9 @@ function shortValues(args: Record<string, unknown>): string[] {
 /** CamelCase and snake_case names; words that are paths are left to the paths, flags (`--noEmit`) to the commands. */
 function identifiersIn(text: string): string[] {
   const words = text.split(/\s+/).filter((w) => !w.startsWith('-') && !isPathLike(w.replace(/[`'",.:;()]+$/g, '')));
-  return words.flatMap((w) => w.match(IDENTIFIER) ?? []).filter((name) => /[a-z][A-Z]|[A-Z]{2}[a-z]/.test(name) || /[A-Za-z0-9]_[A-Za-z0-9]/.test(name));
+  return words
+    .flatMap((w) => w.match(IDENTIFIER) ?? [])
+    .filter((name) => /[a-z][A-Z]|[A-Z]{2}[a-z]/.test(name) || /[A-Za-z0-9]_[A-Za-z0-9]/.test(name));
 }
 
 /** The first line of a tool result that opens an error report, if it has one. */

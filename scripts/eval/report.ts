@@ -105,13 +105,17 @@ function cells(t: Tally): string {
 }
 
 function strategiesCell(t: Tally): string {
-  return Object.entries(t.strategies)
-    .map(([s, n]) => `${s} ${n}`)
-    .join(', ') || '-';
+  return (
+    Object.entries(t.strategies)
+      .map(([s, n]) => `${s} ${n}`)
+      .join(', ') || '-'
+  );
 }
 
 export function modeTable(results: readonly CaseResult[], modes: readonly Mode[]): string {
-  const rows = [...byMode(results, modes)].map(([m, t]) => `| ${m} | ${t.compacted}/${t.cases} | ${strategiesCell(t)} | ${t.condensedItems} | ${cells(t)}`);
+  const rows = [...byMode(results, modes)].map(
+    ([m, t]) => `| ${m} | ${t.compacted}/${t.cases} | ${strategiesCell(t)} | ${t.condensedItems} | ${cells(t)}`,
+  );
   const header = `| mode | compacted | strategy used | items condensed | ${COLUMNS}`;
   return [header, separator(header), ...rows].join('\n');
 }
@@ -146,10 +150,13 @@ export function renderReport(evaluation: Evaluation, meta: ReportMeta): string {
     `${sessions} sessions, each compacted at ${points} of its turns by \`compact()\` in-process: the body must come under ${Math.round(fitShare * 100)}% of its size (aim ${Math.round(aimShare * 100)}%).`,
     `Summarizer: ${meta.summarizer}.`,
     'Modes: `mask` (`compaction.mask: true`), `summarize` (`mask: false`), `fallback` (`strategy: fallback`).',
-    'A probe is a path (path arguments of tool calls, files named in shell commands), a shell command (its first line, at most 120 characters), an identifier (CamelCase or snake_case in assistant text and short tool arguments), an error (the first error line of a tool result) or a constraint (a sentence of the user\'s with don\'t, never, must, always, only, keep...), read off the items the compaction replaced; it is kept when the compacted request still carries it verbatim.',
-    'Summary bytes: text the compaction wrote (summary, placeholders). Tokens: what the answers\' usage says, else characters / 4 (est.).',
+    "A probe is a path (path arguments of tool calls, files named in shell commands), a shell command (its first line, at most 120 characters), an identifier (CamelCase or snake_case in assistant text and short tool arguments), an error (the first error line of a tool result) or a constraint (a sentence of the user's with don't, never, must, always, only, keep...), read off the items the compaction replaced; it is kept when the compacted request still carries it verbatim.",
+    "Summary bytes: text the compaction wrote (summary, placeholders). Tokens: what the answers' usage says, else characters / 4 (est.).",
   ];
-  if (meta.gate) intro.push(`Gate: ${meta.gate.categories.join(' and ')} recall at least ${percent(meta.gate.minRecall)} in ${meta.gate.modes.join(', ')}.`);
+  if (meta.gate)
+    intro.push(
+      `Gate: ${meta.gate.categories.join(' and ')} recall at least ${percent(meta.gate.minRecall)} in ${meta.gate.modes.join(', ')}.`,
+    );
   const lines = wrap(intro.join(' '), WIDTH);
   return [lines.join('\n'), '', modeTable(results, meta.modes), '', sessionTable(results, meta.modes)].join('\n');
 }
@@ -179,7 +186,12 @@ export function missedExamples(results: readonly CaseResult[], modes: readonly M
     for (const c of CATEGORIES) {
       const missed = [...new Set(t.score[c].missed)];
       if (missed.length === 0) continue;
-      out.push(`${mode} ${c}: ${missed.slice(0, n).map((p) => JSON.stringify(p)).join(', ')}${missed.length > n ? `, and ${missed.length - n} more` : ''}`);
+      out.push(
+        `${mode} ${c}: ${missed
+          .slice(0, n)
+          .map((p) => JSON.stringify(p))
+          .join(', ')}${missed.length > n ? `, and ${missed.length - n} more` : ''}`,
+      );
     }
   }
   return out.join('\n');

@@ -62,7 +62,12 @@ export function generatedName(spec: GeneratedSpec): string {
 export function generatedCases(specs: readonly GeneratedSpec[] = GENERATED, points: readonly number[] = POINTS): EvalCase[] {
   return specs.flatMap((spec) => {
     const script = generateScript(spec.seed, spec.steps);
-    return points.map((at) => ({ session: generatedName(spec), api: spec.api, at, request: requestOf(script, spec.api, turnAt(at, script.steps.length) + 1) }));
+    return points.map((at) => ({
+      session: generatedName(spec),
+      api: spec.api,
+      at,
+      request: requestOf(script, spec.api, turnAt(at, script.steps.length) + 1),
+    }));
   });
 }
 
@@ -77,7 +82,9 @@ function turnsOf(session: string): Record<string, unknown>[] {
     const ends = last.messages.flatMap((m, i) => (m.role === 'tool' ? [i + 1] : []));
     return ends.map((end) => ({ ...last, messages: last.messages.slice(0, end) }));
   }
-  const files = readdirSync(`${ROOT}${session}`).filter((f) => /^\d\d-main\.json$/.test(f)).sort();
+  const files = readdirSync(`${ROOT}${session}`)
+    .filter((f) => /^\d\d-main\.json$/.test(f))
+    .sort();
   return files.map((f) => readJson(`${session}/${f}`) as Record<string, unknown>);
 }
 

@@ -18,7 +18,12 @@ export interface CallSize {
  * of them whose calls (parts and merges, as `runCost` counts them) are within what is `left`;
  * undefined when not even the newest one is.
  */
-export function newestAffordable(sizes: number[], earlier: number[], c: CallSize, left: { calls: number; bytes: number }): number | undefined {
+export function newestAffordable(
+  sizes: number[],
+  earlier: number[],
+  c: CallSize,
+  left: { calls: number; bytes: number },
+): number | undefined {
   const fits = (chunks: Chunking) => {
     const cost = runCost(chunks, c);
     return cost.calls <= left.calls && cost.bytes <= left.bytes;
@@ -65,7 +70,7 @@ function runCost(chunks: Chunking, c: CallSize): { calls: number; bytes: number 
 /** Calls that merge `n` summaries, `k` a call, round after round down to one. */
 function mergeCalls(n: number, k: number): number {
   let calls = 0;
-  for (let left = n; left > 1; ) {
+  for (let left = n; left > 1;) {
     left = Math.ceil(left / k);
     calls += left;
   }

@@ -58,7 +58,8 @@ export function cappedDigestText(oldest: Rendered[], bytes: number): string {
 
 function toolCounts(middle: Rendered[]): Map<string, number> {
   const counts = new Map<string, number>();
-  for (const item of middle) for (const call of item.calls) counts.set(call.name || 'unnamed', (counts.get(call.name || 'unnamed') ?? 0) + 1);
+  for (const item of middle)
+    for (const call of item.calls) counts.set(call.name || 'unnamed', (counts.get(call.name || 'unnamed') ?? 0) + 1);
   return counts;
 }
 

@@ -37,7 +37,8 @@ export interface Compactable {
 }
 
 /** What a summarizer run reports as it starts and as it ends (ok, or why it fell back). */
-export type SummaryEvent = { phase: 'start'; items: number } | { phase: 'end'; ms: number; calls: number; failure?: SummarizerFailureKind; digested?: number };
+export type SummaryEvent =
+  { phase: 'start'; items: number } | { phase: 'end'; ms: number; calls: number; failure?: SummarizerFailureKind; digested?: number };
 
 /** What planning needs: the size to reach, why, and the config's knobs for it (nothing else of the config). */
 export interface CompactionSettings {
@@ -142,7 +143,16 @@ export async function compact(subject: Compactable, settings: CompactionSettings
     // The remembered summary alone brings it under: the same prefix bytes as last time.
     const same = range(0, view.items.length).map(view.origin);
     const span = rememberedSpan(input.recalled, fixedEnd);
-    return finish({ input, figures, compacted: view.items, origins: same, summary: { strategy: input.recalled.strategy, calls: 0 }, memory: 'hit', cut: 0, span });
+    return finish({
+      input,
+      figures,
+      compacted: view.items,
+      origins: same,
+      summary: { strategy: input.recalled.strategy, calls: 0 },
+      memory: 'hit',
+      cut: 0,
+      span,
+    });
   }
   const entries = input.recalled ? view.items.map((item) => input.dialect.describe(item)) : input.conversation.entries;
   // Masking extends no summary: only a masked span of its own, or none.
@@ -151,7 +161,9 @@ export async function compact(subject: Compactable, settings: CompactionSettings
     // A limit nobody stated (only a refused size, or nothing) is a guess: mask as far as it goes.
     const guessed = input.target.exact !== true;
     const aimBytes = Math.min(input.target.aimBytes, input.target.fitBytes - 1) - overhead;
-    const masked = input.compaction.mask ? await maskOutputs({ items: view.items, entries, dialect: input.dialect, keepFirst: view.keepFirst, aimBytes, all: guessed }) : null;
+    const masked = input.compaction.mask
+      ? await maskOutputs({ items: view.items, entries, dialect: input.dialect, keepFirst: view.keepFirst, aimBytes, all: guessed })
+      : null;
     if (masked) {
       await letOthersRun();
       return finishMasked(input, figures, view, masked, fixedEnd);
@@ -190,11 +202,27 @@ export async function compact(subject: Compactable, settings: CompactionSettings
       ? rememberedSpan(input.recalled, fixedEnd)
       : undefined;
   await letOthersRun();
-  return finish({ input, figures, compacted, origins, summary, memory: input.recalled ? 'hit' : 'miss', cut: plan.cut, span: newSpan, isNew: made });
+  return finish({
+    input,
+    figures,
+    compacted,
+    origins,
+    summary,
+    memory: input.recalled ? 'hit' : 'miss',
+    cut: plan.cut,
+    span: newSpan,
+    isNew: made,
+  });
 }
 
 /** A masked conversation, remembered as the span from the kept prefix to its last masked output. */
-function finishMasked(input: CompactionInput, figures: CompactionFigures, view: RecalledView, masked: Masked, fixedEnd: number): CompactionResult {
+function finishMasked(
+  input: CompactionInput,
+  figures: CompactionFigures,
+  view: RecalledView,
+  masked: Masked,
+  fixedEnd: number,
+): CompactionResult {
   // The span is new from the kept prefix on, as every later turn rebuilds it from memory (copies
   // of its items): bound state in it goes as it will go then, not as it would on this turn alone.
   const copy = (item: unknown) => (typeof item === 'object' && item !== null && !Array.isArray(item) ? { ...item } : item);
@@ -213,7 +241,17 @@ function finishMasked(input: CompactionInput, figures: CompactionFigures, view: 
     summarizerCalls: 0,
     bound: freshBound(input, 0),
   };
-  return finish({ input, figures, compacted: masked.items, origins, summary: { strategy: 'mask', calls: 0 }, memory: recalled ? 'hit' : 'miss', cut: 0, span, isNew: true });
+  return finish({
+    input,
+    figures,
+    compacted: masked.items,
+    origins,
+    summary: { strategy: 'mask', calls: 0 },
+    memory: recalled ? 'hit' : 'miss',
+    cut: 0,
+    span,
+    isNew: true,
+  });
 }
 
 /**
@@ -230,12 +268,29 @@ function freshBound(input: CompactionInput, cut: number): BoundMemory {
 function rememberedSpan(entry: RememberedSpan, fixedEnd: number): NewSpan {
   const { spanLength, pinnedOffsets, summaryText, trail, summarizedCount, strategy, summarizerCalls } = entry;
   const bound = entry.bound ?? { freshFrom: Number.MAX_SAFE_INTEGER, stripAll: false };
-  return { fixedEnd, spanLength, pinnedOffsets, summary: summaryItemsOf(entry), summaryText, trail, summarizedCount, strategy, summarizerCalls, bound };
+  return {
+    fixedEnd,
+    spanLength,
+    pinnedOffsets,
+    summary: summaryItemsOf(entry),
+    summaryText,
+    trail,
+    summarizedCount,
+    strategy,
+    summarizerCalls,
+    bound,
+  };
 }
 
 type Planned = Plan & { reserve: number };
 
-function planAt(input: CompactionInput, view: RecalledView, entries: readonly Entry[], targetBytes: number, aimBytes: number): Planned | { failure: NotShrunkWhy } {
+function planAt(
+  input: CompactionInput,
+  view: RecalledView,
+  entries: readonly Entry[],
+  targetBytes: number,
+  aimBytes: number,
+): Planned | { failure: NotShrunkWhy } {
   const reserve = summaryReserve(input.summary.maxSummaryTokens, targetBytes);
   const plan = planCompaction({
     items: view.items,
@@ -274,7 +329,8 @@ function finish({ input, figures, compacted, origins, summary, memory, cut, span
   const remembered = span?.bound ?? freshBound(input, cut);
   // A cut item is not rebuilt alike on a later turn: nothing made after this prefix can be fresh.
   const state = cut > 0 ? { ...remembered, freshFrom: Number.MAX_SAFE_INTEGER } : remembered;
-  const rebindAs = (m: BoundMemory) => rebind(input.dialect.bound, input.request, input.headers ?? {}, input.conversation.items, compacted, origins, m);
+  const rebindAs = (m: BoundMemory) =>
+    rebind(input.dialect.bound, input.request, input.headers ?? {}, input.conversation.items, compacted, origins, m);
   const rebound = rebindAs(state);
   if (validateCompaction(input.dialect, input.conversation.items, rebound.items).length > 0) return notShrunk(figures, 'invalid_plan');
   const body = input.dialect.write(rebound.request, rebound.items);
@@ -284,7 +340,12 @@ function finish({ input, figures, compacted, origins, summary, memory, cut, span
     const all = rebindAs({ ...state, stripAll: true });
     if (all.stripped === rebound.stripped && all.optIn === rebound.optIn) return null;
     const strippedSpan = span && { ...span, bound: { ...span.bound, stripAll: true } };
-    return { body: input.dialect.write(all.request, all.items), headers: all.headers, bound: { stripped: all.stripped, optIn: all.optIn }, span: strippedSpan };
+    return {
+      body: input.dialect.write(all.request, all.items),
+      headers: all.headers,
+      bound: { stripped: all.stripped, optIn: all.optIn },
+      span: strippedSpan,
+    };
   };
   return {
     ...figures,
@@ -329,7 +390,13 @@ interface Condensed {
  * What stands for the plan's middle: the provider's own compaction where it is asked for, else
  * the summarizer's summary, else (it failed) the deterministic digest.
  */
-async function condense(plan: Planned, view: RecalledView, entries: readonly Entry[], input: CompactionInput, original: readonly unknown[]): Promise<Condensed> {
+async function condense(
+  plan: Planned,
+  view: RecalledView,
+  entries: readonly Entry[],
+  input: CompactionInput,
+  original: readonly unknown[],
+): Promise<Condensed> {
   const { compaction } = input;
   const recalled = input.recalled;
   const none = { items: [], text: '', count: 0, strategy: recalled?.strategy ?? compaction.strategy, calls: 0 };
@@ -337,14 +404,16 @@ async function condense(plan: Planned, view: RecalledView, entries: readonly Ent
   const count = plan.middle.length + (recalled?.summarizedCount ?? 0);
   const started = performance.now();
   const byProvider = compaction.strategy === 'fallback' ? null : await providerWindow(plan, view, input);
-  if (byProvider && 'window' in byProvider) return { items: byProvider.window, text: '', count, strategy: 'provider', calls: byProvider.calls, ms: performance.now() - started };
+  if (byProvider && 'window' in byProvider)
+    return { items: byProvider.window, text: '', count, strategy: 'provider', calls: byProvider.calls, ms: performance.now() - started };
   // A remembered window of the provider's cannot be read: its opaque items stay, the summary after them.
   const keptWindow = recalled ? summaryItemsOf(recalled).filter((item) => input.dialect.describe(item).role === 'opaque') : [];
   // Opaque items (encrypted reasoning, compaction items) are dropped whole, never read.
   const readableAt = plan.middle.filter((i) => entries[i].role !== 'opaque');
   const readable = await mapInSlices(readableAt, (i) => input.dialect.render(view.items[i]));
   // The trail reads the request's own items (a masked output is whole there).
-  const own = (i: number, k: number) => (original[view.originalIndex(i)] === view.items[i] ? readable[k] : input.dialect.render(original[view.originalIndex(i)]));
+  const own = (i: number, k: number) =>
+    original[view.originalIndex(i)] === view.items[i] ? readable[k] : input.dialect.render(original[view.originalIndex(i)]);
   const trailItems = await mapInSlices(readableAt, (i, k) => ({ rendered: own(i, k), answers: entries[i].answers }));
   await letOthersRun();
   const trail = trailOf(trailItems, recalled?.trail);
@@ -370,7 +439,13 @@ async function condense(plan: Planned, view: RecalledView, entries: readonly Ent
     const result = await summarize(readable, settings, input.summarizer, recalled?.summaryText || undefined);
     const ms = performance.now() - started;
     input.onSummary?.({ phase: 'end', ms, calls: earlierCalls + result.calls, digested: result.digested || undefined });
-    return made(result.text, { strategy: 'summarize', calls: earlierCalls + result.calls, tokens: result.tokens, ms, providerFailure: byProvider?.failure });
+    return made(result.text, {
+      strategy: 'summarize',
+      calls: earlierCalls + result.calls,
+      tokens: result.tokens,
+      ms,
+      providerFailure: byProvider?.failure,
+    });
   } catch (err) {
     if (!(err instanceof SummarizerError) || err.kind === 'aborted') throw err;
     const ms = performance.now() - started;
@@ -383,7 +458,11 @@ async function condense(plan: Planned, view: RecalledView, entries: readonly Ent
  * The provider's own compaction of the middle (after a remembered window of its own, which it can
  * read), where it is asked for and the middle fits what the upstream takes: its window, or why not.
  */
-async function providerWindow(plan: Planned, view: RecalledView, input: CompactionInput): Promise<{ window: unknown[]; calls: number } | { failure: SummarizerFailureKind; calls: number } | null> {
+async function providerWindow(
+  plan: Planned,
+  view: RecalledView,
+  input: CompactionInput,
+): Promise<{ window: unknown[]; calls: number } | { failure: SummarizerFailureKind; calls: number } | null> {
   if (!input.summarizer.providerCompaction || !input.summarizer.wire.compact) return null;
   // What stood for the older span goes with it, our summary as readable text, a window as it is.
   const earlier = input.recalled ? summaryItemsOf(input.recalled) : [];
@@ -399,7 +478,14 @@ async function providerWindow(plan: Planned, view: RecalledView, input: Compacti
 }
 
 /** The span of the original request that the new summary stands for, with its pinned items. */
-function spanOf(view: RecalledView, plan: Plan, fixedEnd: number, summary: Condensed, recalled: RememberedSpan | null | undefined, bound: BoundMemory): NewSpan {
+function spanOf(
+  view: RecalledView,
+  plan: Plan,
+  fixedEnd: number,
+  summary: Condensed,
+  recalled: RememberedSpan | null | undefined,
+  bound: BoundMemory,
+): NewSpan {
   const spanEnd = view.originalIndex(plan.tailStart);
   return {
     fixedEnd,

@@ -25,7 +25,13 @@ export const MIN_KEEP_CHARS = 300;
  * touching the item at `protectedIndex` (the person's last input, or -1), nor, with `lastWhole`,
  * the last item's last text (an agent's instruction, after the tool results it rides with).
  */
-export function shrinkKept(items: readonly unknown[], dialect: Pick<Dialect, 'slots'>, excessBytes: number, protectedIndex = -1, lastWhole = false): ShrinkResult {
+export function shrinkKept(
+  items: readonly unknown[],
+  dialect: Pick<Dialect, 'slots'>,
+  excessBytes: number,
+  protectedIndex = -1,
+  lastWhole = false,
+): ShrinkResult {
   const result: ShrinkResult = { items: items.slice(), savedBytes: 0, cut: 0 };
   if (excessBytes <= 0 || items.length === 0) return result;
   const last = items.length - 1;

@@ -79,7 +79,7 @@ function stepBackward(text: string, end: number): [number, number] {
 /** JSON bytes of `text.slice(start, end)` once escaped, without the surrounding quotes. */
 export function jsonTextBytes(text: string, start = 0, end = text.length): number {
   let bytes = 0;
-  for (let i = start; i < end; ) {
+  for (let i = start; i < end;) {
     const [width, size] = stepForward(text, i, end);
     i += width;
     bytes += size;

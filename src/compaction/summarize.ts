@@ -60,7 +60,12 @@ const MAX_ROUNDS = 8;
  * (`maxCalls`, `maxInputBytes`): the newest items the cap affords are summarised, and the oldest
  * beyond them get the deterministic digest, at the start of the text.
  */
-export async function summarize(items: Rendered[], settings: SummarySettings, summarizer: Summarizer, previousSummary?: string): Promise<SummaryResult> {
+export async function summarize(
+  items: Rendered[],
+  settings: SummarySettings,
+  summarizer: Summarizer,
+  previousSummary?: string,
+): Promise<SummaryResult> {
   const { deadline, clear } = deadlineOf(settings.timeoutMs);
   const counter = newCounter();
   const s: Calls = { ...settings, ...summarizer };
@@ -78,7 +83,10 @@ export async function summarize(items: Rendered[], settings: SummarySettings, su
         if (!lesson) throw err;
         // A lesson that fits the refused call no tighter teaches nothing: the same calls would go again.
         const tighter = lesson(refusal!.maxTokens) < before;
-        if (round >= RECHUNKS || !tighter) throw new SummarizerError('overlong', `the summarizer refused its call as too long ${round + 1} times`, counter.calls, { cause: err });
+        if (round >= RECHUNKS || !tighter)
+          throw new SummarizerError('overlong', `the summarizer refused its call as too long ${round + 1} times`, counter.calls, {
+            cause: err,
+          });
         current = { ...current, callFit: lesson };
       }
     }
@@ -138,7 +146,11 @@ async function chunked(items: Rendered[], s: Calls, deadline: AbortSignal, count
   const earlierSizes = earlier.map(entryBytes);
   const from = newestAffordable(sizes, earlierSizes, size, left);
   if (from === undefined) {
-    throw new SummarizerError('overlong', `the summarizer's cost cap for one compaction (${s.maxCalls} calls, ${s.maxInputBytes} bytes) leaves no room for a call`, counter.calls);
+    throw new SummarizerError(
+      'overlong',
+      `the summarizer's cost cap for one compaction (${s.maxCalls} calls, ${s.maxInputBytes} bytes) leaves no room for a call`,
+      counter.calls,
+    );
   }
   const pieces = chunkTranscript([...earlier, ...blocks.slice(from)], size.budget, [...earlierSizes, ...sizes.slice(from)]);
   return { text: await condensePieces(pieces, settings, size, deadline, counter), from };
@@ -259,7 +271,11 @@ async function post(s: Calls, call: SummarizerCall, signal: AbortSignal, counter
  * opaque ones included): the window of items to splice in their place. Same deadline and errors
  * as a summary.
  */
-export async function providerCompact(items: unknown[], settings: SummarySettings, summarizer: Summarizer): Promise<{ window: unknown[]; calls: number }> {
+export async function providerCompact(
+  items: unknown[],
+  settings: SummarySettings,
+  summarizer: Summarizer,
+): Promise<{ window: unknown[]; calls: number }> {
   const compact = summarizer.wire.compact;
   const counter = newCounter();
   if (!compact) throw new SummarizerError('rejected', 'the API has no compaction of its own', 0);
@@ -328,6 +344,12 @@ async function mapLimited<T, R>(items: T[], limit: number, fn: (item: T, index: 
 function asSummarizerError(err: unknown, calls: number, signal?: AbortSignal): SummarizerError {
   const timedOut = signal?.aborted === true && !(err instanceof SummarizerError && err.kind === 'aborted');
   if (timedOut) return new SummarizerError('timeout', 'the summarizer did not answer in time', calls, { cause: err });
-  if (err instanceof SummarizerError) return signal ? new SummarizerError(err.kind, err.message, calls, { cause: err.cause, refusal: err.refusal, tokens: err.tokens }) : err;
-  return new SummarizerError('unreachable', `the summarizer could not be reached (${(err as { code?: string })?.code || (err as Error)?.message})`, calls, { cause: err });
+  if (err instanceof SummarizerError)
+    return signal ? new SummarizerError(err.kind, err.message, calls, { cause: err.cause, refusal: err.refusal, tokens: err.tokens }) : err;
+  return new SummarizerError(
+    'unreachable',
+    `the summarizer could not be reached (${(err as { code?: string })?.code || (err as Error)?.message})`,
+    calls,
+    { cause: err },
+  );
 }

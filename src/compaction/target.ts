@@ -80,7 +80,8 @@ export function sizeTarget(rejection: Rejection, learned: Bounds | undefined, ra
   const { bounds, bytesPerToken } = boundsAfter(rejection, learned, conversation);
   const tokensBefore = limits.promptTokens ?? Math.round(bodyBytes / bytesPerToken);
   const target = fromBounds(bounds, bytesPerToken, rejection.requested, ratio, bodyBytes);
-  const source: LimitSource = stated.limitTokens || stated.limitBytes ? 'stated' : learnedAnything(learned) || stated.refusedBytes ? 'learned' : 'default';
+  const source: LimitSource =
+    stated.limitTokens || stated.limitBytes ? 'stated' : learnedAnything(learned) || stated.refusedBytes ? 'learned' : 'default';
   const fit = target?.fit ?? bodyBytes * BLIND_FIT;
   const aim = Math.min(target?.aim ?? bodyBytes * BLIND_AIM, bodyBytes * MAX_SHARE);
   const exact = rejection.reason === 'body_too_large' ? Boolean(bounds.limitBytes) : Boolean(bounds.limitTokens || bounds.limitBytes);
@@ -88,14 +89,20 @@ export function sizeTarget(rejection: Rejection, learned: Bounds | undefined, ra
 }
 
 /** What is known after a rejection: its own bounds and what was learned before (the smaller wins), and bytes per token. */
-export function boundsAfter(rejection: Rejection, learned: Bounds | undefined, conversation?: number): { bounds: Bounds; bytesPerToken: number } {
+export function boundsAfter(
+  rejection: Rejection,
+  learned: Bounds | undefined,
+  conversation?: number,
+): { bounds: Bounds; bytesPerToken: number } {
   const { limits, bodyBytes } = rejection;
   const stated = statedBounds(rejection);
   // A limit this error states is the truth now; what was learned adds only what it does not say
   // (and of refused sizes, the smallest is the bound). A learned ratio is another request's.
   const { refusedBytes: _refused, ...statedLimits } = stated;
   const { bytesPerToken: _theirs, ...bounds } = { ...smallest(stated, learned ?? {}), ...statedLimits };
-  const bytesPerToken = limits.promptTokens ? clamp(bodyBytes / limits.promptTokens, 1, 8) : clamp(conversation ?? DEFAULT_BYTES_PER_TOKEN, 1, 8);
+  const bytesPerToken = limits.promptTokens
+    ? clamp(bodyBytes / limits.promptTokens, 1, 8)
+    : clamp(conversation ?? DEFAULT_BYTES_PER_TOKEN, 1, 8);
   return { bounds: { ...bounds, bytesPerToken }, bytesPerToken };
 }
 
@@ -109,11 +116,23 @@ export function fitFor(bounds: Bounds, bytesPerToken: number, completion: number
 }
 
 /** The target for a request sent compacted before any rejection: learned bounds only, in this conversation's bytes per token. */
-export function learnedTarget(bodyBytes: number, learned: Bounds, ratio: number, requested: number | undefined, conversation?: number): SizeTarget | null {
+export function learnedTarget(
+  bodyBytes: number,
+  learned: Bounds,
+  ratio: number,
+  requested: number | undefined,
+  conversation?: number,
+): SizeTarget | null {
   const bytesPerToken = clamp(conversation ?? DEFAULT_BYTES_PER_TOKEN, 1, 8);
   const tokensBefore = Math.round(bodyBytes / bytesPerToken);
   const target = fromBounds(learned, bytesPerToken, requested, ratio, Infinity);
-  return target ? { ...finish(target.fit, target.aim, bytesPerToken, tokensBefore, 'learned'), bounds: learned, exact: Boolean(learned.limitTokens || learned.limitBytes) } : null;
+  return target
+    ? {
+        ...finish(target.fit, target.aim, bytesPerToken, tokensBefore, 'learned'),
+        bounds: learned,
+        exact: Boolean(learned.limitTokens || learned.limitBytes),
+      }
+    : null;
 }
 
 function finish(fit: number, aim: number, bytesPerToken: number, tokensBefore: number, source: LimitSource): SizeTarget {
@@ -124,7 +143,8 @@ function finish(fit: number, aim: number, bytesPerToken: number, tokensBefore: n
 /** What this rejection itself says: a stated window or body limit, and a refused size for a 413. */
 function statedBounds({ reason, limits, bodyBytes }: Rejection): Bounds {
   if (reason === 'body_too_large' && limits.limitBytes) return { limitBytes: limits.limitBytes };
-  if (reason === 'context_length' && limits.limitTokens) return { limitTokens: limits.limitTokens, completionCounted: completionCounted(limits) };
+  if (reason === 'context_length' && limits.limitTokens)
+    return { limitTokens: limits.limitTokens, completionCounted: completionCounted(limits) };
   // No number stated: the refused size itself is the bound (for a context error, as bytes of
   // this model's requests, which grow with their tokens).
   return { refusedBytes: bodyBytes };
@@ -156,14 +176,17 @@ function fromBounds(
 ): { fit: number; aim: number } | null {
   const candidates: Array<{ fit: number; aim: number }> = [];
   if (bounds.limitTokens) {
-    const completion = bounds.completionCounted ? requested ?? 0 : 0;
+    const completion = bounds.completionCounted ? (requested ?? 0) : 0;
     const room = Math.max(0, bounds.limitTokens - completion) * bytesPerToken;
     candidates.push({ fit: room * HEADROOM, aim: room * ratio });
   }
   if (bounds.limitBytes) candidates.push({ fit: bounds.limitBytes * BYTE_HEADROOM, aim: bounds.limitBytes * ratio });
   if (bounds.refusedBytes) {
     const refused = bounds.refusedBytes;
-    candidates.push({ fit: Math.min(refused * REFUSED_SHARE, refused - 1), aim: Math.min(refused * ratio, Math.max(COMMON_BODY_LIMIT, refused * BIG_BODY_SHARE)) });
+    candidates.push({
+      fit: Math.min(refused * REFUSED_SHARE, refused - 1),
+      aim: Math.min(refused * ratio, Math.max(COMMON_BODY_LIMIT, refused * BIG_BODY_SHARE)),
+    });
   }
   if (candidates.length === 0) return null;
   return {
@@ -177,7 +200,12 @@ function fromBounds(
  * completion does not, the completion limit lowered to what fits (with a margin). Null when the
  * numbers do not show that, or the lowered limit would fall below `floor`.
  */
-export function clampedCompletion(reason: OverlongReason, limits: StatedLimits, requested: number | undefined, floor: number): number | null {
+export function clampedCompletion(
+  reason: OverlongReason,
+  limits: StatedLimits,
+  requested: number | undefined,
+  floor: number,
+): number | null {
   if (reason !== 'context_length' || !completionCounted(limits) || !requested) return null;
   const { limitTokens, promptTokens } = limits;
   if (!limitTokens || !promptTokens || promptTokens >= limitTokens) return null;

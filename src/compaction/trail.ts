@@ -53,7 +53,8 @@ const EXIT_STATUS = [
   /"exit_code"\s*:\s*(-?\d{1,3})\b/,
 ];
 /** A line that is an error report, not code that mentions errors. */
-const ERROR_LINE = /^(?:\w*(?:Error|Exception)\b[:\s]|error(?:\[\w+\])?(?: TS\d+)?:|fatal:|panic:|Traceback \(most recent call last\)|FAIL\b|E\s{2,}|npm ERR!|[^:\s]+:\d+(?::\d+)?:? error\b|.*\berror TS\d+:)/;
+const ERROR_LINE =
+  /^(?:\w*(?:Error|Exception)\b[:\s]|error(?:\[\w+\])?(?: TS\d+)?:|fatal:|panic:|Traceback \(most recent call last\)|FAIL\b|E\s{2,}|npm ERR!|[^:\s]+:\d+(?::\d+)?:? error\b|.*\berror TS\d+:)/;
 const PATCH_FILE = /^\*\*\* (?:Add|Update|Delete) File: (.+)$/gm;
 const PATCH_MOVE = /^\*\*\* Move to: (.+)$/gm;
 const REMINDER_OPEN = '<system-reminder>';
@@ -68,7 +69,13 @@ export function emptyTrail(): Trail {
 /** The trail of `items`, in order, appended to `earlier` (a remembered summary's), each fact once. */
 export function trailOf(items: readonly TrailItem[], earlier?: Trail): Trail {
   const start = earlier ? copy(earlier) : emptyTrail();
-  const trail = { changed: new Facts(start.changed), read: new Facts(start.read), commands: new Facts(start.commands), errors: new Facts(start.errors), said: new Facts(start.said) };
+  const trail = {
+    changed: new Facts(start.changed),
+    read: new Facts(start.read),
+    commands: new Facts(start.commands),
+    errors: new Facts(start.errors),
+    said: new Facts(start.said),
+  };
   const calls = new Map<string, { name: string; command?: string }>();
   for (const { rendered, answers } of items) {
     if (isPerson(rendered.who)) trail.said.add(said(rendered.text));
@@ -185,7 +192,11 @@ function said(text: string): string | undefined {
   // The gateway's own summary (a reused one, read again) is not the person's.
   if (!plain || plain.startsWith('[compaction-gateway]')) return undefined;
   if (plain.length <= SAID_VERBATIM_CHARS) return plain;
-  const line = plain.split('\n').map((l) => l.trim()).find(Boolean) ?? '';
+  const line =
+    plain
+      .split('\n')
+      .map((l) => l.trim())
+      .find(Boolean) ?? '';
   return `${clip(line, LINE_MAX_CHARS)}`;
 }
 
@@ -218,7 +229,8 @@ function commandOf(name: string, args: Record<string, unknown> | undefined): str
   if (!args || !SHELL.test(name)) return undefined;
   for (const [key, value] of Object.entries(args)) {
     if (!COMMAND_KEY.test(key)) continue;
-    const line = typeof value === 'string' ? value : Array.isArray(value) && value.every((v) => typeof v === 'string') ? argvLine(value) : undefined;
+    const line =
+      typeof value === 'string' ? value : Array.isArray(value) && value.every((v) => typeof v === 'string') ? argvLine(value) : undefined;
     if (line?.trim()) return clip(line.trim().replace(/\s*\n\s*/g, ' ⏎ '), COMMAND_MAX_CHARS);
   }
   return undefined;

@@ -66,12 +66,17 @@ function expandString(value: string, env: Env): { text: string; names: string[];
     const split = body.indexOf(':-');
     const name = split < 0 ? body : body.slice(0, split);
     if (!NAME.test(name)) {
-      return { text, names, problem: `"\${${name.slice(0, 40)}}" does not name a variable (\${NAME} or \${NAME:-default}; "$\${" for a literal "\${")` };
+      return {
+        text,
+        names,
+        problem: `"\${${name.slice(0, 40)}}" does not name a variable (\${NAME} or \${NAME:-default}; "$\${" for a literal "\${")`,
+      };
     }
     const set = env[name];
     if (set !== undefined && set !== '') text += value.slice(i, at) + set;
     else if (split >= 0) text += value.slice(i, at) + body.slice(split + 2);
-    else return { text, names, problem: `\${${name}}: the environment variable ${name} is not set (give a default with \${${name}:-value})` };
+    else
+      return { text, names, problem: `\${${name}}: the environment variable ${name} is not set (give a default with \${${name}:-value})` };
     names.push(name);
     i = end + 1;
   }

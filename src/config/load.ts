@@ -107,7 +107,9 @@ export function loadConfig(argv: readonly string[], env: Env, defaultFile?: stri
   const tree: Tree = file ? readConfigFile(file) : {};
   const fromEnv = new Map<string, string>();
   const set = ENV_KEYS.filter(([name]) => env[name] !== undefined && env[name] !== '');
-  const expansion = expandVariables(tree, env, new Set(set.map(([, path]) => path)), (path, text) => envValue(text, kindAt(path) ?? 'string'));
+  const expansion = expandVariables(tree, env, new Set(set.map(([, path]) => path)), (path, text) =>
+    envValue(text, kindAt(path) ?? 'string'),
+  );
   if (expansion.problems.length > 0) throw new ConfigError(expansion.problems.map((p) => `config file ${file}: ${p}`));
   for (const [path, reference] of expansion.sources) fromEnv.set(path, reference);
   for (const [name, path, kind] of set) {
@@ -187,7 +189,8 @@ function caFileProblems(config: Config, fromEnv: ReadonlyMap<string, string>): s
       problems.push(`${key}${variableSaid(key, fromEnv)}: cannot be read: ${(err as Error).message}`);
       continue;
     }
-    if (!text.includes('-----BEGIN CERTIFICATE-----')) problems.push(`${key}${variableSaid(key, fromEnv)}: ${file} holds no PEM certificate (-----BEGIN CERTIFICATE-----)`);
+    if (!text.includes('-----BEGIN CERTIFICATE-----'))
+      problems.push(`${key}${variableSaid(key, fromEnv)}: ${file} holds no PEM certificate (-----BEGIN CERTIFICATE-----)`);
   }
   return problems;
 }
@@ -236,7 +239,8 @@ function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
 function shownValue(path: readonly PropertyKey[], value: unknown, source: string | undefined): string {
   if (value === undefined || (typeof value === 'object' && value !== null)) return '';
   const key = String(path.at(-1));
-  if (key === 'apiKey' || /(password|secret)$/i.test(key) || path[0] === 'auth' || (source !== undefined && SECRET_VARIABLE.test(source))) return '; got [redacted]';
+  if (key === 'apiKey' || /(password|secret)$/i.test(key) || path[0] === 'auth' || (source !== undefined && SECRET_VARIABLE.test(source)))
+    return '; got [redacted]';
   if (typeof value !== 'string') return `; got ${JSON.stringify(value) ?? String(value)}`;
   // A URL is shown without its credentials, query and fragment; one that is no URL as any other string.
   const url = /(url|proxy|redis|endpoint)$/i.test(key) && URL.canParse(value) ? new URL(value) : undefined;
@@ -282,7 +286,11 @@ function readConfigFile(file: string): Tree {
 }
 
 function envValue(raw: string, kind: EnvKind): unknown {
-  if (kind === 'list') return raw.split(',').map((s) => s.trim()).filter(Boolean);
+  if (kind === 'list')
+    return raw
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
   if (kind === 'bool') return /^(true|1|yes|on)$/i.test(raw.trim()) ? true : /^(false|0|no|off)$/i.test(raw.trim()) ? false : raw;
   // A non-numeric value stays a string so the schema reports it against its key.
   if (kind === 'int') return /^-?\d+$/.test(raw.trim()) ? Number(raw.trim()) : raw;

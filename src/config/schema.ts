@@ -87,7 +87,9 @@ export function isProxyUrl(text: string): boolean {
 }
 
 /** A forward proxy's URL, or `none`: straight to the upstream whatever HTTPS_PROXY says. */
-const proxySetting = z.string().refine((p) => p === 'none' || isProxyUrl(p), 'must be none, or a proxy URL with no path: http://host:port or https://host:port');
+const proxySetting = z
+  .string()
+  .refine((p) => p === 'none' || isProxyUrl(p), 'must be none, or a proxy URL with no path: http://host:port or https://host:port');
 
 /**
  * The default upstream (`upstream.url`, UPSTREAM_URL), and what every named upstream takes
@@ -155,8 +157,14 @@ const route = z
     upstream: z.string().min(1),
   })
   .strict()
-  .refine((r) => r.api !== undefined || r.model !== undefined || r.unknownModel, 'needs api or model, or unknownModel (a route without any would match everything: that is defaultUpstream)')
-  .refine((r) => !(r.model !== undefined && r.unknownModel), 'has both model and unknownModel: a route matches a model it read, or one it could not read, not both');
+  .refine(
+    (r) => r.api !== undefined || r.model !== undefined || r.unknownModel,
+    'needs api or model, or unknownModel (a route without any would match everything: that is defaultUpstream)',
+  )
+  .refine(
+    (r) => !(r.model !== undefined && r.unknownModel),
+    'has both model and unknownModel: a route matches a model it read, or one it could not read, not both',
+  );
 
 const auth = z
   .object({
@@ -226,10 +234,17 @@ const redisTarget = z
   .strict()
   .superRefine((r, ctx) => {
     const targets = (['url', 'cluster', 'sentinels'] as const).filter((k) => r[k] !== undefined);
-    if (targets.length > 1) ctx.addIssue({ code: 'custom', path: [], message: `takes one of url, cluster or sentinels; got ${targets.join(' and ')}` });
-    if (r.sentinels && !r.name) ctx.addIssue({ code: 'custom', path: ['name'], message: 'needs the name of the master the sentinels watch (sentinel monitor NAME ...)' });
+    if (targets.length > 1)
+      ctx.addIssue({ code: 'custom', path: [], message: `takes one of url, cluster or sentinels; got ${targets.join(' and ')}` });
+    if (r.sentinels && !r.name)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['name'],
+        message: 'needs the name of the master the sentinels watch (sentinel monitor NAME ...)',
+      });
     for (const key of ['name', 'sentinelUsername', 'sentinelPassword'] as const) {
-      if (r[key] !== undefined && !r.sentinels) ctx.addIssue({ code: 'custom', path: [key], message: 'is for sentinels only', params: { said: true } });
+      if (r[key] !== undefined && !r.sentinels)
+        ctx.addIssue({ code: 'custom', path: [key], message: 'is for sentinels only', params: { said: true } });
     }
     if (r.db !== undefined && r.cluster) ctx.addIssue({ code: 'custom', path: ['db'], message: 'a Redis Cluster has database 0 only' });
   });
@@ -250,8 +265,20 @@ const memory = z
   .strict()
   .superRefine((m, ctx) => {
     const target = typeof m.redis === 'string' || m.redis?.url || m.redis?.cluster || m.redis?.sentinels;
-    if (target && m.redisUrl) ctx.addIssue({ code: 'custom', path: ['redis'], message: 'says where Redis is, and so does memory.redisUrl: keep one', params: { said: true } });
-    else if (m.redis && !target && !m.redisUrl) ctx.addIssue({ code: 'custom', path: ['redis'], message: 'needs url, cluster or sentinels (or memory.redisUrl)', params: { said: true } });
+    if (target && m.redisUrl)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['redis'],
+        message: 'says where Redis is, and so does memory.redisUrl: keep one',
+        params: { said: true },
+      });
+    else if (m.redis && !target && !m.redisUrl)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['redis'],
+        message: 'needs url, cluster or sentinels (or memory.redisUrl)',
+        params: { said: true },
+      });
   });
 
 const summarizer = z
@@ -344,45 +371,84 @@ function upstreamProblems(config: z.infer<typeof configObject>): Array<{ path: P
   // upstream.url (UPSTREAM_URL) beside named upstreams is one more, named `default`.
   const implicit = config.upstreams !== undefined && (config.upstream.url !== undefined || config.upstream.apiKey !== undefined);
   if (implicit && names.has('default')) {
-    problems.push({ path: ['upstreams', 'default'], message: 'two upstreams are named default (prefix /default): upstream.url (UPSTREAM_URL) defines one beside upstreams; drop one of them' });
+    problems.push({
+      path: ['upstreams', 'default'],
+      message:
+        'two upstreams are named default (prefix /default): upstream.url (UPSTREAM_URL) defines one beside upstreams; drop one of them',
+    });
   }
   if (implicit && config.upstream.url === undefined) {
-    problems.push({ path: ['upstream', 'apiKey'], message: 'is set without upstream.url: beside upstreams it defines an upstream named default, which needs its url (or put the key on a named upstream)' });
+    problems.push({
+      path: ['upstream', 'apiKey'],
+      message:
+        'is set without upstream.url: beside upstreams it defines an upstream named default, which needs its url (or put the key on a named upstream)',
+    });
   }
   if (implicit) names.add('default');
   // Without a URL of its own the summarizer is each request's upstream: one key for all of them would reach every provider.
   if (config.upstreams !== undefined && config.summarizer.apiKey !== undefined && config.summarizer.url === undefined) {
     problems.push({
       path: ['summarizer', 'apiKey'],
-      message: "is set without summarizer.url beside upstreams: it would go to every upstream's summarizer calls; set summarizer.url (the key goes there only), or give the upstream that needs it its own summarizer.apiKey",
+      message:
+        "is set without summarizer.url beside upstreams: it would go to every upstream's summarizer calls; set summarizer.url (the key goes there only), or give the upstream that needs it its own summarizer.apiKey",
     });
   }
   for (const name of Object.keys(named)) {
-    if (!UPSTREAM_NAME.test(name)) problems.push({ path: ['upstreams', name], message: 'an upstream name is a lowercase word (a-z, digits, - and _, at most 32): it is the path prefix /NAME and a metric label' });
-    else if (RESERVED_NAMES.has(name)) problems.push({ path: ['upstreams', name], message: `the prefix /${name} would shadow the gateway's own /${name}: choose another name` });
+    if (!UPSTREAM_NAME.test(name))
+      problems.push({
+        path: ['upstreams', name],
+        message: 'an upstream name is a lowercase word (a-z, digits, - and _, at most 32): it is the path prefix /NAME and a metric label',
+      });
+    else if (RESERVED_NAMES.has(name))
+      problems.push({
+        path: ['upstreams', name],
+        message: `the prefix /${name} would shadow the gateway's own /${name}: choose another name`,
+      });
   }
   const known = [...names].sort().join(', ') || '(none)';
   const servesApi = (name: string, api: Api) => (name === 'default' && !named.default) || (named[name]?.apis ?? APIS).includes(api);
-  if (config.upstreams !== undefined && names.size === 0) problems.push({ path: ['upstreams'], message: 'is empty: name at least one upstream, or leave it out and set upstream.url' });
+  if (config.upstreams !== undefined && names.size === 0)
+    problems.push({ path: ['upstreams'], message: 'is empty: name at least one upstream, or leave it out and set upstream.url' });
   if (config.defaultUpstream !== undefined && !names.has(config.defaultUpstream)) {
-    problems.push({ path: ['defaultUpstream'], message: `names no upstream: ${JSON.stringify(config.defaultUpstream)}; the upstreams are ${known}` });
+    problems.push({
+      path: ['defaultUpstream'],
+      message: `names no upstream: ${JSON.stringify(config.defaultUpstream)}; the upstreams are ${known}`,
+    });
   }
   if (config.defaultUpstream !== undefined && config.upstreams === undefined) {
-    problems.push({ path: ['defaultUpstream'], message: 'needs upstreams: with upstream.url alone there is one upstream, and every request goes to it' });
+    problems.push({
+      path: ['defaultUpstream'],
+      message: 'needs upstreams: with upstream.url alone there is one upstream, and every request goes to it',
+    });
   }
   config.routes.forEach((r, i) => {
-    if (config.upstreams === undefined) problems.push({ path: ['routes', i], message: 'needs upstreams: with upstream.url alone there is one upstream to route to' });
-    else if (!names.has(r.upstream)) problems.push({ path: ['routes', i, 'upstream'], message: `names no upstream: ${JSON.stringify(r.upstream)}; the upstreams are ${known}` });
+    if (config.upstreams === undefined)
+      problems.push({ path: ['routes', i], message: 'needs upstreams: with upstream.url alone there is one upstream to route to' });
+    else if (!names.has(r.upstream))
+      problems.push({
+        path: ['routes', i, 'upstream'],
+        message: `names no upstream: ${JSON.stringify(r.upstream)}; the upstreams are ${known}`,
+      });
     else if (r.api !== undefined && !servesApi(r.upstream, r.api)) {
-      problems.push({ path: ['routes', i], message: `routes the ${r.api} API to ${r.upstream}, which does not serve it (its apis: ${named[r.upstream].apis!.join(', ')})` });
+      problems.push({
+        path: ['routes', i],
+        message: `routes the ${r.api} API to ${r.upstream}, which does not serve it (its apis: ${named[r.upstream].apis!.join(', ')})`,
+      });
     }
   });
   problems.push(...sharedOriginProblems(config, implicit));
   for (const [name, u] of Object.entries(named)) {
     const other = u.summarizer?.upstream;
-    if (other !== undefined && !names.has(other)) problems.push({ path: ['upstreams', name, 'summarizer', 'upstream'], message: `names no upstream: ${JSON.stringify(other)}; the upstreams are ${known}` });
+    if (other !== undefined && !names.has(other))
+      problems.push({
+        path: ['upstreams', name, 'summarizer', 'upstream'],
+        message: `names no upstream: ${JSON.stringify(other)}; the upstreams are ${known}`,
+      });
     else if (other !== undefined && u.summarizer?.api !== undefined && !servesApi(other, u.summarizer.api)) {
-      problems.push({ path: ['upstreams', name, 'summarizer', 'api'], message: `is ${u.summarizer.api}, which ${other} does not serve (its apis: ${named[other].apis!.join(', ')})` });
+      problems.push({
+        path: ['upstreams', name, 'summarizer', 'api'],
+        message: `is ${u.summarizer.api}, which ${other} does not serve (its apis: ${named[other].apis!.join(', ')})`,
+      });
     }
   }
   return problems;

@@ -30,7 +30,12 @@ function callKey(call: unknown): string {
 function describe(item: unknown): Entry {
   const parts = partsOf(item);
   if (isRecord(item) && item.role === 'model') {
-    return { role: 'assistant', calls: parts.filter((p) => isRecord(p.functionCall)).map((p) => callKey(p.functionCall)), answers: [], joinsNext: false };
+    return {
+      role: 'assistant',
+      calls: parts.filter((p) => isRecord(p.functionCall)).map((p) => callKey(p.functionCall)),
+      answers: [],
+      joinsNext: false,
+    };
   }
   const answers = parts.filter((p) => isRecord(p.functionResponse)).map((p) => callKey(p.functionResponse));
   return { role: answers.length > 0 ? 'tool' : 'user', calls: [], answers, joinsNext: false };
@@ -151,7 +156,14 @@ function pathModel(path: string): string | undefined {
  */
 function googleErrorBody(e: ErrorFacts): unknown {
   const status = GOOGLE_STATUSES[e.status] ?? (e.status >= 500 ? 'INTERNAL' : 'INVALID_ARGUMENT');
-  return { error: { code: e.status, message: e.message, status, details: [{ '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason: e.code.toUpperCase(), domain: 'compaction-gateway' }] } };
+  return {
+    error: {
+      code: e.status,
+      message: e.message,
+      status,
+      details: [{ '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason: e.code.toUpperCase(), domain: 'compaction-gateway' }],
+    },
+  };
 }
 
 const GOOGLE_STATUSES: Record<number, string> = {
@@ -207,7 +219,13 @@ export const gemini: Dialect = {
   promptCount: (answer) => lastCount(answer, 'promptTokenCount'),
   overflow: {
     says: (body) => body.includes('exceeds the maximum number of tokens allowed'),
-    error: (prompt, limit) => ({ error: { code: 400, message: `The input token count (${prompt}) exceeds the maximum number of tokens allowed (${limit}).`, status: 'INVALID_ARGUMENT' } }),
+    error: (prompt, limit) => ({
+      error: {
+        code: 400,
+        message: `The input token count (${prompt}) exceeds the maximum number of tokens allowed (${limit}).`,
+        status: 'INVALID_ARGUMENT',
+      },
+    }),
   },
   summarizer: {
     credential: 'x-goog-api-key',

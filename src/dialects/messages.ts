@@ -1,6 +1,18 @@
 import type { BoundState, Dialect, Entry, ErrorFacts, Rendered, Slot, StreamEventKind, ToolOutput } from './types.js';
 import { derive } from '../lib/json-source.js';
-import { countEntries, heldTransformations, isRecord, lastCount, positiveInt, str, type Json, usageOf, wireBytes, withField, withFlag } from './parts.js';
+import {
+  countEntries,
+  heldTransformations,
+  isRecord,
+  lastCount,
+  positiveInt,
+  str,
+  type Json,
+  usageOf,
+  wireBytes,
+  withField,
+  withFlag,
+} from './parts.js';
 
 /*
  * The Anthropic Messages API (Claude Code): the conversation is `messages`; the top-level `system`
@@ -41,7 +53,8 @@ function describe(item: unknown): Entry {
   const m = isRecord(item) ? item : {};
   const role = str(m.role);
   if (role === 'system') return { role: 'instruction', calls: [], answers: [], joinsNext: false };
-  if (role === 'assistant') return { role: 'assistant', calls: ofType(m, 'tool_use').map((b) => String(b.id)), answers: [], joinsNext: false };
+  if (role === 'assistant')
+    return { role: 'assistant', calls: ofType(m, 'tool_use').map((b) => String(b.id)), answers: [], joinsNext: false };
   const answers = ofType(m, 'tool_result').map((b) => String(b.tool_use_id));
   return { role: answers.length > 0 ? 'tool' : 'user', calls: [], answers, joinsNext: false };
 }
@@ -178,7 +191,8 @@ function problems(items: unknown[]): string[] {
         continue;
       }
       const id = JSON.stringify(String(block.tool_use_id));
-      if (m.role !== 'user' || !issued.has(String(block.tool_use_id))) found.push(`the tool_result for ${id} is not right after its tool_use`);
+      if (m.role !== 'user' || !issued.has(String(block.tool_use_id)))
+        found.push(`the tool_result for ${id} is not right after its tool_use`);
       if (otherSeen) found.push(`the tool_result for ${id} is not at the start of its message`);
     }
     const next = messages[i + 1];
@@ -306,7 +320,14 @@ function streamEvent(event: string | undefined, data: string): StreamEventKind {
  * error docs list them, and the gateway's code in an extra `code`.
  */
 function anthropicErrorBody(e: ErrorFacts): unknown {
-  return { type: 'error', error: { type: ANTHROPIC_TYPES[e.status] ?? (e.status >= 500 ? 'api_error' : 'invalid_request_error'), message: e.message, code: e.code } };
+  return {
+    type: 'error',
+    error: {
+      type: ANTHROPIC_TYPES[e.status] ?? (e.status >= 500 ? 'api_error' : 'invalid_request_error'),
+      message: e.message,
+      code: e.code,
+    },
+  };
 }
 
 const ANTHROPIC_TYPES: Record<number, string> = {
@@ -369,11 +390,16 @@ export const messages: Dialect = {
   // Anthropic counts cache reads and writes apart from input_tokens; the prompt is all three.
   promptCount: (answer) => {
     const input = lastCount(answer, 'input_tokens');
-    return input === undefined ? undefined : input + (lastCount(answer, 'cache_creation_input_tokens') ?? 0) + (lastCount(answer, 'cache_read_input_tokens') ?? 0);
+    return input === undefined
+      ? undefined
+      : input + (lastCount(answer, 'cache_creation_input_tokens') ?? 0) + (lastCount(answer, 'cache_read_input_tokens') ?? 0);
   },
   overflow: {
     says: (body) => body.includes('prompt is too long'),
-    error: (prompt, limit) => ({ type: 'error', error: { type: 'invalid_request_error', message: `prompt is too long: ${prompt} tokens > ${limit} maximum` } }),
+    error: (prompt, limit) => ({
+      type: 'error',
+      error: { type: 'invalid_request_error', message: `prompt is too long: ${prompt} tokens > ${limit} maximum` },
+    }),
   },
   summarizer: {
     credential: 'x-api-key',

@@ -103,7 +103,11 @@ export function heldTransformations(held: string, at: (payload: Json) => unknown
     } catch {
       continue;
     }
-    const list = isRecord(payload) ? (Array.isArray(payload.input_transformations) ? payload.input_transformations : at(payload)) : undefined;
+    const list = isRecord(payload)
+      ? Array.isArray(payload.input_transformations)
+        ? payload.input_transformations
+        : at(payload)
+      : undefined;
     if (Array.isArray(list)) return list;
   }
   return undefined;
@@ -124,6 +128,9 @@ export function countEntries(list: unknown[] | undefined, match: Json): number |
 
 /** A comma-separated header value with `flag` appended once. */
 export function withFlag(value: string | string[] | undefined, flag: string): string {
-  const flags = (Array.isArray(value) ? value.join(',') : (value ?? '')).split(',').map((f) => f.trim()).filter(Boolean);
+  const flags = (Array.isArray(value) ? value.join(',') : (value ?? ''))
+    .split(',')
+    .map((f) => f.trim())
+    .filter(Boolean);
   return (flags.includes(flag) ? flags : [...flags, flag]).join(',');
 }

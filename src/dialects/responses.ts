@@ -1,6 +1,19 @@
 import type { Dialect, Entry, Rendered, Slot, StreamEventKind, ToolOutput } from './types.js';
 import { openAiErrorBody, openAiOverflow } from './chat.js';
-import { countEntries, hasInlineData, heldTransformations, isRecord, lastCount, partsText, positiveInt, str, type Json, usageOf, wireBytes, withField } from './parts.js';
+import {
+  countEntries,
+  hasInlineData,
+  heldTransformations,
+  isRecord,
+  lastCount,
+  partsText,
+  positiveInt,
+  str,
+  type Json,
+  usageOf,
+  wireBytes,
+  withField,
+} from './parts.js';
 
 /*
  * The OpenAI Responses API (Codex CLI): the conversation is `input`, a list of items. Messages
@@ -41,7 +54,11 @@ function render(raw: unknown): Rendered {
   const type = typeOf(item);
   if (type === 'message') return { who: str(item.role) ?? 'unknown', text: partsText(item.content), calls: [] };
   if (type === 'function_call' || type === 'custom_tool_call') {
-    return { who: 'assistant', text: '', calls: [{ id: callId(item), name: str(item.name) ?? 'tool', args: str(item.arguments) ?? str(item.input) ?? '' }] };
+    return {
+      who: 'assistant',
+      text: '',
+      calls: [{ id: callId(item), name: str(item.name) ?? 'tool', args: str(item.arguments) ?? str(item.input) ?? '' }],
+    };
   }
   if (type.endsWith('_call_output')) {
     const output = typeof item.output === 'string' ? item.output : partsText(item.output);
@@ -49,7 +66,11 @@ function render(raw: unknown): Rendered {
   }
   if (type.endsWith('_call')) {
     const action = item.action ?? item.arguments ?? item.input ?? '';
-    return { who: 'assistant', text: '', calls: [{ id: callId(item), name: type.replace(/_call$/, ''), args: typeof action === 'string' ? action : JSON.stringify(action) }] };
+    return {
+      who: 'assistant',
+      text: '',
+      calls: [{ id: callId(item), name: type.replace(/_call$/, ''), args: typeof action === 'string' ? action : JSON.stringify(action) }],
+    };
   }
   return { who: type, text: '', calls: [] };
 }
@@ -160,7 +181,11 @@ export const responses: Dialect = {
     // The provider keeps a reasoning item valid after its own compaction item, never after ours.
     compact: {
       path: '/responses/compact',
-      body: ({ model, items, request }) => ({ model, input: items, ...(typeof request.instructions === 'string' ? { instructions: request.instructions } : {}) }),
+      body: ({ model, items, request }) => ({
+        model,
+        input: items,
+        ...(typeof request.instructions === 'string' ? { instructions: request.instructions } : {}),
+      }),
       window(answer) {
         if (!isRecord(answer) || !Array.isArray(answer.output)) return undefined;
         return answer.output.some((o) => isRecord(o) && o.type === 'compaction') ? answer.output : undefined;

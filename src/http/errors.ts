@@ -9,13 +9,21 @@ export const ERRORS = {
   invalid_json: { status: 400, type: 'invalid_request_error', message: 'The request body is not valid JSON.' },
   bad_request: { status: 400, type: 'invalid_request_error', message: 'The request is malformed.' },
   invalid_path: { status: 400, type: 'invalid_request_error', message: 'The request path is not allowed.' },
-  model_unreadable: { status: 400, type: 'invalid_request_error', message: "The gateway routes by model and could not read this request's model." },
+  model_unreadable: {
+    status: 400,
+    type: 'invalid_request_error',
+    message: "The gateway routes by model and could not read this request's model.",
+  },
   invalid_api_key: { status: 401, type: 'authentication_error', message: 'Missing or invalid gateway API key.' },
   not_found: { status: 404, type: 'invalid_request_error', message: 'Unknown route.' },
   no_upstream: { status: 404, type: 'invalid_request_error', message: 'No upstream of this gateway serves this request.' },
   request_timeout: { status: 408, type: 'invalid_request_error', message: 'The request was not received in time.' },
   request_too_large: { status: 413, type: 'invalid_request_error', message: "The request body is larger than the gateway's limit." },
-  headers_too_large: { status: 431, type: 'invalid_request_error', message: 'The request line or headers are larger than the gateway accepts.' },
+  headers_too_large: {
+    status: 431,
+    type: 'invalid_request_error',
+    message: 'The request line or headers are larger than the gateway accepts.',
+  },
   unsupported_media_type: { status: 415, type: 'invalid_request_error', message: 'Unsupported content type or encoding.' },
   upstream_unreachable: { status: 502, type: 'upstream_error', message: 'The upstream could not be reached.' },
   upstream_bad_response: { status: 502, type: 'upstream_error', message: 'The upstream failed while answering.' },
@@ -82,14 +90,24 @@ export function fromUpstreamFailure(err: unknown): GatewayError {
   // A forward proxy that would not open the tunnel (407: its credentials; 403: a destination it refuses).
   const tunnel = /^Proxy response \((\d{3})\)/.exec(detail);
   if (tunnel) {
-    return new GatewayError('upstream_unreachable', `The forward proxy refused to connect to the upstream (it answered ${tunnel[1]}${tunnel[1] === '407' ? ': check the proxy credentials' : ''}).`, { cause: err });
+    return new GatewayError(
+      'upstream_unreachable',
+      `The forward proxy refused to connect to the upstream (it answered ${tunnel[1]}${tunnel[1] === '407' ? ': check the proxy credentials' : ''}).`,
+      { cause: err },
+    );
   }
   if (code === 'UND_ERR_CONNECT_TIMEOUT') {
     return new GatewayError('upstream_unreachable', `Connecting to the upstream timed out (${code}).`, { cause: err });
   }
   if (
-    code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EHOSTUNREACH' ||
-    code === 'ENETUNREACH' || code === 'UND_ERR_SOCKET' || code === 'ECONNRESET' || code === 'EPIPE'
+    code === 'ECONNREFUSED' ||
+    code === 'ENOTFOUND' ||
+    code === 'EAI_AGAIN' ||
+    code === 'EHOSTUNREACH' ||
+    code === 'ENETUNREACH' ||
+    code === 'UND_ERR_SOCKET' ||
+    code === 'ECONNRESET' ||
+    code === 'EPIPE'
   ) {
     return new GatewayError('upstream_unreachable', `The upstream could not be reached (${said}).`, { cause: err });
   }

@@ -43,7 +43,7 @@ export async function scanJson(chunks: readonly Buffer[]): Promise<JsonShape> {
   for (const chunk of chunks) {
     if (!isAscii(chunk)) scan.shape.ascii = false;
     scan.shape.bytes += chunk.length;
-    for (let from = 0; from < chunk.length; ) {
+    for (let from = 0; from < chunk.length;) {
       from = scan.step(chunk, from, Math.min(chunk.length, from + SCANNED_PER_STEP));
       if (slice.due()) await slice.pause();
     }
@@ -52,7 +52,18 @@ export async function scanJson(chunks: readonly Buffer[]): Promise<JsonShape> {
 }
 
 class Scan {
-  readonly shape: JsonShape = { bytes: 0, ascii: true, objects: 0, arrays: 0, strings: 0, keys: 0, commas: 0, items: 0, longestList: 0, largestPiece: 0 };
+  readonly shape: JsonShape = {
+    bytes: 0,
+    ascii: true,
+    objects: 0,
+    arrays: 0,
+    strings: 0,
+    keys: 0,
+    commas: 0,
+    items: 0,
+    longestList: 0,
+    largestPiece: 0,
+  };
   private depth = 0;
   /** Inside a string: how many backslashes run up to where the scan stopped (a chunk's end). */
   private inString = false;
@@ -119,7 +130,7 @@ class Scan {
 
   /** Past the string's closing quote, or to the chunk's end when it does not close in it. */
   private skipString(chunk: Buffer, from: number): number {
-    for (let at = from; ; ) {
+    for (let at = from; ;) {
       const quote = chunk.indexOf(QUOTE, at);
       if (quote < 0) {
         this.backslashes = trailingBackslashes(chunk, at, chunk.length, this.backslashes);

@@ -39,7 +39,11 @@ export const TOO_MANY_ITEMS = Symbol('too many items');
  * array of more than `maxItems` elements ends the reading there: TOO_MANY_ITEMS, whatever
  * follows (a million messages are not made into a million objects only to be refused).
  */
-export async function parseObject(text: string, maxDepth: number, maxItems = Number.POSITIVE_INFINITY): Promise<Record<string, unknown> | null | typeof TOO_MANY_ITEMS> {
+export async function parseObject(
+  text: string,
+  maxDepth: number,
+  maxItems = Number.POSITIVE_INFINITY,
+): Promise<Record<string, unknown> | null | typeof TOO_MANY_ITEMS> {
   const slice = timeSlice();
   const reader = readObject(text, maxDepth, slice.due, maxItems);
   try {
@@ -67,7 +71,12 @@ export function parseObjectNow(text: string, maxDepth: number): Record<string, u
 }
 
 /** The reader: a generator that stops at each point where `due()` says it may pause. */
-function* readObject(text: string, maxDepth: number, due: () => boolean, maxItems: number): Generator<void, Record<string, unknown> | null | typeof TOO_MANY_ITEMS> {
+function* readObject(
+  text: string,
+  maxDepth: number,
+  due: () => boolean,
+  maxItems: number,
+): Generator<void, Record<string, unknown> | null | typeof TOO_MANY_ITEMS> {
   let i = skipSpace(text, 0);
   if (text.charCodeAt(i) !== OPEN_OBJECT) return null;
   const root: Record<string, unknown> = {};
@@ -110,7 +119,13 @@ function* readObject(text: string, maxDepth: number, due: () => boolean, maxItem
 }
 
 /** A top-level array, element by element (each remembered with its text), and where it ends. */
-function* readArray(text: string, start: number, maxDepth: number, due: () => boolean, maxItems: number): Generator<void, [unknown[], number] | null | typeof TOO_MANY_ITEMS> {
+function* readArray(
+  text: string,
+  start: number,
+  maxDepth: number,
+  due: () => boolean,
+  maxItems: number,
+): Generator<void, [unknown[], number] | null | typeof TOO_MANY_ITEMS> {
   if (maxDepth < 2) return null;
   const out: unknown[] = [];
   let i = skipSpace(text, start + 1);
@@ -214,7 +229,7 @@ function valueEnd(text: string, i: number, depth: number, maxDepth: number): num
     return k;
   }
   let open = 0;
-  for (let k = i; k < text.length; ) {
+  for (let k = i; k < text.length;) {
     const code = text.charCodeAt(k);
     if (code === QUOTE) {
       k = stringEnd(text, k);

@@ -101,7 +101,15 @@ export function spanDigests(items: readonly unknown[], from: number, lengths: re
  * task tells them apart. The model is part of it: a summary made to fit one model's window is
  * not another's (a larger window would get it compacted ahead for nothing).
  */
-export function sessionKey(tenant: string, upstream: string, api: string, model: string, items: readonly unknown[], fixedEnd: number, agentSession?: string): string {
+export function sessionKey(
+  tenant: string,
+  upstream: string,
+  api: string,
+  model: string,
+  items: readonly unknown[],
+  fixedEnd: number,
+  agentSession?: string,
+): string {
   // The model is the client's string, of any characters: its length makes it unambiguous.
   const hash = createHash('sha256').update(`${tenant}\0${upstream}\0${api}\0${model.length}:${model}\0`);
   // The agent's own id of its session: the prefix may change under it (a date, a reminder), and

@@ -69,14 +69,26 @@ export class CompactionMemory {
   ) {}
 
   /** The newest remembered compaction whose span this request repeats exactly, if any. */
-  async recall(tenant: string, upstream: string, api: string, model: string, items: readonly unknown[], fixedEnd: number, agentSession?: string): Promise<Recalled | null> {
+  async recall(
+    tenant: string,
+    upstream: string,
+    api: string,
+    model: string,
+    items: readonly unknown[],
+    fixedEnd: number,
+    agentSession?: string,
+  ): Promise<Recalled | null> {
     const session = this.session(tenant, upstream, api, model, items, fixedEnd, agentSession);
     const entries = await this.guard('read', () => this.store.entries(session), []);
     const after = items.length - fixedEnd;
     // A span must leave something after it: the request the agent added since.
     const usable = entries.filter((e) => e.spanLength < after).sort((a, b) => b.spanLength - a.spanLength);
     if (usable.length === 0) return null;
-    const digests = spanDigests(items, fixedEnd, usable.map((e) => e.spanLength));
+    const digests = spanDigests(
+      items,
+      fixedEnd,
+      usable.map((e) => e.spanLength),
+    );
     const entry = usable.find((e, i) => digests[i] === e.spanDigest);
     return entry ? { session, entry } : null;
   }
@@ -95,17 +107,31 @@ export class CompactionMemory {
    * digest), while `lease` is still the session's: a lease lost meanwhile (expired, or gone in a
    * failover and taken by another replica) writes nothing.
    */
-  async remember(lease: Lease, tenant: string, items: readonly unknown[], fixedEnd: number, entry: Omit<MemoryEntry, 'spanDigest'>): Promise<void> {
+  async remember(
+    lease: Lease,
+    tenant: string,
+    items: readonly unknown[],
+    fixedEnd: number,
+    entry: Omit<MemoryEntry, 'spanDigest'>,
+  ): Promise<void> {
     const [spanDigest] = spanDigests(items, fixedEnd, [entry.spanLength]);
     if (!spanDigest) return;
     // Before it is written: a request that extends it is looked up from the moment it can be recalled.
     this.smallestExtending = Math.min(this.smallestExtending, Math.floor(spanBytes(items, fixedEnd, entry.spanLength) * EXTENDING_SHARE));
-    const written = await this.guard('write', async () => {
-      const kept = await this.store.remember(lease.session, { ...entry, spanDigest }, lease.token);
-      if (kept) await this.store.markTenant(tenant);
-      return kept;
-    }, false);
-    if (!written && !this.storeDown) this.log.info({ session: lease.session }, "the conversation's lease was lost while it was compacted (it expired, or Redis failed over); what it made is not remembered");
+    const written = await this.guard(
+      'write',
+      async () => {
+        const kept = await this.store.remember(lease.session, { ...entry, spanDigest }, lease.token);
+        if (kept) await this.store.markTenant(tenant);
+        return kept;
+      },
+      false,
+    );
+    if (!written && !this.storeDown)
+      this.log.info(
+        { session: lease.session },
+        "the conversation's lease was lost while it was compacted (it expired, or Redis failed over); what it made is not remembered",
+      );
   }
 
   /**
@@ -136,7 +162,11 @@ export class CompactionMemory {
     // Not waited for (waitMs 0): the caller only takes a lease that is free.
     if (!waited) return null;
     this.metrics.leaseWaits.inc({ result: 'timed_out' });
-    if (!signal?.aborted) this.log.info({ session, waitMs }, `another request was still compacting this conversation after ${waitMs} ms; compacting it here too, without remembering the result`);
+    if (!signal?.aborted)
+      this.log.info(
+        { session, waitMs },
+        `another request was still compacting this conversation after ${waitMs} ms; compacting it here too, without remembering the result`,
+      );
     return null;
   }
 
@@ -179,7 +209,15 @@ export class CompactionMemory {
   }
 
   /** `upstream`: the upstream's memory key (its name and URL; upstreams.ts), so no two upstreams share what is remembered. */
-  session(tenant: string, upstream: string, api: string, model: string, items: readonly unknown[], fixedEnd: number, agentSession?: string): string {
+  session(
+    tenant: string,
+    upstream: string,
+    api: string,
+    model: string,
+    items: readonly unknown[],
+    fixedEnd: number,
+    agentSession?: string,
+  ): string {
     return sessionKey(tenant, upstream, api, model, items, fixedEnd, agentSession);
   }
 
@@ -192,10 +230,14 @@ export class CompactionMemory {
   async learn(tenant: string, upstream: string, model: string, lesson: LearnedLimit): Promise<void> {
     const key = limitKey(tenant, upstream, model);
     this.smallestDisproving = Math.min(this.smallestDisproving, disprovedFrom(lesson));
-    await this.guard('write', async () => {
-      await this.store.learn(key, lesson);
-      await this.store.markTenant(tenant);
-    }, undefined);
+    await this.guard(
+      'write',
+      async () => {
+        await this.store.learn(key, lesson);
+        await this.store.markTenant(tenant);
+      },
+      undefined,
+    );
     const known = await this.guard('read', () => this.store.limit(key), undefined);
     const bytes = known?.limitBytes ?? known?.refusedBytes;
     if (known?.limitTokens) this.metrics.learnedContextLimit.set(model, known.limitTokens);
@@ -209,7 +251,10 @@ export class CompactionMemory {
     const rest = known ? loosened(known, bytes) : null;
     if (!rest) return;
     await this.guard('write', () => this.store.replaceLimit(key, rest), undefined);
-    this.log.info({ model, bytes, was: known, now: rest }, `an accepted request of ${bytes} bytes disproved a limit learned for its model; dropped`);
+    this.log.info(
+      { model, bytes, was: known, now: rest },
+      `an accepted request of ${bytes} bytes disproved a limit learned for its model; dropped`,
+    );
   }
 
   close(): Promise<void> {
@@ -235,7 +280,8 @@ export class CompactionMemory {
     } catch (err) {
       this.metrics.storeErrors.inc({ operation });
       // (A value that does not parse is that key's problem, not the store's.)
-      if (performance.now() - started >= SLOW_FAILURE_MS && !(err instanceof SyntaxError)) this.pausedUntil = performance.now() + STORE_PAUSE_MS;
+      if (performance.now() - started >= SLOW_FAILURE_MS && !(err instanceof SyntaxError))
+        this.pausedUntil = performance.now() + STORE_PAUSE_MS;
       if (!this.storeDown) {
         this.storeDown = true;
         this.log.warn({ err: (err as Error).message }, 'compaction memory store failed; going on without memory until it is back');

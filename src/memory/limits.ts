@@ -57,11 +57,15 @@ export function lessonOf(reason: OverlongReason, limits: StatedLimits, rejectedB
 export function mergedLimit(old: LearnedLimit | undefined, lesson: LearnedLimit): LearnedLimit {
   const out: LearnedLimit = { ...old };
   if (lesson.limitTokens !== undefined && (out.limitTokens === undefined || lesson.limitTokens <= out.limitTokens)) {
-    const from = lesson.limitTokens === out.limitTokens ? Math.min(lesson.windowFrom ?? Infinity, out.windowFrom ?? Infinity) : lesson.windowFrom;
+    const from =
+      lesson.limitTokens === out.limitTokens ? Math.min(lesson.windowFrom ?? Infinity, out.windowFrom ?? Infinity) : lesson.windowFrom;
     Object.assign(out, { limitTokens: lesson.limitTokens, completionCounted: lesson.completionCounted, windowFrom: from });
   }
   if (lesson.limitBytes !== undefined && (out.limitBytes === undefined || lesson.limitBytes <= out.limitBytes)) {
-    const from = lesson.limitBytes === out.limitBytes ? Math.min(lesson.bodyLimitFrom ?? Infinity, out.bodyLimitFrom ?? Infinity) : lesson.bodyLimitFrom;
+    const from =
+      lesson.limitBytes === out.limitBytes
+        ? Math.min(lesson.bodyLimitFrom ?? Infinity, out.bodyLimitFrom ?? Infinity)
+        : lesson.bodyLimitFrom;
     Object.assign(out, { limitBytes: lesson.limitBytes, bodyLimitFrom: from });
   }
   if (lesson.refusedBytes !== undefined) out.refusedBytes = Math.min(lesson.refusedBytes, out.refusedBytes ?? Infinity);
@@ -84,7 +88,11 @@ export function believed(limit: LearnedLimit | undefined, bytes: number): Bounds
 /** The smallest accepted request that disproves any part of `limit` (see loosened); Infinity when none can. */
 export function disprovedFrom(limit: LearnedLimit): number {
   const { limitTokens, limitBytes, refusedBytes } = limit;
-  return Math.min(limitTokens !== undefined ? Math.floor(limitTokens * MOST_BYTES_PER_TOKEN) + 1 : Infinity, limitBytes !== undefined ? Math.floor(limitBytes) + 1 : Infinity, refusedBytes ?? Infinity);
+  return Math.min(
+    limitTokens !== undefined ? Math.floor(limitTokens * MOST_BYTES_PER_TOKEN) + 1 : Infinity,
+    limitBytes !== undefined ? Math.floor(limitBytes) + 1 : Infinity,
+    refusedBytes ?? Infinity,
+  );
 }
 
 /** What is left of a limit once a request of `bytes` was accepted; null when the acceptance disproves none of it. */

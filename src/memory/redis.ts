@@ -16,7 +16,14 @@ import { withEntry, type MemoryEntry, type MemoryStore } from './store.js';
 export type RedisTarget =
   | ({ kind: 'node'; url: string } & RedisAuth)
   | ({ kind: 'cluster'; nodes: Address[] } & RedisAuth)
-  | ({ kind: 'sentinel'; sentinels: Address[]; name: string; db?: number; sentinelUsername?: string; sentinelPassword?: string } & RedisAuth);
+  | ({
+      kind: 'sentinel';
+      sentinels: Address[];
+      name: string;
+      db?: number;
+      sentinelUsername?: string;
+      sentinelPassword?: string;
+    } & RedisAuth);
 
 interface RedisAuth {
   username?: string;
@@ -43,8 +50,18 @@ export function redisTargetOf(memory: Readonly<Config['memory']>): RedisTarget |
   };
   if (given.cluster) return { kind: 'cluster', nodes: given.cluster.map(addressOf), ...auth };
   if (given.sentinels && given.name) {
-    const sentinelAuth = { ...(given.sentinelUsername ? { sentinelUsername: given.sentinelUsername } : {}), ...(given.sentinelPassword ? { sentinelPassword: given.sentinelPassword } : {}) };
-    return { kind: 'sentinel', sentinels: given.sentinels.map(addressOf), name: given.name, ...(given.db !== undefined ? { db: given.db } : {}), ...sentinelAuth, ...auth };
+    const sentinelAuth = {
+      ...(given.sentinelUsername ? { sentinelUsername: given.sentinelUsername } : {}),
+      ...(given.sentinelPassword ? { sentinelPassword: given.sentinelPassword } : {}),
+    };
+    return {
+      kind: 'sentinel',
+      sentinels: given.sentinels.map(addressOf),
+      name: given.name,
+      ...(given.db !== undefined ? { db: given.db } : {}),
+      ...sentinelAuth,
+      ...auth,
+    };
   }
   return url ? { kind: 'node', url, ...auth } : undefined;
 }
@@ -58,7 +75,8 @@ function addressOf(text: string): Address {
 /** The target as the ready line says it, with no secret: `redis cluster 10.0.0.1:6379, ...`. */
 export function describeRedisTarget(target: RedisTarget): string {
   const tls = target.tls && !(target.kind === 'node' && /^rediss:/i.test(target.url)) ? ', TLS' : '';
-  const list = (addresses: Address[]) => addresses.map((a) => (a.host.includes(':') ? `[${a.host}]:${a.port}` : `${a.host}:${a.port}`)).join(', ');
+  const list = (addresses: Address[]) =>
+    addresses.map((a) => (a.host.includes(':') ? `[${a.host}]:${a.port}` : `${a.host}:${a.port}`)).join(', ');
   switch (target.kind) {
     case 'node':
       return `redis ${loggableRedisUrl(target.url)}${tls}`;
@@ -292,7 +310,11 @@ const REDIS_PROBE_MS = 1_000;
  * optimisation, and reconnects).
  */
 export async function probeRedis(target: string | RedisTarget, timeoutMs = REDIS_PROBE_MS): Promise<string | null> {
-  const redis = connectRedis(typeof target === 'string' ? { kind: 'node', url: target, tls: /^rediss:/i.test(target) } : target, 'probe', timeoutMs);
+  const redis = connectRedis(
+    typeof target === 'string' ? { kind: 'node', url: target, tls: /^rediss:/i.test(target) } : target,
+    'probe',
+    timeoutMs,
+  );
   let firstError: Error | undefined;
   redis.on('error', (err: Error) => (firstError ??= err));
   // A sentinel that answers, but names no master by that name, says so only here.
@@ -322,8 +344,16 @@ export function memoryRedis(config: Readonly<Config>): RedisTarget | undefined {
 /** The startup WARN for a Redis the probe did not reach: its address (no secret) and the sentence. */
 export function redisUnreachable(target: RedisTarget, problem: string): { redis: string; message: string } {
   const redis = describeRedisTarget(target).replace(/^redis /, '');
-  const what = target.kind === 'node' ? `Redis at ${redis}` : target.kind === 'cluster' ? `The Redis Cluster at ${redis.replace(/^cluster /, '')}` : `Redis (${redis})`;
-  return { redis, message: `${what} is not reachable (${problem}). The gateway serves requests without compaction memory until Redis answers, then uses it again by itself.` };
+  const what =
+    target.kind === 'node'
+      ? `Redis at ${redis}`
+      : target.kind === 'cluster'
+        ? `The Redis Cluster at ${redis.replace(/^cluster /, '')}`
+        : `Redis (${redis})`;
+  return {
+    redis,
+    message: `${what} is not reachable (${problem}). The gateway serves requests without compaction memory until Redis answers, then uses it again by itself.`,
+  };
 }
 
 /** What a Redis client error means, in plain words (for the startup WARN, and any other Redis warning). */
@@ -331,12 +361,15 @@ function describeRedisError(err: Error & { code?: string }, timeoutMs = REDIS_PR
   const text = `${err.code ?? ''} ${err.message}`;
   if (/ECONNREFUSED/.test(text)) return 'connection refused: nothing listens at that address';
   // Redis 7's sentinels say "No such master"; older ones answer with no address.
-  if (/No such master|successfully, but got an invalid reply/i.test(text)) return 'the sentinels know no master by that name (memory.redis.name)';
+  if (/No such master|successfully, but got an invalid reply/i.test(text))
+    return 'the sentinels know no master by that name (memory.redis.name)';
   if (/All sentinels are unreachable/i.test(text)) return 'no sentinel answered at the addresses given';
-  if (/Failed to refresh slots cache|cluster support disabled/i.test(text)) return 'no seed node answered as a Redis Cluster node (is cluster mode on?)';
+  if (/Failed to refresh slots cache|cluster support disabled/i.test(text))
+    return 'no seed node answered as a Redis Cluster node (is cluster mode on?)';
   if (/ENOTFOUND|EAI_AGAIN/.test(text)) return 'its host name does not resolve';
   if (/ETIMEDOUT|timeout/i.test(text)) return `no answer within ${timeoutMs} ms`;
-  if (/NOAUTH|WRONGPASS|invalid password|AUTH/i.test(text)) return 'it refused the credentials (in the URL, or memory.redis.username/password)';
+  if (/NOAUTH|WRONGPASS|invalid password|AUTH/i.test(text))
+    return 'it refused the credentials (in the URL, or memory.redis.username/password)';
   if (/ECONNRESET|EPIPE|closed/i.test(text)) return 'it closed the connection (is it Redis, and is TLS right: redis:// vs rediss://?)';
   return err.message.split('\n')[0].slice(0, 120);
 }

@@ -232,7 +232,8 @@ function findVeto(r: Reading): string | undefined {
   if (stringLimitTarget(r) === 'schema') return 'schema_string_too_long';
   const blamed = blamedField(r);
   // A size rule of one field that is not the conversation: no compaction makes it pass.
-  if (blamed !== undefined && blamed !== 'content' && SIZE_COMPLAINT.test(r.prose)) return blamed === 'completion' ? 'completion_value_cap' : 'schema_field_size';
+  if (blamed !== undefined && blamed !== 'content' && SIZE_COMPLAINT.test(r.prose))
+    return blamed === 'completion' ? 'completion_value_cap' : 'schema_field_size';
   return findGeneralVeto(r.prose, r.codeWords);
 }
 

@@ -56,12 +56,14 @@ export function echoesIn(text: string, request: unknown): string[] | null {
     if (shortSeen.has(folded) || !quoted(folded)) return;
     shortSeen.add(folded);
     for (const r of readings) {
-      if (r.quoted.has(folded)) for (const q of QUOTES) r.folded.eachPlace(`${q}${folded}${q}`, (at, end) => found.add(r.folded.source(at, end)));
+      if (r.quoted.has(folded))
+        for (const q of QUOTES) r.folded.eachPlace(`${q}${folded}${q}`, (at, end) => found.add(r.folded.source(at, end)));
     }
   };
   // A value's end is an echo only after an ellipsis: a text without one is never looked at for ends.
   const ends = readings.some((r) => r.index.ellipsis);
-  const mayHold = (): boolean => readings.some((r) => r.index.mayHold(head.codes, ends ? tail.codes : undefined, tail.size - MIN_ECHO_CHARS));
+  const mayHold = (): boolean =>
+    readings.some((r) => r.index.mayHold(head.codes, ends ? tail.codes : undefined, tail.size - MIN_ECHO_CHARS));
   const long = (v: FoldedValue): void => {
     for (const r of readings) r.index.echoesOf(v, (at, end) => found.add(r.folded.source(at, end)));
   };
@@ -83,7 +85,9 @@ export function echoesIn(text: string, request: unknown): string[] | null {
   }
   if (found.size > 4 * MAX_ECHOES) return null;
   // An echo inside a longer one goes with it.
-  const echoes = [...found].sort((a, b) => b.length - a.length).filter((e, i, all) => !all.slice(0, i).some((longer) => longer.includes(e)));
+  const echoes = [...found]
+    .sort((a, b) => b.length - a.length)
+    .filter((e, i, all) => !all.slice(0, i).some((longer) => longer.includes(e)));
   return echoes.length > MAX_ECHOES ? null : echoes;
 }
 

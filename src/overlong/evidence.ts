@@ -45,13 +45,8 @@ const MAX_EVENTS = 16;
 /** Characters of an SSE text read: enough for MAX_EVENTS events with comments and ids. */
 const MAX_SSE_CHARS = 64 * 1024;
 
-const TEXT_KEYS = new Set([
-  'message', 'error', 'detail', 'details', 'msg', 'error_message', 'errormessage',
-  'description', 'raw', 'title',
-]);
-const CODE_KEYS = new Set([
-  'code', 'type', 'error_type', 'errortype', 'error_code', 'errorcode', 'status', '__type', 'reason',
-]);
+const TEXT_KEYS = new Set(['message', 'error', 'detail', 'details', 'msg', 'error_message', 'errormessage', 'description', 'raw', 'title']);
+const CODE_KEYS = new Set(['code', 'type', 'error_type', 'errortype', 'error_code', 'errorcode', 'status', '__type', 'reason']);
 const FIELD_KEYS: Readonly<Record<string, Exclude<keyof StatedLimits, 'completionCounted'>>> = {
   n_prompt_tokens: 'promptTokens',
   n_ctx: 'limitTokens',

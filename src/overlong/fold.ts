@@ -49,7 +49,9 @@ function escapeAt(s: string, i: number, undo: Unescape): { char: string; end: nu
   const hexDigits = next === 'u' ? 4 : next === 'x' ? 2 : 0;
   if (hexDigits > 0) {
     const hex = s.slice(i + 2, i + 2 + hexDigits);
-    return hex.length === hexDigits && HEX.test(hex) ? { char: String.fromCharCode(Number.parseInt(hex, 16)), end: i + 2 + hexDigits } : undefined;
+    return hex.length === hexDigits && HEX.test(hex)
+      ? { char: String.fromCharCode(Number.parseInt(hex, 16)), end: i + 2 + hexDigits }
+      : undefined;
   }
   const char = next === undefined ? undefined : BACKSLASHED[next];
   return char === undefined ? undefined : { char, end: i + 2 };
@@ -66,12 +68,13 @@ export class FoldedText {
     undo: Unescape,
   ) {
     const unescape = undo.entities || undo.backslashes;
-    for (let i = 0; i < original.length; ) {
+    for (let i = 0; i < original.length;) {
       const escape = unescape ? escapeAt(original, i, undo) : undefined;
       const char = escape?.char ?? String.fromCodePoint(original.codePointAt(i)!);
       const end = escape?.end ?? i + char.length;
       const code = char.charCodeAt(0);
-      if (code < 0x80 && code !== 0x20 && (code < 0x09 || code > 0x0d)) this.push(code >= 0x41 && code <= 0x5a ? String.fromCharCode(code + 0x20) : char, i, end);
+      if (code < 0x80 && code !== 0x20 && (code < 0x09 || code > 0x0d))
+        this.push(code >= 0x41 && code <= 0x5a ? String.fromCharCode(code + 0x20) : char, i, end);
       else if (!WHITESPACE.test(char)) for (const unit of foldCase(char)) this.push(unit, i, end);
       else if (this.text.endsWith(' ')) this.to[this.to.length - 1] = end;
       else this.push(' ', i, end);

@@ -47,12 +47,14 @@ const VETOES: readonly Veto[] = [
   },
   {
     rule: 'content_filter',
-    pattern: /\bcontent[ _-]?(?:filter|policy|management|moderation)|\bsafety (?:system|filter|settings|policy)\b|\bflagged\b|\bresponsible ai\b|\bprohibited\b/i,
+    pattern:
+      /\bcontent[ _-]?(?:filter|policy|management|moderation)|\bsafety (?:system|filter|settings|policy)\b|\bflagged\b|\bresponsible ai\b|\bprohibited\b/i,
   },
   {
     rule: 'model_not_found',
     // "model_not_found" reads as "model not found" (prose and code words turn `_` into spaces).
-    pattern: /\bno such model\b|\bunknown model\b|\bmodel\b[^.\n]{0,80}?\b(?:does not exist|not found|is not supported|is not available)\b/i,
+    pattern:
+      /\bno such model\b|\bunknown model\b|\bmodel\b[^.\n]{0,80}?\b(?:does not exist|not found|is not supported|is not available)\b/i,
   },
   {
     rule: 'schema',
@@ -63,7 +65,8 @@ const VETOES: readonly Veto[] = [
   // A cap on requests in flight (a count of them, "(5/5)"), or no replica to serve: waiting helps, compacting does not.
   {
     rule: 'capacity',
-    pattern: /\brequest limit reached\b|\bconcurren(?:t|cy)\b[^.\n]{0,40}\blimit\b|\bresource ?exhausted\b|\bprovider unavailable\b|\bno (?:available )?capacity\b|\bcapacity (?:is )?unavailable\b/i,
+    pattern:
+      /\brequest limit reached\b|\bconcurren(?:t|cy)\b[^.\n]{0,40}\blimit\b|\bresource ?exhausted\b|\bprovider unavailable\b|\bno (?:available )?capacity\b|\bcapacity (?:is )?unavailable\b/i,
   },
   // Go's "context deadline exceeded" reads like "context ... exceeded": it is a timeout.
   { rule: 'timeout', pattern: /\bdeadline exceeded\b|\bcontext canceled\b|\btimed out\b|\btimeout\b/i },
@@ -84,7 +87,8 @@ const WEAK = String.raw`exceed(?:s|ed|ing)?|(?:longer|larger|greater|bigger|more
 // character follows the `=`, so `\b` alone would never end it there).
 const RELATION = new RegExp(String.raw`(?:\b(?:${STRONG})(?:\b|(?<=[<=]))|\b(?:${WEAK})(?=\W)|\s>=?\s)`, 'gi');
 const STRONG_START = new RegExp(String.raw`^\s*(?:${STRONG})`, 'i');
-const LIMIT_WORD = /\b(?:limit|maximum|max|context|window|capacity|budget|allowed|length|size|range|bound|n ctx|max model len|model|supported)\b|\d/i;
+const LIMIT_WORD =
+  /\b(?:limit|maximum|max|context|window|capacity|budget|allowed|length|size|range|bound|n ctx|max model len|model|supported)\b|\d/i;
 
 type Kind = 'input' | 'weakInput' | 'output' | 'attachment' | 'field';
 
@@ -95,17 +99,18 @@ const TERMS: readonly [Kind, RegExp][] = [
     /\b(?:max[ _](?:new[ _]|output[ _]|completion[ _])?tokens(?:[ _]to[ _]sample)?|maxoutputtokens|maxtokens|num[ _]predict|completions?|outputs?|prediction|generation|maximum tokens you requested)\b/gi,
   ],
   ['attachment', /\b(?:images?|pdfs?|files?|audio|video|attachments?|documents?|pixels|dimensions)\b/gi],
-  [
-    'input',
-    /\b(?:prompts?|input[ _]ids|inputs?|context|requests?|messages?|conversation|history|payload|body|entity|query|queries)\b/gi,
-  ],
+  ['input', /\b(?:prompts?|input[ _]ids|inputs?|context|requests?|messages?|conversation|history|payload|body|entity|query|queries)\b/gi],
   // One field's value: a tool's or a parameter's name, an id, a key. Its size is a schema rule.
-  ['field', /\b(?:(?:tool|function|parameter|property|field|key|server|schema) ?names?(?:\(s\))?|names?(?:\(s\))?|ids?|identifiers?|keys?|descriptions?)\b/gi],
+  [
+    'field',
+    /\b(?:(?:tool|function|parameter|property|field|key|server|schema) ?names?(?:\(s\))?|names?(?:\(s\))?|ids?|identifiers?|keys?|descriptions?)\b/gi,
+  ],
   ['weakInput', /\b(?:tokens?|token count|characters?|length|size|text|sequence|content|string)\b/gi],
 ];
 // A completion limit the server derived from the window left over, and found nothing left
 // ("max_tokens must be at least 1, got -186"): whatever the client asked, the prompt is too long.
-const NO_ROOM = /\bmax(?:imum)? (?:new |completion |output )?tokens\b[^.\n]{0,40}\bmust be (?:at least 1|>= ?1|greater than 0|positive)\b[^.\n]{0,20}\bgot (?:-\d|0(?!\d|\.\d))/i;
+const NO_ROOM =
+  /\bmax(?:imum)? (?:new |completion |output )?tokens\b[^.\n]{0,40}\bmust be (?:at least 1|>= ?1|greater than 0|positive)\b[^.\n]{0,20}\bgot (?:-\d|0(?!\d|\.\d))/i;
 const BOTH_JOINED = /\b(?:and|\+|&)\b|\s\+\s/;
 const BODY_WORDS = /\b(?:body|payload|entity|bytes?|[kmg]i?b)\b/i;
 const CONTEXT_WORDS = /\b(?:tokens?|context|prompts?|inputs?|messages?)\b/i;
@@ -144,9 +149,8 @@ function readRelations(text: string, found: Statements): void {
     if (!STRONG_START.test(m[0]) && !LIMIT_WORD.test(object)) continue;
     const kind = subjectKind(sentenceTail(subject));
     if (kind === undefined) continue;
-    const reason: OverlongReason = BODY_WORDS.test(subject + object) && !CONTEXT_WORDS.test(subject + object)
-      ? 'body_too_large'
-      : 'context_length';
+    const reason: OverlongReason =
+      BODY_WORDS.test(subject + object) && !CONTEXT_WORDS.test(subject + object) ? 'body_too_large' : 'context_length';
     if (kind === 'output') found.output = true;
     else if (kind === 'attachment') found.attachment = true;
     else if (kind === 'field') found.field = true;
@@ -223,15 +227,30 @@ function overflow(rule: string, reason: OverlongReason): GeneralDecision {
 
 // HTML pages and code words read as prose: tags become line breaks, snake_case becomes words.
 const TAG = /<[^<>]{0,200}>/g;
-const ENTITIES: Readonly<Record<string, string>> = { '&amp;': '&', '&lt;': '<', '&gt;': '>', '&quot;': '"', '&#39;': "'", '&#x27;': "'", '&nbsp;': ' ' };
+const ENTITIES: Readonly<Record<string, string>> = {
+  '&amp;': '&',
+  '&lt;': '<',
+  '&gt;': '>',
+  '&quot;': '"',
+  '&#39;': "'",
+  '&#x27;': "'",
+  '&nbsp;': ' ',
+};
 const ENTITY = /&(?:amp|lt|gt|quot|nbsp|#39|#x27);/g;
 
 /** Message text as the general layer reads it: bounded, tags out, entities decoded, `_` as spaces. */
 export function prose(text: string): string {
-  return text.slice(0, MAX_GENERAL_CHARS).replace(TAG, '\n').replace(ENTITY, (e) => ENTITIES[e] ?? e).replaceAll('_', ' ');
+  return text
+    .slice(0, MAX_GENERAL_CHARS)
+    .replace(TAG, '\n')
+    .replace(ENTITY, (e) => ENTITIES[e] ?? e)
+    .replaceAll('_', ' ');
 }
 
 /** Error codes as words ("context_length_exceeded" -> "context length exceeded"), one per line. */
 export function codeWords(codes: readonly string[]): string {
-  return codes.slice(0, 32).join('\n').replace(/[_.-]+/g, ' ');
+  return codes
+    .slice(0, 32)
+    .join('\n')
+    .replace(/[_.-]+/g, ' ');
 }

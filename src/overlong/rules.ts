@@ -60,10 +60,12 @@ export const NOT_OVERLONG_CODES: ReadonlyMap<string, string> = new Map([
 ]);
 
 /** `string_above_max_length` is overlong on message content, a schema error on tool definitions. */
-export const SCHEMA_PATH = /^(?:tools|functions|tool_choice|response_format|metadata|instructions|model|user)\b|\.function\.(?:name|description)|\.(?:name|role|id|call_id)$/;
+export const SCHEMA_PATH =
+  /^(?:tools|functions|tool_choice|response_format|metadata|instructions|model|user)\b|\.function\.(?:name|description)|\.(?:name|role|id|call_id)$/;
 export const CONTENT_PATH = /^(?:messages|input|prompt|contents)(?:\[|\.|$)/;
 /** The completion limit's fields: a size complaint about one is a value cap (the clamp's business), never an overflow. */
-export const COMPLETION_PATH = /^(?:max_tokens|max_completion_tokens|max_output_tokens|max_new_tokens|num_predict|(?:generation_?config\.)?max_?output_?tokens)$/i;
+export const COMPLETION_PATH =
+  /^(?:max_tokens|max_completion_tokens|max_output_tokens|max_new_tokens|num_predict|(?:generation_?config\.)?max_?output_?tokens)$/i;
 /**
  * A complaint about one value's size, as schema validators word it: a string or array over its
  * maximum length, a number over its maximum value, a name at most N characters.
@@ -108,7 +110,12 @@ export const BINDING_PHRASES: readonly PhraseRule[] = [
  */
 export const OVERLONG_PHRASES: readonly OverlongPhrase[] = [
   // OpenAI family: OpenAI, Azure, DeepSeek, vLLM, FastChat, text-generation-webui, OpenRouter ("This endpoint's ...")
-  { family: 'openai', rule: 'maximum_context_length', reason: CONTEXT, pattern: /\bmaximum context length is (?<limitTokens>\d{1,12}) tokens/i },
+  {
+    family: 'openai',
+    rule: 'maximum_context_length',
+    reason: CONTEXT,
+    pattern: /\bmaximum context length is (?<limitTokens>\d{1,12}) tokens/i,
+  },
   { family: 'openai', rule: 'reduce_your_prompt', reason: CONTEXT, pattern: /\bplease reduce your prompt; or completion length\b/i },
   // OpenAI / Azure (gpt-5 input cap)
   {
@@ -130,13 +137,15 @@ export const OVERLONG_PHRASES: readonly OverlongPhrase[] = [
     family: 'anthropic',
     rule: 'prompt_too_long',
     reason: CONTEXT,
-    pattern: /\bprompt is too long\b(?:: (?<promptTokens>\d{1,12})(?: tokens >|, model maximum context length:) (?<limitTokens>\d{1,12}))?/i,
+    pattern:
+      /\bprompt is too long\b(?:: (?<promptTokens>\d{1,12})(?: tokens >|, model maximum context length:) (?<limitTokens>\d{1,12}))?/i,
   },
   {
     family: 'anthropic',
     rule: 'input_and_max_tokens_exceed_context',
     reason: CONTEXT,
-    pattern: /\binput length and `?max_tokens`? exceed context limit\b(?:: (?<promptTokens>\d{1,12}) \+ (?<completionTokens>\d{1,12}) > (?<limitTokens>\d{1,12}))?/i,
+    pattern:
+      /\binput length and `?max_tokens`? exceed context limit\b(?:: (?<promptTokens>\d{1,12}) \+ (?<completionTokens>\d{1,12}) > (?<limitTokens>\d{1,12}))?/i,
   },
   // Bedrock
   { family: 'bedrock', rule: 'input_too_long_for_model', reason: CONTEXT, pattern: /\binput is too long for (?:the )?requested model\b/i },
@@ -145,7 +154,8 @@ export const OVERLONG_PHRASES: readonly OverlongPhrase[] = [
     family: 'gemini',
     rule: 'input_token_count_exceeds',
     reason: CONTEXT,
-    pattern: /\binput token count (?:\((?<promptTokens>\d{1,12})\) )?exceeds the maximum number of tokens allowed\b(?: \(?(?<limitTokens>\d{1,12}))?/i,
+    pattern:
+      /\binput token count (?:\((?<promptTokens>\d{1,12})\) )?exceeds the maximum number of tokens allowed\b(?: \(?(?<limitTokens>\d{1,12}))?/i,
   },
   {
     family: 'gemini',
@@ -176,13 +186,19 @@ export const OVERLONG_PHRASES: readonly OverlongPhrase[] = [
     pattern: /\btotal number of tokens \(prompt and prediction\) cannot exceed\b(?: (?<limitTokens>\d{1,12}))?/i,
   },
   // DashScope (Qwen)
-  { family: 'dashscope', rule: 'input_length_range', reason: CONTEXT, pattern: /\brange of input length should be \[(?:\d{1,12}, ?(?<limitTokens>\d{1,12})\])?/i },
+  {
+    family: 'dashscope',
+    rule: 'input_length_range',
+    reason: CONTEXT,
+    pattern: /\brange of input length should be \[(?:\d{1,12}, ?(?<limitTokens>\d{1,12})\])?/i,
+  },
   // llama.cpp server (older builds state the numbers only as JSON fields, see evidence.ts)
   {
     family: 'llamacpp',
     rule: 'exceeds_available_context_size',
     reason: CONTEXT,
-    pattern: /(?:request \((?<promptTokens>\d{1,12}) tokens\) )?\bexceeds the available context size\b(?: \((?<limitTokens>\d{1,12}) tokens\))?/i,
+    pattern:
+      /(?:request \((?<promptTokens>\d{1,12}) tokens\) )?\bexceeds the available context size\b(?: \((?<limitTokens>\d{1,12}) tokens\))?/i,
   },
   { family: 'llamacpp', rule: 'context_size_exceeded', reason: CONTEXT, pattern: /\bcontext size has been exceeded\b/i },
   // LM Studio
@@ -213,14 +229,16 @@ export const OVERLONG_PHRASES: readonly OverlongPhrase[] = [
     family: 'xai',
     rule: 'input_too_large',
     reason: CONTEXT,
-    pattern: /\[input_too_large\](?: current message \((?<promptTokens>\d{1,12}) tokens\) exceeds budget \((?<limitTokens>\d{1,12}) tokens\))?/i,
+    pattern:
+      /\[input_too_large\](?: current message \((?<promptTokens>\d{1,12}) tokens\) exceeds budget \((?<limitTokens>\d{1,12}) tokens\))?/i,
   },
   // SGLang
   {
     family: 'sglang',
     rule: 'input_longer_than_context',
     reason: CONTEXT,
-    pattern: /(?:the input \((?<promptTokens>\d{1,12}) )?\btokens\) is longer than the model.{1,3}s context length\b(?: \((?<limitTokens>\d{1,12}) tokens\))?/i,
+    pattern:
+      /(?:the input \((?<promptTokens>\d{1,12}) )?\btokens\) is longer than the model.{1,3}s context length\b(?: \((?<limitTokens>\d{1,12}) tokens\))?/i,
   },
   {
     family: 'sglang',
@@ -230,9 +248,19 @@ export const OVERLONG_PHRASES: readonly OverlongPhrase[] = [
   },
   // Moonshot, MiniMax, Cerebras, GLM-compatible endpoints. Moonshot's "requested" and Cerebras'
   // "current length" may include max_tokens, so neither is taken as the prompt.
-  { family: 'moonshot', rule: 'exceeded_model_token_limit', reason: CONTEXT, pattern: /\bexceeded model token limit: (?<limitTokens>\d{1,12})/i },
+  {
+    family: 'moonshot',
+    rule: 'exceeded_model_token_limit',
+    reason: CONTEXT,
+    pattern: /\bexceeded model token limit: (?<limitTokens>\d{1,12})/i,
+  },
   { family: 'minimax', rule: 'context_window_exceeds_limit', reason: CONTEXT, pattern: /\bcontext window exceeds limit\b/i },
-  { family: 'cerebras', rule: 'current_length_over_limit', reason: CONTEXT, pattern: /\bcurrent length is \d{1,12} while limit is (?<limitTokens>\d{1,12})/i },
+  {
+    family: 'cerebras',
+    rule: 'current_length_over_limit',
+    reason: CONTEXT,
+    pattern: /\bcurrent length is \d{1,12} while limit is (?<limitTokens>\d{1,12})/i,
+  },
   {
     family: 'glm',
     rule: 'input_tokens_exceed_max_prompt_tokens',
@@ -240,7 +268,12 @@ export const OVERLONG_PHRASES: readonly OverlongPhrase[] = [
     pattern: /\bnumber of input tokens \((?<promptTokens>\d{1,12})\) has exceeded max_prompt_tokens\b(?: \((?<limitTokens>\d{1,12})\))?/i,
   },
   // Groq, Cerebras and OpenRouter sometimes send only the advice, with no numbers
-  { family: 'openai', rule: 'reduce_length_of_messages', reason: CONTEXT, pattern: /\bplease reduce the length of (?:the messages|either one)\b/i },
+  {
+    family: 'openai',
+    rule: 'reduce_length_of_messages',
+    reason: CONTEXT,
+    pattern: /\bplease reduce the length of (?:the messages|either one)\b/i,
+  },
   // old vLLM filled max_tokens = window - prompt, so a negative value means the prompt alone overflowed
   // The room left for the completion: negative, or none at all (a prompt that exactly fills the window).
   { family: 'vllm', rule: 'negative_max_tokens', reason: CONTEXT, pattern: /\bmax_tokens must be at least 1, got (?:-\d|0(?!\d|\.\d))/i },
@@ -254,7 +287,12 @@ export const OVERLONG_PHRASES: readonly OverlongPhrase[] = [
     reason: BODY,
     pattern: /\bmaximum request body size (?<limitBytes>\d{1,15}) exceeded\b(?:, actual body size (?<bodyBytes>\d{1,15}))?/i,
   },
-  { family: 'http', rule: 'content_length_exceeded', reason: BODY, pattern: /\bHTTP content length exceeded (?<limitBytes>\d{1,15}) bytes\b/i },
+  {
+    family: 'http',
+    rule: 'content_length_exceeded',
+    reason: BODY,
+    pattern: /\bHTTP content length exceeded (?<limitBytes>\d{1,15}) bytes\b/i,
+  },
   { family: 'http', rule: 'request_entity_too_large', reason: BODY, pattern: /\brequest entity too large\b/i },
   { family: 'http', rule: 'payload_too_large', reason: BODY, pattern: /\b(?:function_)?payload[ _]too[ _]large\b/i },
   { family: 'http', rule: 'request_body_too_large', reason: BODY, pattern: /\brequest body is too large\b/i },
@@ -274,7 +312,8 @@ const NUMBER_PATTERNS: readonly NumberPattern[] = [
   // vLLM >= 0.10; the "characters" variant states no input tokens, only the output request
   {
     family: 'vllm',
-    pattern: /requested (?<completionTokens>\d{1,12}) output tokens(?: and your prompt contains (?:at least )?(?<promptTokens>\d{1,12}) input tokens)?/i,
+    pattern:
+      /requested (?<completionTokens>\d{1,12}) output tokens(?: and your prompt contains (?:at least )?(?<promptTokens>\d{1,12}) input tokens)?/i,
   },
   { family: 'vllm', pattern: /your request has (?<promptTokens>\d{1,12}) input tokens/i },
   { family: 'vllm', pattern: /'max_tokens' or 'max_completion_tokens' is too large: (?<completionTokens>\d{1,12})/i },
@@ -284,11 +323,20 @@ const NUMBER_PATTERNS: readonly NumberPattern[] = [
   { family: 'lmstudio', pattern: /context length of only (?<limitTokens>\d{1,12}) tokens/i },
   // SGLang's requested_token_count_exceeds, and other servers' "exceeds the maximum context length of N tokens"
   { family: 'sglang', pattern: /maximum context length of (?<limitTokens>\d{1,12}) tokens/i },
-  { family: 'sglang', pattern: /(?<promptTokens>\d{1,12}) tokens from the input messages and (?<completionTokens>\d{1,12}) tokens for the completion/i },
+  {
+    family: 'sglang',
+    pattern: /(?<promptTokens>\d{1,12}) tokens from the input messages and (?<completionTokens>\d{1,12}) tokens for the completion/i,
+  },
 ];
 
 /** Every wording whose numbers are read, in reading order: the phrases' own, then the numbers-only sentences. */
 export const STATEMENTS: readonly NumberPattern[] = [...OVERLONG_PHRASES, ...NUMBER_PATTERNS];
 
 /** Every specific rule: what the gateway runs; scripts/lofo.ts leaves families out. */
-export const RULES: readonly Rule[] = [...OVERLONG_CODES, ...BINDING_PHRASES, ...OVERLONG_PHRASES, ...NOT_OVERLONG_PHRASES, ...NUMBER_PATTERNS];
+export const RULES: readonly Rule[] = [
+  ...OVERLONG_CODES,
+  ...BINDING_PHRASES,
+  ...OVERLONG_PHRASES,
+  ...NOT_OVERLONG_PHRASES,
+  ...NUMBER_PATTERNS,
+];

@@ -52,7 +52,12 @@ function proxyProblems(config: Readonly<Config>, env: Env): string[] {
  * (its pool built, CA file and proxy included, then closed without a connection), where its
  * traffic goes, and the warnings the ready line would carry.
  */
-export async function checkReport(config: Readonly<Config>, source: string | undefined, env: Env, versions: { gateway: string; node: string }): Promise<string[]> {
+export async function checkReport(
+  config: Readonly<Config>,
+  source: string | undefined,
+  env: Env,
+  versions: { gateway: string; node: string },
+): Promise<string[]> {
   const upstreams = resolveUpstreams(config);
   await createEgress(config, upstreams, env).close();
   const fields = startupFields(config, source, versions, env);

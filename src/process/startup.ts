@@ -25,9 +25,19 @@ export function startupFields(
   return {
     ...(Object.keys(unprefixed).length > 0 ? { baseUrls: unprefixed } : {}),
     config: source ?? 'defaults (no config file)',
-    upstreams: upstreams.all.map((u) => ({ ...upstreamLine(config, upstreams, u, env), ...(origin ? { baseUrls: agentBaseUrls(origin, `/${u.name}`, u.apis) } : {}) })),
+    upstreams: upstreams.all.map((u) => ({
+      ...upstreamLine(config, upstreams, u, env),
+      ...(origin ? { baseUrls: agentBaseUrls(origin, `/${u.name}`, u.apis) } : {}),
+    })),
     defaultUpstream: upstreams.fallback?.name ?? 'none (a request no prefix or route sends anywhere gets 404 no_upstream)',
-    ...(config.routes.length > 0 ? { routes: config.routes.map((r) => `${[r.api && `api ${r.api}`, r.model && `model ${r.model}`, r.unknownModel && 'a model it cannot read'].filter(Boolean).join(', ')} -> ${r.upstream}`) } : {}),
+    ...(config.routes.length > 0
+      ? {
+          routes: config.routes.map(
+            (r) =>
+              `${[r.api && `api ${r.api}`, r.model && `model ${r.model}`, r.unknownModel && 'a model it cannot read'].filter(Boolean).join(', ')} -> ${r.upstream}`,
+          ),
+        }
+      : {}),
     auth: config.auth.keys.length > 0 ? `on (${config.auth.keys.length} gateway key${config.auth.keys.length > 1 ? 's' : ''})` : 'off',
     compaction: config.compaction.maxReplays === 0 ? 'off (maxReplays 0)' : config.compaction.strategy,
     memory: memoryLine(memory),
@@ -78,7 +88,10 @@ export function listeningOrigin(address: AddressInfo | string | null): string | 
  * undefined for anything else. A port in use may free itself (an old process still draining), so
  * it exits 1, which a supervisor retries; the others stay wrong until the config changes: exit 2.
  */
-export function listenFailure(err: NodeJS.ErrnoException, server: Readonly<Config['server']>): { line: string; exitCode: number } | undefined {
+export function listenFailure(
+  err: NodeJS.ErrnoException,
+  server: Readonly<Config['server']>,
+): { line: string; exitCode: number } | undefined {
   const why = LISTEN_FAILURES[err.code ?? ''];
   if (!why) return undefined;
   const line = `cannot listen on ${server.host} port ${server.port} (server.host HOST, server.port PORT): ${why}`;
@@ -97,13 +110,22 @@ const LISTEN_FAILURES: Record<string, string> = {
 function upstreamLine(config: Readonly<Config>, upstreams: Upstreams, u: Upstream, env: Record<string, string | undefined>) {
   const route = egressRoute(u.target.origin, u.proxy, env);
   const summarizer = summarizerDestination(config, upstreams, u);
-  const summarizerUrl = summarizer.upstream && summarizer.upstream !== u ? `upstream ${summarizer.upstream.name}` : summarizer.url === u.url ? "the request's own upstream" : loggableUrl(summarizer.url);
+  const summarizerUrl =
+    summarizer.upstream && summarizer.upstream !== u
+      ? `upstream ${summarizer.upstream.name}`
+      : summarizer.url === u.url
+        ? "the request's own upstream"
+        : loggableUrl(summarizer.url);
   return {
     name: u.name,
     url: loggableUrl(u.url),
     prefix: `/${u.name}`,
     apis: [...u.apis].join(','),
-    key: u.apiKey ? `the gateway's own (${u.apiKeyKey})` : config.auth.keys.length > 0 ? 'none (clients present gateway keys, which go no further)' : "the client's",
+    key: u.apiKey
+      ? `the gateway's own (${u.apiKeyKey})`
+      : config.auth.keys.length > 0
+        ? 'none (clients present gateway keys, which go no further)'
+        : "the client's",
     proxy: route.via === 'direct' ? `direct (${route.because})` : `${route.via} (${route.because})`,
     ...(u.caFile ? { caFile: u.caFile } : {}),
     summarizer:
@@ -140,9 +162,12 @@ function isOpenGateway(config: Readonly<Config>): boolean {
 
 /** The config keys that hold a provider key the gateway would spend on a client's behalf. */
 function providerKeys(config: Readonly<Config>): string[] {
-  const keys = resolveUpstreams(config).all.filter((u) => u.apiKey).map((u) => u.apiKeyKey);
+  const keys = resolveUpstreams(config)
+    .all.filter((u) => u.apiKey)
+    .map((u) => u.apiKeyKey);
   if (config.summarizer.apiKey) keys.push('summarizer.apiKey');
-  for (const [name, u] of Object.entries(config.upstreams ?? {})) if (u.summarizer?.apiKey) keys.push(`upstreams.${name}.summarizer.apiKey`);
+  for (const [name, u] of Object.entries(config.upstreams ?? {}))
+    if (u.summarizer?.apiKey) keys.push(`upstreams.${name}.summarizer.apiKey`);
   return keys;
 }
 
@@ -169,22 +194,30 @@ export function startupWarnings(config: Readonly<Config>): string[] {
   }
   const upstreams = resolveUpstreams(config);
   const urls: Array<[string, string | undefined]> = [
-    ...upstreams.all.filter((u) => !(u.apis.size === 1 && u.apis.has('gemini'))).map((u): [string, string] => [u.name === 'default' && !config.upstreams?.default ? 'upstream.url' : `upstreams.${u.name}.url`, u.url]),
+    ...upstreams.all
+      .filter((u) => !(u.apis.size === 1 && u.apis.has('gemini')))
+      .map((u): [string, string] => [
+        u.name === 'default' && !config.upstreams?.default ? 'upstream.url' : `upstreams.${u.name}.url`,
+        u.url,
+      ]),
     ['summarizer.url', config.summarizer.url],
   ];
   for (const [key, url] of urls) {
     if (url && new URL(url).pathname.replace(/\/+$/, '') === '') {
       warnings.push(
         `${key} ${loggableUrl(url)} has no version path: requests will go to ${loggableUrl(url).replace(/\/+$/, '')}/chat/completions. ` +
-          'Most providers need the /v1 (or their own version path) in the base URL; the Gemini API\'s is its origin, for Gemini clients.',
+          "Most providers need the /v1 (or their own version path) in the base URL; the Gemini API's is its origin, for Gemini clients.",
       );
     }
   }
   for (const u of upstreams.all) {
-    const warning = config.compaction.strategy === 'fallback' ? undefined : uncredentialedSummarizer(u, summarizerDestination(config, upstreams, u));
+    const warning =
+      config.compaction.strategy === 'fallback' ? undefined : uncredentialedSummarizer(u, summarizerDestination(config, upstreams, u));
     if (warning) warnings.push(warning);
     if (config.auth.keys.length > 0 && !u.apiKey && config.upstreams) {
-      warnings.push(`upstream ${u.name} has no apiKey and gateway keys are on: its requests go with no credential (a gateway key is never sent on): right for an upstream that needs none (a local model), not for one that does.`);
+      warnings.push(
+        `upstream ${u.name} has no apiKey and gateway keys are on: its requests go with no credential (a gateway key is never sent on): right for an upstream that needs none (a local model), not for one that does.`,
+      );
     }
   }
   return warnings;

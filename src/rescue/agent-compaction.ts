@@ -13,7 +13,10 @@ import type { RescueContext } from './context.js';
 const CLAUDE_CODE_SUMMARY_INSTRUCTION = 'Your task is to create a detailed summary of the conversation so far';
 
 /** Whether the request is an agent's own compaction call, by its headers, or by its parsed body when that is at hand. */
-export function isAgentCompaction(ctx: Pick<RescueContext, 'clientHeaders' | 'dialect' | 'incoming'>, json: Record<string, unknown> | null = null): boolean {
+export function isAgentCompaction(
+  ctx: Pick<RescueContext, 'clientHeaders' | 'dialect' | 'incoming'>,
+  json: Record<string, unknown> | null = null,
+): boolean {
   if (codexRequestKind(ctx.clientHeaders['x-codex-turn-metadata']) === 'compaction') return true;
   return ctx.dialect.api === 'messages' && json !== null && newestUserText(json).includes(CLAUDE_CODE_SUMMARY_INSTRUCTION);
 }
@@ -36,5 +39,7 @@ function newestUserText(json: Record<string, unknown>): string {
   if (!last || last.role !== 'user') return '';
   if (typeof last.content === 'string') return last.content;
   if (!Array.isArray(last.content)) return '';
-  return last.content.map((block: { type?: unknown; text?: unknown }) => (block?.type === 'text' && typeof block.text === 'string' ? block.text : '')).join('\n');
+  return last.content
+    .map((block: { type?: unknown; text?: unknown }) => (block?.type === 'text' && typeof block.text === 'string' ? block.text : ''))
+    .join('\n');
 }

@@ -47,7 +47,16 @@ export async function compactAhead(ctx: RescueContext, memory: CompactionMemory)
   const conversation = json && !tooManyItems(json) ? ctx.dialect.read(json) : null;
   // An agent's own compaction call is about to replace what memory holds: it extends nothing.
   if (!json || !conversation || isAgentCompaction(ctx, json)) return null;
-  const recall = () => memory.recall(tenant, ctx.upstream.memoryKey, ctx.dialect.api, modelOf(ctx) ?? '', conversation.items, keptPrefixEnd(conversation), agentSessionOf(ctx.clientHeaders));
+  const recall = () =>
+    memory.recall(
+      tenant,
+      ctx.upstream.memoryKey,
+      ctx.dialect.api,
+      modelOf(ctx) ?? '',
+      conversation.items,
+      keptPrefixEnd(conversation),
+      agentSessionOf(ctx.clientHeaders),
+    );
   if (!(await recall())) return null;
   const started = performance.now();
   // Extending the summary is a summary too: under the lease, recalled afresh (another request may have extended it meanwhile).
@@ -79,7 +88,17 @@ async function aheadUnderLease(
   const remembered = { ...target, fitBytes: recalled.entry.fitBytes, aimBytes: recalled.entry.aimBytes };
   if (compaction.newSpan) await rememberSpan(ctx, conversation, compaction.newSpan, remembered, lease);
   memory.countProactive();
-  const record: RescueRecord = { api: ctx.dialect.api, upstream: ctx.upstream.name, outcome: 'compacted', trigger: 'proactive', compaction, bound: compaction.bound, limit: 'learned', statedTokens: target.bounds?.limitTokens, durationMs };
+  const record: RescueRecord = {
+    api: ctx.dialect.api,
+    upstream: ctx.upstream.name,
+    outcome: 'compacted',
+    trigger: 'proactive',
+    compaction,
+    bound: compaction.bound,
+    limit: 'learned',
+    statedTokens: target.bounds?.limitTokens,
+    durationMs,
+  };
   return { rewrite: rewriteOf(ctx, conversation, compaction, remembered, lease !== null), record };
 }
 

@@ -37,7 +37,14 @@ export async function attempt(
     const whole = (rewritten && ctx.dialect.droppedState !== null) || watch;
     const inspected = await inspect(answer, deps.config.upstream, ctx.dialect.streamEvent, whole);
     const { held, verdict } = inspected;
-    traced?.answered({ status: answer.status, headers: answer.headers, body: answer.body, held, overlong: verdict.overlong, rule: verdict.rule });
+    traced?.answered({
+      status: answer.status,
+      headers: answer.headers,
+      body: answer.body,
+      held,
+      overlong: verdict.overlong,
+      rule: verdict.rule,
+    });
     return inspected;
   } catch (err) {
     traced?.failed(err);
@@ -46,10 +53,22 @@ export async function attempt(
 }
 
 /** The attempt's span, when the request is traced (its API, model, upstream, and what the rescue did to it). */
-function tracedAttempt(ctx: RescueContext, headers: Record<string, string | string[]>, rewrite: RescueRecord | undefined): AttemptTrace | null {
+function tracedAttempt(
+  ctx: RescueContext,
+  headers: Record<string, string | string[]>,
+  rewrite: RescueRecord | undefined,
+): AttemptTrace | null {
   const { dialect, upstream } = ctx;
   const model = ctx.pathModel ?? ctx.notes.model;
   const compacted = rewrite?.compaction?.outcome === 'compacted';
-  const what = { api: dialect.api, model, upstream: upstream.name, origin: upstream.target.origin, rewritten: rewrite !== undefined, compacted, usage: dialect.summarizer.usage };
+  const what = {
+    api: dialect.api,
+    model,
+    upstream: upstream.name,
+    origin: upstream.target.origin,
+    rewritten: rewrite !== undefined,
+    compacted,
+    usage: dialect.summarizer.usage,
+  };
   return traceAttempt(what, headers);
 }

@@ -119,7 +119,13 @@ const PER_ITEM = 1024;
 export function rescueHeapCost(s: JsonShape): number {
   const perByte = PER_BYTE + (s.ascii ? 0 : PER_BYTE_NOT_ASCII);
   return Math.ceil(
-    perByte * s.bytes + PER_STRING * s.strings + PER_KEY * s.keys + PER_COMMA * s.commas + PER_OBJECT * s.objects + PER_ARRAY * s.arrays + PER_ITEM * s.items,
+    perByte * s.bytes +
+      PER_STRING * s.strings +
+      PER_KEY * s.keys +
+      PER_COMMA * s.commas +
+      PER_OBJECT * s.objects +
+      PER_ARRAY * s.arrays +
+      PER_ITEM * s.items,
   );
 }
 

@@ -27,10 +27,24 @@ export interface CompactOptions {
  * alike: the conversation its dialect read from `json`, to `target`, with the config's settings
  * and the summarizer of this request's upstream.
  */
-export function compactFor(ctx: RescueContext, json: Record<string, unknown>, conversation: Conversation, target: SizeTarget, o: CompactOptions): Promise<CompactionResult> {
+export function compactFor(
+  ctx: RescueContext,
+  json: Record<string, unknown>,
+  conversation: Conversation,
+  target: SizeTarget,
+  o: CompactOptions,
+): Promise<CompactionResult> {
   const config = ctx.deps.config;
   return compact(
-    { dialect: ctx.dialect, request: json, conversation, headers: ctx.headers, bodyBytes: ctx.incoming.bytes, recalled: o.recalled, newestWhole: o.digestOnly },
+    {
+      dialect: ctx.dialect,
+      request: json,
+      conversation,
+      headers: ctx.headers,
+      bodyBytes: ctx.incoming.bytes,
+      recalled: o.recalled,
+      newestWhole: o.digestOnly,
+    },
     {
       target,
       because: o.because,
@@ -45,9 +59,20 @@ export function compactFor(ctx: RescueContext, json: Record<string, unknown>, co
 function logSummary(ctx: RescueContext, e: SummaryEvent): void {
   const api = ctx.dialect.api;
   if (e.phase === 'start') ctx.log.info({ api, items: e.items }, `summarizing ${e.items} items for a compaction`);
-  else if (e.failure) ctx.log.warn({ api, ms: Math.round(e.ms), calls: e.calls, failure: e.failure }, `summarizer failed (${e.failure}) after ${seconds(e.ms)}; using the deterministic digest`);
+  else if (e.failure)
+    ctx.log.warn(
+      { api, ms: Math.round(e.ms), calls: e.calls, failure: e.failure },
+      `summarizer failed (${e.failure}) after ${seconds(e.ms)}; using the deterministic digest`,
+    );
   else if (e.digested) {
     const { maxCalls, maxInputBytes } = ctx.deps.config.summarizer;
-    ctx.log.info({ api, ms: Math.round(e.ms), calls: e.calls, digested: e.digested, maxCalls, maxInputBytes }, `summary ready in ${seconds(e.ms)} (${e.calls} summarizer calls); the summarizer's cost cap for one compaction (${maxCalls} calls, ${maxInputBytes} bytes) was reached, so the oldest ${e.digested} messages went to the deterministic digest`);
-  } else ctx.log.info({ api, ms: Math.round(e.ms), calls: e.calls }, `summary ready in ${seconds(e.ms)} (${e.calls} summarizer call${e.calls === 1 ? '' : 's'})`);
+    ctx.log.info(
+      { api, ms: Math.round(e.ms), calls: e.calls, digested: e.digested, maxCalls, maxInputBytes },
+      `summary ready in ${seconds(e.ms)} (${e.calls} summarizer calls); the summarizer's cost cap for one compaction (${maxCalls} calls, ${maxInputBytes} bytes) was reached, so the oldest ${e.digested} messages went to the deterministic digest`,
+    );
+  } else
+    ctx.log.info(
+      { api, ms: Math.round(e.ms), calls: e.calls },
+      `summary ready in ${seconds(e.ms)} (${e.calls} summarizer call${e.calls === 1 ? '' : 's'})`,
+    );
 }

@@ -69,7 +69,15 @@ export interface RescueContext {
   /** The request's id (x-request-id), as its log lines carry it. */
   requestId?: string;
   /** What the access log tells; `model` as routing read it (routes/body-model.ts), or at a glance. */
-  notes: { compaction?: string; upstreamStatus?: number; upstreamTtfbMs?: number; streamed?: boolean; route?: string; model?: string; upstream?: string };
+  notes: {
+    compaction?: string;
+    upstreamStatus?: number;
+    upstreamTtfbMs?: number;
+    streamed?: boolean;
+    route?: string;
+    model?: string;
+    upstream?: string;
+  };
   /** This request's share of the rescue budget while its body is read for a rescue (see holdBudget). */
   held?: Release;
 }
@@ -92,7 +100,11 @@ export async function holdBudget(ctx: RescueContext, waitMs: number): Promise<{ 
 export const COMPACTION_HEADER = 'x-gateway-compaction';
 
 export function optedOut(ctx: Pick<RescueContext, 'clientHeaders'>): boolean {
-  return String(ctx.clientHeaders[COMPACTION_HEADER] ?? '').trim().toLowerCase() === 'off';
+  return (
+    String(ctx.clientHeaders[COMPACTION_HEADER] ?? '')
+      .trim()
+      .toLowerCase() === 'off'
+  );
 }
 
 /** The request's own headers, marked; a changed body is plain JSON, whatever the client's encoding. */

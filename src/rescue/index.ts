@@ -14,7 +14,17 @@ import { compactionHeader, countCompaction, countRescue, isAhead, logDecision, t
 import { noteRescue } from '../telemetry/traces.js';
 import { isAgentCompaction } from './agent-compaction.js';
 import { inApiWords } from './overflow-error.js';
-import { heldCount, judgeAnswer, logStreamedCut, mayNearWindow, overWindow, truncationVerdict, watched, windowFor, type SentBody } from './window.js';
+import {
+  heldCount,
+  judgeAnswer,
+  logStreamedCut,
+  mayNearWindow,
+  overWindow,
+  truncationVerdict,
+  watched,
+  windowFor,
+  type SentBody,
+} from './window.js';
 import type { CompactionMemory } from '../memory/index.js';
 import { summarizerModel } from './summarizer.js';
 
@@ -71,7 +81,9 @@ async function attemptAndRescue(ctx: RescueContext, committed: () => boolean): P
   if (first.verdict.overlong) return committed() ? { answer: first, header } : rescue(ctx, first, first.verdict, sentBytes, ahead !== null);
   if (first.answer.status >= 400) return { answer: first, header };
   // An accepted request may disprove what was learned of its model's limits (its answer does not wait for that).
-  void noteAccepted(ctx, sentBytes).catch((err: Error) => ctx.log.warn({ err: err.message }, 'could not note an accepted request in memory'));
+  void noteAccepted(ctx, sentBytes).catch((err: Error) =>
+    ctx.log.warn({ err: err.message }, 'could not note an accepted request in memory'),
+  );
   if (!watch) return { answer: first, header };
   const body: SentBody = sent ? { bytes: sent.bytes, body: () => sent.body } : { bytes: sentBytes, body: () => ctx.incoming.plain() };
   const count = heldCount(ctx, first);
@@ -131,7 +143,13 @@ function judgeStreamed(ctx: RescueContext, body: SentBody, tail: Buffer): void {
   const cut = judgeAnswer(ctx, body, count, 'streamed');
   if (!cut.truncated) return;
   logStreamedCut(ctx, cut, body.bytes);
-  const streamed = { api: ctx.dialect.api, upstream: ctx.upstream.name, reportedTokens: cut.reported, expectedTokens: cut.expected, bytes: body.bytes };
+  const streamed = {
+    api: ctx.dialect.api,
+    upstream: ctx.upstream.name,
+    reportedTokens: cut.reported,
+    expectedTokens: cut.expected,
+    bytes: body.bytes,
+  };
   ctx.deps.decisions?.cutStreamed(streamed, { requestId: ctx.requestId, model: ctx.pathModel ?? ctx.notes.model });
 }
 
@@ -158,9 +176,19 @@ async function rescue(
   const judged = json && trigger === 'rejected' ? first.judge(json) : verdict;
   if (!judged.overlong) return { answer: first };
   const { reason, limits } = judged;
-  const record: RescueRecord = { api: dialect.api, upstream: ctx.upstream.name, outcome: 'disabled', trigger, reason, rejectedStatus: first.answer.status };
+  const record: RescueRecord = {
+    api: dialect.api,
+    upstream: ctx.upstream.name,
+    outcome: 'disabled',
+    trigger,
+    reason,
+    rejectedStatus: first.answer.status,
+  };
   if (trigger === 'truncated') {
-    Object.assign(record, { limit: 'observed', window: { tokens: limits.limitTokens ?? 0, estimate: limits.promptTokens ?? 0, model: modelOf(ctx) ?? ctx.notes.model } });
+    Object.assign(record, {
+      limit: 'observed',
+      window: { tokens: limits.limitTokens ?? 0, estimate: limits.promptTokens ?? 0, model: modelOf(ctx) ?? ctx.notes.model },
+    });
   } else {
     record.statedTokens = limits.limitTokens;
     deps.metrics.overlong.inc({ api: dialect.api, reason, upstream: ctx.upstream.name });
@@ -171,7 +199,14 @@ async function rescue(
   if (json) await learnFrom(ctx, judged, rejectedBytes);
   if (deps.config.compaction.maxReplays === 0 || optedOut(ctx)) return passThrough(ctx, record, first);
   // A body whose content coding could not be undone is forwarded as it came, and the header says why.
-  if (!json) return notShrunk(ctx, record, first, ctx.incoming.tooManyItems ? 'too_many_items' : ctx.incoming.plain() === null ? 'undecodable_body' : 'no_messages', rejectedBytes);
+  if (!json)
+    return notShrunk(
+      ctx,
+      record,
+      first,
+      ctx.incoming.tooManyItems ? 'too_many_items' : ctx.incoming.plain() === null ? 'undecodable_body' : 'no_messages',
+      rejectedBytes,
+    );
   if (tooManyItems(json)) return notShrunk(ctx, record, first, 'too_many_items', rejectedBytes);
   const rewrite = await remedy(ctx, record, judged, json, rejectedBytes, afterAhead);
   return rewrite ? replay(ctx, record, first, rewrite) : passThrough(ctx, record, first);
@@ -239,7 +274,8 @@ async function compacted(
     const learned = withKnownWindow(ctx, verdict, await learnedBounds(ctx));
     const target = sizeTarget(rejection, learned, ratio, recalled?.entry.bytesPerToken);
     const because = BECAUSE[verdict.reason === 'body_too_large' ? 'body_too_large' : 'context_length'];
-    const compactTo = (to: SizeTarget) => compactFor(ctx, json, conversation, to, { because, recalled: recalled?.entry, logSummary: true, digestOnly: agents });
+    const compactTo = (to: SizeTarget) =>
+      compactFor(ctx, json, conversation, to, { because, recalled: recalled?.entry, logSummary: true, digestOnly: agents });
     let used = target;
     let compaction = await compactTo(used);
     // What other requests taught must not make this one unrescuable: it is tried once more with
@@ -249,7 +285,8 @@ async function compacted(
       used = own;
       compaction = await compactTo(used);
     }
-    if (compaction.outcome === 'compacted' && compaction.newSpan && !agents) await rememberSpan(ctx, conversation, compaction.newSpan, used, lease);
+    if (compaction.outcome === 'compacted' && compaction.newSpan && !agents)
+      await rememberSpan(ctx, conversation, compaction.newSpan, used, lease);
     return { compaction, used, remembered: lease !== null && !agents };
   });
   Object.assign(record, { remedy: 'compaction', compaction, limit: record.limit ?? used.source, durationMs: performance.now() - started });
@@ -266,7 +303,11 @@ async function compacted(
  * What was learned, with the model's known context window when the verdict states none (a 413
  * page, a refusal without numbers): the compaction and its summarizer's calls fit it too.
  */
-function withKnownWindow(ctx: RescueContext, verdict: Extract<Verdict, { overlong: true }>, learned: Bounds | undefined): Bounds | undefined {
+function withKnownWindow(
+  ctx: RescueContext,
+  verdict: Extract<Verdict, { overlong: true }>,
+  learned: Bounds | undefined,
+): Bounds | undefined {
   if (verdict.limits.limitTokens !== undefined) return learned;
   const window = windowFor(ctx);
   return window ? smallest(learned ?? {}, { limitTokens: window.tokens, completionCounted: window.completionCounted }) : learned;
@@ -279,7 +320,12 @@ async function replay(ctx: RescueContext, record: RescueRecord, first: Inspected
   try {
     ({ answer } = await sendRewritten(ctx, record, rewrite));
   } catch (err) {
-    Object.assign(record, { outcome: 'replay_failed', replayResult: 'failed', replayError: (err as Error).message, clientLeft: ctx.gone.aborted || undefined });
+    Object.assign(record, {
+      outcome: 'replay_failed',
+      replayResult: 'failed',
+      replayError: (err as Error).message,
+      clientLeft: ctx.gone.aborted || undefined,
+    });
     countRescue(ctx.deps.metrics, record, 'failed');
     // The replay never got an answer: the upstream's own first answer is the truest thing to give.
     const given = ctx.gone.aborted || !first.held.complete ? null : forClient(ctx, record, first);
@@ -309,8 +355,10 @@ function plain(body: Buffer): Rewrite {
  * exception to "replay once", bounded to one more call.
  */
 async function sendRewritten(ctx: RescueContext, record: RescueRecord, rewrite: Rewrite): Promise<Sent> {
-  const send = (r: Pick<Rewrite, 'body' | 'headers'>) => attempt(ctx, r.body, { ...markedHeaders(ctx.headers, compactionHeader(record)), ...r.headers }, record, watched(ctx, r.body.length));
-  const countRefusal = (a: InspectedAnswer) => isBindingRefusal(a.verdict) && ctx.deps.metrics.bindingRefusals.inc({ api: ctx.dialect.api, request: 'compacted' });
+  const send = (r: Pick<Rewrite, 'body' | 'headers'>) =>
+    attempt(ctx, r.body, { ...markedHeaders(ctx.headers, compactionHeader(record)), ...r.headers }, record, watched(ctx, r.body.length));
+  const countRefusal = (a: InspectedAnswer) =>
+    isBindingRefusal(a.verdict) && ctx.deps.metrics.bindingRefusals.inc({ api: ctx.dialect.api, request: 'compacted' });
   let answer: InspectedAnswer | undefined;
   try {
     let body = rewrite.body;
@@ -320,7 +368,10 @@ async function sendRewritten(ctx: RescueContext, record: RescueRecord, rewrite: 
     const again = refusesBoundState(answer.verdict) ? await rewrite.restrip() : null;
     if (again) {
       discard(answer.answer.body);
-      ctx.log.warn({ api: ctx.dialect.api, rule: answer.verdict.rule, status: answer.answer.status }, 'the upstream refused the bound thinking of the rewritten request; sending it once more with every thinking block after the edit stripped');
+      ctx.log.warn(
+        { api: ctx.dialect.api, rule: answer.verdict.rule, status: answer.answer.status },
+        'the upstream refused the bound thinking of the rewritten request; sending it once more with every thinking block after the edit stripped',
+      );
       Object.assign(record, { bound: again.bound, bindingRetry: true });
       body = again.body;
       answer = await send(again);
@@ -365,7 +416,13 @@ function decided(ctx: RescueContext, record: RescueRecord): Decided {
   return { requestId: ctx.requestId, model: record.window?.model ?? ctx.pathModel ?? ctx.notes.model };
 }
 
-function notShrunk(ctx: RescueContext, record: RescueRecord, first: InspectedAnswer, why: 'no_messages' | 'too_many_items' | 'undecodable_body', bytes: number): Outcome {
+function notShrunk(
+  ctx: RescueContext,
+  record: RescueRecord,
+  first: InspectedAnswer,
+  why: 'no_messages' | 'too_many_items' | 'undecodable_body',
+  bytes: number,
+): Outcome {
   notShrunkRecord(record, why, bytes);
   return passThrough(ctx, record, first);
 }

@@ -37,7 +37,12 @@ export type HoldLimits = Pick<Config['upstream'], 'errorBodyLimitBytes' | 'pream
  * `preambleHoldMs` at most; otherwise a success's first chunk, since a stream (or an aggregator's
  * 200) can carry an overflow error in-band, or with `whole` its body up to `errorBodyLimitBytes`.
  */
-export async function inspect(answer: UpstreamAnswer, limits: HoldLimits, events: StreamEvents | null = null, whole = false): Promise<InspectedAnswer> {
+export async function inspect(
+  answer: UpstreamAnswer,
+  limits: HoldLimits,
+  events: StreamEvents | null = null,
+  whole = false,
+): Promise<InspectedAnswer> {
   const errorBodyLimit = limits.errorBodyLimitBytes;
   const contentType = header(answer.headers['content-type']);
   const encoding = answer.headers['content-encoding'];
@@ -49,14 +54,21 @@ export async function inspect(answer: UpstreamAnswer, limits: HoldLimits, events
   }
   if (events && encoding === undefined && contentType?.includes('text/event-stream')) {
     const { held, failure } = await holdPreamble(answer.body, events, limits.preambleHoldMs);
-    return failure === undefined ? { answer, held, verdict: PASS, judge: () => PASS } : judged(answer, held, (request) => classifyStreamEvent(failure, request));
+    return failure === undefined
+      ? { answer, held, verdict: PASS, judge: () => PASS }
+      : judged(answer, held, (request) => classifyStreamEvent(failure, request));
   }
   // A JSON answer to a rewritten request is held whole (bounded): what it says of the input comes at its end.
-  const held = whole && contentType?.includes('json') ? await holdBody(answer.body, errorBodyLimit) : await firstChunk(answer.body, Number(answer.headers['content-length']));
+  const held =
+    whole && contentType?.includes('json')
+      ? await holdBody(answer.body, errorBodyLimit)
+      : await firstChunk(answer.body, Number(answer.headers['content-length']));
   if (!mayCarryError(held.bytes, encoding)) return { answer, held, verdict: PASS, judge: () => PASS };
   const text = await textOf(held.bytes, encoding, errorBodyLimit);
   return judged(answer, held, (request) =>
-    contentType?.includes('text/event-stream') ? classifyStreamEvent(text, request) : classifyResponse({ status: answer.status, contentType, body: text }, request),
+    contentType?.includes('text/event-stream')
+      ? classifyStreamEvent(text, request)
+      : classifyResponse({ status: answer.status, contentType, body: text }, request),
   );
 }
 

@@ -83,7 +83,15 @@ export async function recallFor(ctx: RescueContext, conversation: Conversation):
   const memory = ctx.deps.memory;
   const tenant = memory ? tenantFor(ctx) : null;
   if (!memory || !tenant) return null;
-  const recalled = await memory.recall(tenant, ctx.upstream.memoryKey, ctx.dialect.api, modelOf(ctx) ?? '', conversation.items, keptPrefixEnd(conversation), agentSessionOf(ctx.clientHeaders));
+  const recalled = await memory.recall(
+    tenant,
+    ctx.upstream.memoryKey,
+    ctx.dialect.api,
+    modelOf(ctx) ?? '',
+    conversation.items,
+    keptPrefixEnd(conversation),
+    agentSessionOf(ctx.clientHeaders),
+  );
   memory.countLookup(recalled);
   return recalled;
 }
@@ -93,7 +101,19 @@ function sessionOf(ctx: RescueContext, conversation: Conversation): { memory: Co
   const memory = ctx.deps.memory;
   const tenant = memory ? tenantFor(ctx) : null;
   if (!memory || !tenant) return null;
-  return { memory, tenant, session: memory.session(tenant, ctx.upstream.memoryKey, ctx.dialect.api, modelOf(ctx) ?? '', conversation.items, keptPrefixEnd(conversation), agentSessionOf(ctx.clientHeaders)) };
+  return {
+    memory,
+    tenant,
+    session: memory.session(
+      tenant,
+      ctx.upstream.memoryKey,
+      ctx.dialect.api,
+      modelOf(ctx) ?? '',
+      conversation.items,
+      keptPrefixEnd(conversation),
+      agentSessionOf(ctx.clientHeaders),
+    ),
+  };
 }
 
 /**
@@ -118,7 +138,13 @@ export async function underLease<T>(ctx: RescueContext, conversation: Conversati
  * `lease` when the caller holds one; `'take'` takes it now if it is free (never waiting); null
  * remembers nothing.
  */
-export async function rememberSpan(ctx: RescueContext, conversation: Conversation, span: NewSpan, target: SizeTarget, lease: Lease | null | 'take'): Promise<void> {
+export async function rememberSpan(
+  ctx: RescueContext,
+  conversation: Conversation,
+  span: NewSpan,
+  target: SizeTarget,
+  lease: Lease | null | 'take',
+): Promise<void> {
   const at = lease ? sessionOf(ctx, conversation) : null;
   const held = at && (lease === 'take' ? await at.memory.lease(at.session, 0) : lease);
   if (!at || !held) return;

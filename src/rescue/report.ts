@@ -163,7 +163,8 @@ export function logDecision(log: FastifyBaseLogger, r: RescueRecord, answer?: Pi
 /** How a rescue's one replay ended, as its line ends. */
 function replayEnd(r: RescueRecord): string {
   if (r.clientLeft) return `replayed once; the client left before the upstream answered (${r.replayError ?? 'aborted'})`;
-  if (r.replayStatus === undefined) return `replayed once, which failed before the upstream answered (${r.replayError ?? 'no answer'}); the client gets an error`;
+  if (r.replayStatus === undefined)
+    return `replayed once, which failed before the upstream answered (${r.replayError ?? 'no answer'}); the client gets an error`;
   if (r.outcome === 'replayed') return `replayed once: the upstream answered ${r.replayStatus}`;
   const still = r.replayResult === 'still_overlong' ? ', overlong still' : '';
   return `replayed once: the upstream answered ${r.replayStatus}${still}, passed to the client`;
@@ -243,7 +244,7 @@ function cutAt(text: string, chars: number): string {
 function boundSaid(r: RescueRecord): string {
   const said = [
     r.bound?.stripped ? `${r.bound.stripped} stale thinking block${r.bound.stripped === 1 ? '' : 's'} stripped` : '',
-    r.bound?.optIn ? 'the open round\'s kept under drop_block' : '',
+    r.bound?.optIn ? "the open round's kept under drop_block" : '',
     r.bindingRetry ? 'sent again with all thinking stripped after a binding refusal' : '',
     r.stateDropped ? `the upstream dropped ${r.stateDropped} bound item${r.stateDropped === 1 ? '' : 's'}` : '',
   ].filter(Boolean);

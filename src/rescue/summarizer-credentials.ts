@@ -63,7 +63,9 @@ export function configuredSummarizers(config: Readonly<Config>, upstreams: Upstr
 /** The warning for a summarizer that gets no credential, or undefined. Said at startup and when first used. */
 export function uncredentialedSummarizer(own: Upstream, destination: SummarizerDestination): string | undefined {
   if (destination.credential.kind !== 'none') return undefined;
-  const where = destination.upstream ? `upstream ${destination.upstream.name} (${new URL(destination.url).origin})` : new URL(destination.url).origin;
+  const where = destination.upstream
+    ? `upstream ${destination.upstream.name} (${new URL(destination.url).origin})`
+    : new URL(destination.url).origin;
   return (
     `the summarizer of upstream ${own.name} is ${where}, which is not on ${own.name}'s origin and has no key of its own: ` +
     "summarizer calls go there with no credential (an upstream's key and the clients' keys are never sent to another host); " +
@@ -74,7 +76,12 @@ export function uncredentialedSummarizer(own: Upstream, destination: SummarizerD
 const warned = new WeakMap<object, Set<string>>();
 
 /** No credentials for the summarizer, said once per gateway (its config) and upstream when it first comes to it. */
-export function noCredentials(config: Readonly<Config>, own: Upstream, destination: SummarizerDestination, log: FastifyBaseLogger): Record<string, string> {
+export function noCredentials(
+  config: Readonly<Config>,
+  own: Upstream,
+  destination: SummarizerDestination,
+  log: FastifyBaseLogger,
+): Record<string, string> {
   const warning = uncredentialedSummarizer(own, destination);
   const said = warned.get(config) ?? new Set<string>();
   warned.set(config, said);

@@ -34,18 +34,31 @@ export function summarizerFor(ctx: RescueContext, target: SizeTarget): Summarize
   const model = summarizerModel(ctx, destination);
   // The request's own credentials are its upstream's: never sent to another origin.
   const own =
-    credential.kind === 'key' ? keyHeaders(wire.credential, credential.key) : credential.kind === 'request' ? requestCredentials(ctx) : noCredentials(ctx.deps.config, ctx.upstream, destination, ctx.log);
+    credential.kind === 'key'
+      ? keyHeaders(wire.credential, credential.key)
+      : credential.kind === 'request'
+        ? requestCredentials(ctx)
+        : noCredentials(ctx.deps.config, ctx.upstream, destination, ctx.log);
   const same = (a: string, b: string) => a.replace(/\/+$/, '') === b.replace(/\/+$/, '');
-  const ownModel = same(url, ctx.upstream.url) && api === ctx.dialect.api && (destination.model === undefined || destination.model === modelOf(ctx));
+  const ownModel =
+    same(url, ctx.upstream.url) && api === ctx.dialect.api && (destination.model === undefined || destination.model === modelOf(ctx));
   // The provider's own compaction reads the request's own items and its window is bound to them:
   // only the upstream itself, in the request's API, model and credentials.
   const providerCompaction = ctx.deps.config.summarizer.providerCompaction && ownModel && credential.kind === 'request';
-  const window = { bounds: ownModel ? target.bounds ?? {} : {}, bytesPerToken: target.bytesPerToken };
+  const window = { bounds: ownModel ? (target.bounds ?? {}) : {}, bytesPerToken: target.bytesPerToken };
   const headers = { ...wire.headers(ctx.headers), ...own };
   return {
     wire,
     model,
-    send: sendingTo({ dispatcher: ctx.deps.dispatcher, url, model, wire, headers, windowLimit: ctx.deps.config.upstream.errorBodyLimitBytes, gone: ctx.gone.signal }),
+    send: sendingTo({
+      dispatcher: ctx.deps.dispatcher,
+      url,
+      model,
+      wire,
+      headers,
+      windowLimit: ctx.deps.config.upstream.errorBodyLimitBytes,
+      gone: ctx.gone.signal,
+    }),
     providerCompaction,
     callFit: ownModel && target.bounds ? (tokens) => callFit(window.bounds, window.bytesPerToken, tokens) : undefined,
     // A refusal as overlong teaches the summarizer's window; the upstream's own model keeps the lesson.
@@ -61,14 +74,20 @@ export function summarizerFor(ctx: RescueContext, target: SizeTarget): Summarize
       window.bounds = { ...taught.bounds, refusedBytes: Math.min(refusal.bytes, taught.bounds.refusedBytes ?? Infinity) };
       window.bytesPerToken = Math.max(1, Math.min(taught.bytesPerToken, densest));
       if (ownModel) await learnFrom(ctx, verdict, refusal.bytes);
-      ctx.log.info({ api: ctx.dialect.api, status: refusal.status, rule: verdict.rule }, 'the summarizer refused its call as too long; chunking again to what it said fits');
+      ctx.log.info(
+        { api: ctx.dialect.api, status: refusal.status, rule: verdict.rule },
+        'the summarizer refused its call as too long; chunking again to what it said fits',
+      );
       return (tokens) => callFit(window.bounds, window.bytesPerToken, tokens);
     },
   };
 }
 
 /** The model a request's summarizer calls name: the configured one, else the request's own ('' when it names none). */
-export function summarizerModel(ctx: RescueContext, destination = summarizerDestination(ctx.deps.config, ctx.deps.upstreams, ctx.upstream)): string {
+export function summarizerModel(
+  ctx: RescueContext,
+  destination = summarizerDestination(ctx.deps.config, ctx.deps.upstreams, ctx.upstream),
+): string {
   return destination.model ?? modelOf(ctx) ?? '';
 }
 
@@ -104,7 +123,14 @@ export function sendingTo(e: SummarizerEndpoint): SendCall {
     let status: number;
     let text: string;
     try {
-      const answer = await callUpstream(e.dispatcher, { target: { origin: url.origin, basePath: '' }, path: url.pathname + url.search, method: 'POST', headers: withoutBaggage(traced?.headers ?? headers), body: call.body, signal: ended });
+      const answer = await callUpstream(e.dispatcher, {
+        target: { origin: url.origin, basePath: '' },
+        path: url.pathname + url.search,
+        method: 'POST',
+        headers: withoutBaggage(traced?.headers ?? headers),
+        body: call.body,
+        signal: ended,
+      });
       const read = await readText(answer, limit);
       if (read === null) throw new SummarizerError('bad_response', `summarizer answer exceeded ${limit} bytes`, 0);
       status = answer.status;
@@ -127,7 +153,8 @@ function answerLimit(maxTokens: number): number {
 function failureOf(err: unknown, gone: AbortSignal, signal: AbortSignal): SummarizerError {
   if (err instanceof SummarizerError) return err;
   if (gone.aborted) return new SummarizerError('aborted', 'the client went away', 0, { cause: err });
-  if (signal.aborted || (err instanceof GatewayError && err.code === 'upstream_timeout')) return new SummarizerError('timeout', 'the summarizer did not answer in time', 0, { cause: err });
+  if (signal.aborted || (err instanceof GatewayError && err.code === 'upstream_timeout'))
+    return new SummarizerError('timeout', 'the summarizer did not answer in time', 0, { cause: err });
   // What undici said, as the upstream client kept it.
   const cause = (err instanceof GatewayError ? err.cause : err) as { code?: unknown; message?: unknown } | undefined;
   const said = typeof cause?.code === 'string' && cause.code ? cause.code : String(cause?.message ?? err);
@@ -157,7 +184,10 @@ function callFit(bounds: Bounds, bytesPerToken: number, tokens: number): number 
  * headers: they go along too, to the same upstream only.
  */
 function requestCredentials(ctx: RescueContext): Record<string, string> {
-  const headers = pickHeaders(ctx.headers, [...CLIENT_CREDENTIALS, ...Object.keys(ctx.headers).filter((name) => name.startsWith('x-portkey-'))]);
+  const headers = pickHeaders(ctx.headers, [
+    ...CLIENT_CREDENTIALS,
+    ...Object.keys(ctx.headers).filter((name) => name.startsWith('x-portkey-')),
+  ]);
   const queryKey = ctx.clientHeaders['x-goog-api-key'];
   if (Object.keys(headers).length === 0 && typeof queryKey === 'string') headers['x-goog-api-key'] = queryKey;
   return headers;

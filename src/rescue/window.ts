@@ -30,7 +30,13 @@ const WATCHED_MIN_BYTES = 4096;
  */
 export function windowFor(ctx: RescueContext, model = modelOf(ctx) ?? ctx.notes.model): KnownWindow | undefined {
   if (!model) return undefined;
-  return ctx.deps.windows.windowOf(ctx.upstream, ctx.dialect.api, model, credentialsOf(ctx.headers), ctx.incoming.bytes >= WATCHED_MIN_BYTES);
+  return ctx.deps.windows.windowOf(
+    ctx.upstream,
+    ctx.dialect.api,
+    model,
+    credentialsOf(ctx.headers),
+    ctx.incoming.bytes >= WATCHED_MIN_BYTES,
+  );
 }
 
 /** The model a request names: in its path, off its first bytes, or, for a request large enough to need a window, from its body. */
@@ -48,7 +54,9 @@ async function modelFor(ctx: RescueContext): Promise<string | undefined> {
  * window and counted the request at its calibrated estimate. Null when it fits, when no window is
  * known, or when it cannot be read (then it goes as sent).
  */
-export async function overWindow(ctx: RescueContext): Promise<{ verdict: Extract<Verdict, { overlong: true }>; window: KnownWindow } | null> {
+export async function overWindow(
+  ctx: RescueContext,
+): Promise<{ verdict: Extract<Verdict, { overlong: true }>; window: KnownWindow } | null> {
   const model = await modelFor(ctx);
   const window = windowFor(ctx, model);
   if (!model || !window) return null;
@@ -67,7 +75,11 @@ export async function overWindow(ctx: RescueContext): Promise<{ verdict: Extract
   const asked = window.completionCounted ? ctx.dialect.completion(json) : undefined;
   const requested = asked !== undefined && asked <= mostCounted ? asked : undefined;
   if (estimate + (requested ?? 0) <= window.tokens * FIT_SHARE) return null;
-  const limits = { limitTokens: window.tokens, promptTokens: estimate, ...(requested !== undefined ? { completionCounted: true as const, completionTokens: requested } : {}) };
+  const limits = {
+    limitTokens: window.tokens,
+    promptTokens: estimate,
+    ...(requested !== undefined ? { completionCounted: true as const, completionTokens: requested } : {}),
+  };
   return { verdict: { overlong: true, reason: 'context_length', rule: `window_${window.source}`, limits }, window };
 }
 
@@ -113,14 +125,28 @@ export function judgeAnswer(ctx: RescueContext, sent: SentBody, reported: number
 
 /** The verdict a silent cut stands for: the window is at most what the upstream kept, the request what it was estimated at. */
 export function truncationVerdict(cut: Extract<Truncation, { truncated: true }>): Extract<Verdict, { overlong: true }> {
-  return { overlong: true, reason: 'context_length', rule: 'silent_truncation', limits: { limitTokens: cut.reported, promptTokens: cut.expected } };
+  return {
+    overlong: true,
+    reason: 'context_length',
+    rule: 'silent_truncation',
+    limits: { limitTokens: cut.reported, promptTokens: cut.expected },
+  };
 }
 
 /** Logs a cut the client got all the same (a stream already under way), with its numbers. */
 export function logStreamedCut(ctx: RescueContext, cut: Extract<Truncation, { truncated: true }>, bytes: number): void {
   const model = ctx.pathModel ?? ctx.notes.model;
   ctx.log.warn(
-    { truncation: { api: ctx.dialect.api, upstream: ctx.upstream.name, model, bytes, expectedTokens: cut.expected, reportedTokens: cut.reported } },
+    {
+      truncation: {
+        api: ctx.dialect.api,
+        upstream: ctx.upstream.name,
+        model,
+        bytes,
+        expectedTokens: cut.expected,
+        reportedTokens: cut.reported,
+      },
+    },
     `the upstream silently cut a streamed ${ctx.dialect.api} request of ${model}: it counted ${cut.reported} prompt tokens of about ${cut.expected} sent; the stream was already on its way to the client, so it went as it was; the window is taken as ${cut.reported} tokens and the conversation's next turn is compacted ahead`,
   );
 }

@@ -267,7 +267,10 @@ export function glancedModel(body: ReceivedBody | undefined): string | undefined
   const first = bytes ?? body?.chunks[0];
   const last = bytes ?? body?.chunks.at(-1);
   if (!first || first.length === 0 || first[0] !== 0x7b) return undefined;
-  return MODEL_FIELD.exec(first.subarray(0, GLANCED_BYTES).toString('latin1'))?.[1] ?? lastOf(last!.subarray(Math.max(0, last!.length - GLANCED_BYTES)).toString('latin1'));
+  return (
+    MODEL_FIELD.exec(first.subarray(0, GLANCED_BYTES).toString('latin1'))?.[1] ??
+    lastOf(last!.subarray(Math.max(0, last!.length - GLANCED_BYTES)).toString('latin1'))
+  );
 }
 
 const GLANCED_BYTES = 2048;

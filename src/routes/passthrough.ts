@@ -63,7 +63,10 @@ export async function passthroughRoutes(app: FastifyInstance, deps: PassthroughD
     undici: deps.dispatcher,
     disableRequestLogging: true,
     // The plain prefix: the path under the routed upstream's base path.
-    handler: fixed ? undefined : (request, reply, dest, options) => reply.from(upstreamPrefix(upstreamOf(request), apiPrefix) + dest.slice(apiPrefix.length), options),
+    handler: fixed
+      ? undefined
+      : (request, reply, dest, options) =>
+          reply.from(upstreamPrefix(upstreamOf(request), apiPrefix) + dest.slice(apiPrefix.length), options),
     preHandler: async (request) => {
       const url = apiPath(request.raw.url ?? '');
       const q = url.indexOf('?');
@@ -91,7 +94,8 @@ export async function passthroughRoutes(app: FastifyInstance, deps: PassthroughD
         return out;
       },
       // A Gemini key in the query is the client's: it goes no further where the gateway sends its own, or is a gateway key.
-      queryString: (search, reqUrl, request) => queryWithoutKey((search || queryOf(reqUrl)).replace(/^\?/, ''), upstreamOf(request).apiKey !== undefined || gatewayKeys),
+      queryString: (search, reqUrl, request) =>
+        queryWithoutKey((search || queryOf(reqUrl)).replace(/^\?/, ''), upstreamOf(request).apiKey !== undefined || gatewayKeys),
       rewriteHeaders: (headers, request) => responseHeadersForClient(headers, request?.id ?? '') as typeof headers,
       onError: (reply, { error }) => {
         const cause = (error as { cause?: unknown }).cause ?? error;
@@ -132,7 +136,12 @@ function queryOf(url: string): string {
  * upstream reads may be its last key), within the limit and decoded as the rescued routes decode
  * it, and then the same bytes go upstream. An empty body names no model.
  */
-function readModel(payload: IncomingMessage, limit: number, noted: (model: RequestModel) => void, done: (err: Error | null, body?: unknown) => void): void {
+function readModel(
+  payload: IncomingMessage,
+  limit: number,
+  noted: (model: RequestModel) => void,
+  done: (err: Error | null, body?: unknown) => void,
+): void {
   collectBody(payload, limit, (err, body) => {
     if (err || !body) return done(err);
     void Promise.resolve(body.chunks.length === 0 ? undefined : modelOfReceived(body)).then((model) => {

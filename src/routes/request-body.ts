@@ -24,11 +24,7 @@ export interface ReceivedBody {
  * is in, as a stream, and its decoded size has the same limit: a few KB of gzip can inflate to
  * gigabytes.
  */
-export function collectBody(
-  payload: IncomingMessage,
-  limitBytes: number,
-  done: (err: Error | null, body?: ReceivedBody) => void,
-): void {
+export function collectBody(payload: IncomingMessage, limitBytes: number, done: (err: Error | null, body?: ReceivedBody) => void): void {
   const declared = Number(payload.headers['content-length']);
   if (declared > limitBytes) {
     done(new errorCodes.FST_ERR_CTP_BODY_TOO_LARGE());
@@ -66,7 +62,12 @@ export function collectBody(
 }
 
 /** Hands the body on, decoded first when it came compressed. */
-function withDecoded(chunks: Buffer[], contentEncoding: string | undefined, limitBytes: number, done: (err: Error | null, body?: ReceivedBody) => void): void {
+function withDecoded(
+  chunks: Buffer[],
+  contentEncoding: string | undefined,
+  limitBytes: number,
+  done: (err: Error | null, body?: ReceivedBody) => void,
+): void {
   const codings = contentEncoding === undefined ? [] : codingsOf(contentEncoding);
   if (codings === null) return done(null, { chunks, decoded: null });
   if (codings.length === 0) return done(null, { chunks });

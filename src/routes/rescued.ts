@@ -48,10 +48,24 @@ interface RescuedExchange {
   params?: Record<string, string>;
 }
 
-function handle(deps: RescueDeps, endpoint: RescuedEndpoint, request: FastifyRequest, reply: FastifyReply, prefixed?: Upstream): Promise<void> {
+function handle(
+  deps: RescueDeps,
+  endpoint: RescuedEndpoint,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  prefixed?: Upstream,
+): Promise<void> {
   reply.hijack();
   const params = (request.params ?? {}) as Record<string, string>;
-  const exchange = { id: request.id, url: request.url, headers: request.headers, log: request.log, notes: request.notes!, res: reply.raw, params };
+  const exchange = {
+    id: request.id,
+    url: request.url,
+    headers: request.headers,
+    log: request.log,
+    notes: request.notes!,
+    res: reply.raw,
+    params,
+  };
   const body = request.body as ReceivedBody | undefined;
   // The rescue holds the body as long as it needs it, not for as long as the answer streams.
   request.body = undefined;
@@ -99,7 +113,12 @@ async function serveRescued(
   const gone = whenClientLeaves(exchange.res);
   const hop = { address: exchange.res.socket?.remoteAddress, host: exchange.headers.host };
   const gatewayKeys = deps.config.auth.keys.length > 0;
-  const headers = requestHeadersForUpstream(exchange.headers, exchange.id, { apiKey: upstream.apiKey, style: endpoint.dialect.credential, gatewayKeys }, hop);
+  const headers = requestHeadersForUpstream(
+    exchange.headers,
+    exchange.id,
+    { apiKey: upstream.apiKey, style: endpoint.dialect.credential, gatewayKeys },
+    hop,
+  );
   // A stream whose failure may come after its preamble must be readable event by event.
   if (endpoint.dialect.streamEvent && headers['accept-encoding'] !== undefined) headers['accept-encoding'] = 'identity';
   // A key in the query is the client's: it goes no further where the gateway sends its own, or is a gateway key.
@@ -115,7 +134,10 @@ async function serveRescued(
     incoming: readIncoming(body?.chunks, header(exchange.headers['content-encoding']), deps.config.server.bodyLimitBytes, body?.decoded),
     pathModel,
     headers,
-    clientHeaders: endpoint.dialect.credential === 'x-goog-api-key' ? withQueryKey(exchange.headers, query >= 0 ? exchange.url.slice(query + 1) : '') : exchange.headers,
+    clientHeaders:
+      endpoint.dialect.credential === 'x-goog-api-key'
+        ? withQueryKey(exchange.headers, query >= 0 ? exchange.url.slice(query + 1) : '')
+        : exchange.headers,
     log: exchange.log,
     gone,
     requestId: exchange.id,
@@ -123,7 +145,12 @@ async function serveRescued(
   };
   try {
     const outcome = await serve(ctx, () => client.committed);
-    await client.relay(outcome.answer.answer, outcome.answer.held, outcome.header ? { 'x-gateway-compaction': outcome.header } : undefined, outcome.tail);
+    await client.relay(
+      outcome.answer.answer,
+      outcome.answer.held,
+      outcome.header ? { 'x-gateway-compaction': outcome.header } : undefined,
+      outcome.tail,
+    );
   } catch (err) {
     failed(exchange, client, gone, err);
   }

@@ -10,7 +10,8 @@ export const STATUS_PATHS = new Set(['/status', '/status.json', '/status.js', '/
 
 /** Nothing but the page's own files runs or loads on it; it is never framed, cached or referred from. */
 const PAGE_HEADERS = {
-  'content-security-policy': "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  'content-security-policy':
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'no-referrer',
   'cache-control': 'no-store',
@@ -20,7 +21,8 @@ export async function statusRoutes(app: FastifyInstance, given: StatusSources): 
   const sources = { ...given, port: () => portOf(app.server.address()) };
   // With gateway keys on, a request reaches a route only with one (server.ts addKeyCheck).
   const keyed = sources.config.auth.keys.length > 0;
-  const document = (request: FastifyRequest) => statusDocument(sources, contentAccess(sources.config, { keyed, host: request.headers.host }));
+  const document = (request: FastifyRequest) =>
+    statusDocument(sources, contentAccess(sources.config, { keyed, host: request.headers.host }));
   app.get('/status.json', async (request, reply) => {
     reply.headers(PAGE_HEADERS);
     return document(request);

@@ -22,14 +22,21 @@ export function keepsContent(config: Readonly<Config>): boolean {
 /** Whether this request is shown content. `keyed`: it carried a gateway key (checked before any route). */
 export function contentAccess(config: Readonly<Config>, request: { keyed: boolean; host: string | undefined }): ContentAccess {
   const { host } = config.server;
-  if (!config.status.content) return { shown: false, why: 'status.content is off (STATUS_CONTENT): the gateway keeps no summary or trail for this page' };
+  if (!config.status.content)
+    return { shown: false, why: 'status.content is off (STATUS_CONTENT): the gateway keeps no summary or trail for this page' };
   if (request.keyed) return { shown: true, why: 'this request carries a gateway key' };
   if (!isLoopback(host)) {
-    return { shown: false, why: `the gateway listens on ${host}, beyond loopback, and asks for no gateway key (auth.keys): content is shown only on loopback or with a key` };
+    return {
+      shown: false,
+      why: `the gateway listens on ${host}, beyond loopback, and asks for no gateway key (auth.keys): content is shown only on loopback or with a key`,
+    };
   }
   const asked = hostnameOf(request.host);
   if (asked === undefined || !isLoopback(asked)) {
-    return { shown: false, why: `the page was asked for as ${JSON.stringify(request.host ?? '')}, not a loopback name (localhost, 127.0.0.1, [::1])` };
+    return {
+      shown: false,
+      why: `the page was asked for as ${JSON.stringify(request.host ?? '')}, not a loopback name (localhost, 127.0.0.1, [::1])`,
+    };
   }
   return { shown: true, why: `the gateway listens on loopback (${host}) only` };
 }

@@ -103,7 +103,19 @@ async function totals(s: StatusSources): Promise<Array<Tally & { requests: numbe
   for (const tally of s.recent.totals()) rows.set(`${tally.upstream}\0${tally.api}`, { ...tally, requests: 0 });
   for (const [key, count] of requests) {
     const [upstream, api] = key.split('\0') as [string, Api];
-    const row = rows.get(key) ?? { upstream, api, refused: 0, truncated: 0, rescued: 0, ahead: 0, failed: {}, summarizerCalls: 0, summarizerTokens: { input: 0, output: 0 }, tokensRemoved: 0, requests: 0 };
+    const row = rows.get(key) ?? {
+      upstream,
+      api,
+      refused: 0,
+      truncated: 0,
+      rescued: 0,
+      ahead: 0,
+      failed: {},
+      summarizerCalls: 0,
+      summarizerTokens: { input: 0, output: 0 },
+      tokensRemoved: 0,
+      requests: 0,
+    };
     row.requests = count;
     rows.set(key, row);
   }

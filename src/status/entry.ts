@@ -99,7 +99,11 @@ export function entryOf(record: RescueRecord, request: Decided, id: number, now:
     why: c?.outcome === 'not_shrunk' ? c.why : undefined,
     limit: record.limit,
     windowTokens: record.window?.tokens ?? record.statedTokens,
-    before: c ? { items: c.messagesBefore || undefined, bytes: c.bytesBefore, tokens: c.tokensBefore || record.window?.estimate } : record.window ? { tokens: record.window.estimate } : undefined,
+    before: c
+      ? { items: c.messagesBefore || undefined, bytes: c.bytesBefore, tokens: c.tokensBefore || record.window?.estimate }
+      : record.window
+        ? { tokens: record.window.estimate }
+        : undefined,
     after: done ? { items: done.messagesAfter, bytes: done.bytesAfter, tokens: done.tokensAfter } : undefined,
     completion: record.completion && { ...record.completion },
     memory: done?.memory,
@@ -135,7 +139,14 @@ export function cutEntry(cut: StreamedCut, request: Decided, id: number, now: Da
 function summarizerOf(done: Extract<NonNullable<RescueRecord['compaction']>, { outcome: 'compacted' }>): StatusEntry['summarizer'] {
   const tokens = done.summarizerTokens;
   const ms = done.summarizerMs === undefined ? undefined : Math.round(done.summarizerMs);
-  return withoutUndefined({ calls: done.summarizerCalls, ms, failure: done.summarizerFailure, providerFailure: done.providerFailure, inputTokens: tokens?.input, outputTokens: tokens?.output });
+  return withoutUndefined({
+    calls: done.summarizerCalls,
+    ms,
+    failure: done.summarizerFailure,
+    providerFailure: done.providerFailure,
+    inputTokens: tokens?.input,
+    outputTokens: tokens?.output,
+  });
 }
 
 /** The items before the compaction, by fate: the kept prefix, the span (pins kept in it), the kept tail. */
@@ -171,7 +182,13 @@ function contentOf(span: NewSpan): EntryContent {
 
 function trailOf(trail: Trail): Trail {
   const newest = (facts: readonly string[]) => facts.slice(-TRAIL_FACTS).map((f) => copyOf(cutAt(f, FACT_CHARS)));
-  return { changed: newest(trail.changed), read: newest(trail.read), commands: newest(trail.commands), errors: newest(trail.errors), said: newest(trail.said) };
+  return {
+    changed: newest(trail.changed),
+    read: newest(trail.read),
+    commands: newest(trail.commands),
+    errors: newest(trail.errors),
+    said: newest(trail.said),
+  };
 }
 
 /** The first `chars` code units of `text`, never half of a surrogate pair. */

@@ -39,7 +39,14 @@ ${recent(doc)}
 function header(doc: StatusDocument, now: Date): string {
   const g = doc.gateway;
   const auth = g.auth.gatewayKeys ? 'on (gateway keys)' : 'off';
-  const facts = [`version ${g.version}`, `up ${duration(g.uptimeSeconds)}`, `listening on ${g.listening}`, `auth ${auth}`, `memory ${g.memory}`, `compaction ${g.compaction}${g.proactive ? ', proactive' : ''}`];
+  const facts = [
+    `version ${g.version}`,
+    `up ${duration(g.uptimeSeconds)}`,
+    `listening on ${g.listening}`,
+    `auth ${auth}`,
+    `memory ${g.memory}`,
+    `compaction ${g.compaction}${g.proactive ? ', proactive' : ''}`,
+  ];
   return `<header>
 <h1>compaction-gateway</h1>
 <p class="facts">${facts.map((f) => `<span>${esc(f)}</span>`).join(' · ')}</p>
@@ -49,7 +56,8 @@ function header(doc: StatusDocument, now: Date): string {
 
 function upstreams(list: readonly UpstreamStatus[]): string {
   const rows = list.map(
-    (u) => `<tr><th scope="row">${esc(u.name)}</th><td><code>${esc(u.url)}</code></td><td>${esc(u.apis.join(', '))}</td><td>${windowsSaid(u)}</td></tr>`,
+    (u) =>
+      `<tr><th scope="row">${esc(u.name)}</th><td><code>${esc(u.url)}</code></td><td>${esc(u.apis.join(', '))}</td><td>${windowsSaid(u)}</td></tr>`,
   );
   return `<section id="upstreams">
 <h2>Upstreams</h2>
@@ -78,11 +86,36 @@ function totals(doc: StatusDocument): string {
   if (doc.totals.length === 0) return `<section id="totals"><h2>Since start</h2><p class="empty">No requests yet.</p></section>`;
   const rows = doc.totals.map((t) => {
     const failed = Object.entries(t.failed).filter(([, v]) => v);
-    const failedCell = failed.length === 0 ? '0' : `${n(failed.reduce((a, [, v]) => a + v, 0))} <small>(${esc(failed.map(([k, v]) => `${k} ${v}`).join(', '))})</small>`;
-    const cells = [n(t.requests), n(t.refused), n(t.truncated), n(t.rescued), n(t.ahead), failedCell, n(t.summarizerCalls), `${n(t.summarizerTokens.input)} / ${n(t.summarizerTokens.output)}`, n(t.tokensRemoved)];
+    const failedCell =
+      failed.length === 0
+        ? '0'
+        : `${n(failed.reduce((a, [, v]) => a + v, 0))} <small>(${esc(failed.map(([k, v]) => `${k} ${v}`).join(', '))})</small>`;
+    const cells = [
+      n(t.requests),
+      n(t.refused),
+      n(t.truncated),
+      n(t.rescued),
+      n(t.ahead),
+      failedCell,
+      n(t.summarizerCalls),
+      `${n(t.summarizerTokens.input)} / ${n(t.summarizerTokens.output)}`,
+      n(t.tokensRemoved),
+    ];
     return `<tr data-upstream="${esc(t.upstream)}" data-api="${esc(t.api)}"><th scope="row">${esc(t.upstream)}</th><td>${esc(t.api)}</td>${cells.map((c) => `<td class="num">${c}</td>`).join('')}</tr>`;
   });
-  const heads = ['upstream', 'API', 'requests', 'refused as overlong', 'cut silently', 'rescued', 'compacted ahead', 'not rescued', 'summarizer calls', 'summarizer tokens in / out', 'tokens removed'];
+  const heads = [
+    'upstream',
+    'API',
+    'requests',
+    'refused as overlong',
+    'cut silently',
+    'rescued',
+    'compacted ahead',
+    'not rescued',
+    'summarizer calls',
+    'summarizer tokens in / out',
+    'tokens removed',
+  ];
   return `<section id="totals">
 <h2>Since start</h2>
 <table><thead><tr>${heads.map((h) => `<th>${h}</th>`).join('')}</tr></thead>
@@ -93,7 +126,10 @@ function totals(doc: StatusDocument): string {
 function recent(doc: StatusDocument): string {
   const { entries, capacity, decisions } = doc.recent;
   const note = `<p class="content-note ${doc.content.shown ? 'shown' : 'hidden'}">Conversation content (summaries, trails) is ${doc.content.shown ? 'shown' : 'hidden'}: ${esc(doc.content.why)}.</p>`;
-  const list = entries.length === 0 ? '<p class="empty">No rescue or compaction yet.</p>' : `<ol class="decisions">${entries.map((e) => decision(e, doc.content.shown)).join('\n')}</ol>`;
+  const list =
+    entries.length === 0
+      ? '<p class="empty">No rescue or compaction yet.</p>'
+      : `<ol class="decisions">${entries.map((e) => decision(e, doc.content.shown)).join('\n')}</ol>`;
   return `<section id="recent">
 <h2>Recent rescues and compactions</h2>
 <p class="meta">The last ${n(Math.min(capacity, decisions))} of ${n(decisions)}, newest first (at most ${capacity} are kept).</p>
@@ -145,8 +181,14 @@ function facts(e: StatusEntry): Array<[string, string]> {
   const add = (k: string, v: string | number | undefined) => v !== undefined && v !== '' && out.push([k, typeof v === 'number' ? n(v) : v]);
   add('request id', e.requestId);
   add('limit from', e.limit);
-  add('items', e.before?.items !== undefined ? `${n(e.before.items)}${e.after?.items !== undefined ? ` → ${n(e.after.items)}` : ''}` : undefined);
-  add('bytes', e.before?.bytes !== undefined ? `${n(e.before.bytes)}${e.after?.bytes !== undefined ? ` → ${n(e.after.bytes)}` : ''}` : undefined);
+  add(
+    'items',
+    e.before?.items !== undefined ? `${n(e.before.items)}${e.after?.items !== undefined ? ` → ${n(e.after.items)}` : ''}` : undefined,
+  );
+  add(
+    'bytes',
+    e.before?.bytes !== undefined ? `${n(e.before.bytes)}${e.after?.bytes !== undefined ? ` → ${n(e.after.bytes)}` : ''}` : undefined,
+  );
   add('completion limit', e.completion ? `${n(e.completion.before)} → ${n(e.completion.after)}` : undefined);
   add('memory', e.memory === 'hit' ? 'hit: a remembered summary stood for the earlier items' : e.memory);
   add('masked outputs', e.masked);
@@ -178,7 +220,9 @@ function content(e: StatusEntry, shown: boolean): string {
   if (!shown || !e.content) return '<p class="content-hidden">The summary and trail are not shown here.</p>';
   const c = e.content;
   const more = c.summary.length < c.summaryChars ? ` (the first ${n(c.summary.length)} of ${n(c.summaryChars)} characters)` : '';
-  const summary = c.summary ? `<h3>The summary the model got${more}</h3>\n<pre class="summary">${esc(c.summary)}</pre>` : `<p class="summary-none">No summary text of the gateway's (${esc(e.strategy ?? '')}).</p>`;
+  const summary = c.summary
+    ? `<h3>The summary the model got${more}</h3>\n<pre class="summary">${esc(c.summary)}</pre>`
+    : `<p class="summary-none">No summary text of the gateway's (${esc(e.strategy ?? '')}).</p>`;
   return `<div class="content">${summary}${c.trail ? trail(c.trail) : ''}</div>`;
 }
 
@@ -191,7 +235,9 @@ const TRAIL_LISTS: Array<[keyof Trail, string]> = [
 ];
 
 function trail(t: Trail): string {
-  const lists = TRAIL_LISTS.filter(([k]) => t[k].length > 0).map(([k, title]) => `<h4>${title}</h4><ul class="trail-${k}">${t[k].map((f) => `<li><code>${esc(f)}</code></li>`).join('')}</ul>`);
+  const lists = TRAIL_LISTS.filter(([k]) => t[k].length > 0).map(
+    ([k, title]) => `<h4>${title}</h4><ul class="trail-${k}">${t[k].map((f) => `<li><code>${esc(f)}</code></li>`).join('')}</ul>`,
+  );
   return lists.length > 0 ? `<h3>The trail the summary ends with</h3>${lists.join('')}` : '';
 }
 

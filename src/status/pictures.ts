@@ -31,8 +31,21 @@ export function sizeBar(e: StatusEntry): string {
   const { unit, before, after, window } = sizes;
   const scale = Math.max(before, after ?? 0, window ?? 0);
   const x = (v: number) => ((WIDTH * v) / scale).toFixed(1);
-  const said = [`before ${n(before)} ${unit}`, after !== undefined ? `after ${n(after)}` : '', window !== undefined ? `window ${n(window)}` : ''].filter(Boolean).join(', ');
-  const data = [`data-unit="${unit}"`, `data-before="${before}"`, after !== undefined ? `data-after="${after}"` : '', window !== undefined ? `data-window="${window}"` : ''].filter(Boolean).join(' ');
+  const said = [
+    `before ${n(before)} ${unit}`,
+    after !== undefined ? `after ${n(after)}` : '',
+    window !== undefined ? `window ${n(window)}` : '',
+  ]
+    .filter(Boolean)
+    .join(', ');
+  const data = [
+    `data-unit="${unit}"`,
+    `data-before="${before}"`,
+    after !== undefined ? `data-after="${after}"` : '',
+    window !== undefined ? `data-window="${window}"` : '',
+  ]
+    .filter(Boolean)
+    .join(' ');
   return [
     `<svg class="bar" viewBox="0 0 ${WIDTH} 14" preserveAspectRatio="none" role="img" ${data}>`,
     `<title>${esc(said)}</title>`,

@@ -85,7 +85,18 @@ export class RecentDecisions implements Decisions {
 }
 
 function emptyTally(upstream: string, api: Api): Tally {
-  return { upstream, api, refused: 0, truncated: 0, rescued: 0, ahead: 0, failed: {}, summarizerCalls: 0, summarizerTokens: { input: 0, output: 0 }, tokensRemoved: 0 };
+  return {
+    upstream,
+    api,
+    refused: 0,
+    truncated: 0,
+    rescued: 0,
+    ahead: 0,
+    failed: {},
+    summarizerCalls: 0,
+    summarizerTokens: { input: 0, output: 0 },
+    tokensRemoved: 0,
+  };
 }
 
 function add(t: Tally, r: RescueRecord): void {

@@ -56,9 +56,14 @@ export interface SummarizerLabels {
  * the config), each started at zero. The summarizer's carry `model` too: those the config names
  * (`summarizers`) start at zero, a request's own model when it is first summarised with.
  */
-export function createMetrics(upstreamNames: readonly string[] = ['default'], summarizers: readonly SummarizerLabels[] = [], options: MetricsOptions = {}) {
+export function createMetrics(
+  upstreamNames: readonly string[] = ['default'],
+  summarizers: readonly SummarizerLabels[] = [],
+  options: MetricsOptions = {},
+) {
   // A tenant's model names are its own business: on a /metrics anyone may read, one value stands for them all.
-  const modelLabel = (): ((model: string) => string) => (options.modelNames === false ? () => HIDDEN_MODEL : boundedLabel(CLIENT_LABEL_LIMIT));
+  const modelLabel = (): ((model: string) => string) =>
+    options.modelNames === false ? () => HIDDEN_MODEL : boundedLabel(CLIENT_LABEL_LIMIT);
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   for (const name of MISNAMED_DEFAULTS) registry.removeSingleMetric(name);
@@ -66,7 +71,7 @@ export function createMetrics(upstreamNames: readonly string[] = ['default'], su
   // The series every request touches, behind the calls the server and the rescue make (typed, positional).
   const requestsTotal = new Counter({
     name: 'gateway_http_requests_total',
-    help: 'Requests answered by the gateway, by route, status class and the upstream it was routed to (none for the gateway\'s own answers), counted when the response ends.',
+    help: "Requests answered by the gateway, by route, status class and the upstream it was routed to (none for the gateway's own answers), counted when the response ends.",
     labelNames: ['route', 'method', 'status_class', 'upstream'] as const,
     registers: [registry],
   });
@@ -128,7 +133,7 @@ export function createMetrics(upstreamNames: readonly string[] = ['default'], su
   });
   const rescues = new Counter({
     name: 'gateway_rescues_total',
-    help: 'Rescues of overlong refusals and of answers the upstream silently cut, once each ended, by API, outcome and upstream: replayed (the client got the replay\'s answer), replay_failed, not_shrunk, shed (the client got an error the gateway could not spare it), disabled (opted out, or compaction off).',
+    help: "Rescues of overlong refusals and of answers the upstream silently cut, once each ended, by API, outcome and upstream: replayed (the client got the replay's answer), replay_failed, not_shrunk, shed (the client got an error the gateway could not spare it), disabled (opted out, or compaction off).",
     labelNames: ['api', 'outcome', 'upstream'] as const,
     registers: [registry],
   });
@@ -146,7 +151,7 @@ export function createMetrics(upstreamNames: readonly string[] = ['default'], su
   });
   const summarizerCalls = new Counter({
     name: 'gateway_summarizer_calls_total',
-    help: 'Calls made to the summarizer LLM, by upstream (of the request compacted) and model (the summarizer calls\').',
+    help: "Calls made to the summarizer LLM, by upstream (of the request compacted) and model (the summarizer calls').",
     labelNames: ['upstream', 'model'] as const,
     registers: [registry],
   });
@@ -237,8 +242,14 @@ export function createMetrics(upstreamNames: readonly string[] = ['default'], su
     seenSummarizers.add(key);
     summarizerCalls.inc(by, 0);
     summarizerDuration.zero(by);
-    startAtZero(summarizerFailures, combinations({ kind: SUMMARIZER_FAILURE_KINDS }).map((set) => ({ ...set, ...by })));
-    startAtZero(summarizerTokens, combinations({ direction: TOKEN_DIRECTIONS, source: TOKEN_SOURCES }).map((set) => ({ ...set, ...by })));
+    startAtZero(
+      summarizerFailures,
+      combinations({ kind: SUMMARIZER_FAILURE_KINDS }).map((set) => ({ ...set, ...by })),
+    );
+    startAtZero(
+      summarizerTokens,
+      combinations({ direction: TOKEN_DIRECTIONS, source: TOKEN_SOURCES }).map((set) => ({ ...set, ...by })),
+    );
     return by;
   };
   for (const { upstream, model } of summarizers) summarizerLabels(upstream, model);

@@ -52,7 +52,10 @@ function problemsTo(log: FastifyBaseLogger): DiagLogger {
     const now = performance.now();
     if (now - last < PROBLEM_EVERY_MS) return;
     last = now;
-    const detail = args.map((a) => (a instanceof Error ? a.message : typeof a === 'string' ? a : '')).filter(Boolean).join('; ');
+    const detail = args
+      .map((a) => (a instanceof Error ? a.message : typeof a === 'string' ? a : ''))
+      .filter(Boolean)
+      .join('; ');
     log.warn({ component: 'opentelemetry' }, `traces: ${message}${detail ? ` (${detail})` : ''}`);
   };
   const quiet = () => {};

@@ -1,6 +1,16 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, context, propagation, trace, type Attributes, type Context, type Span } from '@opentelemetry/api';
+import {
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  context,
+  propagation,
+  trace,
+  type Attributes,
+  type Context,
+  type Span,
+} from '@opentelemetry/api';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config/schema.js';
 import type { RequestNotes } from '../http/context.js';
@@ -162,7 +172,12 @@ export interface Attempt {
 export function traceAttempt(a: Attempt, headers: Record<string, string | string[]>): AttemptTrace | null {
   const parent = tracedContext();
   if (!parent) return null;
-  const attributes: Attributes = { ...genAi(a.api, a.model), ...serverAddress(a.origin), 'gateway.upstream.name': a.upstream, 'gateway.attempt.rewritten': a.rewritten };
+  const attributes: Attributes = {
+    ...genAi(a.api, a.model),
+    ...serverAddress(a.origin),
+    'gateway.upstream.name': a.upstream,
+    'gateway.attempt.rewritten': a.rewritten,
+  };
   if (a.compacted) attributes['gen_ai.conversation.compacted'] = true;
   const span = tracer.startSpan(callName(DIALECTS[a.api].telemetry.operation, a.model), { kind: SpanKind.CLIENT, attributes }, parent);
   const end = ending(span);
@@ -207,7 +222,12 @@ export function traceSummarizerCall(c: SummarizerCall, headers: Record<string, s
   // The wire is one API's dialect's (chat completions' names for one of none).
   const api = APIS.find((a) => DIALECTS[a].summarizer === c.wire) ?? 'chat';
   const operation = c.compact ? 'compact' : DIALECTS[api].telemetry.operation;
-  const attributes: Attributes = { ...genAi(api, c.model), 'gen_ai.operation.name': operation, ...serverAddress(c.url.origin), 'gateway.summarizer': true };
+  const attributes: Attributes = {
+    ...genAi(api, c.model),
+    'gen_ai.operation.name': operation,
+    ...serverAddress(c.url.origin),
+    'gateway.summarizer': true,
+  };
   if (c.maxTokens > 0) attributes['gen_ai.request.max_tokens'] = c.maxTokens;
   const span = tracer.startSpan(callName(operation, c.model), { kind: SpanKind.CLIENT, attributes }, parent);
   const end = ending(span);

@@ -73,7 +73,6 @@ export function drain(body: Readable): void {
   body.resume();
 }
 
-
 /**
  * A held (possibly cut-off) body as text for the classifier: at most `limit` decoded bytes, the
  * first ones, which is where an error says what it is. An unknown coding gives the bytes as they
@@ -94,7 +93,11 @@ export async function textOf(bytes: Buffer, contentEncoding: string | string[] |
  * The same, at once, for a caller that cannot wait: past `limit` decoded bytes it gives up (an
  * empty text) rather than inflate a bomb.
  */
-export function decodeText(bytes: Buffer, contentEncoding: string | string[] | undefined, limit: number = DEFAULTS.errorBodyLimitBytes): string {
+export function decodeText(
+  bytes: Buffer,
+  contentEncoding: string | string[] | undefined,
+  limit: number = DEFAULTS.errorBodyLimitBytes,
+): string {
   const codings = codingsOf(contentEncoding);
   if (codings === null || codings.length === 0) return bytes.toString('utf8');
   const decoded = decodeSync(bytes, codings, { limit, truncated: true });

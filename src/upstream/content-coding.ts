@@ -107,7 +107,9 @@ const CODINGS: Record<Coding, CodingEntry> = {
 
 /** Each name a header may use, for the codings this Node can undo. */
 const BY_NAME = new Map<string, Coding>(
-  (Object.entries(CODINGS) as Array<[Coding, CodingEntry]>).filter(([, entry]) => entry.available).flatMap(([coding, entry]) => entry.names.map((name) => [name, coding] as const)),
+  (Object.entries(CODINGS) as Array<[Coding, CodingEntry]>)
+    .filter(([, entry]) => entry.available)
+    .flatMap(([coding, entry]) => entry.names.map((name) => [name, coding] as const)),
 );
 
 /**
@@ -169,7 +171,9 @@ interface Stage {
 async function undo(input: readonly Buffer[], coding: Coding, options: Required<DecodeOptions>): Promise<Stage> {
   const entry = CODINGS[coding];
   const stage = await run(input, entry.stream(options.truncated, options.limit), options.limit);
-  return stage.outcome === 'corrupt' && entry.orElse ? run(input, entry.orElse.stream(options.truncated, options.limit), options.limit) : stage;
+  return stage.outcome === 'corrupt' && entry.orElse
+    ? run(input, entry.orElse.stream(options.truncated, options.limit), options.limit)
+    : stage;
 }
 
 function run(input: readonly Buffer[], stream: Decompressor | Transform, limit: number): Promise<Stage> {

@@ -67,7 +67,13 @@ export class Discoverer {
     return 'list';
   }
 
-  async window(kind: ServerKind, upstream: Upstream, api: Api, model: string, headers: Record<string, string | string[]>): Promise<Discovered> {
+  async window(
+    kind: ServerKind,
+    upstream: Upstream,
+    api: Api,
+    model: string,
+    headers: Record<string, string | string[]>,
+  ): Promise<Discovered> {
     const base = upstream.target.basePath;
     if (api === 'gemini') {
       const card = await this.get(upstream, `${base}/v1beta/models/${encodeURIComponent(model)}`, headers);
@@ -88,7 +94,9 @@ export class Discoverer {
   private async ollama(upstream: Upstream, model: string, headers: Record<string, string | string[]>): Promise<Discovered> {
     const root = rootOf(upstream);
     const ps = await this.get(upstream, `${root}/api/ps`, headers);
-    const loaded = (isRecord(ps) && Array.isArray(ps.models) ? ps.models : []).find((m): m is Record<string, unknown> => isRecord(m) && sameOllamaModel(m, model));
+    const loaded = (isRecord(ps) && Array.isArray(ps.models) ? ps.models : []).find(
+      (m): m is Record<string, unknown> => isRecord(m) && sameOllamaModel(m, model),
+    );
     const running = windowOf(loaded?.context_length, false, 'ollama /api/ps');
     if (running) return { found: running, soon: false };
     const show = await this.get(upstream, `${root}/api/show`, headers, { model });
@@ -108,7 +116,12 @@ export class Discoverer {
         path,
         method: body === undefined ? 'GET' : 'POST',
         // Marked as the gateway's own, as its summarizer calls are: an upstream's log tells them apart.
-        headers: { ...credentialsOf(headers), accept: 'application/json', [COMPACTION_HEADER]: 'discovery', ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        headers: {
+          ...credentialsOf(headers),
+          accept: 'application/json',
+          [COMPACTION_HEADER]: 'discovery',
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
         body: body === undefined ? undefined : JSON.stringify(body),
         signal,
       });
@@ -152,7 +165,9 @@ function fromCard(card: Record<string, unknown>): Found | null {
 }
 
 function windowOf(value: unknown, completionCounted: boolean, from: string): Found | null {
-  return typeof value === 'number' && Number.isInteger(value) && value >= SMALLEST_WINDOW ? { tokens: value, completionCounted, from } : null;
+  return typeof value === 'number' && Number.isInteger(value) && value >= SMALLEST_WINDOW
+    ? { tokens: value, completionCounted, from }
+    : null;
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

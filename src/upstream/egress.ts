@@ -43,7 +43,16 @@ export function egressRoute(origin: string, proxy: string | undefined, env: Env)
   const url = new URL(origin);
   const http = envValue(env, 'http_proxy');
   const https = envValue(env, 'https_proxy');
-  const chosen = url.protocol === 'https:' ? (https ? { name: 'HTTPS_PROXY', url: https } : http ? { name: 'HTTP_PROXY', url: http } : null) : http ? { name: 'HTTP_PROXY', url: http } : null;
+  const chosen =
+    url.protocol === 'https:'
+      ? https
+        ? { name: 'HTTPS_PROXY', url: https }
+        : http
+          ? { name: 'HTTP_PROXY', url: http }
+          : null
+      : http
+        ? { name: 'HTTP_PROXY', url: http }
+        : null;
   if (!chosen) return { via: 'direct', because: 'no HTTPS_PROXY or HTTP_PROXY set' };
   if (noProxyMatches(url, envValue(env, 'no_proxy') ?? '')) return { via: 'direct', because: 'NO_PROXY lists it' };
   return { via: isHttpUrl(chosen.url) ? new URL(chosen.url).origin : 'not a URL', because: chosen.name, proxyUrl: chosen.url };
@@ -91,10 +100,14 @@ export function noProxyMatches(url: URL, noProxy: string): boolean {
 /** An entry's host (or block) and port: `[::1]:8080`, a bare IPv6 address (no port), `host:port`. */
 function entryParts(entry: string): { name: string; port?: number } {
   const bracketed = /^\[([^\]]+)\](?::(\d+))?$/.exec(entry);
-  if (bracketed) return { name: bracketed[1].toLowerCase(), port: bracketed[2] === undefined ? undefined : Number.parseInt(bracketed[2], 10) };
+  if (bracketed)
+    return { name: bracketed[1].toLowerCase(), port: bracketed[2] === undefined ? undefined : Number.parseInt(bracketed[2], 10) };
   if (isIP(entry.replace(/\/\d{1,3}$/, '')) === 6) return { name: entry.toLowerCase() };
   const parsed = /^(.+):(\d+)$/.exec(entry);
-  return { name: (parsed ? parsed[1] : entry).replace(/^\*?\./, '').toLowerCase(), port: parsed ? Number.parseInt(parsed[2], 10) : undefined };
+  return {
+    name: (parsed ? parsed[1] : entry).replace(/^\*?\./, '').toLowerCase(),
+    port: parsed ? Number.parseInt(parsed[2], 10) : undefined,
+  };
 }
 
 /** Whether the address `host` (of `family`) is the entry's address, or in its CIDR block. */
@@ -113,7 +126,12 @@ function inBlock(host: string, family: number, entry: string): boolean {
 /** One origin's pool: keep-alive connections, straight or tunnelled through the proxy. */
 function poolFor(route: EgressRoute, settings: EgressSettings, env: Env): Dispatcher {
   const tls = { timeout: settings.connectTimeoutMs, ...(settings.caFile ? { ca: trusted(settings.caFile, env) } : {}) };
-  const common = { headersTimeout: settings.firstByteTimeoutMs, bodyTimeout: settings.idleTimeoutMs, keepAliveTimeout: 30_000, connections: null };
+  const common = {
+    headersTimeout: settings.firstByteTimeoutMs,
+    bodyTimeout: settings.idleTimeoutMs,
+    keepAliveTimeout: 30_000,
+    connections: null,
+  };
   if (!route.proxyUrl) return new Agent({ connect: tls, ...common });
   // The upstream's TLS runs inside the tunnel; an https:// proxy's own connection trusts the same CAs.
   return new ProxyAgent({ uri: route.proxyUrl, requestTls: tls, proxyTls: tls, ...common });
@@ -180,7 +198,7 @@ export class Egress extends Dispatcher {
   override destroy(callback: () => void): void;
   override destroy(err: Error | null, callback: () => void): void;
   override destroy(a?: Error | null | (() => void), b?: () => void): Promise<void> | void {
-    const err = typeof a === 'function' ? null : a ?? null;
+    const err = typeof a === 'function' ? null : (a ?? null);
     const callback = typeof a === 'function' ? a : b;
     const destroyed = Promise.all([...this.pools.values()].map((pool) => pool.destroy(err))).then(() => undefined);
     if (!callback) return destroyed;

@@ -78,7 +78,6 @@ export function endToEnd(headers: Headers, drop: ReadonlySet<string> = NONE): Re
   return out;
 }
 
-
 export interface CredentialOptions {
   /** Sent instead of whatever credentials the client sent. */
   apiKey?: string;

@@ -116,8 +116,14 @@ export class Upstreams {
         if (rule.unknownModel && !isUnknown(model)) continue;
         if (rule.upstream.apis.has(api)) return rule.upstream;
       }
-      if (isUnknown(model) && this.rules.some((r) => r.model !== undefined && (r.api === undefined || r.api === api) && r.upstream.apis.has(api))) {
-        return { refused: `This gateway routes the ${DIALECTS[api].title} API by model, and could not read this request's model: ${model.unreadable}. Send the model as a top-level string "model" in a JSON body.`, unknownModel: true };
+      if (
+        isUnknown(model) &&
+        this.rules.some((r) => r.model !== undefined && (r.api === undefined || r.api === api) && r.upstream.apis.has(api))
+      ) {
+        return {
+          refused: `This gateway routes the ${DIALECTS[api].title} API by model, and could not read this request's model: ${model.unreadable}. Send the model as a top-level string "model" in a JSON body.`,
+          unknownModel: true,
+        };
       }
     }
     const fallback = this.fallback;
@@ -128,12 +134,17 @@ export class Upstreams {
   /** The upstream a prefix names, when it serves `api`. */
   prefixed(upstream: Upstream, api: Api | undefined): Upstream | NoUpstream {
     if (api === undefined || upstream.apis.has(api)) return upstream;
-    return { refused: `The upstream ${upstream.name} does not serve the ${DIALECTS[api].title} API (it serves ${[...upstream.apis].map((a) => DIALECTS[a].title).join(', ')}). ${this.servedBy(api)}` };
+    return {
+      refused: `The upstream ${upstream.name} does not serve the ${DIALECTS[api].title} API (it serves ${[...upstream.apis].map((a) => DIALECTS[a].title).join(', ')}). ${this.servedBy(api)}`,
+    };
   }
 
   private noneServes(api: Api | undefined, model: string | undefined): string {
-    const what = api === undefined ? 'this path' : `the ${DIALECTS[api].title} API${model ? ` for the model ${JSON.stringify(model)}` : ''}`;
-    const why = this.fallback ? `the default upstream, ${this.fallback.name}, does not serve it and no route matches` : 'no route matches and no defaultUpstream is set';
+    const what =
+      api === undefined ? 'this path' : `the ${DIALECTS[api].title} API${model ? ` for the model ${JSON.stringify(model)}` : ''}`;
+    const why = this.fallback
+      ? `the default upstream, ${this.fallback.name}, does not serve it and no route matches`
+      : 'no route matches and no defaultUpstream is set';
     return `No upstream of this gateway serves ${what}: ${why}. ${api ? this.servedBy(api) : ''}`.trim();
   }
 
@@ -209,12 +220,20 @@ export function resolveUpstreams(config: Readonly<Config>): Upstreams {
 }
 
 function declared(windows: Config['upstream']['windows']): DeclaredWindow[] {
-  return (windows ?? []).map((w) => ({ model: globPattern(w.model), glob: w.model, tokens: w.tokens, completionCounted: w.completionCounted ?? true }));
+  return (windows ?? []).map((w) => ({
+    model: globPattern(w.model),
+    glob: w.model,
+    tokens: w.tokens,
+    completionCounted: w.completionCounted ?? true,
+  }));
 }
 
 /** `qwen*` as a whole-string pattern: `*` any run of characters, `?` one, everything else itself. */
 export function globPattern(glob: string): RegExp {
-  const body = glob.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.');
+  const body = glob
+    .replace(/[.+^${}()|[\]\\]/g, '\\$&')
+    .replace(/\*/g, '.*')
+    .replace(/\?/g, '.');
   return new RegExp(`^${body}$`, 's');
 }
 

@@ -74,20 +74,28 @@ export class Windows {
    * The window in force for `model` on `upstream`, or undefined; with `ask`, a model with none
    * known (and none asked lately) is asked for in the background, with `credentials`, the request's own.
    */
-  windowOf(upstream: Upstream, api: Api, model: string, credentials: Record<string, string | string[]>, ask = true): KnownWindow | undefined {
+  windowOf(
+    upstream: Upstream,
+    api: Api,
+    model: string,
+    credentials: Record<string, string | string[]>,
+    ask = true,
+  ): KnownWindow | undefined {
     const declared = upstream.windows.find((w) => w.model.test(model));
     const state = this.models.get(keyOf(upstream, model));
     const now = this.now();
     if (state?.discovered && state.discovered.until <= now) state.discovered = undefined;
     if (state?.observed && state.observed.until <= now) state.observed = undefined;
-    if (ask && !declared && !state?.discovered && upstream.discoverWindows && this.discoverer && (state?.askAfter ?? 0) <= now) this.discover(upstream, api, model, credentials);
+    if (ask && !declared && !state?.discovered && upstream.discoverWindows && this.discoverer && (state?.askAfter ?? 0) <= now)
+      this.discover(upstream, api, model, credentials);
     const base: KnownWindow | undefined = declared
       ? { tokens: declared.tokens, completionCounted: declared.completionCounted, source: 'declared' }
       : state?.discovered
         ? { tokens: state.discovered.tokens, completionCounted: state.discovered.completionCounted, source: 'discovered' }
         : undefined;
     const observed = state?.observed;
-    if (observed && (!base || observed.tokens < base.tokens)) return { tokens: observed.tokens, completionCounted: false, source: 'observed' };
+    if (observed && (!base || observed.tokens < base.tokens))
+      return { tokens: observed.tokens, completionCounted: false, source: 'observed' };
     return base;
   }
 
@@ -133,7 +141,8 @@ export class Windows {
     if (!(tokens > 0 && bytes > 0)) return;
     const state = this.state(upstream, model);
     const ratio = bytes / tokens;
-    state.bytesPerToken = state.bytesPerToken === undefined ? ratio : state.bytesPerToken + CALIBRATION_WEIGHT * (ratio - state.bytesPerToken);
+    state.bytesPerToken =
+      state.bytesPerToken === undefined ? ratio : state.bytesPerToken + CALIBRATION_WEIGHT * (ratio - state.bytesPerToken);
     state.samples++;
     if (state.observed && tokens > state.observed.tokens) state.observed = undefined;
     if (state.discovered && tokens > state.discovered.tokens) this.forget(state);

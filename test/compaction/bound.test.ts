@@ -12,7 +12,11 @@ import { responses } from '../../src/dialects/responses.js';
 const think = (n: number) => ({ type: 'thinking', thinking: '', signature: `sig-${n}` });
 const assistant = (n: number, thinking = true) => ({
   role: 'assistant',
-  content: [...(thinking ? [think(n)] : []), { type: 'text', text: `step ${n}` }, { type: 'tool_use', id: `t${n}`, name: 'Read', input: { n } }],
+  content: [
+    ...(thinking ? [think(n)] : []),
+    { type: 'text', text: `step ${n}` },
+    { type: 'tool_use', id: `t${n}`, name: 'Read', input: { n } },
+  ],
 });
 const result = (n: number) => ({ role: 'user', content: [{ type: 'tool_result', tool_use_id: `t${n}`, content: `file ${n}` }] });
 const task = { role: 'user', content: [{ type: 'text', text: 'Review the code.' }] };
@@ -28,13 +32,19 @@ function conversation(turns: number) {
 /** Compacted as the planner does: the task, a summary, the rounds from `from` on. */
 function compacted(original: unknown[], from: number) {
   const tailStart = 1 + 2 * (from - 1);
-  return { items: [original[0], summary, ...original.slice(tailStart)], origins: [0, null, ...original.slice(tailStart).map((_, k) => tailStart + k)] };
+  return {
+    items: [original[0], summary, ...original.slice(tailStart)],
+    origins: [0, null, ...original.slice(tailStart).map((_, k) => tailStart + k)],
+  };
 }
 
 const adaptive = { model: 'claude', thinking: { type: 'adaptive' } };
 const enabled = { model: 'claude', thinking: { type: 'enabled', budget_tokens: 2000 } };
 const firstTime = (original: unknown[]): BoundMemory => ({ freshFrom: original.length, stripAll: false });
-const thinkingOf = (items: unknown[]) => items.flatMap((m: any) => (Array.isArray(m.content) ? m.content : []).filter((b: any) => b.type === 'thinking').map((b: any) => b.signature));
+const thinkingOf = (items: unknown[]) =>
+  items.flatMap((m: any) =>
+    (Array.isArray(m.content) ? m.content : []).filter((b: any) => b.type === 'thinking').map((b: any) => b.signature),
+  );
 
 describe('the first compaction: every block after the edit point is stale', () => {
   it('thinking adaptive: all stripped, text and tool_use kept byte-exact, no opt-in', () => {
@@ -54,7 +64,15 @@ describe('the first compaction: every block after the edit point is stale', () =
   it('thinking enabled: the open round keeps its block under drop_block, the beta appended to the caller\u2019s', () => {
     const original = conversation(6);
     const { items, origins } = compacted(original, 4);
-    const r = rebind(messages.bound, enabled, { 'anthropic-beta': 'claude-code-20250219, interleaved-thinking-2025-05-14' }, original, items, origins, firstTime(original));
+    const r = rebind(
+      messages.bound,
+      enabled,
+      { 'anthropic-beta': 'claude-code-20250219, interleaved-thinking-2025-05-14' },
+      original,
+      items,
+      origins,
+      firstTime(original),
+    );
     expect(r.stripped).toBe(2);
     expect(r.optIn).toBe(true);
     expect(thinkingOf(r.items)).toEqual(['sig-6']);
@@ -64,7 +82,11 @@ describe('the first compaction: every block after the edit point is stale', () =
   });
 
   it('thinking enabled, the tool results followed by a user reminder and a system entry: still the open round (they are one message on the wire)', () => {
-    const original = [...conversation(6), { role: 'user', content: [{ type: 'text', text: '<system-reminder>x</system-reminder>' }] }, { role: 'system', content: 'env' }];
+    const original = [
+      ...conversation(6),
+      { role: 'user', content: [{ type: 'text', text: '<system-reminder>x</system-reminder>' }] },
+      { role: 'system', content: 'env' },
+    ];
     const { items, origins } = compacted(original, 4);
     const r = rebind(messages.bound, enabled, {}, original, items, origins, firstTime(original));
     expect([thinkingOf(r.items), r.optIn]).toEqual([['sig-6'], true]);
@@ -78,7 +100,11 @@ describe('the first compaction: every block after the edit point is stale', () =
   });
 
   it('thinking enabled after a plain user turn: no open round, all stripped', () => {
-    const original = [...conversation(5), { role: 'assistant', content: [think(9), { type: 'text', text: 'done' }] }, { role: 'user', content: 'and now?' }];
+    const original = [
+      ...conversation(5),
+      { role: 'assistant', content: [think(9), { type: 'text', text: 'done' }] },
+      { role: 'user', content: 'and now?' },
+    ];
     const { items, origins } = compacted(original, 3);
     const r = rebind(messages.bound, enabled, {}, original, items, origins, firstTime(original));
     expect(thinkingOf(r.items)).toEqual([]);
@@ -105,7 +131,15 @@ describe('the first compaction: every block after the edit point is stale', () =
   });
 
   it('an assistant message of thinking alone is dropped whole', () => {
-    const original = [task, assistant(1), result(1), { role: 'assistant', content: [think(2)] }, { role: 'user', content: 'go on' }, assistant(3), result(3)];
+    const original = [
+      task,
+      assistant(1),
+      result(1),
+      { role: 'assistant', content: [think(2)] },
+      { role: 'user', content: 'go on' },
+      assistant(3),
+      result(3),
+    ];
     const items = [task, summary, ...original.slice(3)];
     const r = rebind(messages.bound, adaptive, {}, original, items, [0, null, 3, 4, 5, 6], firstTime(original));
     expect(r.items).toEqual([task, summary, original[4], assistant(3, false), original[6]]);
@@ -157,7 +191,11 @@ describe('what stays as it is', () => {
   });
 
   it('an API without bound state (Responses: the provider drops stale reasoning itself) is left alone', () => {
-    const original = [{ type: 'message', role: 'user', content: 'hi' }, { type: 'reasoning', encrypted_content: 'x' }, { type: 'function_call', call_id: 'c' }];
+    const original = [
+      { type: 'message', role: 'user', content: 'hi' },
+      { type: 'reasoning', encrypted_content: 'x' },
+      { type: 'function_call', call_id: 'c' },
+    ];
     const items = [original[0], { type: 'message', role: 'user', content: 'summary' }, original[1], original[2]];
     const r = rebind(responses.bound, {}, {}, original, items, [0, null, 1, 2], firstTime(original));
     expect(r).toEqual({ items, request: {}, headers: {}, stripped: 0, optIn: false });
@@ -174,7 +212,11 @@ describe('what the upstream says it dropped (input_transformations)', () => {
     expect(messages.droppedState!(JSON.stringify({ id: 'msg', content: [], input_transformations: list }))).toBe(2);
     const start = `event: message_start\ndata: ${JSON.stringify({ type: 'message_start', message: { id: 'msg', input_transformations: list.slice(0, 1) } })}\n\n`;
     expect(messages.droppedState!(start)).toBe(1);
-    expect(messages.droppedState!(`event: message_start\ndata: ${JSON.stringify({ type: 'message_start', message: { input_transformations: [] } })}\n\n`)).toBe(0);
+    expect(
+      messages.droppedState!(
+        `event: message_start\ndata: ${JSON.stringify({ type: 'message_start', message: { input_transformations: [] } })}\n\n`,
+      ),
+    ).toBe(0);
     expect(messages.droppedState!('{"id":"msg","content":[]}')).toBeUndefined();
   });
 

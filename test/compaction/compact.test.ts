@@ -1,5 +1,12 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { compact, keptPrefixEnd, type Compactable, type CompactionResult, type CompactionSettings, type Summarizer } from '../../src/compaction/index.js';
+import {
+  compact,
+  keptPrefixEnd,
+  type Compactable,
+  type CompactionResult,
+  type CompactionSettings,
+  type Summarizer,
+} from '../../src/compaction/index.js';
 import { itemsBytes, jsonBytes } from '../../src/compaction/size.js';
 import { SummarizerError } from '../../src/compaction/summarizer.js';
 import type { SizeTarget } from '../../src/compaction/target.js';
@@ -27,11 +34,19 @@ const config = validateConfig({ compaction: { strategy: 'fallback', keepRecent: 
 const big = (chars: number, unit = 'x'): string => unit.repeat(chars);
 const field = (dialect: Dialect) => (dialect === chat ? 'messages' : 'input');
 
-async function compactTo(dialect: Dialect, items: unknown[], fitBytes: number): Promise<{ result: Extract<CompactionResult, { outcome: 'compacted' }>; sent: unknown[] }> {
+async function compactTo(
+  dialect: Dialect,
+  items: unknown[],
+  fitBytes: number,
+): Promise<{ result: Extract<CompactionResult, { outcome: 'compacted' }>; sent: unknown[] }> {
   const request = deepFreeze({ model: 'm', [field(dialect)]: items });
   const bodyBytes = Buffer.byteLength(JSON.stringify(request));
   const target: SizeTarget = { fitBytes, aimBytes: fitBytes, bytesPerToken: 4, tokensBefore: Math.round(bodyBytes / 4), source: 'stated' };
-  const result = await compact({ dialect, request, conversation: dialect.read(request)!, bodyBytes }, settingsOf(config, target), noSummarizer(dialect.summarizer));
+  const result = await compact(
+    { dialect, request, conversation: dialect.read(request)!, bodyBytes },
+    settingsOf(config, target),
+    noSummarizer(dialect.summarizer),
+  );
   if (result.outcome !== 'compacted') throw new Error(`not compacted: ${result.why}`);
   const sent = JSON.parse(result.body.toString('utf8'))[field(dialect)] as unknown[];
   expect(validateCompaction(dialect, items, sent)).toEqual([]);
@@ -98,7 +113,15 @@ describe('rule: the count of cut contents (the header\u2019s cut=N) is what was 
     const items =
       dialect === chat
         ? [system('rules'), user('task'), say('ok'), calls('a', 'b'), result('a', big(30_000, 'a')), result('b', big(30_000, 'b'))]
-        : [rSystem('rules'), rUser('task'), rSay('ok'), rCall('a'), rCall('b'), rOutput('a', big(30_000, 'a')), rOutput('b', big(30_000, 'b'))];
+        : [
+            rSystem('rules'),
+            rUser('task'),
+            rSay('ok'),
+            rCall('a'),
+            rCall('b'),
+            rOutput('a', big(30_000, 'a')),
+            rOutput('b', big(30_000, 'b')),
+          ];
     const { sent, result: r } = await compactTo(dialect, items, 20_000);
     const text = JSON.stringify(sent);
     const markers = text.match(/characters cut by compaction-gateway/g) ?? [];
@@ -149,7 +172,13 @@ const items = deepFreeze([
 ]);
 const request = deepFreeze({ model: 'm', messages: items });
 const BODY = 6_750;
-const target = (fitBytes: number, aimBytes = fitBytes): SizeTarget => ({ fitBytes, aimBytes, bytesPerToken: 4, tokensBefore: 1_000, source: 'stated' });
+const target = (fitBytes: number, aimBytes = fitBytes): SizeTarget => ({
+  fitBytes,
+  aimBytes,
+  bytesPerToken: 4,
+  tokensBefore: 1_000,
+  source: 'stated',
+});
 
 /** The summarizer a test scripts; none (a call is an error) when it scripts none. */
 let summarizer: FakeSummarizer | undefined;
@@ -157,7 +186,16 @@ afterEach(() => {
   summarizer = undefined;
 });
 
-function input(o: { config?: ConfigInput; target?: SizeTarget; recalled?: MemoryEntry; dialect?: Dialect; request?: Record<string, unknown>; events?: unknown[] } = {}): [Compactable, CompactionSettings, Summarizer] {
+function input(
+  o: {
+    config?: ConfigInput;
+    target?: SizeTarget;
+    recalled?: MemoryEntry;
+    dialect?: Dialect;
+    request?: Record<string, unknown>;
+    events?: unknown[];
+  } = {},
+): [Compactable, CompactionSettings, Summarizer] {
   const req = o.request ?? request;
   const dialect = o.dialect ?? chat;
   // The summary rung: masking (compaction.mask) is tested in mask.test.ts.
@@ -172,7 +210,8 @@ function input(o: { config?: ConfigInput; target?: SizeTarget; recalled?: Memory
 
 const sent = (r: CompactionResult): any[] => (r.outcome === 'compacted' ? JSON.parse(r.body.toString()).messages : []);
 const INTRO = '[compaction-gateway] The 4 earlier messages of this conversation were condensed by the gateway because a test. Summary:\n\n';
-const DIGEST = '4 messages (about 1,599 tokens) were condensed without a model summary; what follows is a mechanical digest.\nTool calls: 2 (read_file 2).';
+const DIGEST =
+  '4 messages (about 1,599 tokens) were condensed without a model summary; what follows is a mechanical digest.\nTool calls: 2 (read_file 2).';
 // Every summary ends with the trail of the condensed items: here the two files read.
 const TRAIL = '\n\n[trail of the condensed messages, read off them by the gateway]\nfiles read: src/a.ts, src/b.ts';
 const READ_AB = { changed: [], read: ['src/a.ts', 'src/b.ts'], commands: [], errors: [], said: [] };
@@ -259,7 +298,13 @@ describe('the room the summary has', () => {
     // reserve 600 (a quarter of 1,974 is 493): trail room 223
     ['600 bytes at least', 100, 2_000, 490, 92],
   ])('%s', async (_name, maxSummaryTokens, fit, bytes, earlier) => {
-    const r = await compact(...input({ request: req, config: { compaction: { strategy: 'fallback', keepRecent: 2 }, summarizer: { maxSummaryTokens } }, target: target(fit) }));
+    const r = await compact(
+      ...input({
+        request: req,
+        config: { compaction: { strategy: 'fallback', keepRecent: 2 }, summarizer: { maxSummaryTokens } },
+        target: target(fit),
+      }),
+    );
     const summary = sent(r)[2];
     expect(jsonBytes(summary)).toBe(bytes);
     // Requests count from 000, so with `earlier` of them left out the first one shown is request `earlier`.
@@ -272,14 +317,27 @@ describe('the room the summary has', () => {
 describe('why nothing was sent compacted', () => {
   it('nothing_to_shrink: everything is recent, and it fits', async () => {
     const r = await compact(...input({ config: { compaction: { strategy: 'fallback', keepRecent: 100 } }, target: target(100_000) }));
-    expect(r).toEqual({ messagesBefore: 9, bytesBefore: BODY, tokensBefore: 1_000, outcome: 'not_shrunk', why: 'nothing_to_shrink', summarizerCalls: 0 });
+    expect(r).toEqual({
+      messagesBefore: 9,
+      bytesBefore: BODY,
+      tokensBefore: 1_000,
+      outcome: 'not_shrunk',
+      why: 'nothing_to_shrink',
+      summarizerCalls: 0,
+    });
   });
 
   it('cannot_fit: the kept items alone are over what fits', async () => {
     const r = await compact(...input({ target: target(300) }));
-    expect(r).toEqual({ messagesBefore: 9, bytesBefore: BODY, tokensBefore: 1_000, outcome: 'not_shrunk', why: 'cannot_fit', summarizerCalls: 0 });
+    expect(r).toEqual({
+      messagesBefore: 9,
+      bytesBefore: BODY,
+      tokensBefore: 1_000,
+      outcome: 'not_shrunk',
+      why: 'cannot_fit',
+      summarizerCalls: 0,
+    });
   });
-
 });
 
 describe('with a summarizer', () => {
@@ -287,15 +345,33 @@ describe('with a summarizer', () => {
     summarizer = fakeSummarizer(chat.summarizer, () => chatAnswer('SUMMARY'));
     const events: any[] = [];
     const before = performance.now();
-    const r = await compact(...input({ config: { compaction: { strategy: 'summarize', keepRecent: 2 }, summarizer: { maxSummaryTokens: 100_000 } }, target: target(20_000, 4_000), events }));
+    const r = await compact(
+      ...input({
+        config: { compaction: { strategy: 'summarize', keepRecent: 2 }, summarizer: { maxSummaryTokens: 100_000 } },
+        target: target(20_000, 4_000),
+        events,
+      }),
+    );
     const elapsed = performance.now() - before;
-    expect(r).toMatchObject({ outcome: 'compacted', strategy: 'summarize', summarizerCalls: 1, summarizerFailure: undefined, memory: 'miss', cut: 0 });
+    expect(r).toMatchObject({
+      outcome: 'compacted',
+      strategy: 'summarize',
+      summarizerCalls: 1,
+      summarizerFailure: undefined,
+      memory: 'miss',
+      cut: 0,
+    });
     expect(sent(r)[2]).toEqual({ role: 'user', content: `${INTRO}SUMMARY${TRAIL}` });
     // The summarizer's time, as the header reports it, lies within the call.
     const ms = (r as { summarizerMs: number }).summarizerMs;
     expect(ms).toBeGreaterThanOrEqual(0);
     expect(ms).toBeLessThanOrEqual(elapsed);
-    expect((r as { newSpan: { summaryText: string; strategy: string; summarizerCalls: number } }).newSpan).toMatchObject({ summaryText: 'SUMMARY', trail: READ_AB, strategy: 'summarize', summarizerCalls: 1 });
+    expect((r as { newSpan: { summaryText: string; strategy: string; summarizerCalls: number } }).newSpan).toMatchObject({
+      summaryText: 'SUMMARY',
+      trail: READ_AB,
+      strategy: 'summarize',
+      summarizerCalls: 1,
+    });
     expect(events).toEqual([
       { phase: 'start', items: 4 },
       { phase: 'end', ms, calls: 1 },
@@ -310,7 +386,12 @@ describe('with a summarizer', () => {
 
   it('asks for at most the configured summary size, and has at least 600 bytes for the summary item', async () => {
     summarizer = fakeSummarizer(chat.summarizer, () => chatAnswer('SUMMARY'));
-    await compact(...input({ config: { compaction: { strategy: 'summarize', keepRecent: 2 }, summarizer: { maxSummaryTokens: 100 } }, target: target(20_000, 4_000) }));
+    await compact(
+      ...input({
+        config: { compaction: { strategy: 'summarize', keepRecent: 2 }, summarizer: { maxSummaryTokens: 100 } },
+        target: target(20_000, 4_000),
+      }),
+    );
     expect(summarizer.calls[0].json.max_tokens).toBe(100);
     await compact(...input({ config: { compaction: { strategy: 'summarize', keepRecent: 2 } }, target: target(2_000, 1_000) }));
     // A quarter of 1,974 bytes is less than 600: 600 less the 151-byte introduction item is 449,
@@ -353,11 +434,30 @@ describe('with a summarizer', () => {
   });
 
   it('never reads encrypted reasoning: it is dropped with its turn, not shown to the summarizer', async () => {
-    summarizer = fakeSummarizer(responses.summarizer, () => ({ json: { output: [{ type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'SUMMARY' }] }] } }));
-    const list = [rSystem('rules'), rUser('task'), rReasoning('1'), rCall('a'), rOutput('a', 'A'.repeat(3000)), rReasoning('2'), rCall('b'), rOutput('b', 'done')];
+    summarizer = fakeSummarizer(responses.summarizer, () => ({
+      json: { output: [{ type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'SUMMARY' }] }] },
+    }));
+    const list = [
+      rSystem('rules'),
+      rUser('task'),
+      rReasoning('1'),
+      rCall('a'),
+      rOutput('a', 'A'.repeat(3000)),
+      rReasoning('2'),
+      rCall('b'),
+      rOutput('b', 'done'),
+    ];
     const req = { model: 'm', input: list };
     const events: any[] = [];
-    const r = await compact(...input({ dialect: responses, request: req, config: { compaction: { strategy: 'summarize', keepRecent: 2 } }, target: target(3_000), events }));
+    const r = await compact(
+      ...input({
+        dialect: responses,
+        request: req,
+        config: { compaction: { strategy: 'summarize', keepRecent: 2 } },
+        target: target(3_000),
+        events,
+      }),
+    );
     expect(r).toMatchObject({ outcome: 'compacted', strategy: 'summarize', messagesAfter: 6 });
     expect(events[0]).toEqual({ phase: 'start', items: 2 });
     expect(JSON.stringify(summarizer.calls[0].json)).not.toContain('gAAAAB');
@@ -368,8 +468,18 @@ describe('with a summarizer', () => {
 describe('a cut with nothing to summarise', () => {
   it('is reported with the configured strategy and no summarizer call', async () => {
     const req = deepFreeze({ model: 'm', messages: [system('rules'), user('task'), calls('g'), result('g', 'G'.repeat(20_000))] });
-    const r = await compact(...input({ request: req, config: { compaction: { strategy: 'summarize', keepRecent: 2 } }, target: target(4_000) }));
-    expect(r).toMatchObject({ outcome: 'compacted', strategy: 'summarize', summarizerCalls: 0, summarizerMs: undefined, cut: 1, messagesAfter: 4, newSpan: undefined });
+    const r = await compact(
+      ...input({ request: req, config: { compaction: { strategy: 'summarize', keepRecent: 2 } }, target: target(4_000) }),
+    );
+    expect(r).toMatchObject({
+      outcome: 'compacted',
+      strategy: 'summarize',
+      summarizerCalls: 0,
+      summarizerMs: undefined,
+      cut: 1,
+      messagesAfter: 4,
+      newSpan: undefined,
+    });
     expect(sent(r).slice(0, 3)).toEqual(req.messages.slice(0, 3));
   });
 });
@@ -377,11 +487,22 @@ describe('a cut with nothing to summarise', () => {
 describe('what is known to fit is never reached', () => {
   // Six tool rounds; the summarizer's answer is long enough to fill the summary's whole room
   // (1,400 bytes), so the request sent is exactly the size the plan counted.
-  const rounds = deepFreeze([system('rules'), user('task'), ...Array.from({ length: 6 }, (_, i) => [calls(`c${i}`), result(`c${i}`, 'r'.repeat(3_000))]).flat()]);
+  const rounds = deepFreeze([
+    system('rules'),
+    user('task'),
+    ...Array.from({ length: 6 }, (_, i) => [calls(`c${i}`), result(`c${i}`, 'r'.repeat(3_000))]).flat(),
+  ]);
   const req = deepFreeze({ model: 'm', messages: rounds });
   const overhead = Buffer.byteLength(JSON.stringify(req)) - itemsBytes(rounds);
   const config: ConfigInput = { compaction: { strategy: 'summarize', keepRecent: 100 }, summarizer: { maxSummaryTokens: 100 } };
-  const sizeFrom = (start: number) => overhead + itemsBytes([rounds[0], rounds[1], { role: 'user', content: 'x'.repeat(1_400 - jsonBytes({ role: 'user', content: '' })) }, ...rounds.slice(start)]);
+  const sizeFrom = (start: number) =>
+    overhead +
+    itemsBytes([
+      rounds[0],
+      rounds[1],
+      { role: 'user', content: 'x'.repeat(1_400 - jsonBytes({ role: 'user', content: '' })) },
+      ...rounds.slice(start),
+    ]);
 
   it('a tail that would make the request exactly that size is condensed too', async () => {
     summarizer = fakeSummarizer(chat.summarizer, () => chatAnswer('S'.repeat(5_000)));
@@ -393,8 +514,14 @@ describe('what is known to fit is never reached', () => {
 
   it('the aim is a size of the whole body too: a tail landing exactly on it is kept', async () => {
     summarizer = fakeSummarizer(chat.summarizer, () => chatAnswer('S'.repeat(5_000)));
-    expect(await compact(...input({ request: req, config, target: target(100_000, sizeFrom(4)) }))).toMatchObject({ outcome: 'compacted', bytesAfter: sizeFrom(4) });
-    expect(await compact(...input({ request: req, config, target: target(100_000, sizeFrom(4) - 1) }))).toMatchObject({ outcome: 'compacted', bytesAfter: sizeFrom(6) });
+    expect(await compact(...input({ request: req, config, target: target(100_000, sizeFrom(4)) }))).toMatchObject({
+      outcome: 'compacted',
+      bytesAfter: sizeFrom(4),
+    });
+    expect(await compact(...input({ request: req, config, target: target(100_000, sizeFrom(4) - 1) }))).toMatchObject({
+      outcome: 'compacted',
+      bytesAfter: sizeFrom(6),
+    });
   });
 });
 
@@ -412,14 +539,33 @@ describe('a written request larger than planned (the Messages API merges adjacen
   ]);
   const req = deepFreeze({ model: 'm', max_tokens: 100, messages: convo });
   const emptySummary = jsonBytes(messagesDialect.summaryItem('', 'user'));
-  const sentBytes = messagesDialect.write(req, [convo[0], messagesDialect.summaryItem('x'.repeat(600 - emptySummary), 'user'), ...convo.slice(3)]).length;
+  const sentBytes = messagesDialect.write(req, [
+    convo[0],
+    messagesDialect.summaryItem('x'.repeat(600 - emptySummary), 'user'),
+    ...convo.slice(3),
+  ]).length;
   const config: ConfigInput = { compaction: { strategy: 'summarize', keepRecent: 100 } };
 
   it('is not sent when it comes out at the size known to fit; one byte more room and it is', async () => {
     summarizer = fakeSummarizer(messagesDialect.summarizer, () => ({ json: { content: [{ type: 'text', text: 'S'.repeat(5_000) }] } }));
-    expect(sentBytes - Buffer.byteLength(JSON.stringify({ ...req, messages: [convo[0], messagesDialect.summaryItem('x'.repeat(600 - emptySummary), 'user'), ...convo.slice(3)] }))).toBe(19);
+    expect(
+      sentBytes -
+        Buffer.byteLength(
+          JSON.stringify({
+            ...req,
+            messages: [convo[0], messagesDialect.summaryItem('x'.repeat(600 - emptySummary), 'user'), ...convo.slice(3)],
+          }),
+        ),
+    ).toBe(19);
     const at = await compact(...input({ dialect: messagesDialect, request: req, config, target: target(sentBytes, 1e9) }));
-    expect(at).toEqual({ messagesBefore: 6, bytesBefore: Buffer.byteLength(JSON.stringify(req)), tokensBefore: 1_000, outcome: 'not_shrunk', why: 'cannot_fit', summarizerCalls: 0 });
+    expect(at).toEqual({
+      messagesBefore: 6,
+      bytesBefore: Buffer.byteLength(JSON.stringify(req)),
+      tokensBefore: 1_000,
+      outcome: 'not_shrunk',
+      why: 'cannot_fit',
+      summarizerCalls: 0,
+    });
     const under = await compact(...input({ dialect: messagesDialect, request: req, config, target: target(sentBytes + 1, 1e9) }));
     expect(under).toMatchObject({ outcome: 'compacted', bytesAfter: sentBytes, strategy: 'summarize' });
   });
@@ -444,33 +590,68 @@ describe('with a remembered summary', () => {
 
   it('reused as it is while the request fits with it: the same prefix, no summarizer call', async () => {
     const r = await compact(...input({ recalled: entry }));
-    expect(r).toMatchObject({ outcome: 'compacted', strategy: 'summarize', summarizerCalls: 0, memory: 'hit', cut: 0, messagesAfter: 6, newSpan: undefined });
+    expect(r).toMatchObject({
+      outcome: 'compacted',
+      strategy: 'summarize',
+      summarizerCalls: 0,
+      memory: 'hit',
+      cut: 0,
+      messagesAfter: 6,
+      newSpan: undefined,
+    });
     expect(sent(r)).toEqual([items[0], items[1], old, items[6], items[7], items[8]]);
     const bytes = (r as { bytesAfter: number }).bytesAfter;
     // Reused only while smaller than what fits: at exactly that size it is planned again (and
     // here nothing is left to condense beside it).
-    expect(await compact(...input({ recalled: entry, target: target(bytes + 1) }))).toMatchObject({ outcome: 'compacted', memory: 'hit', bytesAfter: bytes, newSpan: undefined });
-    expect(await compact(...input({ recalled: entry, target: target(bytes) }))).toMatchObject({ outcome: 'not_shrunk', why: 'nothing_to_shrink' });
+    expect(await compact(...input({ recalled: entry, target: target(bytes + 1) }))).toMatchObject({
+      outcome: 'compacted',
+      memory: 'hit',
+      bytesAfter: bytes,
+      newSpan: undefined,
+    });
+    expect(await compact(...input({ recalled: entry, target: target(bytes) }))).toMatchObject({
+      outcome: 'not_shrunk',
+      why: 'nothing_to_shrink',
+    });
   });
 
   it('kept with its pinned input when only the newest turn is over: that turn is cut, nothing new summarised', async () => {
     const big = result('g', 'G'.repeat(20_000));
     const req = deepFreeze({ model: 'm', messages: [...items.slice(0, 7), calls('g'), big] });
     const r = await compact(...input({ request: req, recalled: entry, target: target(4_000) }));
-    expect(r).toMatchObject({ outcome: 'compacted', strategy: 'summarize', summarizerCalls: 0, memory: 'hit', cut: 1, messagesAfter: 6, newSpan: undefined });
+    expect(r).toMatchObject({
+      outcome: 'compacted',
+      strategy: 'summarize',
+      summarizerCalls: 0,
+      memory: 'hit',
+      cut: 1,
+      messagesAfter: 6,
+      newSpan: undefined,
+    });
     const out = sent(r);
     expect(out.slice(0, 5)).toEqual([items[0], items[1], old, items[6], req.messages[7]]);
     expect(out[5].content).toMatch(/^G{300,}\n\[\.\.\. [\d,]+ characters cut by compaction-gateway \.\.\.\]\nG{300,}$/);
   });
 
   it('extended when the turns since do not fit beside it: the old summary and the new items, condensed together', async () => {
-    const longer = deepFreeze([...items, calls('d'), result('d', 'D'.repeat(3000)), calls('e'), result('e', 'E'.repeat(3000)), calls('f'), result('f', 'ok')]);
+    const longer = deepFreeze([
+      ...items,
+      calls('d'),
+      result('d', 'D'.repeat(3000)),
+      calls('e'),
+      result('e', 'E'.repeat(3000)),
+      calls('f'),
+      result('f', 'ok'),
+    ]);
     const req = { model: 'm', messages: longer };
     const r = await compact(...input({ request: req, recalled: entry, target: target(4_000) }));
     const text = `OLD SUMMARY\n\n6 messages (about 1,650 tokens) were condensed without a model summary; what follows is a mechanical digest.\nTool calls: 3 (read_file 3).`;
     // The remembered entry has no trail (made before trails were kept): only the new items' own.
     const trail = '\n\n[trail of the condensed messages, read off them by the gateway]\nfiles read: src/c.ts, src/d.ts, src/e.ts';
-    const summary = { role: 'user', content: `[compaction-gateway] The 10 earlier messages of this conversation were condensed by the gateway because a test. Summary:\n\n${text}${trail}` };
+    const summary = {
+      role: 'user',
+      content: `[compaction-gateway] The 10 earlier messages of this conversation were condensed by the gateway because a test. Summary:\n\n${text}${trail}`,
+    };
     expect(r).toMatchObject({ outcome: 'compacted', strategy: 'fallback', summarizerCalls: 0, memory: 'hit', messagesAfter: 6 });
     expect(sent(r)).toEqual([longer[0], longer[1], summary, longer[6], longer[13], longer[14]]);
     expect((r as { newSpan: unknown }).newSpan).toEqual({

@@ -35,12 +35,48 @@ export function rng(seed: number): Rng {
 // Text
 
 const WORDS = [
-  'const', 'value', 'return', 'await', 'request', 'response', 'handler', 'config', 'error', 'retry',
-  'stream', 'buffer', 'tokens', 'limit', 'upstream', 'payload', 'schema', 'index', 'result', 'ok',
-  'café', 'naïve', '日本語', '✓', '→', '"quoted"', 'tab\there', 'C:\\path', '🚀', 'résumé',
+  'const',
+  'value',
+  'return',
+  'await',
+  'request',
+  'response',
+  'handler',
+  'config',
+  'error',
+  'retry',
+  'stream',
+  'buffer',
+  'tokens',
+  'limit',
+  'upstream',
+  'payload',
+  'schema',
+  'index',
+  'result',
+  'ok',
+  'café',
+  'naïve',
+  '日本語',
+  '✓',
+  '→',
+  '"quoted"',
+  'tab\there',
+  'C:\\path',
+  '🚀',
+  'résumé',
 ];
-const FILES = ['src/server.ts', 'src/routes/chat.ts', 'src/upstream/client.ts', 'test/flows/replay.test.ts',
-  'package.json', 'README.md', 'src/config/schema.ts', 'src/compaction/plan.ts', 'docs/limits.md'];
+const FILES = [
+  'src/server.ts',
+  'src/routes/chat.ts',
+  'src/upstream/client.ts',
+  'test/flows/replay.test.ts',
+  'package.json',
+  'README.md',
+  'src/config/schema.ts',
+  'src/compaction/plan.ts',
+  'docs/limits.md',
+];
 const TOOLS = ['read_file', 'bash', 'grep', 'write_file', 'list_dir', 'run_tests'];
 
 /** About `chars` characters of log-like text: lines of words, a few non-ASCII and escapes. */
@@ -83,7 +119,10 @@ export function calls(...ids: string[]): ChatMessage {
 export const result = (id: string, content: unknown = `output of ${id}`): ChatMessage => ({ role: 'tool', tool_call_id: id, content });
 
 /** An OpenAI image part carrying `bytes` of base64 data. */
-export const imagePart = (bytes: number): unknown => ({ type: 'image_url', image_url: { url: `data:image/png;base64,${'A'.repeat(bytes)}` } });
+export const imagePart = (bytes: number): unknown => ({
+  type: 'image_url',
+  image_url: { url: `data:image/png;base64,${'A'.repeat(bytes)}` },
+});
 
 // ---------------------------------------------------------------------------------------------
 // Agent conversations
@@ -165,10 +204,7 @@ export function bigAgentConversation(seed = 7): ChatMessage[] {
 // ---------------------------------------------------------------------------------------------
 // fast-check: random valid conversations, described first, then built.
 
-type Step =
-  | { kind: 'user'; chars: number; image: boolean }
-  | { kind: 'text'; chars: number }
-  | { kind: 'tools'; outputs: number[] };
+type Step = { kind: 'user'; chars: number; image: boolean } | { kind: 'text'; chars: number } | { kind: 'tools'; outputs: number[] };
 
 const charsArb = fc.oneof(
   { weight: 6, arbitrary: fc.integer({ min: 0, max: 400 }) },
@@ -192,7 +228,9 @@ const shapeArb = fc.record({
 });
 
 /** Valid chat conversations: system messages, a first user message, then random steps. */
-export const conversationArb: fc.Arbitrary<ChatMessage[]> = shapeArb.map(({ systems, first, steps, seed }) => buildConversation(systems, first, steps, seed));
+export const conversationArb: fc.Arbitrary<ChatMessage[]> = shapeArb.map(({ systems, first, steps, seed }) =>
+  buildConversation(systems, first, steps, seed),
+);
 
 /** The same shapes as Responses API input items: function_call / function_call_output, reasoning. */
 export const responsesConversationArb: fc.Arbitrary<ResponsesItem[]> = shapeArb.map(({ systems, first, steps, seed, reasoning }) =>
@@ -247,9 +285,18 @@ export const rCall = (id: string, name = 'read_file'): ResponsesItem => ({
   name,
   arguments: JSON.stringify({ path: `src/${id}.ts` }),
 });
-export const rOutput = (id: string, output: unknown = `output of ${id}`): ResponsesItem => ({ type: 'function_call_output', call_id: id, output });
+export const rOutput = (id: string, output: unknown = `output of ${id}`): ResponsesItem => ({
+  type: 'function_call_output',
+  call_id: id,
+  output,
+});
 /** An encrypted reasoning item: opaque, and it belongs to the item after it. */
-export const rReasoning = (id: string): ResponsesItem => ({ type: 'reasoning', id: `rs_${id}`, summary: [], encrypted_content: `gAAAAB${'e'.repeat(300)}` });
+export const rReasoning = (id: string): ResponsesItem => ({
+  type: 'reasoning',
+  id: `rs_${id}`,
+  summary: [],
+  encrypted_content: `gAAAAB${'e'.repeat(300)}`,
+});
 /** A Responses inline image part of `bytes` base64 characters. */
 export const rImagePart = (bytes: number): unknown => ({ type: 'input_image', image_url: `data:image/png;base64,${'A'.repeat(bytes)}` });
 

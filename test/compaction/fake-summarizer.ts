@@ -21,7 +21,11 @@ export type Scripted = { status?: number; json?: unknown; text?: string };
 export type FakeSummarizer = Summarizer & { calls: SentCall[] };
 
 /** Answers each call as `answer` says; a call it does not answer (undefined) is an error of the test. */
-export function fakeSummarizer(wire: SummarizerWire, answer: (call: SentCall) => Scripted | Promise<Scripted>, more: Partial<Summarizer> = {}): FakeSummarizer {
+export function fakeSummarizer(
+  wire: SummarizerWire,
+  answer: (call: SentCall) => Scripted | Promise<Scripted>,
+  more: Partial<Summarizer> = {},
+): FakeSummarizer {
   const calls: SentCall[] = [];
   return {
     wire,
@@ -51,10 +55,23 @@ export function hanging(call: SentCall): Promise<Scripted> {
 
 /** A chat completion's answer, with its usage. */
 export function chatAnswer(content: string, usage = { prompt_tokens: 12, completion_tokens: 3, total_tokens: 15 }): Scripted {
-  return { json: { id: 'chatcmpl-fake-1', object: 'chat.completion', model: 'fake-model', choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }], usage } };
+  return {
+    json: {
+      id: 'chatcmpl-fake-1',
+      object: 'chat.completion',
+      model: 'fake-model',
+      choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
+      usage,
+    },
+  };
 }
 
 /** compact()'s settings as the rescue hands them over from the config. */
-export function settingsOf(config: Readonly<Config>, target: SizeTarget, because = 'a test', onSummary?: CompactionSettings['onSummary']): CompactionSettings {
+export function settingsOf(
+  config: Readonly<Config>,
+  target: SizeTarget,
+  because = 'a test',
+  onSummary?: CompactionSettings['onSummary'],
+): CompactionSettings {
   return { target, because, compaction: config.compaction, summary: config.summarizer, onSummary };
 }

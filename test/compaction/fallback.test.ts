@@ -5,18 +5,44 @@ import { itemsBytes, jsonBytes } from '../../src/compaction/size.js';
 import { chat, type ChatMessage } from '../../src/dialects/chat.js';
 import { responses } from '../../src/dialects/responses.js';
 import type { Dialect, Rendered } from '../../src/dialects/types.js';
-import { agentConversation, calls, conversationArb, rCall, rOutput, rReasoning, rSay, rUser, responsesConversationArb, result, say, user } from './conversations.js';
+import {
+  agentConversation,
+  calls,
+  conversationArb,
+  rCall,
+  rOutput,
+  rReasoning,
+  rSay,
+  rUser,
+  responsesConversationArb,
+  result,
+  say,
+  user,
+} from './conversations.js';
 
 const escaped = (text: string): number => jsonBytes(text) - 2;
 const digest = (dialect: Dialect, items: unknown[], maxBytes: number): string =>
-  fallbackSummaryText(items.map((i) => dialect.render(i)), itemsBytes(items), maxBytes);
+  fallbackSummaryText(
+    items.map((i) => dialect.render(i)),
+    itemsBytes(items),
+    maxBytes,
+  );
 
 const who = (w: string, text: string, calls: Rendered['calls'] = []): Rendered => ({ who: w, text, calls });
-const call = (name: string, args: unknown, id = 'c'): Rendered['calls'][number] => ({ id, name, args: typeof args === 'string' ? args : JSON.stringify(args) });
-const HEAD = (messages: number, tokens: number | string) => `${messages} message${messages === 1 ? '' : 's'} (about ${tokens} tokens) were condensed without a model summary; what follows is a mechanical digest.`;
+const call = (name: string, args: unknown, id = 'c'): Rendered['calls'][number] => ({
+  id,
+  name,
+  args: typeof args === 'string' ? args : JSON.stringify(args),
+});
+const HEAD = (messages: number, tokens: number | string) =>
+  `${messages} message${messages === 1 ? '' : 's'} (about ${tokens} tokens) were condensed without a model summary; what follows is a mechanical digest.`;
 
 function bashCall(id: string, command: string): ChatMessage {
-  return { role: 'assistant', content: null, tool_calls: [{ id, type: 'function', function: { name: 'bash', arguments: JSON.stringify({ command }) } }] };
+  return {
+    role: 'assistant',
+    content: null,
+    tool_calls: [{ id, type: 'function', function: { name: 'bash', arguments: JSON.stringify({ command }) } }],
+  };
 }
 
 describe('fallbackSummaryText', () => {
@@ -27,7 +53,13 @@ describe('fallbackSummaryText', () => {
     result('two'),
     bashCall('three', 'npm test'),
     result('three'),
-    { role: 'assistant', content: null, tool_calls: [{ id: 'w', type: 'function', function: { name: 'write_file', arguments: '{"file_path":"docs/x.md","paths":["a","b"]}' } }] },
+    {
+      role: 'assistant',
+      content: null,
+      tool_calls: [
+        { id: 'w', type: 'function', function: { name: 'write_file', arguments: '{"file_path":"docs/x.md","paths":["a","b"]}' } },
+      ],
+    },
     result('w'),
     user([{ type: 'text', text: `Then ${'very '.repeat(100)}long` }]),
     say('ok'),
@@ -43,8 +75,20 @@ describe('fallbackSummaryText', () => {
   });
 
   it('reads Responses items the same way, and never the reasoning items', () => {
-    const items = [rUser('Fix the failing test'), rReasoning('1'), rCall('one'), rCall('two'), rOutput('one'), rOutput('two'), rSay('done')];
-    const text = digest(responses, items.filter((i) => i.type !== 'reasoning'), 10_000);
+    const items = [
+      rUser('Fix the failing test'),
+      rReasoning('1'),
+      rCall('one'),
+      rCall('two'),
+      rOutput('one'),
+      rOutput('two'),
+      rSay('done'),
+    ];
+    const text = digest(
+      responses,
+      items.filter((i) => i.type !== 'reasoning'),
+      10_000,
+    );
     expect(text).toContain('6 messages');
     expect(text).toContain('Tool calls: 2 (read_file 2).');
   });
@@ -71,7 +115,9 @@ describe('fallbackSummaryText', () => {
   describe('its lines', () => {
     it('one message, no tool calls; tokens are a quarter of the bytes, rounded', () => {
       expect(fallbackSummaryText([who('assistant', 'ok')], 10, 10_000)).toBe(`${HEAD(1, 3)}\nNo tool calls.`);
-      expect(fallbackSummaryText([who('assistant', 'ok'), who('assistant', 'ok')], 4_002, 10_000)).toBe(`${HEAD(2, '1,001')}\nNo tool calls.`);
+      expect(fallbackSummaryText([who('assistant', 'ok'), who('assistant', 'ok')], 4_002, 10_000)).toBe(
+        `${HEAD(2, '1,001')}\nNo tool calls.`,
+      );
       expect(fallbackSummaryText([who('assistant', 'ok')], 4_000_000, 10_000)).toBe(`${HEAD(1, '1,000,000')}\nNo tool calls.`);
     });
 

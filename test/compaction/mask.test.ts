@@ -19,9 +19,17 @@ import { conversationArb, deepFreeze, responsesConversationArb, system, user } f
  * under the aim; nothing else changes, and no summarizer is asked.
  */
 
-const bash = (id: string, command: string) => ({ role: 'assistant', content: null, tool_calls: [{ id, type: 'function', function: { name: 'bash', arguments: JSON.stringify({ command }) } }] });
+const bash = (id: string, command: string) => ({
+  role: 'assistant',
+  content: null,
+  tool_calls: [{ id, type: 'function', function: { name: 'bash', arguments: JSON.stringify({ command }) } }],
+});
 const output = (id: string, content: string) => ({ role: 'tool', tool_call_id: id, content });
-const rounds = (n: number, bytes: number) => Array.from({ length: n }, (_, i) => [bash(`c${i}`, `cat src/f${i}.ts`), output(`c${i}`, `${`line ${i}\n`.repeat(bytes / 7)}Exit code: 0`)]).flat();
+const rounds = (n: number, bytes: number) =>
+  Array.from({ length: n }, (_, i) => [
+    bash(`c${i}`, `cat src/f${i}.ts`),
+    output(`c${i}`, `${`line ${i}\n`.repeat(bytes / 7)}Exit code: 0`),
+  ]).flat();
 
 describe('maskOutputs', () => {
   const items = deepFreeze([system('rules'), user('read every file'), ...rounds(6, 4000)]);
@@ -34,7 +42,11 @@ describe('maskOutputs', () => {
     expect(masked.masked).toBe(2);
     expect(masked.end).toBe(6);
     expect(itemsBytes(masked.items)).toBeLessThanOrEqual(before - 5000);
-    expect(masked.items[3]).toEqual({ role: 'tool', tool_call_id: 'c0', content: '[tool output omitted by compaction-gateway: bash, 4.6 KB; cat src/f0.ts; exit 0]' });
+    expect(masked.items[3]).toEqual({
+      role: 'tool',
+      tool_call_id: 'c0',
+      content: '[tool output omitted by compaction-gateway: bash, 4.6 KB; cat src/f0.ts; exit 0]',
+    });
     // Everything else as it was: the calls, the later outputs.
     expect(masked.items.filter((m, i) => m !== items[i]).map((m) => (m as { tool_call_id: string }).tool_call_id)).toEqual(['c0', 'c1']);
   });
@@ -55,11 +67,19 @@ describe('maskOutputs', () => {
 describe('each API keeps its ids and shape, and only the outputs change', () => {
   const label = () => 'LINE';
   it('chat: the tool message content', () => {
-    expect(chat.mask({ role: 'tool', tool_call_id: 'a', content: [{ type: 'text', text: 'x' }] }, label)).toEqual({ role: 'tool', tool_call_id: 'a', content: 'LINE' });
+    expect(chat.mask({ role: 'tool', tool_call_id: 'a', content: [{ type: 'text', text: 'x' }] }, label)).toEqual({
+      role: 'tool',
+      tool_call_id: 'a',
+      content: 'LINE',
+    });
     expect(chat.mask({ role: 'user', content: 'hi' }, label)).toBeNull();
   });
   it('responses: a function or custom tool output; never a screenshot', () => {
-    expect(responses.mask({ type: 'function_call_output', call_id: 'a', output: 'x' }, label)).toEqual({ type: 'function_call_output', call_id: 'a', output: 'LINE' });
+    expect(responses.mask({ type: 'function_call_output', call_id: 'a', output: 'x' }, label)).toEqual({
+      type: 'function_call_output',
+      call_id: 'a',
+      output: 'LINE',
+    });
     expect(responses.mask({ type: 'computer_call_output', call_id: 'a', output: { type: 'computer_screenshot' } }, label)).toBeNull();
   });
   it('messages: each tool_result block, is_error and cache_control kept; the person\u2019s text blocks as sent', () => {
@@ -84,15 +104,27 @@ describe('each API keeps its ids and shape, and only the outputs change', () => 
     expect(messages.mask({ role: 'assistant', content: [{ type: 'text', text: 'x' }] }, label)).toBeNull();
   });
   it('gemini: the functionResponse response, its id and name kept', () => {
-    const item = { role: 'user', parts: [{ functionResponse: { id: 'a', name: 'read_file', response: { output: 'x' } } }, { text: 'more' }] };
-    expect(gemini.mask(item, label)).toEqual({ role: 'user', parts: [{ functionResponse: { id: 'a', name: 'read_file', response: { output: 'LINE' } } }, { text: 'more' }] });
+    const item = {
+      role: 'user',
+      parts: [{ functionResponse: { id: 'a', name: 'read_file', response: { output: 'x' } } }, { text: 'more' }],
+    };
+    expect(gemini.mask(item, label)).toEqual({
+      role: 'user',
+      parts: [{ functionResponse: { id: 'a', name: 'read_file', response: { output: 'LINE' } } }, { text: 'more' }],
+    });
   });
 });
 
 describe('compact() with masking on', () => {
   const run = async (dialect: Dialect, request: Record<string, unknown>, fitBytes: number, mask = true) => {
     const bodyBytes = Buffer.byteLength(JSON.stringify(request));
-    const target: SizeTarget = { fitBytes, aimBytes: Math.floor(fitBytes * 0.6), bytesPerToken: 4, tokensBefore: bodyBytes / 4, source: 'stated' };
+    const target: SizeTarget = {
+      fitBytes,
+      aimBytes: Math.floor(fitBytes * 0.6),
+      bytesPerToken: 4,
+      tokensBefore: bodyBytes / 4,
+      source: 'stated',
+    };
     const config = validateConfig({ compaction: { mask } });
     // Nothing listens there: a summary would fall back, and say so.
     const unreachable = async (): Promise<never> => {
@@ -126,7 +158,11 @@ describe('compact() with masking on', () => {
 
   it('off: the summarizer is asked, as before', async () => {
     const request = deepFreeze({ model: 'm', messages: [system('rules'), user('read every file'), ...rounds(8, 4000)] });
-    expect(await run(chat, request, 30_000, false)).toMatchObject({ outcome: 'compacted', strategy: 'fallback', summarizerFailure: 'unreachable' });
+    expect(await run(chat, request, 30_000, false)).toMatchObject({
+      outcome: 'compacted',
+      strategy: 'fallback',
+      summarizerFailure: 'unreachable',
+    });
   });
 });
 
@@ -134,22 +170,25 @@ describe('whatever the conversation', () => {
   it.each<[string, Dialect, fc.Arbitrary<unknown[]>]>([
     ['chat', chat, conversationArb],
     ['responses', responses, responsesConversationArb],
-  ])('%s: a masked list is valid for its API, the same length, smaller, its last unit and every non-output item as sent', async (_, dialect, conversations) => {
-    await fc.assert(
-      fc.asyncProperty(conversations, fc.double({ min: 0, max: 1, noNaN: true }), fc.boolean(), async (items, share, all) => {
-        const entries = items.map((i) => dialect.describe(i));
-        const masked = await maskOutputs({ items, entries, dialect, keepFirst: 1, aimBytes: Math.floor(itemsBytes(items) * share), all });
-        if (!masked) return;
-        expect(masked.items).toHaveLength(items.length);
-        expect(validateCompaction(dialect, items, masked.items)).toEqual([]);
-        expect(itemsBytes(masked.items)).toBeLessThan(itemsBytes(items));
-        masked.items.forEach((item, i) => {
-          if (item !== items[i]) expect(entries[i].answers.length, `item ${i} changed`).toBeGreaterThan(0);
-          if (item !== items[i]) expect(dialect.describe(item)).toEqual(entries[i]);
-        });
-        expect(masked.items.at(-1)).toBe(items.at(-1));
-      }),
-      { numRuns: 150, seed: 11 },
-    );
-  });
+  ])(
+    '%s: a masked list is valid for its API, the same length, smaller, its last unit and every non-output item as sent',
+    async (_, dialect, conversations) => {
+      await fc.assert(
+        fc.asyncProperty(conversations, fc.double({ min: 0, max: 1, noNaN: true }), fc.boolean(), async (items, share, all) => {
+          const entries = items.map((i) => dialect.describe(i));
+          const masked = await maskOutputs({ items, entries, dialect, keepFirst: 1, aimBytes: Math.floor(itemsBytes(items) * share), all });
+          if (!masked) return;
+          expect(masked.items).toHaveLength(items.length);
+          expect(validateCompaction(dialect, items, masked.items)).toEqual([]);
+          expect(itemsBytes(masked.items)).toBeLessThan(itemsBytes(items));
+          masked.items.forEach((item, i) => {
+            if (item !== items[i]) expect(entries[i].answers.length, `item ${i} changed`).toBeGreaterThan(0);
+            if (item !== items[i]) expect(dialect.describe(item)).toEqual(entries[i]);
+          });
+          expect(masked.items.at(-1)).toBe(items.at(-1));
+        }),
+        { numRuns: 150, seed: 11 },
+      );
+    },
+  );
 });

@@ -147,7 +147,9 @@ function expectOldestFirst(input: PlanInput, plan: Plan): void {
   const kept = keptIndices(plan, input.items.length);
   const lastUser = lastOfRole(input.entries, 'user', input.keepFirst);
   const slots = kept.map((i) => input.dialect.slots(input.items[i]));
-  const changed = slots.map((list, k) => list.map((s) => JSON.stringify(getAt(plan.kept[k], s.path)) !== JSON.stringify(getAt(input.items[kept[k]], s.path))));
+  const changed = slots.map((list, k) =>
+    list.map((s) => JSON.stringify(getAt(plan.kept[k], s.path)) !== JSON.stringify(getAt(input.items[kept[k]], s.path))),
+  );
   expect(changed.flat().filter(Boolean).length).toBe(plan.cut);
   if (lastUser >= 0) expect(changed[kept.indexOf(lastUser)]?.some(Boolean) ?? false).toBe(false);
 

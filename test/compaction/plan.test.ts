@@ -5,7 +5,21 @@ import { itemsBytes, jsonBytes } from '../../src/compaction/size.js';
 import { validateCompaction } from '../../src/compaction/validate.js';
 import { chat } from '../../src/dialects/chat.js';
 import { responses } from '../../src/dialects/responses.js';
-import { calls, deepFreeze, imagePart, rCall, rOutput, rReasoning, rSay, rSystem, rUser, result, say, system, user } from './conversations.js';
+import {
+  calls,
+  deepFreeze,
+  imagePart,
+  rCall,
+  rOutput,
+  rReasoning,
+  rSay,
+  rSystem,
+  rUser,
+  result,
+  say,
+  system,
+  user,
+} from './conversations.js';
 import { assemble, failureOf, inputOf, planOf, summaryOf } from './planning.js';
 
 const big = (chars: number, unit = 'x'): string => unit.repeat(Math.ceil(chars / unit.length)).slice(0, chars);
@@ -32,9 +46,26 @@ describe('the shape of a conversation', () => {
 
   it('units: a tool call with all its results; a reasoning item with the item after it', () => {
     const messages = [system('s'), user('t'), calls('a', 'b'), result('a'), result('b'), say('ok'), user('u')];
-    expect(unitsOf(messages.map(chat.describe), 2)).toEqual([[2, 5], [5, 6], [6, 7]]);
-    const items = [rSystem('s'), rUser('t'), rReasoning('1'), rCall('a'), rCall('b'), rOutput('a'), rOutput('b'), rReasoning('2'), rSay('ok')];
-    expect(unitsOf(items.map(responses.describe), 2)).toEqual([[2, 7], [7, 9]]);
+    expect(unitsOf(messages.map(chat.describe), 2)).toEqual([
+      [2, 5],
+      [5, 6],
+      [6, 7],
+    ]);
+    const items = [
+      rSystem('s'),
+      rUser('t'),
+      rReasoning('1'),
+      rCall('a'),
+      rCall('b'),
+      rOutput('a'),
+      rOutput('b'),
+      rReasoning('2'),
+      rSay('ok'),
+    ];
+    expect(unitsOf(items.map(responses.describe), 2)).toEqual([
+      [2, 7],
+      [7, 9],
+    ]);
   });
 });
 
@@ -134,7 +165,15 @@ describe('rule: nothing new is cut while something old can be condensed', () => 
   });
 
   it('responses: the same, with the newest function_call_output', () => {
-    const items = [rSystem('s'), rUser('task'), rCall('a'), rOutput('a', big(30_000, 'a')), rReasoning('b'), rCall('b'), rOutput('b', big(30_000, 'b'))];
+    const items = [
+      rSystem('s'),
+      rUser('task'),
+      rCall('a'),
+      rOutput('a', big(30_000, 'a')),
+      rReasoning('b'),
+      rCall('b'),
+      rOutput('b', big(30_000, 'b')),
+    ];
     const p = planOf(responses, items, { keepRecent: 10, targetBytes: 45_000 });
     expect(p.tailStart).toBe(4);
     expect(p.cut).toBe(0);
@@ -143,7 +182,16 @@ describe('rule: nothing new is cut while something old can be condensed', () => 
   });
 
   it('condenses the older units first even when keepRecent would keep them', () => {
-    const messages = [system('s'), user('task'), say(big(20_000)), calls('a'), result('a', big(20_000)), say('ok'), calls('b'), result('b', big(20_000))];
+    const messages = [
+      system('s'),
+      user('task'),
+      say(big(20_000)),
+      calls('a'),
+      result('a', big(20_000)),
+      say('ok'),
+      calls('b'),
+      result('b', big(20_000)),
+    ];
     const p = planOf(chat, messages, { keepRecent: 10, targetBytes: 50_000 });
     expect(p.cut).toBe(0);
     expect(p.middle).toEqual([2]);
@@ -153,7 +201,15 @@ describe('rule: nothing new is cut while something old can be condensed', () => 
 
 describe('rule: cuts are the last resort, oldest kept content first', () => {
   it('cuts the oldest result of the newest unit and leaves the newest whole when that is enough', () => {
-    const messages = [system('s'), user('task'), say(big(5000)), calls('a', 'b', 'c'), result('a', big(20_000, 'a')), result('b', big(20_000, 'b')), result('c', big(20_000, 'c'))];
+    const messages = [
+      system('s'),
+      user('task'),
+      say(big(5000)),
+      calls('a', 'b', 'c'),
+      result('a', big(20_000, 'a')),
+      result('b', big(20_000, 'b')),
+      result('c', big(20_000, 'c')),
+    ];
     const p = planOf(chat, messages, { keepRecent: 10, targetBytes: 30_000 });
     expect(p.tailStart).toBe(3);
     expect(p.cut).toBe(2);
@@ -165,7 +221,15 @@ describe('rule: cuts are the last resort, oldest kept content first', () => {
   });
 
   it('never cuts the last user input, even when it is the oldest kept item', () => {
-    const messages = [system('s'), user('task'), say('x'), user(big(30_000, 'u')), calls('c1', 'c2'), result('c1', big(30_000, 'o')), result('c2', big(30_000, 'n'))];
+    const messages = [
+      system('s'),
+      user('task'),
+      say('x'),
+      user(big(30_000, 'u')),
+      calls('c1', 'c2'),
+      result('c1', big(30_000, 'o')),
+      result('c2', big(30_000, 'n')),
+    ];
     const p = planOf(chat, messages, { keepRecent: 10, targetBytes: 80_000 });
     expect(p.pinned).toEqual([3]);
     expect(p.cut).toBe(1);
@@ -181,7 +245,13 @@ describe('rule: cuts are the last resort, oldest kept content first', () => {
     const p = planOf(chat, messages, { keepRecent: 3, targetBytes: 100_000 });
     expect(p.cut).toBe(1);
     expect(p.kept[0]).toBe(last);
-    expect(p.kept[2]).toEqual({ ...shot, content: [{ type: 'text', text: 'screenshot:' }, { type: 'text', text: '[image omitted by compaction-gateway: 200.1 KB]' }] });
+    expect(p.kept[2]).toEqual({
+      ...shot,
+      content: [
+        { type: 'text', text: 'screenshot:' },
+        { type: 'text', text: '[image omitted by compaction-gateway: 200.1 KB]' },
+      ],
+    });
     expect(jsonBytes(assemble(p.input, p, summaryOf(chat, 100)))).toBeLessThanOrEqual(100_000);
   });
 
@@ -212,7 +282,7 @@ describe('rule: cuts are the last resort, oldest kept content first', () => {
   it('cuts a text part inside a parts array, keeping its other fields', () => {
     const messages = [system('s'), user('task'), calls('c'), result('c', [{ type: 'text', text: big(40_000), extra: 1 }])];
     const p = planOf(chat, messages, { keepRecent: 10, targetBytes: 10_000, summaryReserveBytes: 1e9 });
-    const part = ((p.kept[1] as { content: Record<string, unknown>[] }).content)[0];
+    const part = (p.kept[1] as { content: Record<string, unknown>[] }).content[0];
     expect(part.extra).toBe(1);
     expect((part.text as string).length).toBeLessThan(10_000);
   });
@@ -343,7 +413,9 @@ describe('at the byte edges of aim, target and cut', () => {
         const exact = planOf(chat, rounds, { keepRecent: 100, summaryReserveBytes: RESERVE, aimBytes: sizeFrom(start) });
         expect(exact.tailStart).toBe(start);
         expect(itemsBytes(assemble(exact.input, exact, summaryOf(chat, RESERVE)))).toBe(sizeFrom(start));
-        expect(planOf(chat, rounds, { keepRecent: 100, summaryReserveBytes: RESERVE, aimBytes: sizeFrom(start) - 1 }).tailStart).toBe(start + 2);
+        expect(planOf(chat, rounds, { keepRecent: 100, summaryReserveBytes: RESERVE, aimBytes: sizeFrom(start) - 1 }).tailStart).toBe(
+          start + 2,
+        );
       }
     });
 
@@ -364,7 +436,17 @@ describe('at the byte edges of aim, target and cut', () => {
   describe('keepRecent below the newest unit', () => {
     it('the newest unit alone is kept, however long an older unit is', () => {
       // units: a message, five parallel calls with their results, a message, two calls with theirs.
-      const items = deepFreeze([system('rules'), user('task'), say('x'), calls('a', 'b', 'c', 'd', 'e'), ...['a', 'b', 'c', 'd', 'e'].map((id) => result(id)), say('y'), calls('f', 'g'), result('f'), result('g')]);
+      const items = deepFreeze([
+        system('rules'),
+        user('task'),
+        say('x'),
+        calls('a', 'b', 'c', 'd', 'e'),
+        ...['a', 'b', 'c', 'd', 'e'].map((id) => result(id)),
+        say('y'),
+        calls('f', 'g'),
+        result('f'),
+        result('g'),
+      ]);
       const p = planOf(chat, items, { keepRecent: 1, summaryReserveBytes: 10 });
       expect(p.tailStart).toBe(10);
       expect(p.kept).toEqual(items.slice(10));
@@ -374,7 +456,8 @@ describe('at the byte edges of aim, target and cut', () => {
   describe('the last user input', () => {
     // The follow-up is the last user input, older than the tail: kept after the summary.
     const withFollowUp = deepFreeze([rounds[0], rounds[1], ...rounds.slice(2, 6), user('and the docs'), ...rounds.slice(6)]);
-    const size = (start: number) => itemsBytes([rounds[0], rounds[1], summaryOf(chat, RESERVE), withFollowUp[6], ...withFollowUp.slice(start)]);
+    const size = (start: number) =>
+      itemsBytes([rounds[0], rounds[1], summaryOf(chat, RESERVE), withFollowUp[6], ...withFollowUp.slice(start)]);
 
     it('is counted in the tail\u2019s size while it is pinned', () => {
       const exact = planOf(chat, withFollowUp, { keepRecent: 100, summaryReserveBytes: RESERVE, aimBytes: size(9) });
@@ -397,7 +480,14 @@ describe('at the byte edges of aim, target and cut', () => {
 
   describe('the last user input and the summary\u2019s cost at the tail\u2019s edge', () => {
     // task, a 500-byte assistant message, a short follow-up, a tool round of 1,000 bytes.
-    const items = deepFreeze([system('rules'), user('task'), say('s'.repeat(500)), user('and now?'), calls('a'), result('a', 'r'.repeat(1_000))]);
+    const items = deepFreeze([
+      system('rules'),
+      user('task'),
+      say('s'.repeat(500)),
+      user('and now?'),
+      calls('a'),
+      result('a', 'r'.repeat(1_000)),
+    ]);
     const withSummary = itemsBytes([items[0], items[1], summaryOf(chat, RESERVE), ...items.slice(3)]);
 
     it('is in the tail, not pinned, when the tail reaches back to it', () => {
@@ -413,7 +503,15 @@ describe('at the byte edges of aim, target and cut', () => {
     });
 
     it('a middle of one item other than the input still costs the summary', () => {
-      const noFollowUp = deepFreeze([system('rules'), user('task'), say('s'.repeat(500)), calls('a'), result('a', 'r'.repeat(1_000)), calls('b'), result('b', 'done')]);
+      const noFollowUp = deepFreeze([
+        system('rules'),
+        user('task'),
+        say('s'.repeat(500)),
+        calls('a'),
+        result('a', 'r'.repeat(1_000)),
+        calls('b'),
+        result('b', 'done'),
+      ]);
       const size = itemsBytes([noFollowUp[0], noFollowUp[1], summaryOf(chat, RESERVE), ...noFollowUp.slice(3)]);
       expect(planOf(chat, noFollowUp, { keepRecent: 100, summaryReserveBytes: RESERVE, aimBytes: size }).tailStart).toBe(3);
       expect(planOf(chat, noFollowUp, { keepRecent: 100, summaryReserveBytes: RESERVE, aimBytes: size - 1 }).tailStart).toBe(5);
@@ -428,7 +526,6 @@ describe('at the byte edges of aim, target and cut', () => {
       expect(p).toMatchObject({ middle: [1, 2], pinned: [0], tailStart: 3 });
       expect(planOf(chat, bare, { keepRecent: 100, summaryReserveBytes: RESERVE, aimBytes: size + 1_000 }).tailStart).toBe(3);
     });
-
   });
 
   describe('how far a cut goes', () => {

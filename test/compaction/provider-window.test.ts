@@ -17,14 +17,21 @@ let summarizer: FakeSummarizer;
 
 const WINDOW = { type: 'compaction', id: 'cmp_new', encrypted_content: 'gAAAA-window' };
 const OLD_WINDOW = { type: 'compaction', id: 'cmp_old', encrypted_content: 'gAAAA-old' };
-const OUR_SUMMARY = { type: 'message', role: 'user', content: [{ type: 'input_text', text: '[compaction-gateway] The 4 earlier messages ... Summary:\n\nread a.ts' }] };
+const OUR_SUMMARY = {
+  type: 'message',
+  role: 'user',
+  content: [{ type: 'input_text', text: '[compaction-gateway] The 4 earlier messages ... Summary:\n\nread a.ts' }],
+};
 
 /** The upstream as the summarizer: its own compaction answers `compactStatus`; a summary is always made. */
 function provider(compactStatus: number) {
   summarizer = fakeSummarizer(
     responses.summarizer,
     (call) => {
-      if (call.kind === 'compact') return compactStatus === 200 ? { json: { object: 'response.compaction', output: [WINDOW] } } : { status: compactStatus, json: { error: { message: 'Invalid URL' } } };
+      if (call.kind === 'compact')
+        return compactStatus === 200
+          ? { json: { object: 'response.compaction', output: [WINDOW] } }
+          : { status: compactStatus, json: { error: { message: 'Invalid URL' } } };
       return { json: { output_text: 'NEW SUMMARY' } };
     },
     { model: 'gpt-6', providerCompaction: true },
@@ -64,7 +71,11 @@ async function run(recalled: MemoryEntry): Promise<Extract<CompactionResult, { o
   const config = validateConfig({ compaction: { keepRecent: 12 }, summarizer: { providerCompaction: true } });
   const conversation = responses.read(body)!;
   expect(keptPrefixEnd(conversation)).toBe(2);
-  const result = await compact({ dialect: responses, request: body, conversation, bodyBytes, recalled }, settingsOf(config, target), summarizer);
+  const result = await compact(
+    { dialect: responses, request: body, conversation, bodyBytes, recalled },
+    settingsOf(config, target),
+    summarizer,
+  );
   if (result.outcome !== 'compacted') throw new Error(`not compacted: ${result.why}`);
   return result;
 }

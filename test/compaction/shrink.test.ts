@@ -6,7 +6,19 @@ import { chat } from '../../src/dialects/chat.js';
 import { messages } from '../../src/dialects/messages.js';
 import { responses } from '../../src/dialects/responses.js';
 import type { Dialect } from '../../src/dialects/types.js';
-import { conversationArb, deepFreeze, imagePart, loremText, rImagePart, rOutput, responsesConversationArb, result, rng, say, user } from './conversations.js';
+import {
+  conversationArb,
+  deepFreeze,
+  imagePart,
+  loremText,
+  rImagePart,
+  rOutput,
+  responsesConversationArb,
+  result,
+  rng,
+  say,
+  user,
+} from './conversations.js';
 
 const escaped = (text: string): number => jsonBytes(text) - 2;
 const content = (item: unknown): string => (item as { content: string }).content;
@@ -24,7 +36,10 @@ describe('which contents a dialect lets compaction shorten', () => {
 
   it('responses: message texts and images, function_call_output strings and parts; never reasoning or calls', () => {
     expect(responses.slots(rOutput('a', 'text')).map((s) => s.path)).toEqual([['output']]);
-    expect(responses.slots(rOutput('a', [{ type: 'input_text', text: 't' }, rImagePart(2000)])).map((s) => s.kind)).toEqual(['text', 'image']);
+    expect(responses.slots(rOutput('a', [{ type: 'input_text', text: 't' }, rImagePart(2000)])).map((s) => s.kind)).toEqual([
+      'text',
+      'image',
+    ]);
     expect(responses.slots({ type: 'reasoning', encrypted_content: 'x'.repeat(5000) })).toEqual([]);
     expect(responses.slots({ type: 'function_call', call_id: 'a', arguments: 'x'.repeat(5000) })).toEqual([]);
   });
@@ -38,7 +53,14 @@ describe('formatSize', () => {
 
 describe('setAt', () => {
   it('copies only the objects along the path', () => {
-    const item = deepFreeze({ role: 'tool', content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }], x: { y: 1 } });
+    const item = deepFreeze({
+      role: 'tool',
+      content: [
+        { type: 'text', text: 'a' },
+        { type: 'text', text: 'b' },
+      ],
+      x: { y: 1 },
+    });
     const out = setAt(item, ['content', 1, 'text'], 'B') as typeof item;
     expect(out.content[1].text).toBe('B');
     expect(out.content[0]).toBe(item.content[0]);
@@ -63,13 +85,18 @@ describe('cutText', () => {
 
   it('fits any target at or above the floor for any text, multi-byte and escapes included', () => {
     fc.assert(
-      fc.property(fc.integer({ min: 1, max: 1e6 }), fc.integer({ min: 700, max: 20_000 }), fc.double({ min: 0, max: 1, noNaN: true }), (seed, chars, where) => {
-        const text = loremText(rng(seed), chars);
-        const target = Math.round(escaped(text) * where);
-        const out = cutText(text, target);
-        if (target >= textFloor(text)) expect(escaped(out)).toBeLessThanOrEqual(target);
-        expect(escaped(cutText(text, textFloor(text)))).toBeLessThanOrEqual(textFloor(text));
-      }),
+      fc.property(
+        fc.integer({ min: 1, max: 1e6 }),
+        fc.integer({ min: 700, max: 20_000 }),
+        fc.double({ min: 0, max: 1, noNaN: true }),
+        (seed, chars, where) => {
+          const text = loremText(rng(seed), chars);
+          const target = Math.round(escaped(text) * where);
+          const out = cutText(text, target);
+          if (target >= textFloor(text)) expect(escaped(out)).toBeLessThanOrEqual(target);
+          expect(escaped(cutText(text, textFloor(text)))).toBeLessThanOrEqual(textFloor(text));
+        },
+      ),
       { seed: 7 },
     );
   });
@@ -155,7 +182,13 @@ describe('what a cut leaves, in the words the model reads', () => {
 
   describe('the words a reader sees', () => {
     it('sizes in decimal units, switching at 1,000 and 1,000,000 bytes', () => {
-      expect([999, 1_000, 999_949, 1_000_000, 25_300_000].map(formatSize)).toEqual(['999 bytes', '1.0 KB', '999.9 KB', '1.0 MB', '25.3 MB']);
+      expect([999, 1_000, 999_949, 1_000_000, 25_300_000].map(formatSize)).toEqual([
+        '999 bytes',
+        '1.0 KB',
+        '999.9 KB',
+        '1.0 MB',
+        '25.3 MB',
+      ]);
     });
 
     it('the cut marker, with the count of characters cut', () => {
@@ -167,7 +200,13 @@ describe('what a cut leaves, in the words the model reads', () => {
       const image = { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'A'.repeat(5_000) } };
       const item = { role: 'user', content: [{ type: 'text', text: 'see' }, image] };
       const out = shrinkKept([item, say('ok')], messages, 1);
-      expect(out.items[0]).toEqual({ role: 'user', content: [{ type: 'text', text: 'see' }, { type: 'text', text: '[image omitted by compaction-gateway: 5.1 KB]' }] });
+      expect(out.items[0]).toEqual({
+        role: 'user',
+        content: [
+          { type: 'text', text: 'see' },
+          { type: 'text', text: '[image omitted by compaction-gateway: 5.1 KB]' },
+        ],
+      });
       expect(out.savedBytes).toBe(jsonBytes(image) - jsonBytes({ type: 'text', text: '[image omitted by compaction-gateway: 5.1 KB]' }));
       expect(out.cut).toBe(1);
     });
@@ -194,7 +233,9 @@ describe('what a cut leaves, in the words the model reads', () => {
       const rockets = 'a'.repeat(1_000) + '\u{1F680}'.repeat(1_000);
       expect(textFloor(rockets)).toBe(956);
       // 1,000 bytes besides the marker: 600 for the last 150 rockets, 400 for the start.
-      expect(cutText(rockets, 1_056)).toBe(`${'a'.repeat(400)}\n[... 2,300 characters cut by compaction-gateway ...]\n${'\u{1F680}'.repeat(150)}`);
+      expect(cutText(rockets, 1_056)).toBe(
+        `${'a'.repeat(400)}\n[... 2,300 characters cut by compaction-gateway ...]\n${'\u{1F680}'.repeat(150)}`,
+      );
     });
 
     it('the floor: 300 characters at each end and the marker', () => {
@@ -238,7 +279,13 @@ describe('what a cut leaves, in the words the model reads', () => {
     });
 
     it('the second text of an item once the first one saved enough', () => {
-      const item = { role: 'user', content: [{ type: 'text', text: 'a'.repeat(5_000) }, { type: 'text', text: 'b'.repeat(5_000) }] };
+      const item = {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'a'.repeat(5_000) },
+          { type: 'text', text: 'b'.repeat(5_000) },
+        ],
+      };
       const out = shrinkKept([item, say('end')], chat, 1_000);
       expect(out.cut).toBe(1);
       expect(out.savedBytes).toBe(1_000);

@@ -13,7 +13,10 @@ import { agentConversation } from './conversations.js';
 
 /** Any UTF-16 code units, lone surrogates and control characters included, plus whole code points. */
 const anyText = fc.string({
-  unit: fc.oneof(fc.integer({ min: 0, max: 0xffff }).map((c) => String.fromCharCode(c)), fc.string({ unit: 'binary', minLength: 1, maxLength: 1 })),
+  unit: fc.oneof(
+    fc.integer({ min: 0, max: 0xffff }).map((c) => String.fromCharCode(c)),
+    fc.string({ unit: 'binary', minLength: 1, maxLength: 1 }),
+  ),
   maxLength: 60,
 });
 

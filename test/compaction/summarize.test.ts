@@ -30,7 +30,8 @@ function settings(over: Partial<SummarySettings> = {}): SummarySettings {
 const said = (who: string, text: string, calls: Rendered['calls'] = []): Rendered => ({ who, text, calls });
 /** The transcript of one summarizer call: the user message of the chat request. */
 const transcriptOf = (c: SentCall): string => c.json.messages[1].content;
-const answering = (answer: (call: SentCall) => Scripted | Promise<Scripted>, more: Partial<Summarizer> = {}): FakeSummarizer => fakeSummarizer(chat.summarizer, answer, more);
+const answering = (answer: (call: SentCall) => Scripted | Promise<Scripted>, more: Partial<Summarizer> = {}): FakeSummarizer =>
+  fakeSummarizer(chat.summarizer, answer, more);
 const run = (items: Rendered[], s: SummarySettings, summarizer: Summarizer, previous?: string) => summarize(items, s, summarizer, previous);
 
 async function failure(promise: Promise<unknown>): Promise<SummarizerError> {
@@ -47,7 +48,12 @@ describe('one summarizer call', () => {
     const summarizer = answering(() => chatAnswer('  The user wants the bug fixed.\n'));
     const items = [said('user', 'Fix the bug'), said('assistant', '', [{ id: 'c1', name: 'read_file', args: '{"path":"a.ts"}' }])];
     const result = await run(items, settings({ request: { model: 'm', max_completion_tokens: 5 } }), summarizer);
-    expect(result).toEqual({ text: 'The user wants the bug fixed.', calls: 1, tokens: { input: 12, output: 3, estimated: false }, digested: 0 });
+    expect(result).toEqual({
+      text: 'The user wants the bug fixed.',
+      calls: 1,
+      tokens: { input: 12, output: 3, estimated: false },
+      digested: 0,
+    });
     expect(summarizer.calls).toHaveLength(1);
     const [call] = summarizer.calls;
     expect(call).toMatchObject({ kind: 'summary', maxTokens: 1_000 });
@@ -55,7 +61,10 @@ describe('one summarizer call', () => {
       model: 'summarizer-model',
       messages: [
         { role: 'system', content: `${DEFAULT_SUMMARY_PROMPT}\n\n${TRANSCRIPT_RULES}` },
-        { role: 'user', content: '<conversation>\n[user]\n  Fix the bug\n\n[assistant]\n  -> calls read_file({"path":"a.ts"}) [c1]\n</conversation>' },
+        {
+          role: 'user',
+          content: '<conversation>\n[user]\n  Fix the bug\n\n[assistant]\n  -> calls read_file({"path":"a.ts"}) [c1]\n</conversation>',
+        },
       ],
       max_completion_tokens: 1_000,
       stream: false,
@@ -72,7 +81,9 @@ describe('one summarizer call', () => {
     const summarizer = answering(() => chatAnswer('merged'));
     const result = await run([said('user', 'and the docs')], settings(), summarizer, 'Fixed the bug in a.ts.');
     expect(result).toMatchObject({ text: 'merged', calls: 1 });
-    expect(transcriptOf(summarizer.calls[0])).toBe('<conversation>\n[summary of the earlier conversation]\n  Fixed the bug in a.ts.\n\n[user]\n  and the docs\n</conversation>');
+    expect(transcriptOf(summarizer.calls[0])).toBe(
+      '<conversation>\n[summary of the earlier conversation]\n  Fixed the bug in a.ts.\n\n[user]\n  and the docs\n</conversation>',
+    );
   });
 });
 
@@ -88,7 +99,9 @@ describe('a middle longer than the summarizer reads at once', () => {
   /** Answers each part with a short summary naming it, and the combination with "ALL". */
   function partsSummarizer(partAnswer = (n: number) => `summary of part ${n}`): FakeSummarizer {
     return answering((call) => {
-      const part = /^<conversation>\nThis is part (\d+) of (\d+) of the conversation, in order\. Summarise only this part\.\n\n/.exec(transcriptOf(call));
+      const part = /^<conversation>\nThis is part (\d+) of (\d+) of the conversation, in order\. Summarise only this part\.\n\n/.exec(
+        transcriptOf(call),
+      );
       return chatAnswer(part ? partAnswer(Number(part[1])) : 'ALL');
     });
   }
@@ -104,7 +117,9 @@ describe('a middle longer than the summarizer reads at once', () => {
       `<conversation>\nThis is part 1 of 2 of the conversation, in order. Summarise only this part.\n\n[user]\n  ${'a'.repeat(2_000)}\n\n[user]\n  ${'b'.repeat(2_000)}\n</conversation>`,
       `<conversation>\nThis is part 2 of 2 of the conversation, in order. Summarise only this part.\n\n[user]\n  ${'c'.repeat(2_000)}\n\n[user]\n  ${'d'.repeat(2_000)}\n</conversation>`,
     ]);
-    expect(transcripts[2]).toBe(`<conversation>\n${COMBINE_NOTE}\n\n[summary 1 of 2]\n  summary of part 1\n\n[summary 2 of 2]\n  summary of part 2\n</conversation>`);
+    expect(transcripts[2]).toBe(
+      `<conversation>\n${COMBINE_NOTE}\n\n[summary 1 of 2]\n  summary of part 1\n\n[summary 2 of 2]\n  summary of part 2\n</conversation>`,
+    );
   });
 
   it('an item longer than half the window is shown by its ends, with how much was left out', async () => {
@@ -114,7 +129,9 @@ describe('a middle longer than the summarizer reads at once', () => {
     // 1,000 escaped bytes at most an item: "[user]\n" takes 8, the marker 42 (each "\n" is two,
     // and its lines are indented as the content is), each end 475 of what is left (the first
     // starting with the indent).
-    expect(transcriptOf(summarizer.calls[0])).toBe(`<conversation>\n[user]\n  ${'<'.repeat(473)}\n  [... 552 characters left out ...]\n  ${'>'.repeat(475)}\n</conversation>`);
+    expect(transcriptOf(summarizer.calls[0])).toBe(
+      `<conversation>\n[user]\n  ${'<'.repeat(473)}\n  [... 552 characters left out ...]\n  ${'>'.repeat(475)}\n</conversation>`,
+    );
   });
 
   it('at the smallest window, parts of 2,000 chars; summaries too long to combine at once are combined in rounds', async () => {
@@ -124,15 +141,24 @@ describe('a middle longer than the summarizer reads at once', () => {
       const text = transcriptOf(call);
       const part = /This is part (\d+) of 3/.exec(text);
       if (part) return chatAnswer(`${part[1]}`.repeat(1_500));
-      const round2 = new RegExp(`^<conversation>\\n${COMBINE_NOTE.replace(/[.]/g, '\\.')}\\n\\n\\[summary \\d of 3\\]\\n  (\\d)\\1{1499}\\n</conversation>$`).exec(text);
+      const round2 = new RegExp(
+        `^<conversation>\\n${COMBINE_NOTE.replace(/[.]/g, '\\.')}\\n\\n\\[summary \\d of 3\\]\\n  (\\d)\\1{1499}\\n</conversation>$`,
+      ).exec(text);
       return chatAnswer(round2 ? `merged ${round2[1]}` : 'ALL');
     });
     const items = ['a', 'b', 'c', 'd', 'e'].map((c) => said('user', c.repeat(700)));
     const result = await run(items, settings({ maxInputTokens: 1_000, maxSummaryTokens: 500 }), summarizer);
     expect(result).toMatchObject({ text: 'ALL', calls: 7 });
     const transcripts = summarizer.calls.map(transcriptOf);
-    expect(transcripts.slice(0, 3).map((t) => /This is part (\d) of 3/.exec(t)?.[1]).sort()).toEqual(['1', '2', '3']);
-    expect(transcripts.at(-1)).toBe(`<conversation>\n${COMBINE_NOTE}\n\n[summary 1 of 3]\n  merged 1\n\n[summary 2 of 3]\n  merged 2\n\n[summary 3 of 3]\n  merged 3\n</conversation>`);
+    expect(
+      transcripts
+        .slice(0, 3)
+        .map((t) => /This is part (\d) of 3/.exec(t)?.[1])
+        .sort(),
+    ).toEqual(['1', '2', '3']);
+    expect(transcripts.at(-1)).toBe(
+      `<conversation>\n${COMBINE_NOTE}\n\n[summary 1 of 3]\n  merged 1\n\n[summary 2 of 3]\n  merged 2\n\n[summary 3 of 3]\n  merged 3\n</conversation>`,
+    );
   });
 
   it('runs at most four calls at once, and four when there are more parts', async () => {
@@ -178,10 +204,26 @@ describe('how a failure is named', () => {
   });
 
   it('an answer with no text is a "bad_response": not JSON, or blank', async () => {
-    const notJson = await failure(run([said('user', 'hi')], settings(), answering(() => ({ text: `not json ${'x'.repeat(400)}` }))));
+    const notJson = await failure(
+      run(
+        [said('user', 'hi')],
+        settings(),
+        answering(() => ({ text: `not json ${'x'.repeat(400)}` })),
+      ),
+    );
     expect(notJson.kind).toBe('bad_response');
     expect(notJson.message).toBe(`summarizer answer had no text: not json ${'x'.repeat(291)}`);
-    expect((await failure(run([said('user', 'hi')], settings(), answering(() => chatAnswer(' \n '))))).kind).toBe('bad_response');
+    expect(
+      (
+        await failure(
+          run(
+            [said('user', 'hi')],
+            settings(),
+            answering(() => chatAnswer(' \n ')),
+          ),
+        )
+      ).kind,
+    ).toBe('bad_response');
   });
 
   it('no answer within timeoutMs is a "timeout", however the call ended', async () => {
@@ -197,15 +239,23 @@ describe('how a failure is named', () => {
 
   it('the summarizer\u2019s own naming is kept: `aborted` (the client left) ends the run as such, with the calls made', async () => {
     const err = await failure(
-      run([said('user', 'hi')], settings(), answering(() => {
-        throw new SummarizerError('aborted', 'the client went away', 0);
-      })),
+      run(
+        [said('user', 'hi')],
+        settings(),
+        answering(() => {
+          throw new SummarizerError('aborted', 'the client went away', 0);
+        }),
+      ),
     );
     expect(err).toMatchObject({ kind: 'aborted', message: 'the client went away', calls: 1 });
     const unreachable = await failure(
-      run([said('user', 'hi')], settings(), answering(() => {
-        throw new SummarizerError('unreachable', 'the summarizer could not be reached (ECONNREFUSED)', 0);
-      })),
+      run(
+        [said('user', 'hi')],
+        settings(),
+        answering(() => {
+          throw new SummarizerError('unreachable', 'the summarizer could not be reached (ECONNREFUSED)', 0);
+        }),
+      ),
     );
     expect(unreachable).toMatchObject({ kind: 'unreachable', message: 'the summarizer could not be reached (ECONNREFUSED)', calls: 1 });
   });
@@ -235,10 +285,14 @@ describe('sized to the summarizer\u2019s window', () => {
     }, more);
   }
 
-  const fit = (windowTokens: number): CallFit => (tokens) => Math.floor((windowTokens - tokens) * 4 * 0.9);
+  const fit =
+    (windowTokens: number): CallFit =>
+    (tokens) =>
+      Math.floor((windowTokens - tokens) * 4 * 0.9);
   const middle = Array.from({ length: 12 }, (_, i) => said('user', `message ${i} `.repeat(100)));
 
-  const windowSettings = (over: Partial<SummarySettings> = {}) => settings({ request: { model: 'm', messages: [], max_tokens: 256 }, maxInputTokens: 60_000, maxSummaryTokens: 2_000, ...over });
+  const windowSettings = (over: Partial<SummarySettings> = {}) =>
+    settings({ request: { model: 'm', messages: [], max_tokens: 256 }, maxInputTokens: 60_000, maxSummaryTokens: 2_000, ...over });
 
   describe('a known window', () => {
     it('every call fits it, the completion asked for included: no refusal, a summary', async () => {
@@ -286,7 +340,9 @@ describe('sized to the summarizer\u2019s window', () => {
 
     it('a lesson that fits the refused call no tighter ends the run at once, as `overlong`', async () => {
       let asked = 0;
-      const err = await summarize(middle, windowSettings(), windowed(WINDOW, { refused: async () => (asked++, () => 1_000_000) })).catch((e: unknown) => e);
+      const err = await summarize(middle, windowSettings(), windowed(WINDOW, { refused: async () => (asked++, () => 1_000_000) })).catch(
+        (e: unknown) => e,
+      );
       expect(err).toMatchObject({ kind: 'overlong' });
       expect(asked).toBe(1);
     });
@@ -294,7 +350,9 @@ describe('sized to the summarizer\u2019s window', () => {
     it('a lesson that helps too little ends after two more runs, as `overlong`', async () => {
       let asked = 0;
       // Each lesson a little tighter, never enough.
-      const err = await summarize(middle, windowSettings(), windowed(WINDOW, { refused: async (r) => (asked++, () => r.bytes - 1) })).catch((e: unknown) => e);
+      const err = await summarize(middle, windowSettings(), windowed(WINDOW, { refused: async (r) => (asked++, () => r.bytes - 1) })).catch(
+        (e: unknown) => e,
+      );
       expect(err).toMatchObject({ kind: 'overlong' });
       expect(asked).toBe(3);
     });
@@ -306,7 +364,9 @@ describe('sized to the summarizer\u2019s window', () => {
         return hanging(call);
       });
       const many = Array.from({ length: 40 }, (_, i) => said('user', `message ${i} `.repeat(200)));
-      const err = await summarize(many, windowSettings({ maxInputTokens: 2_000, maxSummaryTokens: 200 }), summarizer).catch((e: unknown) => e);
+      const err = await summarize(many, windowSettings({ maxInputTokens: 2_000, maxSummaryTokens: 200 }), summarizer).catch(
+        (e: unknown) => e,
+      );
       expect(err).toMatchObject({ kind: 'rejected' });
       await new Promise((r) => setTimeout(r, 300));
       // Four at a time: the refused part and the three beside it, cancelled; nothing after.
@@ -319,10 +379,15 @@ describe('sized to the summarizer\u2019s window', () => {
 
 describe('within its cost cap', () => {
   // 2,000 bytes of transcript a call: parts of two items.
-  const capSettings = (over: Partial<SummarySettings> = {}) => settings({ request: { model: 'm', messages: [] }, maxInputTokens: 1_000, maxSummaryTokens: 500, ...over });
-  const capped = (n: number) => Array.from({ length: n }, (_, i) => said('tool result', `item ${i} `.repeat(90), i % 2 ? [] : [{ id: `c${i}`, name: 'read_file', args: '{}' }]));
+  const capSettings = (over: Partial<SummarySettings> = {}) =>
+    settings({ request: { model: 'm', messages: [] }, maxInputTokens: 1_000, maxSummaryTokens: 500, ...over });
+  const capped = (n: number) =>
+    Array.from({ length: n }, (_, i) =>
+      said('tool result', `item ${i} `.repeat(90), i % 2 ? [] : [{ id: `c${i}`, name: 'read_file', args: '{}' }]),
+    );
   const bytesOf = (calls: SentCall[]) => calls.reduce((sum, c) => sum + Buffer.byteLength(c.body), 0);
-  const readItems = (calls: SentCall[]) => [...new Set(calls.flatMap((c) => [...transcriptOf(c).matchAll(/ {2}item (\d+) /g)].map((m) => Number(m[1]))))].sort((a, b) => a - b);
+  const readItems = (calls: SentCall[]) =>
+    [...new Set(calls.flatMap((c) => [...transcriptOf(c).matchAll(/ {2}item (\d+) /g)].map((m) => Number(m[1]))))].sort((a, b) => a - b);
 
   describe('summaries that never shrink', () => {
     it('are merged in one last call, shortened, once another round would pass maxCalls', async () => {
@@ -374,7 +439,11 @@ describe('within its cost cap', () => {
       const summarizer = answering(() => chatAnswer('SUMMARY'));
       const err = await summarize(capped(3), capSettings({ maxInputBytes: 1_000 }), summarizer).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(SummarizerError);
-      expect(err).toMatchObject({ kind: 'overlong', calls: 0, message: "the summarizer's cost cap for one compaction (16 calls, 1000 bytes) leaves no room for a call" });
+      expect(err).toMatchObject({
+        kind: 'overlong',
+        calls: 0,
+        message: "the summarizer's cost cap for one compaction (16 calls, 1000 bytes) leaves no room for a call",
+      });
       expect(summarizer.calls).toHaveLength(0);
     });
 

@@ -1,6 +1,15 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { clampedCompletion, fitFor, learnedTarget, sizeTarget, smallest, type Bounds, type Rejection, type SizeTarget } from '../../src/compaction/target.js';
+import {
+  clampedCompletion,
+  fitFor,
+  learnedTarget,
+  sizeTarget,
+  smallest,
+  type Bounds,
+  type Rejection,
+  type SizeTarget,
+} from '../../src/compaction/target.js';
 import { classifyResponse } from '../../src/overlong/classify.js';
 import type { StatedLimits } from '../../src/overlong/types.js';
 
@@ -15,26 +24,49 @@ const RATIO = 0.6;
 
 /** The limits the classifier reads off a real 400 body. */
 function statedBy(message: string, shape: 'openai' | 'anthropic'): StatedLimits {
-  const body = shape === 'openai'
-    ? { error: { message, type: 'invalid_request_error', param: 'messages', code: 'context_length_exceeded' } }
-    : { type: 'error', error: { type: 'invalid_request_error', message } };
+  const body =
+    shape === 'openai'
+      ? { error: { message, type: 'invalid_request_error', param: 'messages', code: 'context_length_exceeded' } }
+      : { type: 'error', error: { type: 'invalid_request_error', message } };
   const verdict = classifyResponse({ status: 400, contentType: 'application/json', body: JSON.stringify(body) });
   if (!verdict.overlong) throw new Error(`not overlong: ${verdict.rule}`);
   return verdict.limits;
 }
 
-const contextLength = (limits: StatedLimits, bodyBytes: number, requested?: number): Rejection => ({ reason: 'context_length', limits, bodyBytes, requested });
-const tooLarge = (limits: StatedLimits, bodyBytes: number): Rejection => ({ reason: 'body_too_large', limits, bodyBytes, requested: undefined });
+const contextLength = (limits: StatedLimits, bodyBytes: number, requested?: number): Rejection => ({
+  reason: 'context_length',
+  limits,
+  bodyBytes,
+  requested,
+});
+const tooLarge = (limits: StatedLimits, bodyBytes: number): Rejection => ({
+  reason: 'body_too_large',
+  limits,
+  bodyBytes,
+  requested: undefined,
+});
 
 // 400 KB rejected at 100,000 tokens: 4 bytes a token; a 64,000-token window; max_tokens 32,000.
-const windowOnly = statedBy("This model's maximum context length is 64000 tokens. However, your messages resulted in 100000 tokens. Please reduce the length of the messages.", 'openai');
-const withCompletion = statedBy('input length and `max_tokens` exceed context limit: 100000 + 32000 > 120000, decrease input length or `max_tokens` and try again', 'anthropic');
+const windowOnly = statedBy(
+  "This model's maximum context length is 64000 tokens. However, your messages resulted in 100000 tokens. Please reduce the length of the messages.",
+  'openai',
+);
+const withCompletion = statedBy(
+  'input length and `max_tokens` exceed context limit: 100000 + 32000 > 120000, decrease input length or `max_tokens` and try again',
+  'anthropic',
+);
 
 describe('sizeTarget after a context-length 400', () => {
   it('does not subtract max_tokens when the error states the window but not the completion', () => {
     expect(windowOnly).toMatchObject({ limitTokens: 64_000, promptTokens: 100_000 });
     const t = sizeTarget(contextLength(windowOnly, 400_000, 32_000), undefined, RATIO);
-    expect(plain(t)).toEqual({ fitBytes: Math.floor(64_000 * 4 * 0.9), aimBytes: Math.floor(64_000 * 4 * RATIO), bytesPerToken: 4, tokensBefore: 100_000, source: 'stated' });
+    expect(plain(t)).toEqual({
+      fitBytes: Math.floor(64_000 * 4 * 0.9),
+      aimBytes: Math.floor(64_000 * 4 * RATIO),
+      bytesPerToken: 4,
+      tokensBefore: 100_000,
+      source: 'stated',
+    });
   });
 
   it('subtracts the requested completion when the error counts it ("A + B > C")', () => {
@@ -51,7 +83,12 @@ describe('sizeTarget after a context-length 400', () => {
   });
 
   it('with no numbers: the refused size is the bound (a context error too): 90% of it fits, the aim is its share', () => {
-    expect(plain(sizeTarget(contextLength({}, 1_000_000), undefined, RATIO))).toMatchObject({ fitBytes: 900_000, aimBytes: 600_000, source: 'learned', bytesPerToken: 3 });
+    expect(plain(sizeTarget(contextLength({}, 1_000_000), undefined, RATIO))).toMatchObject({
+      fitBytes: 900_000,
+      aimBytes: 600_000,
+      source: 'learned',
+      bytesPerToken: 3,
+    });
   });
 });
 
@@ -83,13 +120,17 @@ describe('learned bounds', () => {
 
   it('a looser learned bound never loosens what this error states', () => {
     const loose: Bounds = { limitBytes: 10_000_000, refusedBytes: 9_000_000 };
-    expect(plain(sizeTarget(contextLength(windowOnly, 400_000, 32_000), loose, RATIO))).toEqual(plain(sizeTarget(contextLength(windowOnly, 400_000, 32_000), undefined, RATIO)));
+    expect(plain(sizeTarget(contextLength(windowOnly, 400_000, 32_000), loose, RATIO))).toEqual(
+      plain(sizeTarget(contextLength(windowOnly, 400_000, 32_000), undefined, RATIO)),
+    );
   });
 
   it('a window this error states replaces a learned one, looser or tighter: the error is the truth now', () => {
     const stated = plain(sizeTarget(contextLength(windowOnly, 400_000, 32_000), undefined, RATIO));
     for (const limitTokens of [1_000_000, 16_000]) {
-      expect(plain(sizeTarget(contextLength(windowOnly, 400_000, 32_000), { limitTokens, completionCounted: true }, RATIO))).toEqual(stated);
+      expect(plain(sizeTarget(contextLength(windowOnly, 400_000, 32_000), { limitTokens, completionCounted: true }, RATIO))).toEqual(
+        stated,
+      );
     }
   });
 
@@ -108,7 +149,12 @@ describe('learned bounds', () => {
 
   it('smallest() only tightens: every limit is the smaller of the two, with the tighter window\u2019s completion flag', () => {
     const bound = fc.option(fc.integer({ min: 1, max: 1e7 }), { nil: undefined });
-    const bounds = fc.record({ limitTokens: bound, limitBytes: bound, refusedBytes: bound, completionCounted: fc.option(fc.boolean(), { nil: undefined }) });
+    const bounds = fc.record({
+      limitTokens: bound,
+      limitBytes: bound,
+      refusedBytes: bound,
+      completionCounted: fc.option(fc.boolean(), { nil: undefined }),
+    });
     fc.assert(
       fc.property(bounds, bounds, (a, b) => {
         const s = smallest(a, b);
@@ -116,8 +162,10 @@ describe('learned bounds', () => {
           const known = [a[key], b[key]].filter((v): v is number => v !== undefined);
           expect(s[key]).toBe(known.length > 0 ? Math.min(...known) : undefined);
         }
-        if (a.limitTokens !== undefined && (b.limitTokens === undefined || a.limitTokens < b.limitTokens)) expect(s.completionCounted).toBe(a.completionCounted);
-        if (b.limitTokens !== undefined && (a.limitTokens === undefined || b.limitTokens < a.limitTokens)) expect(s.completionCounted).toBe(b.completionCounted);
+        if (a.limitTokens !== undefined && (b.limitTokens === undefined || a.limitTokens < b.limitTokens))
+          expect(s.completionCounted).toBe(a.completionCounted);
+        if (b.limitTokens !== undefined && (a.limitTokens === undefined || b.limitTokens < a.limitTokens))
+          expect(s.completionCounted).toBe(b.completionCounted);
       }),
       { seed: 13 },
     );
@@ -186,7 +234,12 @@ describe('the numbers a user sees (limit=, tokens-before=, the replay\u2019s siz
    */
 
   const RATIO = 0.5;
-  const context = (limits: StatedLimits, bodyBytes: number, requested?: number): Rejection => ({ reason: 'context_length', limits, bodyBytes, requested });
+  const context = (limits: StatedLimits, bodyBytes: number, requested?: number): Rejection => ({
+    reason: 'context_length',
+    limits,
+    bodyBytes,
+    requested,
+  });
 
   describe('bytes per token', () => {
     it('the rejected body over the stated prompt tokens, within 1 to 8', () => {
@@ -199,7 +252,11 @@ describe('the numbers a user sees (limit=, tokens-before=, the replay\u2019s siz
         source: 'stated',
       });
       // 200,000 bytes for 20,000 tokens is 10 a token: 8 is believed.
-      expect(plain(sizeTarget(context({ ...window, promptTokens: 20_000 }, 200_000), undefined, RATIO))).toMatchObject({ bytesPerToken: 8, fitBytes: 72_000, aimBytes: 40_000 });
+      expect(plain(sizeTarget(context({ ...window, promptTokens: 20_000 }, 200_000), undefined, RATIO))).toMatchObject({
+        bytesPerToken: 8,
+        fitBytes: 72_000,
+        aimBytes: 40_000,
+      });
       // 10,000 bytes for 20,000 tokens: 1 a token at least (the fit still below the rejected body).
       expect(plain(sizeTarget(context({ ...window, promptTokens: 20_000 }, 10_000), undefined, RATIO))).toEqual({
         fitBytes: 9_000,
@@ -211,7 +268,10 @@ describe('the numbers a user sees (limit=, tokens-before=, the replay\u2019s siz
     });
 
     it('without a stated prompt size: the conversation\u2019s, else 3 (never one learned from another request); tokens-before estimated from it', () => {
-      expect(plain(sizeTarget(context({ limitTokens: 10_000 }, 90_000), { bytesPerToken: 1 }, RATIO))).toMatchObject({ bytesPerToken: 3, tokensBefore: 30_000 });
+      expect(plain(sizeTarget(context({ limitTokens: 10_000 }, 90_000), { bytesPerToken: 1 }, RATIO))).toMatchObject({
+        bytesPerToken: 3,
+        tokensBefore: 30_000,
+      });
       expect(plain(sizeTarget(context({ limitTokens: 10_000 }, 90_000), undefined, RATIO, 6))).toEqual({
         fitBytes: 54_000,
         aimBytes: 30_000,
@@ -237,7 +297,11 @@ describe('the numbers a user sees (limit=, tokens-before=, the replay\u2019s siz
     });
 
     it('a completion counted by the words of the error (no number for it) is subtracted too', () => {
-      const t = sizeTarget(context({ limitTokens: 10_000, promptTokens: 12_000, completionCounted: true }, 48_000, 2_000), undefined, RATIO);
+      const t = sizeTarget(
+        context({ limitTokens: 10_000, promptTokens: 12_000, completionCounted: true }, 48_000, 2_000),
+        undefined,
+        RATIO,
+      );
       expect(plain(t)).toEqual({ fitBytes: 28_800, aimBytes: 16_000, bytesPerToken: 4, tokensBefore: 12_000, source: 'stated' });
     });
 
@@ -252,11 +316,23 @@ describe('the numbers a user sees (limit=, tokens-before=, the replay\u2019s siz
     });
 
     it('a small refused body: the fit is at least one byte below it', () => {
-      expect(plain(sizeTarget(tooLarge({}, 5), undefined, RATIO))).toEqual({ fitBytes: 4, aimBytes: 2, bytesPerToken: 3, tokensBefore: 2, source: 'learned' });
+      expect(plain(sizeTarget(tooLarge({}, 5), undefined, RATIO))).toEqual({
+        fitBytes: 4,
+        aimBytes: 2,
+        bytesPerToken: 3,
+        tokensBefore: 2,
+        source: 'learned',
+      });
     });
 
     it('a body of nothing refused and nothing known: the blind guess, 80% fits and half is aimed at', () => {
-      expect(plain(sizeTarget(context({}, 0), undefined, RATIO))).toEqual({ fitBytes: 0, aimBytes: 0, bytesPerToken: 3, tokensBefore: 0, source: 'default' });
+      expect(plain(sizeTarget(context({}, 0), undefined, RATIO))).toEqual({
+        fitBytes: 0,
+        aimBytes: 0,
+        bytesPerToken: 3,
+        tokensBefore: 0,
+        source: 'default',
+      });
     });
   });
 
@@ -270,7 +346,11 @@ describe('the numbers a user sees (limit=, tokens-before=, the replay\u2019s siz
     });
 
     it('a refused size this error teaches, smaller than the one learned, is the bound', () => {
-      expect(plain(sizeTarget(tooLarge({}, 100_000), { refusedBytes: 500_000 }, RATIO))).toMatchObject({ fitBytes: 90_000, aimBytes: 50_000, source: 'learned' });
+      expect(plain(sizeTarget(tooLarge({}, 100_000), { refusedBytes: 500_000 }, RATIO))).toMatchObject({
+        fitBytes: 90_000,
+        aimBytes: 50_000,
+        source: 'learned',
+      });
     });
 
     it('a stated byte limit keeps the learned window (which it does not state) when that is tighter', () => {
@@ -300,14 +380,24 @@ describe('the numbers a user sees (limit=, tokens-before=, the replay\u2019s siz
 
     it('the aim is never above what fits, even with a share above the headroom', () => {
       // 10,000 tokens at 4 bytes: 90% fits (36,000 bytes); a 0.95 share would aim at 38,000.
-      expect(plain(learnedTarget(1_000_000, { limitTokens: 10_000 }, 0.95, undefined, 4))).toMatchObject({ fitBytes: 36_000, aimBytes: 36_000 });
+      expect(plain(learnedTarget(1_000_000, { limitTokens: 10_000 }, 0.95, undefined, 4))).toMatchObject({
+        fitBytes: 36_000,
+        aimBytes: 36_000,
+      });
       expect(plain(sizeTarget(tooLarge({}, 100_000), undefined, 0.95))).toMatchObject({ fitBytes: 90_000, aimBytes: 80_000 });
-      expect(plain(sizeTarget(tooLarge({}, 1_000_000), { refusedBytes: 100_000 }, 0.95))).toMatchObject({ fitBytes: 90_000, aimBytes: 90_000 });
+      expect(plain(sizeTarget(tooLarge({}, 1_000_000), { refusedBytes: 100_000 }, 0.95))).toMatchObject({
+        fitBytes: 90_000,
+        aimBytes: 90_000,
+      });
     });
 
     it('smallest(): the completion flag goes with the window it came from; an equal window keeps the first', () => {
-      expect(smallest({ limitTokens: 100, completionCounted: true }, { limitTokens: 100, completionCounted: false }).completionCounted).toBe(true);
-      expect(smallest({ limitTokens: 200, completionCounted: true }, { limitTokens: 100, completionCounted: false }).completionCounted).toBe(false);
+      expect(
+        smallest({ limitTokens: 100, completionCounted: true }, { limitTokens: 100, completionCounted: false }).completionCounted,
+      ).toBe(true);
+      expect(
+        smallest({ limitTokens: 200, completionCounted: true }, { limitTokens: 100, completionCounted: false }).completionCounted,
+      ).toBe(false);
       expect(smallest({ completionCounted: true }, { limitTokens: 100, completionCounted: false }).completionCounted).toBe(false);
       expect(smallest({ bytesPerToken: 2 }, { bytesPerToken: 5 }).bytesPerToken).toBe(2);
       expect(smallest({}, { bytesPerToken: 5 }).bytesPerToken).toBe(5);
@@ -317,7 +407,9 @@ describe('the numbers a user sees (limit=, tokens-before=, the replay\u2019s siz
   describe('clampedCompletion margins', () => {
     it('a small window keeps a margin of 64 tokens; a large one 1%, rounded up', () => {
       expect(clampedCompletion('context_length', { limitTokens: 4_000, promptTokens: 3_000, completionTokens: 2_000 }, 2_000, 1)).toBe(936);
-      expect(clampedCompletion('context_length', { limitTokens: 10_050, promptTokens: 5_000, completionTokens: 8_000 }, 8_000, 1)).toBe(4_949);
+      expect(clampedCompletion('context_length', { limitTokens: 10_050, promptTokens: 5_000, completionTokens: 8_000 }, 8_000, 1)).toBe(
+        4_949,
+      );
     });
 
     it('a completion counted by the words of the error is enough; a prompt of 0 tokens says nothing', () => {

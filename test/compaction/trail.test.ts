@@ -10,8 +10,15 @@ import type { Rendered } from '../../src/dialects/types.js';
  */
 
 const escaped = (text: string): number => jsonBytes(text) - 2;
-const item = (who: string, text: string, calls: Rendered['calls'] = [], answers: string[] = []): TrailItem => ({ rendered: { who, text, calls }, answers });
-const call = (id: string, name: string, args: unknown): Rendered['calls'][number] => ({ id, name, args: typeof args === 'string' ? args : JSON.stringify(args) });
+const item = (who: string, text: string, calls: Rendered['calls'] = [], answers: string[] = []): TrailItem => ({
+  rendered: { who, text, calls },
+  answers,
+});
+const call = (id: string, name: string, args: unknown): Rendered['calls'][number] => ({
+  id,
+  name,
+  args: typeof args === 'string' ? args : JSON.stringify(args),
+});
 const asks = (id: string, name: string, args: unknown) => item('assistant', '', [call(id, name, args)]);
 const answer = (id: string, text: string) => item(`tool result ${id}`, text, [], [id]);
 
@@ -77,7 +84,10 @@ describe('what the trail reads off the items', () => {
 
   it('an item answering several calls has one text for all: no status or error is read off it', () => {
     const both = item('tool result a, b', 'FAIL x\nExit code: 1\nOn branch main', [], ['a', 'b']);
-    const trail = trailOf([item('assistant', '', [call('a', 'bash', { command: 'npm test' }), call('b', 'bash', { command: 'git status' })]), both]);
+    const trail = trailOf([
+      item('assistant', '', [call('a', 'bash', { command: 'npm test' }), call('b', 'bash', { command: 'git status' })]),
+      both,
+    ]);
     expect(trail.commands).toEqual(['npm test', 'git status']);
     expect(trail.errors).toEqual([]);
   });
@@ -88,14 +98,18 @@ describe('what the trail reads off the items', () => {
   });
 
   it('the files a patch names (Codex\u2019s apply_patch), moved ones included', () => {
-    const patch = '*** Begin Patch\n*** Update File: src/a.ts\n@@\n-x\n+y\n*** Add File: src/new.ts\n+z\n*** Update File: src/old.ts\n*** Move to: src/moved.ts\n*** End Patch';
+    const patch =
+      '*** Begin Patch\n*** Update File: src/a.ts\n@@\n-x\n+y\n*** Add File: src/new.ts\n+z\n*** Update File: src/old.ts\n*** Move to: src/moved.ts\n*** End Patch';
     expect(trailOf([asks('1', 'apply_patch', { input: patch })]).changed).toEqual(['src/a.ts', 'src/new.ts', 'src/old.ts', 'src/moved.ts']);
     expect(trailOf([asks('1', 'apply_patch', patch)]).changed).toEqual(['src/a.ts', 'src/new.ts', 'src/old.ts', 'src/moved.ts']);
   });
 
   it('carries an earlier trail forward: its facts first, each once', () => {
     const earlier: Trail = { ...emptyTrail(), read: ['src/a.ts'], commands: ['npm test → exit 1'], said: ['fix it'] };
-    const trail = trailOf([asks('1', 'read', { path: 'src/b.ts' }), asks('2', 'read', { path: 'src/a.ts' }), item('user', 'fix it')], earlier);
+    const trail = trailOf(
+      [asks('1', 'read', { path: 'src/b.ts' }), asks('2', 'read', { path: 'src/a.ts' }), item('user', 'fix it')],
+      earlier,
+    );
     expect(trail).toEqual({ ...emptyTrail(), read: ['src/a.ts', 'src/b.ts'], commands: ['npm test → exit 1'], said: ['fix it'] });
     expect(earlier.read).toEqual(['src/a.ts']);
   });

@@ -79,12 +79,24 @@ describe('validateCompaction (chat)', () => {
   });
 
   it('flags a result that is not smaller', () => {
-    expect(validateCompaction(chat, original, original)).toEqual([expect.stringMatching(/^the compacted conversation is [\d,]+ bytes, not smaller than the original [\d,]+$/)]);
+    expect(validateCompaction(chat, original, original)).toEqual([
+      expect.stringMatching(/^the compacted conversation is [\d,]+ bytes, not smaller than the original [\d,]+$/),
+    ]);
   });
 });
 
 describe('validateCompaction (responses)', () => {
-  const items = [rSystem('rules'), rUser('task'), rSay('x'.repeat(5000)), rReasoning('1'), rCall('a'), rCall('b'), rOutput('a'), rOutput('b'), rSay('done')];
+  const items = [
+    rSystem('rules'),
+    rUser('task'),
+    rSay('x'.repeat(5000)),
+    rReasoning('1'),
+    rCall('a'),
+    rCall('b'),
+    rOutput('a'),
+    rOutput('b'),
+    rSay('done'),
+  ];
   const compacted = [items[0], items[1], rUser('[compaction-gateway] summary'), ...items.slice(3)];
 
   it('accepts a proper compaction, parallel calls and reasoning included', () => {
@@ -92,11 +104,25 @@ describe('validateCompaction (responses)', () => {
   });
 
   it('flags an output whose function_call was dropped, and a call whose output was', () => {
-    expect(validateCompaction(responses, items, compacted.filter((i) => i !== items[5]))).toEqual(['a tool result for call "b" has no earlier call with that id']);
-    expect(validateCompaction(responses, items, compacted.filter((i) => i !== items[6]))).toEqual(['tool call "a" is not followed by its result']);
+    expect(
+      validateCompaction(
+        responses,
+        items,
+        compacted.filter((i) => i !== items[5]),
+      ),
+    ).toEqual(['a tool result for call "b" has no earlier call with that id']);
+    expect(
+      validateCompaction(
+        responses,
+        items,
+        compacted.filter((i) => i !== items[6]),
+      ),
+    ).toEqual(['tool call "a" is not followed by its result']);
   });
 
   it('flags a changed developer prefix', () => {
-    expect(validateCompaction(responses, items, [rSystem('rules!'), ...compacted.slice(1)])).toEqual(['leading instruction #0 is not kept byte-identical at position 0']);
+    expect(validateCompaction(responses, items, [rSystem('rules!'), ...compacted.slice(1)])).toEqual([
+      'leading instruction #0 is not kept byte-identical at position 0',
+    ]);
   });
 });

@@ -53,10 +53,12 @@ describe('variables in the config file, through the built process', () => {
     );
     proc = runGateway(['--config', config], { PROVIDER_ORIGIN: upstream.origin, MY_PROVIDER_KEY: 'sk-from-the-environment' });
     const origin = await listening(proc);
-    await expect.poll(() => jsonLines(proc!).find((l) => l.msg === 'gateway ready'), { timeout: 10_000 }).toMatchObject({
-      upstreams: [expect.objectContaining({ name: 'default', url: upstream.baseUrl, key: "the gateway's own (upstream.apiKey)" })],
-      compaction: 'fallback',
-    });
+    await expect
+      .poll(() => jsonLines(proc!).find((l) => l.msg === 'gateway ready'), { timeout: 10_000 })
+      .toMatchObject({
+        upstreams: [expect.objectContaining({ name: 'default', url: upstream.baseUrl, key: "the gateway's own (upstream.apiKey)" })],
+        compaction: 'fallback',
+      });
     const sdk = new OpenAI({ baseURL: `${origin}/v1`, apiKey: 'placeholder', maxRetries: 0, timeout: 10_000 });
     await sdk.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] });
     expect(upstream.received).toHaveLength(1);
@@ -82,18 +84,25 @@ describe('variables in the config file', () => {
   });
 
   it('expands inside a longer string, several at once, and in list items', () => {
-    const config = load('upstream:\n  url: http://${H}:${P:-8000}/v1\n  apiKey: k\nauth:\n  keys: ["${A}", "fixed", "x-${B}"]\n', { H: 'llm.internal', A: 'ka', B: 'kb' });
+    const config = load('upstream:\n  url: http://${H}:${P:-8000}/v1\n  apiKey: k\nauth:\n  keys: ["${A}", "fixed", "x-${B}"]\n', {
+      H: 'llm.internal',
+      A: 'ka',
+      B: 'kb',
+    });
     expect(config.upstream.url).toBe('http://llm.internal:8000/v1');
     expect(config.auth.keys).toEqual(['ka', 'fixed', 'x-kb']);
   });
 
   it('reads a whole reference as the key wants it: a number, a boolean, a comma-separated list', () => {
-    const config = load('server:\n  port: ${P}\ncompaction:\n  proactive: ${PRO}\n  targetRatio: ${R}\nupstream:\n  apiKey: k\nauth:\n  keys: ${KEYS}\n', {
-      P: '9100',
-      PRO: 'off',
-      R: '0.4',
-      KEYS: 'a, b',
-    });
+    const config = load(
+      'server:\n  port: ${P}\ncompaction:\n  proactive: ${PRO}\n  targetRatio: ${R}\nupstream:\n  apiKey: k\nauth:\n  keys: ${KEYS}\n',
+      {
+        P: '9100',
+        PRO: 'off',
+        R: '0.4',
+        KEYS: 'a, b',
+      },
+    );
     expect(config.server.port).toBe(9100);
     expect(config.compaction.proactive).toBe(false);
     expect(config.compaction.targetRatio).toBe(0.4);
@@ -119,17 +128,25 @@ describe('variables in the config file', () => {
   it('names every unset variable with its key path, never a default\u2019s text', () => {
     const list = problems(() => load('upstream:\n  apiKey: ${KEY_ONE}\nsummarizer:\n  apiKey: ${KEY_TWO}\n  url: ${S:-https://x}\n'));
     expect(list).toHaveLength(2);
-    expect(list[0]).toMatch(/gw\.yaml: upstream\.apiKey: \$\{KEY_ONE\}: the environment variable KEY_ONE is not set \(give a default with \$\{KEY_ONE:-value\}\)$/);
+    expect(list[0]).toMatch(
+      /gw\.yaml: upstream\.apiKey: \$\{KEY_ONE\}: the environment variable KEY_ONE is not set \(give a default with \$\{KEY_ONE:-value\}\)$/,
+    );
     expect(list[1]).toMatch(/summarizer\.apiKey: \$\{KEY_TWO\}: .*KEY_TWO is not set/);
   });
 
   it('refuses a reference it cannot read, rather than taking it literally', () => {
-    expect(problems(() => load('summarizer:\n  prompt: "a ${OPEN"\n')).join()).toMatch(/summarizer\.prompt: a "\$\{" without its closing "\}" \(write "\$\$\{" for a literal/);
-    expect(problems(() => load('summarizer:\n  prompt: "${not a name}"\n')).join()).toMatch(/summarizer\.prompt: "\$\{not a name\}" does not name a variable/);
+    expect(problems(() => load('summarizer:\n  prompt: "a ${OPEN"\n')).join()).toMatch(
+      /summarizer\.prompt: a "\$\{" without its closing "\}" \(write "\$\$\{" for a literal/,
+    );
+    expect(problems(() => load('summarizer:\n  prompt: "${not a name}"\n')).join()).toMatch(
+      /summarizer\.prompt: "\$\{not a name\}" does not name a variable/,
+    );
   });
 
   it('a bad expanded value is reported against its key and its variable', () => {
-    expect(problems(() => load('server:\n  port: ${GW_PORT}\n', { GW_PORT: 'eighty' })).join()).toMatch(/server\.port \(from \$\{GW_PORT\}\): .*got "eighty"/);
+    expect(problems(() => load('server:\n  port: ${GW_PORT}\n', { GW_PORT: 'eighty' })).join()).toMatch(
+      /server\.port \(from \$\{GW_PORT\}\): .*got "eighty"/,
+    );
   });
 
   it('works in JSON files too', () => {

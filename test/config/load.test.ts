@@ -34,7 +34,9 @@ describe('loadConfig', () => {
     expect(config.summarizer).toMatchObject({ maxInputTokens: 6_000, maxSummaryTokens: 300 });
     expect(config.compaction.mask).toBe(false);
     expect(loadConfig([], {}).compaction.mask).toBe(true);
-    expect(problems(() => loadConfig([], { SUMMARIZER_MAX_INPUT_TOKENS: 'lots' })).join('\n')).toMatch(/summarizer\.maxInputTokens \(from SUMMARIZER_MAX_INPUT_TOKENS\)/);
+    expect(problems(() => loadConfig([], { SUMMARIZER_MAX_INPUT_TOKENS: 'lots' })).join('\n')).toMatch(
+      /summarizer\.maxInputTokens \(from SUMMARIZER_MAX_INPUT_TOKENS\)/,
+    );
   });
 
   it('layers defaults < file < environment', () => {
@@ -69,7 +71,9 @@ describe('loadConfig', () => {
   });
 
   it('refuses gateway keys without an upstream key (the gateway key is never forwarded)', () => {
-    expect(problems(() => loadConfig([], { GATEWAY_API_KEYS: 'a' })).join()).toMatch(/upstream\.apiKey \(or UPSTREAM_API_KEY\): is required when auth\.keys is set/);
+    expect(problems(() => loadConfig([], { GATEWAY_API_KEYS: 'a' })).join()).toMatch(
+      /upstream\.apiKey \(or UPSTREAM_API_KEY\): is required when auth\.keys is set/,
+    );
   });
 
   it('reports an unreadable or malformed file', () => {
@@ -103,7 +107,9 @@ describe('a bad config never prints a value that could be a key', () => {
 
   it('a key variable used in the wrong field, however short the key', () => {
     const yaml = 'log:\n  level: ${GATEWAY_API_KEYS}\nserver:\n  port: ${UPSTREAM_API_KEY}\nupstream:\n  url: ${SUMMARIZER_API_KEY}\n';
-    const list = problems(() => loadConfig(['--config', file(yaml)], { UPSTREAM_API_KEY: KEY, GATEWAY_API_KEYS: 'gw-1', SUMMARIZER_API_KEY: 'k9' })).join('\n');
+    const list = problems(() =>
+      loadConfig(['--config', file(yaml)], { UPSTREAM_API_KEY: KEY, GATEWAY_API_KEYS: 'gw-1', SUMMARIZER_API_KEY: 'k9' }),
+    ).join('\n');
     expect(list).toMatch(/log\.level \(from \$\{GATEWAY_API_KEYS\}\)/);
     expect(list).toMatch(/server\.port \(from \$\{UPSTREAM_API_KEY\}\)/);
     expect(list).toMatch(/upstream\.url \(from \$\{SUMMARIZER_API_KEY\}\)/);

@@ -13,7 +13,20 @@ import '../helpers/fast-check-seed.js';
 
 const SHIPPED = fileURLToPath(new URL('../../config/default.yaml', import.meta.url));
 const VARIABLE_OF = new Map(ENV_KEYS.map(([name, path]) => [path, name]));
-const ROOT_KEYS = ['server', 'upstream', 'upstreams', 'defaultUpstream', 'routes', 'auth', 'log', 'compaction', 'summarizer', 'memory', 'telemetry', 'status'];
+const ROOT_KEYS = [
+  'server',
+  'upstream',
+  'upstreams',
+  'defaultUpstream',
+  'routes',
+  'auth',
+  'log',
+  'compaction',
+  'summarizer',
+  'memory',
+  'telemetry',
+  'status',
+];
 
 /** What a problem line must be: one line, about a key (or the file, or a proxy variable), naming the key's variable. */
 function expectOneLineNamingItsKey(line: string): void {

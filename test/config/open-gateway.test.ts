@@ -23,7 +23,10 @@ afterEach(async () => {
   proc = upstream = undefined;
 });
 
-const warnings = (p: Proc) => jsonLines(p).filter((l) => l.level === 40).map((l) => l.msg as string);
+const warnings = (p: Proc) =>
+  jsonLines(p)
+    .filter((l) => l.level === 40)
+    .map((l) => l.msg as string);
 
 async function chat(origin: string): Promise<string | null> {
   const sdk = new OpenAI({ baseURL: `${origin}/v1`, apiKey: 'any-placeholder', maxRetries: 0, timeout: 10_000 });
@@ -50,7 +53,12 @@ describe('an open gateway', () => {
   });
 
   it('is refused when the gateway keys went to GATEWAY_API_KEY, and the message names GATEWAY_API_KEYS', async () => {
-    proc = runGateway([], { HOST: '0.0.0.0', PORT: String(await freePort()), UPSTREAM_API_KEY: UPSTREAM_KEY, GATEWAY_API_KEY: 'gw-meant-as-auth' });
+    proc = runGateway([], {
+      HOST: '0.0.0.0',
+      PORT: String(await freePort()),
+      UPSTREAM_API_KEY: UPSTREAM_KEY,
+      GATEWAY_API_KEY: 'gw-meant-as-auth',
+    });
     expect(await proc.exitWithin(10_000)).toMatchObject({ code: 2 });
     const out = proc.output();
     expect(out).toMatch(/refusing to start an open gateway/);
@@ -68,11 +76,19 @@ describe('an open gateway', () => {
 
   it('starts with GATEWAY_ALLOW_OPEN=1, says so in a WARN line, and serves with the provider key', async () => {
     upstream = await startFakeUpstream();
-    proc = runGateway([], { HOST: '0.0.0.0', PORT: '0', UPSTREAM_URL: upstream.baseUrl, UPSTREAM_API_KEY: UPSTREAM_KEY, GATEWAY_ALLOW_OPEN: '1' });
+    proc = runGateway([], {
+      HOST: '0.0.0.0',
+      PORT: '0',
+      UPSTREAM_URL: upstream.baseUrl,
+      UPSTREAM_API_KEY: UPSTREAM_KEY,
+      GATEWAY_ALLOW_OPEN: '1',
+    });
     const origin = await listening(proc);
     expect(origin).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     await expect.poll(() => warnings(proc!).length, { timeout: 10_000 }).toBe(1);
-    expect(warnings(proc)[0]).toMatch(/^open gateway: anyone who reaches its port on 0\.0\.0\.0 is served with the provider key .*auth\.allowOpen \(GATEWAY_ALLOW_OPEN\)/);
+    expect(warnings(proc)[0]).toMatch(
+      /^open gateway: anyone who reaches its port on 0\.0\.0\.0 is served with the provider key .*auth\.allowOpen \(GATEWAY_ALLOW_OPEN\)/,
+    );
     expect(await chat(origin)).toBe('ok');
     expect(upstream.received.at(-1)!.headers.authorization).toBe(`Bearer ${UPSTREAM_KEY}`);
     expect(proc.output()).not.toContain(UPSTREAM_KEY);
@@ -90,11 +106,17 @@ describe('an open gateway', () => {
 });
 
 describe('what counts as loopback', () => {
-  it.each(['127.0.0.1', '127.3.2.1', '::1', '[::1]', '0:0:0:0:0:0:0:1', '::ffff:127.0.0.1', 'localhost', 'LOCALHOST'])('%s is loopback', (host) => {
-    expect(isLoopback(host)).toBe(true);
-  });
+  it.each(['127.0.0.1', '127.3.2.1', '::1', '[::1]', '0:0:0:0:0:0:0:1', '::ffff:127.0.0.1', 'localhost', 'LOCALHOST'])(
+    '%s is loopback',
+    (host) => {
+      expect(isLoopback(host)).toBe(true);
+    },
+  );
 
-  it.each(['0.0.0.0', '::', '10.0.0.5', '192.168.1.20', '::ffff:10.0.0.1', '128.0.0.1', 'gateway.internal', 'localhost.example.com'])('%s is not', (host) => {
-    expect(isLoopback(host)).toBe(false);
-  });
+  it.each(['0.0.0.0', '::', '10.0.0.5', '192.168.1.20', '::ffff:10.0.0.1', '128.0.0.1', 'gateway.internal', 'localhost.example.com'])(
+    '%s is not',
+    (host) => {
+      expect(isLoopback(host)).toBe(false);
+    },
+  );
 });

@@ -32,8 +32,14 @@ describe('unknown environment variables', () => {
     const origin = await listening(proc);
     await expect.poll(() => warned(proc!).length, { timeout: 10_000 }).toBe(4);
     const byName = Object.fromEntries(warned(proc).map((l) => [l.variable, l]));
-    expect(byName.UPSTREAM_APIKEY).toMatchObject({ didYouMean: 'UPSTREAM_API_KEY', msg: expect.stringMatching(/UPSTREAM_APIKEY .*did you mean UPSTREAM_API_KEY \(upstream\.apiKey\)\?/) });
-    expect(byName.GATEWAY_API_KEY).toMatchObject({ didYouMean: 'GATEWAY_API_KEYS', msg: expect.stringMatching(/did you mean GATEWAY_API_KEYS \(auth\.keys\)\?/) });
+    expect(byName.UPSTREAM_APIKEY).toMatchObject({
+      didYouMean: 'UPSTREAM_API_KEY',
+      msg: expect.stringMatching(/UPSTREAM_APIKEY .*did you mean UPSTREAM_API_KEY \(upstream\.apiKey\)\?/),
+    });
+    expect(byName.GATEWAY_API_KEY).toMatchObject({
+      didYouMean: 'GATEWAY_API_KEYS',
+      msg: expect.stringMatching(/did you mean GATEWAY_API_KEYS \(auth\.keys\)\?/),
+    });
     expect(byName.COMPACTION_STRATEGIE).toMatchObject({ didYouMean: 'COMPACTION_STRATEGY' });
     expect(byName.MEMORY_COLOUR.didYouMean).toBeUndefined();
     expect(byName.MEMORY_COLOUR.msg).toMatch(/MEMORY_COLOUR is set, but the gateway reads no such variable and ignores it/);
@@ -51,7 +57,9 @@ describe('unknown environment variables', () => {
     proc = runGateway([], { PORT: '0', GATEWAY_API_KEYS: 'gw-real', UPSTREAM_APIKEY: 'sk-typo' });
     expect(await proc.exitWithin(10_000)).toMatchObject({ code: 2 });
     const out = proc.output();
-    expect(out).toMatch(/^compaction-gateway: invalid configuration: upstream\.apiKey \(or UPSTREAM_API_KEY\): is required when auth\.keys is set/m);
+    expect(out).toMatch(
+      /^compaction-gateway: invalid configuration: upstream\.apiKey \(or UPSTREAM_API_KEY\): is required when auth\.keys is set/m,
+    );
     expect(out).toMatch(/warning: environment variable UPSTREAM_APIKEY is set, .*did you mean UPSTREAM_API_KEY/);
     expect(out).not.toMatch(/gw-real|sk-typo/);
   });
@@ -72,7 +80,9 @@ describe('unknown environment variables', () => {
   });
 
   it('says nothing about the gateway\u2019s own variables or other programs\u2019', () => {
-    const env = Object.fromEntries([...ENV_NAMES, 'PATH', 'HOME', 'CONFIG', 'NODE_OPTIONS', 'OPENAI_API_KEY', 'LOG_FILE'].map((n) => [n, 'x']));
+    const env = Object.fromEntries(
+      [...ENV_NAMES, 'PATH', 'HOME', 'CONFIG', 'NODE_OPTIONS', 'OPENAI_API_KEY', 'LOG_FILE'].map((n) => [n, 'x']),
+    );
     expect(unknownVariables(env)).toEqual([]);
   });
 });

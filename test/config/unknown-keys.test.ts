@@ -55,7 +55,11 @@ describe('unknown keys', () => {
     writeFileSync(path, 'server:\n  port: 70000\n  hots: x\n  prot: 1\ncolour: blue\n');
     const list = problems(() => loadConfig(['--config', path], {}));
     expect(list).toEqual(
-      expect.arrayContaining(['server.hots: unknown key; did you mean host?', 'server.prot: unknown key; did you mean port?', 'colour: unknown key']),
+      expect.arrayContaining([
+        'server.hots: unknown key; did you mean host?',
+        'server.prot: unknown key; did you mean port?',
+        'colour: unknown key',
+      ]),
     );
     expect(list.find((p) => p.startsWith('server.port (or PORT):'))).toMatch(/got 70000/);
     expect(list).toHaveLength(4);

@@ -60,7 +60,9 @@ describe('a config of named upstreams that cannot work', () => {
     expect(problems(`upstreams:\n  v1: { url: "https://a.example/v1" }\n`)).toEqual([
       "upstreams.v1: the prefix /v1 would shadow the gateway's own /v1: choose another name",
     ]);
-    expect(problems(`upstreams:\n  OpenAI: { url: "https://a.example/v1" }\n`)[0]).toMatch(/^upstreams\.OpenAI: an upstream name is a lowercase word/);
+    expect(problems(`upstreams:\n  OpenAI: { url: "https://a.example/v1" }\n`)[0]).toMatch(
+      /^upstreams\.OpenAI: an upstream name is a lowercase word/,
+    );
   });
 
   it('sets a default that is not there, a route without api or model, a key without its URL', () => {
@@ -72,7 +74,9 @@ describe('a config of named upstreams that cannot work', () => {
     expect(problems(`${THREE}routes:\n  - { model: "qwen*", unknownModel: true, upstream: local }\n`)).toEqual([
       'routes.0: has both model and unknownModel: a route matches a model it read, or one it could not read, not both',
     ]);
-    expect(problems(THREE, { UPSTREAM_API_KEY: 'sk-x' })[0]).toMatch(/^upstream\.apiKey \(from UPSTREAM_API_KEY\): is set without upstream\.url/);
+    expect(problems(THREE, { UPSTREAM_API_KEY: 'sk-x' })[0]).toMatch(
+      /^upstream\.apiKey \(from UPSTREAM_API_KEY\): is set without upstream\.url/,
+    );
   });
 
   it('puts two upstreams on one origin with different proxies (one pool per origin)', () => {
@@ -83,19 +87,27 @@ describe('a config of named upstreams that cannot work', () => {
   });
 
   it('points caFile at a file that is not there, or holds no certificate', () => {
-    expect(problems(`upstreams:\n  a: { url: "https://h.example/v1", caFile: /nonexistent/ca.pem }\n`)[0]).toMatch(/^upstreams\.a\.caFile: cannot be read: ENOENT/);
-    expect(problems(`upstream:\n  caFile: ${file('not a pem')}\n`)[0]).toMatch(/^upstream\.caFile \(or UPSTREAM_CA_FILE\): .* holds no PEM certificate/);
+    expect(problems(`upstreams:\n  a: { url: "https://h.example/v1", caFile: /nonexistent/ca.pem }\n`)[0]).toMatch(
+      /^upstreams\.a\.caFile: cannot be read: ENOENT/,
+    );
+    expect(problems(`upstream:\n  caFile: ${file('not a pem')}\n`)[0]).toMatch(
+      /^upstream\.caFile \(or UPSTREAM_CA_FILE\): .* holds no PEM certificate/,
+    );
   });
 
   it('sets a summarizer key without its URL beside upstreams: it would reach every provider', () => {
     expect(problems(THREE, { SUMMARIZER_API_KEY: 'sk-meant-for-one' })).toEqual([
       "summarizer.apiKey (from SUMMARIZER_API_KEY): is set without summarizer.url beside upstreams: it would go to every upstream's summarizer calls; set summarizer.url (the key goes there only), or give the upstream that needs it its own summarizer.apiKey",
     ]);
-    expect(() => loadConfig(['--config', file(THREE)], { SUMMARIZER_API_KEY: 'sk-x', SUMMARIZER_URL: 'https://s.example/v1' })).not.toThrow();
+    expect(() =>
+      loadConfig(['--config', file(THREE)], { SUMMARIZER_API_KEY: 'sk-x', SUMMARIZER_URL: 'https://s.example/v1' }),
+    ).not.toThrow();
   });
 
   it('suggests the key meant inside an upstream', () => {
-    expect(problems(`upstreams:\n  a: { url: "https://h.example/v1", api_key: x }\n`)).toEqual(['upstreams.a.api_key: unknown key; did you mean apiKey?']);
+    expect(problems(`upstreams:\n  a: { url: "https://h.example/v1", api_key: x }\n`)).toEqual([
+      'upstreams.a.api_key: unknown key; did you mean apiKey?',
+    ]);
   });
 });
 
@@ -111,14 +123,21 @@ describe('the built gateway refusing such a config', () => {
     proc = runGateway(['--config', file(text)], { PORT: '0' });
     expect(await proc.exitWithin(10_000)).toMatchObject({ code: 2 });
     const out = proc.output();
-    expect(out).toContain('compaction-gateway: invalid configuration: routes.0: routes the messages API to local, which does not serve it (its apis: chat)');
-    expect(out).toContain('compaction-gateway: invalid configuration: routes.1.upstream: names no upstream: "nope"; the upstreams are anthropic, local, openai');
+    expect(out).toContain(
+      'compaction-gateway: invalid configuration: routes.0: routes the messages API to local, which does not serve it (its apis: chat)',
+    );
+    expect(out).toContain(
+      'compaction-gateway: invalid configuration: routes.1.upstream: names no upstream: "nope"; the upstreams are anthropic, local, openai',
+    );
     expect(out).not.toMatch(/sk-openai|sk-ant/);
   });
 });
 
 describe('where requests go', () => {
-  const config = loadConfig(['--config', file(`${THREE}routes:\n  - { api: messages, upstream: anthropic }\n  - { model: "qwen*", upstream: local }\n`)], {});
+  const config = loadConfig(
+    ['--config', file(`${THREE}routes:\n  - { api: messages, upstream: anthropic }\n  - { model: "qwen*", upstream: local }\n`)],
+    {},
+  );
   const upstreams = resolveUpstreams(config);
   const pick = (api: Parameters<typeof upstreams.pick>[0], model?: string) => {
     const u = upstreams.pick(api, model);
@@ -145,10 +164,14 @@ describe('where requests go', () => {
   });
 
   it('with no default, a request no route matches is refused', () => {
-    const bare = resolveUpstreams(loadConfig(['--config', file(THREE.replace('defaultUpstream: openai', '').replace('openai:', 'oai:'))], {}));
+    const bare = resolveUpstreams(
+      loadConfig(['--config', file(THREE.replace('defaultUpstream: openai', '').replace('openai:', 'oai:'))], {}),
+    );
     expect(bare.fallback).toBeUndefined();
     const u = bare.pick('chat', 'gpt-5');
-    expect('refused' in u && u.refused).toMatch(/^No upstream of this gateway serves the Chat Completions API for the model "gpt-5": no route matches and no defaultUpstream is set\. Base URLs that serve it here: \/oai\/v1, \/local\/v1\.$/);
+    expect('refused' in u && u.refused).toMatch(
+      /^No upstream of this gateway serves the Chat Completions API for the model "gpt-5": no route matches and no defaultUpstream is set\. Base URLs that serve it here: \/oai\/v1, \/local\/v1\.$/,
+    );
   });
 
   it('one upstream as before: named default, every API, its URL as its memory key', () => {

@@ -32,7 +32,10 @@ function files(dir: string): string[] {
 
 /** Fails on keys the agent's documentation does not name (a misspelt key is silently ignored by most agents). */
 function expectOnlyKeys(obj: object, allowed: string[], where: string): void {
-  expect(Object.keys(obj).filter((k) => !allowed.includes(k)), `unknown keys in ${where}`).toEqual([]);
+  expect(
+    Object.keys(obj).filter((k) => !allowed.includes(k)),
+    `unknown keys in ${where}`,
+  ).toEqual([]);
 }
 
 const codex: any = parseToml(read('codex/config.toml'));
@@ -66,7 +69,10 @@ describe('agent snippets: the files', () => {
     expect(all.length).toBeGreaterThanOrEqual(8);
     for (const file of all) {
       const text = readFileSync(file, 'utf8');
-      expect(AGENTS_DOC.includes('```') && AGENTS_DOC.includes(`\n${text}\`\`\``), `docs/agents.md shows ${file.slice(AGENTS.length + 1)} as it is`).toBe(true);
+      expect(
+        AGENTS_DOC.includes('```') && AGENTS_DOC.includes(`\n${text}\`\`\``),
+        `docs/agents.md shows ${file.slice(AGENTS.length + 1)} as it is`,
+      ).toBe(true);
     }
   });
 
@@ -74,7 +80,22 @@ describe('agent snippets: the files', () => {
     expectOnlyKeys(codex, ['model', 'model_provider', 'model_providers'], 'config.toml');
     expect(codex.model_provider).toBe('gateway');
     const provider = codex.model_providers[codex.model_provider];
-    expectOnlyKeys(provider, ['name', 'base_url', 'env_key', 'wire_api', 'query_params', 'http_headers', 'env_http_headers', 'request_max_retries', 'stream_max_retries', 'stream_idle_timeout_ms'], '[model_providers.gateway]');
+    expectOnlyKeys(
+      provider,
+      [
+        'name',
+        'base_url',
+        'env_key',
+        'wire_api',
+        'query_params',
+        'http_headers',
+        'env_http_headers',
+        'request_max_retries',
+        'stream_max_retries',
+        'stream_idle_timeout_ms',
+      ],
+      '[model_providers.gateway]',
+    );
     expect(provider).toMatchObject({ base_url: `${GATEWAY}/v1`, wire_api: 'responses' });
     expect(provider.env_key).toMatch(ENV_NAME);
     expect(typeof provider.name).toBe('string');
@@ -169,7 +190,11 @@ describe('agent snippets: the URL each agent builds reaches the gateway', () => 
   });
 
   async function rescuedChat(url: string, headers: Record<string, string>) {
-    const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(agentRequest(30)) });
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...headers },
+      body: JSON.stringify(agentRequest(30)),
+    });
     expect(res.status).toBe(200);
     expect(parseCompactionHeader(res.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'replayed' });
     const last = upstream.received.at(-1)!;
@@ -178,7 +203,10 @@ describe('agent snippets: the URL each agent builds reaches the gateway', () => 
   }
 
   it.each([
-    ['opencode (@ai-sdk/openai-compatible appends /chat/completions)', () => `${opencode.provider.gateway.options.baseURL}/chat/completions`],
+    [
+      'opencode (@ai-sdk/openai-compatible appends /chat/completions)',
+      () => `${opencode.provider.gateway.options.baseURL}/chat/completions`,
+    ],
     ['pi (openai-completions)', () => `${pi.providers.gateway.baseUrl}/chat/completions`],
     ['Qwen Code', () => `${qwen.OPENAI_BASE_URL}/chat/completions`],
     ['Aider (LiteLLM, openai/ models)', () => `${aider['openai-api-base']}/chat/completions`],
@@ -188,7 +216,7 @@ describe('agent snippets: the URL each agent builds reaches the gateway', () => 
     expect(received.headers.authorization).toBe('Bearer sk-agent');
   });
 
-  it('the Node SDK with the snippet\'s baseURL: a chat request is rescued', async () => {
+  it("the Node SDK with the snippet's baseURL: a chat request is rescued", async () => {
     const baseURL = /baseURL: '([^']+)'/.exec(nodeSdk)![1];
     const client = new OpenAI({ baseURL: here(baseURL), apiKey: 'sk-agent', maxRetries: 0 });
     const { data, response } = await client.chat.completions.create(agentRequest(30) as any).withResponse();
@@ -209,7 +237,7 @@ describe('agent snippets: the URL each agent builds reaches the gateway', () => 
     expect(last.headers.authorization).toBe('Bearer sk-codex');
   });
 
-  it('Claude Code: ANTHROPIC_BASE_URL + /v1/messages reaches the upstream\'s /v1/messages, x-api-key forwarded', async () => {
+  it("Claude Code: ANTHROPIC_BASE_URL + /v1/messages reaches the upstream's /v1/messages, x-api-key forwarded", async () => {
     const res = await fetch(here(`${claude.env.ANTHROPIC_BASE_URL}/v1/messages`), {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'x-api-key': 'sk-ant-claude', 'anthropic-version': '2023-06-01' },
@@ -226,11 +254,14 @@ describe('agent snippets: the URL each agent builds reaches the gateway', () => 
     // A Gemini upstream's base URL is its origin (https://generativelanguage.googleapis.com).
     const forGemini = await startGateway({ upstream: { url: upstream.origin }, memory: { enabled: false } });
     try {
-      const res = await fetch(`${geminiEnv.GOOGLE_GEMINI_BASE_URL.replace(GATEWAY, forGemini.origin)}/v1beta/models/gemini-3.1-pro-preview:streamGenerateContent?alt=sse`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'x-goog-api-key': 'gemini-key' },
-        body: JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'hello' }] }] }),
-      });
+      const res = await fetch(
+        `${geminiEnv.GOOGLE_GEMINI_BASE_URL.replace(GATEWAY, forGemini.origin)}/v1beta/models/gemini-3.1-pro-preview:streamGenerateContent?alt=sse`,
+        {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-goog-api-key': 'gemini-key' },
+          body: JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'hello' }] }] }),
+        },
+      );
       expect(res.status).toBe(200);
       await res.arrayBuffer();
       const last = upstream.received.at(-1)!;

@@ -33,13 +33,24 @@ it(`names the image compaction-gateway:${VERSION} (package.json's version) every
   const sources = [join(ROOT, 'README.md'), join(ROOT, 'Dockerfile'), ...files('docs', /\.md$/), ...files('deploy', /\.ya?ml$/)];
   const found = sources.flatMap((file) => imageReferences(readFileSync(file, 'utf8')).map((ref) => ({ file: relative(ROOT, file), ref })));
   const where = new Set(found.map((f) => f.file));
-  for (const file of ['README.md', 'Dockerfile', 'docs/deploying.md', 'deploy/compose/docker-compose.yaml', 'deploy/kubernetes/shared/gateway.yaml', 'deploy/kubernetes/sidecar/agent.yaml']) expect(where).toContain(file);
+  for (const file of [
+    'README.md',
+    'Dockerfile',
+    'docs/deploying.md',
+    'deploy/compose/docker-compose.yaml',
+    'deploy/kubernetes/shared/gateway.yaml',
+    'deploy/kubernetes/sidecar/agent.yaml',
+  ])
+    expect(where).toContain(file);
   expect(found.filter((f) => f.ref !== `compaction-gateway:${VERSION}`)).toEqual([]);
 });
 
 it('finds a tag that differs, or none at all', () => {
   expect(imageReferences('    image: compaction-gateway:local\n')).toEqual(['compaction-gateway:local']);
-  expect(imageReferences('docker build -t compaction-gateway .\ndocker run -p 8080:8080 -e A=b compaction-gateway\n')).toEqual(['compaction-gateway', 'compaction-gateway']);
+  expect(imageReferences('docker build -t compaction-gateway .\ndocker run -p 8080:8080 -e A=b compaction-gateway\n')).toEqual([
+    'compaction-gateway',
+    'compaction-gateway',
+  ]);
   expect(imageReferences('the `ghcr.io/x/compaction-gateway:1.2.3` image')).toEqual(['ghcr.io/x/compaction-gateway:1.2.3']);
   expect(imageReferences('| `compaction-gateway:v5:s:SESSION` | a key |')).toEqual([]);
   expect(imageReferences('the `compaction-gateway` service on `compaction-gateway:8080`')).toEqual([]);

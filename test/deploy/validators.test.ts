@@ -39,8 +39,14 @@ describe('Kubernetes validation', () => {
     d.spec.template.spec.initContainers[0].ports[0].protocol = 'HTTP';
     const problems = validateKubernetesObject(d);
     expect(problems).toContain('/spec/template/spec/terminationGracePeriodSeconds must be integer');
-    expect(problems.some((p) => p.startsWith('/spec/template/spec/initContainers/0/resources/limits/memory must match format "quantity"'))).toBe(true);
-    expect(problems.some((p) => p.startsWith('/spec/template/spec/initContainers/0/ports/0/protocol must be equal to one of the allowed values'))).toBe(true);
+    expect(
+      problems.some((p) => p.startsWith('/spec/template/spec/initContainers/0/resources/limits/memory must match format "quantity"')),
+    ).toBe(true);
+    expect(
+      problems.some((p) =>
+        p.startsWith('/spec/template/spec/initContainers/0/ports/0/protocol must be equal to one of the allowed values'),
+      ),
+    ).toBe(true);
   });
 
   it('rejects a missing required field, an unknown kind and an unknown apiVersion', () => {
@@ -79,7 +85,9 @@ describe('Compose Specification validation', () => {
     c.services.agent.depends_on.gateway.condition = 'service_healty';
     const problems = validateComposeFile(c);
     expect(problems).toContain('/services/gateway: must NOT have additional properties (stop_grace_periode)');
-    expect(problems).toContain('/services/agent/depends_on/gateway/condition: must be equal to one of the allowed values (service_started, service_healthy, service_completed_successfully)');
+    expect(problems).toContain(
+      '/services/agent/depends_on/gateway/condition: must be equal to one of the allowed values (service_started, service_healthy, service_completed_successfully)',
+    );
   });
 });
 
@@ -97,21 +105,23 @@ describe('dashboard queries', () => {
     panel.targets[0].expr = 'sum(rate(gateway_replays_total{pod=~"$pod"}[$__rate_interval]))';
     panel.datasource = { type: 'prometheus', uid: 'prometheus' };
     const { problems } = dashboardQueries(dashboard);
-    expect(problems).toEqual([`panel ${panel.id} (${panel.title}): its datasource is not the $datasource variable`, `panel ${panel.id} (${panel.title}) A: unknown variable $pod`]);
+    expect(problems).toEqual([
+      `panel ${panel.id} (${panel.title}): its datasource is not the $datasource variable`,
+      `panel ${panel.id} (${panel.title}) A: unknown variable $pod`,
+    ]);
   });
 
   it('reads metric names from an expression, not functions, labels or strings', () => {
-    expect(metricNames('histogram_quantile(0.95, sum by (le) (rate(gateway_upstream_ttfb_seconds_bucket{job=~"gateway_x"}[5m]))) / up')).toEqual([
-      'gateway_upstream_ttfb_seconds_bucket',
-      'up',
-    ]);
+    expect(
+      metricNames('histogram_quantile(0.95, sum by (le) (rate(gateway_upstream_ttfb_seconds_bucket{job=~"gateway_x"}[5m]))) / up'),
+    ).toEqual(['gateway_upstream_ttfb_seconds_bucket', 'up']);
   });
 });
 
 describe('the dashboard selects the gateway only', () => {
   const dashboard = () => JSON.parse(readFileSync(DASHBOARD, 'utf8'));
 
-  it('passes as it is: every variable lists a gateway metric\'s values, every selector filters by them', () => {
+  it("passes as it is: every variable lists a gateway metric's values, every selector filters by them", () => {
     expect(gatewayScopeProblems(dashboard())).toEqual([]);
     expect(labelValuesVariables(dashboard()).variables.map((v) => [v.name, v.selector, v.label])).toEqual([
       ['job', 'gateway_http_requests_total', 'job'],
@@ -144,18 +154,38 @@ describe('relabeling and matchers, as Prometheus applies them', () => {
   it('keeps, replaces and maps labels with anchored regexes', () => {
     const rules = [
       { source_labels: ['__meta_scrape'], action: 'keep', regex: 'true' },
-      { source_labels: ['__address__', '__meta_port'], regex: '([^:]+)(?::\\d+)?;(\\d+)', replacement: '$1:$2', target_label: '__address__' },
+      {
+        source_labels: ['__address__', '__meta_port'],
+        regex: '([^:]+)(?::\\d+)?;(\\d+)',
+        replacement: '$1:$2',
+        target_label: '__address__',
+      },
       { action: 'labelmap', regex: '__meta_label_(.+)' },
       { source_labels: ['__meta_job'], regex: '(.+)', target_label: 'job' },
     ];
-    expect(relabel({ job: 'pods', __address__: '10.0.0.1:80', __meta_scrape: 'true', __meta_port: '8080', __meta_label_app: 'gw', __meta_job: 'compaction-gateway' }, rules)).toMatchObject({
+    expect(
+      relabel(
+        {
+          job: 'pods',
+          __address__: '10.0.0.1:80',
+          __meta_scrape: 'true',
+          __meta_port: '8080',
+          __meta_label_app: 'gw',
+          __meta_job: 'compaction-gateway',
+        },
+        rules,
+      ),
+    ).toMatchObject({
       job: 'compaction-gateway',
       __address__: '10.0.0.1:8080',
       app: 'gw',
     });
     // Anchored: "truey" is not "true"; an empty source leaves the job as it was.
     expect(relabel({ __meta_scrape: 'truey' }, rules)).toBeUndefined();
-    expect(relabel({ job: 'pods', __address__: 'a:1', __meta_scrape: 'true', __meta_port: '2' }, rules)).toMatchObject({ job: 'pods', __address__: 'a:2' });
+    expect(relabel({ job: 'pods', __address__: 'a:1', __meta_scrape: 'true', __meta_port: '2' }, rules)).toMatchObject({
+      job: 'pods',
+      __address__: 'a:2',
+    });
   });
 
   it('matches a selector as PromQL does', () => {

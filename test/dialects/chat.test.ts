@@ -38,16 +38,31 @@ describe('chat.describe', () => {
   });
 
   it('a tool message answers its tool_call_id', () => {
-    expect(chat.describe({ role: 'tool', tool_call_id: 'a', content: 'ok' })).toEqual({ role: 'tool', calls: [], answers: ['a'], joinsNext: false });
+    expect(chat.describe({ role: 'tool', tool_call_id: 'a', content: 'ok' })).toEqual({
+      role: 'tool',
+      calls: [],
+      answers: ['a'],
+      joinsNext: false,
+    });
   });
 
   it('a legacy function message is a tool result that answers no id', () => {
-    expect(chat.describe({ role: 'function', name: 'f', content: 'ok' })).toEqual({ role: 'tool', calls: [], answers: [], joinsNext: false });
+    expect(chat.describe({ role: 'function', name: 'f', content: 'ok' })).toEqual({
+      role: 'tool',
+      calls: [],
+      answers: [],
+      joinsNext: false,
+    });
   });
 
   it('system and developer messages are instructions; user is user; anything else is the assistant', () => {
     expect(chat.describe({ role: 'system' })).toEqual({ role: 'instruction', calls: [], answers: [], joinsNext: false });
-    expect(chat.describe({ role: 'developer', tool_calls: [{ id: 'x' }] })).toEqual({ role: 'instruction', calls: [], answers: [], joinsNext: false });
+    expect(chat.describe({ role: 'developer', tool_calls: [{ id: 'x' }] })).toEqual({
+      role: 'instruction',
+      calls: [],
+      answers: [],
+      joinsNext: false,
+    });
     expect(chat.describe({ role: 'user' }).role).toBe('user');
     expect(chat.describe({ role: 'assistant' }).role).toBe('assistant');
     expect(chat.describe({ role: 'critic' }).role).toBe('assistant');
@@ -150,7 +165,9 @@ describe('chat.write, summaryItem, completion', () => {
   });
 
   it('lowers the field the request used, keeping the key order', () => {
-    expect(chat.withCompletion({ model: 'm', max_completion_tokens: 100, n: 1 }, 10)!.toString()).toBe('{"model":"m","max_completion_tokens":10,"n":1}');
+    expect(chat.withCompletion({ model: 'm', max_completion_tokens: 100, n: 1 }, 10)!.toString()).toBe(
+      '{"model":"m","max_completion_tokens":10,"n":1}',
+    );
     expect(chat.withCompletion({ model: 'm', max_tokens: 100 }, 10)!.toString()).toBe('{"model":"m","max_tokens":10}');
     expect(json(chat.withCompletion({ model: 'm' }, 10))).toEqual({ model: 'm', max_tokens: 10 });
   });
@@ -176,7 +193,13 @@ describe('chat.summarizer', () => {
       max_tokens: 300,
       stream: false,
     });
-    const newer = chat.summarizer.body({ model: 'sm', instructions: 'I', transcript: 'T', maxTokens: 300, request: { max_completion_tokens: 5 } });
+    const newer = chat.summarizer.body({
+      model: 'sm',
+      instructions: 'I',
+      transcript: 'T',
+      maxTokens: 300,
+      request: { max_completion_tokens: 5 },
+    });
     expect(newer).toMatchObject({ max_completion_tokens: 300 });
     expect(newer).not.toHaveProperty('max_tokens');
   });

@@ -20,7 +20,10 @@ async function scenarioRows(): Promise<ApiFixture[]> {
   const table = readFileSync(TABLE_URL, 'utf8');
   const list = /const FIXTURES: ApiFixture\[\] = \[([^\]]*)\]/.exec(table);
   if (!list) throw new Error('test/scenarios/rescue.test.ts has no FIXTURES list');
-  const names = list[1].split(',').map((name) => name.trim()).filter(Boolean);
+  const names = list[1]
+    .split(',')
+    .map((name) => name.trim())
+    .filter(Boolean);
   return Promise.all(
     names.map(async (name) => {
       const from = new RegExp(`import \\{[^}]*\\b${name}\\b[^}]*\\} from '([^']+)'`).exec(table);
@@ -61,30 +64,33 @@ describe('every API in the list', () => {
     expect(rows.filter((row) => row.api === api)).toHaveLength(1);
   });
 
-  it.each(APIS)('%s: a request through the gateway is answered by the provider, and the gateway answers its own errors in the API\'s shape', async (api) => {
-    const [row] = (await scenarioRows()).filter((r) => r.api === api);
-    standIn = await startStandIn();
-    const limit = 32 * 1024;
-    gateway = await startGateway({ upstream: { url: row.upstreamUrl(standIn) }, server: { bodyLimitBytes: limit } });
+  it.each(APIS)(
+    "%s: a request through the gateway is answered by the provider, and the gateway answers its own errors in the API's shape",
+    async (api) => {
+      const [row] = (await scenarioRows()).filter((r) => r.api === api);
+      standIn = await startStandIn();
+      const limit = 32 * 1024;
+      gateway = await startGateway({ upstream: { url: row.upstreamUrl(standIn) }, server: { bodyLimitBytes: limit } });
 
-    const answered = await row.post(gateway.origin, JSON.stringify(row.wire(row.request(2), false)), { stream: false });
-    expect(answered.status).toBe(200);
-    await answered.arrayBuffer();
-    expect(standIn.calls(api)).toHaveLength(1);
-    // Through the API's rescued route, not the pass-through that serves its other paths.
-    const route = DIALECTS[api].endpoints[0].label ?? DIALECTS[api].endpoints[0].path;
-    const metrics = await (await fetch(`${gateway.origin}/metrics`)).text();
-    expect(total(metrics, 'gateway_http_requests_total', { route, status_class: '2xx' })).toBe(1);
+      const answered = await row.post(gateway.origin, JSON.stringify(row.wire(row.request(2), false)), { stream: false });
+      expect(answered.status).toBe(200);
+      await answered.arrayBuffer();
+      expect(standIn.calls(api)).toHaveLength(1);
+      // Through the API's rescued route, not the pass-through that serves its other paths.
+      const route = DIALECTS[api].endpoints[0].label ?? DIALECTS[api].endpoints[0].path;
+      const metrics = await (await fetch(`${gateway.origin}/metrics`)).text();
+      expect(total(metrics, 'gateway_http_requests_total', { route, status_class: '2xx' })).toBe(1);
 
-    const tooLarge = JSON.stringify(row.wire(row.request(2 + limit / 4_000), false));
-    expect(tooLarge.length).toBeGreaterThan(limit);
-    const refused = await row.post(gateway.origin, tooLarge, { stream: false });
-    expect(refused.status).toBe(413);
-    const body = (await refused.json());
-    const { status, type, message } = ERRORS.request_too_large;
-    expect(body).toEqual(DIALECTS[api].errorBody({ status, type, code: 'request_too_large', message, param: null }));
-    // The gateway's code is in it, wherever the API's clients read it.
-    expect(JSON.stringify(body)).toMatch(/request_too_large/i);
-    expect(standIn.calls(api)).toHaveLength(1);
-  });
+      const tooLarge = JSON.stringify(row.wire(row.request(2 + limit / 4_000), false));
+      expect(tooLarge.length).toBeGreaterThan(limit);
+      const refused = await row.post(gateway.origin, tooLarge, { stream: false });
+      expect(refused.status).toBe(413);
+      const body = await refused.json();
+      const { status, type, message } = ERRORS.request_too_large;
+      expect(body).toEqual(DIALECTS[api].errorBody({ status, type, code: 'request_too_large', message, param: null }));
+      // The gateway's code is in it, wherever the API's clients read it.
+      expect(JSON.stringify(body)).toMatch(/request_too_large/i);
+      expect(standIn.calls(api)).toHaveLength(1);
+    },
+  );
 });

@@ -9,15 +9,23 @@ import { gemini } from '../../src/dialects/gemini.js';
 const task = { role: 'user', parts: [{ text: 'Review src/.' }] };
 const call = (id: string, signed = true) => ({
   role: 'model',
-  parts: [{ text: `reading ${id}` }, { functionCall: { id, name: 'read_file', args: { file_path: `src/${id}.ts` } }, ...(signed ? { thoughtSignature: `sig-${id}` } : {}) }],
+  parts: [
+    { text: `reading ${id}` },
+    { functionCall: { id, name: 'read_file', args: { file_path: `src/${id}.ts` } }, ...(signed ? { thoughtSignature: `sig-${id}` } : {}) },
+  ],
 });
-const answer = (id: string, output = `contents of ${id}`) => ({ role: 'user', parts: [{ functionResponse: { id, name: 'read_file', response: { output } } }] });
+const answer = (id: string, output = `contents of ${id}`) => ({
+  role: 'user',
+  parts: [{ functionResponse: { id, name: 'read_file', response: { output } } }],
+});
 
 describe('what each content is', () => {
   it('a model turn issues its calls; the user turn after it answers them, by id or else by name', () => {
     expect(gemini.describe(call('a'))).toEqual({ role: 'assistant', calls: ['a'], answers: [], joinsNext: false });
     expect(gemini.describe(answer('a'))).toEqual({ role: 'tool', calls: [], answers: ['a'], joinsNext: false });
-    expect(gemini.describe({ role: 'user', parts: [{ functionResponse: { name: 'read_file', response: {} } }] }).answers).toEqual(['read_file']);
+    expect(gemini.describe({ role: 'user', parts: [{ functionResponse: { name: 'read_file', response: {} } }] }).answers).toEqual([
+      'read_file',
+    ]);
     expect(gemini.describe(task).role).toBe('user');
   });
 
@@ -44,7 +52,10 @@ describe('what may be shortened', () => {
 
   it('a user turn: its text, a tool output, inline media as a whole', () => {
     const image = { inlineData: { mimeType: 'image/png', data: 'A'.repeat(100) } };
-    const turn = { role: 'user', parts: [{ text: 'hi' }, { functionResponse: { id: 'a', name: 'read_file', response: { output: 'long' } } }, image] };
+    const turn = {
+      role: 'user',
+      parts: [{ text: 'hi' }, { functionResponse: { id: 'a', name: 'read_file', response: { output: 'long' } } }, image],
+    };
     expect(gemini.slots(turn).map((s) => [s.kind, s.path])).toEqual([
       ['text', ['parts', 0, 'text']],
       ['text', ['parts', 1, 'functionResponse', 'response', 'output']],
@@ -56,8 +67,16 @@ describe('what may be shortened', () => {
 describe('on the wire', () => {
   it('a summary between user turns is merged into one, function responses first; model turns go as they are', () => {
     const summary = gemini.summaryItem('[compaction-gateway] summary', 'user') as { parts: unknown[] };
-    const body = JSON.parse(gemini.write({ contents: [], generationConfig: { temperature: 1 }, futureField: 1 }, [task, summary, answer('b'), call('c'), answer('c')]).toString());
-    expect(body.contents).toEqual([{ role: 'user', parts: [answer('b').parts[0], task.parts[0], summary.parts[0]] }, call('c'), answer('c')]);
+    const body = JSON.parse(
+      gemini
+        .write({ contents: [], generationConfig: { temperature: 1 }, futureField: 1 }, [task, summary, answer('b'), call('c'), answer('c')])
+        .toString(),
+    );
+    expect(body.contents).toEqual([
+      { role: 'user', parts: [answer('b').parts[0], task.parts[0], summary.parts[0]] },
+      call('c'),
+      answer('c'),
+    ]);
     expect(body.generationConfig).toEqual({ temperature: 1 });
     expect(body.futureField).toBe(1);
   });
@@ -70,13 +89,18 @@ describe('on the wire', () => {
   it('the completion limit is generationConfig.maxOutputTokens', () => {
     const request = { contents: [task], generationConfig: { maxOutputTokens: 8192, temperature: 1 } };
     expect(gemini.completion(request)).toBe(8192);
-    expect(JSON.parse(gemini.withCompletion(request, 1000)!.toString()).generationConfig).toEqual({ maxOutputTokens: 1000, temperature: 1 });
+    expect(JSON.parse(gemini.withCompletion(request, 1000)!.toString()).generationConfig).toEqual({
+      maxOutputTokens: 1000,
+      temperature: 1,
+    });
   });
 
   it('the summarizer: generateContent of the model, the key as x-goog-api-key, the text of the first candidate', () => {
     expect(gemini.summarizer.path('gemini-3.1-pro-preview')).toBe('/v1beta/models/gemini-3.1-pro-preview:generateContent');
     expect(gemini.summarizer.credential).toBe('x-goog-api-key');
-    const answerBody = { candidates: [{ content: { role: 'model', parts: [{ text: 'thinking', thought: true }, { text: 'SUM' }, { text: 'MARY' }] } }] };
+    const answerBody = {
+      candidates: [{ content: { role: 'model', parts: [{ text: 'thinking', thought: true }, { text: 'SUM' }, { text: 'MARY' }] } }],
+    };
     expect(gemini.summarizer.text(answerBody)).toBe('SUMMARY');
     expect(gemini.summarizer.text({ candidates: [] })).toBeUndefined();
   });

@@ -49,7 +49,9 @@ function build(r: any): Record<string, any> {
     msgs.push({ role: 'assistant', content });
     const mark = t.breakpoint && breakpoints < 2 ? (breakpoints++, { cache_control: CC }) : {};
     if (ids.length === 0) {
-      msgs.push(t.userAsString ? { role: 'user', content: `next ${k}` } : { role: 'user', content: [{ type: 'text', text: `next ${k}`, ...mark }] });
+      msgs.push(
+        t.userAsString ? { role: 'user', content: `next ${k}` } : { role: 'user', content: [{ type: 'text', text: `next ${k}`, ...mark }] },
+      );
       return;
     }
     const results = ids.map((id, c) => {
@@ -58,7 +60,10 @@ function build(r: any): Record<string, any> {
       if (t.image) blocks.push({ type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'A'.repeat(3_000) } });
       return { type: 'tool_result', tool_use_id: id, content: t.resultAsBlocks || t.image ? blocks : text, ...(c === 0 ? mark : {}) };
     });
-    msgs.push({ role: 'user', content: [...results, ...(t.reminder ? [{ type: 'text', text: '<system-reminder>x</system-reminder>' }] : [])] });
+    msgs.push({
+      role: 'user',
+      content: [...results, ...(t.reminder ? [{ type: 'text', text: '<system-reminder>x</system-reminder>' }] : [])],
+    });
   });
   return {
     model: 'claude-test',
@@ -79,7 +84,10 @@ it('every compacted Messages request is well formed, strips stale signed thinkin
       const json = build(r);
       const body = Buffer.from(JSON.stringify(json));
       const limitTokens = Math.max(1, Math.floor((body.length * r.shrinkTo) / 4));
-      const limits = r.reason === 'context_length' ? { limitTokens, promptTokens: Math.ceil(body.length / 4) } : { limitBytes: Math.floor(body.length * r.shrinkTo) };
+      const limits =
+        r.reason === 'context_length'
+          ? { limitTokens, promptTokens: Math.ceil(body.length / 4) }
+          : { limitBytes: Math.floor(body.length * r.shrinkTo) };
       const target = sizeTarget({ reason: r.reason, limits, bodyBytes: body.length, requested: dialect.completion(json) }, undefined, 0.6);
       const result = await compact(
         { dialect: dialect, request: json, conversation: dialect.read(json)!, bodyBytes: body.length },
@@ -100,7 +108,10 @@ it('every compacted Messages request is well formed, strips stale signed thinkin
       // stripped, except the open tool round's, whose thinking must lead it with thinking enabled
       // (kept whole, under drop_block). After a plain user turn nothing signed is kept there.
       const changed = replay.messages.findIndex((m: any, i: number) => JSON.stringify(m) !== JSON.stringify(json.messages[i]));
-      const head = replay.messages.slice(0, changed < 0 ? undefined : changed).filter(signed).map((m: any) => JSON.stringify(m));
+      const head = replay.messages
+        .slice(0, changed < 0 ? undefined : changed)
+        .filter(signed)
+        .map((m: any) => JSON.stringify(m));
       const lastAssistant = json.messages.findLast((m: any) => m.role === 'assistant');
       const inLoop = json.messages.at(-1).content.some?.((b: any) => b.type === 'tool_result');
       const isOpen = inLoop && signed(lastAssistant) && !head.includes(JSON.stringify(lastAssistant));
@@ -109,7 +120,9 @@ it('every compacted Messages request is well formed, strips stale signed thinkin
       const { messages: _a, thinking: thinkingBefore, ...before } = json;
       const { messages: _b, thinking: thinkingAfter, ...after } = replay;
       expect(JSON.stringify(after)).toBe(JSON.stringify(before));
-      expect(thinkingAfter).toEqual(open.length > 0 ? { ...thinkingBefore, block_binding: { prefix_mismatch_behavior: 'drop_block' } } : thinkingBefore);
+      expect(thinkingAfter).toEqual(
+        open.length > 0 ? { ...thinkingBefore, block_binding: { prefix_mismatch_behavior: 'drop_block' } } : thinkingBefore,
+      );
     }),
     { numRuns: 250 },
   );

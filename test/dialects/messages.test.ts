@@ -2,8 +2,14 @@ import { describe, expect, it } from 'vitest';
 import { breakpoints, messages, wireMessages } from '../../src/dialects/messages.js';
 
 const b64 = { type: 'base64', media_type: 'image/png', data: 'A'.repeat(2000) };
-const use = (id: string, extra: object[] = []) => ({ role: 'assistant', content: [...extra, { type: 'text', text: `calling ${id}` }, { type: 'tool_use', id, name: 'Read', input: { file_path: `/${id}` } }] });
-const result = (id: string, content: unknown = 'file text') => ({ role: 'user', content: [{ type: 'tool_result', tool_use_id: id, content }] });
+const use = (id: string, extra: object[] = []) => ({
+  role: 'assistant',
+  content: [...extra, { type: 'text', text: `calling ${id}` }, { type: 'tool_use', id, name: 'Read', input: { file_path: `/${id}` } }],
+});
+const result = (id: string, content: unknown = 'file text') => ({
+  role: 'user',
+  content: [{ type: 'tool_result', tool_use_id: id, content }],
+});
 const thinking = { type: 'thinking', thinking: 'Let me look.', signature: 'EqQBCkYIBxgCKkB' };
 const redacted = { type: 'redacted_thinking', data: 'EmwKAhgBEgy3va3pzix/LafPsn4aDFIT' };
 
@@ -11,10 +17,38 @@ describe('messages dialect: what each message is', () => {
   it.each([
     ['a system entry inside messages', { role: 'system', content: '# Environment' }, { role: 'instruction', calls: [], answers: [] }],
     ['a plain user message', { role: 'user', content: 'hi' }, { role: 'user', calls: [], answers: [] }],
-    ['a user message answering tools', { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'a' }, { type: 'tool_result', tool_use_id: 'b' }, { type: 'text', text: 'reminder' }] }, { role: 'tool', calls: [], answers: ['a', 'b'] }],
-    ['an assistant message calling tools', { role: 'assistant', content: [thinking, { type: 'tool_use', id: 'x', name: 'Read', input: {} }, { type: 'tool_use', id: 'y', name: 'Bash', input: {} }] }, { role: 'assistant', calls: ['x', 'y'], answers: [] }],
+    [
+      'a user message answering tools',
+      {
+        role: 'user',
+        content: [
+          { type: 'tool_result', tool_use_id: 'a' },
+          { type: 'tool_result', tool_use_id: 'b' },
+          { type: 'text', text: 'reminder' },
+        ],
+      },
+      { role: 'tool', calls: [], answers: ['a', 'b'] },
+    ],
+    [
+      'an assistant message calling tools',
+      {
+        role: 'assistant',
+        content: [thinking, { type: 'tool_use', id: 'x', name: 'Read', input: {} }, { type: 'tool_use', id: 'y', name: 'Bash', input: {} }],
+      },
+      { role: 'assistant', calls: ['x', 'y'], answers: [] },
+    ],
     // paired inside the message: nothing for the planner to keep together across messages
-    ['a server tool used and answered in one message', { role: 'assistant', content: [{ type: 'server_tool_use', id: 'srv', name: 'web_search', input: {} }, { type: 'web_search_tool_result', tool_use_id: 'srv', content: [] }] }, { role: 'assistant', calls: [], answers: [] }],
+    [
+      'a server tool used and answered in one message',
+      {
+        role: 'assistant',
+        content: [
+          { type: 'server_tool_use', id: 'srv', name: 'web_search', input: {} },
+          { type: 'web_search_tool_result', tool_use_id: 'srv', content: [] },
+        ],
+      },
+      { role: 'assistant', calls: [], answers: [] },
+    ],
   ])('%s', (_name, item, entry) => {
     expect(messages.describe(item)).toEqual({ ...entry, joinsNext: false });
   });
@@ -28,8 +62,19 @@ describe('messages dialect: what each message is', () => {
   });
 
   it('renders calls and results for the summarizer, never the thinking', () => {
-    expect(messages.render(use('a', [thinking]))).toEqual({ who: 'assistant', text: 'calling a', calls: [{ id: 'a', name: 'Read', args: '{"file_path":"/a"}' }] });
-    expect(messages.render(result('a', [{ type: 'text', text: 'line 1' }, { type: 'image', source: b64 }]))).toEqual({ who: 'tool result a', text: 'line 1\n[image]', calls: [] });
+    expect(messages.render(use('a', [thinking]))).toEqual({
+      who: 'assistant',
+      text: 'calling a',
+      calls: [{ id: 'a', name: 'Read', args: '{"file_path":"/a"}' }],
+    });
+    expect(
+      messages.render(
+        result('a', [
+          { type: 'text', text: 'line 1' },
+          { type: 'image', source: b64 },
+        ]),
+      ),
+    ).toEqual({ who: 'tool result a', text: 'line 1\n[image]', calls: [] });
   });
 });
 
@@ -38,7 +83,9 @@ describe('messages dialect: what compaction may shorten', () => {
     const long = { type: 'text', text: 'x'.repeat(5000) };
     expect(messages.slots({ role: 'assistant', content: [thinking, long] })).toEqual([]);
     expect(messages.slots({ role: 'assistant', content: [redacted, long] })).toEqual([]);
-    expect(messages.slots({ role: 'assistant', content: [long] })).toEqual([{ kind: 'text', path: ['content', 0, 'text'], text: long.text }]);
+    expect(messages.slots({ role: 'assistant', content: [long] })).toEqual([
+      { kind: 'text', path: ['content', 0, 'text'], text: long.text },
+    ]);
   });
 
   it('texts, tool results (string or blocks), plain-text documents; base64 media as a whole', () => {
@@ -46,7 +93,14 @@ describe('messages dialect: what compaction may shorten', () => {
       role: 'user',
       content: [
         { type: 'tool_result', tool_use_id: 'a', content: 'output' },
-        { type: 'tool_result', tool_use_id: 'b', content: [{ type: 'text', text: 'shown' }, { type: 'image', source: b64 }] },
+        {
+          type: 'tool_result',
+          tool_use_id: 'b',
+          content: [
+            { type: 'text', text: 'shown' },
+            { type: 'image', source: b64 },
+          ],
+        },
         { type: 'text', text: 'note' },
         { type: 'image', source: { type: 'url', url: 'https://example.com/a.png' } },
         { type: 'document', source: { type: 'base64', media_type: 'application/pdf', data: 'JVBER' } },
@@ -88,19 +142,52 @@ describe('messages dialect: what goes on the wire', () => {
   });
 
   it('turns string content into a text block, and keeps tool results first in a merged user turn', () => {
-    const wire = wireMessages([use('a'), { role: 'user', content: 'plain' }, { role: 'user', content: [{ type: 'text', text: 'more' }, { type: 'tool_result', tool_use_id: 'a', content: 'x' }] }]);
-    expect(wire[1]).toEqual({ role: 'user', content: [{ type: 'tool_result', tool_use_id: 'a', content: 'x' }, { type: 'text', text: 'plain' }, { type: 'text', text: 'more' }] });
-    expect(wireMessages([{ role: 'user', content: 'a' }, { role: 'user', content: '' }])).toEqual([{ role: 'user', content: [{ type: 'text', text: 'a' }] }]);
+    const wire = wireMessages([
+      use('a'),
+      { role: 'user', content: 'plain' },
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'more' },
+          { type: 'tool_result', tool_use_id: 'a', content: 'x' },
+        ],
+      },
+    ]);
+    expect(wire[1]).toEqual({
+      role: 'user',
+      content: [
+        { type: 'tool_result', tool_use_id: 'a', content: 'x' },
+        { type: 'text', text: 'plain' },
+        { type: 'text', text: 'more' },
+      ],
+    });
+    expect(
+      wireMessages([
+        { role: 'user', content: 'a' },
+        { role: 'user', content: '' },
+      ]),
+    ).toEqual([{ role: 'user', content: [{ type: 'text', text: 'a' }] }]);
   });
 
   it('merges a whole run of same-role turns into its first, blocks in order', () => {
     const said = (text: string) => ({ role: 'assistant', content: text });
     const wire = wireMessages([task, said('one'), env, said('two'), said('three'), result('x')]);
-    expect(wire).toEqual([task, { role: 'assistant', content: ['one', 'two', 'three'].map((text) => ({ type: 'text', text })) }, env, result('x')]);
+    expect(wire).toEqual([
+      task,
+      { role: 'assistant', content: ['one', 'two', 'three'].map((text) => ({ type: 'text', text })) },
+      env,
+      result('x'),
+    ]);
   });
 
   it('write() replaces messages merged, every other field as sent and in its place', () => {
-    const request = { model: 'm', system: [{ type: 'text', text: 's', cache_control: { type: 'ephemeral' } }], messages: [task], max_tokens: 10, unknown_field: { x: 1 } };
+    const request = {
+      model: 'm',
+      system: [{ type: 'text', text: 's', cache_control: { type: 'ephemeral' } }],
+      messages: [task],
+      max_tokens: 10,
+      unknown_field: { x: 1 },
+    };
     const written = JSON.parse(messages.write(request, [task, env, summary, use('a'), result('a')]).toString());
     expect(Object.keys(written)).toEqual(Object.keys(request));
     expect({ ...written, messages: undefined }).toEqual({ ...request, messages: undefined });
@@ -109,9 +196,17 @@ describe('messages dialect: what goes on the wire', () => {
 
   it('write() never sends more cache_control breakpoints than the original had: the oldest extra ones go', () => {
     const cc = { type: 'ephemeral' };
-    const original = { messages: [task, use('a'), { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'a', content: 'x', cache_control: cc }] }] };
+    const original = {
+      messages: [task, use('a'), { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'a', content: 'x', cache_control: cc }] }],
+    };
     const marked = (id: string) => ({ role: 'user', content: [{ type: 'text', text: id, cache_control: cc }] });
-    const items = [marked('one'), use('a'), { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'a', content: 'x', cache_control: cc }] }, use('b'), { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'b', content: [{ type: 'text', text: 'y', cache_control: cc }] }] }];
+    const items = [
+      marked('one'),
+      use('a'),
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'a', content: 'x', cache_control: cc }] },
+      use('b'),
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'b', content: [{ type: 'text', text: 'y', cache_control: cc }] }] },
+    ];
     expect(breakpoints(items)).toBe(3);
     const written = JSON.parse(messages.write(original, items).toString());
     expect(breakpoints(written.messages)).toBe(1);
@@ -123,10 +218,36 @@ describe('messages dialect: what goes on the wire', () => {
     ['a valid conversation', [task, env, use('a', [thinking]), result('a')], []],
     ['a summary next to a user turn (write() merges it)', [task, env, summary, use('a'), result('a')], []],
     ['an assistant turn first', [use('a'), result('a')], ['the first turn is not a user turn']],
-    ['a tool result whose call is not right before it', [task, use('a'), result('a'), { role: 'assistant', content: 'ok' }, result('a')], ['the tool_result for "a" is not right after its tool_use']],
-    ['a tool call not answered in the next message', [task, use('a'), { role: 'user', content: 'hm' }], ['the tool_use "a" is not answered in the next message']],
-    ['a tool result after other content', [task, use('a'), { role: 'user', content: [{ type: 'text', text: 'first' }, { type: 'tool_result', tool_use_id: 'a' }] }], ['the tool_result for "a" is not at the start of its message']],
-    ['five breakpoints', [{ role: 'user', content: Array.from({ length: 5 }, () => ({ type: 'text', text: 't', cache_control: { type: 'ephemeral' } })) }], ['more than 4 cache_control breakpoints']],
+    [
+      'a tool result whose call is not right before it',
+      [task, use('a'), result('a'), { role: 'assistant', content: 'ok' }, result('a')],
+      ['the tool_result for "a" is not right after its tool_use'],
+    ],
+    [
+      'a tool call not answered in the next message',
+      [task, use('a'), { role: 'user', content: 'hm' }],
+      ['the tool_use "a" is not answered in the next message'],
+    ],
+    [
+      'a tool result after other content',
+      [
+        task,
+        use('a'),
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'first' },
+            { type: 'tool_result', tool_use_id: 'a' },
+          ],
+        },
+      ],
+      ['the tool_result for "a" is not at the start of its message'],
+    ],
+    [
+      'five breakpoints',
+      [{ role: 'user', content: Array.from({ length: 5 }, () => ({ type: 'text', text: 't', cache_control: { type: 'ephemeral' } })) }],
+      ['more than 4 cache_control breakpoints'],
+    ],
   ])('problems: %s', (_name, items, found) => {
     expect(messages.problems(items)).toEqual(found);
   });
@@ -156,7 +277,9 @@ describe('messages dialect: completion, stream events, summarizer', () => {
   it('calls the summarizer in the Messages API with the request anthropic-version', () => {
     const wire = messages.summarizer;
     expect(wire.path('m')).toBe('/messages');
-    expect(wire.body({ model: 'claude', instructions: 'summarise', transcript: 'T', maxTokens: 900, request: { stream: true, thinking: {} } })).toEqual({
+    expect(
+      wire.body({ model: 'claude', instructions: 'summarise', transcript: 'T', maxTokens: 900, request: { stream: true, thinking: {} } }),
+    ).toEqual({
       model: 'claude',
       system: 'summarise',
       messages: [{ role: 'user', content: 'T' }],
@@ -183,8 +306,19 @@ describe('messages dialect: the shapes Claude Code sends beyond the tables above
    */
 
   const cc = { type: 'ephemeral' };
-  const use = (id: string, extra: Record<string, unknown> = {}) => ({ type: 'tool_use', id, name: 'Read', input: { file_path: `/${id}` }, ...extra });
-  const answer = (id: string, content: unknown = 'ok', extra: Record<string, unknown> = {}) => ({ type: 'tool_result', tool_use_id: id, content, ...extra });
+  const use = (id: string, extra: Record<string, unknown> = {}) => ({
+    type: 'tool_use',
+    id,
+    name: 'Read',
+    input: { file_path: `/${id}` },
+    ...extra,
+  });
+  const answer = (id: string, content: unknown = 'ok', extra: Record<string, unknown> = {}) => ({
+    type: 'tool_result',
+    tool_use_id: id,
+    content,
+    ...extra,
+  });
   const text = (t: string, extra: Record<string, unknown> = {}) => ({ type: 'text', text: t, ...extra });
 
   describe('null where a block should be (messages are checked on reading, their blocks are not)', () => {
@@ -199,7 +333,9 @@ describe('messages dialect: the shapes Claude Code sends beyond the tables above
         ['content', 1, 'content', 1, 'text'],
         ['content', 2, 'text'],
       ]);
-      expect(messages.slots({ role: 'assistant', content: [null, text('said')] })).toEqual([{ kind: 'text', path: ['content', 1, 'text'], text: 'said' }]);
+      expect(messages.slots({ role: 'assistant', content: [null, text('said')] })).toEqual([
+        { kind: 'text', path: ['content', 1, 'text'], text: 'said' },
+      ]);
     });
 
     it('is kept as it is when breakpoints are stripped around it', () => {
@@ -230,8 +366,16 @@ describe('messages dialect: the shapes Claude Code sends beyond the tables above
         ],
       };
       expect(messages.render(item)).toEqual({ who: 'tool result a, b', text: 'first\n[document]\nsecond\n[image]\nthird', calls: [] });
-      expect(messages.render({ role: 'assistant', content: 'plain string' })).toEqual({ who: 'assistant', text: 'plain string', calls: [] });
-      expect(messages.render({ role: 'user', content: { type: 'text', text: 'not a list' } })).toEqual({ who: 'user', text: '', calls: [] });
+      expect(messages.render({ role: 'assistant', content: 'plain string' })).toEqual({
+        who: 'assistant',
+        text: 'plain string',
+        calls: [],
+      });
+      expect(messages.render({ role: 'user', content: { type: 'text', text: 'not a list' } })).toEqual({
+        who: 'user',
+        text: '',
+        calls: [],
+      });
     });
 
     it('server tool calls too; a call without input has "{}" for arguments, without a name "tool"; no role is "unknown"', () => {
@@ -258,7 +402,12 @@ describe('messages dialect: the shapes Claude Code sends beyond the tables above
 
     it('what an item is when it is not a message, or answers nothing', () => {
       expect(messages.describe('junk')).toEqual({ role: 'user', calls: [], answers: [], joinsNext: false });
-      expect(messages.describe({ role: 'user', content: [text('hi')] })).toEqual({ role: 'user', calls: [], answers: [], joinsNext: false });
+      expect(messages.describe({ role: 'user', content: [text('hi')] })).toEqual({
+        role: 'user',
+        calls: [],
+        answers: [],
+        joinsNext: false,
+      });
       expect(messages.describe({ role: 'user', content: [answer('7')] }).answers).toEqual(['7']);
     });
   });
@@ -332,7 +481,15 @@ describe('messages dialect: the shapes Claude Code sends beyond the tables above
     });
 
     it('a tool result content array with breakpoints inside counts them; a non-message counts none', () => {
-      expect(breakpoints(['junk', { role: 'user', content: [answer('a', [text('x', { cache_control: cc }), 'y', text('z', { cache_control: cc })], { cache_control: cc })] }])).toBe(3);
+      expect(
+        breakpoints([
+          'junk',
+          {
+            role: 'user',
+            content: [answer('a', [text('x', { cache_control: cc }), 'y', text('z', { cache_control: cc })], { cache_control: cc })],
+          },
+        ]),
+      ).toBe(3);
       expect(breakpoints([{ role: 'user', content: [text('x', { cache_control: null })] }])).toBe(0);
     });
 
@@ -345,11 +502,7 @@ describe('messages dialect: the shapes Claude Code sends beyond the tables above
       ];
       const original = { model: 'm', messages: [{ role: 'user', content: [text('only', { cache_control: cc })] }] };
       const written = JSON.parse(messages.write(original, items).toString());
-      expect(written.messages).toEqual([
-        { role: 'user', content: [text('a'), answer('x', [text('in')])] },
-        items[1],
-        later,
-      ]);
+      expect(written.messages).toEqual([{ role: 'user', content: [text('a'), answer('x', [text('in')])] }, items[1], later]);
       // An original without a messages list counts as none: every breakpoint goes.
       expect(breakpoints(JSON.parse(messages.write({ model: 'm' }, items).toString()).messages)).toBe(0);
       // As many as the original had: nothing stripped.
@@ -359,7 +512,9 @@ describe('messages dialect: the shapes Claude Code sends beyond the tables above
 
   describe('breakpoints stripped one by one', () => {
     it('only as many as are over, even within one message', () => {
-      const items = [{ role: 'user', content: [text('a', { cache_control: cc }), text('b', { cache_control: cc }), text('c', { cache_control: cc })] }];
+      const items = [
+        { role: 'user', content: [text('a', { cache_control: cc }), text('b', { cache_control: cc }), text('c', { cache_control: cc })] },
+      ];
       const original = { messages: [{ role: 'user', content: [text('x', { cache_control: cc }), text('y', { cache_control: cc })] }] };
       expect(JSON.parse(messages.write(original, items).toString()).messages).toEqual([
         { role: 'user', content: [text('a'), text('b', { cache_control: cc }), text('c', { cache_control: cc })] },
@@ -370,17 +525,56 @@ describe('messages dialect: the shapes Claude Code sends beyond the tables above
   describe('what problems() reports', () => {
     it.each([
       ['only system entries', [{ role: 'system', content: 'x' }], []],
-      ['a system entry before the first user turn', [{ role: 'system', content: 'x' }, { role: 'user', content: 'go' }], []],
-      ['a tool result in an assistant message', [{ role: 'user', content: 'go' }, { role: 'assistant', content: [use('a')] }, { role: 'user', content: [answer('a')] }, { role: 'assistant', content: [answer('a')] }], [
-        'the tool_result for "a" is not right after its tool_use',
-      ]],
-      ['a tool result after a system entry, its call two messages back', [{ role: 'user', content: 'go' }, { role: 'assistant', content: [use('a')] }, { role: 'system', content: 'x' }, { role: 'user', content: [answer('a')] }], [
-        'the tool_use "a" is not answered in the next message',
-        'the tool_result for "a" is not right after its tool_use',
-      ]],
-      ['a call left for the client to answer, as the last message', [{ role: 'user', content: 'go' }, { role: 'assistant', content: [use('a')] }], []],
-      ['a call followed by something that is not a message', [{ role: 'user', content: 'go' }, { role: 'assistant', content: [use('a')] }, 'junk'], ['the tool_use "a" is not answered in the next message']],
-      ['a result answering a non-string id', [{ role: 'user', content: 'go' }, { role: 'assistant', content: [use('5')] }, { role: 'user', content: [{ type: 'tool_result', tool_use_id: 5 }] }], []],
+      [
+        'a system entry before the first user turn',
+        [
+          { role: 'system', content: 'x' },
+          { role: 'user', content: 'go' },
+        ],
+        [],
+      ],
+      [
+        'a tool result in an assistant message',
+        [
+          { role: 'user', content: 'go' },
+          { role: 'assistant', content: [use('a')] },
+          { role: 'user', content: [answer('a')] },
+          { role: 'assistant', content: [answer('a')] },
+        ],
+        ['the tool_result for "a" is not right after its tool_use'],
+      ],
+      [
+        'a tool result after a system entry, its call two messages back',
+        [
+          { role: 'user', content: 'go' },
+          { role: 'assistant', content: [use('a')] },
+          { role: 'system', content: 'x' },
+          { role: 'user', content: [answer('a')] },
+        ],
+        ['the tool_use "a" is not answered in the next message', 'the tool_result for "a" is not right after its tool_use'],
+      ],
+      [
+        'a call left for the client to answer, as the last message',
+        [
+          { role: 'user', content: 'go' },
+          { role: 'assistant', content: [use('a')] },
+        ],
+        [],
+      ],
+      [
+        'a call followed by something that is not a message',
+        [{ role: 'user', content: 'go' }, { role: 'assistant', content: [use('a')] }, 'junk'],
+        ['the tool_use "a" is not answered in the next message'],
+      ],
+      [
+        'a result answering a non-string id',
+        [
+          { role: 'user', content: 'go' },
+          { role: 'assistant', content: [use('5')] },
+          { role: 'user', content: [{ type: 'tool_result', tool_use_id: 5 }] },
+        ],
+        [],
+      ],
       ['four breakpoints', [{ role: 'user', content: Array.from({ length: 4 }, () => text('t', { cache_control: cc })) }], []],
     ])('%s', (_name, items, found) => {
       expect(messages.problems(items as unknown[])).toEqual(found);
@@ -392,7 +586,10 @@ describe('messages dialect: the shapes Claude Code sends beyond the tables above
       const request = { max_tokens: 64_000, thinking: { type: 'enabled', budget_tokens: 20_000 } };
       expect(JSON.parse(messages.withCompletion(request, 20_001)!.toString()).max_tokens).toBe(20_001);
       expect(messages.withCompletion(request, 19_999)).toBeNull();
-      expect(JSON.parse(messages.withCompletion({ max_tokens: 10, thinking: 'on' }, 5)!.toString())).toEqual({ max_tokens: 5, thinking: 'on' });
+      expect(JSON.parse(messages.withCompletion({ max_tokens: 10, thinking: 'on' }, 5)!.toString())).toEqual({
+        max_tokens: 5,
+        thinking: 'on',
+      });
       expect(messages.completion({ max_tokens: 0 })).toBeUndefined();
     });
 
@@ -406,7 +603,9 @@ describe('messages dialect: the shapes Claude Code sends beyond the tables above
   describe('the summarizer wire', () => {
     it('reads the text blocks of an answer, and nothing from anything else', () => {
       const wire = messages.summarizer;
-      expect(wire.text({ content: ['junk', { type: 'text', text: 5 }, { type: 'tool_use', text: 'no' }, { type: 'text', text: 'yes' }] })).toBe('yes');
+      expect(
+        wire.text({ content: ['junk', { type: 'text', text: 5 }, { type: 'tool_use', text: 'no' }, { type: 'text', text: 'yes' }] }),
+      ).toBe('yes');
       expect(wire.text('junk')).toBeUndefined();
       expect(wire.text({ content: 'a string' })).toBeUndefined();
       expect(wire.credential).toBe('x-api-key');

@@ -25,7 +25,9 @@ describe('the shared readers', () => {
   });
 
   it('pickHeaders copies the named single-valued headers only', () => {
-    expect(pickHeaders({ 'x-api-key': 'k', 'anthropic-version': ['a', 'b'], other: 'o' }, ['x-api-key', 'anthropic-version', 'missing'])).toEqual({ 'x-api-key': 'k' });
+    expect(
+      pickHeaders({ 'x-api-key': 'k', 'anthropic-version': ['a', 'b'], other: 'o' }, ['x-api-key', 'anthropic-version', 'missing']),
+    ).toEqual({ 'x-api-key': 'k' });
   });
 });
 

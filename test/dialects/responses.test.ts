@@ -65,7 +65,16 @@ describe('responses.describe', () => {
 
 describe('responses.render', () => {
   it('a message is its role and its texts', () => {
-    expect(responses.render({ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'a' }, { type: 'input_text', text: 'b' }] })).toEqual({
+    expect(
+      responses.render({
+        type: 'message',
+        role: 'user',
+        content: [
+          { type: 'input_text', text: 'a' },
+          { type: 'input_text', text: 'b' },
+        ],
+      }),
+    ).toEqual({
       who: 'user',
       text: 'a\nb',
       calls: [],
@@ -91,18 +100,28 @@ describe('responses.render', () => {
       text: '',
       calls: [{ id: 'l1', name: 'local_shell', args: '{"type":"exec","command":["ls"]}' }],
     });
-    expect(responses.render({ type: 'web_search_call', id: 'w1', arguments: 'q=x' }).calls).toEqual([{ id: 'w1', name: 'web_search', args: 'q=x' }]);
+    expect(responses.render({ type: 'web_search_call', id: 'w1', arguments: 'q=x' }).calls).toEqual([
+      { id: 'w1', name: 'web_search', args: 'q=x' },
+    ]);
     expect(responses.render({ type: 'mcp_call', id: 'm1', input: 'in' }).calls[0].args).toBe('in');
     expect(responses.render({ type: 'file_search_call', id: 'f1' }).calls[0].args).toBe('');
   });
 
   it('a call output names the call, its output a string or parts', () => {
-    expect(responses.render({ type: 'function_call_output', call_id: 'c1', output: 'done' })).toEqual({ who: 'tool result c1', text: 'done', calls: [] });
+    expect(responses.render({ type: 'function_call_output', call_id: 'c1', output: 'done' })).toEqual({
+      who: 'tool result c1',
+      text: 'done',
+      calls: [],
+    });
     expect(responses.render({ type: 'function_call_output', call_id: 'c1', output: [{ type: 'input_text', text: 'p' }] }).text).toBe('p');
   });
 
   it('anything else is named by its type and shows nothing', () => {
-    expect(responses.render({ type: 'reasoning', encrypted_content: 'secret', summary: [{ text: 'no' }] })).toEqual({ who: 'reasoning', text: '', calls: [] });
+    expect(responses.render({ type: 'reasoning', encrypted_content: 'secret', summary: [{ text: 'no' }] })).toEqual({
+      who: 'reasoning',
+      text: '',
+      calls: [],
+    });
     expect(responses.render(7)).toEqual({ who: 'unknown', text: '', calls: [] });
     // An item with neither type nor role is not a message: nothing of it is shown.
     expect(responses.render({ content: 'stray' })).toEqual({ who: 'unknown', text: '', calls: [] });
@@ -118,7 +137,14 @@ describe('responses.slots', () => {
     const user = responses.slots({
       type: 'message',
       role: 'user',
-      content: [{ type: 'input_text', text: 't' }, { type: 'input_image', image_url: data }, { type: 'input_image', image_url: 'https://x' }, { type: 'input_file', file_data: data }, 3, null],
+      content: [
+        { type: 'input_text', text: 't' },
+        { type: 'input_image', image_url: data },
+        { type: 'input_image', image_url: 'https://x' },
+        { type: 'input_file', file_data: data },
+        3,
+        null,
+      ],
     });
     expect(user.map((s) => [s.kind, s.path])).toEqual([
       ['text', ['content', 0, 'text']],
@@ -128,14 +154,22 @@ describe('responses.slots', () => {
     expect(image.value).toEqual({ type: 'input_image', image_url: data });
     expect(image.placeholder('gone')).toEqual({ type: 'input_text', text: 'gone' });
     const assistant = responses.slots({ role: 'assistant', content: [{ type: 'input_image', image_url: data }] });
-    expect((assistant[0] as Extract<(typeof user)[number], { kind: 'image' }>).placeholder('gone')).toEqual({ type: 'output_text', text: 'gone' });
+    expect((assistant[0] as Extract<(typeof user)[number], { kind: 'image' }>).placeholder('gone')).toEqual({
+      type: 'output_text',
+      text: 'gone',
+    });
   });
 
   it('call outputs: their output, a string or parts', () => {
-    expect(responses.slots({ type: 'function_call_output', call_id: 'c', output: 'long' })).toEqual([{ kind: 'text', path: ['output'], text: 'long' }]);
+    expect(responses.slots({ type: 'function_call_output', call_id: 'c', output: 'long' })).toEqual([
+      { kind: 'text', path: ['output'], text: 'long' },
+    ]);
     const parts = responses.slots({ type: 'custom_tool_call_output', call_id: 'c', output: [{ type: 'input_image', image_url: data }] });
     expect(parts.map((s) => [s.kind, s.path])).toEqual([['image', ['output', 0]]]);
-    expect((parts[0] as Extract<(typeof parts)[number], { kind: 'image' }>).placeholder('gone')).toEqual({ type: 'input_text', text: 'gone' });
+    expect((parts[0] as Extract<(typeof parts)[number], { kind: 'image' }>).placeholder('gone')).toEqual({
+      type: 'input_text',
+      text: 'gone',
+    });
   });
 
   it('calls, reasoning and other provider state are never shortened', () => {
@@ -155,7 +189,8 @@ describe('responses.streamEvent', () => {
   it('created, in_progress and queued are a preamble; failed and error a failure; the rest output', () => {
     for (const e of ['response.created', 'response.in_progress', 'response.queued']) expect(kind(e, '{}')).toBe('preamble');
     for (const e of ['response.failed', 'error']) expect(kind(e, '{}')).toBe('failure');
-    for (const e of ['response.output_text.delta', 'response.completed', 'response.output_item.added']) expect(kind(e, '{}')).toBe('output');
+    for (const e of ['response.output_text.delta', 'response.completed', 'response.output_item.added'])
+      expect(kind(e, '{}')).toBe('output');
   });
 
   it('without an event name, the first type the data names decides', () => {
@@ -181,14 +216,24 @@ describe('responses: write, summaries, completion, server-side rescue', () => {
 
   it('a summary is a message whose text part is typed for its role', () => {
     expect(responses.summaryItem('S', 'user')).toEqual({ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'S' }] });
-    expect(responses.summaryItem('S', 'assistant')).toEqual({ type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'S' }] });
-    expect(responses.summaryItem('S', 'developer')).toEqual({ type: 'message', role: 'developer', content: [{ type: 'input_text', text: 'S' }] });
+    expect(responses.summaryItem('S', 'assistant')).toEqual({
+      type: 'message',
+      role: 'assistant',
+      content: [{ type: 'output_text', text: 'S' }],
+    });
+    expect(responses.summaryItem('S', 'developer')).toEqual({
+      type: 'message',
+      role: 'developer',
+      content: [{ type: 'input_text', text: 'S' }],
+    });
   });
 
   it('the completion is max_output_tokens', () => {
     expect(responses.completion({ max_output_tokens: 500, max_tokens: 9 })).toBe(500);
     expect(responses.completion({ max_tokens: 9 })).toBeUndefined();
-    expect(responses.withCompletion({ model: 'm', max_output_tokens: 500, x: 1 }, 100)!.toString()).toBe('{"model":"m","max_output_tokens":100,"x":1}');
+    expect(responses.withCompletion({ model: 'm', max_output_tokens: 500, x: 1 }, 100)!.toString()).toBe(
+      '{"model":"m","max_output_tokens":100,"x":1}',
+    );
   });
 
   it('a history held upstream is replayed with truncation "auto", once', () => {

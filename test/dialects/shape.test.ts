@@ -12,7 +12,11 @@ import { responses } from '../../src/dialects/responses.js';
 const sys = (content = 'rules') => ({ role: 'system', content });
 const user = (content: string) => ({ role: 'user', content });
 const said = (content: string) => ({ role: 'assistant', content });
-const calls = (...ids: string[]) => ({ role: 'assistant', content: null, tool_calls: ids.map((id) => ({ id, type: 'function', function: { name: 'f', arguments: '{}' } })) });
+const calls = (...ids: string[]) => ({
+  role: 'assistant',
+  content: null,
+  tool_calls: ids.map((id) => ({ id, type: 'function', function: { name: 'f', arguments: '{}' } })),
+});
 const result = (id: string, content = 'out') => ({ role: 'tool', tool_call_id: id, content });
 const entries = (items: unknown[]) => chat.read({ messages: items })!.entries;
 
@@ -111,7 +115,9 @@ describe('validateCompaction', () => {
   });
 
   it('a head changed, missing or moved', () => {
-    expect(validateCompaction(chat, original, [sys('other'), ...good.slice(1)])).toEqual(['leading instruction #0 is not kept byte-identical at position 0']);
+    expect(validateCompaction(chat, original, [sys('other'), ...good.slice(1)])).toEqual([
+      'leading instruction #0 is not kept byte-identical at position 0',
+    ]);
     const twoHead = [sys('a'), sys('b'), ...original.slice(1)];
     expect(validateCompaction(chat, twoHead, [sys('a'), user('task'), user('last'), calls('b'), result('b')])).toEqual([
       'leading instruction #1 is not kept byte-identical at position 1',
@@ -127,7 +133,9 @@ describe('validateCompaction', () => {
     expect(validateCompaction(chat, original, [sys(), user('task'), summary, calls('b'), result('b')])).toEqual([problem]);
     expect(validateCompaction(chat, original, [sys(), user('task'), summary, user('LAST'), calls('b'), result('b')])).toEqual([problem]);
     // The same content as an assistant message is not the user's input.
-    expect(validateCompaction(chat, original, [sys(), user('task'), summary, { role: 'assistant', content: 'last' }, calls('b'), result('b')])).toContain(problem);
+    expect(
+      validateCompaction(chat, original, [sys(), user('task'), summary, { role: 'assistant', content: 'last' }, calls('b'), result('b')]),
+    ).toContain(problem);
     // A conversation with no user input has nothing to keep.
     expect(validateCompaction(chat, [sys(), said('x'.repeat(200)), said('y')], [sys(), said('y')])).toEqual([]);
   });
@@ -136,7 +144,9 @@ describe('validateCompaction', () => {
     expect(validateCompaction(chat, original, [sys(), user('task'), summary, user('last'), result('b')])).toEqual([
       'a tool result for call "b" has no earlier call with that id',
     ]);
-    expect(validateCompaction(chat, original, [sys(), user('task'), summary, user('last'), calls('b')])).toEqual(['tool call "b" is not followed by its result']);
+    expect(validateCompaction(chat, original, [sys(), user('task'), summary, user('last'), calls('b')])).toEqual([
+      'tool call "b" is not followed by its result',
+    ]);
     expect(validateCompaction(chat, original, [sys(), user('task'), summary, result('b'), user('last'), calls('b')])).toEqual([
       'a tool result for call "b" has no earlier call with that id',
       'tool call "b" is not followed by its result',
@@ -152,25 +162,45 @@ describe('validateCompaction', () => {
 
   it('a call repeated with one answer left open is reported once', () => {
     const repeated = [user('t'), calls('a'), calls('a'), result('a'), said('x'.repeat(300)), user('last')];
-    expect(validateCompaction(chat, repeated, [user('t'), calls('a'), user('last')])).toEqual(['tool call "a" is not followed by its result']);
+    expect(validateCompaction(chat, repeated, [user('t'), calls('a'), user('last')])).toEqual([
+      'tool call "a" is not followed by its result',
+    ]);
   });
 
   it('wire problems only when compaction caused them', () => {
     const strict = { describe: chat.describe, problems: (items: unknown[]) => (items.length % 2 ? ['odd'] : []) };
     expect(validateCompaction(strict, original, good)).toEqual([]);
-    expect(validateCompaction(strict, original, good.slice(0, 5).concat([result('b')]).slice(1))).toContain('odd');
+    expect(
+      validateCompaction(
+        strict,
+        original,
+        good
+          .slice(0, 5)
+          .concat([result('b')])
+          .slice(1),
+      ),
+    ).toContain('odd');
     expect(validateCompaction(strict, original.slice(1), good.slice(1))).toEqual([]);
   });
 
   it('a result that is not smaller, with both sizes', () => {
-    expect(validateCompaction(chat, [user('a'), user('b')], [user('a'), user('b')])).toEqual(['the compacted conversation is 61 bytes, not smaller than the original 61']);
-    expect(validateCompaction(chat, [user('last')], [user('x'), user('last')])[0]).toMatch(/^the compacted conversation is \d+ bytes, not smaller than the original \d+$/);
+    expect(validateCompaction(chat, [user('a'), user('b')], [user('a'), user('b')])).toEqual([
+      'the compacted conversation is 61 bytes, not smaller than the original 61',
+    ]);
+    expect(validateCompaction(chat, [user('last')], [user('x'), user('last')])[0]).toMatch(
+      /^the compacted conversation is \d+ bytes, not smaller than the original \d+$/,
+    );
     expect(validateCompaction(chat, [user('xx'), user('last')], [user('x'), user('last')])).toEqual([]);
   });
 });
 
 describe('units, whatever the API says an item is', () => {
-  const e = (role: 'user' | 'assistant' | 'tool' | 'instruction' | 'opaque', calls: string[] = [], answers: string[] = []) => ({ role, calls, answers, joinsNext: false });
+  const e = (role: 'user' | 'assistant' | 'tool' | 'instruction' | 'opaque', calls: string[] = [], answers: string[] = []) => ({
+    role,
+    calls,
+    answers,
+    joinsNext: false,
+  });
 
   it('a user turn that answers an open call (tool results inside a user message) belongs to the call', () => {
     expect(unitsOf([e('assistant', ['a']), e('user', [], ['a']), e('user')], 0)).toEqual([
@@ -188,6 +218,8 @@ describe('units, whatever the API says an item is', () => {
   });
 
   it('the only user input, first in the conversation, must be kept', () => {
-    expect(validateCompaction(chat, [user('the task'), said('x'.repeat(300)), said('y')], [said('y')])).toEqual(['the last user input of the original is missing or changed']);
+    expect(validateCompaction(chat, [user('the task'), said('x'.repeat(300)), said('y')], [said('y')])).toEqual([
+      'the last user input of the original is missing or changed',
+    ]);
   });
 });

@@ -72,7 +72,11 @@ function schemaKeys(node: z.ZodType = configSchema, path = ''): Array<{ key: str
     });
   }
   if (!path) return [];
-  if (inner instanceof z.ZodRecord) return [{ key: path, leaf: false }, ...schemaKeys(inner.valueType as z.ZodType, `${path}.NAME`).filter((k) => k.key !== `${path}.NAME`)];
+  if (inner instanceof z.ZodRecord)
+    return [
+      { key: path, leaf: false },
+      ...schemaKeys(inner.valueType as z.ZodType, `${path}.NAME`).filter((k) => k.key !== `${path}.NAME`),
+    ];
   if (inner instanceof z.ZodArray && bare(inner.element as z.ZodType) instanceof z.ZodObject) {
     return [{ key: path, leaf: true }, ...schemaKeys(inner.element as z.ZodType, `${path}[]`).filter((k) => k.key !== `${path}[]`)];
   }
@@ -114,9 +118,21 @@ describe('docs/configuration.md', () => {
 
   it('has a row for every key of the schema, and none for a key it does not have', () => {
     expect(rows.length).toBeGreaterThan(50);
-    expect(keys.filter((k) => k.leaf).map((k) => k.key).filter((k) => !documented.includes(k)), 'keys the table leaves out').toEqual([]);
-    expect(documented.filter((k) => !keys.some((s) => s.key === k)), 'rows for no key').toEqual([]);
-    expect(documented.filter((k, i) => documented.indexOf(k) !== i), 'rows twice').toEqual([]);
+    expect(
+      keys
+        .filter((k) => k.leaf)
+        .map((k) => k.key)
+        .filter((k) => !documented.includes(k)),
+      'keys the table leaves out',
+    ).toEqual([]);
+    expect(
+      documented.filter((k) => !keys.some((s) => s.key === k)),
+      'rows for no key',
+    ).toEqual([]);
+    expect(
+      documented.filter((k, i) => documented.indexOf(k) !== i),
+      'rows twice',
+    ).toEqual([]);
   });
 
   it('names every environment variable at the key it sets, and no other', () => {
@@ -185,7 +201,14 @@ function anchors(markdown: string): Set<string> {
   return out;
 }
 
-const DOCUMENTS = ['README.md', 'CONTRIBUTING.md', 'BENCHMARKS.md', ...readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+const DOCUMENTS = [
+  'README.md',
+  'CONTRIBUTING.md',
+  'BENCHMARKS.md',
+  ...readdirSync(join(ROOT, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `docs/${f}`),
+];
 
 describe('links between the documents', () => {
   it.each(DOCUMENTS)('%s: every relative link reaches a file, and every #anchor a heading', (doc) => {
@@ -197,7 +220,8 @@ describe('links between the documents', () => {
       const [file, anchor] = target.split('#');
       const path = file ? resolve(dirname(join(ROOT, doc)), file) : join(ROOT, doc);
       if (!existsSync(path)) broken.push(`${target}: no file ${relative(ROOT, path)}`);
-      else if (anchor !== undefined && path.endsWith('.md') && !anchors(readFileSync(path, 'utf8')).has(anchor)) broken.push(`${target}: no heading #${anchor}`);
+      else if (anchor !== undefined && path.endsWith('.md') && !anchors(readFileSync(path, 'utf8')).has(anchor))
+        broken.push(`${target}: no heading #${anchor}`);
     }
     expect(broken).toEqual([]);
   });

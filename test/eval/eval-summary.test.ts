@@ -18,7 +18,8 @@ import { startStandIn, type StandIn } from '../helpers/provider.js';
  * the paths and commands of what it condensed (the trail every summary carries).
  */
 
-const SUMMARY = '[compaction-gateway] The 7 earlier messages of this conversation were condensed by the gateway because a test. Summary:\n\nRead src/session.ts. Ran pnpm vitest run test/session.test.ts.';
+const SUMMARY =
+  '[compaction-gateway] The 7 earlier messages of this conversation were condensed by the gateway because a test. Summary:\n\nRead src/session.ts. Ran pnpm vitest run test/session.test.ts.';
 
 /** A task, a middle of seven items that goes (two reads, a failing test, a constraint), and a tail that stays. */
 const handMade = {
@@ -28,7 +29,11 @@ const handMade = {
     { role: 'assistant', content: 'Let me read `loadSession` first.', tool_calls: [callOf('c1', 'read_file', { path: 'src/session.ts' })] },
     { role: 'tool', tool_call_id: 'c1', content: 'export function loadSession() {}' },
     { role: 'assistant', content: null, tool_calls: [callOf('c2', 'bash', { command: 'pnpm vitest run test/session.test.ts' })] },
-    { role: 'tool', tool_call_id: 'c2', content: "FAIL test/session.test.ts > loadSession\nTypeError: Cannot read properties of undefined (reading 'id')\nExit code: 1" },
+    {
+      role: 'tool',
+      tool_call_id: 'c2',
+      content: "FAIL test/session.test.ts > loadSession\nTypeError: Cannot read properties of undefined (reading 'id')\nExit code: 1",
+    },
     { role: 'user', content: "Thanks. Don't touch package.json." },
     { role: 'assistant', content: null, tool_calls: [callOf('c3', 'read_file', { path: 'src/cache.ts' })] },
     { role: 'tool', tool_call_id: 'c3', content: 'export class CacheStore {}' },
@@ -65,9 +70,22 @@ describe('the figures of one compaction, on a conversation made by hand', () => 
     expect(scored.score.paths).toEqual({ total: 3, kept: 2, missed: ['src/cache.ts'] });
     expect(scored.score.commands).toEqual({ total: 1, kept: 1, missed: [] });
     expect(scored.writtenBytes).toBe(Buffer.byteLength(SUMMARY));
-    const result: CaseResult = { session: 'hand', api: 'chat', at: 1, mode: 'summarize', outcome: 'compacted', strategy: 'summarize', bytesBefore: 0, ...scored, summarizerCalls: 1, tokens: { input: 40, output: 10, reported: true } };
+    const result: CaseResult = {
+      session: 'hand',
+      api: 'chat',
+      at: 1,
+      mode: 'summarize',
+      outcome: 'compacted',
+      strategy: 'summarize',
+      bytesBefore: 0,
+      ...scored,
+      summarizerCalls: 1,
+      tokens: { input: 40, output: 10, reported: true },
+    };
     const row = modeTable([result], ['summarize']).split('\n')[2];
-    expect(row).toBe(`| summarize | 1/1 | summarize 1 | 7 | 2/3 (66.6%) | 1/1 (100%) | 0/1 (0%) | 0/1 (0%) | 0/1 (0%) | ${Buffer.byteLength(SUMMARY)} | 1 | 40 / 10 |`);
+    expect(row).toBe(
+      `| summarize | 1/1 | summarize 1 | 7 | 2/3 (66.6%) | 1/1 (100%) | 0/1 (0%) | 0/1 (0%) | 0/1 (0%) | ${Buffer.byteLength(SUMMARY)} | 1 | 40 / 10 |`,
+    );
     expect(gateFailures([result], { minRecall: 0.95, categories: ['paths', 'commands'], modes: ['summarize'] })).toEqual([
       'summarize: paths recall 66.6% (2/3) is under 95%',
     ]);
@@ -78,7 +96,18 @@ describe('the figures of one compaction, on a conversation made by hand', () => 
       m.role === 'tool'
         ? { role: 'user', content: [{ type: 'tool_result', tool_use_id: m.tool_call_id, content: m.content }] }
         : m.tool_calls
-          ? { role: 'assistant', content: [...(m.content ? [{ type: 'text', text: m.content }] : []), ...m.tool_calls.map((c: any) => ({ type: 'tool_use', id: c.id, name: c.function.name, input: JSON.parse(c.function.arguments) }))] }
+          ? {
+              role: 'assistant',
+              content: [
+                ...(m.content ? [{ type: 'text', text: m.content }] : []),
+                ...m.tool_calls.map((c: any) => ({
+                  type: 'tool_use',
+                  id: c.id,
+                  name: c.function.name,
+                  input: JSON.parse(c.function.arguments),
+                })),
+              ],
+            }
           : m;
     const items = [handMade.task, ...handMade.middle, ...handMade.tail].map(toMessages);
     const kept = [items[0], messages.summaryItem(SUMMARY, 'user'), ...items.slice(-2)];
@@ -91,15 +120,24 @@ describe('the figures of one compaction, on a conversation made by hand', () => 
 
 describe('the stand-in summarizer and the meter', () => {
   it('keeps the first sentence of each message and no tool call', () => {
-    const transcript = '<conversation>\n[user]\nFix it. Keep it small.\n\n[assistant]\n-> calls read_file({"path":"src/a.ts"}) [c1]\n\n[tool result c1]\nexport const a = 1;\nmore\n</conversation>';
+    const transcript =
+      '<conversation>\n[user]\nFix it. Keep it small.\n\n[assistant]\n-> calls read_file({"path":"src/a.ts"}) [c1]\n\n[tool result c1]\nexport const a = 1;\nmore\n</conversation>';
     expect(extractiveSummary(transcript, 1000)).toBe('user: Fix it.\ntool result c1: export const a = 1;');
     expect(extractiveSummary(transcript, 10)).toBe('user: Fix ');
   });
 
   it('counts what the answers say they used, else characters / 4', () => {
     const wire = chat.summarizer;
-    const said = { status: 200, request: '{}', answer: JSON.stringify({ choices: [{ message: { content: 'abcdefgh' } }], usage: { prompt_tokens: 7, completion_tokens: 3 } }) };
-    const silent = { status: 200, request: JSON.stringify({ messages: [{ content: 'x'.repeat(40) }] }), answer: JSON.stringify({ choices: [{ message: { content: 'abcdefgh' } }] }) };
+    const said = {
+      status: 200,
+      request: '{}',
+      answer: JSON.stringify({ choices: [{ message: { content: 'abcdefgh' } }], usage: { prompt_tokens: 7, completion_tokens: 3 } }),
+    };
+    const silent = {
+      status: 200,
+      request: JSON.stringify({ messages: [{ content: 'x'.repeat(40) }] }),
+      answer: JSON.stringify({ choices: [{ message: { content: 'abcdefgh' } }] }),
+    };
     expect(tokensOf([said], wire)).toEqual({ input: 7, output: 3, reported: true });
     expect(tokensOf([said, silent], wire)).toEqual({ input: 7 + 10, output: 3 + 2, reported: false });
   });
@@ -134,7 +172,9 @@ describe('the section in BENCHMARKS.md', () => {
   it('is replaced alone, and added once', () => {
     const agents = '<!-- bench:agents start -->\n## Real agent sessions\n<!-- bench:agents end -->';
     const once = withEvalSection(`# Benchmarks\n\n${agents}\n`, 'first');
-    expect(once).toBe(`# Benchmarks\n\n${agents}\n\n${EVAL_START}\n## What a compaction keeps (npm run eval:summary)\n\nfirst\n${EVAL_END}\n`);
+    expect(once).toBe(
+      `# Benchmarks\n\n${agents}\n\n${EVAL_START}\n## What a compaction keeps (npm run eval:summary)\n\nfirst\n${EVAL_END}\n`,
+    );
     const twice = withEvalSection(`${once}\n## Later, by hand\n`, 'second');
     expect(twice).toBe(`${once.replace('first', 'second')}\n## Later, by hand\n`);
   });
@@ -180,7 +220,10 @@ describe('over the recorded sessions and generated ones, every mode keeps the pa
       // Nothing of a category condensed (a mask keeps every call) is nothing lost.
       const t = tally(evaluation.results.filter((r) => r.mode === mode));
       const { kept, total, missed } = t.score[category];
-      expect(recall(t, category) ?? 1, `${kept}/${total} kept; not kept: ${[...new Set(missed)].slice(0, 5).join(', ')}`).toBeGreaterThanOrEqual(0.95);
+      expect(
+        recall(t, category) ?? 1,
+        `${kept}/${total} kept; not kept: ${[...new Set(missed)].slice(0, 5).join(', ')}`,
+      ).toBeGreaterThanOrEqual(0.95);
     },
   );
 });

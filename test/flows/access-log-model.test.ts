@@ -22,7 +22,11 @@ it('the access log line has the model the route noted, and none when no route no
   await app.inject({ method: 'POST', url: '/test/noted-model', payload: { model: 'gpt-test-1' } });
   await app.inject({ method: 'GET', url: '/nowhere' });
   await app.close();
-  const lines = text.split('\n').filter(Boolean).map((l) => JSON.parse(l)).filter((l) => l.msg === 'request completed');
+  const lines = text
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l))
+    .filter((l) => l.msg === 'request completed');
   expect(lines).toHaveLength(2);
   expect(lines[0]).toMatchObject({ path: '/test/noted-model', status: 200, model: 'gpt-test-1' });
   expect(lines[1]).toMatchObject({ path: '/nowhere', status: 404 });

@@ -16,8 +16,15 @@ import { responsesFixture } from '../scenarios/apis/responses.js';
 const TURNS = 10;
 /** Codex's turn metadata header, as test/fixtures/agent-sessions/codex/headers.json has it, for a call of `kind`. */
 const codexMetadata = (kind: string) =>
-  JSON.stringify({ session_id: '01a22b40-0a8b-7481-be18-34974601d245', thread_id: '01a22b40-0a8b-7481-be18-34974601d245', window_id: '01a22b40-0a8b-7481-be18-34974601d245:0', request_kind: kind, model: 'fake-model' });
-const CLAUDE_INSTRUCTION = "Your task is to create a detailed summary of the conversation so far, paying close attention to the user's explicit requests and your previous actions.";
+  JSON.stringify({
+    session_id: '01a22b40-0a8b-7481-be18-34974601d245',
+    thread_id: '01a22b40-0a8b-7481-be18-34974601d245',
+    window_id: '01a22b40-0a8b-7481-be18-34974601d245:0',
+    request_kind: kind,
+    model: 'fake-model',
+  });
+const CLAUDE_INSTRUCTION =
+  "Your task is to create a detailed summary of the conversation so far, paying close attention to the user's explicit requests and your previous actions.";
 
 let standIn: StandIn | undefined;
 let gateway: TestGateway | undefined;
@@ -47,7 +54,7 @@ const CASES: Case[] = [
     instruction: (wire) => wire.input.at(-1),
   },
   {
-    name: "Claude Code (its summary instruction as the newest turn)",
+    name: 'Claude Code (its summary instruction as the newest turn)',
     f: messagesFixture,
     compaction: (body) => ({ body: withNewestUserText(body, CLAUDE_INSTRUCTION), headers: {} }),
     ordinary: (body) => ({ body: withNewestUserText(body, 'And now the tests, please.'), headers: {} }),
@@ -79,8 +86,16 @@ describe.each(CASES.map((c) => [c.name, c] as const))('%s', (_name, c) => {
 
   // Masking off: every compaction is the summarizer's or the digest's, so the difference shows.
   async function start(): Promise<string> {
-    standIn = await startStandIn({ limitBytes, tooLong: 'stated', summarizer: { status: 500, json: { error: { message: 'no summary here' } } } });
-    gateway = await startGateway({ upstream: { url: f.upstreamUrl(standIn) }, memory: { shareAnonymous: true }, compaction: { mask: false } });
+    standIn = await startStandIn({
+      limitBytes,
+      tooLong: 'stated',
+      summarizer: { status: 500, json: { error: { message: 'no summary here' } } },
+    });
+    gateway = await startGateway({
+      upstream: { url: f.upstreamUrl(standIn) },
+      memory: { shareAnonymous: true },
+      compaction: { mask: false },
+    });
     return gateway.origin;
   }
 
@@ -130,6 +145,9 @@ describe.each(CASES.map((c) => [c.name, c] as const))('%s', (_name, c) => {
     expect(headerOf(res.headers.get('x-gateway-compaction'))).not.toHaveProperty('agent-compaction');
     // The summarizer was asked (and failed, as scripted here, so the digest stood in).
     expect(standIn!.summarizerCalls().length).toBeGreaterThan(0);
-    expect(headerOf(res.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'replayed', 'summarizer-failure': expect.any(String) });
+    expect(headerOf(res.headers.get('x-gateway-compaction'))).toMatchObject({
+      outcome: 'replayed',
+      'summarizer-failure': expect.any(String),
+    });
   });
 });

@@ -99,12 +99,19 @@ it('a 400 that counts only the messages: a 60 KB fixed prompt with max_tokens 32
   gateway = await startGateway({ upstream: { url: upstream.baseUrl }, summarizer: { maxInputTokens: 500_000 } });
   const body = agentRequest(60, { max_tokens: 32_000 }, 2_000) as any;
   body.messages[0].content = `You are a coding agent.\n${'Rules and conventions. '.repeat(1_300)}`;
-  body.tools = Array.from({ length: 20 }, (_, i) => ({ type: 'function', function: { name: `tool_${i}`, description: 'd'.repeat(1_400), parameters: { type: 'object' } } }));
+  body.tools = Array.from({ length: 20 }, (_, i) => ({
+    type: 'function',
+    function: { name: `tool_${i}`, description: 'd'.repeat(1_400), parameters: { type: 'object' } },
+  }));
   expect(JSON.stringify({ ...body, messages: [body.messages[0]] }).length).toBeGreaterThan(55_000);
   expect(JSON.stringify(body).length / 4).toBeGreaterThan(window);
   const res = await postChat(gateway, body);
   expect(res.status).toBe(200);
-  expect(parseCompactionHeader(res.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'replayed', strategy: 'summarize', limit: 'stated' });
+  expect(parseCompactionHeader(res.headers.get('x-gateway-compaction'))).toMatchObject({
+    outcome: 'replayed',
+    strategy: 'summarize',
+    limit: 'stated',
+  });
 });
 
 it('the summary says what happened: a 413 is a size limit, a 400 a context window', async () => {
@@ -122,7 +129,11 @@ it('the summary says what happened: a 413 is a size limit, a 400 a context windo
       return json(res, 200, completion('rescued'));
     });
     // Masking off: the summary is what is read.
-    gateway = await startGateway({ upstream: { url: upstream.baseUrl }, summarizer: { maxInputTokens: 500_000 }, compaction: { mask: false } });
+    gateway = await startGateway({
+      upstream: { url: upstream.baseUrl },
+      summarizer: { maxInputTokens: 500_000 },
+      compaction: { mask: false },
+    });
     await postChat(gateway, agentRequest(60));
     const replay = upstream.received.filter((r) => !isSummarizer(r))[1];
     const summary = replay.json.messages.find((m: any) => String(m.content).startsWith('[compaction-gateway]'));

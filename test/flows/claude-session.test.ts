@@ -42,12 +42,21 @@ describe.each<StrictAnthropicReject>(['json_413', 'prompt_too_long'])('the recor
     for (const [i, body] of turns.entries()) {
       const calls = upstream.messageCalls().length;
       const summaries = upstream.summarizerCalls().length;
-      const res = await fetch(`${gateway.origin}${recorded.path}`, { method: 'POST', headers: { ...headers, 'x-api-key': 'sk-ant-session' }, body });
+      const res = await fetch(`${gateway.origin}${recorded.path}`, {
+        method: 'POST',
+        headers: { ...headers, 'x-api-key': 'sk-ant-session' },
+        body,
+      });
       const text = await res.text();
       expect(res.status, `turn ${i + 1}`).toBe(200);
       expect(text, `turn ${i + 1}`).toContain('event: message_stop');
       const sent = upstream.messageCalls().slice(calls);
-      log.push({ status: res.status, header: res.headers.get('x-gateway-compaction'), calls: sent.length, summarizerCalls: upstream.summarizerCalls().length - summaries });
+      log.push({
+        status: res.status,
+        header: res.headers.get('x-gateway-compaction'),
+        calls: sent.length,
+        summarizerCalls: upstream.summarizerCalls().length - summaries,
+      });
       const last = sent.at(-1)!;
       expect(last.url).toBe('/v1/messages?beta=true');
       expect(last.body.length, `turn ${i + 1} as answered`).toBeLessThanOrEqual(LIMIT);
@@ -62,12 +71,18 @@ describe.each<StrictAnthropicReject>(['json_413', 'prompt_too_long'])('the recor
     const over = log.slice(6);
     expect(parseCompactionHeader(over[0].header).outcome).toBe('replayed');
     expect(over[0].calls).toBe(2);
-    for (const turn of over.slice(1)) expect(parseCompactionHeader(turn.header)).toMatchObject({ outcome: 'compacted', trigger: 'proactive' });
+    for (const turn of over.slice(1))
+      expect(parseCompactionHeader(turn.header)).toMatchObject({ outcome: 'compacted', trigger: 'proactive' });
     expect(over.reduce((n, t) => n + t.calls, 0)).toBe(over.length + 1);
     // A remembered summary is reused while the turns fit under it: not one summary per turn.
     expect(over.reduce((n, t) => n + t.summarizerCalls, 0)).toBeLessThanOrEqual(3);
     // The API refused the one overlong attempt and nothing else the gateway sent.
-    expect(upstream.checks().map((c) => c.refused).filter(Boolean)).toHaveLength(1);
+    expect(
+      upstream
+        .checks()
+        .map((c) => c.refused)
+        .filter(Boolean),
+    ).toHaveLength(1);
   });
 });
 

@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { BOUND_VARIANTS, boundFigures, expectPrefixChangesExplained, OVERFLOW, runBoundSession, type BoundRun, expectSentAsIsUntilOverflow } from '../helpers/bound-session-replay.js';
+import {
+  BOUND_VARIANTS,
+  boundFigures,
+  expectPrefixChangesExplained,
+  OVERFLOW,
+  runBoundSession,
+  type BoundRun,
+  expectSentAsIsUntilOverflow,
+} from '../helpers/bound-session-replay.js';
 import { parseCompactionHeader } from '../helpers/rescue.js';
 import type { BindingCheck } from '../helpers/strict-anthropic.js';
 
@@ -18,7 +26,8 @@ const assistants = (body: any) => (body.messages as any[]).filter((m) => m.role 
 function expectReSigned(run: BoundRun): void {
   // The body of turn i+1 carries the stand-in's answer to turn i as it came: its thinking block, and
   // the recorded text and tool_use (so the recorded tool_result answers it).
-  for (const t of run.turns.slice(0, -1)) expect(assistants(run.bodies[t.turn])[t.turn - 1].content, `answer to turn ${t.turn}`).toEqual(t.answer);
+  for (const t of run.turns.slice(0, -1))
+    expect(assistants(run.bodies[t.turn])[t.turn - 1].content, `answer to turn ${t.turn}`).toEqual(t.answer);
   expectSentAsIsUntilOverflow(run);
 }
 
@@ -45,10 +54,16 @@ describe.each(variants)('the recorded Claude Code session with thinking, behind 
     const checks = run.turns.flatMap((t) => t.checks) as BindingCheck[];
     expect(checks.filter((c) => c.refused !== null).map((c) => c.refused)).toEqual([expect.stringMatching(OVERFLOW)]);
     expect(run.turns[7].checks[0].refused).toMatch(OVERFLOW);
-    for (const check of checks) if (check.invalid.length > 0) expect(check, 'an invalid block the request did not allow to drop').toMatchObject({ dropBlock: true });
+    for (const check of checks)
+      if (check.invalid.length > 0) expect(check, 'an invalid block the request did not allow to drop').toMatchObject({ dropBlock: true });
 
     const [rescue, ...later] = run.turns.slice(7);
-    expect(parseCompactionHeader(rescue.header)).toMatchObject({ outcome: 'replayed', strategy, 'block-binding': 'none', 'thinking-stripped': expect.any(Number) });
+    expect(parseCompactionHeader(rescue.header)).toMatchObject({
+      outcome: 'replayed',
+      strategy,
+      'block-binding': 'none',
+      'thinking-stripped': expect.any(Number),
+    });
     expect(parseCompactionHeader(rescue.header)['thinking-stripped']).toBeGreaterThanOrEqual(1);
     expect(rescue.calls).toHaveLength(2);
     for (const t of later) {
@@ -57,7 +72,9 @@ describe.each(variants)('the recorded Claude Code session with thinking, behind 
     }
 
     const f = boundFigures(run);
-    console.log(`claude-thinking behind a ${style} limit, ${variant}: thinking blocks stripped per compacted turn (turns ${f.compacted.join(', ')}): [${f.stripped.join(', ')}]`);
+    console.log(
+      `claude-thinking behind a ${style} limit, ${variant}: thinking blocks stripped per compacted turn (turns ${f.compacted.join(', ')}): [${f.stripped.join(', ')}]`,
+    );
     expect(f.compacted).toEqual([8, 9, 10, 11, 12, 13]);
     expect(f.bindingRefusals).toEqual([]);
     expect(f.invalidNotAllowed).toBe(0);

@@ -1,5 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { BOUND_VARIANTS, boundFigures, expectPrefixChangesExplained, OVERFLOW, runBoundSession, type BoundRun, type BoundTurn, expectSentAsIsUntilOverflow } from '../helpers/bound-session-replay.js';
+import {
+  BOUND_VARIANTS,
+  boundFigures,
+  expectPrefixChangesExplained,
+  OVERFLOW,
+  runBoundSession,
+  type BoundRun,
+  type BoundTurn,
+  expectSentAsIsUntilOverflow,
+} from '../helpers/bound-session-replay.js';
 import { parseCompactionHeader } from '../helpers/rescue.js';
 import type { ReasoningCheck } from '../helpers/strict-responses.js';
 
@@ -21,7 +30,10 @@ function expectReSigned(run: BoundRun): void {
     expect([message.type, reasoning.type, call.type]).toEqual(['message', 'reasoning', 'function_call']);
     const input = run.bodies[t.turn].input as any[];
     const at = input.findIndex((item) => item.id === reasoning.id);
-    expect(input.slice(at - 1, at + 3), `answer to turn ${t.turn}`).toEqual([...t.answer, expect.objectContaining({ type: 'function_call_output', call_id: call.call_id })]);
+    expect(input.slice(at - 1, at + 3), `answer to turn ${t.turn}`).toEqual([
+      ...t.answer,
+      expect.objectContaining({ type: 'function_call_output', call_id: call.call_id }),
+    ]);
   }
   expectSentAsIsUntilOverflow(run);
 }
@@ -45,7 +57,8 @@ describe.each(variants)('the recorded Codex session with reasoning, behind a %s 
     const header = parseCompactionHeader(rescue.header);
     expect(header).toMatchObject({ outcome: 'replayed', strategy, 'reasoning-dropped': expect.any(Number) });
     expect(header['thinking-stripped'], 'the gateway strips nothing of the Responses API').toBeUndefined();
-    for (const t of later) expect(parseCompactionHeader(t.header), `turn ${t.turn}`).toMatchObject({ outcome: 'compacted', trigger: 'proactive' });
+    for (const t of later)
+      expect(parseCompactionHeader(t.header), `turn ${t.turn}`).toMatchObject({ outcome: 'compacted', trigger: 'proactive' });
 
     const f = boundFigures(run);
     console.log(

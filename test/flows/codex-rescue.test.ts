@@ -48,16 +48,29 @@ const OVERFLOWS: Record<Overflow, { reason: string; tooLong: TooLong; first?: (s
   json_413: {
     reason: 'body_too_large',
     tooLong: 'page',
-    first: () => ({ status: 413, json: { error: { message: 'Request body too large.', type: 'invalid_request_error', code: 'request_too_large' } } }),
+    first: () => ({
+      status: 413,
+      json: { error: { message: 'Request body too large.', type: 'invalid_request_error', code: 'request_too_large' } },
+    }),
   },
   // Streaming, the rules' 200 stream ending in response.failed; not streaming, a 200 Response whose status is failed.
   failed_in_stream: {
     reason: 'context_length',
     tooLong: 'in_stream',
-    first: (stream) => (stream ? undefined : { status: 200, json: { ...responseObject('', 'failed'), error: { code: 'context_length_exceeded', message: CONTEXT_WINDOW_MESSAGE } } }),
+    first: (stream) =>
+      stream
+        ? undefined
+        : {
+            status: 200,
+            json: { ...responseObject('', 'failed'), error: { code: 'context_length_exceeded', message: CONTEXT_WINDOW_MESSAGE } },
+          },
   },
   // Streaming, a 200 stream with an `error` event; not streaming, the rules' 400.
-  error_event_in_stream: { reason: 'context_length', tooLong: 'stated', first: (stream) => (stream ? { events: errorEventInStream() } : undefined) },
+  error_event_in_stream: {
+    reason: 'context_length',
+    tooLong: 'stated',
+    first: (stream) => (stream ? { events: errorEventInStream() } : undefined),
+  },
 };
 
 async function setup(style: Overflow, stream: boolean, config: Record<string, unknown> = {}) {
@@ -141,7 +154,7 @@ describe.each(RESPONSES_ONLY)('an overflow (%s)', (style) => {
     expectRescued(response.headers.get('x-gateway-compaction'), REASON[style]);
   });
 
-  it('responses.stream: the final response is the replay\'s', async () => {
+  it("responses.stream: the final response is the replay's", async () => {
     const sdk = await setup(style, true);
     const stream = sdk.responses.stream(codexRequest(true) as any);
     const final = await stream.finalResponse();
@@ -150,7 +163,7 @@ describe.each(RESPONSES_ONLY)('an overflow (%s)', (style) => {
   });
 });
 
-it('Codex\'s own compaction call (/v1/responses/compact) is rescued the same way', async () => {
+it("Codex's own compaction call (/v1/responses/compact) is rescued the same way", async () => {
   await setup('openai_400', false);
   const res = await fetch(`${gateway.baseUrl}/responses/compact`, {
     method: 'POST',
@@ -164,7 +177,11 @@ it('Codex\'s own compaction call (/v1/responses/compact) is rescued the same way
 
 it('a request whose history is held upstream (previous_response_id) is replayed once with truncation "auto"', async () => {
   const sdk = await setup('openai_400', false);
-  const body = { model: 'fake-model', previous_response_id: 'resp_earlier', input: [{ type: 'message', role: 'user', content: 'x'.repeat(LIMIT) }] };
+  const body = {
+    model: 'fake-model',
+    previous_response_id: 'resp_earlier',
+    input: [{ type: 'message', role: 'user', content: 'x'.repeat(LIMIT) }],
+  };
   // The fake refuses by size, so the replay is refused too: what matters is what was sent.
   const err = await sdk.responses.create(body as any).catch((e) => e);
   expect(err.status).toBe(400);
@@ -172,7 +189,10 @@ it('a request whose history is held upstream (previous_response_id) is replayed 
   expect(standIn.calls('responses')).toHaveLength(2);
   expect(first.json.truncation).toBeUndefined();
   expect(replay.json).toEqual({ ...body, truncation: 'auto' });
-  expect(parseCompactionHeader(err.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'replay_failed', strategy: 'truncation' });
+  expect(parseCompactionHeader(err.headers.get('x-gateway-compaction'))).toMatchObject({
+    outcome: 'replay_failed',
+    strategy: 'truncation',
+  });
   expect(standIn.summarizerCalls()).toHaveLength(0);
 });
 
@@ -196,7 +216,7 @@ it('counts the rescue with api="responses"', async () => {
   expect(warn[0].msg).toMatch(/upstream rejected the responses request as overlong \(400 context_length/);
 });
 
-it('with the smallest tail (keepRecent 1), the newest output still keeps its call and that call\'s reasoning', async () => {
+it("with the smallest tail (keepRecent 1), the newest output still keeps its call and that call's reasoning", async () => {
   const sdk = await setup('openai_400', false, { compaction: { keepRecent: 1 } });
   const { response } = await sdk.responses.create(codexRequest(false) as any).withResponse();
   expect(parseCompactionHeader(response.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'replayed' });
@@ -208,16 +228,30 @@ it('with the smallest tail (keepRecent 1), the newest output still keeps its cal
   expect(tail[0]).toEqual(rejected.json.input.at(-3));
 });
 
-it('Codex\'s own headers reach the upstream as sent, on the first attempt and the replay; its stream is asked for uncompressed', async () => {
+it("Codex's own headers reach the upstream as sent, on the first attempt and the replay; its stream is asked for uncompressed", async () => {
   await setup('openai_400', true);
   const recorded = JSON.parse(readFileSync(new URL('../fixtures/agent-sessions/codex/headers.json', import.meta.url), 'utf8')).headers;
   const { host: _h, 'content-length': _l, ...sent } = recorded;
-  const res = await fetch(`${gateway.baseUrl}/responses`, { method: 'POST', headers: { ...sent, authorization: 'Bearer sk-codex' }, body: JSON.stringify(codexRequest(true)) });
+  const res = await fetch(`${gateway.baseUrl}/responses`, {
+    method: 'POST',
+    headers: { ...sent, authorization: 'Bearer sk-codex' },
+    body: JSON.stringify(codexRequest(true)),
+  });
   await res.text();
   expect(res.status).toBe(200);
   expect(standIn.calls('responses')).toHaveLength(2);
   for (const call of standIn.calls('responses')) {
-    for (const name of ['x-codex-beta-features', 'x-codex-window-id', 'x-codex-turn-metadata', 'x-client-request-id', 'session-id', 'thread-id', 'originator', 'user-agent', 'accept']) {
+    for (const name of [
+      'x-codex-beta-features',
+      'x-codex-window-id',
+      'x-codex-turn-metadata',
+      'x-client-request-id',
+      'session-id',
+      'thread-id',
+      'originator',
+      'user-agent',
+      'accept',
+    ]) {
       expect(call.headers[name], name).toBe(sent[name]);
     }
     expect(call.headers['accept-encoding']).toBe('identity');
@@ -225,7 +259,10 @@ it('Codex\'s own headers reach the upstream as sent, on the first attempt and th
 });
 
 it('summarizer.api picks another API for the summarizer: a Responses rescue summarised through chat completions', async () => {
-  const sdk = await setup('openai_400', false, { summarizer: { maxInputTokens: 500_000, api: 'chat', model: 'summary-model' }, compaction: { mask: false } });
+  const sdk = await setup('openai_400', false, {
+    summarizer: { maxInputTokens: 500_000, api: 'chat', model: 'summary-model' },
+    compaction: { mask: false },
+  });
   const { response } = await sdk.responses.create(codexRequest(false) as any).withResponse();
   expect(parseCompactionHeader(response.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'replayed', strategy: 'summarize' });
   const [call] = standIn.summarizerCalls();

@@ -35,12 +35,42 @@ const TWO = 'upstreams:\n  openai: { url: "https://api.openai.com/v1" }\n  local
 
 describe('a config the gateway cannot start with', () => {
   it.each([
-    ['a named upstream URL without its scheme', 'upstreams:\n  anthropic: { url: api.anthropic.com/v1 }\n', {}, 'upstreams.anthropic.url: must be an http:// or https:// URL; got "api.anthropic.com/v1"'],
-    ['an empty named upstream URL', 'upstreams:\n  anthropic: { url: "" }\n', {}, 'upstreams.anthropic.url: must be an http:// or https:// URL; got ""'],
-    ['UPSTREAM_URL without its scheme beside upstreams', TWO, { UPSTREAM_URL: 'localhost:11434/v1' }, 'upstream.url (from UPSTREAM_URL): must be an http:// or https:// URL; got "localhost:11434/v1"'],
-    ['gateway keys without the provider key', '{}', { GATEWAY_API_KEYS: 'k1' }, 'upstream.apiKey (or UPSTREAM_API_KEY): is required when auth.keys is set (the gateway key is not forwarded upstream)'],
-    ['a proxy variable without its scheme', '{}', { HTTPS_PROXY: 'user:pw@proxy:3128' }, 'HTTPS_PROXY: must be a proxy URL with no path, such as http://proxy:3128 (traffic to https://api.openai.com goes through it); got "[redacted]@proxy:3128"'],
-    ['a proxy with a path', 'upstream:\n  proxy: http://proxy:3128/squid\n', {}, 'upstream.proxy (or UPSTREAM_PROXY): must be none, or a proxy URL with no path: http://host:port or https://host:port; got "http://proxy:3128/squid"'],
+    [
+      'a named upstream URL without its scheme',
+      'upstreams:\n  anthropic: { url: api.anthropic.com/v1 }\n',
+      {},
+      'upstreams.anthropic.url: must be an http:// or https:// URL; got "api.anthropic.com/v1"',
+    ],
+    [
+      'an empty named upstream URL',
+      'upstreams:\n  anthropic: { url: "" }\n',
+      {},
+      'upstreams.anthropic.url: must be an http:// or https:// URL; got ""',
+    ],
+    [
+      'UPSTREAM_URL without its scheme beside upstreams',
+      TWO,
+      { UPSTREAM_URL: 'localhost:11434/v1' },
+      'upstream.url (from UPSTREAM_URL): must be an http:// or https:// URL; got "localhost:11434/v1"',
+    ],
+    [
+      'gateway keys without the provider key',
+      '{}',
+      { GATEWAY_API_KEYS: 'k1' },
+      'upstream.apiKey (or UPSTREAM_API_KEY): is required when auth.keys is set (the gateway key is not forwarded upstream)',
+    ],
+    [
+      'a proxy variable without its scheme',
+      '{}',
+      { HTTPS_PROXY: 'user:pw@proxy:3128' },
+      'HTTPS_PROXY: must be a proxy URL with no path, such as http://proxy:3128 (traffic to https://api.openai.com goes through it); got "[redacted]@proxy:3128"',
+    ],
+    [
+      'a proxy with a path',
+      'upstream:\n  proxy: http://proxy:3128/squid\n',
+      {},
+      'upstream.proxy (or UPSTREAM_PROXY): must be none, or a proxy URL with no path: http://host:port or https://host:port; got "http://proxy:3128/squid"',
+    ],
   ])('%s: one line naming the key, exit 2', async (_what, text, env, line) => {
     const lines = await refused(['--config', file(text)], env);
     expect(lines).toEqual([`compaction-gateway: invalid configuration: ${line}`]);
@@ -70,14 +100,22 @@ describe('a config the gateway cannot start with', () => {
 describe('--check', () => {
   it('a config that loads: every upstream resolved, exit 0, never listening', async () => {
     const port = await freePort();
-    proc = runGateway(['--check', '--config', file(`${TWO}routes:\n  - { model: "qwen*", upstream: local }\ndefaultUpstream: openai\n`)], { PORT: String(port) });
+    proc = runGateway(['--check', '--config', file(`${TWO}routes:\n  - { model: "qwen*", upstream: local }\ndefaultUpstream: openai\n`)], {
+      PORT: String(port),
+    });
     const exit = await proc.exitWithin(10_000);
     expect(exit).toMatchObject({ code: 0 });
     expect(await portOpen(port)).toBe(false);
     const lines = proc.output().split('\n').filter(Boolean);
-    expect(lines[0]).toMatch(new RegExp(`^compaction-gateway: configuration valid: .*gw\\.yaml; would listen on 127\\.0\\.0\\.1:${port}; default upstream openai`));
-    expect(lines).toContain("compaction-gateway: upstream openai: https://api.openai.com/v1 (chat,responses,messages,gemini); key the client's; proxy direct (no HTTPS_PROXY or HTTP_PROXY set); summarizer the request's own upstream, the request's model");
-    expect(lines).toContain("compaction-gateway: upstream local: http://127.0.0.1:9/v1 (chat); key the client's; proxy direct (no HTTPS_PROXY or HTTP_PROXY set); summarizer the request's own upstream, the request's model");
+    expect(lines[0]).toMatch(
+      new RegExp(`^compaction-gateway: configuration valid: .*gw\\.yaml; would listen on 127\\.0\\.0\\.1:${port}; default upstream openai`),
+    );
+    expect(lines).toContain(
+      "compaction-gateway: upstream openai: https://api.openai.com/v1 (chat,responses,messages,gemini); key the client's; proxy direct (no HTTPS_PROXY or HTTP_PROXY set); summarizer the request's own upstream, the request's model",
+    );
+    expect(lines).toContain(
+      "compaction-gateway: upstream local: http://127.0.0.1:9/v1 (chat); key the client's; proxy direct (no HTTPS_PROXY or HTTP_PROXY set); summarizer the request's own upstream, the request's model",
+    );
     expect(lines).toContain('compaction-gateway: route model qwen* -> local');
     expect(proc.output()).not.toMatch(/Server listening|gateway ready/);
   });

@@ -12,7 +12,9 @@ it('npm run demo works offline and shows a rescued overflow', async () => {
     env: { PATH: process.env.PATH ?? '' },
   });
   expect(stdout).toMatch(/the provider rejected it: 400 "This model's maximum context length is 2000 tokens/);
-  expect(stdout).toMatch(/x-gateway-compaction: outcome=replayed, trigger=rejected, reason=context_length, limit=stated, memory=miss, strategy=summarize/);
+  expect(stdout).toMatch(
+    /x-gateway-compaction: outcome=replayed, trigger=rejected, reason=context_length, limit=stated, memory=miss, strategy=summarize/,
+  );
   // the next overflowing turn is sent compacted ahead with the remembered summary: no second
   // summarization (the summarizer calls counted are the rescue's, sized to the 2,000-token window)
   expect(stdout).toMatch(/x-gateway-compaction: outcome=compacted, trigger=proactive, limit=learned, memory=hit/);

@@ -115,7 +115,9 @@ describe('with HTTPS_PROXY and HTTP_PROXY set', () => {
     expect(viaProxy.received.map((r) => r.path)).toEqual(['/v1/chat/completions', '/v1/models']);
     expect(allThrough(viaProxy, httpsProxy)).toBe(true);
 
-    expect((await sdk(`${gw.baseUrl.replace(/\/v1$/, '')}/direct/v1`).chat.completions.create(hello)).choices[0].message.content).toBe('answered over tls');
+    expect((await sdk(`${gw.baseUrl.replace(/\/v1$/, '')}/direct/v1`).chat.completions.create(hello)).choices[0].message.content).toBe(
+      'answered over tls',
+    );
     expect(direct.received).toHaveLength(1);
     expect([...httpsProxy.seen, ...httpProxy.seen].map((c) => c.target)).not.toContain(`127.0.0.1:${direct.port}`);
 
@@ -134,13 +136,19 @@ describe('with HTTPS_PROXY and HTTP_PROXY set', () => {
     const provider = await standin();
     const httpsProxy = await proxy();
     // Window discovery off: the calls counted here are the rescue's (discovery's go the same way, through egress).
-    const gw = await gateway({ upstream: { url: provider.baseUrl, caFile: ca.caPem, discoverWindows: false } }, { HTTPS_PROXY: httpsProxy.origin });
+    const gw = await gateway(
+      { upstream: { url: provider.baseUrl, caFile: ca.caPem, discoverWindows: false } },
+      { HTTPS_PROXY: httpsProxy.origin },
+    );
 
     const body = agentRequest(60) as any;
     expect(JSON.stringify(body).length).toBeGreaterThan(LIMIT_BYTES);
     const { data, response } = await sdk(gw.baseUrl).chat.completions.create(body).withResponse();
     expect(data.choices[0].message.content).toBe('answered over tls');
-    expect(parseCompactionHeader(response.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'replayed', strategy: 'summarize' });
+    expect(parseCompactionHeader(response.headers.get('x-gateway-compaction'))).toMatchObject({
+      outcome: 'replayed',
+      strategy: 'summarize',
+    });
 
     // The refused attempt, at least one summary, the replay: every one of them over a tunnel.
     const [refused, ...rest] = provider.mainCalls();
@@ -156,7 +164,10 @@ describe('with HTTPS_PROXY and HTTP_PROXY set', () => {
   it('NO_PROXY=127.0.0.1: the upstream is reached directly and the proxy sees nothing', async () => {
     const provider = await standin();
     const httpsProxy = await proxy();
-    const gw = await gateway({ upstream: { url: provider.baseUrl, caFile: ca.caPem } }, { HTTPS_PROXY: httpsProxy.origin, NO_PROXY: '127.0.0.1' });
+    const gw = await gateway(
+      { upstream: { url: provider.baseUrl, caFile: ca.caPem } },
+      { HTTPS_PROXY: httpsProxy.origin, NO_PROXY: '127.0.0.1' },
+    );
 
     expect((await sdk(gw.baseUrl).chat.completions.create(hello)).choices[0].message.content).toBe('answered over tls');
     expect(provider.received).toHaveLength(1);
@@ -189,7 +200,9 @@ describe("an upstream's own proxy", () => {
     expect(tunnels.every((c) => c.authorized && c.user === PROXY_USER && c.status === 200)).toBe(true);
 
     const t0 = performance.now();
-    const failure = await sdk(`${gw.baseUrl.replace(/\/v1$/, '')}/wrong/v1`).chat.completions.create(hello).catch((e: unknown) => e);
+    const failure = await sdk(`${gw.baseUrl.replace(/\/v1$/, '')}/wrong/v1`)
+      .chat.completions.create(hello)
+      .catch((e: unknown) => e);
     expect(performance.now() - t0).toBeLessThan(10_000);
     expect(failure).toBeInstanceOf(APIError);
     expect((failure as APIError).status).toBeGreaterThanOrEqual(500);
@@ -208,7 +221,7 @@ describe("an upstream's own proxy", () => {
 });
 
 describe('a private CA', () => {
-  it('without a caFile or NODE_EXTRA_CA_CERTS the certificate is refused: a 502 in OpenAI\'s shape, at once', async () => {
+  it("without a caFile or NODE_EXTRA_CA_CERTS the certificate is refused: a 502 in OpenAI's shape, at once", async () => {
     const provider = await standin();
     const gw = await gateway({ upstream: { url: provider.baseUrl } });
 
@@ -221,13 +234,20 @@ describe('a private CA', () => {
     expect(res.status).toBe(502);
     expect(res.headers.get('content-type')).toMatch(/^application\/json/);
     const body = await res.json();
-    expect(body).toEqual({ error: { message: expect.any(String), type: 'upstream_error', code: expect.stringMatching(/^upstream_(unreachable|bad_response)$/), param: null } });
+    expect(body).toEqual({
+      error: {
+        message: expect.any(String),
+        type: 'upstream_error',
+        code: expect.stringMatching(/^upstream_(unreachable|bad_response)$/),
+        param: null,
+      },
+    });
     // The handshake failed on the gateway's side: nothing reached the provider's HTTP layer.
     expect(provider.received).toEqual([]);
     expect(provider.handshakes()).toBe(0);
   });
 
-  it('NODE_EXTRA_CA_CERTS in the gateway\'s environment trusts it without a caFile', async () => {
+  it("NODE_EXTRA_CA_CERTS in the gateway's environment trusts it without a caFile", async () => {
     const provider = await standin();
     const gw = await gateway({ upstream: { url: provider.baseUrl } }, { NODE_EXTRA_CA_CERTS: ca.caPem });
 

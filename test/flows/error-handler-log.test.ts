@@ -29,7 +29,11 @@ it('logs a 5xx gateway error as one WARN without a stack, and a bug as an ERROR 
 
   expect(condition.statusCode).toBe(502);
   expect(bug.statusCode).toBe(500);
-  const lines = text.split('\n').filter(Boolean).map((l) => JSON.parse(l)).filter((l) => l.msg !== 'request completed');
+  const lines = text
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l))
+    .filter((l) => l.msg !== 'request completed');
   const forCondition = lines.filter((l) => l.requestId === condition.headers['x-request-id']);
   expect(forCondition).toEqual([
     expect.objectContaining({

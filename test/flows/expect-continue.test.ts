@@ -25,7 +25,12 @@ function postExpecting(path: string, body: Buffer): Promise<{ status: number; co
   return new Promise((resolve, reject) => {
     const req = request(`${gateway.origin}${path}`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'content-length': body.length, expect: '100-continue', authorization: 'Bearer sk-test' },
+      headers: {
+        'content-type': 'application/json',
+        'content-length': body.length,
+        expect: '100-continue',
+        authorization: 'Bearer sk-test',
+      },
     });
     let continued = false;
     req.on('continue', () => {
@@ -40,16 +45,26 @@ function postExpecting(path: string, body: Buffer): Promise<{ status: number; co
   });
 }
 
-const big = (path: string) => Buffer.from(JSON.stringify(path.includes('chat') ? { model: 'm', messages: [{ role: 'user', content: 'x'.repeat(2 * 1024 * 1024) }] } : { input: 'x'.repeat(2 * 1024 * 1024) }));
+const big = (path: string) =>
+  Buffer.from(
+    JSON.stringify(
+      path.includes('chat')
+        ? { model: 'm', messages: [{ role: 'user', content: 'x'.repeat(2 * 1024 * 1024) }] }
+        : { input: 'x'.repeat(2 * 1024 * 1024) },
+    ),
+  );
 
 describe('Expect: 100-continue with a 2 MB body', () => {
-  it.each(['/v1/chat/completions', '/v1/embeddings'])('%s: answered 100 here, the request goes through, the header not forwarded', async (path) => {
-    const before = upstream.received.length;
-    const { status, continued } = await postExpecting(path, big(path));
-    expect([status, continued]).toEqual([200, true]);
-    const sent = upstream.received.slice(before);
-    expect(sent).toHaveLength(1);
-    expect(sent[0].headers.expect).toBeUndefined();
-    expect(sent[0].body.length).toBe(big(path).length);
-  });
+  it.each(['/v1/chat/completions', '/v1/embeddings'])(
+    '%s: answered 100 here, the request goes through, the header not forwarded',
+    async (path) => {
+      const before = upstream.received.length;
+      const { status, continued } = await postExpecting(path, big(path));
+      expect([status, continued]).toEqual([200, true]);
+      const sent = upstream.received.slice(before);
+      expect(sent).toHaveLength(1);
+      expect(sent[0].headers.expect).toBeUndefined();
+      expect(sent[0].body.length).toBe(big(path).length);
+    },
+  );
 });

@@ -22,7 +22,10 @@ function expectReSigned(run: BoundRun): void {
   // The body of turn i+1 carries the stand-in's answer to turn i as it came: the recorded text,
   // the recorded call, the stand-in's signature.
   for (const t of run.turns.slice(0, -1)) {
-    expect(t.answer.map((p) => Object.keys(p)), `answer to turn ${t.turn}`).toEqual([['text'], ['functionCall', 'thoughtSignature']]);
+    expect(
+      t.answer.map((p) => Object.keys(p)),
+      `answer to turn ${t.turn}`,
+    ).toEqual([['text'], ['functionCall', 'thoughtSignature']]);
     expect(models(run.bodies[t.turn])[t.turn - 1].parts, `answer to turn ${t.turn}`).toEqual(t.answer);
     const call = t.answer[1].functionCall;
     expect(run.bodies[t.turn].contents.at(-1).parts[0].functionResponse).toMatchObject({ id: call.id, name: call.name });
@@ -40,11 +43,18 @@ describe.each<LimitStyle>(['413', 'window'])('the recorded Gemini CLI session, b
     // The only refusal is the overflow itself: no signature, pairing or shape refusal.
     const refusals = run.turns.flatMap((t) => t.checks.map((c) => c.refused)).filter((r) => r !== null);
     expect(refusals).toEqual([expect.stringMatching(OVERFLOW)]);
-    expect(run.turns[7].checks[0].refused).toMatch(style === '413' ? /^413 Request Entity Too Large$/ : /^The input token count \(\d+\) exceeds the maximum number of tokens allowed \(\d+\)\.$/);
+    expect(run.turns[7].checks[0].refused).toMatch(
+      style === '413'
+        ? /^413 Request Entity Too Large$/
+        : /^The input token count \(\d+\) exceeds the maximum number of tokens allowed \(\d+\)\.$/,
+    );
     expect(boundFigures(run).bindingRefusals).toEqual([]);
 
     const [rescue, ...later] = run.turns.slice(7);
-    expect(parseCompactionHeader(rescue.header)).toMatchObject({ outcome: 'replayed', reason: style === '413' ? 'body_too_large' : 'context_length' });
+    expect(parseCompactionHeader(rescue.header)).toMatchObject({
+      outcome: 'replayed',
+      reason: style === '413' ? 'body_too_large' : 'context_length',
+    });
     expect(rescue.calls).toHaveLength(2);
     for (const t of later) {
       expect(parseCompactionHeader(t.header), `turn ${t.turn}`).toMatchObject({ outcome: 'compacted', trigger: 'proactive' });
@@ -66,7 +76,9 @@ describe.each<LimitStyle>(['413', 'window'])('the recorded Gemini CLI session, b
     }
 
     const r = run.report;
-    console.log(`gemini behind a ${style} limit: ${r.summarizerCalls} summarizer calls for ${r.overflowingTurns} overflowing turns, stable prefix ${r.stablePrefixTurns}/${r.compactedTurns - 1}`);
+    console.log(
+      `gemini behind a ${style} limit: ${r.summarizerCalls} summarizer calls for ${r.overflowingTurns} overflowing turns, stable prefix ${r.stablePrefixTurns}/${r.compactedTurns - 1}`,
+    );
     expect(r.answered).toBe(13);
     expect(r.lastWhole).toBe(true);
     expect(r.cuts).toBe(0);

@@ -33,12 +33,21 @@ async function setup(): Promise<TestGateway> {
 function post(path: string, body: unknown): Promise<{ status: number; json: any }> {
   const url = new URL(gateway!.origin);
   return new Promise((resolve, reject) => {
-    const req = httpRequest({ host: url.hostname, port: url.port, path, method: 'POST', headers: { 'content-type': 'application/json', 'x-goog-api-key': CLIENT_KEY } }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c) => (text += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, json: JSON.parse(text) }));
-    });
+    const req = httpRequest(
+      {
+        host: url.hostname,
+        port: url.port,
+        path,
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-goog-api-key': CLIENT_KEY },
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c) => (text += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, json: JSON.parse(text) }));
+      },
+    );
     req.on('error', reject);
     req.end(JSON.stringify(body));
   });
@@ -68,7 +77,11 @@ describe('a Gemini model segment that would resolve elsewhere upstream', () => {
     for (const path of paths) {
       const res = await post(path, BODY);
       expect(res.status, path).toBe(400);
-      expect(res.json.error, path).toMatchObject({ code: 400, status: 'INVALID_ARGUMENT', details: [expect.objectContaining({ reason: 'INVALID_PATH' })] });
+      expect(res.json.error, path).toMatchObject({
+        code: 400,
+        status: 'INVALID_ARGUMENT',
+        details: [expect.objectContaining({ reason: 'INVALID_PATH' })],
+      });
     }
     expect(standIn!.received.map((r) => r.url)).toEqual([]);
   });
@@ -78,6 +91,8 @@ describe('a Gemini model segment that would resolve elsewhere upstream', () => {
     const ai = new GoogleGenAI({ apiKey: CLIENT_KEY, httpOptions: { baseUrl: gw.origin } });
     const answer = await ai.models.generateContent({ model: 'gemini-2.5-pro', ...BODY });
     expect(answer.candidates?.[0]?.content?.parts?.length).toBeGreaterThan(0);
-    expect(standIn!.received.map((r) => [r.url, r.headers['x-goog-api-key']])).toEqual([['/v1beta/models/gemini-2.5-pro:generateContent', OWN_KEY]]);
+    expect(standIn!.received.map((r) => [r.url, r.headers['x-goog-api-key']])).toEqual([
+      ['/v1beta/models/gemini-2.5-pro:generateContent', OWN_KEY],
+    ]);
   });
 });

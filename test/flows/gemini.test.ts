@@ -1,4 +1,11 @@
-import { FunctionCallingConfigMode, GoogleGenAI, HarmBlockThreshold, HarmCategory, ThinkingLevel, type GenerateContentConfig } from '@google/genai';
+import {
+  FunctionCallingConfigMode,
+  GoogleGenAI,
+  HarmBlockThreshold,
+  HarmCategory,
+  ThinkingLevel,
+  type GenerateContentConfig,
+} from '@google/genai';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Received } from '../helpers/fake-upstream.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
@@ -33,12 +40,26 @@ afterEach(async () => {
 });
 
 const TASK = { role: 'user', parts: [{ text: 'Review every TypeScript file under src/ one by one.' }] };
-const file = (n: number) => `// src/module${n}.ts\n${`export const value${n} = ${n}; // a line of the file\n`.repeat(Math.ceil(FILE_BYTES / 44))}`.slice(0, FILE_BYTES);
+const file = (n: number) =>
+  `// src/module${n}.ts\n${`export const value${n} = ${n}; // a line of the file\n`.repeat(Math.ceil(FILE_BYTES / 44))}`.slice(
+    0,
+    FILE_BYTES,
+  );
 
 /** Every field of the request besides contents, as the SDK sends them, and one it does not know. */
 const CONFIG = {
   systemInstruction: 'You are a coding agent.',
-  tools: [{ functionDeclarations: [{ name: 'read_file', description: 'Read a file', parametersJsonSchema: { type: 'object', properties: { file_path: { type: 'string' } }, required: ['file_path'] } }] }],
+  tools: [
+    {
+      functionDeclarations: [
+        {
+          name: 'read_file',
+          description: 'Read a file',
+          parametersJsonSchema: { type: 'object', properties: { file_path: { type: 'string' } }, required: ['file_path'] },
+        },
+      ],
+    },
+  ],
   toolConfig: { functionCallingConfig: { mode: FunctionCallingConfigMode.AUTO } },
   safetySettings: [{ category: HarmCategory.HARM_CATEGORY_DANGEROUS_CONTENT, threshold: HarmBlockThreshold.BLOCK_ONLY_HIGH }],
   temperature: 0.2,
@@ -106,14 +127,25 @@ class Agent {
   /** The body the SDK sends for the next turn (what a Gemini CLI request looks like). */
   body() {
     const { systemInstruction, tools, toolConfig, safetySettings, ...generationConfig } = CONFIG;
-    return { contents: this.contents, systemInstruction: { parts: [{ text: systemInstruction }], role: 'user' }, safetySettings, tools, toolConfig, generationConfig, ...UNKNOWN };
+    return {
+      contents: this.contents,
+      systemInstruction: { parts: [{ text: systemInstruction }], role: 'user' },
+      safetySettings,
+      tools,
+      toolConfig,
+      generationConfig,
+      ...UNKNOWN,
+    };
   }
 
   private answered(parts: any[]): void {
     this.contents.push({ role: 'model', parts });
     const calls = parts.filter((p) => p.functionCall).map((p) => p.functionCall);
     if (calls.length === 0) return;
-    this.contents.push({ role: 'user', parts: calls.map(({ id, name }) => ({ functionResponse: { id, name, response: { output: file(this.contents.length) } } })) });
+    this.contents.push({
+      role: 'user',
+      parts: calls.map(({ id, name }) => ({ functionResponse: { id, name, response: { output: file(this.contents.length) } } })),
+    });
   }
 }
 
@@ -125,7 +157,10 @@ async function start(style: StrictGeminiReject, config: Record<string, unknown> 
     style,
     reply: () => {
       const n = ++reads;
-      return { text: `Let me read src/module${n}.ts next.`, functionCall: { id: `read_file_${n}`, name: 'read_file', args: { file_path: `src/module${n}.ts` } } };
+      return {
+        text: `Let me read src/module${n}.ts next.`,
+        functionCall: { id: `read_file_${n}`, name: 'read_file', args: { file_path: `src/module${n}.ts` } },
+      };
     },
   });
   gateway = await startGateway({ upstream: { url: standIn.origin, ...(apiKey ? { apiKey } : {}) }, ...config });
@@ -139,7 +174,10 @@ async function untilOverflow(agent: Agent, origin: string): Promise<Turn[]> {
   return turns;
 }
 
-const isOverflow = (message: string | null) => message !== null && (message === '413 Request Entity Too Large' || /^The input token count \(\d+\) exceeds the maximum number of tokens allowed \(\d+\)\.$/.test(message));
+const isOverflow = (message: string | null) =>
+  message !== null &&
+  (message === '413 Request Entity Too Large' ||
+    /^The input token count \(\d+\) exceeds the maximum number of tokens allowed \(\d+\)\.$/.test(message));
 const newestModel = (contents: any[]) => contents.findLast((c) => c.role === 'model');
 
 /** Every functionResponse right after the model turn that issued its call, and every call answered there. */
@@ -175,14 +213,25 @@ describe('a signed session, streaming, refused with its stated window', () => {
     expect(calls).toHaveLength(FIRST_OVER + 1);
     const [rejected, replay] = calls.slice(-2);
     expect(rejected.body.length).toBeGreaterThan(LIMIT);
-    expect(standIn!.checks().map((c) => c.refused).filter((r) => r !== null)).toEqual([standIn!.checks()[FIRST_OVER - 1].refused]);
+    expect(
+      standIn!
+        .checks()
+        .map((c) => c.refused)
+        .filter((r) => r !== null),
+    ).toEqual([standIn!.checks()[FIRST_OVER - 1].refused]);
     expect(isOverflow(standIn!.checks()[FIRST_OVER - 1].refused)).toBe(true);
     expect(standIn!.checks().at(-1)).toEqual({ refused: null });
     expectValidReplay(rejected, replay);
 
     const rescued = turns.at(-1)!;
     // Masking the oldest file reads is enough here: no summarizer call.
-    expect(rescued.header).toMatchObject({ outcome: 'replayed', trigger: 'rejected', reason: 'context_length', strategy: 'mask', limit: 'stated' });
+    expect(rescued.header).toMatchObject({
+      outcome: 'replayed',
+      trigger: 'rejected',
+      reason: 'context_length',
+      strategy: 'mask',
+      limit: 'stated',
+    });
     expect(rescued.header!['messages-after']).toBe(rescued.header!['messages-before']);
     expect(rescued.header!.cut ?? 0).toBe(0);
     // The SDK got the replay's answer, real content: the text, then the call with its signature.
@@ -217,7 +266,8 @@ describe('an in-stream failure', () => {
     for (let t = 1; t < FIRST_OVER; t++) await agent.turn(origin);
     const direct = new GoogleGenAI({ apiKey: API_KEY, httpOptions: { baseUrl: standIn!.origin } });
     const chunks: any[] = [];
-    for await (const chunk of await direct.models.generateContentStream({ model: MODEL, contents: agent.contents, config: CONFIG })) chunks.push(chunk);
+    for await (const chunk of await direct.models.generateContentStream({ model: MODEL, contents: agent.contents, config: CONFIG }))
+      chunks.push(chunk);
     expect(chunks).toHaveLength(1);
     expect(chunks[0].candidates).toBeUndefined();
     expect(isOverflow(standIn!.checks().at(-1)!.refused)).toBe(true);
@@ -238,7 +288,8 @@ describe('the newest model turn\u2019s signature', () => {
     const newest = newestModel(contents);
     const call = newest.parts.find((p: any) => p.functionCall);
     delete call.thoughtSignature;
-    const position = contents.slice(0, contents.indexOf(newest)).reduce((n: number, c: any) => n + c.parts.length, 0) + newest.parts.indexOf(call) + 1;
+    const position =
+      contents.slice(0, contents.indexOf(newest)).reduce((n: number, c: any) => n + c.parts.length, 0) + newest.parts.indexOf(call) + 1;
     const res = await fetch(`${standIn!.origin}/v1beta/models/${MODEL}:generateContent`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'x-goog-api-key': API_KEY },
@@ -303,8 +354,12 @@ describe('metrics', () => {
     await agent.turn(origin);
     const metrics = await (await fetch(`${origin}/metrics`)).text();
     const series = (prefix: string) => metrics.split('\n').filter((l) => l.startsWith(prefix) && !l.endsWith(' 0'));
-    expect(series('gateway_overlong_rejections_total{api="gemini"')).toEqual(['gateway_overlong_rejections_total{api="gemini",reason="context_length",upstream="default"} 1']);
-    expect(series('gateway_replays_total{api="gemini"')).toEqual(['gateway_replays_total{api="gemini",result="success",upstream="default"} 1']);
+    expect(series('gateway_overlong_rejections_total{api="gemini"')).toEqual([
+      'gateway_overlong_rejections_total{api="gemini",reason="context_length",upstream="default"} 1',
+    ]);
+    expect(series('gateway_replays_total{api="gemini"')).toEqual([
+      'gateway_replays_total{api="gemini",result="success",upstream="default"} 1',
+    ]);
     expect(series('gateway_compactions_total{api="gemini"')).toEqual([
       'gateway_compactions_total{api="gemini",strategy="mask",outcome="replayed",upstream="default"} 1',
       'gateway_compactions_total{api="gemini",strategy="mask",outcome="compacted",upstream="default"} 1',
@@ -313,7 +368,9 @@ describe('metrics', () => {
     expect(series('gateway_compaction_removed_bytes_total{api="gemini"}')).toHaveLength(1);
     expect(metrics).toContain('gateway_proactive_compactions_total 1');
     expect(metrics).toContain('gateway_binding_refusals_total{api="gemini",request="compacted"} 0');
-    expect(metrics).toContain('gateway_http_requests_total{route="/v1beta/models/{model}:streamGenerateContent",method="POST",status_class="2xx",upstream="default"} 9');
+    expect(metrics).toContain(
+      'gateway_http_requests_total{route="/v1beta/models/{model}:streamGenerateContent",method="POST",status_class="2xx",upstream="default"} 9',
+    );
     for (const other of ['chat', 'responses', 'messages']) expect(series(`gateway_overlong_rejections_total{api="${other}"`)).toEqual([]);
   });
 });

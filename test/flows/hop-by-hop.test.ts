@@ -56,6 +56,9 @@ describe.each(['/v1/chat/completions', '/v1/embeddings'])('%s', (path) => {
 
 describe('endToEnd, given header names not in lower case (Node and undici always lower them)', () => {
   it('lowers them before it judges them', () => {
-    expect(endToEnd({ 'X-Mixed': 'a', connection: 'X-Gone', 'X-GONE': 'b', 'Keep-Alive': 'timeout=1', 'Content-Length': 3 })).toEqual({ 'x-mixed': 'a', 'content-length': '3' });
+    expect(endToEnd({ 'X-Mixed': 'a', connection: 'X-Gone', 'X-GONE': 'b', 'Keep-Alive': 'timeout=1', 'Content-Length': 3 })).toEqual({
+      'x-mixed': 'a',
+      'content-length': '3',
+    });
   });
 });

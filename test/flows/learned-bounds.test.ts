@@ -25,10 +25,25 @@ const imageBody = { model: 'm', messages: [{ role: 'user', content: `IMAGE-CONVE
 function provider(window?: { tokens: number }) {
   return startFakeUpstream((req, res) => {
     if (req.body.includes('IMAGE-CONVERSATION')) {
-      return json(res, 400, { error: { message: "This model's maximum context length is 200000 tokens. However, your messages resulted in 227255 tokens. Please reduce the length of the messages.", type: 'invalid_request_error', param: 'messages', code: 'context_length_exceeded' } });
+      return json(res, 400, {
+        error: {
+          message:
+            "This model's maximum context length is 200000 tokens. However, your messages resulted in 227255 tokens. Please reduce the length of the messages.",
+          type: 'invalid_request_error',
+          param: 'messages',
+          code: 'context_length_exceeded',
+        },
+      });
     }
     if (window && req.body.includes('SMALL-WINDOW')) {
-      return json(res, 400, { error: { message: `This model's maximum context length is ${window.tokens} tokens. However, your messages resulted in ${window.tokens + 1} tokens.`, type: 'invalid_request_error', param: 'messages', code: 'context_length_exceeded' } });
+      return json(res, 400, {
+        error: {
+          message: `This model's maximum context length is ${window.tokens} tokens. However, your messages resulted in ${window.tokens + 1} tokens.`,
+          type: 'invalid_request_error',
+          param: 'messages',
+          code: 'context_length_exceeded',
+        },
+      });
     }
     if (req.body.length > EDGE_LIMIT) {
       res.writeHead(413, { 'content-type': 'text/html' });
@@ -73,10 +88,17 @@ it('a window learned from another conversation that leaves this one no plan is n
 
   // The person's last input is 30 KB, and never cut: under 21.6 KB there is no plan.
   const body = toolTurnsBody(8, (t) => `contents of src/f${t}.ts\n${'let a = 1;\n'.repeat(600)}`, { model: 'm' });
-  body.messages[body.messages.length - 1] = { role: 'user', content: `Here is the spec:\n${'the parser must accept every input; '.repeat(850)}` };
+  body.messages[body.messages.length - 1] = {
+    role: 'user',
+    content: `Here is the spec:\n${'the parser must accept every input; '.repeat(850)}`,
+  };
   const res = await postChat(gateway, body);
   expect(res.status).toBe(200);
-  expect(parseCompactionHeader(res.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'replayed', reason: 'body_too_large', cut: 0 });
+  expect(parseCompactionHeader(res.headers.get('x-gateway-compaction'))).toMatchObject({
+    outcome: 'replayed',
+    reason: 'body_too_large',
+    cut: 0,
+  });
   expect(upstream.received.at(-1)!.json.messages.at(-1)).toEqual(body.messages.at(-1));
   // One refusal, one replay: the retry with its own numbers costs no extra upstream call.
   const calls = upstream.received.filter((r) => !r.body.includes('SMALL-WINDOW') && r.headers['x-gateway-compaction'] !== 'summarizer');

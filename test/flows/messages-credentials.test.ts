@@ -20,11 +20,14 @@ afterEach(async () => {
 });
 
 async function setup(config: Parameters<typeof startGateway>[0]) {
-  upstream = await startFakeUpstream((req, res) => json(res, 200, req.url.includes('count_tokens') ? { input_tokens: 7 } : message('ok', 7)));
+  upstream = await startFakeUpstream((req, res) =>
+    json(res, 200, req.url.includes('count_tokens') ? { input_tokens: 7 } : message('ok', 7)),
+  );
   gateway = await startGateway({ ...config, upstream: { url: upstream.baseUrl, ...config.upstream } });
 }
 
-const post = (path: string, headers: Record<string, string>) => fetch(`${gateway.origin}${path}`, { method: 'POST', headers: { ...claudeHeaders, ...headers }, body });
+const post = (path: string, headers: Record<string, string>) =>
+  fetch(`${gateway.origin}${path}`, { method: 'POST', headers: { ...claudeHeaders, ...headers }, body });
 
 it("forwards Claude Code's headers and query as sent, its x-api-key included", async () => {
   await setup({});
@@ -33,7 +36,14 @@ it("forwards Claude Code's headers and query as sent, its x-api-key included", a
   expect(((await res.json()) as any).content[0].text).toBe('ok');
   const got = upstream.received[0];
   expect(got.url).toBe('/v1/messages?beta=true');
-  for (const name of ['anthropic-version', 'anthropic-beta', 'x-claude-code-session-id', 'x-app', 'user-agent', 'anthropic-dangerous-direct-browser-access']) {
+  for (const name of [
+    'anthropic-version',
+    'anthropic-beta',
+    'x-claude-code-session-id',
+    'x-app',
+    'user-agent',
+    'anthropic-dangerous-direct-browser-access',
+  ]) {
     expect(got.headers[name], name).toBe(claudeHeaders[name]);
   }
   expect(got.headers['x-api-key']).toBe(CLIENT_KEY);

@@ -52,22 +52,41 @@ describe('/metrics', () => {
     zero('gateway_compactions_total{api="chat",strategy="fallback",outcome="replay_failed",upstream="default"}');
     zero('gateway_compactions_total{api="messages",strategy="clamp",outcome="replayed",upstream="default"}');
     zero('gateway_compactions_total{api="responses",strategy="none",outcome="not_shrunk",upstream="default"}');
-    for (const result of ['success', 'upstream_error', 'still_overlong', 'failed']) zero(`gateway_replays_total{api="chat",result="${result}",upstream="default"}`);
-    for (const kind of ['timeout', 'unreachable', 'rejected', 'bad_response', 'aborted']) zero(`gateway_summarizer_failures_total{kind="${kind}",upstream="default",model="small-summarizer"}`);
+    for (const result of ['success', 'upstream_error', 'still_overlong', 'failed'])
+      zero(`gateway_replays_total{api="chat",result="${result}",upstream="default"}`);
+    for (const kind of ['timeout', 'unreachable', 'rejected', 'bad_response', 'aborted'])
+      zero(`gateway_summarizer_failures_total{kind="${kind}",upstream="default",model="small-summarizer"}`);
     zero('gateway_summarizer_calls_total{upstream="default",model="small-summarizer"}');
     zero('gateway_summarizer_duration_seconds_count{upstream="default",model="small-summarizer"}');
-    for (const outcome of ['replayed', 'replay_failed', 'not_shrunk', 'shed', 'disabled']) zero(`gateway_rescues_total{api="chat",outcome="${outcome}",upstream="default"}`);
+    for (const outcome of ['replayed', 'replay_failed', 'not_shrunk', 'shed', 'disabled'])
+      zero(`gateway_rescues_total{api="chat",outcome="${outcome}",upstream="default"}`);
     zero('gateway_memory_store_errors_total{operation="read"}');
     zero('gateway_memory_store_errors_total{operation="write"}');
   });
 
   it('labels pass-through requests by a bounded endpoint family, never by the raw path', async () => {
     await start();
-    const paths = ['/models', '/models/gpt-x', '/embeddings', '/responses/resp_1', '/messages/count_tokens', '/chat/completions/abc', '/files', '/a/b/c'];
+    const paths = [
+      '/models',
+      '/models/gpt-x',
+      '/embeddings',
+      '/responses/resp_1',
+      '/messages/count_tokens',
+      '/chat/completions/abc',
+      '/files',
+      '/a/b/c',
+    ];
     for (const path of paths) await fetch(`${gateway.baseUrl}${path}`);
     const routes = new Set([...(await scrape()).matchAll(/^gateway_http_requests_total\{route="([^"]+)"/gm)].map((m) => m[1]));
     expect([...routes].sort()).toEqual(
-      ['passthrough_chat', 'passthrough_embeddings', 'passthrough_messages', 'passthrough_models', 'passthrough_other', 'passthrough_responses'].sort(),
+      [
+        'passthrough_chat',
+        'passthrough_embeddings',
+        'passthrough_messages',
+        'passthrough_models',
+        'passthrough_other',
+        'passthrough_responses',
+      ].sort(),
     );
   });
 });

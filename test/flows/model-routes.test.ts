@@ -35,7 +35,11 @@ afterEach(async () => {
   gateway = standIns = undefined;
 });
 
-const ROUTES: ConfigInput['routes'] = [{ model: 'qwen*', upstream: 'local' }, { model: 'qwen*', upstream: 'local-gemini' }, { api: 'gemini', upstream: 'cloud-gemini' }];
+const ROUTES: ConfigInput['routes'] = [
+  { model: 'qwen*', upstream: 'local' },
+  { model: 'qwen*', upstream: 'local-gemini' },
+  { api: 'gemini', upstream: 'cloud-gemini' },
+];
 
 async function setup(routes: ConfigInput['routes'] = ROUTES): Promise<{ gw: TestGateway; s: Record<Side, StandIn> }> {
   const [cloud, local] = await Promise.all([startStandIn(), startStandIn()]);
@@ -77,7 +81,10 @@ async function delivered(send: () => Promise<unknown>): Promise<Record<Side, Rec
 async function reaches(side: Side, send: () => Promise<unknown>): Promise<Received> {
   const got = await delivered(send);
   const other: Side = side === 'cloud' ? 'local' : 'cloud';
-  expect(got[other].map((r) => r.url), `reached ${other}`).toEqual([]);
+  expect(
+    got[other].map((r) => r.url),
+    `reached ${other}`,
+  ).toEqual([]);
   expect(got[side], `reached ${side}`).toHaveLength(1);
   return got[side][0];
 }
@@ -95,7 +102,11 @@ function chunked(url: string, pieces: string[], headers: Record<string, string>)
   });
 }
 
-const lastLoggedModel = () => gateway!.logLines().filter((l) => l.msg === 'request completed').at(-1)?.model;
+const lastLoggedModel = () =>
+  gateway!
+    .logLines()
+    .filter((l) => l.msg === 'request completed')
+    .at(-1)?.model;
 
 /** About `bytes` of conversation text, with quotes and newlines to escape. */
 const text = (bytes: number) => 'read "src/a.ts": const x = 1;\n'.repeat(Math.ceil(bytes / 31)).slice(0, bytes);
@@ -112,7 +123,10 @@ const anthropicAuth = { 'x-api-key': GATEWAY_KEY, 'anthropic-version': '2023-06-
  */
 const PYTHON = {
   chat: (model: string, bytes: number) =>
-    `{"messages":${JSON.stringify([{ role: 'system', content: 'You are a coding agent.' }, { role: 'user', content: text(bytes) }])},"model":${JSON.stringify(model)},"metadata":{"model":"${GPT}"},"store":true,"stream":false}`,
+    `{"messages":${JSON.stringify([
+      { role: 'system', content: 'You are a coding agent.' },
+      { role: 'user', content: text(bytes) },
+    ])},"model":${JSON.stringify(model)},"metadata":{"model":"${GPT}"},"store":true,"stream":false}`,
   responses: (model: string, bytes: number) =>
     `{"input":${JSON.stringify([{ role: 'user', content: text(bytes) }])},"instructions":"You are a coding agent.","metadata":{"model":"${QWEN === model ? GPT : QWEN}"},"model":${JSON.stringify(model)},"store":false}`,
   messages: (model: string, bytes: number) =>
@@ -123,16 +137,23 @@ const HEADERS = { chat: auth, responses: auth, messages: anthropicAuth } as cons
 
 describe('a request reaches the upstream its top-level model routes to', () => {
   describe.each(['chat', 'responses', 'messages'] as const)('%s, as the Python SDK orders the body', (api) => {
-    it.each(SIZES.flatMap((bytes) => [QWEN, GPT].map((model) => [model, bytes] as const)))('model %s, %i bytes of conversation', async (model, bytes) => {
-      const { gw } = await setup();
-      const body = PYTHON[api](model, bytes);
-      let answer: Posted | undefined;
-      const got = await reaches(model === QWEN ? 'local' : 'cloud', async () => (answer = await postJson(`${gw.baseUrl}${PATHS[api]}`, body, HEADERS[api])));
-      expect(answer!.status).toBe(200);
-      expect(answer!.json.model).toBe(model);
-      expect(got.body.equals(Buffer.from(body)), 'the bytes went as sent').toBe(true);
-      expect(lastLoggedModel()).toBe(model);
-    }, 30_000);
+    it.each(SIZES.flatMap((bytes) => [QWEN, GPT].map((model) => [model, bytes] as const)))(
+      'model %s, %i bytes of conversation',
+      async (model, bytes) => {
+        const { gw } = await setup();
+        const body = PYTHON[api](model, bytes);
+        let answer: Posted | undefined;
+        const got = await reaches(
+          model === QWEN ? 'local' : 'cloud',
+          async () => (answer = await postJson(`${gw.baseUrl}${PATHS[api]}`, body, HEADERS[api])),
+        );
+        expect(answer!.status).toBe(200);
+        expect(answer!.json.model).toBe(model);
+        expect(got.body.equals(Buffer.from(body)), 'the bytes went as sent').toBe(true);
+        expect(lastLoggedModel()).toBe(model);
+      },
+      30_000,
+    );
   });
 
   it.each([
@@ -140,9 +161,24 @@ describe('a request reaches the upstream its top-level model routes to', () => {
     ['repeated the other way', `{"model":"${QWEN}","messages":[{"role":"user","content":"hi"}],"model":"${GPT}"}`, 'cloud', GPT],
     ['an escaped key', `{"messages":[{"role":"user","content":"hi"}],"\\u006dodel":"${QWEN}"}`, 'local', QWEN],
     ['an escaped value', `{"messages":[{"role":"user","content":"hi"}],"model":"qwen\\u0033-coder"}`, 'local', QWEN],
-    ['a decoy in metadata before it', `{"metadata":{"model":"${QWEN}"},"messages":[{"role":"user","content":"hi"}],"model":"${GPT}"}`, 'cloud', GPT],
-    ['a decoy inside the conversation', `{"messages":[{"role":"user","content":"{\\"model\\":\\"${QWEN}\\"}"}],"model":"${GPT}"}`, 'cloud', GPT],
-    ["a decoy in a tool's schema", `{"tools":[{"type":"function","function":{"name":"pick","parameters":{"type":"object","properties":{"model":{"type":"string"}},"model":"${GPT}"}}}],"messages":[{"role":"user","content":"hi"}],"model":"${QWEN}"}`, 'local', QWEN],
+    [
+      'a decoy in metadata before it',
+      `{"metadata":{"model":"${QWEN}"},"messages":[{"role":"user","content":"hi"}],"model":"${GPT}"}`,
+      'cloud',
+      GPT,
+    ],
+    [
+      'a decoy inside the conversation',
+      `{"messages":[{"role":"user","content":"{\\"model\\":\\"${QWEN}\\"}"}],"model":"${GPT}"}`,
+      'cloud',
+      GPT,
+    ],
+    [
+      "a decoy in a tool's schema",
+      `{"tools":[{"type":"function","function":{"name":"pick","parameters":{"type":"object","properties":{"model":{"type":"string"}},"model":"${GPT}"}}}],"messages":[{"role":"user","content":"hi"}],"model":"${QWEN}"}`,
+      'local',
+      QWEN,
+    ],
   ] as const)('chat, %s', async (_name, body, side, model) => {
     const { gw } = await setup();
     expect(JSON.parse(body).model).toBe(model);
@@ -163,7 +199,8 @@ describe('a request reaches the upstream its top-level model routes to', () => {
       const { gw } = await setup();
       const sdk = new OpenAI({ baseURL: gw.baseUrl, apiKey: GATEWAY_KEY, maxRetries: 0 });
       const messages = [{ role: 'user' as const, content: conversation }];
-      const params = order === 'model first' ? { model, metadata: { model: GPT }, messages } : { metadata: { model: GPT }, messages, model };
+      const params =
+        order === 'model first' ? { model, metadata: { model: GPT }, messages } : { metadata: { model: GPT }, messages, model };
       let answer: OpenAI.ChatCompletion | undefined;
       await reaches(side, async () => (answer = await sdk.chat.completions.create(params)));
       expect(answer!.model).toBe(model);
@@ -173,7 +210,10 @@ describe('a request reaches the upstream its top-level model routes to', () => {
       const { gw } = await setup();
       const sdk = new OpenAI({ baseURL: gw.baseUrl, apiKey: GATEWAY_KEY, maxRetries: 0 });
       let answer: OpenAI.Responses.Response | undefined;
-      await reaches(model === QWEN ? 'local' : 'cloud', async () => (answer = await sdk.responses.create({ input: conversation, metadata: { model: model === QWEN ? GPT : QWEN }, model })));
+      await reaches(
+        model === QWEN ? 'local' : 'cloud',
+        async () => (answer = await sdk.responses.create({ input: conversation, metadata: { model: model === QWEN ? GPT : QWEN }, model })),
+      );
       expect(answer!.model).toBe(model);
     });
 
@@ -182,11 +222,17 @@ describe('a request reaches the upstream its top-level model routes to', () => {
       const sdk = new Anthropic({ baseURL: gw.origin, apiKey: GATEWAY_KEY, maxRetries: 0 });
       const messages: Anthropic.MessageParam[] = [
         { role: 'user', content: conversation },
-        { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1', name: 'switch_model', input: { model: model === QWEN ? GPT : QWEN } }] },
+        {
+          role: 'assistant',
+          content: [{ type: 'tool_use', id: 'toolu_1', name: 'switch_model', input: { model: model === QWEN ? GPT : QWEN } }],
+        },
         { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: 'done' }] },
       ];
       let answer: Anthropic.Message | undefined;
-      await reaches(model === QWEN ? 'local' : 'cloud', async () => (answer = await sdk.messages.create({ max_tokens: 256, messages, model })));
+      await reaches(
+        model === QWEN ? 'local' : 'cloud',
+        async () => (answer = await sdk.messages.create({ max_tokens: 256, messages, model })),
+      );
       expect(answer!.model).toBe(model);
     });
 
@@ -196,7 +242,9 @@ describe('a request reaches the upstream its top-level model routes to', () => {
     ] as const)('google genai: %s, from the path', async (model, side) => {
       const { gw } = await setup();
       const ai = new GoogleGenAI({ apiKey: GATEWAY_KEY, httpOptions: { baseUrl: gw.origin } });
-      const got = await reaches(side, () => ai.models.generateContent({ model, contents: [{ role: 'user', parts: [{ text: conversation }] }] }));
+      const got = await reaches(side, () =>
+        ai.models.generateContent({ model, contents: [{ role: 'user', parts: [{ text: conversation }] }] }),
+      );
       expect(got.url).toBe(`/v1beta/models/${model}:generateContent`);
       expect(lastLoggedModel()).toBe(model);
     });
@@ -227,7 +275,9 @@ describe('a request reaches the upstream its top-level model routes to', () => {
       const { gw } = await setup();
       const body = PYTHON.messages(QWEN, 200_000).replace('"max_tokens":1024,', '');
       const cut = body.lastIndexOf('"model"') + 3;
-      const got = await reaches('local', () => chunked(`${gw.origin}/v1/messages/count_tokens`, [body.slice(0, cut), body.slice(cut)], anthropicAuth));
+      const got = await reaches('local', () =>
+        chunked(`${gw.origin}/v1/messages/count_tokens`, [body.slice(0, cut), body.slice(cut)], anthropicAuth),
+      );
       expect(got.headers['content-length']).toBeUndefined();
       expect(got.body.toString()).toBe(body);
     });
@@ -235,7 +285,9 @@ describe('a request reaches the upstream its top-level model routes to', () => {
     it("gemini's countTokens goes by the model its path names", async () => {
       const { gw } = await setup();
       const ai = new GoogleGenAI({ apiKey: GATEWAY_KEY, httpOptions: { baseUrl: gw.origin } });
-      const got = await reaches('local', () => ai.models.countTokens({ model: QWEN, contents: [{ role: 'user', parts: [{ text: 'hi' }] }] }).catch((err: unknown) => err));
+      const got = await reaches('local', () =>
+        ai.models.countTokens({ model: QWEN, contents: [{ role: 'user', parts: [{ text: 'hi' }] }] }).catch((err: unknown) => err),
+      );
       expect(got.url).toBe(`/v1beta/models/${QWEN}:countTokens`);
     });
 
@@ -261,8 +313,14 @@ describe('a body whose model cannot be read', () => {
     const got = await delivered(async () => (answer = await postJson(`${gw.baseUrl}${PATHS[api]}`, body, HEADERS[api])));
     expect(got).toEqual({ cloud: [], local: [] });
     expect(answer!.status).toBe(400);
-    if (api === 'messages') expect(answer!.json).toMatchObject({ type: 'error', error: { type: 'invalid_request_error', code: 'model_unreadable' } });
-    else expect(answer!.json.error).toMatchObject({ type: 'invalid_request_error', code: 'model_unreadable', message: expect.stringContaining('could not read') });
+    if (api === 'messages')
+      expect(answer!.json).toMatchObject({ type: 'error', error: { type: 'invalid_request_error', code: 'model_unreadable' } });
+    else
+      expect(answer!.json.error).toMatchObject({
+        type: 'invalid_request_error',
+        code: 'model_unreadable',
+        message: expect.stringContaining('could not read'),
+      });
   });
 
   it.each(unreadable)('%s (%s): goes where a route for unknown models sends it', async (_name, api, body) => {

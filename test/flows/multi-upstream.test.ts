@@ -5,7 +5,16 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { ConfigInput } from '../../src/config/schema.js';
 import { fileText } from '../helpers/claude-request.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
-import { carries, credentialsOf, startAnthropicProvider, startLocal, startOpenAi, type Call, type Provider, type ProviderName } from '../helpers/multi-upstream.js';
+import {
+  carries,
+  credentialsOf,
+  startAnthropicProvider,
+  startLocal,
+  startOpenAi,
+  type Call,
+  type Provider,
+  type ProviderName,
+} from '../helpers/multi-upstream.js';
 import { toolTurnsBody } from '../helpers/rescue.js';
 import { sessionTurns } from '../helpers/sessions.js';
 
@@ -41,7 +50,8 @@ const recorded = (agent: string) => JSON.parse(readFileSync(new URL(`${agent}/he
 const CLAUDE = recorded('claude');
 const CODEX = recorded('codex');
 /** A session's 13 request bodies, byte for byte as its agent sent them. */
-const bodiesOf = (agent: string) => Array.from({ length: 13 }, (_, i) => readFileSync(new URL(`${agent}/${String(i + 1).padStart(2, '0')}-main.json`, fixtures)));
+const bodiesOf = (agent: string) =>
+  Array.from({ length: 13 }, (_, i) => readFileSync(new URL(`${agent}/${String(i + 1).padStart(2, '0')}-main.json`, fixtures)));
 const claudeTurns = bodiesOf('claude');
 const CLAUDE_MODEL = JSON.parse(claudeTurns[0].toString('utf8')).model as string;
 const codexTurns = bodiesOf('codex');
@@ -72,7 +82,11 @@ function configOf(v: Variant, p: Record<ProviderName, Provider>): ConfigInput {
     upstreams: {
       openai: { url: p.openai.baseUrl, ...(v.gatewayKeys ? { apiKey: OPENAI_KEY } : {}) },
       anthropic: { url: p.anthropic.baseUrl, apis: ['messages'], ...(v.gatewayKeys ? { apiKey: ANTHROPIC_KEY } : {}) },
-      local: { url: p.local.baseUrl, apis: ['chat'], ...(v.localSummarizer === 'openai' ? { summarizer: { upstream: 'openai', model: 'gpt-4.1-mini' } } : {}) },
+      local: {
+        url: p.local.baseUrl,
+        apis: ['chat'],
+        ...(v.localSummarizer === 'openai' ? { summarizer: { upstream: 'openai', model: 'gpt-4.1-mini' } } : {}),
+      },
     },
     defaultUpstream: 'openai',
     routes: [
@@ -95,7 +109,8 @@ function clientOf(provider: ProviderName, call: Call): Client {
 
 /** The one credential a provider may have seen on a request, as `header: value`, or none. */
 function expectedCredential(v: Variant, provider: ProviderName, call: Call): string[] {
-  if (v.gatewayKeys) return { openai: [`authorization: Bearer ${OPENAI_KEY}`], anthropic: [`x-api-key: ${ANTHROPIC_KEY}`], local: [] }[provider];
+  if (v.gatewayKeys)
+    return { openai: [`authorization: Bearer ${OPENAI_KEY}`], anthropic: [`x-api-key: ${ANTHROPIC_KEY}`], local: [] }[provider];
   const client = clientOf(provider, call);
   // Claude Code sends its key as x-api-key; the SDKs (Anthropic's too) and the others as a Bearer token.
   return [client === 'claude' ? `x-api-key: ${CLIENT_KEYS[client]}` : `authorization: Bearer ${CLIENT_KEYS[client]}`];
@@ -113,9 +128,20 @@ interface Turn {
 async function replay(url: string, headers: Record<string, string>, bodies: Buffer[], lastEvent: string): Promise<Turn[]> {
   const turns: Turn[] = [];
   for (const [i, body] of bodies.entries()) {
-    const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body, signal: AbortSignal.timeout(30_000) });
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...headers },
+      body,
+      signal: AbortSignal.timeout(30_000),
+    });
     const text = await res.text();
-    turns.push({ turn: i + 1, bytes: body.length, status: res.status, header: res.headers.get('x-gateway-compaction'), finished: text.includes(lastEvent) });
+    turns.push({
+      turn: i + 1,
+      bytes: body.length,
+      status: res.status,
+      header: res.headers.get('x-gateway-compaction'),
+      finished: text.includes(lastEvent),
+    });
   }
   return turns;
 }
@@ -129,7 +155,13 @@ const sdkChat = toolTurnsBody(14, (t) => fileText(t, 10_000), { model: 'gpt-x' }
 function sdkMessages(): Anthropic.MessageCreateParamsNonStreaming {
   const messages: Anthropic.MessageParam[] = [{ role: 'user', content: 'Review every file under src/ one by one.' }];
   for (let k = 1; k <= 14; k++) {
-    messages.push({ role: 'assistant', content: [{ type: 'text', text: `Reading src/f${k}.ts.` }, { type: 'tool_use', id: `toolu_${k}`, name: 'Read', input: { file_path: `/src/f${k}.ts` } }] });
+    messages.push({
+      role: 'assistant',
+      content: [
+        { type: 'text', text: `Reading src/f${k}.ts.` },
+        { type: 'tool_use', id: `toolu_${k}`, name: 'Read', input: { file_path: `/src/f${k}.ts` } },
+      ],
+    });
     messages.push({ role: 'user', content: [{ type: 'tool_result', tool_use_id: `toolu_${k}`, content: fileText(k, 10_000) }] });
   }
   return { model: 'claude-sonnet-x', max_tokens: 1024, messages };
@@ -155,7 +187,10 @@ afterEach(async () => {
 async function setup(v: Variant): Promise<{ p: Record<ProviderName, Provider>; gw: TestGateway }> {
   const [openai, anthropic, local] = await Promise.all([
     startOpenAi({ limitBytes: LIMITS.openai, keys: v.gatewayKeys ? [OPENAI_KEY] : [CLIENT_KEYS.codex, CLIENT_KEYS.openaiSdk] }),
-    startAnthropicProvider({ limitBytes: LIMITS.anthropic, keys: v.gatewayKeys ? [ANTHROPIC_KEY] : [CLIENT_KEYS.claude, CLIENT_KEYS.anthropicSdk] }),
+    startAnthropicProvider({
+      limitBytes: LIMITS.anthropic,
+      keys: v.gatewayKeys ? [ANTHROPIC_KEY] : [CLIENT_KEYS.claude, CLIENT_KEYS.anthropicSdk],
+    }),
     // A local vLLM without --api-key takes any credential or none; what it got is asserted below.
     startLocal({ limitBytes: LIMITS.local }),
   ]);
@@ -175,8 +210,18 @@ describe.each(VARIANTS)('one gateway, three upstreams, five clients at once: $na
     const anthropicSdk = new Anthropic({ baseURL: gw.origin, apiKey: keyOf(v, 'anthropicSdk'), maxRetries: 0 });
 
     const [claude, codex, pi, chat, messages, byPrefix] = await settled([
-      replay(`${gw.origin}/anthropic${CLAUDE.path}`, { ...replayable(CLAUDE.headers), 'x-api-key': keyOf(v, 'claude') }, claudeTurns, 'event: message_stop'),
-      replay(`${gw.origin}/openai/v1/responses`, { ...replayable(CODEX.headers), authorization: `Bearer ${keyOf(v, 'codex')}` }, codexTurns, 'event: response.completed'),
+      replay(
+        `${gw.origin}/anthropic${CLAUDE.path}`,
+        { ...replayable(CLAUDE.headers), 'x-api-key': keyOf(v, 'claude') },
+        claudeTurns,
+        'event: message_stop',
+      ),
+      replay(
+        `${gw.origin}/openai/v1/responses`,
+        { ...replayable(CODEX.headers), authorization: `Bearer ${keyOf(v, 'codex')}` },
+        codexTurns,
+        'event: response.completed',
+      ),
       replay(`${gw.baseUrl}/chat/completions`, { authorization: `Bearer ${keyOf(v, 'pi')}` }, piTurns, 'data: [DONE]'),
       openaiSdk.chat.completions.create(sdkChat as OpenAI.ChatCompletionCreateParamsNonStreaming).withResponse(),
       anthropicSdk.messages.create(sdkMessages()).withResponse(),
@@ -185,8 +230,15 @@ describe.each(VARIANTS)('one gateway, three upstreams, five clients at once: $na
 
     // Every turn of every session answered to its end; each session overflowed its provider on
     // several turns, and each of those says the gateway rescued it.
-    for (const [session, turns, limit] of [['claude', claude, LIMITS.anthropic], ['codex', codex, LIMITS.openai], ['pi', pi, LIMITS.local]] as const) {
-      expect(turns.map((t) => [t.turn, t.status, t.finished]), session).toEqual(turns.map((_, i) => [i + 1, 200, true]));
+    for (const [session, turns, limit] of [
+      ['claude', claude, LIMITS.anthropic],
+      ['codex', codex, LIMITS.openai],
+      ['pi', pi, LIMITS.local],
+    ] as const) {
+      expect(
+        turns.map((t) => [t.turn, t.status, t.finished]),
+        session,
+      ).toEqual(turns.map((_, i) => [i + 1, 200, true]));
       const over = turns.filter((t) => t.bytes > limit);
       expect(over.length, `${session}: turns over its provider's limit`).toBeGreaterThanOrEqual(4);
       for (const t of over) expect(t.header, `${session} turn ${t.turn}`).toMatch(/(^|, )outcome=(replayed|compacted)(,|$)/);
@@ -213,7 +265,8 @@ describe.each(VARIANTS)('one gateway, three upstreams, five clients at once: $na
         expect(call.received.url, what).toMatch(paths[name]);
         expect(credentialsOf(call.received), what).toEqual(expectedCredential(v, name, call));
         const own = expectedCredential(v, name, call).map((c) => c.replace(/^.*: (Bearer )?/, ''));
-        for (const key of ALL_KEYS.filter((k) => !own.includes(k))) expect(carries(call.received, key), `${what} carries ${key}`).toBe(false);
+        for (const key of ALL_KEYS.filter((k) => !own.includes(k)))
+          expect(carries(call.received, key), `${what} carries ${key}`).toBe(false);
         // Answered, or refused for its size only (its provider's own 400 or nginx's 413): never 401 or 404.
         expect([200, 400, 413], `${what}: ${call.status}`).toContain(call.status);
         if (call.status !== 200) expect(call.received.body.length, `${what} refused`).toBeGreaterThan(LIMITS[name]);
@@ -221,7 +274,8 @@ describe.each(VARIANTS)('one gateway, three upstreams, five clients at once: $na
     }
 
     // Each overflow was refused by its own provider, then rescued there.
-    const refused = (name: ProviderName, client: Client) => p[name].calls().filter((c) => !c.summarizer && c.status !== 200 && clientOf(name, c) === client).length;
+    const refused = (name: ProviderName, client: Client) =>
+      p[name].calls().filter((c) => !c.summarizer && c.status !== 200 && clientOf(name, c) === client).length;
     expect(refused('anthropic', 'claude')).toBeGreaterThanOrEqual(1);
     expect(refused('anthropic', 'anthropicSdk')).toBe(1);
     expect(refused('openai', 'codex')).toBeGreaterThanOrEqual(1);
@@ -231,15 +285,28 @@ describe.each(VARIANTS)('one gateway, three upstreams, five clients at once: $na
     // Each summary was written by the upstream that should write it, and reached its compacted requests.
     const summarizers = (name: ProviderName) => p[name].calls().filter((c) => c.summarizer);
     const signed = (name: ProviderName, by: ProviderName, client: Client) =>
-      p[name].calls().filter((c) => !c.summarizer && c.status === 200 && clientOf(name, c) === client && c.received.body.includes(`by ${by} of`)).length;
-    expect(signed('anthropic', 'anthropic', 'claude'), 'Claude Code turns carrying an Anthropic summary').toBeGreaterThanOrEqual(claude.filter((t) => t.bytes > LIMITS.anthropic).length);
-    expect(signed('openai', 'openai', 'codex'), 'Codex turns carrying an OpenAI summary').toBeGreaterThanOrEqual(codex.filter((t) => t.bytes > LIMITS.openai).length);
-    expect(signed('local', v.localSummarizer, 'pi'), `pi turns carrying a summary by ${v.localSummarizer}`).toBeGreaterThanOrEqual(pi.filter((t) => t.bytes > LIMITS.local).length);
+      p[name]
+        .calls()
+        .filter((c) => !c.summarizer && c.status === 200 && clientOf(name, c) === client && c.received.body.includes(`by ${by} of`)).length;
+    expect(signed('anthropic', 'anthropic', 'claude'), 'Claude Code turns carrying an Anthropic summary').toBeGreaterThanOrEqual(
+      claude.filter((t) => t.bytes > LIMITS.anthropic).length,
+    );
+    expect(signed('openai', 'openai', 'codex'), 'Codex turns carrying an OpenAI summary').toBeGreaterThanOrEqual(
+      codex.filter((t) => t.bytes > LIMITS.openai).length,
+    );
+    expect(signed('local', v.localSummarizer, 'pi'), `pi turns carrying a summary by ${v.localSummarizer}`).toBeGreaterThanOrEqual(
+      pi.filter((t) => t.bytes > LIMITS.local).length,
+    );
     expect(signed('anthropic', 'anthropic', 'anthropicSdk')).toBe(1);
     expect(signed('openai', 'openai', 'openaiSdk')).toBe(1);
     for (const name of ['openai', 'anthropic', 'local'] as const) {
-      const foreign = (['openai', 'anthropic', 'local'] as const).filter((by) => by !== name && !(name === 'local' && by === v.localSummarizer));
-      for (const by of foreign) expect(p[name].calls().filter((c) => c.received.body.includes(`by ${by} of`)).length, `${name} carrying a summary by ${by}`).toBe(0);
+      const foreign = (['openai', 'anthropic', 'local'] as const).filter(
+        (by) => by !== name && !(name === 'local' && by === v.localSummarizer),
+      );
+      for (const by of foreign)
+        expect(p[name].calls().filter((c) => c.received.body.includes(`by ${by} of`)).length, `${name} carrying a summary by ${by}`).toBe(
+          0,
+        );
     }
     expect(summarizers('anthropic').every((c) => c.received.url.startsWith('/v1/messages'))).toBe(true);
     const piSummaries = summarizers(v.localSummarizer).filter((c) => clientOf(v.localSummarizer, c) === 'pi');
@@ -269,10 +336,15 @@ describe('an upstream named by prefix that does not serve the API', () => {
     });
     const body = await res.json();
     expect(res.status).toBe(404);
-    expect(body).toMatchObject({ type: 'error', error: { type: 'not_found_error', code: 'no_upstream', message: expect.stringContaining('/anthropic/v1') } });
+    expect(body).toMatchObject({
+      type: 'error',
+      error: { type: 'not_found_error', code: 'no_upstream', message: expect.stringContaining('/anthropic/v1') },
+    });
 
     const sdk = new Anthropic({ baseURL: `${gw.origin}/local`, apiKey: GATEWAY_KEY, maxRetries: 0 });
-    const err = await sdk.messages.create({ model: 'qwen3-coder', max_tokens: 16, messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e);
+    const err = await sdk.messages
+      .create({ model: 'qwen3-coder', max_tokens: 16, messages: [{ role: 'user', content: 'hi' }] })
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(Anthropic.NotFoundError);
     expect((err as InstanceType<typeof Anthropic.NotFoundError>).message).toContain('/anthropic/v1');
     // Refused at the gateway: no provider heard of it.

@@ -31,7 +31,8 @@ afterEach(async () => {
 
 function projectCopy(): string {
   const copy = mkdtempSync(join(tmpdir(), 'gw-npm-start-'));
-  for (const entry of ['package.json', 'tsconfig.json', 'src', 'config', 'scripts/start.mjs']) cpSync(join(ROOT, entry), join(copy, entry), { recursive: true });
+  for (const entry of ['package.json', 'tsconfig.json', 'src', 'config', 'scripts/start.mjs'])
+    cpSync(join(ROOT, entry), join(copy, entry), { recursive: true });
   symlinkSync(join(ROOT, 'node_modules'), join(copy, 'node_modules'), 'dir');
   return copy;
 }
@@ -39,7 +40,12 @@ function projectCopy(): string {
 it('SIGTERM to `npm start` reaches the gateway: it drains, exits and frees its port', async () => {
   upstream = await startFakeUpstream();
   dir = projectCopy();
-  npm = runProcess('npm', ['start', '--silent'], { PORT: '0', UPSTREAM_URL: upstream.baseUrl, HOME: process.env.HOME ?? dir }, { cwd: dir });
+  npm = runProcess(
+    'npm',
+    ['start', '--silent'],
+    { PORT: '0', UPSTREAM_URL: upstream.baseUrl, HOME: process.env.HOME ?? dir },
+    { cwd: dir },
+  );
   const origin = await listening(npm, 60_000);
   await expect.poll(() => jsonLines(npm!).find((l) => l.msg === 'gateway ready'), { timeout: 10_000 }).toBeTruthy();
   nodePid = jsonLines(npm).find((l) => l.msg === 'gateway ready').pid as number;
@@ -55,12 +61,17 @@ it('SIGTERM to `npm start` reaches the gateway: it drains, exits and frees its p
   expect((exit as Exit).code).toBe(0);
 }, 90_000);
 
-it('is quiet (npm\'s two-line banner, then the gateway), and rebuilds only when a source changed', async () => {
+it("is quiet (npm's two-line banner, then the gateway), and rebuilds only when a source changed", async () => {
   upstream = await startFakeUpstream();
   dir = projectCopy();
   const main = join(dir, 'dist', 'main.js');
   const start = async () => {
-    npm = runProcess('npm', ['start'], { PORT: '0', UPSTREAM_URL: upstream!.baseUrl, HOME: process.env.HOME ?? dir!, npm_config_update_notifier: 'false' }, { cwd: dir });
+    npm = runProcess(
+      'npm',
+      ['start'],
+      { PORT: '0', UPSTREAM_URL: upstream!.baseUrl, HOME: process.env.HOME ?? dir!, npm_config_update_notifier: 'false' },
+      { cwd: dir },
+    );
     await listening(npm, 60_000);
     npm.child.kill('SIGTERM');
     expect(await npm.exitWithin(15_000)).toMatchObject({ code: 0 });
@@ -70,7 +81,10 @@ it('is quiet (npm\'s two-line banner, then the gateway), and rebuilds only when 
   const builtAt = statSync(main).mtimeMs;
   const again = await start();
   expect(statSync(main).mtimeMs, 'dist/ was rebuilt with no source changed').toBe(builtAt);
-  expect(again.split('\n').filter((l) => l.trim() !== '' && !l.startsWith('{'))).toEqual([`> compaction-gateway@${JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')).version} start`, '> exec node scripts/start.mjs']);
+  expect(again.split('\n').filter((l) => l.trim() !== '' && !l.startsWith('{'))).toEqual([
+    `> compaction-gateway@${JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')).version} start`,
+    '> exec node scripts/start.mjs',
+  ]);
   const later = new Date(Date.now() + 60_000);
   utimesSync(join(dir, 'src', 'server.ts'), later, later);
   await start();
@@ -78,14 +92,18 @@ it('is quiet (npm\'s two-line banner, then the gateway), and rebuilds only when 
 }, 120_000);
 
 /** npm's own cache, which the project's `npm ci` filled: the production install below is offline. */
-const npmEnv = () => ({ HOME: process.env.HOME ?? tmpdir(), ...(process.env.npm_config_cache ? { npm_config_cache: process.env.npm_config_cache } : {}) });
+const npmEnv = () => ({
+  HOME: process.env.HOME ?? tmpdir(),
+  ...(process.env.npm_config_cache ? { npm_config_cache: process.env.npm_config_cache } : {}),
+});
 
 describe('with production dependencies only (`npm ci --omit=dev`), beside a built dist/', () => {
   let prod: string;
   beforeAll(async () => {
     prod = mkdtempSync(join(tmpdir(), 'gw-npm-start-prod-'));
     // As an operator's clone has them, src/ older than the dist/ built from it.
-    for (const entry of ['package.json', 'package-lock.json', 'tsconfig.json', 'src', 'config', 'dist', 'scripts/start.mjs']) cpSync(join(ROOT, entry), join(prod, entry), { recursive: true });
+    for (const entry of ['package.json', 'package-lock.json', 'tsconfig.json', 'src', 'config', 'dist', 'scripts/start.mjs'])
+      cpSync(join(ROOT, entry), join(prod, entry), { recursive: true });
     const install = runProcess('npm', ['ci', '--omit=dev', '--offline', '--no-audit', '--no-fund'], npmEnv(), { cwd: prod });
     const exit = await install.exitWithin(120_000);
     // ENOTCACHED here: the npm cache lacks a package; `npm ci` in the project fills it.
@@ -126,7 +144,9 @@ describe('with production dependencies only (`npm ci --omit=dev`), beside a buil
     const exit = await npm.exitWithin(15_000);
     expect(exit, npm.output()).not.toBe('still running');
     expect((exit as Exit).code).not.toBe(0);
-    expect(npm.output()).toContain('npm start: no dist/ to run, and TypeScript (a dev dependency) is not installed to build it: run npm ci, then npm start');
+    expect(npm.output()).toContain(
+      'npm start: no dist/ to run, and TypeScript (a dev dependency) is not installed to build it: run npm ci, then npm start',
+    );
     expect(npm.output()).not.toMatch(/tsc: not found|Cannot find module/);
   }, 30_000);
 });

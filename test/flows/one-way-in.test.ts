@@ -38,12 +38,25 @@ async function startLocalhost(config: ConfigInput): Promise<LocalGateway> {
     },
   });
   // Window discovery off: its GETs go once per gateway, so the first address would see them and the second not.
-  const app = buildServer(validateConfig({ ...config, upstream: { discoverWindows: false, ...config.upstream }, log: { level: 'info' }, server: { port: 0, ...config.server } }), { logStream });
+  const app = buildServer(
+    validateConfig({
+      ...config,
+      upstream: { discoverWindows: false, ...config.upstream },
+      log: { level: 'info' },
+      server: { port: 0, ...config.server },
+    }),
+    { logStream },
+  );
   await app.listenOn('localhost', 0);
   return {
     app,
     port: (app.server.address() as AddressInfo).port,
-    logLines: () => chunks.join('').split('\n').filter(Boolean).map((line) => JSON.parse(line)),
+    logLines: () =>
+      chunks
+        .join('')
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => JSON.parse(line)),
   };
 }
 
@@ -69,7 +82,8 @@ let gateway: LocalGateway;
 beforeAll(async () => {
   upstream = await startFakeUpstream(async (req, res) => {
     if (req.json?.stream) return sse(res, streamEvents(['a', 'b']));
-    if (req.json?.overlong && !req.headers['x-gateway-compaction']) return json(res, 400, JSON.parse(overlongError(req.body.length, 20_000)));
+    if (req.json?.overlong && !req.headers['x-gateway-compaction'])
+      return json(res, 400, JSON.parse(overlongError(req.body.length, 20_000)));
     json(res, 200, completion(`seen ${req.body.length} bytes`), { 'x-request-id': 'upstream-id-1' });
   });
   gateway = await startLocalhost({
@@ -109,7 +123,10 @@ async function send(host: string, path: string, head: string, body = ''): Promis
   const access = lines.find((l) => l.msg === 'request completed');
   return withoutTimings({
     status: Number(statusLine.split(' ')[1]),
-    headers: headerLines.map((h) => h.toLowerCase()).filter((h) => !/^(date|x-request-id):/.test(h)).sort(),
+    headers: headerLines
+      .map((h) => h.toLowerCase())
+      .filter((h) => !/^(date|x-request-id):/.test(h))
+      .sort(),
     body: rest.join('\r\n\r\n'),
     upstream: upstream.received.slice(upstreamBefore).map((r) => {
       const { 'x-request-id': _id, ...headers } = r.headers;
@@ -117,7 +134,14 @@ async function send(host: string, path: string, head: string, body = ''): Promis
       if (headers['x-forwarded-for'] === host) headers['x-forwarded-for'] = 'the client';
       return { url: r.url, headers, body: r.body.toString('latin1') };
     }),
-    accessLine: access && { ...access, time: undefined, requestId: undefined, durationMs: undefined, upstreamTtfbMs: undefined, path: undefined },
+    accessLine: access && {
+      ...access,
+      time: undefined,
+      requestId: undefined,
+      durationMs: undefined,
+      upstreamTtfbMs: undefined,
+      path: undefined,
+    },
     metrics: countsChangedSince(metricsBefore, await metricText()),
   });
 }
@@ -134,7 +158,13 @@ async function metricText(): Promise<string> {
 
 /** The counter and histogram-count lines that moved, with how much; timings' buckets left out. */
 function countsChangedSince(before: string, after: string): string {
-  const value = (text: string) => new Map(text.split('\n').filter((l) => /^gateway_\w+(_total|_count)\{/.test(l)).map((l) => [l.slice(0, l.lastIndexOf(' ')), Number(l.slice(l.lastIndexOf(' ') + 1))]));
+  const value = (text: string) =>
+    new Map(
+      text
+        .split('\n')
+        .filter((l) => /^gateway_\w+(_total|_count)\{/.test(l))
+        .map((l) => [l.slice(0, l.lastIndexOf(' ')), Number(l.slice(l.lastIndexOf(' ') + 1))]),
+    );
   const a = value(before);
   return [...value(after)]
     .filter(([k, v]) => v !== (a.get(k) ?? 0))
@@ -154,8 +184,18 @@ const cases: Array<[string, string, string, number]> = [
   ['a client request id and a query', `${KEY}Content-Type: application/json\r\nX-Request-Id: client-id-7\r\n${length(chat)}`, chat, 200],
   ['a rescued request', `${KEY}Content-Type: application/json\r\n${length(overlong)}`, overlong, 200],
   ['a chunked body', `${KEY}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n`, chunked(chat), 200],
-  ['a chunked body over the limit', `${KEY}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n`, chunked('x'.repeat(BODY_LIMIT + 1)), 413],
-  ['a declared length over the limit', `${KEY}Content-Type: application/json\r\nContent-Length: ${BODY_LIMIT + 1}\r\n`, 'x'.repeat(BODY_LIMIT + 1), 413],
+  [
+    'a chunked body over the limit',
+    `${KEY}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n`,
+    chunked('x'.repeat(BODY_LIMIT + 1)),
+    413,
+  ],
+  [
+    'a declared length over the limit',
+    `${KEY}Content-Type: application/json\r\nContent-Length: ${BODY_LIMIT + 1}\r\n`,
+    'x'.repeat(BODY_LIMIT + 1),
+    413,
+  ],
   ['a broken chunk size', `${KEY}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n`, 'ZZ\r\n{}\r\n0\r\n\r\n', 400],
   ['no gateway key', `Content-Type: application/json\r\n${length(chat)}`, chat, 401],
   ['a wrong gateway key', `Authorization: Bearer nope\r\nContent-Type: application/json\r\n${length(chat)}`, chat, 401],
@@ -188,33 +228,49 @@ describe('localhost: 127.0.0.1 and ::1 answer alike', () => {
   });
 
   it("each answer carries its own request id, the client's when it sent a sane one", async () => {
-    const text = await rawHttp(FAMILIES.v6, gateway.port, `POST ${PATH} HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n${KEY}Content-Type: application/json\r\nX-Request-Id: client-id-9\r\n${length(chat)}\r\n${chat}`, 5_000);
+    const text = await rawHttp(
+      FAMILIES.v6,
+      gateway.port,
+      `POST ${PATH} HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n${KEY}Content-Type: application/json\r\nX-Request-Id: client-id-9\r\n${length(chat)}\r\n${chat}`,
+      5_000,
+    );
     expect(text).toMatch(/\r\nx-request-id: client-id-9\r\n/i);
     expect(upstream.received.at(-1)!.headers['x-request-id']).toBe('client-id-9');
     const line = gateway.logLines().findLast((l) => l.msg === 'request completed');
     expect(line).toMatchObject({ requestId: 'client-id-9', path: PATH, status: 200, model: 'gpt-test' });
   });
 
-  it.each(Object.values(FAMILIES))("%s: a body the gateway cannot read on a keep-alive connection gets 413, and the connection is closed rather than the rest read", async (host) => {
-    const started = performance.now();
-    const text = await rawHttp(
-      host,
-      gateway.port,
-      `POST ${PATH} HTTP/1.1\r\nHost: gw\r\n${KEY}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n${chunked('x'.repeat(BODY_LIMIT + 1)).slice(0, -5)}`,
-      5_000,
-    );
-    expect(text).toMatch(/^HTTP\/1\.1 413 /);
-    expect(text).toMatch(/\r\nconnection: close\r\n/i);
-    // The client never ended its body: only the gateway closing the connection ends the exchange.
-    expect(performance.now() - started).toBeLessThan(4_000);
-  });
+  it.each(Object.values(FAMILIES))(
+    '%s: a body the gateway cannot read on a keep-alive connection gets 413, and the connection is closed rather than the rest read',
+    async (host) => {
+      const started = performance.now();
+      const text = await rawHttp(
+        host,
+        gateway.port,
+        `POST ${PATH} HTTP/1.1\r\nHost: gw\r\n${KEY}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n${chunked('x'.repeat(BODY_LIMIT + 1)).slice(0, -5)}`,
+        5_000,
+      );
+      expect(text).toMatch(/^HTTP\/1\.1 413 /);
+      expect(text).toMatch(/\r\nconnection: close\r\n/i);
+      // The client never ended its body: only the gateway closing the connection ends the exchange.
+      expect(performance.now() - started).toBeLessThan(4_000);
+    },
+  );
 
-  it.each(Object.values(FAMILIES))('%s: a request Node refuses before any route (a NUL in a header) gets the OpenAI-shaped 400', async (host) => {
-    const text = await rawHttp(host, gateway.port, `POST ${PATH} HTTP/1.1\r\nHost: gw\r\nX-Bad: a\u0000b\r\nContent-Length: 2\r\n\r\n{}`, 5_000);
-    expect(text).toMatch(/^HTTP\/1\.1 400 /);
-    expect(text).toMatch(/"code":"bad_request"/);
-    expect(text).toMatch(/\r\nconnection: close\r\n/i);
-  });
+  it.each(Object.values(FAMILIES))(
+    '%s: a request Node refuses before any route (a NUL in a header) gets the OpenAI-shaped 400',
+    async (host) => {
+      const text = await rawHttp(
+        host,
+        gateway.port,
+        `POST ${PATH} HTTP/1.1\r\nHost: gw\r\nX-Bad: a\u0000b\r\nContent-Length: 2\r\n\r\n{}`,
+        5_000,
+      );
+      expect(text).toMatch(/^HTTP\/1\.1 400 /);
+      expect(text).toMatch(/"code":"bad_request"/);
+      expect(text).toMatch(/\r\nconnection: close\r\n/i);
+    },
+  );
 });
 
 describe('the drain on shutdown, over both addresses', () => {
@@ -223,7 +279,10 @@ describe('the drain on shutdown, over both addresses', () => {
       await new Promise((r) => setTimeout(r, 400));
       json(res, 200, completion('slow'));
     });
-    const closing = await startLocalhost({ upstream: { url: slow.baseUrl }, server: { headersTimeoutMs: 0, requestTimeoutMs: 0, keepAliveTimeoutMs: 0 } });
+    const closing = await startLocalhost({
+      upstream: { url: slow.baseUrl },
+      server: { headersTimeoutMs: 0, requestTimeoutMs: 0, keepAliveTimeoutMs: 0 },
+    });
     try {
       const one = (close: boolean) =>
         `POST ${PATH} HTTP/1.1\r\nHost: gw\r\n${close ? 'Connection: close\r\n' : ''}Content-Type: application/json\r\n${length(chat)}\r\n${chat}`;
@@ -258,7 +317,11 @@ describe('the drain on shutdown, over both addresses', () => {
       expect(performance.now() - startedClosing).toBeLessThan(3_000);
       // Neither address takes a connection after the close.
       for (const host of Object.values(FAMILIES)) {
-        const refused = await new Promise<string>((resolve) => connect(closing.port, host).on('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? '')).on('connect', () => resolve('connected')));
+        const refused = await new Promise<string>((resolve) =>
+          connect(closing.port, host)
+            .on('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? ''))
+            .on('connect', () => resolve('connected')),
+        );
         expect(refused, host).toBe('ECONNREFUSED');
       }
       const lines = closing.logLines().filter((l) => l.msg === 'request completed');
@@ -272,7 +335,9 @@ describe('the drain on shutdown, over both addresses', () => {
 
 describe('which way a request goes', () => {
   it("every rescued endpoint's request passes fastify's hooks, whichever path spells it", async () => {
-    const app = buildServer(validateConfig({ upstream: { url: upstream.baseUrl }, server: { port: 0 } }), { logStream: new Writable({ write: (_c, _e, done) => done() }) });
+    const app = buildServer(validateConfig({ upstream: { url: upstream.baseUrl }, server: { port: 0 } }), {
+      logStream: new Writable({ write: (_c, _e, done) => done() }),
+    });
     const seen: string[] = [];
     app.addHook('onRequest', (request, _reply, done) => {
       seen.push(request.url);
@@ -284,7 +349,11 @@ describe('which way a request goes', () => {
       const paths = ['/v1/chat/completions', '/v1/responses?api-version=1', '/v1/messages', '/%76%31/chat/completions'];
       for (const [i, path] of paths.entries()) {
         const host = i % 2 === 0 ? '127.0.0.1' : '[::1]';
-        const res = await fetch(`http://${host}:${port}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chat });
+        const res = await fetch(`http://${host}:${port}${path}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: chat,
+        });
         expect(res.status, path).toBe(200);
         await res.text();
       }

@@ -33,7 +33,9 @@ afterEach(async () => {
 });
 
 let calls = 0;
-const nextCall = () => ({ call: { call_id: `call_${++calls}`, name: 'exec_command', arguments: JSON.stringify({ cmd: `cat src/module${calls}.ts` }) } });
+const nextCall = () => ({
+  call: { call_id: `call_${++calls}`, name: 'exec_command', arguments: JSON.stringify({ cmd: `cat src/module${calls}.ts` }) },
+});
 
 class Codex {
   readonly input: any[] = [
@@ -71,7 +73,10 @@ class Codex {
 /** What the gateway made of a request's input: up to its summary, or its last masked output. */
 function compactedPrefix(input: any[]): string | null {
   const summary = input.findIndex((item) => JSON.stringify(item).includes('[compaction-gateway]'));
-  const at = Math.max(summary, input.findLastIndex((item) => JSON.stringify(item).includes('[tool output omitted by compaction-gateway: ')));
+  const at = Math.max(
+    summary,
+    input.findLastIndex((item) => JSON.stringify(item).includes('[tool output omitted by compaction-gateway: ')),
+  );
   return at < 0 ? null : JSON.stringify(input.slice(0, at + 1));
 }
 
@@ -85,7 +90,8 @@ function expectNothingFreshDropped(headers: Array<Record<string, string | number
   const checks = upstream.checks();
   const prefixes = calls.map((r) => compactedPrefix(r.json.input ?? []));
   const madeUnder = new Map<string, string | null>();
-  for (const { call, items } of upstream.issued()) for (const item of items as any[]) if (item.type === 'reasoning') madeUnder.set(item.id, prefixes[call]);
+  for (const { call, items } of upstream.issued())
+    for (const item of items as any[]) if (item.type === 'reasoning') madeUnder.set(item.id, prefixes[call]);
   const accepted = checks.flatMap((c, i) => (c.refused === null ? [i] : []));
   expect(accepted).toHaveLength(headers.length);
   for (let t = first; t < headers.length; t++) {
@@ -95,7 +101,8 @@ function expectNothingFreshDropped(headers: Array<Record<string, string | number
       expect(madeUnder.has(id), `turn ${t + 1}: ${id} was issued by the stand-in`).toBe(true);
       expect(madeUnder.get(id), `turn ${t + 1}: ${id} was made under the prefix it was sent with`).not.toBe(prefixes[i]);
     }
-    if (t > first && prefixes[i] === prefixes[accepted[t - 1]]) expect(checks[i].removed, `turn ${t + 1}`).toEqual(checks[accepted[t - 1]].removed);
+    if (t > first && prefixes[i] === prefixes[accepted[t - 1]])
+      expect(checks[i].removed, `turn ${t + 1}`).toEqual(checks[accepted[t - 1]].removed);
   }
 }
 
@@ -134,7 +141,11 @@ describe('the provider\u2019s own compaction (summarizer.providerCompaction)', (
   async function run(compact: 'window' | 'missing' = 'window') {
     upstream = await startStandIn({ provider: 'responses', limitBytes: LIMIT, style: 'context_length', reply: nextCall, compact });
     // Masking off: the conversation is condensed, by the provider or the summarizer.
-    gateway = await startGateway({ upstream: { url: upstream.baseUrl }, summarizer: { providerCompaction: true }, compaction: { mask: false } });
+    gateway = await startGateway({
+      upstream: { url: upstream.baseUrl },
+      summarizer: { providerCompaction: true },
+      compaction: { mask: false },
+    });
     const agent = new Codex(false);
     const headers: Array<Record<string, string | number>> = [];
     for (let t = 1; t <= TURNS; t++) headers.push((await agent.turn(gateway.baseUrl)).header ?? {});
@@ -153,7 +164,10 @@ describe('the provider\u2019s own compaction (summarizer.providerCompaction)', (
     expect(upstream.summarizerCalls().length).toBe(compactions.length);
     expect(compactions[0].json.input.some((i: any) => i.type === 'reasoning')).toBe(true);
     // Turns under the same window send it byte for byte.
-    const sent = upstream.responseCalls().slice(-(TURNS - 7)).map((r) => JSON.stringify(r.json.input.find((i: any) => i.type === 'compaction')));
+    const sent = upstream
+      .responseCalls()
+      .slice(-(TURNS - 7))
+      .map((r) => JSON.stringify(r.json.input.find((i: any) => i.type === 'compaction')));
     const windows = new Set(sent);
     expect(windows.size).toBe(compactions.length);
     expect(compactions.length).toBeLessThan(TURNS - 7);
@@ -165,7 +179,11 @@ describe('the provider\u2019s own compaction (summarizer.providerCompaction)', (
     ['a summarizer elsewhere', { url: 'http://127.0.0.1:9/v1' }],
   ])('not with %s: its window would be bound to other credentials or another model', async (_name, summarizer) => {
     upstream = await startStandIn({ provider: 'responses', limitBytes: LIMIT, style: 'context_length', reply: nextCall });
-    gateway = await startGateway({ upstream: { url: `${upstream.baseUrl}/` }, summarizer: { providerCompaction: true, ...summarizer }, compaction: { mask: false } });
+    gateway = await startGateway({
+      upstream: { url: `${upstream.baseUrl}/` },
+      summarizer: { providerCompaction: true, ...summarizer },
+      compaction: { mask: false },
+    });
     const agent = new Codex(false);
     for (let t = 1; t <= 8; t++) await agent.turn(gateway.baseUrl);
     expect(upstream.compactCalls()).toHaveLength(0);
@@ -173,7 +191,11 @@ describe('the provider\u2019s own compaction (summarizer.providerCompaction)', (
 
   it('with the upstream URL written with a trailing slash it is still the upstream', async () => {
     upstream = await startStandIn({ provider: 'responses', limitBytes: LIMIT, style: 'context_length', reply: nextCall });
-    gateway = await startGateway({ upstream: { url: `${upstream.baseUrl}/` }, summarizer: { providerCompaction: true, url: upstream.baseUrl }, compaction: { mask: false } });
+    gateway = await startGateway({
+      upstream: { url: `${upstream.baseUrl}/` },
+      summarizer: { providerCompaction: true, url: upstream.baseUrl },
+      compaction: { mask: false },
+    });
     const agent = new Codex(false);
     for (let t = 1; t <= 8; t++) await agent.turn(gateway.baseUrl);
     expect(upstream.compactCalls()).toHaveLength(1);

@@ -38,7 +38,11 @@ interface Turn {
   thinkingSent: number;
 }
 
-const file = (n: number) => `// src/module${n}.ts\n${`export const value${n} = ${n}; // a line of the file\n`.repeat(Math.ceil(RESULT_BYTES / 44))}`.slice(0, RESULT_BYTES);
+const file = (n: number) =>
+  `// src/module${n}.ts\n${`export const value${n} = ${n}; // a line of the file\n`.repeat(Math.ceil(RESULT_BYTES / 44))}`.slice(
+    0,
+    RESULT_BYTES,
+  );
 
 /** An agent that keeps its whole history and sends it every turn; each answer asks to read one more file. */
 class Agent {
@@ -55,7 +59,13 @@ class Agent {
       model: 'claude-opus-5-5',
       max_tokens: 4_000,
       system: [{ type: 'text', text: 'You are a coding agent.', cache_control: { type: 'ephemeral' } }],
-      tools: [{ name: 'Read', description: 'Read a file', input_schema: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] } }],
+      tools: [
+        {
+          name: 'Read',
+          description: 'Read a file',
+          input_schema: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] },
+        },
+      ],
       thinking: this.thinking === 'adaptive' ? { type: 'adaptive' } : { type: 'enabled', budget_tokens: 2_000 },
       messages: this.messages,
     };
@@ -66,7 +76,10 @@ class Agent {
     const client = new Anthropic({ baseURL, apiKey: 'sk-ant-agent', maxRetries: 0 });
     const params = this.params() as any;
     const { data, response } = this.stream
-      ? await client.messages.stream(params).withResponse().then(async ({ data: s, response: r }) => ({ data: await s.finalMessage(), response: r }))
+      ? await client.messages
+          .stream(params)
+          .withResponse()
+          .then(async ({ data: s, response: r }) => ({ data: await s.finalMessage(), response: r }))
       : await client.messages.create(params).withResponse();
     const message = data;
     this.answers.push(message);
@@ -88,7 +101,8 @@ async function start(style: StrictAnthropicReject, memory: Record<string, unknow
   return gateway;
 }
 
-const thinkingIn = (body: any) => (body.messages as any[]).flatMap((m) => (Array.isArray(m.content) ? m.content : [])).filter((b: any) => b.type === 'thinking').length;
+const thinkingIn = (body: any) =>
+  (body.messages as any[]).flatMap((m) => (Array.isArray(m.content) ? m.content : [])).filter((b: any) => b.type === 'thinking').length;
 
 /** Runs the session, each turn through `route(turn)`, and records what each turn cost. */
 async function session(agent: Agent, route: (turn: number) => string | Promise<string>): Promise<Turn[]> {
@@ -104,9 +118,12 @@ async function session(agent: Agent, route: (turn: number) => string | Promise<s
 
 /** What the stand-in saw: no binding refusal, and no invalid block except under drop_block. */
 function expectNoBindingTrouble(): void {
-  const refused = upstream.checks().filter((c) => c.refused !== null && !/too long|too large|Too Large|exceeds the maximum/.test(c.refused));
+  const refused = upstream
+    .checks()
+    .filter((c) => c.refused !== null && !/too long|too large|Too Large|exceeds the maximum/.test(c.refused));
   expect(refused.map((c) => c.refused)).toEqual([]);
-  for (const check of upstream.checks()) if (check.invalid.length > 0) expect(check, 'an invalid block the request did not allow to drop').toMatchObject({ dropBlock: true });
+  for (const check of upstream.checks())
+    if (check.invalid.length > 0) expect(check, 'an invalid block the request did not allow to drop').toMatchObject({ dropBlock: true });
 }
 
 /** The turns as the headers tell them: plain until the overflow, then one replay, then compacted ahead. */
@@ -147,7 +164,9 @@ describe.each<[ThinkingType, StrictAnthropicReject, boolean]>([
     // What the upstream said it dropped reaches the client unchanged.
     if (thinking === 'enabled' && !stream) {
       const rescued = agent.answers[turns.findIndex((t) => t.header !== null)] as unknown as { input_transformations: unknown };
-      expect(rescued.input_transformations).toEqual([{ type: 'thinking_dropped', path: expect.stringMatching(/^messages\.\d+\.content\.0$/), reason: 'prefix_binding_mismatch' }]);
+      expect(rescued.input_transformations).toEqual([
+        { type: 'thinking_dropped', path: expect.stringMatching(/^messages\.\d+\.content\.0$/), reason: 'prefix_binding_mismatch' },
+      ]);
     }
     const metrics = await (await fetch(`${gateway.origin}/metrics`)).text();
     expect(metrics).toContain('gateway_binding_refusals_total{api="messages",request="compacted"} 0');
@@ -185,35 +204,43 @@ describe('the compacted prefix across gateways', () => {
 });
 
 describe('a refusal of bound thinking', () => {
-  it.each<ThinkingType>(['adaptive', 'enabled'])('of the gateway\u2019s own rewrite (the client edited a kept message), thinking %s: sent once more with all of it stripped, and remembered', async (thinking) => {
-    upstream = await startStandIn({ provider: 'anthropic', limitBytes: LIMIT, style: 'json_413', reply: readNext });
-    const gateway = await start('json_413');
-    const agent = new Agent(thinking, false);
-    const headers: Array<Record<string, string | number> | null> = [];
-    for (let t = 1; t <= 9; t++) headers.push(await agent.turn(gateway.origin));
-    expect(headers[8]).toMatchObject({ outcome: 'compacted' });
-    // The agent rewrites the newest-but-one tool result (after the summary, before blocks still kept).
-    const edited = agent.messages.length - 3;
-    agent.messages[edited] = { ...agent.messages[edited], content: [{ ...agent.messages[edited].content[0], content: 'the file, read again' }] };
-    const before = upstream.messageCalls().length;
-    const retried = await agent.turn(gateway.origin);
-    expect(retried).toMatchObject({ outcome: 'compacted', 'binding-retry': 1 });
-    const calls = upstream.messageCalls().slice(before);
-    expect(calls).toHaveLength(2);
-    expect(upstream.checks().at(-2)!.refused).toMatch(/^messages\.\d+\.content\.0: Invalid `signature` in `thinking` block\. The block is bound to a different conversation\./);
-    // All of it stripped; with thinking enabled but for the open round's, which must lead its message (under drop_block).
-    expect(thinkingIn(calls[1].json)).toBe(thinking === 'enabled' ? 1 : 0);
-    expect(retried!['block-binding']).toBe(thinking === 'enabled' ? 'drop_block' : 'none');
-    // The next turns strip them from the start, as remembered: no refusal.
-    for (let t = 0; t < 2; t++) {
-      const next = upstream.messageCalls().length;
-      expect(await agent.turn(gateway.origin)).toMatchObject({ outcome: 'compacted', 'thinking-stripped': expect.any(Number) });
-      expect(upstream.messageCalls().slice(next)).toHaveLength(1);
-      expect(upstream.checks().at(-1)!.refused).toBeNull();
-    }
-    const metrics = await (await fetch(`${gateway.origin}/metrics`)).text();
-    expect(metrics).toContain('gateway_binding_refusals_total{api="messages",request="compacted"} 1');
-  });
+  it.each<ThinkingType>(['adaptive', 'enabled'])(
+    'of the gateway\u2019s own rewrite (the client edited a kept message), thinking %s: sent once more with all of it stripped, and remembered',
+    async (thinking) => {
+      upstream = await startStandIn({ provider: 'anthropic', limitBytes: LIMIT, style: 'json_413', reply: readNext });
+      const gateway = await start('json_413');
+      const agent = new Agent(thinking, false);
+      const headers: Array<Record<string, string | number> | null> = [];
+      for (let t = 1; t <= 9; t++) headers.push(await agent.turn(gateway.origin));
+      expect(headers[8]).toMatchObject({ outcome: 'compacted' });
+      // The agent rewrites the newest-but-one tool result (after the summary, before blocks still kept).
+      const edited = agent.messages.length - 3;
+      agent.messages[edited] = {
+        ...agent.messages[edited],
+        content: [{ ...agent.messages[edited].content[0], content: 'the file, read again' }],
+      };
+      const before = upstream.messageCalls().length;
+      const retried = await agent.turn(gateway.origin);
+      expect(retried).toMatchObject({ outcome: 'compacted', 'binding-retry': 1 });
+      const calls = upstream.messageCalls().slice(before);
+      expect(calls).toHaveLength(2);
+      expect(upstream.checks().at(-2)!.refused).toMatch(
+        /^messages\.\d+\.content\.0: Invalid `signature` in `thinking` block\. The block is bound to a different conversation\./,
+      );
+      // All of it stripped; with thinking enabled but for the open round's, which must lead its message (under drop_block).
+      expect(thinkingIn(calls[1].json)).toBe(thinking === 'enabled' ? 1 : 0);
+      expect(retried!['block-binding']).toBe(thinking === 'enabled' ? 'drop_block' : 'none');
+      // The next turns strip them from the start, as remembered: no refusal.
+      for (let t = 0; t < 2; t++) {
+        const next = upstream.messageCalls().length;
+        expect(await agent.turn(gateway.origin)).toMatchObject({ outcome: 'compacted', 'thinking-stripped': expect.any(Number) });
+        expect(upstream.messageCalls().slice(next)).toHaveLength(1);
+        expect(upstream.checks().at(-1)!.refused).toBeNull();
+      }
+      const metrics = await (await fetch(`${gateway.origin}/metrics`)).text();
+      expect(metrics).toContain('gateway_binding_refusals_total{api="messages",request="compacted"} 1');
+    },
+  );
 
   it('of a request the gateway did not rewrite is the client\u2019s: relayed byte for byte, not retried', async () => {
     upstream = await startStandIn({ provider: 'anthropic', reply: readNext });
@@ -245,5 +272,9 @@ it('the beta is appended once to the caller\u2019s own list', async () => {
   for (let t = 1; t <= 8; t++) await agent.turn(gateway.origin);
   const replay = upstream.messageCalls().at(-1)!;
   expect(replay.json.thinking.block_binding).toEqual({ prefix_mismatch_behavior: 'drop_block' });
-  expect(String(replay.headers['anthropic-beta']).split(',').filter((b) => b === BINDING_BETA)).toHaveLength(1);
+  expect(
+    String(replay.headers['anthropic-beta'])
+      .split(',')
+      .filter((b) => b === BINDING_BETA),
+  ).toHaveLength(1);
 });

@@ -77,7 +77,11 @@ describe('the gateway process', () => {
     expect(text).toContain('[DONE]');
     expect(await proc.exited).toBe(0);
     // The stream's access line, written as it ended, reached stdout before the exit.
-    const lines = proc.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+    const lines = proc
+      .output()
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l));
     expect(lines.filter((l) => l.msg === 'request completed' && l.path === '/v1/chat/completions' && l.status === 200)).toHaveLength(1);
   });
 });

@@ -34,7 +34,11 @@ afterAll(async () => {
 
 describe('a replayed body keeps the bytes of what it did not change', () => {
   it('the seed, 1.0, -100.0 and the last message as sent; only the conversation rewritten', async () => {
-    const res = await fetch(`${gateway.baseUrl}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer sk-client' }, body });
+    const res = await fetch(`${gateway.baseUrl}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer sk-client' },
+      body,
+    });
     expect(res.status).toBe(200);
     expect(res.headers.get('x-gateway-compaction')).toMatch(/outcome=replayed/);
     const calls = provider.calls('chat');

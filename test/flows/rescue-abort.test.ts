@@ -23,7 +23,11 @@ it('the client aborting during compaction cancels the summarizer call and sends 
   });
   // Masking off: the compaction is the summarizer's. The summarizer is the upstream's own model,
   // so its calls are sized to the window the refusal stated: several, some at once.
-  gateway = await startGateway({ upstream: { url: provider.baseUrl }, summarizer: { maxInputTokens: 500_000 }, compaction: { mask: false } });
+  gateway = await startGateway({
+    upstream: { url: provider.baseUrl },
+    summarizer: { maxInputTokens: 500_000 },
+    compaction: { mask: false },
+  });
   const controller = new AbortController();
   const pending = fetch(`${gateway.baseUrl}/chat/completions`, {
     method: 'POST',
@@ -42,6 +46,8 @@ it('the client aborting during compaction cancels the summarizer call and sends 
   const summarizer = provider.summarizerCalls();
   expect(summarizer.length).toBeGreaterThanOrEqual(1);
   // Every summarizer call that went out was closed by the gateway (each hangs until then).
-  const closed = await Promise.all(summarizer.map((r) => Promise.race([r.aborted.then(() => true), new Promise((done) => setTimeout(() => done(false), 1_000))])));
+  const closed = await Promise.all(
+    summarizer.map((r) => Promise.race([r.aborted.then(() => true), new Promise((done) => setTimeout(() => done(false), 1_000))])),
+  );
   expect(closed).toEqual(summarizer.map(() => true));
 });

@@ -38,7 +38,9 @@ async function chat(origin: string, body: Record<string, unknown>, headers: Reco
 /** The lines a request wrote at WARN or above (its access line is INFO). */
 async function loudLines(id: string): Promise<any[]> {
   // The access line is the request's last: once it is out, the rescue's line is too.
-  await expect.poll(() => jsonLines(proc!).some((l) => l.requestId === id && l.msg === 'request completed'), { timeout: 10_000 }).toBe(true);
+  await expect
+    .poll(() => jsonLines(proc!).some((l) => l.requestId === id && l.msg === 'request completed'), { timeout: 10_000 })
+    .toBe(true);
   return jsonLines(proc!).filter((l) => l.requestId === id && l.level >= 40);
 }
 
@@ -46,7 +48,8 @@ async function loudLines(id: string): Promise<any[]> {
 async function rescues(origin: string): Promise<Record<string, number>> {
   const text = await (await fetch(`${origin}/metrics`)).text();
   const counted: Record<string, number> = {};
-  for (const [, outcome, n] of text.matchAll(/^gateway_rescues_total\{api="chat",outcome="(\w+)",upstream="default"\} (\d+)$/gm)) if (Number(n) > 0) counted[outcome] = Number(n);
+  for (const [, outcome, n] of text.matchAll(/^gateway_rescues_total\{api="chat",outcome="(\w+)",upstream="default"\} (\d+)$/gm))
+    if (Number(n) > 0) counted[outcome] = Number(n);
   return counted;
 }
 
@@ -72,13 +75,22 @@ describe('one line per rescue, at its end', () => {
     expect(parseCompactionHeader(res.header)).toMatchObject({ outcome: 'replayed', 'replay-status': 200 });
     const lines = await loudLines(res.id);
     expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatchObject({ level: 40, compaction: { outcome: 'replayed', replayStatus: 200, replayResult: 'success', upstream: 'default' } });
-    expect(lines[0].msg).toMatch(/^upstream rejected the chat request as overlong \(400 context_length, limit stated\): compacted \d+ items into \d+ .*, replayed once: the upstream answered 200$/);
+    expect(lines[0]).toMatchObject({
+      level: 40,
+      compaction: { outcome: 'replayed', replayStatus: 200, replayResult: 'success', upstream: 'default' },
+    });
+    expect(lines[0].msg).toMatch(
+      /^upstream rejected the chat request as overlong \(400 context_length, limit stated\): compacted \d+ items into \d+ .*, replayed once: the upstream answered 200$/,
+    );
     expect(await rescues(origin)).toEqual({ replayed: 1 });
     // What the upstream saw: the gateway's header on the replay only, with what was known before sending it.
     const [first, replay] = provider.calls('chat');
     expect(first.headers['x-gateway-compaction']).toBeUndefined();
-    expect(parseCompactionHeader(replay.headers['x-gateway-compaction'] as string)).toMatchObject({ outcome: 'replayed', trigger: 'rejected', reason: 'context_length' });
+    expect(parseCompactionHeader(replay.headers['x-gateway-compaction'] as string)).toMatchObject({
+      outcome: 'replayed',
+      trigger: 'rejected',
+      reason: 'context_length',
+    });
     expect(replay.headers['x-gateway-compaction']).not.toMatch(/replay-status/);
   });
 
@@ -94,7 +106,10 @@ describe('one line per rescue, at its end', () => {
     expect(parseCompactionHeader(res.header)).toMatchObject({ outcome: 'replay_failed', 'replay-status': 400 });
     const lines = await loudLines(res.id);
     expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatchObject({ level: 50, compaction: { outcome: 'replay_failed', replayStatus: 400, replayResult: 'still_overlong' } });
+    expect(lines[0]).toMatchObject({
+      level: 50,
+      compaction: { outcome: 'replay_failed', replayStatus: 400, replayResult: 'still_overlong' },
+    });
     expect(lines[0].msg).toMatch(/, replayed once: the upstream answered 400, overlong still, passed to the client$/);
     expect(await rescues(origin)).toEqual({ replay_failed: 1 });
   });
@@ -102,7 +117,13 @@ describe('one line per rescue, at its end', () => {
   it('nothing to shrink: one ERROR line, outcome not_shrunk', async () => {
     provider = await startStandIn({ limitBytes: 20_000 });
     const origin = await gateway();
-    const res = await chat(origin, { model: 'm', messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: 'x'.repeat(100_000) }] });
+    const res = await chat(origin, {
+      model: 'm',
+      messages: [
+        { role: 'system', content: 'be brief' },
+        { role: 'user', content: 'x'.repeat(100_000) },
+      ],
+    });
     expect(res.status).toBe(400);
     expect(parseCompactionHeader(res.header)).toMatchObject({ outcome: 'not_shrunk' });
     const lines = await loudLines(res.id);

@@ -16,7 +16,8 @@ const overlong = (n: number) =>
 it('an upstream that keeps rejecting: two calls, then its own error with outcome=replay_failed', async () => {
   let n = 0;
   upstream = await startFakeUpstream((req, res) => {
-    if (req.headers['x-gateway-compaction'] === 'summarizer') return json(res, 200, { choices: [{ message: { content: 'short summary' } }] });
+    if (req.headers['x-gateway-compaction'] === 'summarizer')
+      return json(res, 200, { choices: [{ message: { content: 'short summary' } }] });
     n++;
     return json(res, 400, overlong(20_000 + n), { 'x-attempt': String(n) });
   });
@@ -56,7 +57,13 @@ it('a replay answered with a 500 is relayed as it came', async () => {
 it('a request that cannot be shrunk gets the original error and outcome=not_shrunk', async () => {
   upstream = await startFakeUpstream((_req, res) => json(res, 400, overlong(90_000)));
   gateway = await startGateway({ upstream: { url: upstream.baseUrl } });
-  const body = { model: 'm', messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: 'x'.repeat(300_000) }] };
+  const body = {
+    model: 'm',
+    messages: [
+      { role: 'system', content: 'be brief' },
+      { role: 'user', content: 'x'.repeat(300_000) },
+    ],
+  };
   const res = await postChat(gateway, body);
   expect(res.status).toBe(400);
   expect(res.text).toBe(overlong(90_000));

@@ -27,14 +27,23 @@ function refusedWith(refusal: Refusal, stream: boolean): number {
   return stream && refusal.tooLong === 'in_stream' ? 200 : 400;
 }
 /** What the rules said of the client's request and of the replay; a scripted refusal is not theirs. */
-const verdictsOf = (refusal: Refusal) => ('scripted' in refusal ? [null] : [expect.stringMatching(/maximum context length|prompt is too long|413 Request Entity Too Large/), null]);
+const verdictsOf = (refusal: Refusal) =>
+  'scripted' in refusal ? [null] : [expect.stringMatching(/maximum context length|prompt is too long|413 Request Entity Too Large/), null];
 
 async function setup(refusal: Refusal) {
-  provider = await startStandIn({ limitBytes: LIMIT, tooLong: 'tooLong' in refusal ? refusal.tooLong : 'stated', reply: () => ({ text: 'rescued answer' }) });
+  provider = await startStandIn({
+    limitBytes: LIMIT,
+    tooLong: 'tooLong' in refusal ? refusal.tooLong : 'stated',
+    reply: () => ({ text: 'rescued answer' }),
+  });
   if ('scripted' in refusal) provider.script(refusal.scripted);
   // A summarizer window of its own wide enough for the whole middle; the summarizer here is the
   // upstream's own model, so where the error states its window, its calls are sized to that.
-  gateway = await startGateway({ upstream: { url: provider.baseUrl }, summarizer: { maxInputTokens: 500_000 }, auth: { metricsModelNames: true } });
+  gateway = await startGateway({
+    upstream: { url: provider.baseUrl },
+    summarizer: { maxInputTokens: 500_000 },
+    auth: { metricsModelNames: true },
+  });
 }
 
 /** The same agent conversation as Anthropic Messages: system apart, tool_use / tool_result blocks, each round's results in one user turn. */
@@ -56,13 +65,18 @@ function asMessages(chat: ReturnType<typeof agentRequest>): Record<string, any> 
       const content: any[] = [];
       if (m.reasoning_content) content.push({ type: 'text', text: m.reasoning_content });
       if (m.content) content.push({ type: 'text', text: m.content });
-      for (const c of m.tool_calls ?? []) content.push({ type: 'tool_use', id: c.id, name: c.function.name, input: JSON.parse(c.function.arguments) });
+      for (const c of m.tool_calls ?? [])
+        content.push({ type: 'tool_use', id: c.id, name: c.function.name, input: JSON.parse(c.function.arguments) });
       messages.push({ role: 'assistant', content });
     } else {
       messages.push({ role: 'user', content: typeof m.content === 'string' ? m.content : m.content.map(part) });
     }
   }
-  const tools = (chat.tools as any[]).map((t) => ({ name: t.function.name, description: t.function.description, input_schema: t.function.parameters }));
+  const tools = (chat.tools as any[]).map((t) => ({
+    name: t.function.name,
+    description: t.function.description,
+    input_schema: t.function.parameters,
+  }));
   return { model: chat.model, system: system.content, messages, tools, max_tokens: chat.max_tokens, temperature: chat.temperature };
 }
 
@@ -84,10 +98,16 @@ const CHAT: Dialect = {
   answerText: (json) => json.choices[0].message.content,
   async stream(body) {
     const sdk = new OpenAI({ baseURL: gateway.baseUrl, apiKey: 'sk-client', maxRetries: 0 });
-    const { data: stream, response } = await sdk.chat.completions.create({ ...(body as any), stream: true, stream_options: { include_usage: true } }).withResponse();
+    const { data: stream, response } = await sdk.chat.completions
+      .create({ ...(body as any), stream: true, stream_options: { include_usage: true } })
+      .withResponse();
     const chunks = [];
     for await (const chunk of stream as any) chunks.push(chunk);
-    return { text: chunks.map((c: any) => c.choices[0]?.delta?.content ?? '').join(''), usage: chunks.at(-1).usage.total_tokens, header: response.headers.get('x-gateway-compaction') };
+    return {
+      text: chunks.map((c: any) => c.choices[0]?.delta?.content ?? '').join(''),
+      usage: chunks.at(-1).usage.total_tokens,
+      header: response.headers.get('x-gateway-compaction'),
+    };
   },
   expectValidReplay,
 };
@@ -96,7 +116,11 @@ const MESSAGES: Dialect = {
   api: 'messages',
   request: () => asMessages(agentRequest(60)),
   post: (body) => postJson(`${gateway.baseUrl}/messages`, body, { 'x-api-key': 'sk-client', 'anthropic-version': '2023-06-01' }),
-  answerText: (json) => json.content.filter((b: any) => b.type === 'text').map((b: any) => b.text).join(''),
+  answerText: (json) =>
+    json.content
+      .filter((b: any) => b.type === 'text')
+      .map((b: any) => b.text)
+      .join(''),
   async stream(body) {
     const sdk = new Anthropic({ baseURL: gateway.origin, apiKey: 'sk-client', maxRetries: 0 });
     const { data: stream, response } = await sdk.messages.stream(body as any).withResponse();
@@ -147,7 +171,8 @@ describe.each<[string, Dialect, Refusal, string]>([
       expect(summarizer.length).toBeGreaterThanOrEqual(1);
       // Sized to what the rejection taught of the upstream's own model: under the stated window,
       // or under the refused size.
-      for (const call of summarizer) expect(call.body.length).toBeLessThanOrEqual(reason === 'context_length' ? LIMIT : calls[0].body.length - 1);
+      for (const call of summarizer)
+        expect(call.body.length).toBeLessThanOrEqual(reason === 'context_length' ? LIMIT : calls[0].body.length - 1);
       // ... and each answered by the strict rules.
       expect(summarizer.map((call) => provider.answerStatus(call))).toEqual(summarizer.map(() => 200));
       expect(header['summarizer-ms']).toBeGreaterThanOrEqual(0);
@@ -160,7 +185,9 @@ describe.each<[string, Dialect, Refusal, string]>([
 
     const warn = gateway.logLines().filter((l) => l.level === 40 && /overlong/.test(l.msg));
     expect(warn).toHaveLength(1);
-    expect(warn[0].msg).toMatch(new RegExp(`compacted \\d+ items into \\d+ \\(.+ -> .+, ${header.strategy}\\b.*\\), replayed once: the upstream answered 200`));
+    expect(warn[0].msg).toMatch(
+      new RegExp(`compacted \\d+ items into \\d+ \\(.+ -> .+, ${header.strategy}\\b.*\\), replayed once: the upstream answered 200`),
+    );
   });
 
   it('rescues a streaming request: the replayed stream reaches the client intact', async () => {
@@ -191,7 +218,9 @@ it('counts the rescue in metrics', async () => {
   const summarizerCalls = provider.summarizerCalls().length;
   expect(summarizerCalls).toBeGreaterThanOrEqual(1);
   // Under the request's upstream and the model its summarizer calls named (the request's own).
-  expect(metrics).toContain(`gateway_summarizer_calls_total{upstream="default",model="${provider.summarizerCalls()[0].json.model}"} ${summarizerCalls}\n`);
+  expect(metrics).toContain(
+    `gateway_summarizer_calls_total{upstream="default",model="${provider.summarizerCalls()[0].json.model}"} ${summarizerCalls}\n`,
+  );
   expect(total(metrics, 'gateway_summarizer_calls_total')).toBe(summarizerCalls);
   const [rejected, replay] = provider.calls('chat');
   expect(metrics).toContain(`gateway_compaction_removed_bytes_total{api="chat"} ${rejected.body.length - replay.body.length}\n`);

@@ -60,10 +60,14 @@ const sdk = () => new Anthropic({ baseURL: gateway.origin, apiKey: API_KEY, maxR
 
 async function send(mode: 'create' | 'stream', params: Record<string, any>) {
   if (mode === 'create') {
-    const { data, response } = await sdk().messages.create(params as any).withResponse();
+    const { data, response } = await sdk()
+      .messages.create(params as any)
+      .withResponse();
     return { message: data, response };
   }
-  const { data: stream, response } = await sdk().messages.stream(params as any).withResponse();
+  const { data: stream, response } = await sdk()
+    .messages.stream(params as any)
+    .withResponse();
   const events: string[] = [];
   stream.on('streamEvent', (e) => events.push(e.type));
   const message = await stream.finalMessage();
@@ -74,7 +78,10 @@ async function send(mode: 'create' | 'stream', params: Record<string, any>) {
 async function replaysMetric(): Promise<string> {
   const text = await (await fetch(`${gateway.origin}/metrics`)).text();
   // Every series starts at 0: only those that counted something.
-  return text.split('\n').filter((l) => l.startsWith('gateway_replays_total{api="messages"') && !l.endsWith(' 0')).join('\n');
+  return text
+    .split('\n')
+    .filter((l) => l.startsWith('gateway_replays_total{api="messages"') && !l.endsWith(' 0'))
+    .join('\n');
 }
 
 async function expectOneReplay(response: Response, message: Anthropic.Message) {

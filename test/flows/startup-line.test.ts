@@ -21,7 +21,10 @@ afterEach(async () => {
 });
 
 const ready = (p: Proc) => jsonLines(p).find((l) => l.msg === 'gateway ready');
-const warnings = (p: Proc) => jsonLines(p).filter((l) => l.level === 40).map((l) => l.msg as string);
+const warnings = (p: Proc) =>
+  jsonLines(p)
+    .filter((l) => l.level === 40)
+    .map((l) => l.msg as string);
 
 describe('the startup line', () => {
   it('says what is in force, and warns about a base URL without a version path and a Redis that is down', async () => {
@@ -61,7 +64,9 @@ describe('the startup line', () => {
       pid: proc.child.pid,
     });
     const [noVersion, uncredentialed, redisDown] = warnings(proc);
-    expect(uncredentialed).toMatch(/^the summarizer of upstream default is http:\/\/127\.0\.0\.1:9, which is not on default's origin and has no key of its own/);
+    expect(uncredentialed).toMatch(
+      /^the summarizer of upstream default is http:\/\/127\.0\.0\.1:9, which is not on default's origin and has no key of its own/,
+    );
     expect(noVersion).toMatch(new RegExp(`upstream\\.url ${upstream.origin}/ has no version path.*/v1`));
     expect(redisDown).toBe(
       `Redis at redis://:***@127.0.0.1:${redisPort} is not reachable (connection refused: nothing listens at that address). ` +
@@ -76,7 +81,13 @@ describe('the startup line', () => {
     await listening(proc);
     await expect.poll(() => ready(proc!), { timeout: 10_000 }).toBeTruthy();
     expect(ready(proc)).toMatchObject({
-      upstreams: [expect.objectContaining({ url: upstream.baseUrl, key: "the client's", summarizer: "the request's own upstream, the request's model" })],
+      upstreams: [
+        expect.objectContaining({
+          url: upstream.baseUrl,
+          key: "the client's",
+          summarizer: "the request's own upstream, the request's model",
+        }),
+      ],
       auth: 'off',
       compaction: 'summarize',
       memory: 'local (in-process)',

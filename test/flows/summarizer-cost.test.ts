@@ -38,7 +38,10 @@ it('calls, tokens, duration and rescues per upstream and summarizer model', asyn
   );
   proc = runGateway(['--config', config], { PORT: '0', LOG_FORMAT: 'json' });
   const origin = await listening(proc);
-  for (const [prefix, model] of [['openai', 'gpt-big'], ['local', 'qwen3-coder']]) {
+  for (const [prefix, model] of [
+    ['openai', 'gpt-big'],
+    ['local', 'qwen3-coder'],
+  ]) {
     const sdk = new OpenAI({ baseURL: `${origin}/${prefix}/v1`, apiKey: 'sk-client', maxRetries: 0, timeout: 15_000 });
     const answer = await sdk.chat.completions.create({ ...agentRequest(60), model } as never);
     expect(answer.choices[0].message).toBeDefined();
@@ -48,10 +51,17 @@ it('calls, tokens, duration and rescues per upstream and summarizer model', asyn
   expect(openai.summarizerCalls().every((c) => c.json.model === 'cheap-summarizer')).toBe(true);
 
   const metrics = await (await fetch(`${origin}/metrics`)).text();
-  expect(total(metrics, 'gateway_summarizer_calls_total', { upstream: 'openai', model: 'cheap-summarizer' })).toBe(openai.summarizerCalls().length);
-  expect(total(metrics, 'gateway_summarizer_calls_total', { upstream: 'local', model: 'qwen3-coder' })).toBe(local.summarizerCalls().length);
+  expect(total(metrics, 'gateway_summarizer_calls_total', { upstream: 'openai', model: 'cheap-summarizer' })).toBe(
+    openai.summarizerCalls().length,
+  );
+  expect(total(metrics, 'gateway_summarizer_calls_total', { upstream: 'local', model: 'qwen3-coder' })).toBe(
+    local.summarizerCalls().length,
+  );
   expect(total(metrics, 'gateway_summarizer_calls_total')).toBe(openai.summarizerCalls().length + local.summarizerCalls().length);
-  for (const [upstream, model] of [['openai', 'cheap-summarizer'], ['local', 'qwen3-coder']]) {
+  for (const [upstream, model] of [
+    ['openai', 'cheap-summarizer'],
+    ['local', 'qwen3-coder'],
+  ]) {
     expect(total(metrics, 'gateway_summarizer_tokens_total', { upstream, model, direction: 'input' })).toBeGreaterThan(0);
     expect(total(metrics, 'gateway_summarizer_duration_seconds_count', { upstream, model })).toBe(1);
     expect(total(metrics, 'gateway_rescues_total', { upstream, outcome: 'replayed' })).toBe(1);

@@ -41,10 +41,24 @@ function agentMessages(window: number, { windows = 3, rounds = 24, prose = 0.5 }
 
 function toolRound(t: number, noteBytes: number, outputBytes: number): any[] {
   const id = `call_${t}`;
-  const note = lines(noteBytes, (n) => `Round ${t}, note ${n}: the handler in src/f${t}.ts retries ${n % 4} times before it gives up, so next I read src/f${t + 1}.ts.`);
+  const note = lines(
+    noteBytes,
+    (n) => `Round ${t}, note ${n}: the handler in src/f${t}.ts retries ${n % 4} times before it gives up, so next I read src/f${t + 1}.ts.`,
+  );
   return [
-    { role: 'assistant', content: note || null, tool_calls: [{ id, type: 'function', function: { name: 'read_file', arguments: `{"path":"src/f${t}.ts"}` } }] },
-    { role: 'tool', tool_call_id: id, content: lines(outputBytes, (n) => `src/f${t}.ts:${n}: const value${n} = await handler(request, { retry: ${n % 4} }) ${n % 9 === 0 ? '// café ✓ →' : ''}`) },
+    {
+      role: 'assistant',
+      content: note || null,
+      tool_calls: [{ id, type: 'function', function: { name: 'read_file', arguments: `{"path":"src/f${t}.ts"}` } }],
+    },
+    {
+      role: 'tool',
+      tool_call_id: id,
+      content: lines(
+        outputBytes,
+        (n) => `src/f${t}.ts:${n}: const value${n} = await handler(request, { retry: ${n % 4} }) ${n % 9 === 0 ? '// café ✓ →' : ''}`,
+      ),
+    },
   ];
 }
 
@@ -61,7 +75,11 @@ function lines(chars: number, line: (n: number) => string): string {
 const TOOLS = [
   {
     type: 'function',
-    function: { name: 'read_file', description: 'Read a file', parameters: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] } },
+    function: {
+      name: 'read_file',
+      description: 'Read a file',
+      parameters: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] },
+    },
   },
 ];
 
@@ -86,7 +104,9 @@ function describeCall(c: WindowedCall): string {
 
 /** What the gateway said about its rescue, for a failure message. */
 function rescueLog(): string {
-  const lines = gateway.logLines().filter((l) => /summar|compact|rescue|overlong|replay/i.test(`${l.msg ?? ''} ${JSON.stringify(l.compaction ?? '')}`));
+  const lines = gateway
+    .logLines()
+    .filter((l) => /summar|compact|rescue|overlong|replay/i.test(`${l.msg ?? ''} ${JSON.stringify(l.compaction ?? '')}`));
   return JSON.stringify(lines.slice(-8), null, 1).slice(0, 4_000);
 }
 
@@ -112,9 +132,15 @@ async function turn(body: Record<string, unknown>) {
   const replay = main.at(-1)!;
   expect(replay.status, context).toBe(200);
   // The summary in the replay is the newest one the stand-in wrote (this turn's, or a remembered one).
-  const summary = provider.summarizerCalls().filter((c) => c.status === 200).at(-1)?.answer;
+  const summary = provider
+    .summarizerCalls()
+    .filter((c) => c.status === 200)
+    .at(-1)?.answer;
   expect(summary, context).toBeDefined();
-  expect(replay.received.json.messages.some((m: any) => typeof m.content === 'string' && m.content.includes(summary!)), context).toBe(true);
+  expect(
+    replay.received.json.messages.some((m: any) => typeof m.content === 'string' && m.content.includes(summary!)),
+    context,
+  ).toBe(true);
   return { res, header, calls, main, summarizer, replay, context };
 }
 
@@ -131,7 +157,10 @@ describe.each<{ window: number; maxTokens: number; wording: VllmWording }>([
     const first = await turn(chatBody(messages, maxTokens));
     expect(first.header).toMatchObject({ outcome: 'replayed', strategy: 'summarize' });
     // The client's request, refused for the window, then the one replay.
-    expect(first.main.map((c) => c.status), first.context).toEqual([400, 200]);
+    expect(
+      first.main.map((c) => c.status),
+      first.context,
+    ).toEqual([400, 200]);
     expect(first.main[0].promptTokens).toBeGreaterThan(2 * window);
     expect(first.summarizer.length, first.context).toBeGreaterThanOrEqual(1);
     expectValidReplay(first.main[0].received, first.replay.received);
@@ -154,7 +183,10 @@ describe('no window stated before the first summarizer call', () => {
     const messages = agentMessages(window, { windows: 1.2, rounds: 12, prose: 0.8 });
     const first = await turn(chatBody(messages, undefined));
     expect(first.header).toMatchObject({ outcome: 'replayed', strategy: 'summarize' });
-    expect(first.main.map((c) => c.status), first.context).toEqual([400, 200]);
+    expect(
+      first.main.map((c) => c.status),
+      first.context,
+    ).toEqual([400, 200]);
     expect(first.main[0].error).toMatch(/^max_tokens must be at least 1, got -\d+\.$/);
     expectValidReplay(first.main[0].received, first.replay.received);
     // The summarizer met the window first, then summarised in calls that fit it.
@@ -175,7 +207,10 @@ describe('no window stated before the first summarizer call', () => {
     const messages = agentMessages(window, { windows: 1.1, rounds: 12, prose: 0.8 });
     const first = await turn(chatBody(messages, 256));
     expect(first.header).toMatchObject({ outcome: 'replayed', strategy: 'summarize', reason: 'body_too_large' });
-    expect(first.main.map((c) => c.status), first.context).toEqual([413, 200]);
+    expect(
+      first.main.map((c) => c.status),
+      first.context,
+    ).toEqual([413, 200]);
     expectValidReplay(first.main[0].received, first.replay.received);
     const refused = first.summarizer.filter((c) => c.status !== 200);
     expect(refused.length, first.context).toBeGreaterThanOrEqual(1);

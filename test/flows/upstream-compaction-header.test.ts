@@ -15,7 +15,11 @@ afterEach(async () => {
 });
 
 it('an upstream\u2019s x-gateway-compaction does not reach the client, on a rescued or a pass-through route', async () => {
-  upstream = await startFakeUpstream((req, res) => json(res, 200, req.url.endsWith('/chat/completions') ? completion('ok') : { data: [] }, { 'x-gateway-compaction': 'outcome=replayed, strategy=summarize' }));
+  upstream = await startFakeUpstream((req, res) =>
+    json(res, 200, req.url.endsWith('/chat/completions') ? completion('ok') : { data: [] }, {
+      'x-gateway-compaction': 'outcome=replayed, strategy=summarize',
+    }),
+  );
   gateway = await startGateway({ upstream: { url: upstream.baseUrl } });
   const chat = await postChat(gateway, { model: 'm', messages: [{ role: 'user', content: 'hi' }] });
   expect(chat.status).toBe(200);

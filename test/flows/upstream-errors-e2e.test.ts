@@ -66,13 +66,19 @@ describe('overlong, but no compaction can fit the stated window', () => {
     current = fixture;
     const res = await postChat(gateway, agentRequest(60));
     expect(chatCalls()).toHaveLength(1);
-    expect(parseCompactionHeader(res.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'not_shrunk', why: 'cannot_fit', 'overflow-error': 'translated' });
+    expect(parseCompactionHeader(res.headers.get('x-gateway-compaction'))).toMatchObject({
+      outcome: 'not_shrunk',
+      why: 'cannot_fit',
+      'overflow-error': 'translated',
+    });
     expect(res.status).toBe(400);
     const error = (JSON.parse(res.text) as { error: { code: string; message: string } }).error;
     expect(error.code).toBe('context_length_exceeded');
     // The window the provider stated, in OpenAI's sentence.
     const stated = fixture.body.match(/\b(2048|256)\b/)![1];
-    expect(error.message).toMatch(new RegExp(`^This model's maximum context length is ${stated} tokens\\. However, your messages resulted in \\d+ tokens\\.`));
+    expect(error.message).toMatch(
+      new RegExp(`^This model's maximum context length is ${stated} tokens\\. However, your messages resulted in \\d+ tokens\\.`),
+    );
   });
 });
 

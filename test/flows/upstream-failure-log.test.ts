@@ -82,14 +82,20 @@ describe('the built process, one upstream down', () => {
   it('names the upstream on the 502 WARN of a chat request as on a pass-through one', async () => {
     proc = runGateway([], { PORT: '0', LOG_FORMAT: 'json', UPSTREAM_URL: `http://127.0.0.1:${await freePort()}/v1` });
     const origin = await listening(proc);
-    const chat = await fetch(`${origin}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }) });
+    const chat = await fetch(`${origin}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }),
+    });
     const models = await fetch(`${origin}/v1/models`);
     expect([chat.status, models.status]).toEqual([502, 502]);
     for (const res of [chat, models]) {
       const id = res.headers.get('x-request-id');
       await expect.poll(() => jsonLines(proc!).some((l) => l.requestId === id && l.level === 40), { timeout: 10_000 }).toBe(true);
       const warn = jsonLines(proc).filter((l) => l.requestId === id && l.level === 40);
-      expect(warn).toEqual([expect.objectContaining({ upstream: 'default', status: 502, code: 'upstream_unreachable', cause: 'ECONNREFUSED' })]);
+      expect(warn).toEqual([
+        expect.objectContaining({ upstream: 'default', status: 502, code: 'upstream_unreachable', cause: 'ECONNREFUSED' }),
+      ]);
     }
   });
 });

@@ -13,7 +13,6 @@ afterEach(async () => {
   gateway = upstream = undefined;
 });
 
-
 describe('upstream failures', () => {
   it('upstream down -> 502 upstream_unreachable, on chat and passthrough', async () => {
     gateway = await startGateway({ upstream: { url: `http://127.0.0.1:${await deadPort()}/v1` } });
@@ -107,20 +106,26 @@ describe('upstream failures', () => {
 });
 
 describe('bad requests', () => {
-  it.each(['{"model":', 'not json', ''])('invalid JSON %j is the upstream\'s to answer: relayed to it untouched, its answer to the client', async (body) => {
-    const answer = '{"error":{"message":"We could not parse the JSON body of your request.","type":"invalid_request_error","param":null,"code":null}}';
-    upstream = await startFakeUpstream((_req, res) => json(res, 400, answer));
-    gateway = await startGateway({ upstream: { url: upstream.baseUrl } });
-    const res = await postChat(gateway, body);
-    expect(upstream.received).toHaveLength(1);
-    expect(upstream.received[0].body.toString()).toBe(body);
-    expect(res.status).toBe(400);
-    expect(res.text).toBe(answer);
-    expect(res.headers.get('x-gateway-compaction')).toBeNull();
-  });
+  it.each(['{"model":', 'not json', ''])(
+    "invalid JSON %j is the upstream's to answer: relayed to it untouched, its answer to the client",
+    async (body) => {
+      const answer =
+        '{"error":{"message":"We could not parse the JSON body of your request.","type":"invalid_request_error","param":null,"code":null}}';
+      upstream = await startFakeUpstream((_req, res) => json(res, 400, answer));
+      gateway = await startGateway({ upstream: { url: upstream.baseUrl } });
+      const res = await postChat(gateway, body);
+      expect(upstream.received).toHaveLength(1);
+      expect(upstream.received[0].body.toString()).toBe(body);
+      expect(res.status).toBe(400);
+      expect(res.text).toBe(answer);
+      expect(res.headers.get('x-gateway-compaction')).toBeNull();
+    },
+  );
 
   it('an invalid JSON body the upstream calls overlong cannot be compacted: its error passes through', async () => {
-    const answer = JSON.stringify({ error: { message: "This model's maximum context length is 10 tokens.", code: 'context_length_exceeded' } });
+    const answer = JSON.stringify({
+      error: { message: "This model's maximum context length is 10 tokens.", code: 'context_length_exceeded' },
+    });
     upstream = await startFakeUpstream((_req, res) => json(res, 400, answer));
     gateway = await startGateway({ upstream: { url: upstream.baseUrl } });
     const res = await postChat(gateway, '{"model":"m","messages":[');

@@ -19,8 +19,14 @@ afterEach(async () => {
   await upstream?.close();
 });
 
-const windowStop = (outputTokens: number) => event('message_delta', { delta: { stop_reason: 'model_context_window_exceeded', stop_sequence: null }, usage: { output_tokens: outputTokens } });
-const start = event('message_start', { message: { ...message('', 100_000), content: [], stop_reason: null, usage: { input_tokens: 199_990, output_tokens: 0 } } });
+const windowStop = (outputTokens: number) =>
+  event('message_delta', {
+    delta: { stop_reason: 'model_context_window_exceeded', stop_sequence: null },
+    usage: { output_tokens: outputTokens },
+  });
+const start = event('message_start', {
+  message: { ...message('', 100_000), content: [], stop_reason: null, usage: { input_tokens: 199_990, output_tokens: 0 } },
+});
 
 async function messagesUpstream(first: string[]) {
   let calls = 0;
@@ -34,7 +40,11 @@ async function messagesUpstream(first: string[]) {
 }
 
 const postMessages = () =>
-  fetch(`${gateway.origin}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': 'sk-ant-x' }, body: JSON.stringify({ ...claudeRequest(), stream: true }) });
+  fetch(`${gateway.origin}/v1/messages`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-api-key': 'sk-ant-x' },
+    body: JSON.stringify({ ...claudeRequest(), stream: true }),
+  });
 
 it('Messages: stopped for the window before any content block: rescued, one replay, the client gets the replay', async () => {
   await messagesUpstream([start, windowStop(0), event('message_stop', {})]);
@@ -48,7 +58,14 @@ it('Messages: stopped for the window before any content block: rescued, one repl
 });
 
 it('Messages: the same stop after content: relayed byte for byte, never replayed', async () => {
-  const first = [start, event('content_block_start', { index: 0, content_block: { type: 'text', text: '' } }), event('content_block_delta', { index: 0, delta: { type: 'text_delta', text: 'partial' } }), event('content_block_stop', { index: 0 }), windowStop(7), event('message_stop', {})];
+  const first = [
+    start,
+    event('content_block_start', { index: 0, content_block: { type: 'text', text: '' } }),
+    event('content_block_delta', { index: 0, delta: { type: 'text_delta', text: 'partial' } }),
+    event('content_block_stop', { index: 0 }),
+    windowStop(7),
+    event('message_stop', {}),
+  ];
   await messagesUpstream(first);
   const res = await postMessages();
   expect(await res.text()).toBe(first.join(''));
@@ -57,7 +74,14 @@ it('Messages: the same stop after content: relayed byte for byte, never replayed
 });
 
 it('chat: a first chunk that only says the window was exceeded, with zero usage, is rescued', async () => {
-  const chunk = { id: 'chatcmpl-w', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: {}, finish_reason: 'model_context_window_exceeded' }], usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 } };
+  const chunk = {
+    id: 'chatcmpl-w',
+    object: 'chat.completion.chunk',
+    created: 1,
+    model: 'm',
+    choices: [{ index: 0, delta: {}, finish_reason: 'model_context_window_exceeded' }],
+    usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 },
+  };
   let calls = 0;
   upstream = await startFakeUpstream((_req, res) => {
     if (++calls > 1) return json(res, 200, completion('rescued answer'));
@@ -71,7 +95,12 @@ it('chat: a first chunk that only says the window was exceeded, with zero usage,
 });
 
 it('chat: `length` with output is an answer, not an overflow', async () => {
-  upstream = await startFakeUpstream((_req, res) => json(res, 200, { ...completion('cut short'), choices: [{ index: 0, message: { role: 'assistant', content: 'cut short' }, finish_reason: 'length' }] }));
+  upstream = await startFakeUpstream((_req, res) =>
+    json(res, 200, {
+      ...completion('cut short'),
+      choices: [{ index: 0, message: { role: 'assistant', content: 'cut short' }, finish_reason: 'length' }],
+    }),
+  );
   gateway = await startGateway({ upstream: { url: upstream.baseUrl } });
   const res = await postChat(gateway, agentRequest(30));
   expect(res.json.choices[0].finish_reason).toBe('length');

@@ -30,8 +30,11 @@ const summarizing = (headers: Record<string, unknown>) => headers['x-gateway-com
 
 /** The model keeps working while it has its task: a tool call per turn; without it, the plain text Ollama's stand-in says. */
 function agentReply(n: number, req: { headers: Record<string, unknown> }, seen: { taskKept: boolean }) {
-  if (summarizing(req.headers)) return { text: `Summary ${n}: the user asked to fix the failing replay test; files read so far are listed.` };
-  return seen.taskKept ? { text: `Reading file ${n}.`, call: { id: `call_${n}`, name: 'read_file', args: { path: `src/file${n}.ts` } } } : { text: LOST_TASK_ANSWER };
+  if (summarizing(req.headers))
+    return { text: `Summary ${n}: the user asked to fix the failing replay test; files read so far are listed.` };
+  return seen.taskKept
+    ? { text: `Reading file ${n}.`, call: { id: `call_${n}`, name: 'read_file', args: { path: `src/file${n}.ts` } } }
+    : { text: LOST_TASK_ANSWER };
 }
 
 /** An agent's session: its system prompt, its task, then a tool round per turn whose output is `outputBytes` of text. */
@@ -50,7 +53,11 @@ class Session {
     if (!call || call.type !== 'function') throw new Error(`turn ${this.turn}: the model answered without a tool call: ${message.content}`);
     this.messages.push({ role: 'assistant', content: message.content ?? null, tool_calls: message.tool_calls });
     const line = `// ${call.function.name} ${this.turn}: the contents of the file, one line after another\n`;
-    this.messages.push({ role: 'tool', tool_call_id: call.id, content: line.repeat(Math.ceil(this.outputBytes / line.length)).slice(0, this.outputBytes) });
+    this.messages.push({
+      role: 'tool',
+      tool_call_id: call.id,
+      content: line.repeat(Math.ceil(this.outputBytes / line.length)).slice(0, this.outputBytes),
+    });
   }
 
   tokens(): number {
@@ -58,7 +65,16 @@ class Session {
   }
 }
 
-const TOOLS = [{ type: 'function' as const, function: { name: 'read_file', description: 'Read a file', parameters: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] } } }];
+const TOOLS = [
+  {
+    type: 'function' as const,
+    function: {
+      name: 'read_file',
+      description: 'Read a file',
+      parameters: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] },
+    },
+  },
+];
 
 function sdk(g: TestGateway): OpenAI {
   return new OpenAI({ baseURL: g.baseUrl, apiKey: KEY, maxRetries: 0 });
@@ -66,18 +82,28 @@ function sdk(g: TestGateway): OpenAI {
 
 async function post(client: OpenAI, session: Session, stream = false) {
   if (!stream) {
-    const { data, response } = await client.chat.completions.create({ model: MODEL, messages: session.messages, tools: TOOLS }).withResponse();
+    const { data, response } = await client.chat.completions
+      .create({ model: MODEL, messages: session.messages, tools: TOOLS })
+      .withResponse();
     return { message: data.choices[0].message, header: headerOf(response.headers.get('x-gateway-compaction')) };
   }
-  const { data, response } = await client.chat.completions.create({ model: MODEL, messages: session.messages, tools: TOOLS, stream: true, stream_options: { include_usage: true } }).withResponse();
+  const { data, response } = await client.chat.completions
+    .create({ model: MODEL, messages: session.messages, tools: TOOLS, stream: true, stream_options: { include_usage: true } })
+    .withResponse();
   let content = '';
   const calls: any[] = [];
   for await (const chunk of data) {
     const delta = chunk.choices[0]?.delta;
     if (delta?.content) content += delta.content;
-    for (const c of delta?.tool_calls ?? []) calls[c.index] = { id: c.id, type: 'function', function: { name: c.function?.name, arguments: c.function?.arguments ?? '' } };
+    for (const c of delta?.tool_calls ?? [])
+      calls[c.index] = { id: c.id, type: 'function', function: { name: c.function?.name, arguments: c.function?.arguments ?? '' } };
   }
-  const message = { role: 'assistant', content, refusal: null, tool_calls: calls.length > 0 ? calls : undefined } as OpenAI.Chat.ChatCompletionMessage;
+  const message = {
+    role: 'assistant',
+    content,
+    refusal: null,
+    tool_calls: calls.length > 0 ? calls : undefined,
+  } as OpenAI.Chat.ChatCompletionMessage;
   return { message, header: headerOf(response.headers.get('x-gateway-compaction')) };
 }
 
@@ -139,7 +165,9 @@ describe('Ollama, which cuts a long prompt and answers 200', () => {
     const metrics = await metricsOf(gateway);
     expect(sample(metrics, 'gateway_truncations_total', { api: 'chat', upstream: 'default', stage: 'held' })).toBe(0);
     expect(sample(metrics, 'gateway_truncations_total', { api: 'chat', upstream: 'default', stage: 'streamed' })).toBe(0);
-    expect(sample(metrics, 'gateway_window_compactions_total', { api: 'chat', upstream: 'default', source: 'discovered' })).toBeGreaterThan(0);
+    expect(sample(metrics, 'gateway_window_compactions_total', { api: 'chat', upstream: 'default', source: 'discovered' })).toBeGreaterThan(
+      0,
+    );
   });
 
   it('discovery off: the first cut of a held answer is caught before the client sees it and replayed within what the server kept', async () => {
@@ -154,7 +182,13 @@ describe('Ollama, which cuts a long prompt and answers 200', () => {
       if (header?.trigger === 'truncated') caught = header;
       session.answered(message);
     }
-    expect(caught).toMatchObject({ outcome: 'replayed', trigger: 'truncated', reason: 'context_length', limit: 'observed', 'replay-status': 200 });
+    expect(caught).toMatchObject({
+      outcome: 'replayed',
+      trigger: 'truncated',
+      reason: 'context_length',
+      limit: 'observed',
+      'replay-status': 200,
+    });
     expect(Number(caught!.window)).toBeLessThanOrEqual(NUM_CTX);
     // The cut answer went nowhere: the replay's did, and the model had its task.
     const calls = modelCalls(ollama);
@@ -184,7 +218,11 @@ describe('Ollama, which cuts a long prompt and answers 200', () => {
     // The stream was already the client's: it saw the model without its task.
     expect(cutAt).toBeGreaterThan(1);
     expect(modelCalls(ollama).at(-1)).toMatchObject({ truncated: true });
-    await expect.poll(async () => sample(await metricsOf(gateway!), 'gateway_truncations_total', { api: 'chat', upstream: 'default', stage: 'streamed' })).toBe(1);
+    await expect
+      .poll(async () =>
+        sample(await metricsOf(gateway!), 'gateway_truncations_total', { api: 'chat', upstream: 'default', stage: 'streamed' }),
+      )
+      .toBe(1);
     const warned = gateway.logLines().find((l) => l.truncation);
     expect(warned).toMatchObject({ level: 40, truncation: { api: 'chat', model: MODEL } });
     expect(warned.truncation.reportedTokens).toBeLessThanOrEqual(NUM_CTX);
@@ -201,7 +239,11 @@ describe('Ollama, which cuts a long prompt and answers 200', () => {
     upstream = ollama;
     gateway = await startGateway({ upstream: { url: ollama.baseUrl, discoverWindows: true } });
     const body = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] });
-    const res = await fetch(`${gateway.baseUrl}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}` }, body });
+    const res = await fetch(`${gateway.baseUrl}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}` },
+      body,
+    });
     expect(res.status).toBe(200);
     expect(res.headers.get('x-gateway-compaction')).toBeNull();
     expect(ollama.chatCalls()[0].received.body.toString()).toBe(body);
@@ -212,7 +254,12 @@ describe('Ollama, which cuts a long prompt and answers 200', () => {
 
 describe('servers that state their window', () => {
   it('llama.cpp: n_ctx from /props, and a session that passes it is never refused', async () => {
-    const llama = await startStandIn({ provider: 'llamacpp', nCtx: 4_096, model: MODEL, reply: (n) => ({ text: `Reading file ${n}.`, call: { id: `call_${n}`, name: 'read_file', args: { path: `src/file${n}.ts` } } }) });
+    const llama = await startStandIn({
+      provider: 'llamacpp',
+      nCtx: 4_096,
+      model: MODEL,
+      reply: (n) => ({ text: `Reading file ${n}.`, call: { id: `call_${n}`, name: 'read_file', args: { path: `src/file${n}.ts` } } }),
+    });
     upstream = llama;
     gateway = await startGateway({ upstream: { url: llama.baseUrl, discoverWindows: true } });
     const client = sdk(gateway);
@@ -225,7 +272,12 @@ describe('servers that state their window', () => {
   });
 
   it('vLLM: max_model_len from its model card, and a session that passes it is never refused', async () => {
-    const vllm = await startStandIn({ provider: 'windowed', window: 4_096, model: MODEL, reply: (n) => ({ text: `Reading file ${n}.`, call: { id: `call_${n}`, name: 'read_file', args: { path: `src/file${n}.ts` } } }) });
+    const vllm = await startStandIn({
+      provider: 'windowed',
+      window: 4_096,
+      model: MODEL,
+      reply: (n) => ({ text: `Reading file ${n}.`, call: { id: `call_${n}`, name: 'read_file', args: { path: `src/file${n}.ts` } } }),
+    });
     upstream = vllm;
     gateway = await startGateway({ upstream: { url: vllm.baseUrl, discoverWindows: true } });
     const client = sdk(gateway);
@@ -242,11 +294,18 @@ describe('discovery', () => {
     let held = 0;
     upstream = await startFakeUpstream((req, res) => {
       if (req.method === 'GET') return void held++;
-      json(res, 200, { ...completion('answered'), usage: { prompt_tokens: Math.ceil(req.body.length / 4), completion_tokens: 1, total_tokens: 1 } });
+      json(res, 200, {
+        ...completion('answered'),
+        usage: { prompt_tokens: Math.ceil(req.body.length / 4), completion_tokens: 1, total_tokens: 1 },
+      });
     });
     gateway = await startGateway({ upstream: { url: upstream.baseUrl, discoverWindows: true } });
     const body = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'x'.repeat(8_000) }] });
-    const res = await fetch(`${gateway.baseUrl}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    const res = await fetch(`${gateway.baseUrl}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body,
+    });
     expect(res.status).toBe(200);
     expect(((await res.json()) as any).choices[0].message.content).toBe('answered');
     // Its question is still unanswered when the answer reached the client.
@@ -261,7 +320,12 @@ describe('discovery', () => {
     const body = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'y'.repeat(8_000) }] });
     await fetch(`${gateway.baseUrl}/chat/completions`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: 'Bearer sk-client', cookie: 'session=secret', 'x-client-note': 'private' },
+      headers: {
+        'content-type': 'application/json',
+        authorization: 'Bearer sk-client',
+        cookie: 'session=secret',
+        'x-client-note': 'private',
+      },
       body,
     });
     await expect.poll(() => ollama.discoveryCalls().length).toBeGreaterThan(0);

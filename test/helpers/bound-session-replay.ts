@@ -24,7 +24,8 @@ const fixture = (file: string) => readFileSync(new URL(file, root), 'utf8');
 const TURNS = 13;
 const FINAL_ANSWER = 'ALL DONE';
 /** How the stand-ins refuse a body for its size, in every style; any other refusal is about bound state. */
-export const OVERFLOW = /prompt is too long|Too Large|exceeds the maximum allowed number of bytes|exceeds the context window|exceeds the maximum number of tokens allowed/;
+export const OVERFLOW =
+  /prompt is too long|Too Large|exceeds the maximum allowed number of bytes|exceeds the context window|exceeds the maximum number of tokens allowed/;
 
 type Check = BindingCheck | ReasoningCheck | GeminiCheck;
 type Standin = StrictAnthropic | StrictResponses | StrictGemini;
@@ -83,7 +84,12 @@ export async function runBoundSession(session: BoundSession, style: LimitStyle, 
   const driver = DRIVERS[session]();
   const limit = (await measure(driver, 8)) - 1;
   const standin = await driver.start(style, limit);
-  const gateway = await startGateway({ upstream: { url: driver.upstreamUrl(standin) }, summarizer: { maxInputTokens: 500_000 }, log: { level: 'silent' }, ...config });
+  const gateway = await startGateway({
+    upstream: { url: driver.upstreamUrl(standin) },
+    summarizer: { maxInputTokens: 500_000 },
+    log: { level: 'silent' },
+    ...config,
+  });
   try {
     const { turns, bodies, issuedAt } = await replay(driver, gateway.origin, standin, TURNS);
     return { session, report: report(session, style, limit, bodies, turns), turns, bodies, issuedAt };
@@ -120,7 +126,9 @@ async function replay(driver: Driver, origin: string, standin: Standin, count: n
     const seen = standin.received.slice(received);
     const isSummarizer = (r: Received) => r.headers['x-gateway-compaction'] === 'summarizer';
     const checks = standin.checks().slice(checked);
-    const calls = seen.filter((r) => !isSummarizer(r)).map((r, n) => ({ bytes: r.body.length, refused: checks[n]?.refused != null, body: r.json, raw: r.body }));
+    const calls = seen
+      .filter((r) => !isSummarizer(r))
+      .map((r, n) => ({ bytes: r.body.length, refused: checks[n]?.refused != null, body: r.json, raw: r.body }));
     const last = calls.at(-1)?.body;
     bodies.push(body);
     turns.push({
@@ -147,7 +155,10 @@ const MASKED = '[tool output omitted by compaction-gateway: ';
 /** What the gateway made: up to its summary, or its last masked output. */
 function prefixOf(items: unknown[] = []): string | null {
   const summary = items.findIndex((item) => JSON.stringify(item).includes('[compaction-gateway]'));
-  const at = Math.max(summary, items.findLastIndex((item) => JSON.stringify(item).includes(MASKED)));
+  const at = Math.max(
+    summary,
+    items.findLastIndex((item) => JSON.stringify(item).includes(MASKED)),
+  );
   return at < 0 ? null : JSON.stringify(items.slice(0, at + 1));
 }
 
@@ -191,7 +202,9 @@ export function boundFigures(run: BoundRun): BoundFigures {
     removed: compacted.map((t) => removedOf(t).length),
     freshLost: compacted.map(lost),
     newPrefix: compacted.map((t, n) => n === 0 || t.prefix !== compacted[n - 1].prefix),
-    bindingRefusals: run.turns.flatMap((t) => t.checks.filter((c) => c.refused !== null && !OVERFLOW.test(c.refused)).map((c) => `turn ${t.turn}: ${c.refused}`)),
+    bindingRefusals: run.turns.flatMap((t) =>
+      t.checks.filter((c) => c.refused !== null && !OVERFLOW.test(c.refused)).map((c) => `turn ${t.turn}: ${c.refused}`),
+    ),
     invalidNotAllowed: run.turns.flatMap((t) => t.checks).filter((c) => 'invalid' in c && c.invalid.length > 0 && !c.dropBlock).length,
   };
 }
@@ -270,12 +283,17 @@ function claude(): Driver {
       }
       return { finished: sse.includes('event: message_stop\n'), answer: content };
     },
-    state: (body) => (body.messages as any[]).flatMap((m) => (Array.isArray(m.content) ? m.content : [])).filter((b: any) => b.type === 'thinking').map((b: any) => b.signature),
+    state: (body) =>
+      (body.messages as any[])
+        .flatMap((m) => (Array.isArray(m.content) ? m.content : []))
+        .filter((b: any) => b.type === 'thinking')
+        .map((b: any) => b.signature),
     issued: (answer) => answer.filter((b) => b.type === 'thinking').map((b) => b.signature),
     // Claude Code sends its first request's last message (the `system` entry) as a block, to mark it
     // with cache_control, and as a string from then on: the stand-in must read the two alike or it
     // refuses Claude Code's own second turn, with no gateway in the way.
-    start: (style, limitBytes) => startStandIn({ provider: 'anthropic', limitBytes, style: style === '413' ? 'json_413' : 'prompt_too_long', reply }),
+    start: (style, limitBytes) =>
+      startStandIn({ provider: 'anthropic', limitBytes, style: style === '413' ? 'json_413' : 'prompt_too_long', reply }),
     upstreamUrl: (standin) => standin.baseUrl,
   };
 }
@@ -321,11 +339,15 @@ function codex(): Driver {
     },
     read(sse) {
       const all = events(sse);
-      return { finished: sse.includes('event: response.completed\n'), answer: all.filter((e) => e.type === 'response.output_item.done').map((e) => e.item) };
+      return {
+        finished: sse.includes('event: response.completed\n'),
+        answer: all.filter((e) => e.type === 'response.output_item.done').map((e) => e.item),
+      };
     },
     state: (body) => (body.input as any[]).filter((item) => item.type === 'reasoning').map((item) => item.id),
     issued: (answer) => answer.filter((item) => item.type === 'reasoning').map((item) => item.id),
-    start: (style, limitBytes) => startStandIn({ provider: 'responses', limitBytes, style: style === '413' ? 'edge_413' : 'context_length', reply }),
+    start: (style, limitBytes) =>
+      startStandIn({ provider: 'responses', limitBytes, style: style === '413' ? 'edge_413' : 'context_length', reply }),
     upstreamUrl: (standin) => standin.baseUrl,
   };
 }
@@ -364,7 +386,10 @@ function gemini(): Driver {
         if (content.role !== 'model') return content;
         const issued = answers[k++]?.find((p) => p.functionCall);
         if (!issued) return content;
-        return { ...content, parts: content.parts.map((p: any) => (p.functionCall ? { ...p, thoughtSignature: issued.thoughtSignature } : p)) };
+        return {
+          ...content,
+          parts: content.parts.map((p: any) => (p.functionCall ? { ...p, thoughtSignature: issued.thoughtSignature } : p)),
+        };
       });
       return { ...recorded[i], contents };
     },
@@ -375,7 +400,8 @@ function gemini(): Driver {
     },
     state: (body) => signatures((body.contents as any[]).flatMap((c) => c.parts)),
     issued: signatures,
-    start: (style, limitBytes) => startStandIn({ provider: 'gemini', limitBytes, style: style === '413' ? 'edge_413' : 'invalid_argument', reply }),
+    start: (style, limitBytes) =>
+      startStandIn({ provider: 'gemini', limitBytes, style: style === '413' ? 'edge_413' : 'invalid_argument', reply }),
     upstreamUrl: (standin) => standin.origin,
   };
 }
@@ -385,7 +411,10 @@ export function expectSentAsIsUntilOverflow(run: BoundRun): void {
   expect(run.turns.findIndex((t) => t.originalBytes > run.report.limit) + 1, 'the first overflowing request').toBe(8);
   for (const t of run.turns.slice(0, 7)) {
     expect(t.header).toBeNull();
-    expect(t.calls.map((c) => c.raw.toString('utf8')), `turn ${t.turn} sent as it was`).toEqual([JSON.stringify(run.bodies[t.turn - 1])]);
+    expect(
+      t.calls.map((c) => c.raw.toString('utf8')),
+      `turn ${t.turn} sent as it was`,
+    ).toEqual([JSON.stringify(run.bodies[t.turn - 1])]);
   }
 }
 
@@ -394,17 +423,28 @@ export function expectSentAsIsUntilOverflow(run: BoundRun): void {
  * outputs masked, and its header says which: a summary extends a remembered summary (memory hit)
  * and reads a masked span afresh from the request (miss). `unchanged` checks a turn whose prefix held.
  */
-export function expectPrefixChangesExplained(run: BoundRun, f: BoundFigures, unchanged?: (turn: BoundTurn, previous: BoundTurn) => void): void {
+export function expectPrefixChangesExplained(
+  run: BoundRun,
+  f: BoundFigures,
+  unchanged?: (turn: BoundTurn, previous: BoundTurn) => void,
+): void {
   const compacted = run.turns.slice(7);
   compacted.forEach((t, n) => {
     if (n === 0) return;
     const previous = compacted[n - 1];
     const summarised = t.summarizerCalls > 0;
     const maskedMore = !summarised && t.masked > previous.masked;
-    expect(f.newPrefix[n], `turn ${t.turn}: the prefix changed with neither a summary nor more outputs masked`).toBe(summarised || maskedMore);
+    expect(f.newPrefix[n], `turn ${t.turn}: the prefix changed with neither a summary nor more outputs masked`).toBe(
+      summarised || maskedMore,
+    );
     const header = parseCompactionHeader(t.header);
     const after = parseCompactionHeader(previous.header).strategy;
-    if (summarised) expect(header).toMatchObject({ strategy: 'summarize', memory: after === 'mask' ? 'miss' : 'hit', 'summarizer-ms': expect.any(Number) });
+    if (summarised)
+      expect(header).toMatchObject({
+        strategy: 'summarize',
+        memory: after === 'mask' ? 'miss' : 'hit',
+        'summarizer-ms': expect.any(Number),
+      });
     else if (maskedMore) expect(header).toMatchObject({ strategy: 'mask', memory: 'hit' });
     else unchanged?.(t, previous);
   });

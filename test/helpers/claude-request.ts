@@ -35,16 +35,32 @@ export function claudeRequest(o: ClaudeRequestOptions = {}): Record<string, any>
         ? { type: 'redacted_thinking', data: `EmwKAhgBEgy${k}${'Q'.repeat(300)}` }
         : { type: 'thinking', thinking: `I should read src/f${k}.ts next.`, signature: `EqQBCkYIBxgC${k}${'S'.repeat(300)}` };
     const said = `Reading src/f${k}.ts. ${last ? 'r'.repeat(o.lastAssistantChars ?? 200) : ''}`;
-    messages.push({ role: 'assistant', content: [think, { type: 'text', text: said }, { type: 'tool_use', id: `toolu_${k}`, name: 'Read', input: { file_path: `/src/f${k}.ts` } }] });
+    messages.push({
+      role: 'assistant',
+      content: [
+        think,
+        { type: 'text', text: said },
+        { type: 'tool_use', id: `toolu_${k}`, name: 'Read', input: { file_path: `/src/f${k}.ts` } },
+      ],
+    });
     const content =
       k === 4
-        ? [{ type: 'text', text: fileText(k) }, { type: 'image', source: { type: 'base64', media_type: 'image/png', data: `iVBORw0KGgo${'A'.repeat(6_000)}` } }]
+        ? [
+            { type: 'text', text: fileText(k) },
+            { type: 'image', source: { type: 'base64', media_type: 'image/png', data: `iVBORw0KGgo${'A'.repeat(6_000)}` } },
+          ]
         : fileText(k, last ? o.lastResultBytes : undefined);
     const result: any = { type: 'tool_result', tool_use_id: `toolu_${k}`, content };
     if (k === 2 || last) result.cache_control = CC;
     messages.push({ role: 'user', content: [result] });
     if (k === 5) {
-      messages.push({ role: 'assistant', content: [{ type: 'thinking', thinking: 'Half done.', signature: `EqQBsig5${'S'.repeat(300)}` }, { type: 'text', text: 'Part one is done.' }] });
+      messages.push({
+        role: 'assistant',
+        content: [
+          { type: 'thinking', thinking: 'Half done.', signature: `EqQBsig5${'S'.repeat(300)}` },
+          { type: 'text', text: 'Part one is done.' },
+        ],
+      });
       messages.push({ role: 'user', content: 'Now also check the tests, please.' });
     }
   }
@@ -56,8 +72,17 @@ export function claudeRequest(o: ClaudeRequestOptions = {}): Record<string, any>
       { type: 'text', text: 'You are Claude Code, an agent for software engineering.', cache_control: CC },
     ],
     tools: [
-      { name: 'Bash', description: 'Run a command', input_schema: { type: 'object', properties: { command: { type: 'string' } }, required: ['command'] } },
-      { name: 'Read', description: 'Read a file', input_schema: { type: 'object', properties: { file_path: { type: 'string' } }, required: ['file_path'] }, cache_control: CC },
+      {
+        name: 'Bash',
+        description: 'Run a command',
+        input_schema: { type: 'object', properties: { command: { type: 'string' } }, required: ['command'] },
+      },
+      {
+        name: 'Read',
+        description: 'Read a file',
+        input_schema: { type: 'object', properties: { file_path: { type: 'string' } }, required: ['file_path'] },
+        cache_control: CC,
+      },
     ],
     metadata: { user_id: '{"device_id":"34e6f8","session_id":"90fe242b"}' },
     max_tokens: o.maxTokens ?? 16_000,

@@ -61,7 +61,14 @@ const TEXTS = [
 const text = fc.oneof({ weight: 3, arbitrary: fc.constantFrom(...TEXTS) }, { weight: 1, arbitrary: fc.string({ maxLength: 40 }) });
 /** A caFile is only ever one of these: a fuzzer must not read /dev/zero. */
 const caPath = fc.constantFrom(PEM, NOT_PEM, join(DIR, 'missing.pem'), DIR, '');
-const wrongKind = fc.oneof(text, fc.integer({ min: -3, max: 70_000 }), fc.boolean(), fc.constant(null), fc.array(text, { maxLength: 2 }), fc.constant({ nested: 'x' }));
+const wrongKind = fc.oneof(
+  text,
+  fc.integer({ min: -3, max: 70_000 }),
+  fc.boolean(),
+  fc.constant(null),
+  fc.array(text, { maxLength: 2 }),
+  fc.constant({ nested: 'x' }),
+);
 const NAMES = ['default', 'a', 'openai', 'anthropic', 'v1', 'metrics', 'Bad Name', 'x'.repeat(40), '', 'new\nline'];
 
 function unwrap(node: z.ZodType): z.ZodType {
@@ -79,7 +86,8 @@ function valueOf(node: z.ZodType, key: string, depth: number): fc.Arbitrary<unkn
 
 function rightValue(node: z.ZodType, key: string, depth: number): fc.Arbitrary<unknown> {
   if (node instanceof z.ZodObject) return mapping(node, depth);
-  if (node instanceof z.ZodRecord) return fc.dictionary(fc.constantFrom(...NAMES), valueOf(node.valueType as z.ZodType, key, depth + 1), { maxKeys: 3 });
+  if (node instanceof z.ZodRecord)
+    return fc.dictionary(fc.constantFrom(...NAMES), valueOf(node.valueType as z.ZodType, key, depth + 1), { maxKeys: 3 });
   if (node instanceof z.ZodArray) return fc.array(valueOf(node.element as z.ZodType, key, depth + 1), { maxLength: 3 });
   if (node instanceof z.ZodUnion) return fc.oneof(...(node.options as z.ZodType[]).map((o) => rightValue(unwrap(o), key, depth + 1)));
   if (node instanceof z.ZodNumber) return fc.oneof(fc.integer({ min: -2, max: 100_000 }), fc.constantFrom(0, 1.5, 65_536, 2 ** 31, 256));
@@ -99,7 +107,9 @@ function mapping(node: z.ZodObject, depth: number): fc.Arbitrary<Record<string, 
     .chain((keys) => fc.record(Object.fromEntries(keys.map((k) => [k, valueOf(shape[k], k, depth + 1)]))));
   // Now and then a key the schema does not have (a misspelling, a key at the wrong level, a line break).
   const unknown = fc.dictionary(fc.constantFrom('api_key', 'timeout', 'prot', 'base_url', 'two\nlines'), text, { maxKeys: 1 });
-  return fc.tuple(known, fc.oneof({ weight: 4, arbitrary: fc.constant({}) }, { weight: 1, arbitrary: unknown })).map(([a, b]) => ({ ...b, ...a }));
+  return fc
+    .tuple(known, fc.oneof({ weight: 4, arbitrary: fc.constant({}) }, { weight: 1, arbitrary: unknown }))
+    .map(([a, b]) => ({ ...b, ...a }));
 }
 
 /** A config file's parsed content, from the schema's root. */
@@ -111,7 +121,11 @@ const PROXY_VARIABLES = ['HTTPS_PROXY', 'HTTP_PROXY', 'https_proxy', 'NO_PROXY']
 function variableText(path: string): fc.Arbitrary<string> {
   const key = path.split('.');
   const right = rightValue(unwrap(schemaAt(key) ?? z.string()), key.at(-1)!, 5).map((v) =>
-    Array.isArray(v) ? v.map((x) => (typeof x === 'object' && x !== null ? Object.values(x).join('=') : String(x))).join(',') : typeof v === 'object' && v !== null ? '' : String(v),
+    Array.isArray(v)
+      ? v.map((x) => (typeof x === 'object' && x !== null ? Object.values(x).join('=') : String(x))).join(',')
+      : typeof v === 'object' && v !== null
+        ? ''
+        : String(v),
   );
   return fc.oneof({ weight: 4, arbitrary: right }, { weight: 1, arbitrary: text });
 }
@@ -136,7 +150,10 @@ export const configInput: fc.Arbitrary<ConfigInput> = fc.record({
   file: fc.oneof(
     { weight: 6, arbitrary: configTree.map((tree) => stringify(tree)) },
     { weight: 2, arbitrary: configTree.map((tree) => JSON.stringify(tree)) },
-    { weight: 1, arbitrary: fc.oneof(fc.string({ maxLength: 60 }), fc.constantFrom('- a\n- b\n', 'server: [\n', 'a: b: c', '"x', '42', 'null')) },
+    {
+      weight: 1,
+      arbitrary: fc.oneof(fc.string({ maxLength: 60 }), fc.constantFrom('- a\n- b\n', 'server: [\n', 'a: b: c', '"x', '42', 'null')),
+    },
   ),
   env: environment,
 });

@@ -13,9 +13,7 @@ export interface ErrorFixture {
   notes: string;
 }
 
-export const fixtures: ErrorFixture[] = JSON.parse(
-  readFileSync(new URL('../fixtures/upstream-errors.json', import.meta.url), 'utf8'),
-);
+export const fixtures: ErrorFixture[] = JSON.parse(readFileSync(new URL('../fixtures/upstream-errors.json', import.meta.url), 'utf8'));
 
 /** The content type as a server would send it (some fixtures note how it was inferred). */
 export function sentContentType(f: ErrorFixture): string {

@@ -117,17 +117,26 @@ export async function startForwardProxy(options: ForwardProxyOptions = {}): Prom
     const { entry, refuse } = admit(req, req.method ?? '', url.host);
     if (refuse) {
       entry.status = refuse;
-      res.writeHead(refuse, { ...(refuse === 407 ? { 'proxy-authenticate': 'Basic realm="egress-test"' } : {}), 'content-length': 0, connection: 'close' }).end();
+      res
+        .writeHead(refuse, {
+          ...(refuse === 407 ? { 'proxy-authenticate': 'Basic realm="egress-test"' } : {}),
+          'content-length': 0,
+          connection: 'close',
+        })
+        .end();
       return;
     }
     const headers = { ...req.headers };
     delete headers['proxy-authorization'];
     delete headers['proxy-connection'];
-    const out = httpRequest({ host: hostOf(url.host), port: Number(url.port) || 80, method: req.method, path: url.pathname + url.search, headers }, (answer) => {
-      entry.status = answer.statusCode ?? 0;
-      res.writeHead(answer.statusCode ?? 502, answer.headers);
-      answer.pipe(res);
-    });
+    const out = httpRequest(
+      { host: hostOf(url.host), port: Number(url.port) || 80, method: req.method, path: url.pathname + url.search, headers },
+      (answer) => {
+        entry.status = answer.statusCode ?? 0;
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      },
+    );
     out.on('socket', (socket) => {
       track(socket);
       socket.once('connect', () => (entry.outboundPort = socket.localPort));
@@ -146,7 +155,8 @@ export async function startForwardProxy(options: ForwardProxyOptions = {}): Prom
   return {
     origin,
     port,
-    url: (user, password) => (user === undefined ? origin : `http://${encodeURIComponent(user)}:${encodeURIComponent(password ?? '')}@127.0.0.1:${port}`),
+    url: (user, password) =>
+      user === undefined ? origin : `http://${encodeURIComponent(user)}:${encodeURIComponent(password ?? '')}@127.0.0.1:${port}`,
     seen,
     connects: () => seen.filter((s) => s.method === 'CONNECT'),
     outboundPorts: () => new Set(seen.flatMap((s) => (s.outboundPort === undefined ? [] : [s.outboundPort]))),
@@ -159,7 +169,10 @@ export async function startForwardProxy(options: ForwardProxyOptions = {}): Prom
 
 /** The host of `host:port` (`[::1]:443` too), without brackets. */
 function hostOf(target: string): string {
-  return target.replace(/:\d*$/, '').replace(/^\[(.*)\]$/, '$1').toLowerCase();
+  return target
+    .replace(/:\d*$/, '')
+    .replace(/^\[(.*)\]$/, '$1')
+    .toLowerCase();
 }
 
 /** A Basic Proxy-Authorization's user and password, or undefined for anything else. */

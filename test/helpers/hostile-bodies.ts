@@ -15,7 +15,11 @@ export function agentConversationBody(targetBytes: number, messages: number, see
   ];
   for (let i = 0; i < rounds; i++) {
     const id = `call_${seed}_${i}`;
-    items.push({ role: 'assistant', content: null, tool_calls: [{ id, type: 'function', function: { name: 'bash', arguments: JSON.stringify({ command: `npm test -- ${i}` }) } }] });
+    items.push({
+      role: 'assistant',
+      content: null,
+      tool_calls: [{ id, type: 'function', function: { name: 'bash', arguments: JSON.stringify({ command: `npm test -- ${i}` }) } }],
+    });
     items.push({ role: 'tool', tool_call_id: id, content: `${i}: ${output}` });
   }
   items.push({ role: 'user', content: 'Go on.' });

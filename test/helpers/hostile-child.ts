@@ -22,7 +22,9 @@ export interface HostileGateway {
 }
 
 export async function startHostileGateway(upstreamUrl: string, heapMb: number, env: Record<string, string> = {}): Promise<HostileGateway> {
-  const proc = runGateway([], { UPSTREAM_URL: upstreamUrl, HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', ...env }, [`--max-old-space-size=${heapMb}`]);
+  const proc = runGateway([], { UPSTREAM_URL: upstreamUrl, HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', ...env }, [
+    `--max-old-space-size=${heapMb}`,
+  ]);
   let exit: Exit | undefined;
   void proc.exited.then((e) => (exit = e));
   const origin = await listening(proc);
@@ -139,7 +141,8 @@ export function sample(metrics: string, name: string, labels: Record<string, str
     const m = /^([a-zA-Z_:][\w:]*)(?:\{([^}]*)\})? (\S+)$/.exec(line);
     if (!m || m[1] !== name) continue;
     const got = Object.fromEntries([...(m[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((l) => [l[1], l[2]]));
-    if (Object.keys(got).length === Object.keys(labels).length && Object.entries(labels).every(([k, v]) => got[k] === v)) return Number(m[3]);
+    if (Object.keys(got).length === Object.keys(labels).length && Object.entries(labels).every(([k, v]) => got[k] === v))
+      return Number(m[3]);
   }
   return undefined;
 }

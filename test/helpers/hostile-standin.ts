@@ -62,23 +62,31 @@ export function contextLengthError(bytes: number, limitBytes: number): Buffer {
 function toolPairRefusal(json: unknown): Buffer | null {
   const messages = (json as { messages?: Array<{ role?: string; tool_calls?: Array<{ id: string }>; tool_call_id?: string }> })?.messages;
   if (!Array.isArray(messages)) return null;
-  const refuse = (message: string, at: number) => Buffer.from(JSON.stringify({ error: { message, type: 'invalid_request_error', param: `messages.[${at}].role`, code: null } }));
+  const refuse = (message: string, at: number) =>
+    Buffer.from(JSON.stringify({ error: { message, type: 'invalid_request_error', param: `messages.[${at}].role`, code: null } }));
   let open = new Set<string>();
   let openedAt = -1;
   for (let i = 0; i < messages.length; i++) {
     const m = messages[i];
     if (m.role === 'tool') {
-      if (!open.delete(String(m.tool_call_id))) return refuse("Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.", i);
+      if (!open.delete(String(m.tool_call_id)))
+        return refuse("Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.", i);
       continue;
     }
     if (open.size > 0) {
-      return refuse(`An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: ${[...open].join(', ')}`, openedAt);
+      return refuse(
+        `An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: ${[...open].join(', ')}`,
+        openedAt,
+      );
     }
     open = new Set((m.tool_calls ?? []).map((c) => c.id));
     openedAt = i;
   }
   return open.size > 0
-    ? refuse(`An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: ${[...open].join(', ')}`, openedAt)
+    ? refuse(
+        `An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: ${[...open].join(', ')}`,
+        openedAt,
+      )
     : null;
 }
 
@@ -98,7 +106,15 @@ export async function startHostileStandIn(limitBytes = 1_000_000): Promise<Hosti
     // OpenAI's answer to a path it does not serve (a window discovery's GET): no chat call.
     if (req.method !== 'POST') {
       req.resume();
-      return send(res, 404, Buffer.from(JSON.stringify({ error: { message: `Invalid URL (${req.method} ${req.url})`, type: 'invalid_request_error', param: null, code: null } })));
+      return send(
+        res,
+        404,
+        Buffer.from(
+          JSON.stringify({
+            error: { message: `Invalid URL (${req.method} ${req.url})`, type: 'invalid_request_error', param: null, code: null },
+          }),
+        ),
+      );
     }
     req.on('data', (c: Buffer) => {
       bytes += c.length;

@@ -24,7 +24,8 @@ interface Container {
 export function kitMemory(kit: keyof typeof MANIFESTS): KitMemory {
   const text = readFileSync(fileURLToPath(new URL(MANIFESTS[kit], import.meta.url)), 'utf8');
   for (const doc of parseAllDocuments(text)) {
-    const spec = (doc.toJS() as { spec?: { template?: { spec?: { containers?: Container[]; initContainers?: Container[] } } } })?.spec?.template?.spec;
+    const spec = (doc.toJS() as { spec?: { template?: { spec?: { containers?: Container[]; initContainers?: Container[] } } } })?.spec
+      ?.template?.spec;
     for (const c of [...(spec?.initContainers ?? []), ...(spec?.containers ?? [])]) {
       const heap = /--max-old-space-size=(\d+)/.exec(c.env?.find((e) => e.name === 'NODE_OPTIONS')?.value ?? '');
       const limit = /^(\d+)(Mi|Gi)$/.exec(c.resources?.limits?.memory ?? '');

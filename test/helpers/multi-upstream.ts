@@ -59,11 +59,17 @@ const CREDENTIAL: Record<ProviderName, (r: Received) => string | undefined> = {
 /** What each provider says to an unknown path, and to a missing or wrong key. */
 function refuse(name: ProviderName, res: Parameters<typeof json>[0], status: 404 | 401, req: Received): void {
   if (name === 'anthropic') {
-    const error = status === 404 ? { type: 'not_found_error', message: 'Not Found' } : { type: 'authentication_error', message: 'invalid x-api-key' };
+    const error =
+      status === 404 ? { type: 'not_found_error', message: 'Not Found' } : { type: 'authentication_error', message: 'invalid x-api-key' };
     return json(res, status, { type: 'error', error });
   }
-  if (status === 404) return json(res, 404, { error: { message: `Invalid URL (${req.method} ${req.url})`, type: 'invalid_request_error', param: null, code: null } });
-  json(res, 401, { error: { message: 'Incorrect API key provided.', type: 'invalid_request_error', param: null, code: 'invalid_api_key' } });
+  if (status === 404)
+    return json(res, 404, {
+      error: { message: `Invalid URL (${req.method} ${req.url})`, type: 'invalid_request_error', param: null, code: null },
+    });
+  json(res, 401, {
+    error: { message: 'Incorrect API key provided.', type: 'invalid_request_error', param: null, code: 'invalid_api_key' },
+  });
 }
 
 /** Only what the stand-ins read goes through to them: the body's type, the summarizer mark, Anthropic's beta list. */
@@ -86,12 +92,20 @@ async function front(name: ProviderName, options: ProviderOptions, backends: Bac
     }
     const headers: Record<string, string> = {};
     for (const h of FORWARDED) if (typeof req.headers[h] === 'string') headers[h] = req.headers[h];
-    const answer = await fetch(`${backend.upstream.origin}${req.url}`, { method: 'POST', headers, body: req.body, signal: AbortSignal.timeout(10_000) });
+    const answer = await fetch(`${backend.upstream.origin}${req.url}`, {
+      method: 'POST',
+      headers,
+      body: req.body,
+      signal: AbortSignal.timeout(10_000),
+    });
     let body = Buffer.from(await answer.arrayBuffer());
     if (call.summarizer) body = Buffer.from(body.toString('utf8').replace(/\b(SUMMARY|Summary \d+) of\b/g, `$1 by ${name} of`));
     call.status = answer.status;
     if (answer.status >= 400) call.error = body.toString('utf8');
-    res.writeHead(answer.status, { 'content-type': answer.headers.get('content-type') ?? 'application/json', 'content-length': body.length });
+    res.writeHead(answer.status, {
+      'content-type': answer.headers.get('content-type') ?? 'application/json',
+      'content-length': body.length,
+    });
     res.end(body);
   });
   return {

@@ -5,12 +5,31 @@ import { json, startFakeUpstream, type FakeUpstream, type Handler, type Received
 import { NGINX_413 } from './nginx.js';
 import type { Api } from '../../src/dialects/types.js';
 import { startHostileStandIn, type HostileStandIn } from './hostile-standin.js';
-import { startStrictAnthropic, strictAnthropicRules, type BindingCheck, type StrictAnthropic, type StrictAnthropicOptions, type StrictAnthropicReject } from './strict-anthropic.js';
+import {
+  startStrictAnthropic,
+  strictAnthropicRules,
+  type BindingCheck,
+  type StrictAnthropic,
+  type StrictAnthropicOptions,
+  type StrictAnthropicReject,
+} from './strict-anthropic.js';
 import { startStrictChat, strictChatRules, type StrictChat, type StrictChatOptions, type StrictChatReject } from './strict-chat.js';
-import { startStrictGemini, strictGeminiRules, type StrictGemini, type StrictGeminiOptions, type StrictGeminiReject } from './strict-gemini.js';
+import {
+  startStrictGemini,
+  strictGeminiRules,
+  type StrictGemini,
+  type StrictGeminiOptions,
+  type StrictGeminiReject,
+} from './strict-gemini.js';
 import { startLlamaCpp, type LlamaCpp, type LlamaCppOptions } from './strict-llamacpp.js';
 import { startOllama, type OllamaOptions, type OllamaStandIn } from './strict-ollama.js';
-import { startStrictResponses, strictResponsesRules, type StrictResponses, type StrictResponsesOptions, type StrictResponsesReject } from './strict-responses.js';
+import {
+  startStrictResponses,
+  strictResponsesRules,
+  type StrictResponses,
+  type StrictResponsesOptions,
+  type StrictResponsesReject,
+} from './strict-responses.js';
 import { startWindowedProvider, type WindowedProvider, type WindowedProviderOptions } from './windowed-provider.js';
 
 export { NGINX_413 };
@@ -207,7 +226,10 @@ async function startEveryApi(options: StandInOptions): Promise<StandIn> {
   };
   return {
     ...upstream,
-    calls: (api) => upstream.received.filter((r) => r.method === 'POST' && !summarizing(r) && apiOf(r.url) !== null && (api === undefined || apiOf(r.url) === api)),
+    calls: (api) =>
+      upstream.received.filter(
+        (r) => r.method === 'POST' && !summarizing(r) && apiOf(r.url) !== null && (api === undefined || apiOf(r.url) === api),
+      ),
     summarizerCalls: () => upstream.received.filter(summarizing),
     verdicts: (api) => verdicts[api](),
     bindingChecks: messages.checks,
@@ -223,7 +245,9 @@ async function startEveryApi(options: StandInOptions): Promise<StandIn> {
  * gzip) is decoded first, as the providers' front ends do; its window is the decoded body's.
  */
 function decodedBody(req: Received): Received {
-  const coding = String(req.headers['content-encoding'] ?? '').trim().toLowerCase();
+  const coding = String(req.headers['content-encoding'] ?? '')
+    .trim()
+    .toLowerCase();
   if (coding === '' || coding === 'identity') return req;
   const undo: Record<string, (b: Buffer) => Buffer> = {
     gzip: (b) => zlib.gunzipSync(b),
@@ -245,7 +269,12 @@ function decodedBody(req: Received): Received {
 /** GET /v1/models as the provider lists its models: Anthropic's page when the call carries anthropic-version, else OpenAI's list. */
 function modelList(req: Received): unknown {
   if (req.headers['anthropic-version']) {
-    return { data: [{ type: 'model', id: 'claude-test', display_name: 'Claude Test', created_at: '2026-01-01T00:00:00Z' }], has_more: false, first_id: 'claude-test', last_id: 'claude-test' };
+    return {
+      data: [{ type: 'model', id: 'claude-test', display_name: 'Claude Test', created_at: '2026-01-01T00:00:00Z' }],
+      has_more: false,
+      first_id: 'claude-test',
+      last_id: 'claude-test',
+    };
   }
   return { object: 'list', data: [{ id: 'fake-model', object: 'model', created: 1_700_000_000, owned_by: 'system' }] };
 }

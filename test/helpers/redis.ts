@@ -66,9 +66,24 @@ export interface RedisOptions {
 export async function startRedis(options: RedisOptions = {}): Promise<TestRedis> {
   const port = await freePort();
   const tls = options.tls
-    ? ['--port', '0', '--tls-port', String(port), '--tls-cert-file', options.tls.certFile, '--tls-key-file', options.tls.keyFile, '--tls-ca-cert-file', options.tls.caFile, '--tls-auth-clients', 'no']
+    ? [
+        '--port',
+        '0',
+        '--tls-port',
+        String(port),
+        '--tls-cert-file',
+        options.tls.certFile,
+        '--tls-key-file',
+        options.tls.keyFile,
+        '--tls-ca-cert-file',
+        options.tls.caFile,
+        '--tls-auth-clients',
+        'no',
+      ]
     : ['--port', String(port)];
-  const user = options.user ? ['--user', options.user.name, 'on', `>${options.user.password}`, '~*', '&*', '+@all', '--user', 'default', 'off'] : [];
+  const user = options.user
+    ? ['--user', options.user.name, 'on', `>${options.user.password}`, '~*', '&*', '+@all', '--user', 'default', 'off']
+    : [];
   const server = redisProcess(port, [...tls, ...EPHEMERAL, ...user], /Ready to accept connections/);
   await server.start();
   return { url: `${options.tls ? 'rediss' : 'redis'}://127.0.0.1:${port}`, port, stop: server.stop, start: server.start };
@@ -130,7 +145,19 @@ export async function startCluster(masters = 3): Promise<TestCluster> {
   try {
     for (let i = 0; i < masters; i++) {
       const [port, bus] = [await freePort(), await freePort()];
-      const args = ['--port', String(port), ...EPHEMERAL, '--cluster-enabled', 'yes', '--cluster-port', String(bus), '--cluster-config-file', `nodes-${port}.conf`, '--cluster-node-timeout', '2000'];
+      const args = [
+        '--port',
+        String(port),
+        ...EPHEMERAL,
+        '--cluster-enabled',
+        'yes',
+        '--cluster-port',
+        String(bus),
+        '--cluster-config-file',
+        `nodes-${port}.conf`,
+        '--cluster-node-timeout',
+        '2000',
+      ];
       const node = redisProcess(port, args, /Ready to accept connections/, dir);
       nodes.push(node);
       await node.start();
@@ -138,7 +165,9 @@ export async function startCluster(masters = 3): Promise<TestCluster> {
     const seeds = nodes.map((n) => `127.0.0.1:${n.port}`);
     const create = spawnSync('redis-cli', ['--cluster', 'create', ...seeds, '--cluster-yes'], { encoding: 'utf8', timeout: 30_000 });
     if (create.status !== 0) throw new Error(`redis-cli --cluster create failed: ${create.stdout}${create.stderr}`);
-    await until('every node to say cluster_state:ok', 15_000, () => nodes.every((n) => redisCli(n.port, 'cluster', 'info').includes('cluster_state:ok')));
+    await until('every node to say cluster_state:ok', 15_000, () =>
+      nodes.every((n) => redisCli(n.port, 'cluster', 'info').includes('cluster_state:ok')),
+    );
     return { nodes, seeds, stop };
   } catch (err) {
     await stop();
@@ -180,7 +209,11 @@ export async function startSentinelSet(name = 'gwmaster'): Promise<TestSentinelS
     const masterPort = await freePort();
     const master = await started(masterPort, ['--port', String(masterPort), ...EPHEMERAL], /Ready to accept connections/);
     const replicaPort = await freePort();
-    const replica = await started(replicaPort, ['--port', String(replicaPort), ...EPHEMERAL, '--replicaof', '127.0.0.1', String(masterPort)], /Ready to accept connections/);
+    const replica = await started(
+      replicaPort,
+      ['--port', String(replicaPort), ...EPHEMERAL, '--replicaof', '127.0.0.1', String(masterPort)],
+      /Ready to accept connections/,
+    );
     await until('the replica to be in sync', 10_000, () => redisCli(replicaPort, 'info', 'replication').includes('master_link_status:up'));
     const sentinels: string[] = [];
     for (let i = 0; i < 3; i++) {
@@ -207,7 +240,8 @@ export async function startSentinelSet(name = 'gwmaster'): Promise<TestSentinelS
       const info = redisCli(firstSentinel, 'info', 'sentinel');
       return /slaves=1,sentinels=3/.test(info);
     });
-    const masterPortNow = async () => Number((await redisCliAsync(firstSentinel, 'sentinel', 'get-master-addr-by-name', name)).split('\n')[1]);
+    const masterPortNow = async () =>
+      Number((await redisCliAsync(firstSentinel, 'sentinel', 'get-master-addr-by-name', name)).split('\n')[1]);
     return { name, sentinels, master, replica, masterPort: masterPortNow, stop };
   } catch (err) {
     await stop();

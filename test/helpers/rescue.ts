@@ -33,7 +33,11 @@ export function toolTurnsBody(turns: number, output: (turn: number) => string, e
     { role: 'user', content: 'Fix the failing build.' },
   ];
   for (let t = 0; t < turns; t++) {
-    messages.push({ role: 'assistant', content: null, tool_calls: [{ id: `call_${t}`, type: 'function', function: { name: 'read_file', arguments: `{"path":"src/f${t}.ts"}` } }] });
+    messages.push({
+      role: 'assistant',
+      content: null,
+      tool_calls: [{ id: `call_${t}`, type: 'function', function: { name: 'read_file', arguments: `{"path":"src/f${t}.ts"}` } }],
+    });
     messages.push({ role: 'tool', tool_call_id: `call_${t}`, content: output(t) });
   }
   messages.push({ role: 'user', content: 'And now?' });

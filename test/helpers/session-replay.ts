@@ -60,10 +60,15 @@ function refuse(res: ServerResponse, agent: Agent, style: LimitStyle, bytes: num
   const tokens = Math.ceil(bytes / 4);
   const window = Math.floor(limit / 4);
   if (agent === 'claude') {
-    return json(res, 400, { type: 'error', error: { type: 'invalid_request_error', message: `prompt is too long: ${tokens} tokens > ${window} maximum` } });
+    return json(res, 400, {
+      type: 'error',
+      error: { type: 'invalid_request_error', message: `prompt is too long: ${tokens} tokens > ${window} maximum` },
+    });
   }
   const message = `This model's maximum context length is ${window} tokens. However, your messages resulted in ${tokens} tokens. Please reduce the length of the messages.`;
-  json(res, 400, { error: { message, type: 'invalid_request_error', param: agent === 'codex' ? 'input' : 'messages', code: 'context_length_exceeded' } });
+  json(res, 400, {
+    error: { message, type: 'invalid_request_error', param: agent === 'codex' ? 'input' : 'messages', code: 'context_length_exceeded' },
+  });
 }
 
 /**
@@ -74,7 +79,8 @@ function answer(res: ServerResponse, agent: Agent, body: any, bytes: number): vo
   const stream = body?.stream === true;
   const prompt = Math.ceil(bytes / 4);
   if (agent === 'codex') {
-    const counted = (text: string) => text.replace('"input_tokens":12,', `"input_tokens":${prompt},`).replace('"total_tokens":15', `"total_tokens":${prompt + 3}`);
+    const counted = (text: string) =>
+      text.replace('"input_tokens":12,', `"input_tokens":${prompt},`).replace('"total_tokens":15', `"total_tokens":${prompt + 3}`);
     if (!stream) return json(res, 200, JSON.parse(counted(JSON.stringify(responseObject('next step')))));
     res.writeHead(200, { 'content-type': 'text/event-stream' });
     res.end(counted(textStream(['next', ' step']).join('')));
@@ -86,7 +92,12 @@ function answer(res: ServerResponse, agent: Agent, body: any, bytes: number): vo
   const events = streamEvents(['next', ' step']);
   // The usage chunk only when the request asked for it, as OpenAI sends it.
   const withUsage = body?.stream_options?.include_usage === true;
-  return sse(res, events.flatMap((e) => (e.includes('"usage"') ? (withUsage ? [e.replace(/"usage":\{[^}]*\}/, `"usage":${JSON.stringify(usage)}`)] : []) : [e])));
+  return sse(
+    res,
+    events.flatMap((e) =>
+      e.includes('"usage"') ? (withUsage ? [e.replace(/"usage":\{[^}]*\}/, `"usage":${JSON.stringify(usage)}`)] : []) : [e],
+    ),
+  );
 }
 
 function anthropicMessage(text: string) {
@@ -107,7 +118,11 @@ function summarize(res: ServerResponse, req: Received): void {
   const input = req.body.toString('utf8');
   const earlier = /\[summary of the earlier conversation\]\\n([^"]{0,4000})/.exec(input)?.[1] ?? '';
   const files = [...new Set([...input.matchAll(/src\/[\w/]+\.ts/g)].map((m) => m[0]))].slice(0, 40);
-  const text = `${earlier ? `${earlier}\\n` : ''}Task: review every TypeScript file. Files read: ${files.join(', ')}. Decision: keep going file by file.`.replace(/\\n/g, '\n');
+  const text =
+    `${earlier ? `${earlier}\\n` : ''}Task: review every TypeScript file. Files read: ${files.join(', ')}. Decision: keep going file by file.`.replace(
+      /\\n/g,
+      '\n',
+    );
   if (req.url.startsWith('/v1/responses')) return json(res, 200, responseObject(text, 'completed', 'resp_summary'));
   if (req.url.startsWith('/v1/messages')) return json(res, 200, anthropicMessage(text));
   json(res, 200, completion(text, 'chatcmpl-summary'));
@@ -152,7 +167,14 @@ export async function startAgentUpstream(agent: Agent, style: LimitStyle, limit:
 }
 
 /** Sends each turn through the gateway at `baseUrl` and reports what happened. */
-export async function replaySession(agent: Agent, style: LimitStyle, baseUrl: string, upstream: FakeUpstream, limit: number, headers: Record<string, string> = {}): Promise<SessionReport> {
+export async function replaySession(
+  agent: Agent,
+  style: LimitStyle,
+  baseUrl: string,
+  upstream: FakeUpstream,
+  limit: number,
+  headers: Record<string, string> = {},
+): Promise<SessionReport> {
   const turns = turnsOf(agent);
   const results: TurnResult[] = [];
   for (let i = 0; i < turns.length; i++) {
@@ -160,7 +182,13 @@ export async function replaySession(agent: Agent, style: LimitStyle, baseUrl: st
     const body = JSON.stringify(turns[i]);
     const res = await fetch(`${baseUrl}${API_PATH[agent]}`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: 'Bearer sk-agent', 'x-api-key': 'sk-agent', 'anthropic-version': '2023-06-01', ...headers },
+      headers: {
+        'content-type': 'application/json',
+        authorization: 'Bearer sk-agent',
+        'x-api-key': 'sk-agent',
+        'anthropic-version': '2023-06-01',
+        ...headers,
+      },
       body,
     });
     await res.arrayBuffer();
@@ -170,7 +198,9 @@ export async function replaySession(agent: Agent, style: LimitStyle, baseUrl: st
       turn: i + 1,
       status: res.status,
       header: res.headers.get('x-gateway-compaction'),
-      calls: seen.filter((r) => !isSummarizer(r)).map((r) => ({ bytes: r.body.length, refused: r.body.length > limit, body: r.json, raw: r.body })),
+      calls: seen
+        .filter((r) => !isSummarizer(r))
+        .map((r) => ({ bytes: r.body.length, refused: r.body.length > limit, body: r.json, raw: r.body })),
       summarizerCalls: seen.filter(isSummarizer).length,
       originalBytes: Buffer.byteLength(body),
     });
@@ -179,7 +209,13 @@ export async function replaySession(agent: Agent, style: LimitStyle, baseUrl: st
 }
 
 /** The session's figures from what each turn did; `turns` are the bodies as the agent sent them. */
-export function report(agent: Agent | BoundSession, style: LimitStyle, limit: number, turns: Record<string, any>[], results: TurnResult[]): SessionReport {
+export function report(
+  agent: Agent | BoundSession,
+  style: LimitStyle,
+  limit: number,
+  turns: Record<string, any>[],
+  results: TurnResult[],
+): SessionReport {
   const field = ITEMS_FIELD[agent];
   const overflowing = results.filter((r) => r.originalBytes > limit);
   const summarizerCalls = results.reduce((n, r) => n + r.summarizerCalls, 0);

@@ -30,7 +30,9 @@ export function sessionTurns(agent: 'codex' | 'pi' | 'opencode' | 'claude'): Rec
  */
 export async function withReasoning(body: Record<string, any>): Promise<Record<string, any>> {
   let next: Record<string, any> = {};
-  const standIn = await startStandIn({ reply: () => ({ call: { id: String(next.call_id), name: String(next.name), args: JSON.parse(String(next.arguments)) } }) });
+  const standIn = await startStandIn({
+    reply: () => ({ call: { id: String(next.call_id), name: String(next.name), args: JSON.parse(String(next.arguments)) } }),
+  });
   try {
     const input: unknown[] = [];
     for (const item of body.input as Array<Record<string, any>>) {
@@ -39,12 +41,17 @@ export async function withReasoning(body: Record<string, any>): Promise<Record<s
         continue;
       }
       next = item;
-      const res = await fetch(`${standIn.baseUrl}/responses`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ...body, stream: false, input }) });
+      const res = await fetch(`${standIn.baseUrl}/responses`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ ...body, stream: false, input }),
+      });
       if (res.status !== 200) throw new Error(`the stand-in refused the history before ${item.call_id}: ${res.status} ${await res.text()}`);
       const { output } = (await res.json()) as { output: Array<Record<string, any>> };
       const reasoning = output.find((o) => o.type === 'reasoning');
       const call = output.find((o) => o.type === 'function_call');
-      if (!reasoning || !call || call.call_id !== item.call_id) throw new Error(`the stand-in did not issue reasoning before ${item.call_id}`);
+      if (!reasoning || !call || call.call_id !== item.call_id)
+        throw new Error(`the stand-in did not issue reasoning before ${item.call_id}`);
       input.push(reasoning, { ...item, id: call.id });
     }
     return { ...body, input };

@@ -28,7 +28,9 @@ function sorted(value: unknown, drop: ReadonlySet<string>): unknown {
 
 /** sha256 of the canonical form, base64url. */
 export function digest(value: unknown, drop?: ReadonlySet<string>): string {
-  return createHash('sha256').update(canonical(value ?? null, drop)).digest('base64url');
+  return createHash('sha256')
+    .update(canonical(value ?? null, drop))
+    .digest('base64url');
 }
 
 const mac = (body: string) => createHmac('sha256', SECRET).update(body).digest('base64url');

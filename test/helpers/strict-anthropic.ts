@@ -131,7 +131,10 @@ export function strictAnthropicRules(options: StrictAnthropicOptions = {}): Stri
     const model = options.model ?? String(body.model);
     const content: any[] = [];
     if (summarizer) {
-      content.push({ type: 'text', text: `SUMMARY of ${textOf(body.messages[0]?.content).length} chars: the user asked for a review of src/.` });
+      content.push({
+        type: 'text',
+        text: `SUMMARY of ${textOf(body.messages[0]?.content).length} chars: the user asked for a review of src/.`,
+      });
     } else {
       if (options.thinking !== false && body.thinking?.type !== 'disabled') {
         const block = signedBlock(body, model, located.at(-1)?.binding.id ?? null);
@@ -208,11 +211,16 @@ function admit(req: Received, check: BindingCheck, options: StrictAnthropicOptio
   const unpaired = toolPairProblem(body.messages);
   if (unpaired) return Refusal.invalid(unpaired);
   const breakpoints = cacheBreakpoints(body);
-  if (breakpoints > MAX_BREAKPOINTS) return Refusal.invalid(`A maximum of ${MAX_BREAKPOINTS} blocks with cache_control may be provided. Found ${breakpoints}.`);
+  if (breakpoints > MAX_BREAKPOINTS)
+    return Refusal.invalid(`A maximum of ${MAX_BREAKPOINTS} blocks with cache_control may be provided. Found ${breakpoints}.`);
 
-  const beta = String(req.headers['anthropic-beta'] ?? '').split(',').map((s) => s.trim()).includes(BINDING_BETA);
+  const beta = String(req.headers['anthropic-beta'] ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .includes(BINDING_BETA);
   const thinking = body.thinking ?? {};
-  if (thinking.block_binding !== undefined && !beta) return Refusal.invalid(`thinking.${thinking.type}.block_binding: Extra inputs are not permitted`);
+  if (thinking.block_binding !== undefined && !beta)
+    return Refusal.invalid(`thinking.${thinking.type}.block_binding: Extra inputs are not permitted`);
   check.dropBlock = thinking.block_binding?.prefix_mismatch_behavior === 'drop_block';
   const unstarted = thinking.type === 'enabled' ? finalAssistantWithoutThinking(body.messages) : null;
   if (unstarted) return Refusal.invalid(unstarted);
@@ -239,7 +247,10 @@ function admit(req: Received, check: BindingCheck, options: StrictAnthropicOptio
 // The binding
 
 function withBlocks(body: any): any {
-  return { ...body, messages: body.messages.map((m: any) => (typeof m?.content === 'string' ? { ...m, content: [{ type: 'text', text: m.content }] } : m)) };
+  return {
+    ...body,
+    messages: body.messages.map((m: any) => (typeof m?.content === 'string' ? { ...m, content: [{ type: 'text', text: m.content }] } : m)),
+  };
 }
 
 /** The canonical messages before position (i, j): thinking removed, and message i cut at j. */
@@ -247,7 +258,10 @@ function messagesBefore(messages: any[], i: number, j: number): unknown {
   const strip = (content: unknown) => (Array.isArray(content) ? content.filter((b) => !isThinking(b)) : content);
   const partial = messages[i];
   const cut = Array.isArray(partial?.content) ? partial.content.slice(0, j) : [];
-  return [...messages.slice(0, i).map((m) => ({ ...m, content: strip(m.content) })), { role: partial?.role ?? 'assistant', content: strip(cut) }];
+  return [
+    ...messages.slice(0, i).map((m) => ({ ...m, content: strip(m.content) })),
+    { role: partial?.role ?? 'assistant', content: strip(cut) },
+  ];
 }
 
 function bindingAt(body: any, i: number, j: number, model: string, text: string, prev: string | null, id: string): Binding {
@@ -319,7 +333,8 @@ function judge(body: any, located: Located[], dropBlock: boolean): Verdict {
   const reasons = located.map((l, k) => (l.binding.model !== body.model ? 'model' : prefixMismatch(body, located, k)));
   const invalid = located.filter((_, k) => reasons[k] !== null && reasons[k] !== 'model').map((l) => l.path);
   const first = reasons.findIndex((r) => r !== null && r !== 'model');
-  if (first >= 0 && !dropBlock) return { invalid, dropped: [], refusal: { path: located[first].path, type: located[first].block.type, reason: reasons[first]! } };
+  if (first >= 0 && !dropBlock)
+    return { invalid, dropped: [], refusal: { path: located[first].path, type: located[first].block.type, reason: reasons[first]! } };
   const dropped = located.flatMap((l, k): Transformation[] => {
     if (reasons[k] === 'model') return [{ type: 'thinking_dropped', path: l.path, reason: 'model_binding_mismatch' }];
     return first >= 0 && k >= first ? [{ type: 'thinking_dropped', path: l.path, reason: 'prefix_binding_mismatch' }] : [];
@@ -366,7 +381,13 @@ function toolPairProblem(messages: any[]): string | null {
   for (const [i, m] of messages.entries()) {
     if (m?.role === 'user') {
       const previous = messages[i - 1];
-      const issued = new Set(previous?.role === 'assistant' ? blocks(previous).filter((b) => b?.type === 'tool_use').map((b) => b.id) : []);
+      const issued = new Set(
+        previous?.role === 'assistant'
+          ? blocks(previous)
+              .filter((b) => b?.type === 'tool_use')
+              .map((b) => b.id)
+          : [],
+      );
       for (const [j, b] of blocks(m).entries()) {
         if (b?.type === 'tool_result' && !issued.has(b.tool_use_id)) {
           return `messages.${i}.content.${j}: unexpected \`tool_use_id\` found in \`tool_result\` blocks: ${b.tool_use_id}. Each \`tool_result\` block must have a corresponding \`tool_use\` block in the previous message.`;
@@ -375,8 +396,16 @@ function toolPairProblem(messages: any[]): string | null {
     }
     if (m?.role === 'assistant') {
       const next = messages[i + 1];
-      const answered = new Set(next?.role === 'user' ? blocks(next).filter((b) => b?.type === 'tool_result').map((b) => b.tool_use_id) : []);
-      const missing = blocks(m).filter((b) => b?.type === 'tool_use' && !answered.has(b.id)).map((b) => b.id);
+      const answered = new Set(
+        next?.role === 'user'
+          ? blocks(next)
+              .filter((b) => b?.type === 'tool_result')
+              .map((b) => b.tool_use_id)
+          : [],
+      );
+      const missing = blocks(m)
+        .filter((b) => b?.type === 'tool_use' && !answered.has(b.id))
+        .map((b) => b.id);
       if (missing.length > 0) {
         return `messages.${i}: \`tool_use\` ids were found without \`tool_result\` blocks immediately after: ${missing.join(', ')}. Each \`tool_use\` block must have a corresponding \`tool_result\` block in the next message.`;
       }
@@ -390,7 +419,9 @@ function finalAssistantWithoutThinking(messages: any[]): string | null {
   const last = messages.at(-1);
   const assistant = messages.at(-2);
   if (last?.role !== 'user' || assistant?.role !== 'assistant' || !Array.isArray(last.content)) return null;
-  const uses = new Set((Array.isArray(assistant.content) ? assistant.content : []).filter((b: any) => b?.type === 'tool_use').map((b: any) => b.id));
+  const uses = new Set(
+    (Array.isArray(assistant.content) ? assistant.content : []).filter((b: any) => b?.type === 'tool_use').map((b: any) => b.id),
+  );
   if (!last.content.some((b: any) => b?.type === 'tool_result' && uses.has(b.tool_use_id))) return null;
   const first = Array.isArray(assistant.content) ? assistant.content[0]?.type : 'text';
   if (isThinking({ type: first })) return null;
@@ -419,8 +450,19 @@ function tooLong(style: StrictAnthropicReject, body: any, prompt: number, window
   const refusal = promptTooLong(prompt, window);
   if (style !== 'sse_error' || body.stream !== true) return Refusal.invalid(refusal.error.message);
   // The API has already said 200: the overflow arrives as an error event after message_start.
-  const started = { id: 'msg_strict_overflow', type: 'message', role: 'assistant', model: body.model, content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: prompt, output_tokens: 1 } };
-  return new Refusal(refusal.error.message, (res) => writeEvents(res, [event('message_start', { message: started }), event('ping', {}), event('error', refusal)]));
+  const started = {
+    id: 'msg_strict_overflow',
+    type: 'message',
+    role: 'assistant',
+    model: body.model,
+    content: [],
+    stop_reason: null,
+    stop_sequence: null,
+    usage: { input_tokens: prompt, output_tokens: 1 },
+  };
+  return new Refusal(refusal.error.message, (res) =>
+    writeEvents(res, [event('message_start', { message: started }), event('ping', {}), event('error', refusal)]),
+  );
 }
 
 function edge413(res: ServerResponse): void {
@@ -434,12 +476,23 @@ export function event(type: string, data: Record<string, unknown>): string {
 
 /** The events of a streamed answer, in the API's order; input_transformations rides on message_start. */
 function streamOf(message: { content: any[]; stop_reason: string; usage: { output_tokens: number } } & Record<string, unknown>): string[] {
-  const events = [event('message_start', { message: { ...message, content: [], stop_reason: null, usage: { ...message.usage, output_tokens: 1 } } })];
+  const events = [
+    event('message_start', { message: { ...message, content: [], stop_reason: null, usage: { ...message.usage, output_tokens: 1 } } }),
+  ];
   message.content.forEach((block, index) => {
     const [start, delta] = blockEvents(block);
-    events.push(event('content_block_start', { index, content_block: start }), event('content_block_delta', { index, delta }), event('content_block_stop', { index }));
+    events.push(
+      event('content_block_start', { index, content_block: start }),
+      event('content_block_delta', { index, delta }),
+      event('content_block_stop', { index }),
+    );
   });
-  events.push(event('message_delta', { delta: { stop_reason: message.stop_reason, stop_sequence: null }, usage: { output_tokens: message.usage.output_tokens } }));
+  events.push(
+    event('message_delta', {
+      delta: { stop_reason: message.stop_reason, stop_sequence: null },
+      usage: { output_tokens: message.usage.output_tokens },
+    }),
+  );
   events.push(event('message_stop', {}));
   return events;
 }
@@ -447,11 +500,20 @@ function streamOf(message: { content: any[]; stop_reason: string; usage: { outpu
 function blockEvents(block: any): [unknown, unknown] {
   switch (block.type) {
     case 'thinking':
-      return [{ type: 'thinking', thinking: '', signature: '' }, { type: 'signature_delta', signature: block.signature }];
+      return [
+        { type: 'thinking', thinking: '', signature: '' },
+        { type: 'signature_delta', signature: block.signature },
+      ];
     case 'tool_use':
-      return [{ ...block, input: {} }, { type: 'input_json_delta', partial_json: JSON.stringify(block.input) }];
+      return [
+        { ...block, input: {} },
+        { type: 'input_json_delta', partial_json: JSON.stringify(block.input) },
+      ];
     default:
-      return [{ type: 'text', text: '' }, { type: 'text_delta', text: block.text }];
+      return [
+        { type: 'text', text: '' },
+        { type: 'text_delta', text: block.text },
+      ];
   }
 }
 

@@ -85,7 +85,8 @@ export function strictChatRules(options: StrictChatOptions = {}): StrictChatRule
     if (refusal) {
       check.refused = refusal.message;
       const error = { message: refusal.message, type: 'invalid_request_error', param: refusal.param, code: refusal.code };
-      if (over && style === 'sse_in_band' && req.json.stream === true && refusal.code === 'context_length_exceeded') return writeEvents(res, [`data: ${JSON.stringify({ error })}\n\n`]);
+      if (over && style === 'sse_in_band' && req.json.stream === true && refusal.code === 'context_length_exceeded')
+        return writeEvents(res, [`data: ${JSON.stringify({ error })}\n\n`]);
       return json(res, 400, { error });
     }
     const n = ++answered;
@@ -98,13 +99,17 @@ export function strictChatRules(options: StrictChatOptions = {}): StrictChatRule
       const reply = options.reply?.(req) ?? {};
       const text = reply.text ?? (reply.toolCall ? null : 'next step');
       message = { role: 'assistant', content: text, refusal: null };
-      if (reply.toolCall) message.tool_calls = [{ id: reply.toolCall.id, type: 'function', function: { name: reply.toolCall.name, arguments: reply.toolCall.arguments } }];
+      if (reply.toolCall)
+        message.tool_calls = [
+          { id: reply.toolCall.id, type: 'function', function: { name: reply.toolCall.name, arguments: reply.toolCall.arguments } },
+        ];
       issued.push({ call, message });
     }
     const finish = message.tool_calls ? 'tool_calls' : 'stop';
     const id = `chatcmpl-strict-${n}`;
     const base = { id, created: 1_700_000_000, model: String(req.json.model) };
-    if (req.json.stream === true) return writeEvents(res, chatStreamOf(base, message, { prompt_tokens: prompt, completion_tokens: 5, total_tokens: prompt + 5 }));
+    if (req.json.stream === true)
+      return writeEvents(res, chatStreamOf(base, message, { prompt_tokens: prompt, completion_tokens: 5, total_tokens: prompt + 5 }));
     json(res, 200, {
       ...base,
       object: 'chat.completion',
@@ -129,7 +134,8 @@ export async function startStrictChat(options: StrictChatOptions = {}): Promise<
 
 /** The API's checks of the body, in its order: model, messages, then the tool pairs. */
 function shapeProblem(body: any): Refusal | null {
-  if (body === null || typeof body !== 'object' || typeof body.model !== 'string' || body.model === '') return { message: CHAT_MESSAGES.model, param: null, code: null };
+  if (body === null || typeof body !== 'object' || typeof body.model !== 'string' || body.model === '')
+    return { message: CHAT_MESSAGES.model, param: null, code: null };
   if (!Array.isArray(body.messages)) return { message: CHAT_MESSAGES.messages, param: null, code: 'missing_required_parameter' };
   const messages: any[] = body.messages;
   for (const [i, m] of messages.entries()) {
@@ -138,7 +144,8 @@ function shapeProblem(body: any): Refusal | null {
       let k = i - 1;
       while (k >= 0 && messages[k]?.role === 'tool') k--;
       const ids = Array.isArray(messages[k]?.tool_calls) ? messages[k].tool_calls.map((c: any) => c?.id) : [];
-      if (messages[k]?.role !== 'assistant' || !ids.includes(m.tool_call_id)) return { message: CHAT_MESSAGES.toolWithoutCall, param: `messages.[${i}].role`, code: null };
+      if (messages[k]?.role !== 'assistant' || !ids.includes(m.tool_call_id))
+        return { message: CHAT_MESSAGES.toolWithoutCall, param: `messages.[${i}].role`, code: null };
     }
     if (m?.role === 'assistant' && Array.isArray(m.tool_calls) && m.tool_calls.length > 0) {
       const answered = new Set<string>();
@@ -157,15 +164,28 @@ export function windowError(bytes: number, limitBytes: number) {
 }
 
 function windowRefusal(bytes: number, limitBytes: number): Refusal {
-  return { message: CHAT_MESSAGES.window(Math.floor(limitBytes / BYTES_PER_TOKEN), tokensOf(bytes)), param: 'messages', code: 'context_length_exceeded' };
+  return {
+    message: CHAT_MESSAGES.window(Math.floor(limitBytes / BYTES_PER_TOKEN), tokensOf(bytes)),
+    param: 'messages',
+    code: 'context_length_exceeded',
+  };
 }
 
 /**
  * A streamed answer as a chat completions server writes it: the role, the content, each call, the
  * finish, the usage when it is sent, [DONE]. OpenAI's first delta says `refusal: null`; vLLM's does not.
  */
-export function chatStreamOf(base: Record<string, unknown>, message: any, usage: Record<string, number> | null, roleDelta: Record<string, unknown> = { role: 'assistant', content: '', refusal: null }): string[] {
-  const chunk = (delta: unknown, finish_reason: string | null = null) => ({ ...base, object: 'chat.completion.chunk', choices: [{ index: 0, delta, logprobs: null, finish_reason }] });
+export function chatStreamOf(
+  base: Record<string, unknown>,
+  message: any,
+  usage: Record<string, number> | null,
+  roleDelta: Record<string, unknown> = { role: 'assistant', content: '', refusal: null },
+): string[] {
+  const chunk = (delta: unknown, finish_reason: string | null = null) => ({
+    ...base,
+    object: 'chat.completion.chunk',
+    choices: [{ index: 0, delta, logprobs: null, finish_reason }],
+  });
   const chunks: unknown[] = [chunk(roleDelta)];
   if (message.content) chunks.push(chunk({ content: message.content }));
   (message.tool_calls ?? []).forEach((c: any, index: number) => chunks.push(chunk({ tool_calls: [{ index, ...c }] })));

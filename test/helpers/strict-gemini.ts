@@ -122,7 +122,12 @@ export function strictGeminiRules(options: StrictGeminiOptions = {}): StrictGemi
     const route = routeOf(req);
     const call = route && route.method !== 'countTokens' && !isSummarizer(req) ? seen++ : -1;
     keys.push(route?.key ?? keyOf(req));
-    if (!route) return json(res, 404, pretty(googleError(404, 'NOT_FOUND', `The requested URL ${req.url.split('?')[0]} was not found on this server.`)));
+    if (!route)
+      return json(
+        res,
+        404,
+        pretty(googleError(404, 'NOT_FOUND', `The requested URL ${req.url.split('?')[0]} was not found on this server.`)),
+      );
     const summarizer = isSummarizer(req);
     const check: GeminiCheck = { refused: null };
     if (route.method !== 'countTokens' && !summarizer) checks.push(check);
@@ -235,7 +240,8 @@ function signatureProblem(contents: any[], model: string): string | null {
     position++;
     if (!isRecord(part?.functionCall)) continue;
     const call = part.functionCall;
-    if (typeof part.thoughtSignature !== 'string' || part.thoughtSignature === '') return MESSAGES.missingSignature(String(call.name), position);
+    if (typeof part.thoughtSignature !== 'string' || part.thoughtSignature === '')
+      return MESSAGES.missingSignature(String(call.name), position);
     const signed = unseal<Signed>(part.thoughtSignature);
     if (signed?.kind !== KIND || signed.id !== idOf(call) || signed.model !== model) return MESSAGES.invalidSignature;
   }
@@ -250,10 +256,17 @@ const idOf = (v: Record<string, any>): string | null => (typeof v.id === 'string
  */
 function unansweredResponse(contents: any[]): boolean {
   return contents.some((content, i) => {
-    const responses = partsOf(content).filter((p) => isRecord(p?.functionResponse)).map((p) => p.functionResponse);
+    const responses = partsOf(content)
+      .filter((p) => isRecord(p?.functionResponse))
+      .map((p) => p.functionResponse);
     if (responses.length === 0) return false;
     const before = contents[i - 1];
-    const open = before?.role === 'model' ? partsOf(before).filter((p) => isRecord(p?.functionCall)).map((p) => p.functionCall) : [];
+    const open =
+      before?.role === 'model'
+        ? partsOf(before)
+            .filter((p) => isRecord(p?.functionCall))
+            .map((p) => p.functionCall)
+        : [];
     return responses.some((response) => {
       const id = idOf(response);
       let k = id === null ? -1 : open.findIndex((call) => idOf(call) === id);
@@ -315,7 +328,9 @@ function chunksOf(parts: any[], model: string, responseId: string, bytes: number
     const last = k === parts.length - 1;
     return {
       candidates: [{ content: { role: 'model', parts: [part] }, ...(last ? { finishReason: 'STOP' } : {}), index: 0 }],
-      ...(last ? { usageMetadata: { promptTokenCount: prompt, candidatesTokenCount: candidates, totalTokenCount: prompt + candidates } } : {}),
+      ...(last
+        ? { usageMetadata: { promptTokenCount: prompt, candidatesTokenCount: candidates, totalTokenCount: prompt + candidates } }
+        : {}),
       modelVersion: model,
       responseId,
     };

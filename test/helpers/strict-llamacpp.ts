@@ -133,7 +133,8 @@ export async function startLlamaCpp(options: LlamaCppOptions): Promise<LlamaCpp>
       reasoning_format: 'deepseek',
       samplers: ['penalties', 'dry', 'top_n_sigma', 'top_k', 'typ_p', 'top_p', 'min_p', 'xtc', 'temperature'],
     };
-    const template = "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
+    const template =
+      "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
     if (era === '2025') {
       return {
         default_generation_settings: { params, n_ctx: nCtx },
@@ -165,7 +166,14 @@ export async function startLlamaCpp(options: LlamaCppOptions): Promise<LlamaCpp>
       ui: true,
       ui_settings: {},
       chat_template: template,
-      chat_template_caps: { supports_tools: true, supports_tool_calls: true, supports_system_role: true, supports_parallel_tool_calls: true, supports_string_content: true, supports_typed_content: false },
+      chat_template_caps: {
+        supports_tools: true,
+        supports_tool_calls: true,
+        supports_system_role: true,
+        supports_parallel_tool_calls: true,
+        supports_string_content: true,
+        supports_typed_content: false,
+      },
       bos_token: '<|endoftext|>',
       eos_token: '<|im_end|>',
       build_info: buildInfo,
@@ -186,7 +194,16 @@ export async function startLlamaCpp(options: LlamaCppOptions): Promise<LlamaCpp>
             object: 'model',
             created: Math.floor(Date.now() / 1000),
             owned_by: 'llamacpp',
-            meta: { vocab_type: 2, n_vocab: 151936, n_ctx: nCtx, n_ctx_train: nCtxTrain, n_embd: 4096, n_params: 8_190_735_360, size: 5_025_629_184, ftype: 'Q4_K - Medium' },
+            meta: {
+              vocab_type: 2,
+              n_vocab: 151936,
+              n_ctx: nCtx,
+              n_ctx_train: nCtxTrain,
+              n_embd: 4096,
+              n_params: 8_190_735_360,
+              size: 5_025_629_184,
+              ftype: 'Q4_K - Medium',
+            },
           };
     return {
       models: [
@@ -222,7 +239,8 @@ export async function startLlamaCpp(options: LlamaCppOptions): Promise<LlamaCpp>
 
   function chat(req: Received, res: ServerResponse): void {
     const body = req.json;
-    if (body === undefined || body === null || typeof body !== 'object') return send(res, 500, JSON.stringify({ error: { code: 500, message: 'Invalid JSON body', type: 'server_error' } }));
+    if (body === undefined || body === null || typeof body !== 'object')
+      return send(res, 500, JSON.stringify({ error: { code: 500, message: 'Invalid JSON body', type: 'server_error' } }));
     if (!('messages' in body)) return send(res, 400, invalid("'messages' is required"));
     if (!Array.isArray(body.messages)) return send(res, 400, invalid("Expected 'messages' to be an array"));
     const messages: any[] = body.messages;
@@ -232,7 +250,8 @@ export async function startLlamaCpp(options: LlamaCppOptions): Promise<LlamaCpp>
     let cached = 0;
     if (previous && previous.tools === now.tools) {
       cached = toolsTokens(body.tools);
-      for (let i = 0; i < now.messages.length && i < previous.messages.length && now.messages[i] === previous.messages[i]; i++) cached += messageTokens(messages[i]);
+      for (let i = 0; i < now.messages.length && i < previous.messages.length && now.messages[i] === previous.messages[i]; i++)
+        cached += messageTokens(messages[i]);
       // [TAG_PROMPT_LOGITS]: at least one token is evaluated.
       cached = Math.min(cached, promptTokens - 1);
     }
@@ -247,10 +266,21 @@ export async function startLlamaCpp(options: LlamaCppOptions): Promise<LlamaCpp>
     const n = ++answered;
     const reply = options.reply ? options.reply(n, req) : { text: 'ok' };
     call.answer = reply;
-    const completion = Math.max(1, Math.ceil(Buffer.byteLength((reply.text ?? '') + (reply.call ? JSON.stringify(reply.call.args) : '')) / BYTES_PER_TOKEN));
-    const id = `chatcmpl-${randomBytes(24).toString('base64').replace(/[^0-9A-Za-z]/g, 'x').slice(0, 32)}`;
+    const completion = Math.max(
+      1,
+      Math.ceil(Buffer.byteLength((reply.text ?? '') + (reply.call ? JSON.stringify(reply.call.args) : '')) / BYTES_PER_TOKEN),
+    );
+    const id = `chatcmpl-${randomBytes(24)
+      .toString('base64')
+      .replace(/[^0-9A-Za-z]/g, 'x')
+      .slice(0, 32)}`;
     const created = Math.floor(Date.now() / 1000);
-    const usage = { completion_tokens: completion, prompt_tokens: promptTokens, total_tokens: promptTokens + completion, prompt_tokens_details: { cached_tokens: cached } };
+    const usage = {
+      completion_tokens: completion,
+      prompt_tokens: promptTokens,
+      total_tokens: promptTokens + completion,
+      prompt_tokens_details: { cached_tokens: cached },
+    };
     const promptN = promptTokens - cached;
     const timings = {
       cache_n: cached,
@@ -263,7 +293,9 @@ export async function startLlamaCpp(options: LlamaCppOptions): Promise<LlamaCpp>
       predicted_per_token_ms: 20,
       predicted_per_second: 50,
     };
-    const toolCalls = reply.call ? [{ type: 'function', function: { name: reply.call.name, arguments: JSON.stringify(reply.call.args) }, id: reply.call.id }] : undefined;
+    const toolCalls = reply.call
+      ? [{ type: 'function', function: { name: reply.call.name, arguments: JSON.stringify(reply.call.args) }, id: reply.call.id }]
+      : undefined;
     const finish = toolCalls ? 'tool_calls' : 'stop';
     if (body.stream !== true) {
       const message: any = { role: 'assistant', content: reply.text ?? '' };
@@ -271,15 +303,44 @@ export async function startLlamaCpp(options: LlamaCppOptions): Promise<LlamaCpp>
       return send(
         res,
         200,
-        JSON.stringify({ choices: [{ finish_reason: finish, index: 0, message }], created, model, system_fingerprint: buildInfo, object: 'chat.completion', usage, id, timings }),
+        JSON.stringify({
+          choices: [{ finish_reason: finish, index: 0, message }],
+          created,
+          model,
+          system_fingerprint: buildInfo,
+          object: 'chat.completion',
+          usage,
+          id,
+          timings,
+        }),
       );
     }
-    const chunk = (finish_reason: string | null, delta: unknown) => ({ choices: [{ finish_reason, index: 0, delta }], created, id, model, system_fingerprint: buildInfo, object: 'chat.completion.chunk' });
+    const chunk = (finish_reason: string | null, delta: unknown) => ({
+      choices: [{ finish_reason, index: 0, delta }],
+      created,
+      id,
+      model,
+      system_fingerprint: buildInfo,
+      object: 'chat.completion.chunk',
+    });
     const chunks: Record<string, unknown>[] = [chunk(null, { role: 'assistant', content: null })];
     if (reply.text) chunks.push(chunk(null, { content: reply.text }));
-    if (reply.call) chunks.push(chunk(null, { tool_calls: [{ index: 0, id: reply.call.id, type: 'function', function: { name: reply.call.name, arguments: JSON.stringify(reply.call.args) } }] }));
+    if (reply.call)
+      chunks.push(
+        chunk(null, {
+          tool_calls: [
+            {
+              index: 0,
+              id: reply.call.id,
+              type: 'function',
+              function: { name: reply.call.name, arguments: JSON.stringify(reply.call.args) },
+            },
+          ],
+        }),
+      );
     chunks.push(chunk(finish, {}));
-    if (body.stream_options?.include_usage === true) chunks.push({ choices: [], created, id, model, system_fingerprint: buildInfo, object: 'chat.completion.chunk', usage });
+    if (body.stream_options?.include_usage === true)
+      chunks.push({ choices: [], created, id, model, system_fingerprint: buildInfo, object: 'chat.completion.chunk', usage });
     chunks[chunks.length - 1].timings = timings;
     res.writeHead(200, { server: 'llama.cpp', 'content-type': 'text/event-stream' });
     for (const c of chunks) res.write(`data: ${JSON.stringify(c)}\n\n`);

@@ -67,7 +67,11 @@ export const BYTES_PER_TOKEN = 4;
 function textOf(content: unknown): string {
   if (typeof content === 'string') return content;
   if (content === null || content === undefined) return '';
-  if (Array.isArray(content)) return content.filter((p: any) => p?.type === 'text').map((p: any) => String(p.text ?? '')).join('\n');
+  if (Array.isArray(content))
+    return content
+      .filter((p: any) => p?.type === 'text')
+      .map((p: any) => String(p.text ?? ''))
+      .join('\n');
   return JSON.stringify(content);
 }
 
@@ -91,11 +95,20 @@ export function promptTokensOf(messages: any[], tools?: unknown): number {
 // llama-server's refusal, which Ollama's native mode passes through (and the llama.cpp stand-in sends)
 
 /** The message of llama-server's refusal of a prompt of `nPrompt` tokens in a slot of `nCtx` (tools/server/server-context.cpp). */
-export const llamaExceedMessage = (nPrompt: number, nCtx: number) => `request (${nPrompt} tokens) exceeds the available context size (${nCtx} tokens), try increasing it`;
+export const llamaExceedMessage = (nPrompt: number, nCtx: number) =>
+  `request (${nPrompt} tokens) exceeds the available context size (${nCtx} tokens), try increasing it`;
 
 /** llama-server's 400 body for it, key order as nlohmann::ordered_json writes it (format_error_response + n_prompt_tokens, n_ctx). */
 export function llamaExceedBody(nPrompt: number, nCtx: number): string {
-  return JSON.stringify({ error: { code: 400, message: llamaExceedMessage(nPrompt, nCtx), type: 'exceed_context_size_error', n_prompt_tokens: nPrompt, n_ctx: nCtx } });
+  return JSON.stringify({
+    error: {
+      code: 400,
+      message: llamaExceedMessage(nPrompt, nCtx),
+      type: 'exceed_context_size_error',
+      n_prompt_tokens: nPrompt,
+      n_ctx: nCtx,
+    },
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -168,7 +181,10 @@ function ollamaPromptPlan(messages: any[], tools: unknown, options: OllamaPlanOp
   if (options.truncate !== false) {
     // chatPrompt: start with every message and remove from the front until it fits.
     for (let i = 0; i <= last; i++) {
-      const images = (options.mode === 'native' ? [...systemBefore(i), ...messages.slice(i)] : messages.slice(i)).reduce((s, m) => s + imagesOf(m), 0);
+      const images = (options.mode === 'native' ? [...systemBefore(i), ...messages.slice(i)] : messages.slice(i)).reduce(
+        (s, m) => s + imagesOf(m),
+        0,
+      );
       const ctxLen = text([...systemBefore(i), ...messages.slice(i)]) + (options.vision ? OLLAMA_IMAGE_TOKENS * images : 0);
       if (ctxLen <= numCtx) {
         start = i;
@@ -357,7 +373,8 @@ function ollamaName(name: string): string {
 const nowIso = () => new Date().toISOString();
 
 /** Go's %T of a decoded JSON value. */
-const goTypeOf = (v: unknown) => (v === null || v === undefined ? '<nil>' : typeof v === 'number' ? 'float64' : typeof v === 'boolean' ? 'bool' : 'map[string]interface {}');
+const goTypeOf = (v: unknown) =>
+  v === null || v === undefined ? '<nil>' : typeof v === 'number' ? 'float64' : typeof v === 'boolean' ? 'bool' : 'map[string]interface {}';
 
 interface LoadedModel {
   numCtx: number;
@@ -385,7 +402,14 @@ export async function startOllama(options: OllamaOptions): Promise<OllamaStandIn
     const seed = [...name].reduce((h, c) => (h * 31 + c.charCodeAt(0)) >>> 0, 7);
     return `500a1f067a9f782620b40bee6f7b0c89e17ae61f686b92c24933e4ca${seed.toString(16).padStart(8, '0')}`.slice(0, 64);
   };
-  const details = () => ({ parent_model: '', format: 'gguf', family, families: [family], parameter_size: '8.2B', quantization_level: 'Q4_K_M' });
+  const details = () => ({
+    parent_model: '',
+    format: 'gguf',
+    family,
+    families: [family],
+    parameter_size: '8.2B',
+    quantization_level: 'Q4_K_M',
+  });
 
   /** ChatHandler's options: DefaultOptions, then the Modelfile's, then the request's; capped at the trained length. */
   const runnerCtx = (requestOptions: any): number => {
@@ -396,7 +420,14 @@ export async function startOllama(options: OllamaOptions): Promise<OllamaStandIn
 
   const parameters = (): string => {
     const line = (k: string, v: string) => `${k.padEnd(30)} ${v}`;
-    const lines = [line('repeat_penalty', '1'), line('stop', '"<|im_start|>"'), line('stop', '"<|im_end|>"'), line('temperature', '0.6'), line('top_k', '20'), line('top_p', '0.95')];
+    const lines = [
+      line('repeat_penalty', '1'),
+      line('stop', '"<|im_start|>"'),
+      line('stop', '"<|im_end|>"'),
+      line('temperature', '0.6'),
+      line('top_k', '20'),
+      line('top_p', '0.95'),
+    ];
     if (options.modelfileNumCtx !== undefined) lines.unshift(line('num_ctx', String(options.modelfileNumCtx)));
     if (options.numKeep !== undefined) lines.unshift(line('num_keep', String(options.numKeep)));
     return lines.join('\n');
@@ -466,13 +497,23 @@ export async function startOllama(options: OllamaOptions): Promise<OllamaStandIn
     }
     if (path === '/api/ps') {
       const list = [...loaded.entries()]
-        .map(([name, m]) => ({ name, model: name, size: RUNNING_SIZE, digest: digestOf(name), details: details(), expires_at: m.expiresAt, size_vram: RUNNING_SIZE, context_length: m.numCtx }))
+        .map(([name, m]) => ({
+          name,
+          model: name,
+          size: RUNNING_SIZE,
+          digest: digestOf(name),
+          details: details(),
+          expires_at: m.expiresAt,
+          size_vram: RUNNING_SIZE,
+          context_length: m.numCtx,
+        }))
         .sort((a, b) => Date.parse(b.expires_at) - Date.parse(a.expires_at));
       return ginJson(res, 200, { models: list });
     }
     if (path === '/api/show') {
       if (req.body.length === 0) return ginJson(res, 400, { error: 'missing request body' });
-      if (req.json === undefined || req.json === null || typeof req.json !== 'object') return ginJson(res, 400, { error: 'invalid character in request body' });
+      if (req.json === undefined || req.json === null || typeof req.json !== 'object')
+        return ginJson(res, 400, { error: 'invalid character in request body' });
       const asked = req.json.model || req.json.name;
       if (!asked) return ginJson(res, 400, { error: 'model is required' });
       const name = find(asked);
@@ -493,14 +534,24 @@ export async function startOllama(options: OllamaOptions): Promise<OllamaStandIn
       });
     }
     if (path === '/v1/models') {
-      const data = models.map((id) => ({ id, object: 'model', created: Math.floor(Date.parse(MODIFIED_AT) / 1000), owned_by: id.includes('/') ? id.split('/')[0] : 'library' }));
+      const data = models.map((id) => ({
+        id,
+        object: 'model',
+        created: Math.floor(Date.parse(MODIFIED_AT) / 1000),
+        owned_by: id.includes('/') ? id.split('/')[0] : 'library',
+      }));
       return encoderJson(res, 200, { object: 'list', data });
     }
     if (path.startsWith('/v1/models/')) {
       const asked = decodeURIComponent(path.slice('/v1/models/'.length));
       const name = find(asked);
       if (!name) return encoderJson(res, 404, ollamaOpenAIError(404, `model '${ollamaName(asked)}' not found`));
-      return encoderJson(res, 200, { id: asked, object: 'model', created: Math.floor(Date.parse(MODIFIED_AT) / 1000), owned_by: 'library' });
+      return encoderJson(res, 200, {
+        id: asked,
+        object: 'model',
+        created: Math.floor(Date.parse(MODIFIED_AT) / 1000),
+        owned_by: 'library',
+      });
     }
     if (path === '/api/chat') return nativeChat(req, res);
     if (path === '/v1/chat/completions') return openaiChat(req, res);
@@ -521,14 +572,35 @@ export async function startOllama(options: OllamaOptions): Promise<OllamaStandIn
   function run(req: Received, api: 'openai' | 'native', p: Prepared): { call: OllamaChatCall; refusal?: { status: number; text: string } } {
     load(p.name, p.numCtx);
     const mode = options.chatMode ?? 'rendered';
-    const plan = ollamaPromptPlan(p.messages, p.tools, { numCtx: p.numCtx, numKeep: p.numKeep, addsBos: options.addsBos, vision: options.vision, truncate: p.truncate, mode });
+    const plan = ollamaPromptPlan(p.messages, p.tools, {
+      numCtx: p.numCtx,
+      numKeep: p.numKeep,
+      addsBos: options.addsBos,
+      vision: options.vision,
+      truncate: p.truncate,
+      mode,
+    });
     const { keptMessages, ...rest } = plan;
-    const call: OllamaChatCall = { ...rest, received: req, api, model: p.name, numCtx: p.numCtx, droppedMessages: plan.droppedIndexes.length, status: 200 };
+    const call: OllamaChatCall = {
+      ...rest,
+      received: req,
+      api,
+      model: p.name,
+      numCtx: p.numCtx,
+      droppedMessages: plan.droppedIndexes.length,
+      status: 200,
+    };
     calls.push(call);
     const overSlot = plan.renderedTokens + (options.addsBos ? 1 : 0) >= p.numCtx;
     if (mode === 'rendered' && p.truncate && !p.shift && plan.cut) {
       // ContextShift off: completionPromptForRequest refuses instead of cutting.
-      Object.assign(call, { status: 400, error: OLLAMA_NO_SHIFT_ERROR, cut: null, keptTokens: 0, truncated: plan.droppedIndexes.length > 0 });
+      Object.assign(call, {
+        status: 400,
+        error: OLLAMA_NO_SHIFT_ERROR,
+        cut: null,
+        keptTokens: 0,
+        truncated: plan.droppedIndexes.length > 0,
+      });
       return { call, refusal: { status: 400, text: OLLAMA_NO_SHIFT_ERROR } };
     }
     if ((mode === 'native' || !p.truncate) && overSlot) {
@@ -538,29 +610,50 @@ export async function startOllama(options: OllamaOptions): Promise<OllamaStandIn
       Object.assign(call, { status: 400, error: text, keptTokens: 0 });
       return { call, refusal: { status: 400, text } };
     }
-    if (plan.cut) truncations.push(`level=WARN source=llama_server.go:317 msg="truncating input prompt" limit=${plan.cut.limit} prompt=${plan.cut.prompt} keep=${plan.cut.keep} new=${plan.cut.new}`);
+    if (plan.cut)
+      truncations.push(
+        `level=WARN source=llama_server.go:317 msg="truncating input prompt" limit=${plan.cut.limit} prompt=${plan.cut.prompt} keep=${plan.cut.keep} new=${plan.cut.new}`,
+      );
     const seen: OllamaSeen = { messages: keptMessages, truncated: plan.truncated, taskKept: plan.taskKept };
     call.answer = (options.reply ?? defaultOllamaReply)(++answered, req, seen);
     return { call };
   }
 
-  const evalCount = (reply: Reply) => Math.max(1, Math.ceil(Buffer.byteLength((reply.text ?? '') + (reply.call ? JSON.stringify(reply.call.args) : '')) / BYTES_PER_TOKEN));
+  const evalCount = (reply: Reply) =>
+    Math.max(1, Math.ceil(Buffer.byteLength((reply.text ?? '') + (reply.call ? JSON.stringify(reply.call.args) : '')) / BYTES_PER_TOKEN));
 
   function nativeChat(req: Received, res: ServerResponse): void {
     const body = req.json;
     if (req.body.length === 0) return ginJson(res, 400, { error: 'missing request body' });
-    if (body === undefined || body === null || typeof body !== 'object') return ginJson(res, 400, { error: 'invalid character in request body' });
+    if (body === undefined || body === null || typeof body !== 'object')
+      return ginJson(res, 400, { error: 'invalid character in request body' });
     if (typeof body.model !== 'string' || body.model === '') return ginJson(res, 400, { error: 'model is required' });
     const name = find(body.model);
     if (!name) return ginJson(res, 404, { error: `model '${body.model}' not found` });
     const numCtx = runnerCtx(body.options);
-    const messages: any[] = Array.isArray(body.messages) ? body.messages.map((m: any) => ({ ...m, role: String(m?.role ?? '').toLowerCase() })) : [];
+    const messages: any[] = Array.isArray(body.messages)
+      ? body.messages.map((m: any) => ({ ...m, role: String(m?.role ?? '').toLowerCase() }))
+      : [];
     if (messages.length === 0) {
       load(name, numCtx);
-      return ginJson(res, 200, { model: body.model, created_at: nowIso(), message: { role: 'assistant', content: '' }, done: true, done_reason: 'load' });
+      return ginJson(res, 200, {
+        model: body.model,
+        created_at: nowIso(),
+        message: { role: 'assistant', content: '' },
+        done: true,
+        done_reason: 'load',
+      });
     }
     const numKeep = Number.isInteger(body.options?.num_keep) ? body.options.num_keep : (options.numKeep ?? OLLAMA_DEFAULT_NUM_KEEP);
-    const { call, refusal } = run(req, 'native', { name, messages, tools: body.tools, numCtx, numKeep, truncate: body.truncate !== false, shift: body.shift !== false });
+    const { call, refusal } = run(req, 'native', {
+      name,
+      messages,
+      tools: body.tools,
+      numCtx,
+      numKeep,
+      truncate: body.truncate !== false,
+      shift: body.shift !== false,
+    });
     const stream = body.stream !== false;
     if (refusal) {
       if (stream) {
@@ -572,7 +665,9 @@ export async function startOllama(options: OllamaOptions): Promise<OllamaStandIn
       return ginJson(res, refusal.status, { error: refusal.text });
     }
     const reply = call.answer!;
-    const toolCalls = reply.call ? [{ id: reply.call.id, function: { index: 0, name: reply.call.name, arguments: reply.call.args } }] : undefined;
+    const toolCalls = reply.call
+      ? [{ id: reply.call.id, function: { index: 0, name: reply.call.name, arguments: reply.call.args } }]
+      : undefined;
     const metrics = {
       total_duration: 1_513_421_000,
       load_duration: 21_000_000,
@@ -587,9 +682,23 @@ export async function startOllama(options: OllamaOptions): Promise<OllamaStandIn
       return ginJson(res, 200, { model: body.model, created_at: nowIso(), message, done: true, done_reason: 'stop', ...metrics });
     }
     const lines: unknown[] = [];
-    if (reply.text) lines.push({ model: body.model, created_at: nowIso(), message: { role: 'assistant', content: reply.text }, done: false });
-    if (toolCalls) lines.push({ model: body.model, created_at: nowIso(), message: { role: 'assistant', content: '', tool_calls: toolCalls }, done: false });
-    lines.push({ model: body.model, created_at: nowIso(), message: { role: 'assistant', content: '' }, done: true, done_reason: 'stop', ...metrics });
+    if (reply.text)
+      lines.push({ model: body.model, created_at: nowIso(), message: { role: 'assistant', content: reply.text }, done: false });
+    if (toolCalls)
+      lines.push({
+        model: body.model,
+        created_at: nowIso(),
+        message: { role: 'assistant', content: '', tool_calls: toolCalls },
+        done: false,
+      });
+    lines.push({
+      model: body.model,
+      created_at: nowIso(),
+      message: { role: 'assistant', content: '' },
+      done: true,
+      done_reason: 'stop',
+      ...metrics,
+    });
     res.writeHead(200, { 'content-type': 'application/x-ndjson' });
     for (const line of lines) res.write(`${goJson(line)}\n`);
     res.end();
@@ -598,13 +707,16 @@ export async function startOllama(options: OllamaOptions): Promise<OllamaStandIn
   async function openaiChat(req: Received, res: ServerResponse): Promise<void> {
     const body = req.json;
     // ChatMiddleware's own refusals go out through gin's c.JSON (AbortWithStatusJSON), before ChatWriter.
-    if (body === undefined || body === null || typeof body !== 'object') return ginJson(res, 400, ollamaOpenAIError(400, 'invalid character in request body'));
-    if (!Array.isArray(body.messages) || body.messages.length === 0) return ginJson(res, 400, ollamaOpenAIError(400, "[] is too short - 'messages'"));
+    if (body === undefined || body === null || typeof body !== 'object')
+      return ginJson(res, 400, ollamaOpenAIError(400, 'invalid character in request body'));
+    if (!Array.isArray(body.messages) || body.messages.length === 0)
+      return ginJson(res, 400, ollamaOpenAIError(400, "[] is too short - 'messages'"));
     // FromChatRequest: each part of an array content is a message of its own.
     const messages: any[] = [];
     for (const m of body.messages) {
       const role = String(m?.role ?? '');
-      if (typeof m?.content === 'string') messages.push({ role, content: m.content, ...(m.tool_calls ? { tool_calls: m.tool_calls } : {}) });
+      if (typeof m?.content === 'string')
+        messages.push({ role, content: m.content, ...(m.tool_calls ? { tool_calls: m.tool_calls } : {}) });
       else if (Array.isArray(m?.content)) {
         const start = messages.length;
         for (const part of m.content) {
@@ -620,23 +732,44 @@ export async function startOllama(options: OllamaOptions): Promise<OllamaStandIn
     const name = find(body.model);
     if (!name) return encoderJson(res, 404, ollamaOpenAIError(404, `model '${body.model}' not found`));
     // The /v1 request has no `options`: the body's options.num_ctx never reaches the scheduler.
-    const { call, refusal } = run(req, 'openai', { name, messages, tools: body.tools, numCtx: runnerCtx(undefined), numKeep: options.numKeep ?? OLLAMA_DEFAULT_NUM_KEEP, truncate: true, shift: true });
+    const { call, refusal } = run(req, 'openai', {
+      name,
+      messages,
+      tools: body.tools,
+      numCtx: runnerCtx(undefined),
+      numKeep: options.numKeep ?? OLLAMA_DEFAULT_NUM_KEEP,
+      truncate: true,
+      shift: true,
+    });
     if (refusal) return encoderJson(res, refusal.status, ollamaOpenAIError(refusal.status, refusal.text));
     const reply = call.answer!;
     const id = `chatcmpl-${randomInt(999)}`;
     const created = Math.floor(Date.now() / 1000);
-    const toolCalls = reply.call ? [{ id: reply.call.id, index: 0, type: 'function', function: { name: reply.call.name, arguments: JSON.stringify(reply.call.args) } }] : undefined;
+    const toolCalls = reply.call
+      ? [{ id: reply.call.id, index: 0, type: 'function', function: { name: reply.call.name, arguments: JSON.stringify(reply.call.args) } }]
+      : undefined;
     const completion = evalCount(reply);
     const usage = { prompt_tokens: call.keptTokens, completion_tokens: completion, total_tokens: call.keptTokens + completion };
     const finish = toolCalls ? 'tool_calls' : 'stop';
     if (body.stream !== true) {
       const message: any = { role: 'assistant', content: reply.text ?? '' };
       if (toolCalls) message.tool_calls = toolCalls;
-      return encoderJson(res, 200, { id, object: 'chat.completion', created, model: body.model, system_fingerprint: 'fp_ollama', choices: [{ index: 0, message, finish_reason: finish }], usage });
+      return encoderJson(res, 200, {
+        id,
+        object: 'chat.completion',
+        created,
+        model: body.model,
+        system_fingerprint: 'fp_ollama',
+        choices: [{ index: 0, message, finish_reason: finish }],
+        usage,
+      });
     }
     const base = { id, object: 'chat.completion.chunk', created, model: body.model, system_fingerprint: 'fp_ollama' };
     const chunks: unknown[] = [];
-    const delta = (d: Record<string, unknown>) => ({ ...base, choices: [{ index: 0, delta: chunks.length === 0 ? { role: 'assistant', ...d } : d, finish_reason: null }] });
+    const delta = (d: Record<string, unknown>) => ({
+      ...base,
+      choices: [{ index: 0, delta: chunks.length === 0 ? { role: 'assistant', ...d } : d, finish_reason: null }],
+    });
     if (reply.text || !toolCalls) chunks.push(delta({ content: reply.text ?? '' }));
     if (toolCalls) chunks.push(delta({ content: '', tool_calls: toolCalls }));
     chunks.push({ ...base, choices: [{ index: 0, delta: {}, finish_reason: finish }] });

@@ -107,7 +107,8 @@ export function strictResponsesRules(options: StrictResponsesOptions = {}): Stri
       return void res.end(NGINX_413);
     }
     const body = req.json;
-    if (body === null || typeof body !== 'object') return refuse(400, new Refusal('We could not parse the JSON body of your request.', null, null));
+    if (body === null || typeof body !== 'object')
+      return refuse(400, new Refusal('We could not parse the JSON body of your request.', null, null));
     const input = inputItems(body.input);
     const bindings = verify(input, after);
     if (bindings instanceof Refusal) return refuse(400, bindings);
@@ -180,14 +181,23 @@ interface Compacted {
  * any other rewrite it does not.
  */
 function expanded(items: any[]): string[] {
-  return items.filter((item) => !isReasoning(item)).flatMap((item) => {
-    const compacted = item?.type === 'compaction' ? unseal<Compacted>(item.encrypted_content) : null;
-    return compacted?.kind === 'compaction' ? compacted.stands : [digest(item)];
-  });
+  return items
+    .filter((item) => !isReasoning(item))
+    .flatMap((item) => {
+      const compacted = item?.type === 'compaction' ? unseal<Compacted>(item.encrypted_content) : null;
+      return compacted?.kind === 'compaction' ? compacted.stands : [digest(item)];
+    });
 }
 
 /** POST /v1/responses/compact: the input condensed into one encrypted compaction item. */
-function compactAnswer(req: Received, res: ServerResponse, over: boolean, after: ReadonlyMap<string, string>, n: number, mode: StrictResponsesOptions['compact']): void {
+function compactAnswer(
+  req: Received,
+  res: ServerResponse,
+  over: boolean,
+  after: ReadonlyMap<string, string>,
+  n: number,
+  mode: StrictResponsesOptions['compact'],
+): void {
   const fail = (status: number, message: string, code: string | null, param: string | null = null) =>
     json(res, status, { error: { message, type: status >= 500 ? 'server_error' : 'invalid_request_error', param, code } });
   if (mode === 'missing') return fail(404, 'Invalid URL (POST /v1/responses/compact)', null);
@@ -196,8 +206,18 @@ function compactAnswer(req: Received, res: ServerResponse, over: boolean, after:
   const bindings = verify(input, after);
   if (bindings instanceof Refusal) return fail(400, bindings.message, bindings.code, bindings.param);
   if (over) return fail(400, CONTEXT_WINDOW_MESSAGE, 'context_length_exceeded', 'input');
-  const item = { type: 'compaction', id: `cmp_${n}`, encrypted_content: seal({ kind: 'compaction', id: `cmp_${n}`, stands: expanded(input) } satisfies Compacted) };
-  json(res, 200, { id: `resp_cmp_${n}`, object: 'response.compaction', created_at: 1_700_000_000, output: [item], usage: { input_tokens: Math.ceil(req.body.length / 4), output_tokens: 50, total_tokens: Math.ceil(req.body.length / 4) + 50 } });
+  const item = {
+    type: 'compaction',
+    id: `cmp_${n}`,
+    encrypted_content: seal({ kind: 'compaction', id: `cmp_${n}`, stands: expanded(input) } satisfies Compacted),
+  };
+  json(res, 200, {
+    id: `resp_cmp_${n}`,
+    object: 'response.compaction',
+    created_at: 1_700_000_000,
+    output: [item],
+    usage: { input_tokens: Math.ceil(req.body.length / 4), output_tokens: 50, total_tokens: Math.ceil(req.body.length / 4) + 50 },
+  });
 }
 
 /**
@@ -213,14 +233,20 @@ function verify(input: any[], after: ReadonlyMap<string, string>): Map<number, B
     }
     if (isReasoning(item)) {
       const binding = unseal<Binding>(item.encrypted_content);
-      if (!binding || binding.id !== item.id) return new Refusal(`The encrypted content for item ${item.id} could not be verified.`, null, 'invalid_encrypted_content');
-      if (input[k + 1]?.id !== binding.next) return new Refusal(`Item '${item.id}' of type 'reasoning' was provided without its required following item.`, 'input', null);
+      if (!binding || binding.id !== item.id)
+        return new Refusal(`The encrypted content for item ${item.id} could not be verified.`, null, 'invalid_encrypted_content');
+      if (input[k + 1]?.id !== binding.next)
+        return new Refusal(`Item '${item.id}' of type 'reasoning' was provided without its required following item.`, 'input', null);
       bindings.set(k, binding);
       continue;
     }
     const required = typeof item?.id === 'string' ? after.get(item.id) : undefined;
     if (required !== undefined && !(isReasoning(input[k - 1]) && input[k - 1].id === required)) {
-      return new Refusal(`Item '${item.id}' of type '${item.type}' was provided without its required 'reasoning' item: '${required}'.`, 'input', null);
+      return new Refusal(
+        `Item '${item.id}' of type '${item.type}' was provided without its required 'reasoning' item: '${required}'.`,
+        'input',
+        null,
+      );
     }
   }
   return bindings;
@@ -253,7 +279,13 @@ function response(body: any, n: number, output: any[], transformations: Transfor
     status: 'completed',
     model: String(body.model),
     output,
-    usage: { input_tokens: Math.ceil(bytes / 4), input_tokens_details: { cached_tokens: 0 }, output_tokens: 5, output_tokens_details: { reasoning_tokens: 2 }, total_tokens: Math.ceil(bytes / 4) + 5 },
+    usage: {
+      input_tokens: Math.ceil(bytes / 4),
+      input_tokens_details: { cached_tokens: 0 },
+      output_tokens: 5,
+      output_tokens_details: { reasoning_tokens: 2 },
+      total_tokens: Math.ceil(bytes / 4) + 5,
+    },
     error: null,
     incomplete_details: null,
     parallel_tool_calls: true,
@@ -306,7 +338,9 @@ function streamOf(r: Answer): string[] {
 function tooLong(res: ServerResponse, check: ReasoningCheck, style: StrictResponsesReject, stream: boolean): void {
   check.refused = CONTEXT_WINDOW_MESSAGE;
   if (style === 'stream_failed' && stream) return writeEvents(res, failedInStream());
-  json(res, 400, { error: { message: CONTEXT_WINDOW_MESSAGE, type: 'invalid_request_error', param: 'input', code: 'context_length_exceeded' } });
+  json(res, 400, {
+    error: { message: CONTEXT_WINDOW_MESSAGE, type: 'invalid_request_error', param: 'input', code: 'context_length_exceeded' },
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -324,10 +358,27 @@ export function responseObject(text: string, status = 'completed', id = 'resp_fa
     model: 'fake-model',
     output:
       status === 'completed'
-        ? [{ type: 'message', id: 'msg_fake_1', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text, annotations: [] }] }]
+        ? [
+            {
+              type: 'message',
+              id: 'msg_fake_1',
+              status: 'completed',
+              role: 'assistant',
+              content: [{ type: 'output_text', text, annotations: [] }],
+            },
+          ]
         : [],
     // The API reports usage once the response is done: null while it is in progress.
-    usage: status === 'completed' ? { input_tokens: 12, input_tokens_details: { cached_tokens: 0 }, output_tokens: 3, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 15 } : null,
+    usage:
+      status === 'completed'
+        ? {
+            input_tokens: 12,
+            input_tokens_details: { cached_tokens: 0 },
+            output_tokens: 3,
+            output_tokens_details: { reasoning_tokens: 0 },
+            total_tokens: 15,
+          }
+        : null,
     error: null,
     incomplete_details: null,
     parallel_tool_calls: true,
@@ -356,11 +407,25 @@ export function textStream(pieces: string[], id = 'resp_fake_1'): string[] {
   return [
     ...preamble(id),
     event('response.output_item.added', { output_index: 0, item }, n++),
-    event('response.content_part.added', { item_id: 'msg_fake_1', output_index: 0, content_index: 0, part: { type: 'output_text', text: '', annotations: [] } }, n++),
-    ...pieces.map((delta) => event('response.output_text.delta', { item_id: 'msg_fake_1', output_index: 0, content_index: 0, delta, logprobs: [] }, n++)),
+    event(
+      'response.content_part.added',
+      { item_id: 'msg_fake_1', output_index: 0, content_index: 0, part: { type: 'output_text', text: '', annotations: [] } },
+      n++,
+    ),
+    ...pieces.map((delta) =>
+      event('response.output_text.delta', { item_id: 'msg_fake_1', output_index: 0, content_index: 0, delta, logprobs: [] }, n++),
+    ),
     event('response.output_text.done', { item_id: 'msg_fake_1', output_index: 0, content_index: 0, text, logprobs: [] }, n++),
-    event('response.content_part.done', { item_id: 'msg_fake_1', output_index: 0, content_index: 0, part: { type: 'output_text', text, annotations: [] } }, n++),
-    event('response.output_item.done', { output_index: 0, item: { ...item, status: 'completed', content: [{ type: 'output_text', text, annotations: [] }] } }, n++),
+    event(
+      'response.content_part.done',
+      { item_id: 'msg_fake_1', output_index: 0, content_index: 0, part: { type: 'output_text', text, annotations: [] } },
+      n++,
+    ),
+    event(
+      'response.output_item.done',
+      { output_index: 0, item: { ...item, status: 'completed', content: [{ type: 'output_text', text, annotations: [] }] } },
+      n++,
+    ),
     event('response.completed', { response: responseObject(text, 'completed', id) }, n++),
   ];
 }
@@ -373,7 +438,10 @@ function failedInStream(id = 'resp_fake_1'): string[] {
 
 /** "Too long" as a 200 stream with an `error` event after response.created. */
 export function errorEventInStream(): string[] {
-  return [event('response.created', { response: responseObject('', 'in_progress') }, 0), event('error', { code: 'context_length_exceeded', message: CONTEXT_WINDOW_MESSAGE, param: 'input' }, 1)];
+  return [
+    event('response.created', { response: responseObject('', 'in_progress') }, 0),
+    event('error', { code: 'context_length_exceeded', message: CONTEXT_WINDOW_MESSAGE, param: 'input' }, 1),
+  ];
 }
 
 function writeEvents(res: ServerResponse, events: string[]): void {

@@ -34,11 +34,45 @@ export function makePrivateCa(): PrivateCa {
   // P-256 keys: generated in milliseconds, where RSA would take a noticeable share of the test.
   const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
   const run = (args: string[]) => execFileSync(OPENSSL, args, { stdio: 'pipe', timeout: 10_000 });
-  run(['req', '-x509', ...ec, '-keyout', at('ca.key'), '-out', at('ca.pem'), '-days', '2', '-subj', '/CN=compaction-gateway egress test CA',
-    '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign']);
+  run([
+    'req',
+    '-x509',
+    ...ec,
+    '-keyout',
+    at('ca.key'),
+    '-out',
+    at('ca.pem'),
+    '-days',
+    '2',
+    '-subj',
+    '/CN=compaction-gateway egress test CA',
+    '-addext',
+    'basicConstraints=critical,CA:TRUE',
+    '-addext',
+    'keyUsage=critical,keyCertSign,cRLSign',
+  ]);
   run(['req', ...ec, '-keyout', at('server.key'), '-out', at('server.csr'), '-subj', '/CN=127.0.0.1']);
-  writeFileSync(at('server.ext'), 'subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n');
-  run(['x509', '-req', '-in', at('server.csr'), '-CA', at('ca.pem'), '-CAkey', at('ca.key'), '-CAcreateserial', '-days', '2', '-extfile', at('server.ext'), '-out', at('server.pem')]);
+  writeFileSync(
+    at('server.ext'),
+    'subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n',
+  );
+  run([
+    'x509',
+    '-req',
+    '-in',
+    at('server.csr'),
+    '-CA',
+    at('ca.pem'),
+    '-CAkey',
+    at('ca.key'),
+    '-CAcreateserial',
+    '-days',
+    '2',
+    '-extfile',
+    at('server.ext'),
+    '-out',
+    at('server.pem'),
+  ]);
   return {
     dir,
     caPem: at('ca.pem'),
@@ -89,46 +123,58 @@ export async function startTlsStandin(options: TlsStandinOptions): Promise<TlsSt
   const received: TlsReceived[] = [];
   const sockets = new Set<Socket>();
   let handshakes = 0;
-  const server: Server = createServer({ key: readFileSync(options.ca.serverKey), cert: readFileSync(options.ca.serverCert) }, async (req, res) => {
-    const chunks: Buffer[] = [];
-    for await (const chunk of req) chunks.push(chunk as Buffer);
-    const body = Buffer.concat(chunks);
-    let parsed: any;
-    try {
-      parsed = JSON.parse(body.toString('utf8'));
-    } catch {
-      parsed = undefined;
-    }
-    const call: TlsReceived = {
-      method: req.method ?? '',
-      path: req.url ?? '',
-      headers: req.headers,
-      body,
-      json: parsed,
-      summarizer: req.headers['x-gateway-compaction'] === 'summarizer',
-      remotePort: req.socket.remotePort ?? 0,
-      status: 200,
-    };
-    received.push(call);
-    // A pass-through path, to see that it leaves the same way as the rescued ones.
-    if (call.method === 'GET' && call.path === '/v1/models') {
-      return json(res, 200, { object: 'list', data: [{ id: 'fake-model', object: 'model', created: 1_700_000_000, owned_by: 'standin' }] });
-    }
-    if (call.method !== 'POST' || call.path !== '/v1/chat/completions') {
-      call.status = 404;
-      return json(res, 404, { error: { message: `Invalid URL (${call.method} ${call.path})`, type: 'invalid_request_error', param: null, code: null } });
-    }
-    if (call.summarizer) {
-      const transcript = String(parsed?.messages?.at(-1)?.content ?? '');
-      return json(res, 200, completion(`SUMMARY of ${transcript.length} characters: the user asked to fix the build.`, 'chatcmpl-summary'));
-    }
-    if (body.length > options.limitBytes) {
-      call.status = 400;
-      return contextLength(res, body.length, options.limitBytes);
-    }
-    if (parsed?.stream) return sse(res, streamEvents([options.answer ?? 'answered over tls']));
-    return json(res, 200, completion(options.answer ?? 'answered over tls', 'chatcmpl-tls'));
-  });
+  const server: Server = createServer(
+    { key: readFileSync(options.ca.serverKey), cert: readFileSync(options.ca.serverCert) },
+    async (req, res) => {
+      const chunks: Buffer[] = [];
+      for await (const chunk of req) chunks.push(chunk as Buffer);
+      const body = Buffer.concat(chunks);
+      let parsed: any;
+      try {
+        parsed = JSON.parse(body.toString('utf8'));
+      } catch {
+        parsed = undefined;
+      }
+      const call: TlsReceived = {
+        method: req.method ?? '',
+        path: req.url ?? '',
+        headers: req.headers,
+        body,
+        json: parsed,
+        summarizer: req.headers['x-gateway-compaction'] === 'summarizer',
+        remotePort: req.socket.remotePort ?? 0,
+        status: 200,
+      };
+      received.push(call);
+      // A pass-through path, to see that it leaves the same way as the rescued ones.
+      if (call.method === 'GET' && call.path === '/v1/models') {
+        return json(res, 200, {
+          object: 'list',
+          data: [{ id: 'fake-model', object: 'model', created: 1_700_000_000, owned_by: 'standin' }],
+        });
+      }
+      if (call.method !== 'POST' || call.path !== '/v1/chat/completions') {
+        call.status = 404;
+        return json(res, 404, {
+          error: { message: `Invalid URL (${call.method} ${call.path})`, type: 'invalid_request_error', param: null, code: null },
+        });
+      }
+      if (call.summarizer) {
+        const transcript = String(parsed?.messages?.at(-1)?.content ?? '');
+        return json(
+          res,
+          200,
+          completion(`SUMMARY of ${transcript.length} characters: the user asked to fix the build.`, 'chatcmpl-summary'),
+        );
+      }
+      if (body.length > options.limitBytes) {
+        call.status = 400;
+        return contextLength(res, body.length, options.limitBytes);
+      }
+      if (parsed?.stream) return sse(res, streamEvents([options.answer ?? 'answered over tls']));
+      return json(res, 200, completion(options.answer ?? 'answered over tls', 'chatcmpl-tls'));
+    },
+  );
   server.on('connection', (socket: Socket) => {
     sockets.add(socket);
     socket.once('close', () => sockets.delete(socket));

@@ -138,7 +138,8 @@ export async function startWindowedProvider(options: WindowedProviderOptions): P
   let mains = 0;
   const upstream = await startFakeUpstream(async (req, res) => {
     // Discovery, not a completion: answered apart, and not among the calls.
-    if (req.method === 'GET' && req.url.split('?')[0] === '/v1/models') return json(res, 200, vllmModelList(model, window, options.modelPath ?? model));
+    if (req.method === 'GET' && req.url.split('?')[0] === '/v1/models')
+      return json(res, 200, vllmModelList(model, window, options.modelPath ?? model));
     // vLLM's server is FastAPI: any other GET (llama.cpp's /props, Ollama's /api/version) is its plain 404.
     if (req.method === 'GET') return json(res, 404, { detail: 'Not Found' });
     const call: WindowedCall = {
@@ -197,7 +198,8 @@ function refusalOf(
 function refusalMessage(wording: VllmWording, window: number, prompt: number, completion: number | undefined): string | undefined {
   const head = `This model's maximum context length is ${window} tokens.`;
   if (wording === 'vllm-0.10') {
-    if (prompt >= window) return `${head} However, your request has ${prompt} input tokens. Please reduce the length of the input messages.`;
+    if (prompt >= window)
+      return `${head} However, your request has ${prompt} input tokens. Please reduce the length of the input messages.`;
     if (completion !== undefined && prompt + completion > window) {
       return `'max_tokens' or 'max_completion_tokens' is too large: ${completion}. This model's maximum context length is ${window} tokens and your request has ${prompt} input tokens (${completion} > ${window} - ${prompt}).`;
     }
@@ -208,7 +210,9 @@ function refusalMessage(wording: VllmWording, window: number, prompt: number, co
     return `${head} However, you requested ${prompt + completion} tokens (${prompt} in the messages, ${completion} in the completion). Please reduce the length of the messages or completion.`;
   }
   if (wording === 'vllm-0.4') return prompt < window ? undefined : `max_tokens must be at least 1, got ${window - prompt}.`;
-  return prompt < window ? undefined : `${head} However, you requested ${prompt} tokens in the messages, Please reduce the length of the messages.`;
+  return prompt < window
+    ? undefined
+    : `${head} However, you requested ${prompt} tokens in the messages, Please reduce the length of the messages.`;
 }
 
 /**
@@ -217,7 +221,12 @@ function refusalMessage(wording: VllmWording, window: number, prompt: number, co
  */
 function summaryOf(req: Received, n: number, roomTokens: number): string {
   const transcript = String(req.json?.messages?.at(-1)?.content ?? '');
-  const opening = transcript.replace(/<\/?conversation>/g, ' ').split(/\s+/).filter(Boolean).slice(0, 6).join(' ');
+  const opening = transcript
+    .replace(/<\/?conversation>/g, ' ')
+    .split(/\s+/)
+    .filter(Boolean)
+    .slice(0, 6)
+    .join(' ');
   const text = `Summary ${n} of ${transcript.length} characters: ${opening}`;
   return text.slice(0, Math.max(0, roomTokens * 4));
 }
@@ -227,18 +236,34 @@ async function answer(res: ServerResponse, req: Received, call: WindowedCall): P
   const id = call.summarizer ? 'chatcmpl-summary' : 'chatcmpl-windowed';
   if (req.json?.stream) return sse(res, streamEvents(call.summarizer ? [text] : ['rescued', ' answer'], id));
   const completionTokens = Math.ceil(text.length / 4);
-  const usage = { prompt_tokens: call.promptTokens, completion_tokens: completionTokens, total_tokens: call.promptTokens + completionTokens };
+  const usage = {
+    prompt_tokens: call.promptTokens,
+    completion_tokens: completionTokens,
+    total_tokens: call.promptTokens + completionTokens,
+  };
   json(res, 200, { ...completion(text, id), usage });
 }
 
 /** A scripted answer (text, a tool call, or both) as vLLM's OpenAI server writes it, whole or streamed. */
 async function replyAnswer(res: ServerResponse, req: Received, call: WindowedCall): Promise<void> {
-  const toolCalls = call.toolCall && [{ id: call.toolCall.id, type: 'function', function: { name: call.toolCall.name, arguments: JSON.stringify(call.toolCall.args) } }];
+  const toolCalls = call.toolCall && [
+    { id: call.toolCall.id, type: 'function', function: { name: call.toolCall.name, arguments: JSON.stringify(call.toolCall.args) } },
+  ];
   const finish = toolCalls ? 'tool_calls' : 'stop';
   const base = { id: 'chatcmpl-windowed', created: 1_700_000_000, model: String(req.json?.model ?? 'fake-model') };
   const completionTokens = Math.ceil((call.answer!.length + JSON.stringify(toolCalls ?? []).length) / 4);
-  const usage = { prompt_tokens: call.promptTokens, completion_tokens: completionTokens, total_tokens: call.promptTokens + completionTokens };
+  const usage = {
+    prompt_tokens: call.promptTokens,
+    completion_tokens: completionTokens,
+    total_tokens: call.promptTokens + completionTokens,
+  };
   const message = { role: 'assistant', content: call.answer || null, ...(toolCalls ? { tool_calls: toolCalls } : {}) };
-  if (!req.json?.stream) return json(res, 200, { ...base, object: 'chat.completion', choices: [{ index: 0, message, logprobs: null, finish_reason: finish }], usage });
+  if (!req.json?.stream)
+    return json(res, 200, {
+      ...base,
+      object: 'chat.completion',
+      choices: [{ index: 0, message, logprobs: null, finish_reason: finish }],
+      usage,
+    });
   return sse(res, chatStreamOf(base, message, req.json?.stream_options?.include_usage ? usage : null, { role: 'assistant', content: '' }));
 }

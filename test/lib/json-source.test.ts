@@ -19,7 +19,26 @@ describe('parseObject: a request body read field by field', () => {
   });
 
   it('says null for what JSON.parse refuses, or is not an object', async () => {
-    for (const text of ['', ' ', '[1,2]', '"x"', '12', 'null', '{', '{"a":}', '{"a":1,}', '{"a":[1,]}', '{"a":[1}', '{"a" 1}', '{"a":1} x', '{"a":"\\q"}', '{"a":tru}', '\ufeff{}', '{"a":"x}', '{"a":[{"b":1]}]}']) {
+    for (const text of [
+      '',
+      ' ',
+      '[1,2]',
+      '"x"',
+      '12',
+      'null',
+      '{',
+      '{"a":}',
+      '{"a":1,}',
+      '{"a":[1,]}',
+      '{"a":[1}',
+      '{"a" 1}',
+      '{"a":1} x',
+      '{"a":"\\q"}',
+      '{"a":tru}',
+      '\ufeff{}',
+      '{"a":"x}',
+      '{"a":[{"b":1]}]}',
+    ]) {
       expect(parseObjectNow(text, 100), text).toBeNull();
       expect(await parseObject(text, 100), text).toBeNull();
     }
@@ -51,14 +70,16 @@ describe('parseObject: a request body read field by field', () => {
     const timer = setInterval(() => ticks++, 1);
     const parsed = await parseObject(text, 10);
     clearInterval(timer);
-    expect(((parsed as Record<string, unknown[]>).messages).length).toBe(200_000);
+    expect((parsed as Record<string, unknown[]>).messages.length).toBe(200_000);
     // Without pauses the interval cannot run at all while the parse holds the event loop.
     expect(ticks).toBeGreaterThan(0);
   });
 
   it('stops at a top-level array longer than maxItems, reading nothing after it', async () => {
     const turns = (n: number) => Array.from({ length: n }, (_, i) => ({ role: 'user', content: `turn ${i}` }));
-    expect(((await parseObject(JSON.stringify({ messages: turns(5), model: 'm' }), 10, 5)) as Record<string, unknown[]>).messages).toHaveLength(5);
+    expect(
+      ((await parseObject(JSON.stringify({ messages: turns(5), model: 'm' }), 10, 5)) as Record<string, unknown[]>).messages,
+    ).toHaveLength(5);
     expect(await parseObject(JSON.stringify({ model: 'm', messages: turns(6) }), 10, 5)).toBe(TOO_MANY_ITEMS);
     // What follows the sixth element is never read: not even text JSON.parse would refuse.
     const cut = JSON.stringify({ messages: turns(6) }).replace(/\]\}$/, ',{"broken": ]');
@@ -68,14 +89,17 @@ describe('parseObject: a request body read field by field', () => {
 });
 
 describe('writeDerived: a rewritten request keeps every untouched byte', () => {
-  const body = '{ "model": "m", "seed": 12345678901234567890, "temperature": 1.0, "messages": [ {"role": "user",  "content": "a"}, {"role":"assistant","content":"b", "n": 1e2} ], "extra": {"x": 1.50} }';
+  const body =
+    '{ "model": "m", "seed": 12345678901234567890, "temperature": 1.0, "messages": [ {"role": "user",  "content": "a"}, {"role":"assistant","content":"b", "n": 1e2} ], "extra": {"x": 1.50} }';
 
   it('copies the source text of fields and elements that are still the values parsed', () => {
     const request = parseObjectNow(body, 100)!;
     const messages = request.messages as unknown[];
     const summary = { role: 'user', content: 'SUMMARY' };
     const text = writeDerived(request, { messages: [summary, messages[1]] });
-    expect(text).toBe('{"model":"m","seed":12345678901234567890,"temperature":1.0,"messages":[{"role":"user","content":"SUMMARY"},{"role":"assistant","content":"b", "n": 1e2}],"extra":{"x": 1.50}}');
+    expect(text).toBe(
+      '{"model":"m","seed":12345678901234567890,"temperature":1.0,"messages":[{"role":"user","content":"SUMMARY"},{"role":"assistant","content":"b", "n": 1e2}],"extra":{"x": 1.50}}',
+    );
     expect(JSON.parse(text)).toEqual({ ...JSON.parse(body), messages: [summary, JSON.parse(body).messages[1]] });
     expect(sourceText(messages[0])).toBe('{"role": "user",  "content": "a"}');
   });

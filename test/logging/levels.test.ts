@@ -47,7 +47,9 @@ describe('a long session', () => {
     const first = await postChat(gateway, sessionRequest(n));
     expect(first.status).toBe(200);
     expect(parseCompactionHeader(first.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'replayed', trigger: 'rejected' });
-    expect(warnings(gateway).map((l) => l.msg)).toEqual([expect.stringMatching(/^upstream rejected the chat request as overlong \(400 context_length, limit stated\): compacted /)]);
+    expect(warnings(gateway).map((l) => l.msg)).toEqual([
+      expect.stringMatching(/^upstream rejected the chat request as overlong \(400 context_length, limit stated\): compacted /),
+    ]);
 
     for (let turn = n + 1; turn <= n + 6; turn++) {
       const res = await postChat(gateway, sessionRequest(turn));
@@ -60,7 +62,9 @@ describe('a long session', () => {
     expect(ahead).toHaveLength(6);
     for (const line of ahead) {
       expect(line.level).toBe(30);
-      expect(line.msg).toMatch(/^chat request extends a conversation compacted before \(remembered summary\): compacted \d+ items into \d+ .*, sending it compacted$/);
+      expect(line.msg).toMatch(
+        /^chat request extends a conversation compacted before \(remembered summary\): compacted \d+ items into \d+ .*, sending it compacted$/,
+      );
     }
     expect(warnings(gateway)).toHaveLength(1);
     // At info, no line holds a summary's text.
@@ -83,9 +87,13 @@ describe('a long session', () => {
     expect(replayed.body.length).toBeLessThanOrEqual(11_500);
     const [, ahead, rescue] = warnings(gateway);
     expect(warnings(gateway)).toHaveLength(3);
-    expect(ahead.msg).toMatch(/^chat request extends a conversation compacted before .*sending it compacted; the upstream refused it as overlong all the same \(400\)$/);
+    expect(ahead.msg).toMatch(
+      /^chat request extends a conversation compacted before .*sending it compacted; the upstream refused it as overlong all the same \(400\)$/,
+    );
     expect(ahead.compaction).toMatchObject({ trigger: 'proactive' });
-    expect(rescue.msg).toMatch(/^upstream rejected the chat request as overlong \(400 context_length, limit stated\): compacted .*, replayed once: the upstream answered 200$/);
+    expect(rescue.msg).toMatch(
+      /^upstream rejected the chat request as overlong \(400 context_length, limit stated\): compacted .*, replayed once: the upstream answered 200$/,
+    );
   });
 
   it('an upstream error the gateway passes through after a compaction ahead is a WARN', async () => {
@@ -95,7 +103,10 @@ describe('a long session', () => {
     expect((await postChat(gateway, sessionRequest(n))).status).toBe(200);
     expect((await postChat(gateway, sessionRequest(n + 1))).status).toBe(200);
     const before = provider.calls('chat').length;
-    provider.script({ status: 503, json: { error: { message: 'The server is overloaded, please try again later.', type: 'server_error', param: null, code: null } } });
+    provider.script({
+      status: 503,
+      json: { error: { message: 'The server is overloaded, please try again later.', type: 'server_error', param: null, code: null } },
+    });
     const res = await postChat(gateway, sessionRequest(n + 2));
     expect(res.status).toBe(503);
     expect(provider.calls('chat')).toHaveLength(before + 1);
@@ -117,9 +128,13 @@ describe('at debug', () => {
     expect(line.summary).toMatch(/^SUMMARY of \d+ chars: the user asked to fix the build\.$/);
     expect(line.summaryChars).toBe(line.summary.length);
     expect(line).not.toHaveProperty('summaryTruncated');
-    expect(line.msg).toMatch(/^what the model got instead of \d+ earlier items: the summary \(\d+ chars\); user content, logged at debug only$/);
+    expect(line.msg).toMatch(
+      /^what the model got instead of \d+ earlier items: the summary \(\d+ chars\); user content, logged at debug only$/,
+    );
     // What the line says is what the upstream got in place of the history.
-    const summaryMessage = replayed.json.messages.find((m: any) => typeof m.content === 'string' && m.content.startsWith('[compaction-gateway]'));
+    const summaryMessage = replayed.json.messages.find(
+      (m: any) => typeof m.content === 'string' && m.content.startsWith('[compaction-gateway]'),
+    );
     expect(summaryMessage.content).toContain(line.summary);
 
     // A later turn reuses it as it was: one line per compaction, saying so.

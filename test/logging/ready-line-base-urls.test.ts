@@ -27,7 +27,11 @@ const ready = (p: Proc) => jsonLines(p).find((l) => l.msg === 'gateway ready');
 const portOf = (origin: string) => new URL(origin).port;
 
 const chat = (baseUrl: string) =>
-  fetch(`${baseUrl}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }) });
+  fetch(`${baseUrl}/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }),
+  });
 const messages = (baseUrl: string) =>
   fetch(`${baseUrl}/v1/messages`, {
     method: 'POST',
@@ -75,7 +79,10 @@ describe('the ready line’s base URLs', () => {
       config,
       JSON.stringify({
         server: { host: '127.0.0.1' },
-        upstreams: { openai: { url: openai.baseUrl, apis: ['chat', 'responses'] }, anthropic: { url: anthropic.baseUrl, apis: ['messages'] } },
+        upstreams: {
+          openai: { url: openai.baseUrl, apis: ['chat', 'responses'] },
+          anthropic: { url: anthropic.baseUrl, apis: ['messages'] },
+        },
         defaultUpstream: 'openai',
         routes: [{ api: 'messages', upstream: 'anthropic' }],
       }),

@@ -28,13 +28,20 @@ async function start(): Promise<string> {
 const chat = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] });
 
 function post(origin: string, id: string): Promise<number> {
-  return fetch(`${origin}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-request-id': id }, body: chat }).then(async (r) => {
+  return fetch(`${origin}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-request-id': id },
+    body: chat,
+  }).then(async (r) => {
     await r.text();
     return r.status;
   });
 }
 
-const accessIds = () => jsonLines(proc!).filter((l) => l.msg === 'request completed').map((l) => l.requestId);
+const accessIds = () =>
+  jsonLines(proc!)
+    .filter((l) => l.msg === 'request completed')
+    .map((l) => l.requestId);
 
 describe('log lines on stdout', () => {
   it('a single request on a quiet gateway: its access line comes out within a second, without a shutdown', async () => {

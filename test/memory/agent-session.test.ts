@@ -14,7 +14,10 @@ import { responsesFixture } from '../scenarios/apis/responses.js';
 
 const TURNS = 10;
 const said = (n: number) => `Let me read src/next${n}.ts.`;
-const reply = (_api: Api, n: number) => ({ text: said(n), call: { id: `read_next_${n}`, name: 'read_file', args: { path: `src/next${n}.ts` } } });
+const reply = (_api: Api, n: number) => ({
+  text: said(n),
+  call: { id: `read_next_${n}`, name: 'read_file', args: { path: `src/next${n}.ts` } },
+});
 
 let standIn: StandIn | undefined;
 let gateway: TestGateway | undefined;
@@ -63,7 +66,7 @@ describe.each(CASES)('%s', (_name, f, header, idOf) => {
       expect(other.header).toMatchObject({ outcome: 'replayed', memory: 'miss' });
     });
 
-    it("a Codex window that moves on (Codex compacted the conversation itself) starts afresh", async () => {
+    it('a Codex window that moves on (Codex compacted the conversation itself) starts afresh', async () => {
       const origin = await start(f, limitBytes);
       const first = await f.send(origin, body, { stream: false, headers: { [header]: 'thread-1:0' } });
       expect(first.header).toMatchObject({ outcome: 'replayed' });

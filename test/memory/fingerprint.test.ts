@@ -32,7 +32,10 @@ describe('fingerprints', () => {
     expect(a).not.toBe(b);
     expect(a).not.toContain('sk-AAAA');
     expect(tenantOf({ 'api-key': 'azure-key' })).toMatch(/^[0-9a-f]{32}$/);
-    const msgs = [{ role: 'system', content: 's' }, { role: 'user', content: 'task' }];
+    const msgs = [
+      { role: 'system', content: 's' },
+      { role: 'user', content: 'task' },
+    ];
     expect(sessionKey(a, 'u', 'chat', 'm', msgs, 2)).not.toBe(sessionKey(b, 'u', 'chat', 'm', msgs, 2));
     // the same conversation in another API, or to another model, is another session
     expect(sessionKey(a, 'u', 'chat', 'm', msgs, 2)).not.toBe(sessionKey(a, 'u', 'responses', 'm', msgs, 2));
@@ -139,12 +142,20 @@ describe('the in-process store', () => {
 });
 
 describe("an agent's own session id", () => {
-  const msgs = [{ role: 'system', content: 'You are a coding agent. Today is Monday.' }, { role: 'user', content: 'fix the test' }, { role: 'assistant', content: 'ok' }];
+  const msgs = [
+    { role: 'system', content: 'You are a coding agent. Today is Monday.' },
+    { role: 'user', content: 'fix the test' },
+    { role: 'assistant', content: 'ok' },
+  ];
   const changed = [{ role: 'system', content: 'You are a coding agent. Today is Tuesday.' }, ...msgs.slice(1)];
 
   it('keys the conversation by it: its prefix may change under it, and two sessions with one prefix stay apart', () => {
-    expect(sessionKey('t', 'u', 'messages', 'm', msgs, 2, 'claude-code:a')).toBe(sessionKey('t', 'u', 'messages', 'm', changed, 2, 'claude-code:a'));
-    expect(sessionKey('t', 'u', 'messages', 'm', msgs, 2, 'claude-code:a')).not.toBe(sessionKey('t', 'u', 'messages', 'm', msgs, 2, 'claude-code:b'));
+    expect(sessionKey('t', 'u', 'messages', 'm', msgs, 2, 'claude-code:a')).toBe(
+      sessionKey('t', 'u', 'messages', 'm', changed, 2, 'claude-code:a'),
+    );
+    expect(sessionKey('t', 'u', 'messages', 'm', msgs, 2, 'claude-code:a')).not.toBe(
+      sessionKey('t', 'u', 'messages', 'm', msgs, 2, 'claude-code:b'),
+    );
     // Without one, the kept prefix is the conversation's key.
     expect(sessionKey('t', 'u', 'messages', 'm', msgs, 2)).not.toBe(sessionKey('t', 'u', 'messages', 'm', changed, 2));
     // Still the tenant's, upstream's, API's and model's own.
@@ -153,7 +164,9 @@ describe("an agent's own session id", () => {
 
   it('is read from Codex window ids first, then Claude Code session ids; a value that is no id is none', () => {
     expect(agentSessionOf({ 'x-codex-window-id': 'abc-1:0', 'x-claude-code-session-id': 'x' })).toBe('codex-window:abc-1:0');
-    expect(agentSessionOf({ 'x-claude-code-session-id': '90fe242b-1471-4762-9e81-18afee8f1136' })).toBe('claude-code:90fe242b-1471-4762-9e81-18afee8f1136');
+    expect(agentSessionOf({ 'x-claude-code-session-id': '90fe242b-1471-4762-9e81-18afee8f1136' })).toBe(
+      'claude-code:90fe242b-1471-4762-9e81-18afee8f1136',
+    );
     expect(agentSessionOf({ 'x-claude-code-session-id': 'a b' })).toBeUndefined();
     expect(agentSessionOf({ 'x-claude-code-session-id': 'x'.repeat(201) })).toBeUndefined();
     expect(agentSessionOf({ 'session-id': 'abc' })).toBeUndefined();

@@ -17,5 +17,7 @@ it('the same overflowing conversation sent twice at once to one gateway is summa
   await sameTurnAtOnce(one, 'sk-twice');
   const metrics = await (await fetch(`${replicas.a.origin}/metrics`)).text();
   expect(metrics).toMatch(/^gateway_memory_lease_waits_total\{result="reused"\} 1$/m);
-  expect(replicas.a.logLines().some((l) => l.msg === 'another request is compacting this conversation; waiting for its summary')).toBe(true);
+  expect(replicas.a.logLines().some((l) => l.msg === 'another request is compacting this conversation; waiting for its summary')).toBe(
+    true,
+  );
 });

@@ -34,7 +34,12 @@ beforeAll(async () => {
   redis = await startRedis();
   redisStore = new RedisStore({ kind: 'node', url: redis.url, tls: false }, 60);
   // It connects in the background; until then every command fails (no offline queue).
-  await until('the store to reach Redis', 10_000, () => redisStore!.entries('warm-up').then(() => true, () => false));
+  await until('the store to reach Redis', 10_000, () =>
+    redisStore!.entries('warm-up').then(
+      () => true,
+      () => false,
+    ),
+  );
 });
 afterAll(async () => {
   await redisStore?.close();
@@ -89,11 +94,13 @@ describe.each(stores)('a conversation lease, %s', (_name, store) => {
     await store().release(s, 'b');
   });
 
-  it("a waiter goes on when the holder frees the lease, not at the end of its bound", async () => {
+  it('a waiter goes on when the holder frees the lease, not at the end of its bound', async () => {
     const s = fresh();
     expect(await store().acquire(s, 'a', 30_000)).toBe(true);
     let freed = false;
-    const waiting = store().whenFree(s, 30_000).then(() => freed);
+    const waiting = store()
+      .whenFree(s, 30_000)
+      .then(() => freed);
     await new Promise((r) => setTimeout(r, 150));
     freed = true;
     await store().release(s, 'a');

@@ -10,8 +10,16 @@ import { believed, lessonOf, loosened, mergedLimit, type LearnedLimit } from '..
 describe('what a refusal teaches', () => {
   it('a stated window the refused request could have overflowed, with the size it came from', () => {
     // 200 KB is some 67,000 tokens at 3 bytes a token: a 40-token window is consistent with "too long".
-    expect(lessonOf('context_length', { limitTokens: 40 }, 200_000)).toEqual({ limitTokens: 40, completionCounted: false, windowFrom: 200_000 });
-    expect(lessonOf('context_length', { limitTokens: 8_000, promptTokens: 9_000, completionTokens: 500 }, 36_000)).toEqual({ limitTokens: 8_000, completionCounted: true, windowFrom: 36_000 });
+    expect(lessonOf('context_length', { limitTokens: 40 }, 200_000)).toEqual({
+      limitTokens: 40,
+      completionCounted: false,
+      windowFrom: 200_000,
+    });
+    expect(lessonOf('context_length', { limitTokens: 8_000, promptTokens: 9_000, completionTokens: 500 }, 36_000)).toEqual({
+      limitTokens: 8_000,
+      completionCounted: true,
+      windowFrom: 36_000,
+    });
   });
 
   it('a window more than twice the refused request is not believed: the refused size is what is learned', () => {
@@ -32,7 +40,14 @@ describe('what a refusal teaches', () => {
 });
 
 describe('what is believed for a request', () => {
-  const limit: LearnedLimit = { limitTokens: 40, completionCounted: false, windowFrom: 200_000, limitBytes: 50_000, bodyLimitFrom: 60_000, refusedBytes: 70_000 };
+  const limit: LearnedLimit = {
+    limitTokens: 40,
+    completionCounted: false,
+    windowFrom: 200_000,
+    limitBytes: 50_000,
+    bodyLimitFrom: 60_000,
+    refusedBytes: 70_000,
+  };
 
   it('a stated limit for requests at least half the size of the one that stated it; a refused size always', () => {
     expect(believed(limit, 100_000)).toEqual({ limitTokens: 40, completionCounted: false, limitBytes: 50_000, refusedBytes: 70_000 });
@@ -45,7 +60,14 @@ describe('what is believed for a request', () => {
 
 describe('what an accepted request disproves', () => {
   it('a window it had more than 8 bytes a token for, a body limit it passed, a refused size it reached', () => {
-    const limit: LearnedLimit = { limitTokens: 2_000, completionCounted: true, windowFrom: 12_000, limitBytes: 30_000, bodyLimitFrom: 31_000, refusedBytes: 48_000 };
+    const limit: LearnedLimit = {
+      limitTokens: 2_000,
+      completionCounted: true,
+      windowFrom: 12_000,
+      limitBytes: 30_000,
+      bodyLimitFrom: 31_000,
+      refusedBytes: 48_000,
+    };
     expect(loosened(limit, 16_000)).toBeNull();
     expect(loosened(limit, 16_001)).toEqual({ limitBytes: 30_000, bodyLimitFrom: 31_000, refusedBytes: 48_000 });
     expect(loosened(limit, 30_001)).toEqual({ refusedBytes: 48_000 });
@@ -67,6 +89,13 @@ describe('lessons added together', () => {
     limit = mergedLimit(limit, { refusedBytes: 50_000 });
     limit = mergedLimit(limit, { refusedBytes: 45_000 });
     limit = mergedLimit(limit, { limitBytes: 1_000_000, bodyLimitFrom: 1_200_000 });
-    expect(limit).toEqual({ limitTokens: 8_000, completionCounted: true, windowFrom: 20_000, refusedBytes: 45_000, limitBytes: 1_000_000, bodyLimitFrom: 1_200_000 });
+    expect(limit).toEqual({
+      limitTokens: 8_000,
+      completionCounted: true,
+      windowFrom: 20_000,
+      refusedBytes: 45_000,
+      limitBytes: 1_000_000,
+      bodyLimitFrom: 1_200_000,
+    });
   });
 });

@@ -26,7 +26,10 @@ afterAll(async () => {
 async function keysByNode(): Promise<Array<{ port: number; key: string }>> {
   const found = await Promise.all(
     cluster!.nodes.map(async (node) => {
-      const keys = [...(await redisCliAsync(node.port, '--scan', '--pattern', 'compaction-gateway:*')).split('\n'), ...(await redisCliAsync(node.port, '--scan', '--pattern', '{compaction-gateway:*')).split('\n')];
+      const keys = [
+        ...(await redisCliAsync(node.port, '--scan', '--pattern', 'compaction-gateway:*')).split('\n'),
+        ...(await redisCliAsync(node.port, '--scan', '--pattern', '{compaction-gateway:*')).split('\n'),
+      ];
       return keys.filter(Boolean).map((key) => ({ port: node.port, key }));
     }),
   );

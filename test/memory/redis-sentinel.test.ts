@@ -28,7 +28,9 @@ const sentinelsOf = () => set!.sentinels.map((s) => ({ host: '127.0.0.1', port: 
 describe.skipIf(!HAVE_REDIS)('compaction memory through Redis Sentinel', () => {
   it('the startup probe finds the master by its name, and says when the sentinels know no such name', async () => {
     expect(await probeRedis({ kind: 'sentinel', sentinels: sentinelsOf(), name: set!.name, tls: false })).toBeNull();
-    expect(await probeRedis({ kind: 'sentinel', sentinels: sentinelsOf(), name: 'nosuchmaster', tls: false })).toBe('the sentinels know no master by that name (memory.redis.name)');
+    expect(await probeRedis({ kind: 'sentinel', sentinels: sentinelsOf(), name: 'nosuchmaster', tls: false })).toBe(
+      'the sentinels know no master by that name (memory.redis.name)',
+    );
   });
 
   it('the same overflowing conversation sent to both replicas at once is summarised exactly once', async () => {
@@ -56,7 +58,10 @@ describe.skipIf(!HAVE_REDIS)('compaction memory through Redis Sentinel', () => {
       memory = res.memory;
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
-    expect(statuses.every((s) => s === 200), `statuses ${statuses.join(',')}`).toBe(true);
+    expect(
+      statuses.every((s) => s === 200),
+      `statuses ${statuses.join(',')}`,
+    ).toBe(true);
     expect(await set!.masterPort()).toBe(set!.replica.port);
     // Both replicas followed the failover: what one remembers on the new master, the other reuses
     // (once its own client has moved: it may still be reconnecting, or leaving the store alone for a second).
@@ -72,6 +77,8 @@ describe.skipIf(!HAVE_REDIS)('compaction memory through Redis Sentinel', () => {
         { timeout: 15_000, interval: 300 },
       )
       .toEqual([200, 200, 'hit']);
-    expect((await redisCliAsync(set!.replica.port, '--scan', '--pattern', 'compaction-gateway:v5:s:*')).split('\n').length).toBeGreaterThan(0);
+    expect((await redisCliAsync(set!.replica.port, '--scan', '--pattern', 'compaction-gateway:v5:s:*')).split('\n').length).toBeGreaterThan(
+      0,
+    );
   }, 60_000);
 });

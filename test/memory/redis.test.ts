@@ -64,7 +64,11 @@ describe.skipIf(!HAVE_REDIS)('compaction memory in Redis', () => {
     const [a, b] = [await replica(compaction), await replica(compaction)];
 
     const first = await send(a, overflowAt);
-    expect(parseCompactionHeader(first.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'replayed', memory: 'miss', strategy });
+    expect(parseCompactionHeader(first.headers.get('x-gateway-compaction'))).toMatchObject({
+      outcome: 'replayed',
+      memory: 'miss',
+      strategy,
+    });
     const summarizer = provider.summarizerCalls().length;
     if (strategy === 'summarize') expect(summarizer).toBeGreaterThanOrEqual(1);
     else expect(summarizer).toBe(0);
@@ -72,7 +76,11 @@ describe.skipIf(!HAVE_REDIS)('compaction memory in Redis', () => {
     const second = await send(b, overflowAt + 1);
     expect(second.status).toBe(200);
     // The other replica knows the conversation from Redis: it sends it compacted ahead, once.
-    expect(parseCompactionHeader(second.headers.get('x-gateway-compaction'))).toMatchObject({ trigger: 'proactive', memory: 'hit', strategy });
+    expect(parseCompactionHeader(second.headers.get('x-gateway-compaction'))).toMatchObject({
+      trigger: 'proactive',
+      memory: 'hit',
+      strategy,
+    });
     expect(provider.calls('chat')).toHaveLength(3);
     expect(provider.summarizerCalls()).toHaveLength(summarizer);
   });

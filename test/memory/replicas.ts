@@ -33,11 +33,19 @@ export async function startReplicas(memory: ConfigInput['memory']): Promise<Repl
       await new Promise((r) => setTimeout(r, SUMMARY_MS));
       const input = String(req.json?.messages?.at(-1)?.content ?? '');
       // Each call's summary is its own: two summaries of one conversation would differ.
-      return { status: 200, json: completion(`SUMMARY #${++made} of ${input.length} chars: the user asked to fix the build.`, 'chatcmpl-summary') };
+      return {
+        status: 200,
+        json: completion(`SUMMARY #${++made} of ${input.length} chars: the user asked to fix the build.`, 'chatcmpl-summary'),
+      };
     },
   });
   // A summarizer model of its own: one call a compaction (the upstream's own model would be called in chunks that fit its window).
-  const config: ConfigInput = { upstream: { url: provider.baseUrl }, summarizer: { maxInputTokens: 500_000, model: 'summarizer-model' }, memory, compaction: { mask: false } };
+  const config: ConfigInput = {
+    upstream: { url: provider.baseUrl },
+    summarizer: { maxInputTokens: 500_000, model: 'summarizer-model' },
+    memory,
+    compaction: { mask: false },
+  };
   const a = await startGateway(config);
   const b = await startGateway(config);
   // A replica's client connects in the background, and until it is ready every command is a miss
@@ -65,7 +73,9 @@ const send = (g: TestGateway, turns: number, tenant: string) => postChat(g, sess
 
 /** The summary message a replayed request carries, if any. */
 function summaryOf(body: any): string | undefined {
-  const text = (body?.messages ?? []).map((m: any) => (typeof m.content === 'string' ? m.content : '')).find((c: string) => c.includes('SUMMARY #'));
+  const text = (body?.messages ?? [])
+    .map((m: any) => (typeof m.content === 'string' ? m.content : ''))
+    .find((c: string) => c.includes('SUMMARY #'));
   return text;
 }
 
@@ -83,13 +93,21 @@ export async function sameTurnAtOnce(r: Replicas, tenant: string): Promise<void>
   expect(headers.map((h) => h.outcome)).toEqual(['replayed', 'replayed']);
   // One made the summary (a miss), the other waited and reused it (a hit).
   expect(headers.map((h) => h.memory).sort()).toEqual(['hit', 'miss']);
-  const replays = r.provider.calls('chat').slice(chatBefore).map((c) => summaryOf(c.json)).filter(Boolean);
+  const replays = r.provider
+    .calls('chat')
+    .slice(chatBefore)
+    .map((c) => summaryOf(c.json))
+    .filter(Boolean);
   expect(replays).toHaveLength(2);
   expect(replays[0]).toBe(replays[1]);
 }
 
 /** The next turn of a conversation, through a replica: 200 whatever Redis is doing. */
-export async function turn(g: TestGateway, turns: number, tenant: string): Promise<{ status: number; memory: string | number | undefined }> {
+export async function turn(
+  g: TestGateway,
+  turns: number,
+  tenant: string,
+): Promise<{ status: number; memory: string | number | undefined }> {
   const res = await send(g, turns, tenant);
   const header = res.headers.get('x-gateway-compaction');
   return { status: res.status, memory: header ? parseCompactionHeader(header).memory : undefined };

@@ -59,7 +59,14 @@ const session = (turns: number, extra: Record<string, unknown> = {}) =>
   toolTurnsBody(turns, (t) => `contents of src/f${t}.ts\n${'export const value = compute();\n'.repeat(60)}`, { model: 'm', ...extra });
 
 /** 12 KB of one person's question and answer, nothing a compaction can take away: refused by a 2,000-token cap, passed through. */
-const TEACHING = { model: 'm', messages: [{ role: 'user', content: 'y'.repeat(6_000) }, { role: 'assistant', content: 'ok' }, { role: 'user', content: `${'z'.repeat(6_000)} and?` }] };
+const TEACHING = {
+  model: 'm',
+  messages: [
+    { role: 'user', content: 'y'.repeat(6_000) },
+    { role: 'assistant', content: 'ok' },
+    { role: 'user', content: `${'z'.repeat(6_000)} and?` },
+  ],
+};
 
 const mainCalls = () => upstream.received.filter((r) => !isSummarizer(r));
 
@@ -124,7 +131,10 @@ describe('a summary is kept per model', () => {
     await start();
     caps['m-small'] = 7_000;
     // At 14 tool calls the conversation is some 7,800 tokens: over the small model's window.
-    expect((await send(session(14, { model: 'm-small' }), key('sk-b'))).header).toMatchObject({ outcome: 'replayed', reason: 'context_length' });
+    expect((await send(session(14, { model: 'm-small' }), key('sk-b'))).header).toMatchObject({
+      outcome: 'replayed',
+      reason: 'context_length',
+    });
     // The same conversation, one turn on, to a model whose window it fits: untouched, no summary ahead.
     const larger = session(15, { model: 'm-large' });
     const res = await send(larger, key('sk-b'));
@@ -138,7 +148,10 @@ describe('a summary is kept per model', () => {
 
 describe('a request with no credential has no memory, unless anonymous requests may share one', () => {
   // The gateway holds the upstream key; its clients send nothing.
-  const holding = (shareAnonymous: boolean): ConfigInput => ({ upstream: { url: 'replaced', apiKey: 'sk-upstream' }, memory: { shareAnonymous } });
+  const holding = (shareAnonymous: boolean): ConfigInput => ({
+    upstream: { url: 'replaced', apiKey: 'sk-upstream' },
+    memory: { shareAnonymous },
+  });
 
   it('by default, two clients that send nothing share nothing, and neither has memory', async () => {
     await start();

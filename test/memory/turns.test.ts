@@ -116,7 +116,11 @@ describe('a growing conversation, turn after turn', () => {
 
   it('masks once, then reuses the masked outputs with byte-identical prefixes, masking more only when grown past the target (reactive)', async () => {
     provider = await startStandIn({ limitBytes: LIMIT, tooLong: 'stated' });
-    gateway = await startGateway({ upstream: { url: provider.baseUrl }, summarizer: { maxInputTokens: 500_000 }, compaction: { proactive: false } });
+    gateway = await startGateway({
+      upstream: { url: provider.baseUrl },
+      summarizer: { maxInputTokens: 500_000 },
+      compaction: { proactive: false },
+    });
     const n = overflowAt();
     const first = await turn(n);
     expect(first.header).toMatchObject({ outcome: 'replayed', memory: 'miss', strategy: 'mask' });
@@ -161,7 +165,12 @@ describe('a growing conversation, turn after turn', () => {
   it('with memory off, every overflowing turn is summarised from scratch', async () => {
     provider = await startStandIn({ limitBytes: LIMIT, tooLong: 'stated' });
     // Masking off: the summarizer condenses.
-    gateway = await startGateway({ upstream: { url: provider.baseUrl }, summarizer: { maxInputTokens: 500_000 }, memory: { enabled: false }, compaction: { mask: false } });
+    gateway = await startGateway({
+      upstream: { url: provider.baseUrl },
+      summarizer: { maxInputTokens: 500_000 },
+      memory: { enabled: false },
+      compaction: { mask: false },
+    });
     const n = overflowAt();
     for (let next = n; next < n + 4; next++) {
       const t = await turn(next);
@@ -196,7 +205,11 @@ describe('a growing conversation, turn after turn', () => {
 
   it('a learned limit informs the target but never compacts a fresh conversation on its own', async () => {
     provider = await startStandIn({ limitBytes: LIMIT, tooLong: 'stated' });
-    gateway = await startGateway({ upstream: { url: provider.baseUrl }, summarizer: { maxInputTokens: 500_000 }, auth: { metricsModelNames: true } });
+    gateway = await startGateway({
+      upstream: { url: provider.baseUrl },
+      summarizer: { maxInputTokens: 500_000 },
+      auth: { metricsModelNames: true },
+    });
     const n = overflowAt();
     await turn(n + 5); // rejected once: the error stated the window (15,000 tokens)
     const metrics = await (await fetch(`${gateway.origin}/metrics`)).text();
@@ -212,7 +225,11 @@ describe('a growing conversation, turn after turn', () => {
     expect(calls).toHaveLength(2);
     expect(calls[0].body.toString()).toBe(JSON.stringify(fresh));
     expect(calls[0].headers['x-gateway-compaction']).toBeUndefined();
-    expect(parseCompactionHeader(res.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'replayed', trigger: 'rejected', memory: 'miss' });
+    expect(parseCompactionHeader(res.headers.get('x-gateway-compaction'))).toMatchObject({
+      outcome: 'replayed',
+      trigger: 'rejected',
+      memory: 'miss',
+    });
   });
 });
 

@@ -18,7 +18,12 @@ async function lines(metrics: ReturnType<typeof createMetrics>, prefix: string):
 function histogramLines(name: string, labels: string, observed: number[]): string[] {
   const out = BUCKETS.map((le) => `${name}_bucket{le="${le}",${labels}} ${observed.filter((v) => v <= le).length}`);
   const sum = observed.reduce((a, b) => a + b, 0);
-  return [...out, `${name}_bucket{le="+Inf",${labels}} ${observed.length}`, `${name}_sum{${labels}} ${sum}`, `${name}_count{${labels}} ${observed.length}`];
+  return [
+    ...out,
+    `${name}_bucket{le="+Inf",${labels}} ${observed.length}`,
+    `${name}_sum{${labels}} ${sum}`,
+    `${name}_count{${labels}} ${observed.length}`,
+  ];
 }
 
 describe('gateway_http_requests_total', () => {
@@ -48,7 +53,9 @@ describe('gateway_http_requests_total', () => {
   it('escapes a route with quotes and backslashes', async () => {
     const metrics = createMetrics();
     metrics.requests.inc('a "quoted" \\ route', 'POST', 200);
-    expect(await lines(metrics, 'gateway_http_requests_total')).toEqual(['gateway_http_requests_total{route="a \\"quoted\\" \\\\ route",method="POST",status_class="2xx"} 1']);
+    expect(await lines(metrics, 'gateway_http_requests_total')).toEqual([
+      'gateway_http_requests_total{route="a \\"quoted\\" \\\\ route",method="POST",status_class="2xx"} 1',
+    ]);
   });
 });
 
@@ -80,7 +87,9 @@ describe('the latency histograms', () => {
     expect(text).toContain('# TYPE gateway_http_requests_total counter\n');
     expect(text).toContain('# TYPE gateway_http_request_duration_seconds histogram\n');
     expect(text).toContain('# TYPE gateway_upstream_ttfb_seconds histogram\n');
-    expect(text).toMatch(/^# HELP gateway_http_request_duration_seconds Time from the request reaching the gateway to the last byte of the response, by route\.$/m);
+    expect(text).toMatch(
+      /^# HELP gateway_http_request_duration_seconds Time from the request reaching the gateway to the last byte of the response, by route\.$/m,
+    );
   });
 });
 
@@ -107,7 +116,8 @@ describe("the compaction memory's metrics", () => {
       'gateway_memory_store_errors_total{operation="write"} 0',
       'gateway_memory_lease_waits_total{result="reused"} 0',
       'gateway_memory_lease_waits_total{result="timed_out"} 0',
-    ]) expect(text).toContain(`\n${series}\n`);
+    ])
+      expect(text).toContain(`\n${series}\n`);
   });
 
   it('the learned-limit gauges bound the model label, each on its own', async () => {
@@ -118,6 +128,8 @@ describe("the compaction memory's metrics", () => {
     const tokens = await lines(metrics, 'gateway_learned_context_limit_tokens');
     expect(tokens).toHaveLength(CLIENT_LABEL_LIMIT + 1);
     expect(tokens.at(-1)).toBe(`gateway_learned_context_limit_tokens{model="other"} ${1000 + CLIENT_LABEL_LIMIT + 4}`);
-    expect(await lines(metrics, 'gateway_learned_body_limit_bytes')).toEqual(['gateway_learned_body_limit_bytes{model="late-model"} 4000000']);
+    expect(await lines(metrics, 'gateway_learned_body_limit_bytes')).toEqual([
+      'gateway_learned_body_limit_bytes{model="late-model"} 4000000',
+    ]);
   });
 });

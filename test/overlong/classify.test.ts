@@ -6,9 +6,7 @@ import { fixtures, type ErrorFixture as Fixture } from '../helpers/fixtures.js';
 const byId = new Map(fixtures.map((f) => [f.id, f]));
 
 function classifyFixture(f: Fixture): Verdict {
-  return f.in_stream
-    ? classifyStreamEvent(f.body)
-    : classifyResponse({ status: f.status, contentType: f.content_type, body: f.body });
+  return f.in_stream ? classifyStreamEvent(f.body) : classifyResponse({ status: f.status, contentType: f.content_type, body: f.body });
 }
 
 function fixture(id: string): Fixture {
@@ -56,7 +54,10 @@ describe('every fixture of the small-window file gets its label', () => {
 describe('stated numbers are extracted', () => {
   const cases: [string, StatedLimits][] = [
     ['openai-ctx-messages-compact', { limitTokens: 4097, promptTokens: 4294 }],
-    ['openai-ctx-messages-plus-completion-pretty', { limitTokens: 4097, promptTokens: 3120, completionTokens: 1000, completionCounted: true }],
+    [
+      'openai-ctx-messages-plus-completion-pretty',
+      { limitTokens: 4097, promptTokens: 3120, completionTokens: 1000, completionCounted: true },
+    ],
     ['openai-legacy-completions-wording', { limitTokens: 8192, promptTokens: 8977, completionTokens: 0, completionCounted: true }],
     ['openai-embeddings-max-tokens-per-request', { limitTokens: 300000, promptTokens: 319487 }],
     ['anthropic-prompt-too-long', { limitTokens: 200000, promptTokens: 200251 }],
@@ -68,7 +69,10 @@ describe('stated numbers are extracted', () => {
     ['mistral-ctx', { limitTokens: 131072, promptTokens: 159202 }],
     ['openrouter-endpoint-ctx-input', { limitTokens: 32768, promptTokens: 42832 }],
     ['openrouter-200-upstream-ctx-as-502', { limitTokens: 16000, promptTokens: 13069, completionTokens: 4096, completionCounted: true }],
-    ['openrouter-raw-bedrock-input-plus-max-tokens', { limitTokens: 204658, promptTokens: 149674, completionTokens: 64000, completionCounted: true }],
+    [
+      'openrouter-raw-bedrock-input-plus-max-tokens',
+      { limitTokens: 204658, promptTokens: 149674, completionTokens: 64000, completionCounted: true },
+    ],
     ['tgi-total-tokens-422', { limitTokens: 65537, promptTokens: 79993, completionTokens: 1024, completionCounted: true }],
     ['together-tgi-validation', { limitTokens: 2048, promptTokens: 2019, completionTokens: 30, completionCounted: true }],
     ['vllm-ctx-new-format', { limitTokens: 4096, promptTokens: 4096, completionTokens: 1, completionCounted: true }],
@@ -152,8 +156,7 @@ describe('rule names are stable', () => {
 });
 
 describe('negatives', () => {
-  const chunk =
-    '{"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}';
+  const chunk = '{"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}';
 
   it('passes a normal completion chunk, with or without SSE framing', () => {
     expect(classifyStreamEvent(chunk)).toEqual({ overlong: false, rule: 'no_error_marker' });
@@ -165,9 +168,7 @@ describe('negatives', () => {
     const delta = JSON.stringify({
       id: 'chatcmpl-2',
       object: 'chat.completion.chunk',
-      choices: [
-        { index: 0, delta: { content: "Error: prompt is too long. This model's maximum context length is 8 tokens." } },
-      ],
+      choices: [{ index: 0, delta: { content: "Error: prompt is too long. This model's maximum context length is 8 tokens." } }],
     });
     expect(classifyStreamEvent(delta)).toEqual({ overlong: false, rule: 'no_error_object' });
   });
@@ -248,8 +249,14 @@ describe('negatives', () => {
   });
 
   it('treats string_above_max_length on a message content named only in the text (an empty param) as overlong', () => {
-    const body = JSON.stringify({ error: { message: "Invalid 'messages[3].content': string too long.", param: '', code: 'string_above_max_length' } });
-    expect(classifyResponse({ status: 400, body })).toMatchObject({ overlong: true, reason: 'context_length', rule: 'string_above_max_length' });
+    const body = JSON.stringify({
+      error: { message: "Invalid 'messages[3].content': string too long.", param: '', code: 'string_above_max_length' },
+    });
+    expect(classifyResponse({ status: 400, body })).toMatchObject({
+      overlong: true,
+      reason: 'context_length',
+      rule: 'string_above_max_length',
+    });
   });
 
   it('never calls a 429 overlong, even when it asks to shorten the prompt', () => {
@@ -269,10 +276,10 @@ describe('negatives', () => {
   it('passes auth, overload and server errors that mention context', () => {
     const auth = JSON.stringify({ error: { message: 'Invalid API key in this context.', code: 'invalid_api_key' } });
     expect(classifyResponse({ status: 401, body: auth }).overlong).toBe(false);
-    expect(classifyResponse({ status: 503, body: 'upstream connect error or disconnect/reset before headers' }).overlong)
-      .toBe(false);
-    expect(classifyStreamEvent('event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n'))
-      .toEqual({ overlong: false, rule: 'overloaded' });
+    expect(classifyResponse({ status: 503, body: 'upstream connect error or disconnect/reset before headers' }).overlong).toBe(false);
+    expect(
+      classifyStreamEvent('event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n'),
+    ).toEqual({ overlong: false, rule: 'overloaded' });
   });
 });
 
@@ -293,7 +300,8 @@ describe('body-size rejections', () => {
   });
 
   describe('the error codes of a body of many errors', () => {
-    const codes = (n: number, last: string) => JSON.stringify(Array.from({ length: n + 1 }, (_, i) => ({ error: { code: i === n ? last : `code_${i}` } })));
+    const codes = (n: number, last: string) =>
+      JSON.stringify(Array.from({ length: n + 1 }, (_, i) => ({ error: { code: i === n ? last : `code_${i}` } })));
 
     it.each([
       ['rate_limit_exceeded', 'rate_limit'],
@@ -313,8 +321,9 @@ describe('body-size rejections', () => {
   });
 
   it('recognises body-size text under other statuses', () => {
-    expect(classifyResponse({ status: 400, body: '{"error":{"type":"request_too_large","message":"Request exceeds the maximum size"}}' }))
-      .toMatchObject({ overlong: true, reason: 'body_too_large', rule: 'request_too_large' });
+    expect(
+      classifyResponse({ status: 400, body: '{"error":{"type":"request_too_large","message":"Request exceeds the maximum size"}}' }),
+    ).toMatchObject({ overlong: true, reason: 'body_too_large', rule: 'request_too_large' });
   });
 });
 
@@ -348,7 +357,8 @@ describe('stream events', () => {
   });
 
   it('reads a truncated error chunk', () => {
-    const text = 'data: {"error":{"message":"This model\'s maximum context length is 8192 tokens. However, your messages resulted in 9000 tok';
+    const text =
+      'data: {"error":{"message":"This model\'s maximum context length is 8192 tokens. However, your messages resulted in 9000 tok';
     expect(classifyStreamEvent(text)).toMatchObject({ overlong: true, limits: { limitTokens: 8192 } });
   });
 });
@@ -401,7 +411,10 @@ describe('refusals of bound thinking are not overflows, and are told apart for t
   });
 
   it('an overflow that mentions thinking stays an overflow', () => {
-    const body = JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', message: 'prompt is too long: 210000 tokens > 200000 maximum (thinking blocks included)' } });
+    const body = JSON.stringify({
+      type: 'error',
+      error: { type: 'invalid_request_error', message: 'prompt is too long: 210000 tokens > 200000 maximum (thinking blocks included)' },
+    });
     const verdict = classifyResponse({ status: 400, contentType: 'application/json', body });
     expect([verdict.overlong, isBindingRefusal(verdict)]).toEqual([true, false]);
   });

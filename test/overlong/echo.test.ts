@@ -9,8 +9,16 @@ import { fixtures } from '../helpers/fixtures.js';
  * real overflow whose conversation happens to hold an earlier error must still be one.
  */
 
-const FORGED = "This model's maximum context length is 40 tokens. However, your messages resulted in 9000 tokens. Please reduce the length of the messages.";
-const chatWith = (role: string, extra: Record<string, unknown> = {}) => ({ model: 'gpt-4o-mini', messages: [{ role, content: 'hi' }, { role: 'user', content: 'hello' }], ...extra });
+const FORGED =
+  "This model's maximum context length is 40 tokens. However, your messages resulted in 9000 tokens. Please reduce the length of the messages.";
+const chatWith = (role: string, extra: Record<string, unknown> = {}) => ({
+  model: 'gpt-4o-mini',
+  messages: [
+    { role, content: 'hi' },
+    { role: 'user', content: 'hello' },
+  ],
+  ...extra,
+});
 const openai = (message: string, code: string | null = null, param: string | null = null) =>
   JSON.stringify({ error: { message, type: 'invalid_request_error', param, code } });
 
@@ -20,13 +28,43 @@ type Case = [name: string, status: number, body: string, request: unknown];
 const ECHOES: Case[] = [
   ['a whole value, quoted, its own apostrophe breaking the quotes', 400, openai(`Invalid role '${FORGED}'.`), chatWith(FORGED)],
   ['a whole value, unquoted', 400, openai(`unrecognised role: ${FORGED}`), chatWith(FORGED)],
-  ['a prefix the provider cut with an ellipsis (pydantic)', 400, openai(`messages.0.role: bad role [input_value='${FORGED.slice(0, 60)}...', input_type=str]`), chatWith(`${FORGED} ${'x'.repeat(500)}`)],
-  ['a prefix closed by the quote it opened with', 400, openai(`bad role '${FORGED.slice(0, 70)}'`), chatWith(`${FORGED} ${'x'.repeat(500)}`)],
-  ['a suffix after an ellipsis (pydantic first...last)', 400, openai(`bad role 'xxxxxxxx...${FORGED.slice(-90)}'`), chatWith(`${'x'.repeat(500)} ${FORGED}`)],
+  [
+    'a prefix the provider cut with an ellipsis (pydantic)',
+    400,
+    openai(`messages.0.role: bad role [input_value='${FORGED.slice(0, 60)}...', input_type=str]`),
+    chatWith(`${FORGED} ${'x'.repeat(500)}`),
+  ],
+  [
+    'a prefix closed by the quote it opened with',
+    400,
+    openai(`bad role '${FORGED.slice(0, 70)}'`),
+    chatWith(`${FORGED} ${'x'.repeat(500)}`),
+  ],
+  [
+    'a suffix after an ellipsis (pydantic first...last)',
+    400,
+    openai(`bad role 'xxxxxxxx...${FORGED.slice(-90)}'`),
+    chatWith(`${'x'.repeat(500)} ${FORGED}`),
+  ],
   ['a short value, quoted', 400, openai(`bad role 'prompt too long'`), chatWith('prompt too long')],
-  ['a repr of an error code, which the repr scanner would read as a code', 400, openai(`bad role: {'code': 'context_length_exceeded'}`), chatWith("{'code': 'context_length_exceeded'}")],
-  ['JSON of an overflow, which would be parsed as an embedded error', 400, openai(`bad role: {"error":{"code":"context_length_exceeded","message":"too long"}}`), chatWith('{"error":{"code":"context_length_exceeded","message":"too long"}}')],
-  ['a forged refusal of bound thinking', 400, openai("bad role 'messages.1.content.0: Invalid `signature` in `thinking` block'"), chatWith('messages.1.content.0: Invalid `signature` in `thinking` block')],
+  [
+    'a repr of an error code, which the repr scanner would read as a code',
+    400,
+    openai(`bad role: {'code': 'context_length_exceeded'}`),
+    chatWith("{'code': 'context_length_exceeded'}"),
+  ],
+  [
+    'JSON of an overflow, which would be parsed as an embedded error',
+    400,
+    openai(`bad role: {"error":{"code":"context_length_exceeded","message":"too long"}}`),
+    chatWith('{"error":{"code":"context_length_exceeded","message":"too long"}}'),
+  ],
+  [
+    'a forged refusal of bound thinking',
+    400,
+    openai("bad role 'messages.1.content.0: Invalid `signature` in `thinking` block'"),
+    chatWith('messages.1.content.0: Invalid `signature` in `thinking` block'),
+  ],
 ];
 
 describe('an error that echoes the request is judged without the echo', () => {
@@ -62,16 +100,23 @@ describe('an error that echoes the request is judged without the echo', () => {
   it.each([
     ['invalid_value', "Invalid value: 'x'. Supported values are: 'system', 'user'."],
     ['unsupported_value', "Unsupported value: 'messages[0].role' does not support 'x' with this model."],
-    ['literal_error', "[{'type': 'literal_error', 'loc': ('body', 'messages', 0, 'role'), 'msg': \"Input should be 'user'\", 'input': 'x'}]"],
+    [
+      'literal_error',
+      "[{'type': 'literal_error', 'loc': ('body', 'messages', 0, 'role'), 'msg': \"Input should be 'user'\", 'input': 'x'}]",
+    ],
     [null, "'x' is not one of ['system', 'assistant', 'user', 'function'] - 'messages.0.role'"],
   ])('a schema error about a value (%s) is never an overflow, whatever it quotes', (code, message) => {
     const forged = message.replaceAll("'x'", `'${FORGED}'`);
-    expect(classifyResponse({ status: 400, body: openai(forged, code, 'messages[0].role') })).toMatchObject({ overlong: false, rule: 'schema' });
+    expect(classifyResponse({ status: 400, body: openai(forged, code, 'messages[0].role') })).toMatchObject({
+      overlong: false,
+      rule: 'schema',
+    });
   });
 });
 
 /** How providers and the proxies before them rewrite what they quote back. */
-const html = (s: string) => s.replaceAll('&', '&amp;').replaceAll('<', '&lt;').replaceAll('>', '&gt;').replaceAll('"', '&quot;').replaceAll("'", '&#39;');
+const html = (s: string) =>
+  s.replaceAll('&', '&amp;').replaceAll('<', '&lt;').replaceAll('>', '&gt;').replaceAll('"', '&quot;').replaceAll("'", '&#39;');
 const REWRITTEN: Array<[name: string, rewrite: (s: string) => string]> = [
   ['HTML-escaped (&#39;, &quot;, &lt;, &amp;)', html],
   ['HTML-escaped with hexadecimal apostrophes (&#x27;)', (s) => s.replaceAll('&', '&amp;').replaceAll("'", '&#x27;')],
@@ -80,7 +125,7 @@ const REWRITTEN: Array<[name: string, rewrite: (s: string) => string]> = [
   ['whitespace collapsed', (s) => s.replace(/\s+/g, ' ').trim()],
   ['line breaks and tabs made spaces', (s) => s.replace(/[\n\t]/g, ' ')],
   ['inside JSON the provider wrote itself (\\" and \\n)', (s) => JSON.stringify(s).slice(1, -1)],
-  ['a Python repr (\\\' and \\n)', (s) => s.replaceAll('\\', '\\\\').replaceAll("'", "\\'").replaceAll('\n', '\\n')],
+  ["a Python repr (\\' and \\n)", (s) => s.replaceAll('\\', '\\\\').replaceAll("'", "\\'").replaceAll('\n', '\\n')],
   ['upper-cased and HTML-escaped', (s) => html(s.toUpperCase())],
 ];
 /** The forged sentence as a client hides it: spaced oddly, across lines, with what escapes and case would change. */
@@ -117,7 +162,7 @@ describe('an echo the provider rewrote is cut all the same', () => {
     expect(classifyResponse({ status: 400, body }, chatWith(value))).toMatchObject({ overlong: false });
   });
 
-  it('the cut is of the error\'s own characters, whatever form matched', () => {
+  it("the cut is of the error's own characters, whatever form matched", () => {
     const text = `bad role '${html(HIDDEN.toUpperCase())}' in the request`;
     const echoes = echoesIn(text, chatWith(HIDDEN));
     expect(echoes).toEqual([html(HIDDEN.toUpperCase()).trim()]);
@@ -134,16 +179,35 @@ describe('an echo the provider rewrote is cut all the same', () => {
   });
 
   it('a real overflow stays one beside a conversation that holds its words in other case and spacing', () => {
-    const real = openai("This model's maximum context length is 4097 tokens. However, your messages resulted in 4390 tokens. Please reduce the length of the messages.", 'context_length_exceeded', 'messages');
-    const pasted = "THIS MODEL'S MAXIMUM CONTEXT LENGTH IS 4097 TOKENS.   HOWEVER, YOUR MESSAGES RESULTED IN 4294 TOKENS. PLEASE REDUCE THE LENGTH OF THE MESSAGES.";
-    const request = { model: 'gpt-4o-mini', messages: [{ role: 'user', content: `I got this: ${pasted} What now?` }, { role: 'user', content: pasted }] };
-    expect(classifyResponse({ status: 400, body: real }, request)).toMatchObject({ overlong: true, limits: { limitTokens: 4097, promptTokens: 4390 } });
+    const real = openai(
+      "This model's maximum context length is 4097 tokens. However, your messages resulted in 4390 tokens. Please reduce the length of the messages.",
+      'context_length_exceeded',
+      'messages',
+    );
+    const pasted =
+      "THIS MODEL'S MAXIMUM CONTEXT LENGTH IS 4097 TOKENS.   HOWEVER, YOUR MESSAGES RESULTED IN 4294 TOKENS. PLEASE REDUCE THE LENGTH OF THE MESSAGES.";
+    const request = {
+      model: 'gpt-4o-mini',
+      messages: [
+        { role: 'user', content: `I got this: ${pasted} What now?` },
+        { role: 'user', content: pasted },
+      ],
+    };
+    expect(classifyResponse({ status: 400, body: real }, request)).toMatchObject({
+      overlong: true,
+      limits: { limitTokens: 4097, promptTokens: 4390 },
+    });
   });
 });
 
 describe('a real overflow stays one, whatever the conversation holds', () => {
-  const real = openai("This model's maximum context length is 4097 tokens. However, your messages resulted in 4390 tokens. Please reduce the length of the messages.", 'context_length_exceeded', 'messages');
-  const pasted = "This model's maximum context length is 4097 tokens. However, your messages resulted in 4294 tokens. Please reduce the length of the messages.";
+  const real = openai(
+    "This model's maximum context length is 4097 tokens. However, your messages resulted in 4390 tokens. Please reduce the length of the messages.",
+    'context_length_exceeded',
+    'messages',
+  );
+  const pasted =
+    "This model's maximum context length is 4097 tokens. However, your messages resulted in 4294 tokens. Please reduce the length of the messages.";
 
   it.each([
     ['an earlier error pasted inside a message', `I got this: ${pasted} What now?`],
@@ -160,9 +224,18 @@ describe('a real overflow stays one, whatever the conversation holds', () => {
   });
 
   it('an Anthropic overflow after the person pasted the last one (no code says it, only the sentence)', () => {
-    const body = JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', message: 'prompt is too long: 210345 tokens > 200000 maximum' } });
-    const request = { model: 'claude-sonnet-4-5', messages: [{ role: 'user', content: 'it said: prompt is too long: 200251 tokens > 200000 maximum' }] };
-    expect(classifyResponse({ status: 400, body }, request)).toMatchObject({ overlong: true, limits: { limitTokens: 200000, promptTokens: 210345 } });
+    const body = JSON.stringify({
+      type: 'error',
+      error: { type: 'invalid_request_error', message: 'prompt is too long: 210345 tokens > 200000 maximum' },
+    });
+    const request = {
+      model: 'claude-sonnet-4-5',
+      messages: [{ role: 'user', content: 'it said: prompt is too long: 200251 tokens > 200000 maximum' }],
+    };
+    expect(classifyResponse({ status: 400, body }, request)).toMatchObject({
+      overlong: true,
+      limits: { limitTokens: 200000, promptTokens: 210345 },
+    });
   });
 
   it('an overflow that names the model, a value of the request', () => {
@@ -176,7 +249,9 @@ describe('a real overflow stays one, whatever the conversation holds', () => {
   it('every overlong fixture stays overlong beside a request that quotes every fixture in its messages', () => {
     const request = { model: 'm', messages: fixtures.map((f) => ({ role: 'user', content: `earlier: ${f.body} (end)` })) };
     for (const f of fixtures.filter((x) => x.overlong && !x.in_stream)) {
-      expect(classifyResponse({ status: f.status, body: f.body }, request), f.id).toEqual(classifyResponse({ status: f.status, body: f.body }));
+      expect(classifyResponse({ status: f.status, body: f.body }, request), f.id).toEqual(
+        classifyResponse({ status: f.status, body: f.body }),
+      );
     }
   });
 });
@@ -213,7 +288,10 @@ describe('the cost: the request is read only when a verdict would act', () => {
   });
 
   it('a million-message conversation is walked once (the time is printed, not asserted)', () => {
-    const messages = Array.from({ length: 1_000_000 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: `message number ${i} of the session` }));
+    const messages = Array.from({ length: 1_000_000 }, (_, i) => ({
+      role: i % 2 ? 'assistant' : 'user',
+      content: `message number ${i} of the session`,
+    }));
     const request = { model: 'm', messages: [...messages, { role: FORGED, content: 'x' }] };
     const started = performance.now();
     const judged = classifyResponse({ status: 400, body: openai(`bad role '${FORGED}'`) }, request);

@@ -41,27 +41,57 @@ describe('what carries an error', () => {
 });
 
 describe('what the evidence keeps', () => {
-  it('the paths an error blames: param, quoted param, Invalid \'x\'', () => {
-    const e = gatherEvidence(JSON.stringify({ error: { message: "Invalid 'messages[2].content': string too long. {'param': 'input[0]'}", param: 'messages[2].content' } }), true);
+  it("the paths an error blames: param, quoted param, Invalid 'x'", () => {
+    const e = gatherEvidence(
+      JSON.stringify({
+        error: { message: "Invalid 'messages[2].content': string too long. {'param': 'input[0]'}", param: 'messages[2].content' },
+      }),
+      true,
+    );
     expect(e.paths).toEqual(['input[0]', 'messages[2].content', 'messages[2].content']);
   });
 
   it('string_above_max_length on a message name is a schema error; on content, an overflow', () => {
-    const on = (param: string) => JSON.stringify({ error: { message: `Invalid '${param}': string too long.`, code: 'string_above_max_length', param } });
+    const on = (param: string) =>
+      JSON.stringify({ error: { message: `Invalid '${param}': string too long.`, code: 'string_above_max_length', param } });
     expect(classifyResponse({ status: 400, body: on('messages[3].name') })).toEqual({ overlong: false, rule: 'schema_string_too_long' });
-    expect(classifyResponse({ status: 400, body: on('messages[3].content') })).toMatchObject({ overlong: true, rule: 'string_above_max_length' });
+    expect(classifyResponse({ status: 400, body: on('messages[3].content') })).toMatchObject({
+      overlong: true,
+      rule: 'string_above_max_length',
+    });
     expect(classifyResponse({ status: 400, body: on('temperature_notes') })).toEqual({ overlong: false, rule: 'schema_string_too_long' });
-    const fromMessage = JSON.stringify({ error: { message: "Invalid 'input[0].content': string too long.", code: 'string_above_max_length' } });
+    const fromMessage = JSON.stringify({
+      error: { message: "Invalid 'input[0].content': string too long.", code: 'string_above_max_length' },
+    });
     expect(classifyResponse({ status: 400, body: fromMessage })).toMatchObject({ overlong: true });
   });
 
   it('numeric fields: the first non-negative integer of each', () => {
-    const e = gatherEvidence(JSON.stringify([{ error: { n_ctx: -1, n_prompt_tokens: 1.5 } }, { error: { n_ctx: 4096, n_prompt_tokens: 5000 } }, { error: { n_ctx: 1 } }]), true);
+    const e = gatherEvidence(
+      JSON.stringify([
+        { error: { n_ctx: -1, n_prompt_tokens: 1.5 } },
+        { error: { n_ctx: 4096, n_prompt_tokens: 5000 } },
+        { error: { n_ctx: 1 } },
+      ]),
+      true,
+    );
     expect(e.fields).toEqual({ limitTokens: 4096, promptTokens: 5000 });
   });
 
   it('numeric codes and code-like keys', () => {
-    const e = gatherEvidence(JSON.stringify({ error: { code: 400, type: 'Invalid_Request', status: 'FAILED', __type: 'ValidationException', reason: 'badRequest', error_code: 'E1' } }), true);
+    const e = gatherEvidence(
+      JSON.stringify({
+        error: {
+          code: 400,
+          type: 'Invalid_Request',
+          status: 'FAILED',
+          __type: 'ValidationException',
+          reason: 'badRequest',
+          error_code: 'E1',
+        },
+      }),
+      true,
+    );
     expect(e.codes).toEqual(['400', 'invalid_request', 'failed', 'validationexception', 'badrequest', 'e1']);
   });
 
@@ -73,7 +103,9 @@ describe('what the evidence keeps', () => {
 
 describe('streams', () => {
   it('reads a last event without its closing blank line', () => {
-    expect(classifyStreamEvent(`event: error\ndata: ${JSON.stringify({ error: { message: overflow } })}`)).toMatchObject({ overlong: true });
+    expect(classifyStreamEvent(`event: error\ndata: ${JSON.stringify({ error: { message: overflow } })}`)).toMatchObject({
+      overlong: true,
+    });
   });
 
   it('skips [DONE] and empty data', () => {
@@ -86,7 +118,10 @@ describe('streams', () => {
   });
 
   it('a truncated JSON payload in a data line is read as text', () => {
-    expect(gatherEvidence('data: {"error":{"message":"prompt is too lo', false)).toMatchObject({ carriesError: true, text: '{"error":{"message":"prompt is too lo' });
+    expect(gatherEvidence('data: {"error":{"message":"prompt is too lo', false)).toMatchObject({
+      carriesError: true,
+      text: '{"error":{"message":"prompt is too lo',
+    });
   });
 });
 
@@ -133,7 +168,10 @@ describe('which keys, codes, numbers and embedded JSON are read, per provider sh
     });
 
     it('Rate exceeded without a code is no signal either way', () => {
-      expect(classifyResponse({ status: 400, body: JSON.stringify({ message: 'Rate exceeded' }) })).toEqual({ overlong: false, rule: 'no_signal' });
+      expect(classifyResponse({ status: 400, body: JSON.stringify({ message: 'Rate exceeded' }) })).toEqual({
+        overlong: false,
+        rule: 'no_signal',
+      });
     });
 
     it('TGI error_type and a numeric code', () => {
@@ -205,7 +243,8 @@ describe('which keys, codes, numbers and embedded JSON are read, per provider sh
 
   describe('Python reprs and truncated bodies', () => {
     it('reads quoted codes with or without spaces around the colon, long ones too, and an unterminated one', () => {
-      const repr = (code: string) => JSON.stringify({ error: { message: `OpenAIException - {'error': {'type': 'invalid_request_error', 'code': '${code}'}}` } });
+      const repr = (code: string) =>
+        JSON.stringify({ error: { message: `OpenAIException - {'error': {'type': 'invalid_request_error', 'code': '${code}'}}` } });
       expect(gatherEvidence(repr('context_length_exceeded'), true).codes).toEqual(['invalid_request_error', 'context_length_exceeded']);
       expect(gatherEvidence(repr('c'.repeat(64)), true).codes).toEqual(['invalid_request_error', 'c'.repeat(64)]);
       const compact = JSON.stringify({ error: { message: `upstream: {"code":"context_length_exceeded"` } });
@@ -260,7 +299,11 @@ describe('which keys, codes, numbers and embedded JSON are read, per provider sh
     it('a truncated pretty-printed body is read as broken JSON, line by line first', () => {
       const cut = body('openai-ctx-messages-plus-completion-pretty').slice(0, 200);
       expect(gatherEvidence(cut, false)).toMatchObject({ carriesError: true, text: cut });
-      expect(classifyResponse({ status: 400, body: cut })).toMatchObject({ overlong: true, rule: 'maximum_context_length', limits: { limitTokens: 4097 } });
+      expect(classifyResponse({ status: 400, body: cut })).toMatchObject({
+        overlong: true,
+        rule: 'maximum_context_length',
+        limits: { limitTokens: 4097 },
+      });
     });
 
     it('a truncated compact Responses error event carries an error by its type', () => {
@@ -277,10 +320,13 @@ describe('which keys, codes, numbers and embedded JSON are read, per provider sh
       expect(gatherEvidence(body('llamacpp-exceed-context-size-v1'), true).codes).toEqual(['400', 'exceed_context_size_error']);
     });
 
-    it('JSON followed by LiteLLM\'s model-group suffix is parsed up to its last brace', () => {
+    it("JSON followed by LiteLLM's model-group suffix is parsed up to its last brace", () => {
       const llama = body('llamacpp-exceed-context-size-v1');
       const message = `litellm.BadRequestError: OpenAIException - ${llama}. Received Model Group=local-llama\nAvailable Model Group Fallbacks=None`;
-      expect(gatherEvidence(JSON.stringify({ error: { message, code: '400' } }), true).fields).toEqual({ promptTokens: 14429, limitTokens: 8192 });
+      expect(gatherEvidence(JSON.stringify({ error: { message, code: '400' } }), true).fields).toEqual({
+        promptTokens: 14429,
+        limitTokens: 8192,
+      });
     });
 
     it('null, numbers and booleans in arrays are skipped', () => {

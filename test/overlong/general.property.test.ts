@@ -12,29 +12,31 @@ const MODES: [string, Classifier][] = [
 ];
 
 /** An overflow whose completion leaves real room: limit L, prompt P > L, completion C. */
-const overflowNumbers = fc
-  .integer({ min: 4096, max: 2_000_000 })
-  .chain((limit) =>
-    fc.record({
-      limit: fc.constant(limit),
-      prompt: fc.integer({ min: limit + 1, max: limit * 3 }),
-      completion: fc.integer({ min: 0, max: Math.floor(limit / 4) }),
-    }),
-  );
+const overflowNumbers = fc.integer({ min: 4096, max: 2_000_000 }).chain((limit) =>
+  fc.record({
+    limit: fc.constant(limit),
+    prompt: fc.integer({ min: limit + 1, max: limit * 3 }),
+    completion: fc.integer({ min: 0, max: Math.floor(limit / 4) }),
+  }),
+);
 
 type Numbers = { limit: number; prompt: number; completion: number };
 const OVERFLOW_WORDINGS: ((n: Numbers) => string)[] = [
-  (n) => `This model's maximum context length is ${n.limit} tokens. However, your messages resulted in ${n.prompt} tokens. Please reduce the length of the messages.`,
-  (n) => `This model's maximum context length is ${n.limit} tokens. However, you requested ${n.prompt + n.completion} tokens (${n.prompt} in the messages, ${n.completion} in the completion).`,
+  (n) =>
+    `This model's maximum context length is ${n.limit} tokens. However, your messages resulted in ${n.prompt} tokens. Please reduce the length of the messages.`,
+  (n) =>
+    `This model's maximum context length is ${n.limit} tokens. However, you requested ${n.prompt + n.completion} tokens (${n.prompt} in the messages, ${n.completion} in the completion).`,
   (n) => `prompt is too long: ${n.prompt} tokens > ${n.limit} maximum`,
-  (n) => `input length and \`max_tokens\` exceed context limit: ${n.prompt} + ${n.completion} > ${n.limit}, decrease input length or \`max_tokens\` and try again`,
+  (n) =>
+    `input length and \`max_tokens\` exceed context limit: ${n.prompt} + ${n.completion} > ${n.limit}, decrease input length or \`max_tokens\` and try again`,
   (n) => `The input token count (${n.prompt}) exceeds the maximum number of tokens allowed (${n.limit}).`,
   (n) => `The input (${n.prompt} tokens) is longer than the model's context length (${n.limit} tokens).`,
   (n) => `Input length ${n.prompt} exceeds the maximum length ${n.limit}`,
   (n) => `Request ${n.prompt} input tokens exceeds the model's maximum context length ${n.limit}`,
   (n) => `the request (${n.prompt} tokens) exceeds the available context size (${n.limit} tokens), try increasing it`,
   (n) => `Prompt is ${n.prompt} tokens but the model context window is ${n.limit} tokens.`,
-  (n) => `Input validation error: \`inputs\` tokens + \`max_new_tokens\` must be <= ${n.limit}. Given: ${n.prompt} \`inputs\` tokens and ${n.completion} \`max_new_tokens\``,
+  (n) =>
+    `Input validation error: \`inputs\` tokens + \`max_new_tokens\` must be <= ${n.limit}. Given: ${n.prompt} \`inputs\` tokens and ${n.completion} \`max_new_tokens\``,
   (n) => `Unable to submit request because the input token count is ${n.prompt} but model only supports up to ${n.limit}.`,
 ];
 
@@ -133,20 +135,32 @@ describe.each(MODES)('a vetoed error stays vetoed (%s)', (_mode, classifier) => 
 
   it('when overflow words are added around it', () => {
     fc.assert(
-      fc.property(fc.constantFrom(...VETOED), fc.constantFrom(...OVERFLOW_WORDS), fc.nat({ max: 2 }), envelopeIndex, ([rule, core], word, where, e) => {
-        const { status, body } = ENVELOPES[e](placed(core, word, where));
-        expect(classifier.classifyResponse({ status, body })).toEqual({ overlong: false, rule });
-      }),
+      fc.property(
+        fc.constantFrom(...VETOED),
+        fc.constantFrom(...OVERFLOW_WORDS),
+        fc.nat({ max: 2 }),
+        envelopeIndex,
+        ([rule, core], word, where, e) => {
+          const { status, body } = ENVELOPES[e](placed(core, word, where));
+          expect(classifier.classifyResponse({ status, body })).toEqual({ overlong: false, rule });
+        },
+      ),
       { seed: SEED, numRuns: RUNS },
     );
   });
 
   it('an output cap stays one when vague overflow words are added', () => {
     fc.assert(
-      fc.property(fc.constantFrom(...OUTPUT_CAPS), fc.constantFrom(...WEAK_WORDS), fc.nat({ max: 2 }), envelopeIndex, (core, word, where, e) => {
-        const { status, body } = ENVELOPES[e](placed(core, word, where));
-        expect(classifier.classifyResponse({ status, body }), body).toEqual({ overlong: false, rule: 'output_token_cap' });
-      }),
+      fc.property(
+        fc.constantFrom(...OUTPUT_CAPS),
+        fc.constantFrom(...WEAK_WORDS),
+        fc.nat({ max: 2 }),
+        envelopeIndex,
+        (core, word, where, e) => {
+          const { status, body } = ENVELOPES[e](placed(core, word, where));
+          expect(classifier.classifyResponse({ status, body }), body).toEqual({ overlong: false, rule: 'output_token_cap' });
+        },
+      ),
       { seed: SEED, numRuns: RUNS },
     );
   });

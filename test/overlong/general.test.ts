@@ -15,9 +15,7 @@ const byId = new Map(loadFixtures().map((f) => [f.id, f]));
 function fixtureVerdict(id: string, classifier: Classifier = { classifyResponse, classifyStreamEvent }): Verdict {
   const f = byId.get(id);
   if (f === undefined) throw new Error(`no fixture ${id}`);
-  return f.in_stream
-    ? classifier.classifyStreamEvent(f.body)
-    : classifier.classifyResponse({ status: f.status, body: f.body });
+  return f.in_stream ? classifier.classifyStreamEvent(f.body) : classifier.classifyResponse({ status: f.status, body: f.body });
 }
 
 const err = (message: string, extra: Record<string, unknown> = {}) => JSON.stringify({ error: { message, ...extra } });
@@ -29,15 +27,28 @@ describe.each(MODES)('the Responses and Messages APIs (%s)', (_mode, classifier)
     const data = JSON.stringify({
       type: 'response.failed',
       sequence_number: 2,
-      response: { id: 'resp_1', object: 'response', status: 'failed', error: { code: 'context_length_exceeded', message: responsesMessage } },
+      response: {
+        id: 'resp_1',
+        object: 'response',
+        status: 'failed',
+        error: { code: 'context_length_exceeded', message: responsesMessage },
+      },
     });
     expect(classifier.classifyStreamEvent(data)).toMatchObject({ overlong: true, reason: 'context_length' });
   });
 
   it('reads a top-level error event and a 400', () => {
-    const event = JSON.stringify({ type: 'error', code: 'context_length_exceeded', message: responsesMessage, param: 'input', sequence_number: 1 });
+    const event = JSON.stringify({
+      type: 'error',
+      code: 'context_length_exceeded',
+      message: responsesMessage,
+      param: 'input',
+      sequence_number: 1,
+    });
     expect(classifier.classifyStreamEvent(event)).toMatchObject({ overlong: true });
-    const body = JSON.stringify({ error: { message: responsesMessage, type: 'invalid_request_error', param: 'input', code: 'context_length_exceeded' } });
+    const body = JSON.stringify({
+      error: { message: responsesMessage, type: 'invalid_request_error', param: 'input', code: 'context_length_exceeded' },
+    });
     expect(classifier.classifyResponse({ status: 400, body })).toMatchObject({ overlong: true, reason: 'context_length' });
   });
 
@@ -69,7 +80,10 @@ describe.each(MODES)('the Responses and Messages APIs (%s)', (_mode, classifier)
   });
 
   it('calls a 413 request_too_large a body-size rejection', () => {
-    const body = JSON.stringify({ type: 'error', error: { type: 'request_too_large', message: 'Request exceeds the maximum allowed number of bytes.' } });
+    const body = JSON.stringify({
+      type: 'error',
+      error: { type: 'request_too_large', message: 'Request exceeds the maximum allowed number of bytes.' },
+    });
     expect(classifier.classifyResponse({ status: 413, body })).toMatchObject({ overlong: true, reason: 'body_too_large' });
     expect(classifier.classifyResponse({ status: 400, body })).toMatchObject({ overlong: true, reason: 'body_too_large' });
   });
@@ -77,7 +91,10 @@ describe.each(MODES)('the Responses and Messages APIs (%s)', (_mode, classifier)
   it('passes an in-stream overloaded error and reads an in-stream prompt too long', () => {
     const overloaded = JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } });
     expect(classifier.classifyStreamEvent(overloaded)).toEqual({ overlong: false, rule: 'overloaded' });
-    const tooLong = JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', message: 'prompt is too long: 250000 tokens > 200000 maximum' } });
+    const tooLong = JSON.stringify({
+      type: 'error',
+      error: { type: 'invalid_request_error', message: 'prompt is too long: 250000 tokens > 200000 maximum' },
+    });
     expect(classifier.classifyStreamEvent(tooLong)).toMatchObject({ overlong: true });
     expect(classifier.classifyStreamEvent(`event: error\ndata: ${tooLong}\n\n`)).toMatchObject({ overlong: true });
   });
@@ -94,12 +111,18 @@ describe('the general layer reads the numbers of errors it has no rule for', () 
     ['vllm-prompt-too-long-to-fit-multimodal', { limitTokens: 4096 }],
     ['rkllm-prompt-tokens-but-window', { promptTokens: 11543, limitTokens: 4096 }],
     ['bedrock-validation-model-returned-prompt-too-long', { promptTokens: 200049, limitTokens: 200000 }],
-    ['litellm-anthropic-bytes-repr-input-plus-max-tokens', { promptTokens: 174167, completionTokens: 64000, limitTokens: 200000, completionCounted: true }],
+    [
+      'litellm-anthropic-bytes-repr-input-plus-max-tokens',
+      { promptTokens: 174167, completionTokens: 64000, limitTokens: 200000, completionCounted: true },
+    ],
     ['cohere-size-limit-exceeded-by', {}],
     ['tgi-inputs-must-have-less-than', { limitTokens: 2048 }],
     ['lmstudio-input-length-exceeds-context-length', { promptTokens: 6491, limitTokens: 1500 }],
     ['llama-cpp-python-requested-tokens-exceed-context-window', { limitTokens: 2048 }],
-    ['openai-ctx-messages-plus-completion-pretty', { limitTokens: 4097, promptTokens: 3120, completionTokens: 1000, completionCounted: true }],
+    [
+      'openai-ctx-messages-plus-completion-pretty',
+      { limitTokens: 4097, promptTokens: 3120, completionTokens: 1000, completionCounted: true },
+    ],
     ['gemini-413-max-request-body-size', { limitBytes: 1048576, bodyBytes: 1056562 }],
     ['cohere-too-many-tokens', { limitTokens: 2048, completionCounted: true }],
     ['lmstudio-n-keep-gt-n-ctx', { promptTokens: 13055, limitTokens: 4096 }],
@@ -127,7 +150,9 @@ describe('the general layer reads the numbers of errors it has no rule for', () 
   it('marks completionCounted only when a completion is counted', () => {
     const counted = classifyResponse({
       status: 400,
-      body: err("This model's maximum context length is 8192 tokens. However, you requested 9000 tokens (8000 in the messages, 1000 in the completion)."),
+      body: err(
+        "This model's maximum context length is 8192 tokens. However, you requested 9000 tokens (8000 in the messages, 1000 in the completion).",
+      ),
     });
     expect(counted).toMatchObject({ overlong: true, limits: { completionCounted: true, completionTokens: 1000 } });
     const promptOnly = GENERAL.classifyResponse({ status: 400, body: err('Prompt tokens (9000) exceed the context size (8192).') });
@@ -143,7 +168,10 @@ describe('the general layer reads the numbers of errors it has no rule for', () 
   });
 
   it('reads thousands separators and ignores identifiers, codes and floors', () => {
-    const v = GENERAL.classifyResponse({ status: 400, body: err('gpt-4 says: the prompt (210,000 tokens) is longer than the 200,000 token context window') });
+    const v = GENERAL.classifyResponse({
+      status: 400,
+      body: err('gpt-4 says: the prompt (210,000 tokens) is longer than the 200,000 token context window'),
+    });
     expect(v).toMatchObject({ overlong: true, limits: { promptTokens: 210000, limitTokens: 200000 } });
     const floor = GENERAL.classifyResponse({ status: 400, body: err('max_tokens must be at least 1 and the prompt is too long') });
     expect(floor).toMatchObject({ overlong: true, limits: {} });
@@ -181,15 +209,34 @@ describe('vetoes settle "not overlong" before anything else', () => {
   });
 
   it('a field\u2019s size rule is never an overflow: a name or an id named as the subject, or a path to a field that is not the conversation', () => {
-    for (const message of ['The length of the tool name cannot exceed 64.', 'Function name can not be longer than 64 characters but has 65 characters.', 'tool_use.id: String should have at most 64 characters']) {
+    for (const message of [
+      'The length of the tool name cannot exceed 64.',
+      'Function name can not be longer than 64 characters but has 65 characters.',
+      'tool_use.id: String should have at most 64 characters',
+    ]) {
       expect(GENERAL.classifyResponse({ status: 400, body: err(message) })).toMatchObject({ overlong: false });
     }
     const onPath = (param: string, message: string) => GENERAL.classifyResponse({ status: 400, body: err(message, { param }) });
-    expect(onPath('tools', "Invalid 'tools': array too long. Expected an array with maximum length 128, but got an array with length 133 instead.")).toEqual({ overlong: false, rule: 'schema_field_size' });
-    expect(onPath('max_output_tokens', "Invalid 'max_output_tokens': integer above maximum value. Expected a value <= 128000, but got 200000 instead.")).toEqual({ overlong: false, rule: 'completion_value_cap' });
+    expect(
+      onPath(
+        'tools',
+        "Invalid 'tools': array too long. Expected an array with maximum length 128, but got an array with length 133 instead.",
+      ),
+    ).toEqual({ overlong: false, rule: 'schema_field_size' });
+    expect(
+      onPath(
+        'max_output_tokens',
+        "Invalid 'max_output_tokens': integer above maximum value. Expected a value <= 128000, but got 200000 instead.",
+      ),
+    ).toEqual({ overlong: false, rule: 'completion_value_cap' });
     // The conversation's own size is one: the path names it.
     expect(onPath('messages', 'The request exceeds the maximum length of 128000 tokens.')).toMatchObject({ overlong: true });
-    expect(onPath('input', "Invalid 'input': array too long. Expected an array with maximum length 2048, but got an array with length 4000 instead.")).toMatchObject({ overlong: true });
+    expect(
+      onPath(
+        'input',
+        "Invalid 'input': array too long. Expected an array with maximum length 2048, but got an array with length 4000 instead.",
+      ),
+    ).toMatchObject({ overlong: true });
   });
 
   it.each(VETO_CODES)('the code %s alone vetoes a text that reads as an overflow', (code, rule) => {
@@ -198,11 +245,20 @@ describe('vetoes settle "not overlong" before anything else', () => {
   });
 
   it('a 413 is a body-size rejection unless a code or its text says rate limit or quota', () => {
-    expect(classifyResponse({ status: 413, body: err('Request too large', { code: 'rate_limit_exceeded' }) })).toEqual({ overlong: false, rule: 'rate_limit' });
-    expect(classifyResponse({ status: 413, body: err('Request too large', { code: 'insufficient_quota' }) })).toEqual({ overlong: false, rule: 'quota' });
+    expect(classifyResponse({ status: 413, body: err('Request too large', { code: 'rate_limit_exceeded' }) })).toEqual({
+      overlong: false,
+      rule: 'rate_limit',
+    });
+    expect(classifyResponse({ status: 413, body: err('Request too large', { code: 'insufficient_quota' }) })).toEqual({
+      overlong: false,
+      rule: 'quota',
+    });
     expect(classifyResponse({ status: 413, body: err('monthly quota exceeded') })).toEqual({ overlong: false, rule: 'quota' });
     // Other vetoes do not turn a 413 around: the body was too big whatever else it says.
-    expect(classifyResponse({ status: 413, body: err('Payload too large', { code: 'content_filter' }) })).toMatchObject({ overlong: true, reason: 'body_too_large' });
+    expect(classifyResponse({ status: 413, body: err('Payload too large', { code: 'content_filter' }) })).toMatchObject({
+      overlong: true,
+      reason: 'body_too_large',
+    });
   });
 });
 
@@ -237,12 +293,16 @@ describe('what is too big decides', () => {
     expect(GENERAL.classifyResponse({ status: 400, body: err(message) })).toMatchObject({ overlong: true });
   });
 
-  it.each([['context'], ['too long'], ['Request too long ago'], ['token limit'], ['The context is invalid'], ['Invalid value for temperature: 3 is greater than the maximum of 2']])(
-    'no bare word decides: %s',
-    (message) => {
-      expect(GENERAL.classifyResponse({ status: 400, body: err(message) }).overlong).toBe(false);
-    },
-  );
+  it.each([
+    ['context'],
+    ['too long'],
+    ['Request too long ago'],
+    ['token limit'],
+    ['The context is invalid'],
+    ['Invalid value for temperature: 3 is greater than the maximum of 2'],
+  ])('no bare word decides: %s', (message) => {
+    expect(GENERAL.classifyResponse({ status: 400, body: err(message) }).overlong).toBe(false);
+  });
 
   it('reads advice to shorten the input as an overflow when nothing else is said', () => {
     expect(GENERAL.classifyResponse({ status: 400, body: err('Please reduce the length of the messages.') })).toEqual(
@@ -252,7 +312,11 @@ describe('what is too big decides', () => {
 
   it('reads a body over its byte limit from the numbers alone', () => {
     const body = err('Request rejected: body size 2097152 bytes, limit 1048576 bytes');
-    expect(GENERAL.classifyResponse({ status: 400, body })).toMatchObject({ overlong: true, reason: 'body_too_large', limits: { bodyBytes: 2097152, limitBytes: 1048576 } });
+    expect(GENERAL.classifyResponse({ status: 400, body })).toMatchObject({
+      overlong: true,
+      reason: 'body_too_large',
+      limits: { bodyBytes: 2097152, limitBytes: 1048576 },
+    });
   });
 });
 
@@ -266,7 +330,9 @@ describe('any status, any envelope', () => {
   it('a 429 never is, a 200 only with an error object', () => {
     expect(classifyResponse({ status: 429, body: err(message) })).toEqual({ overlong: false, rule: 'status_429' });
     expect(GENERAL.classifyResponse({ status: 200, body: err(message) })).toMatchObject({ overlong: true });
-    expect(GENERAL.classifyResponse({ status: 200, body: JSON.stringify({ choices: [{ message: { content: message } }] }) }).overlong).toBe(false);
+    expect(GENERAL.classifyResponse({ status: 200, body: JSON.stringify({ choices: [{ message: { content: message } }] }) }).overlong).toBe(
+      false,
+    );
   });
 
   it.each([
@@ -339,7 +405,11 @@ describe('the rule each general reading reports (the x-compaction header, the lo
       // GitHub Models (sent with a 413; here as any other status would carry it): a body word and a context word
       ['Request body too large for gpt-4 model. Max size: 8000 tokens.', 'context_length'],
     ])('%s -> %s', (message, reason) => {
-      expect(strip(GENERAL.classifyResponse({ status: 400, body: err(message) }))).toEqual({ overlong: true, rule: 'general_input_over_limit', reason });
+      expect(strip(GENERAL.classifyResponse({ status: 400, body: err(message) }))).toEqual({
+        overlong: true,
+        rule: 'general_input_over_limit',
+        reason,
+      });
     });
 
     it('a relation in capitals at the start (AWS Lambda "Request Too Long") needs no limit after it', () => {
@@ -358,7 +428,8 @@ describe('the rule each general reading reports (the x-compaction header, the lo
 
   describe('HTML entities are decoded before the text is read', () => {
     it('&gt; in "A + B > C"', () => {
-      const page = '<html><body><p>input length and `max_tokens` exceed context limit: 180000 + 64000 &gt; 200000, decrease input length or `max_tokens` and try again</p></body></html>';
+      const page =
+        '<html><body><p>input length and `max_tokens` exceed context limit: 180000 + 64000 &gt; 200000, decrease input length or `max_tokens` and try again</p></body></html>';
       expect(GENERAL.classifyResponse({ status: 502, body: page })).toEqual({
         overlong: true,
         reason: 'context_length',
@@ -370,12 +441,16 @@ describe('the rule each general reading reports (the x-compaction header, the lo
 
   describe('vetoes read from the error code alone', () => {
     it('Google DEADLINE_EXCEEDED is a timeout', () => {
-      const body = JSON.stringify({ error: { code: 504, message: 'Deadline expired before operation could complete.', status: 'DEADLINE_EXCEEDED' } });
+      const body = JSON.stringify({
+        error: { code: 504, message: 'Deadline expired before operation could complete.', status: 'DEADLINE_EXCEEDED' },
+      });
       expect(classifyResponse({ status: 504, body })).toEqual({ overlong: false, rule: 'timeout' });
     });
 
     it('Gemini RESOURCE_EXHAUSTED in a stream is a rate limit, before the quota its text names', () => {
-      const body = JSON.stringify({ error: { code: 429, message: 'Resource has been exhausted (e.g. check quota).', status: 'RESOURCE_EXHAUSTED' } });
+      const body = JSON.stringify({
+        error: { code: 429, message: 'Resource has been exhausted (e.g. check quota).', status: 'RESOURCE_EXHAUSTED' },
+      });
       expect(classifyStreamEvent(body)).toEqual({ overlong: false, rule: 'rate_limit' });
     });
 
@@ -394,7 +469,10 @@ describe('the rule each general reading reports (the x-compaction header, the lo
       // LiteLLM names the exception class: "RateLimit" without a space, before the quota its text names
       ['rate_limit', 'litellm.RateLimitError: VertexAIException - Resource has been exhausted (e.g. check quota).'],
       // AWS Bedrock AccessDeniedException
-      ['auth', 'User: arn:aws:iam::123456789012:user/dev is not authorized to perform: bedrock:InvokeModel on resource: arn:aws:bedrock:us-east-1::foundation-model/anthropic.claude-3-5-sonnet-20240620-v1:0'],
+      [
+        'auth',
+        'User: arn:aws:iam::123456789012:user/dev is not authorized to perform: bedrock:InvokeModel on resource: arn:aws:bedrock:us-east-1::foundation-model/anthropic.claude-3-5-sonnet-20240620-v1:0',
+      ],
       // OpenAI o1 models
       ['schema', "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead."],
       // Zod (TypeScript servers)

@@ -27,7 +27,11 @@ describe('leave one family out', () => {
   });
 
   it.each(familyNames)('%s, with its own rules off, raises no false alarm', (family) => {
-    const row = score(family, fixtures.filter((f) => f.family === family), createClassifier(rulesWithout(family)));
+    const row = score(
+      family,
+      fixtures.filter((f) => f.family === family),
+      createClassifier(rulesWithout(family)),
+    );
     expect(row.falseAlarms, row.wrong.join(', ')).toBe(0);
   });
 });

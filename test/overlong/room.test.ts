@@ -10,7 +10,10 @@ const generalOnly = createClassifier([]);
 const anthropic = (prompt: number, completion: number, limit: number) =>
   JSON.stringify({
     type: 'error',
-    error: { type: 'invalid_request_error', message: `input length and \`max_tokens\` exceed context limit: ${prompt} + ${completion} > ${limit}, decrease input length or \`max_tokens\` and try again` },
+    error: {
+      type: 'invalid_request_error',
+      message: `input length and \`max_tokens\` exceed context limit: ${prompt} + ${completion} > ${limit}, decrease input length or \`max_tokens\` and try again`,
+    },
   });
 
 describe('room left for the prompt', () => {
@@ -84,7 +87,10 @@ describe('inputs that break the declared types get exact answers', () => {
 
   it('an empty or plain-text error body is read as the error itself', () => {
     expect(generalOnly.classifyResponse({ status: 400, body: 'The prompt is too long.' })).toMatchObject({ overlong: true });
-    expect(generalOnly.classifyResponse({ status: 200, body: 'The prompt is too long.' })).toEqual({ overlong: false, rule: 'no_error_object' });
+    expect(generalOnly.classifyResponse({ status: 200, body: 'The prompt is too long.' })).toEqual({
+      overlong: false,
+      rule: 'no_error_object',
+    });
     expect(generalOnly.classifyStreamEvent('error: the prompt is too long')).toMatchObject({ overlong: true });
     expect(classifyStreamEvent('warning: the prompt is too long')).toEqual({ overlong: false, rule: 'no_error_object' });
   });

@@ -100,8 +100,7 @@ describe('what the gateway reports for each real error, written out literally', 
     return createClassifier(rulesWithout(...disabled)).classifyResponse({ status, body: JSON.stringify({ error: { message: text } }) });
   }
 
-  const overlong = (rule: string, reason: string, limits: StatedLimits): Verdict =>
-    ({ overlong: true, rule, reason, limits }) as Verdict;
+  const overlong = (rule: string, reason: string, limits: StatedLimits): Verdict => ({ overlong: true, rule, reason, limits }) as Verdict;
   const passed = (rule: string): Verdict => ({ overlong: false, rule });
 
   /**
@@ -355,7 +354,8 @@ describe('what the gateway reports for each real error, written out literally', 
   describe('output caps are not overflows', () => {
     it("Groq's max_tokens cap", () => {
       // the max_completion_tokens form is fixture groq-max-completion-tokens-mentions-context-window
-      const text = '`max_tokens` must be less than or equal to `8192`, the maximum value for `max_tokens` is less than the `context_window` for this model';
+      const text =
+        '`max_tokens` must be less than or equal to `8192`, the maximum value for `max_tokens` is less than the `context_window` for this model';
       expect(message(text)).toEqual(passed('output_token_cap'));
     });
   });
@@ -386,7 +386,8 @@ describe('what the gateway reports for each real error, written out literally', 
 
     it('a rate limit that fails a Responses stream is rate_limit', () => {
       // Codex's streaming client reads this failed event (the code index, TestCodexStreamingResponseReportsFailedEvent)
-      const event = '{"type":"response.failed","response":{"error":{"code":"rate_limit_exceeded","message":"Rate limit reached. Please try again in 11.054s."}}}';
+      const event =
+        '{"type":"response.failed","response":{"error":{"code":"rate_limit_exceeded","message":"Rate limit reached. Please try again in 11.054s."}}}';
       expect(classifyStreamEvent(event)).toEqual(passed('rate_limit'));
     });
   });
@@ -395,7 +396,8 @@ describe('what the gateway reports for each real error, written out literally', 
     it('is overlong on a Responses input sent as one string (param "input")', () => {
       const body = JSON.stringify({
         error: {
-          message: "Invalid 'input': string too long. Expected a string with maximum length 10485760, but got a string with length 62114761 instead.",
+          message:
+            "Invalid 'input': string too long. Expected a string with maximum length 10485760, but got a string with length 62114761 instead.",
           type: 'invalid_request_error',
           param: 'input',
           code: 'string_above_max_length',

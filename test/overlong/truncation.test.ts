@@ -1,7 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { promptTokensOf } from '../helpers/strict-ollama.js';
 import { sessionTurns } from '../helpers/sessions.js';
-import { CALIBRATED_MARGIN, MIN_MISSING_TOKENS, MIN_REPORTED_TOKENS, UNCALIBRATED_BYTES_PER_TOKEN, blobBytes, judgeTruncation } from '../../src/overlong/truncation.js';
+import {
+  CALIBRATED_MARGIN,
+  MIN_MISSING_TOKENS,
+  MIN_REPORTED_TOKENS,
+  UNCALIBRATED_BYTES_PER_TOKEN,
+  blobBytes,
+  judgeTruncation,
+} from '../../src/overlong/truncation.js';
 
 /*
  * The judgement of a silent cut from an answer's prompt count (src/overlong/truncation.ts): what
@@ -12,8 +19,14 @@ describe('judgeTruncation', () => {
   it('calibrated: a count more than the margin below the estimate is a cut; within it, not', () => {
     // 4 bytes a token, 100 KB sent: 25,000 tokens expected.
     expect(judgeTruncation({ bytes: 100_000, reported: 25_000, bytesPerToken: 4 })).toEqual({ truncated: false });
-    expect(judgeTruncation({ bytes: 100_000, reported: Math.ceil(25_000 * (1 - CALIBRATED_MARGIN)) + 1, bytesPerToken: 4 })).toEqual({ truncated: false });
-    expect(judgeTruncation({ bytes: 100_000, reported: 8_192, bytesPerToken: 4 })).toEqual({ truncated: true, expected: 25_000, reported: 8_192 });
+    expect(judgeTruncation({ bytes: 100_000, reported: Math.ceil(25_000 * (1 - CALIBRATED_MARGIN)) + 1, bytesPerToken: 4 })).toEqual({
+      truncated: false,
+    });
+    expect(judgeTruncation({ bytes: 100_000, reported: 8_192, bytesPerToken: 4 })).toEqual({
+      truncated: true,
+      expected: 25_000,
+      reported: 8_192,
+    });
   });
 
   it('calibrated: fewer than MIN_MISSING_TOKENS missing is noise, however large the share', () => {
@@ -49,7 +62,20 @@ describe('judgeTruncation', () => {
 describe('blobBytes', () => {
   it('counts base64 runs of 1 KiB or more, as data URLs and bare fields carry them', () => {
     const payload = Buffer.alloc(3_000, 7).toString('base64');
-    const body = Buffer.from(JSON.stringify({ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `data:image/png;base64,${payload}` } }, { type: 'text', text: 'what is this?' }] }], images: [payload] }));
+    const body = Buffer.from(
+      JSON.stringify({
+        messages: [
+          {
+            role: 'user',
+            content: [
+              { type: 'image_url', image_url: { url: `data:image/png;base64,${payload}` } },
+              { type: 'text', text: 'what is this?' },
+            ],
+          },
+        ],
+        images: [payload],
+      }),
+    );
     expect(blobBytes(body)).toBe(2 * payload.length);
   });
 
@@ -70,13 +96,17 @@ describe('the calibrated margin against real sessions', () => {
     const ratios = sessionTurns(agent).map((body) => Buffer.byteLength(JSON.stringify(body)) / promptTokensOf(body.messages, body.tools));
     expect(ratios.length).toBeGreaterThan(8);
     const drifts = ratios.slice(1).map((r, i) => Math.abs(r - ratios[i]) / ratios[i]);
-    console.log(`${agent}: bytes per token ${ratios.map((r) => r.toFixed(2)).join(' ')}; largest turn-to-turn drift ${(Math.max(...drifts) * 100).toFixed(1)}%`);
+    console.log(
+      `${agent}: bytes per token ${ratios.map((r) => r.toFixed(2)).join(' ')}; largest turn-to-turn drift ${(Math.max(...drifts) * 100).toFixed(1)}%`,
+    );
     expect(Math.max(...drifts)).toBeLessThan(CALIBRATED_MARGIN / 2);
     // And no turn of a whole session, judged with the calibration of the turn before, looks cut.
     for (let i = 1; i < ratios.length; i++) {
       const body = sessionTurns(agent)[i];
       const bytes = Buffer.byteLength(JSON.stringify(body));
-      expect(judgeTruncation({ bytes, reported: promptTokensOf(body.messages, body.tools), bytesPerToken: ratios[i - 1] })).toEqual({ truncated: false });
+      expect(judgeTruncation({ bytes, reported: promptTokensOf(body.messages, body.tools), bytesPerToken: ratios[i - 1] })).toEqual({
+        truncated: false,
+      });
     }
   });
 });

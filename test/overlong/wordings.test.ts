@@ -6,8 +6,7 @@ const generalOnly = createClassifier([]);
 
 // One wording per way the general layer can be told something, read with the general layer
 // alone: each alternative of each veto, noun and relation decides at least one case here.
-const general = (message: string): Verdict =>
-  generalOnly.classifyResponse({ status: 400, body: JSON.stringify({ error: { message } }) });
+const general = (message: string): Verdict => generalOnly.classifyResponse({ status: 400, body: JSON.stringify({ error: { message } }) });
 
 describe('each veto wording', () => {
   it.each([
@@ -96,14 +95,12 @@ describe('each way of saying the input is over a limit', () => {
     },
   );
 
-  it.each([
-    ['Request entity too large'],
-    ['The payload exceeds the limit'],
-    ['The body is too large'],
-    ['Payload exceeds 10 MB'],
-  ])('a body: %s', (message) => {
-    expect(general(message)).toMatchObject({ overlong: true, reason: 'body_too_large' });
-  });
+  it.each([['Request entity too large'], ['The payload exceeds the limit'], ['The body is too large'], ['Payload exceeds 10 MB']])(
+    'a body: %s',
+    (message) => {
+      expect(general(message)).toMatchObject({ overlong: true, reason: 'body_too_large' });
+    },
+  );
 
   it.each([
     ['Please shorten your messages'],
@@ -132,12 +129,17 @@ describe('each way of saying the output or an attachment is too big', () => {
     expect(general(message)).toEqual({ overlong: false, rule: 'output_token_cap' });
   });
 
-  it.each([['The PDF is too large'], ['The file exceeds the maximum size'], ['The audio is too long'], ['The video exceeds 20 MB'], ['The attachment is too big'], ['The document exceeds the limit'], ['Too many pixels: the image is larger than 8000 pixels']])(
-    'attachment: %s',
-    (message) => {
-      expect(general(message)).toEqual({ overlong: false, rule: 'attachment_limit' });
-    },
-  );
+  it.each([
+    ['The PDF is too large'],
+    ['The file exceeds the maximum size'],
+    ['The audio is too long'],
+    ['The video exceeds 20 MB'],
+    ['The attachment is too big'],
+    ['The document exceeds the limit'],
+    ['Too many pixels: the image is larger than 8000 pixels'],
+  ])('attachment: %s', (message) => {
+    expect(general(message)).toEqual({ overlong: false, rule: 'attachment_limit' });
+  });
 
   it.each([['The temperature is above the range'], ['top_p is greater than 1'], ['Request too long ago']])('not a size: %s', (message) => {
     expect(general(message).overlong).toBe(false);

@@ -41,9 +41,12 @@ it.each([
   for (const [a, b] of compare.calls) expect([a, b]).toEqual([32, 32]);
 });
 
-it.each([undefined, '', 'Bearer', 'Bearer   ', 'Basic abc', 'gw-first-key-1111111111'])('no Bearer token (%j): refused', (authorization) => {
-  expect(check(authorization)).toBe(false);
-});
+it.each([undefined, '', 'Bearer', 'Bearer   ', 'Basic abc', 'gw-first-key-1111111111'])(
+  'no Bearer token (%j): refused',
+  (authorization) => {
+    expect(check(authorization)).toBe(false);
+  },
+);
 
 // Anthropic's clients send their key as x-api-key: the same check, the same comparisons.
 it.each([

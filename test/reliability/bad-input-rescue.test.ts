@@ -72,7 +72,15 @@ describe('cannot be compacted: the upstream error passes through untouched', () 
 describe('odd but compactable: a valid, smaller replay', () => {
   const compactable: Array<[string, string]> = [
     ['an unknown role in the history', withContent('"x"').replace('"role":"user"', '"role":"wizard"')],
-    ['content as parts arrays', withContent(JSON.stringify([{ type: 'text', text: 'a'.repeat(5_000) }, { type: 'text', text: 'b' }]))],
+    [
+      'content as parts arrays',
+      withContent(
+        JSON.stringify([
+          { type: 'text', text: 'a'.repeat(5_000) },
+          { type: 'text', text: 'b' },
+        ]),
+      ),
+    ],
     ['content null', withContent('null')],
     ['escaped lone surrogates in the history', withContent('"\\ud800 half \\udc00 pairs \\ud83d"')],
     ['raw odd unicode in the history', withContent(JSON.stringify('\u2028\u2029\uFEFF\u202E\u{1F468}\u200D\u{1F469}\uFFFF\u0000'))],

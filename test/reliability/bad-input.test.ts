@@ -44,23 +44,74 @@ const cases: Array<[string, string | Buffer, Record<string, string>, Expect]> = 
   ['a message without a role', msgs([{ content: 'hi' }]), {}, FORWARDED],
   ['a role that is not a string', msgs([{ role: 5, content: 'hi' }]), {}, FORWARDED],
   ['an unknown role', msgs([{ role: 'wizard', content: 'hi' }]), {}, FORWARDED],
-  ['content as a parts array', msgs([{ role: 'user', content: [{ type: 'text', text: 'hi' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' } }] }]), {}, FORWARDED],
+  [
+    'content as a parts array',
+    msgs([
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'hi' },
+          { type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' } },
+        ],
+      },
+    ]),
+    {},
+    FORWARDED,
+  ],
   ['content null', msgs([{ role: 'user', content: null }]), {}, FORWARDED],
   ['content an object', msgs([{ role: 'user', content: { text: 'hi' } }]), {}, FORWARDED],
   ['a 5 MB content string', msgs([{ role: 'user', content: 'x'.repeat(5_000_000) }]), {}, FORWARDED],
   ['an escaped lone surrogate', '{"model":"m","messages":[{"role":"user","content":"a\\ud800b\\udfff"}]}', {}, FORWARDED],
-  ['a raw (CESU-8) lone surrogate', Buffer.concat([Buffer.from('{"model":"m","messages":[{"role":"user","content":"'), Buffer.from([0xed, 0xa0, 0x80]), Buffer.from('"}]}')]), {}, FORWARDED],
-  ['invalid UTF-8 inside a string', Buffer.concat([Buffer.from('{"model":"m","messages":[{"role":"user","content":"'), Buffer.from([0xc3, 0x28, 0xff]), Buffer.from('"}]}')]), {}, FORWARDED],
-  ['NUL, U+2028, BOM, RTL override, ZWJ emoji, U+FFFF', msgs([{ role: 'user', content: '\u0000\u2028\u2029\uFEFF\u202E\u{1F468}\u200D\u{1F469}\uFFFF\u{10FFFF}' }]), {}, FORWARDED],
+  [
+    'a raw (CESU-8) lone surrogate',
+    Buffer.concat([
+      Buffer.from('{"model":"m","messages":[{"role":"user","content":"'),
+      Buffer.from([0xed, 0xa0, 0x80]),
+      Buffer.from('"}]}'),
+    ]),
+    {},
+    FORWARDED,
+  ],
+  [
+    'invalid UTF-8 inside a string',
+    Buffer.concat([
+      Buffer.from('{"model":"m","messages":[{"role":"user","content":"'),
+      Buffer.from([0xc3, 0x28, 0xff]),
+      Buffer.from('"}]}'),
+    ]),
+    {},
+    FORWARDED,
+  ],
+  [
+    'NUL, U+2028, BOM, RTL override, ZWJ emoji, U+FFFF',
+    msgs([{ role: 'user', content: '\u0000\u2028\u2029\uFEFF\u202E\u{1F468}\u200D\u{1F469}\uFFFF\u{10FFFF}' }]),
+    {},
+    FORWARDED,
+  ],
   ['a leading byte-order mark', `\uFEFF${msgs([{ role: 'user', content: 'hi' }])}`, {}, FORWARDED],
-  ['duplicate keys', '{"model":"m","messages":[{"role":"user","content":"a"}],"messages":[{"role":"user","content":"b"}],"model":"n"}', {}, FORWARDED],
+  [
+    'duplicate keys',
+    '{"model":"m","messages":[{"role":"user","content":"a"}],"messages":[{"role":"user","content":"b"}],"model":"n"}',
+    {},
+    FORWARDED,
+  ],
   ['100k nested arrays', nested(100_000), {}, FORWARDED],
   ['100k nested objects', `${'{"a":'.repeat(100_000)}1${'}'.repeat(100_000)}`, {}, FORWARDED],
   ['content nested 100k deep', msgs([{ role: 'user', content: 'PLACEHOLDER' }]).replace('"PLACEHOLDER"', nested(100_000)), {}, FORWARDED],
   // Content types: the route reads every body as JSON and forwards the client's content-type.
   ['content-type text/plain', msgs([{ role: 'user', content: 'hi' }]), { 'content-type': 'text/plain' }, FORWARDED],
-  ['content-type form-urlencoded', msgs([{ role: 'user', content: 'hi' }]), { 'content-type': 'application/x-www-form-urlencoded' }, FORWARDED],
-  ['content-type with odd parameters', msgs([{ role: 'user', content: 'hi' }]), { 'content-type': 'application/json; charset=latin1; foo="bar"' }, FORWARDED],
+  [
+    'content-type form-urlencoded',
+    msgs([{ role: 'user', content: 'hi' }]),
+    { 'content-type': 'application/x-www-form-urlencoded' },
+    FORWARDED,
+  ],
+  [
+    'content-type with odd parameters',
+    msgs([{ role: 'user', content: 'hi' }]),
+    { 'content-type': 'application/json; charset=latin1; foo="bar"' },
+    FORWARDED,
+  ],
   ['not JSON under text/plain', 'hello', { 'content-type': 'text/plain' }, FORWARDED],
   // Size.
   ['a body over the limit', msgs([{ role: 'user', content: 'x'.repeat(BODY_LIMIT) }]), {}, gatewayError(413, 'request_too_large')],
@@ -72,9 +123,19 @@ const cases: Array<[string, string | Buffer, Record<string, string>, Expect]> = 
   ['gzip then br', brotliCompressSync(gzipSync(msgs([{ role: 'user', content: 'hi' }]))), { 'content-encoding': 'gzip, br' }, FORWARDED],
   ['content-encoding identity', msgs([{ role: 'user', content: 'hi' }]), { 'content-encoding': 'identity' }, FORWARDED],
   ['gzip that is not gzip', 'plainly not gzip', { 'content-encoding': 'gzip' }, FORWARDED],
-  ['truncated gzip', gzipSync(msgs([{ role: 'user', content: 'x'.repeat(10_000) }])).subarray(0, 40), { 'content-encoding': 'gzip' }, FORWARDED],
+  [
+    'truncated gzip',
+    gzipSync(msgs([{ role: 'user', content: 'x'.repeat(10_000) }])).subarray(0, 40),
+    { 'content-encoding': 'gzip' },
+    FORWARDED,
+  ],
   ['gzip of something that is not JSON', gzipSync('hello'), { 'content-encoding': 'gzip' }, FORWARDED],
-  ['a gzip bomb (65 KB that inflates to 65 MiB, past the limit)', gzipSync(Buffer.alloc(65 * 1024 * 1024, 0x20)), { 'content-encoding': 'gzip' }, gatewayError(413, 'request_too_large')],
+  [
+    'a gzip bomb (65 KB that inflates to 65 MiB, past the limit)',
+    gzipSync(Buffer.alloc(65 * 1024 * 1024, 0x20)),
+    { 'content-encoding': 'gzip' },
+    gatewayError(413, 'request_too_large'),
+  ],
   ['an unknown content-encoding', msgs([{ role: 'user', content: 'hi' }]), { 'content-encoding': 'x-custom' }, FORWARDED],
   ['content-encoding compress', msgs([{ role: 'user', content: 'hi' }]), { 'content-encoding': 'compress' }, FORWARDED],
 ];
@@ -118,7 +179,9 @@ describe('odd bodies on the chat route', () => {
 
   it('a gzip body that inflates just past the configured limit is refused with a 413, and not forwarded; one just within it goes', async () => {
     const before = upstream.received.length;
-    const over = await client.post(`${gateway.baseUrl}/chat/completions`, gzipSync(Buffer.alloc(BODY_LIMIT + 1, 0x20)), { 'content-encoding': 'gzip' });
+    const over = await client.post(`${gateway.baseUrl}/chat/completions`, gzipSync(Buffer.alloc(BODY_LIMIT + 1, 0x20)), {
+      'content-encoding': 'gzip',
+    });
     expect(over.status).toBe(413);
     expectOpenAIError(over.json, 'request_too_large');
     expect(upstream.received.length).toBe(before);

@@ -135,7 +135,11 @@ it.each(stages.map((s) => [s.name, s] as const))('the client disconnects %s', as
   });
   // A summarizer model of its own: the upstream's window does not size its calls, so the whole
   // middle goes in one (maxInputTokens).
-  gateway = await startGateway({ upstream: { url: upstream.baseUrl }, summarizer: { maxInputTokens: 500_000, model: 'summarizer-model' }, compaction: stage.compaction ?? {} });
+  gateway = await startGateway({
+    upstream: { url: upstream.baseUrl },
+    summarizer: { maxInputTokens: 500_000, model: 'summarizer-model' },
+    compaction: stage.compaction ?? {},
+  });
   const baseline = await settledResources();
   const client = new Client();
   const abort = new AbortController();

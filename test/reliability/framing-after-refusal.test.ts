@@ -22,7 +22,8 @@ afterAll(async () => {
 });
 
 const BODY = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] });
-const post = (path: string, headers: string) => `POST ${path} HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n${headers}Content-Length: ${BODY.length}\r\n\r\n${BODY}`;
+const post = (path: string, headers: string) =>
+  `POST ${path} HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n${headers}Content-Length: ${BODY.length}\r\n\r\n${BODY}`;
 /** Each response's status line in a raw stream of them. */
 const statuses = (raw: string) => [...raw.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
 
@@ -41,24 +42,32 @@ it.each(['/v1/chat/completions', '/v1/embeddings', '/v1beta/models/m:generateCon
 
 it('a keyed request pipelined behind a keyed one still runs (keep-alive as before)', async () => {
   const before = upstream.received.length;
-  const raw = await rawHttp(gateway.origin, post('/v1/chat/completions', 'Authorization: Bearer gw-key\r\n') + post('/v1/chat/completions', 'Authorization: Bearer gw-key\r\nConnection: close\r\n'), 5_000);
+  const raw = await rawHttp(
+    gateway.origin,
+    post('/v1/chat/completions', 'Authorization: Bearer gw-key\r\n') +
+      post('/v1/chat/completions', 'Authorization: Bearer gw-key\r\nConnection: close\r\n'),
+    5_000,
+  );
   expect(statuses(raw)).toEqual([200, 200]);
   expect(upstream.received.length).toBe(before + 2);
 });
 
-it.each(['gzip, chunked', 'deflate, chunked', 'chunked, chunked'])('Transfer-Encoding: %s is refused with 400 in the API error shape, nothing sent upstream', async (coding) => {
-  const before = upstream.received.length;
-  const chunked = `${BODY.length.toString(16)}\r\n${BODY}\r\n0\r\n\r\n`;
-  const raw = await rawHttp(
-    gateway.origin,
-    `POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer gw-key\r\nContent-Type: application/json\r\nTransfer-Encoding: ${coding}\r\n\r\n${chunked}`,
-    5_000,
-  );
-  const { status, body } = rawStatus(raw);
-  expect(status).toBe(400);
-  expectOpenAIError(JSON.parse(body), 'bad_request');
-  expect(upstream.received.length).toBe(before);
-});
+it.each(['gzip, chunked', 'deflate, chunked', 'chunked, chunked'])(
+  'Transfer-Encoding: %s is refused with 400 in the API error shape, nothing sent upstream',
+  async (coding) => {
+    const before = upstream.received.length;
+    const chunked = `${BODY.length.toString(16)}\r\n${BODY}\r\n0\r\n\r\n`;
+    const raw = await rawHttp(
+      gateway.origin,
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer gw-key\r\nContent-Type: application/json\r\nTransfer-Encoding: ${coding}\r\n\r\n${chunked}`,
+      5_000,
+    );
+    const { status, body } = rawStatus(raw);
+    expect(status).toBe(400);
+    expectOpenAIError(JSON.parse(body), 'bad_request');
+    expect(upstream.received.length).toBe(before);
+  },
+);
 
 it.each([
   ['a path that is not percent-encoding', '/v1/chat/%zz?key=AIzaSECRETKEY123'],

@@ -81,7 +81,10 @@ describe('compaction end to end (deterministic fallback, no network)', () => {
         const json = deepFreeze({ model: 'm', ...extra, messages });
         const body = Buffer.from(JSON.stringify(json));
         const limitTokens = Math.max(1, Math.floor((body.length * shrinkTo) / 4));
-        const limits = reason === 'context_length' ? { limitTokens, promptTokens: Math.ceil(body.length / 4) } : { limitBytes: Math.floor(body.length * shrinkTo) };
+        const limits =
+          reason === 'context_length'
+            ? { limitTokens, promptTokens: Math.ceil(body.length / 4) }
+            : { limitBytes: Math.floor(body.length * shrinkTo) };
         const target = sizeTarget({ reason, limits, bodyBytes: body.length, requested: chat.completion(json) }, undefined, 0.6);
         const conversation = chat.read(json);
         if (!conversation) return;
@@ -91,7 +94,10 @@ describe('compaction end to end (deterministic fallback, no network)', () => {
           // The fallback asks no summarizer.
           { wire: chat.summarizer, model: 'm', send: () => Promise.reject(new Error('the fallback asks no summarizer')) },
         );
-        outcomes.set(result.outcome === 'compacted' ? 'compacted' : result.why, (outcomes.get(result.outcome === 'compacted' ? 'compacted' : result.why) ?? 0) + 1);
+        outcomes.set(
+          result.outcome === 'compacted' ? 'compacted' : result.why,
+          (outcomes.get(result.outcome === 'compacted' ? 'compacted' : result.why) ?? 0) + 1,
+        );
         if (result.outcome !== 'compacted') return;
         const replay = JSON.parse(result.body.toString('utf8'));
         expect(result.body.length).toBeLessThan(body.length);
@@ -116,7 +122,10 @@ describe('holdBody', () => {
     await fc.assert(
       fc.asyncProperty(chunks, fc.integer({ min: 1, max: 5000 }), async (arrays, limit) => {
         const all = Buffer.concat(arrays.map((a) => Buffer.from(a)));
-        const stream = Readable.from(arrays.map((a) => Buffer.from(a)), { objectMode: false });
+        const stream = Readable.from(
+          arrays.map((a) => Buffer.from(a)),
+          { objectMode: false },
+        );
         const held = await holdBody(stream, limit);
         expect(held.complete).toBe(all.length < limit);
         const rest: Buffer[] = [];
@@ -196,22 +205,51 @@ describe('readIncoming on any bytes', () => {
 
 describe('the passthrough path guard', () => {
   const BASE = '/openai/v1';
-  const piece = fc.constantFrom('..', '.', '%2e', '%2E', '%2e%2e', '%2f', '%5c', '\\', '%00', '%25', '%252e', 'models', 'a', '', ';', '%3b', '%c0%ae', '%u002e', '%%', '%');
-  const path = fc.array(fc.tuple(piece, fc.constantFrom('/', '')), { maxLength: 8 }).map((parts) => `/${parts.map(([p, s]) => p + s).join('')}`);
+  const piece = fc.constantFrom(
+    '..',
+    '.',
+    '%2e',
+    '%2E',
+    '%2e%2e',
+    '%2f',
+    '%5c',
+    '\\',
+    '%00',
+    '%25',
+    '%252e',
+    'models',
+    'a',
+    '',
+    ';',
+    '%3b',
+    '%c0%ae',
+    '%u002e',
+    '%%',
+    '%',
+  );
+  const path = fc
+    .array(fc.tuple(piece, fc.constantFrom('/', '')), { maxLength: 8 })
+    .map((parts) => `/${parts.map(([p, s]) => p + s).join('')}`);
 
   it('whatever it lets through stays under the base path once a server decodes and resolves it', () => {
     fc.assert(
-      fc.property(fc.oneof(path, fc.string().map((s) => `/${s}`)), (rest) => {
-        try {
-          assertPassthroughPath(`/v1${rest}`);
-        } catch (err) {
-          expect(err).toBeInstanceOf(GatewayError);
-          return;
-        }
-        const decoded = decodeURIComponent(rest);
-        const resolved = new URL(`${BASE}${decoded}`.replace(/[?#]/g, '_'), 'http://upstream').pathname;
-        expect(resolved.startsWith(`${BASE}/`) || resolved === BASE, `${rest} -> ${resolved}`).toBe(true);
-      }),
+      fc.property(
+        fc.oneof(
+          path,
+          fc.string().map((s) => `/${s}`),
+        ),
+        (rest) => {
+          try {
+            assertPassthroughPath(`/v1${rest}`);
+          } catch (err) {
+            expect(err).toBeInstanceOf(GatewayError);
+            return;
+          }
+          const decoded = decodeURIComponent(rest);
+          const resolved = new URL(`${BASE}${decoded}`.replace(/[?#]/g, '_'), 'http://upstream').pathname;
+          expect(resolved.startsWith(`${BASE}/`) || resolved === BASE, `${rest} -> ${resolved}`).toBe(true);
+        },
+      ),
       { numRuns: 5000 },
     );
   });

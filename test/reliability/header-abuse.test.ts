@@ -160,19 +160,49 @@ describe('paths that try to leave the base path', () => {
     expect(upstream.received).toEqual([]);
   });
 
-  it.each(['/v1/chat/completions/../../admin', '/v1/chat/completions/%2e%2e/%2e%2e/admin', '/v1/chat/../../admin', '/v1/chat%2fcompletions'])(
-    'POST %s never lands outside the base path',
-    async (path) => {
-      const res = await send(post(path));
-      expect(res.status).toBeGreaterThanOrEqual(400);
-      expect(upstream.received).toEqual([]);
-    },
-  );
+  it.each([
+    '/v1/chat/completions/../../admin',
+    '/v1/chat/completions/%2e%2e/%2e%2e/admin',
+    '/v1/chat/../../admin',
+    '/v1/chat%2fcompletions',
+  ])('POST %s never lands outside the base path', async (path) => {
+    const res = await send(post(path));
+    expect(res.status).toBeGreaterThanOrEqual(400);
+    expect(upstream.received).toEqual([]);
+  });
 
   it('random paths built from traversal pieces: whatever reaches the upstream stays under the base', async () => {
     const piece = fc.constantFrom(
-      '..', '.', '%2e', '%2E', '%2e%2e', '.%2e', '%2f', '%2F', '%5c', '\\', '%00', '%25', '%252e', '%252f',
-      'models', 'files', 'chat', 'completions', '', ';', '%3b', '@', '%40', '?', '#', '%23', '%3f', 'a%2Fb', '~', '%7e',
+      '..',
+      '.',
+      '%2e',
+      '%2E',
+      '%2e%2e',
+      '.%2e',
+      '%2f',
+      '%2F',
+      '%5c',
+      '\\',
+      '%00',
+      '%25',
+      '%252e',
+      '%252f',
+      'models',
+      'files',
+      'chat',
+      'completions',
+      '',
+      ';',
+      '%3b',
+      '@',
+      '%40',
+      '?',
+      '#',
+      '%23',
+      '%3f',
+      'a%2Fb',
+      '~',
+      '%7e',
     );
     const pathArb = fc
       .array(fc.tuple(piece, fc.constantFrom('/', '')), { minLength: 1, maxLength: 6 })

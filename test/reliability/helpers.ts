@@ -158,7 +158,9 @@ export function expectAnthropicError(body: any, code: string, type: string): voi
 /** A gateway error in Google's shape (on /v1beta): `{error: {code: status, message, status, details: [ErrorInfo]}}`. */
 export function expectGoogleError(body: any, code: string, status: number, statusName: string): void {
   expect(body?.error).toMatchObject({ code: status, message: expect.any(String), status: statusName });
-  expect(body.error.details).toEqual([{ '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason: code.toUpperCase(), domain: 'compaction-gateway' }]);
+  expect(body.error.details).toEqual([
+    { '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason: code.toUpperCase(), domain: 'compaction-gateway' },
+  ]);
 }
 
 /** Resolves after `ms`. */

@@ -34,7 +34,9 @@ async function sendWhilePolled(bodies: Buffer[], heapMb = HEAP_MB, env: Record<s
   client = boundedClient(50_000);
   const poller = pollHealth(gateway.origin, { everyMs: 15, maxPolls: 4_000 });
   const started = performance.now();
-  const answers = await Promise.all(bodies.map((body) => client!.post(`${gateway!.origin}/v1/chat/completions`, body).catch((err: Error) => err)));
+  const answers = await Promise.all(
+    bodies.map((body) => client!.post(`${gateway!.origin}/v1/chat/completions`, body).catch((err: Error) => err)),
+  );
   const wallMs = Math.round(performance.now() - started);
   const polled = await poller.stop();
   return { answers, polled, wallMs };
@@ -75,16 +77,25 @@ describe('a huge compaction while others are served', () => {
     expect(r.polled.worstMs).toBeLessThan(WORST_HEALTHZ_MS);
   });
 
-  it('a million tiny messages with a budget that would take them: not parsed, not rescued (too many items), /healthz keeps answering', { timeout: 90_000 }, async () => {
-    // A budget that would not shed it: the item count, scanned before the parse, stops the rescue.
-    const { answers, polled } = await sendWhilePolled([tinyTurnsBody(1_000_000, 0)], 2_048, { COMPACTION_RESCUE_BUDGET_BYTES: String(4 * 2 ** 30) });
-    const a = answers[0];
-    expect(a, gateway!.crashText()).not.toBeInstanceOf(Error);
-    const answer = a as Exclude<typeof a, Error>;
-    expect(answer.status).toBe(400);
-    expect(parseCompactionHeader(answer.headers['x-gateway-compaction'] as string)).toMatchObject({ outcome: 'not_shrunk', why: 'too_many_items' });
-    console.log(`1M messages: worst /healthz ${polled.worstMs} ms over ${polled.polls} polls`);
-    expect(polled.failures).toBe(0);
-    expect(polled.worstMs).toBeLessThan(WORST_HEALTHZ_MS);
-  });
+  it(
+    'a million tiny messages with a budget that would take them: not parsed, not rescued (too many items), /healthz keeps answering',
+    { timeout: 90_000 },
+    async () => {
+      // A budget that would not shed it: the item count, scanned before the parse, stops the rescue.
+      const { answers, polled } = await sendWhilePolled([tinyTurnsBody(1_000_000, 0)], 2_048, {
+        COMPACTION_RESCUE_BUDGET_BYTES: String(4 * 2 ** 30),
+      });
+      const a = answers[0];
+      expect(a, gateway!.crashText()).not.toBeInstanceOf(Error);
+      const answer = a as Exclude<typeof a, Error>;
+      expect(answer.status).toBe(400);
+      expect(parseCompactionHeader(answer.headers['x-gateway-compaction'] as string)).toMatchObject({
+        outcome: 'not_shrunk',
+        why: 'too_many_items',
+      });
+      console.log(`1M messages: worst /healthz ${polled.worstMs} ms over ${polled.polls} polls`);
+      expect(polled.failures).toBe(0);
+      expect(polled.worstMs).toBeLessThan(WORST_HEALTHZ_MS);
+    },
+  );
 });

@@ -1,6 +1,14 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { agentConversationBody, manyStringsBody, tinyTurnsBody, wideObjectBody } from '../helpers/hostile-bodies.js';
-import { boundedClient, pollHealth, sample, startHostileGateway, type HostileGateway, type PollResult, type Posted } from '../helpers/hostile-child.js';
+import {
+  boundedClient,
+  pollHealth,
+  sample,
+  startHostileGateway,
+  type HostileGateway,
+  type PollResult,
+  type Posted,
+} from '../helpers/hostile-child.js';
 import type { HostileStandIn } from '../helpers/hostile-standin.js';
 import { kitMemory, type KitMemory } from '../helpers/kit-memory.js';
 import { parseCompactionHeader } from '../helpers/rescue.js';
@@ -119,7 +127,9 @@ function expectHeld(kit: KitMemory, run: Run, bodies: Buffer[], what: string): s
   expect(run.polled.failures).toBe(0);
   expect(run.polled.worstMs).toBeLessThan(WORST_HEALTHZ_MS);
   const shed = outcomes.filter((o) => o === 'shed').length;
-  expect(sample(run.metrics, 'gateway_compactions_total', { api: 'chat', strategy: 'none', outcome: 'shed', upstream: 'default' }) ?? 0).toBe(shed);
+  expect(
+    sample(run.metrics, 'gateway_compactions_total', { api: 'chat', strategy: 'none', outcome: 'shed', upstream: 'default' }) ?? 0,
+  ).toBe(shed);
   // One attempt per client, and one replay per rescued one, compacted to what the upstream accepts.
   const replays = standIn!.chatCalls.filter((c) => c.status === 200);
   expect(standIn!.chatCalls).toHaveLength(bodies.length + replays.length);

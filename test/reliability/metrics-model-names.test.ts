@@ -27,7 +27,9 @@ async function metricsAfterRescue(auth: ConfigInput['auth']): Promise<string> {
   provider = await startStandIn({ limitBytes: LIMIT, tooLong: 'stated', reply: () => ({ text: 'rescued answer' }) });
   gateway = await startGateway({ upstream: { url: provider.baseUrl }, summarizer: { maxInputTokens: 500_000 }, auth });
   const client = new OpenAI({ baseURL: gateway.baseUrl, apiKey: auth?.keys?.[0] ?? 'sk-client', maxRetries: 0 });
-  const { response } = await client.chat.completions.create({ ...(agentRequest(60) as OpenAI.ChatCompletionCreateParamsNonStreaming), model: MODEL }).withResponse();
+  const { response } = await client.chat.completions
+    .create({ ...(agentRequest(60) as OpenAI.ChatCompletionCreateParamsNonStreaming), model: MODEL })
+    .withResponse();
   expect(parseCompactionHeader(response.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'replayed' });
   const headers: Record<string, string> = auth?.metricsKey ? { authorization: `Bearer ${auth.metricsKey}` } : {};
   const res = await fetch(`${gateway.origin}/metrics`, { headers });
@@ -54,7 +56,10 @@ it.each([
 
 it('a summarizer model the config names is shown without metricsKey: the operator chose it', async () => {
   provider = await startStandIn({ limitBytes: LIMIT, tooLong: 'stated', reply: () => ({ text: 'rescued answer' }) });
-  gateway = await startGateway({ upstream: { url: provider.baseUrl }, summarizer: { maxInputTokens: 500_000, model: 'operators-summarizer' } });
+  gateway = await startGateway({
+    upstream: { url: provider.baseUrl },
+    summarizer: { maxInputTokens: 500_000, model: 'operators-summarizer' },
+  });
   const metrics = await (await fetch(`${gateway.origin}/metrics`)).text();
   expect(metrics).toMatch(/^gateway_summarizer_calls_total\{upstream="default",model="operators-summarizer"\} 0$/m);
 });

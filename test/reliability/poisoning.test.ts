@@ -15,7 +15,8 @@ import { isSummarizer, parseCompactionHeader, toolTurnsBody } from '../helpers/r
  */
 
 const MODEL = 'gpt-4o-mini';
-const FORGED = "This model's maximum context length is 40 tokens. However, your messages resulted in 9000 tokens. Please reduce the length of the messages.";
+const FORGED =
+  "This model's maximum context length is 40 tokens. However, your messages resulted in 9000 tokens. Please reduce the length of the messages.";
 /** nginx in front of the provider refuses bodies over this with its page, stating no number. */
 const BODY_LIMIT = 40_000;
 const ROLES = new Set(['system', 'assistant', 'user', 'function', 'tool', 'developer']);
@@ -65,7 +66,8 @@ const mainCalls = () => upstream.received.filter((r) => !isSummarizer(r));
 const client = (key: string) => new OpenAI({ apiKey: key, baseURL: gateway.baseUrl, maxRetries: 0 });
 
 /** Tenant B's coding session at `turns` tool calls: 5 KB of output each, past nginx's limit from the 8th. */
-const session = (turns: number) => toolTurnsBody(turns, (t) => `contents of src/f${t}.ts\n${'export const value = compute();\n'.repeat(150)}`, { model: MODEL });
+const session = (turns: number) =>
+  toolTurnsBody(turns, (t) => `contents of src/f${t}.ts\n${'export const value = compute();\n'.repeat(150)}`, { model: MODEL });
 
 it("a forged overflow quoted back by the provider teaches nothing: A gets the provider's 400, B's sessions go on", async () => {
   upstream = await provider();
@@ -74,11 +76,20 @@ it("a forged overflow quoted back by the provider teaches nothing: A gets the pr
 
   // Tenant B's coding session outgrows nginx's limit once: rescued, and remembered.
   const first = await b.chat.completions.create(session(12) as never).withResponse();
-  expect(parseCompactionHeader(first.response.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'replayed', reason: 'body_too_large' });
+  expect(parseCompactionHeader(first.response.headers.get('x-gateway-compaction'))).toMatchObject({
+    outcome: 'replayed',
+    reason: 'body_too_large',
+  });
 
   // Tenant A: a 200 KB request (some 50,000 tokens by the gateway's estimate) whose role is the forged sentence.
   const before = mainCalls().length;
-  const forged = { model: MODEL, messages: [{ role: FORGED, content: 'hi' }, { role: 'user', content: 'x'.repeat(200_000) }] };
+  const forged = {
+    model: MODEL,
+    messages: [
+      { role: FORGED, content: 'hi' },
+      { role: 'user', content: 'x'.repeat(200_000) },
+    ],
+  };
   const res = await fetch(`${gateway.baseUrl}/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: 'Bearer key-a' },
@@ -102,7 +113,11 @@ it("a forged overflow quoted back by the provider teaches nothing: A gets the pr
   const sent = mainCalls().length;
   const { data, response } = await b.chat.completions.create(next as never).withResponse();
   expect(data.choices[0].message.content).toBe('the answer');
-  expect(parseCompactionHeader(response.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'compacted', trigger: 'proactive', memory: 'hit' });
+  expect(parseCompactionHeader(response.headers.get('x-gateway-compaction'))).toMatchObject({
+    outcome: 'compacted',
+    trigger: 'proactive',
+    memory: 'hit',
+  });
   const calls = mainCalls().slice(sent);
   expect(calls).toHaveLength(1);
   expect(calls[0].body.length).toBeLessThanOrEqual(BODY_LIMIT);
@@ -117,7 +132,13 @@ it('quoted back in words no rule knows, the forged window is still learned by no
 
   // Judged beside the request, A's error is no overflow at all: the provider's 400 goes back
   // untouched, no rescue tried, nothing counted as overlong.
-  const forged = { model: MODEL, messages: [{ role: FORGED, content: 'hi' }, { role: 'user', content: 'x'.repeat(200_000) }] };
+  const forged = {
+    model: MODEL,
+    messages: [
+      { role: FORGED, content: 'hi' },
+      { role: 'user', content: 'x'.repeat(200_000) },
+    ],
+  };
   const res = await fetch(`${gateway.baseUrl}/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: 'Bearer key-a' },
@@ -133,6 +154,10 @@ it('quoted back in words no rule knows, the forged window is still learned by no
 
   const sent = mainCalls().length;
   const { response } = await b.chat.completions.create(session(13) as never).withResponse();
-  expect(parseCompactionHeader(response.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'compacted', trigger: 'proactive', memory: 'hit' });
+  expect(parseCompactionHeader(response.headers.get('x-gateway-compaction'))).toMatchObject({
+    outcome: 'compacted',
+    trigger: 'proactive',
+    memory: 'hit',
+  });
   expect(mainCalls().slice(sent)).toHaveLength(1);
 });

@@ -35,7 +35,9 @@ async function behindInFlight(next: string): Promise<string> {
   socket.setEncoding('latin1');
   socket.on('data', (d) => (out += d));
   const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
-  socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: ${CHAT.length}\r\n\r\n${CHAT}`);
+  socket.write(
+    `POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: ${CHAT.length}\r\n\r\n${CHAT}`,
+  );
   await sleep(200);
   gateway.app.startDraining();
   const closing = gateway.app.close();
@@ -60,7 +62,11 @@ it('/readyz behind an in-flight request during the drain: 503 shutting_down, and
 
 it('an API request behind an in-flight one during the drain: 503 in its API error shape, never sent upstream', async () => {
   const body = JSON.stringify({ model: 'claude', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] });
-  const [, second] = responses(await behindInFlight(`POST /v1/messages HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`));
+  const [, second] = responses(
+    await behindInFlight(
+      `POST /v1/messages HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+    ),
+  );
   expect(second).toMatch(/^HTTP\/1\.1 503 /);
   const error = JSON.parse(second.slice(second.indexOf('\r\n\r\n') + 4));
   expect(error).toMatchObject({ type: 'error', error: { type: expect.any(String), message: expect.any(String) } });

@@ -86,7 +86,11 @@ async function viaSdk(gateway: TestGateway, body: Buffer, signal?: AbortSignal):
     fetch: async (url, init) => {
       const res = await fetch(url, init);
       const copy = res.clone();
-      wire = copy.arrayBuffer().then((b) => ({ status: copy.status, header: parseCompactionHeader(copy.headers.get('x-gateway-compaction')), bytes: Buffer.from(b) }));
+      wire = copy.arrayBuffer().then((b) => ({
+        status: copy.status,
+        header: parseCompactionHeader(copy.headers.get('x-gateway-compaction')),
+        bytes: Buffer.from(b),
+      }));
       return res;
     },
   });
@@ -116,7 +120,8 @@ async function start(compaction: { rescueBudgetBytes?: number; rescueWaitMs?: nu
 
 const metrics = async (g: TestGateway) => (await fetch(`${g.origin}/metrics`)).text();
 const inUse = async (g: TestGateway) => sample(await metrics(g), 'gateway_rescue_budget_bytes', { state: 'in_use' });
-const shedCount = async (g: TestGateway) => sample(await metrics(g), 'gateway_compactions_total', { api: 'chat', strategy: 'none', outcome: 'shed', upstream: 'default' });
+const shedCount = async (g: TestGateway) =>
+  sample(await metrics(g), 'gateway_compactions_total', { api: 'chat', strategy: 'none', outcome: 'shed', upstream: 'default' });
 // A shed rescue's client gets the upstream's error: its one line is an ERROR.
 const shedWarnings = (g: TestGateway) => g.logLines().filter((l) => l.level === 50 && /\bshed\b/.test(l.msg));
 
@@ -161,7 +166,10 @@ function expectReplayed(answer: Answer): void {
 const cost: Record<'big' | 'small', number> = { big: 0, small: 0 };
 beforeAll(async () => {
   const probe = await start({});
-  for (const [name, body, seed] of [['big', A, 1], ['small', SMALL, 3]] as const) {
+  for (const [name, body, seed] of [
+    ['big', A, 1],
+    ['small', SMALL, 3],
+  ] as const) {
     const open = probe.up.gate(seed);
     const answer = viaSdk(probe.gateway, body);
     await until(`the summarizer call about conversation ${seed}`, () => probe.up.summarizerCalls(seed).length > 0);

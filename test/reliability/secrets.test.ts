@@ -70,7 +70,10 @@ describe('secrets never reach a log line', () => {
   it.each([
     ['the client credentials forwarded', {}],
     ['upstream.apiKey in their place', { upstream: { apiKey: UPSTREAM_KEY } }],
-    ['gateway keys and a summarizer key', { upstream: { apiKey: UPSTREAM_KEY }, auth: { keys: [GATEWAY_KEY] }, summarizer: { apiKey: SUMMARIZER_KEY } }],
+    [
+      'gateway keys and a summarizer key',
+      { upstream: { apiKey: UPSTREAM_KEY }, auth: { keys: [GATEWAY_KEY] }, summarizer: { apiKey: SUMMARIZER_KEY } },
+    ],
   ])('on every error path, with %s', async (_name, extra) => {
     upstream = await startFakeUpstream(hostileUpstream());
     gateway = await startGateway({
@@ -102,7 +105,10 @@ describe('secrets never reach a log line', () => {
   });
 
   it('an upstream that is down', async () => {
-    gateway = await startGateway({ upstream: { url: `http://127.0.0.1:${await deadPort()}/v1`, apiKey: UPSTREAM_KEY }, log: { level: 'trace' } });
+    gateway = await startGateway({
+      upstream: { url: `http://127.0.0.1:${await deadPort()}/v1`, apiKey: UPSTREAM_KEY },
+      log: { level: 'trace' },
+    });
     await client.post(`${gateway.baseUrl}/chat/completions`, chat, clientCredentials);
     await (await fetch(`${gateway.baseUrl}/models`, { headers: clientCredentials })).text();
     expectNoSecrets(gateway.logText());
@@ -133,7 +139,11 @@ describe('secrets never reach a log line', () => {
     expect(running).toMatch(/gateway ready/);
     expect(running).toMatch(/"url":"http:\/\/127\.0\.0\.1:9\/v1"/);
     expectNoSecrets(running);
-    const refused = await start({ UPSTREAM_URL: `http://user:${QUERY_KEY}@127.0.0.1:99999/v1`, UPSTREAM_API_KEY: UPSTREAM_KEY, SUMMARIZER_API_KEY: '' });
+    const refused = await start({
+      UPSTREAM_URL: `http://user:${QUERY_KEY}@127.0.0.1:99999/v1`,
+      UPSTREAM_API_KEY: UPSTREAM_KEY,
+      SUMMARIZER_API_KEY: '',
+    });
     expect(refused).toMatch(/invalid configuration/);
     expectNoSecrets(refused);
   });
@@ -227,7 +237,10 @@ describe('the gateway keys', () => {
 
 describe('the summarizer call and credentials', () => {
   /** The upstream rejects the first attempt as overlong; a separate host plays the summarizer. */
-  async function split(summarizerConfig: Record<string, unknown>, summarizer?: (req: Received, res: import('node:http').ServerResponse) => void) {
+  async function split(
+    summarizerConfig: Record<string, unknown>,
+    summarizer?: (req: Received, res: import('node:http').ServerResponse) => void,
+  ) {
     upstream = await startFakeUpstream(hostileUpstream());
     summarizerHost = await startFakeUpstream(summarizer ?? ((_req, res) => json(res, 200, completion('SUMMARY'))));
     gateway = await startGateway({

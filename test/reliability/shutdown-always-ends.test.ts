@@ -129,7 +129,9 @@ describe('shutdown always ends', () => {
     socket.on('error', () => undefined);
     await new Promise((r) => socket.once('connect', r));
     // Headers promise 1,000 bytes of body; ten arrive, and then nothing.
-    socket.write('POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{"model":"');
+    socket.write(
+      'POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{"model":"',
+    );
     await new Promise((r) => setTimeout(r, 100));
     const { exit, tookMs } = await signalAndWait(proc);
     expect(exit.code).toBe(1);
@@ -172,7 +174,9 @@ describe('shutdown always ends', () => {
     });
     proc = runGateway([], { PORT: '0', UPSTREAM_URL: upstream.baseUrl, SHUTDOWN_GRACE_MS: String(GRACE_MS) });
     const origin = await listening(proc);
-    const pending = fetch(`${origin}/v1/models`).then((r) => r.text()).catch((e: Error) => e);
+    const pending = fetch(`${origin}/v1/models`)
+      .then((r) => r.text())
+      .catch((e: Error) => e);
     await arrived;
     const { exit, tookMs } = await signalAndWait(proc);
     expect(exit.code).toBe(1);

@@ -32,7 +32,13 @@ it.each([
 ])('%s: summarizer calls carry no baggage; the attempts carry the caller’s as it sent it', { timeout: 30_000 }, async (_name, traced) => {
   receiver = traced ? await startOtlpReceiver() : undefined;
   provider = await startStandIn({ limitBytes: LIMIT, tooLong: 'stated', reply: () => ({ text: 'rescued answer' }) });
-  proc = runGateway([], { PORT: '0', LOG_FORMAT: 'json', UPSTREAM_URL: provider.baseUrl, SUMMARIZER_MAX_INPUT_TOKENS: '500000', ...(receiver ? { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.origin } : {}) });
+  proc = runGateway([], {
+    PORT: '0',
+    LOG_FORMAT: 'json',
+    UPSTREAM_URL: provider.baseUrl,
+    SUMMARIZER_MAX_INPUT_TOKENS: '500000',
+    ...(receiver ? { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.origin } : {}),
+  });
   const origin = await listening(proc);
   const client = new OpenAI({ baseURL: `${origin}/v1`, apiKey: 'sk-client', maxRetries: 0 });
   const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';

@@ -29,7 +29,8 @@ afterEach(async () => {
 const TURNS = 150;
 const big = () => toolTurnsBody(TURNS, (t) => `contents of src/f${t}.ts\n${`line ${t} of a long file\n`.repeat(800)}`);
 
-const summaryAnswer = (_req: Parameters<Handler>[0], res: Parameters<Handler>[1]) => json(res, 200, completion('SUMMARY: the agent read many files.'));
+const summaryAnswer = (_req: Parameters<Handler>[0], res: Parameters<Handler>[1]) =>
+  json(res, 200, completion('SUMMARY: the agent read many files.'));
 
 async function rescue(summarizer: Record<string, unknown>, answer: Handler = summaryAnswer) {
   upstream = await startFakeUpstream(provider({ summarizer: answer }).handler);
@@ -44,7 +45,9 @@ async function rescue(summarizer: Record<string, unknown>, answer: Handler = sum
 const transcriptOf = (r: Received): string => r.json.messages[1].content;
 /** The tool turns whose results a summarizer call read. */
 const turnsRead = (calls: Received[]) =>
-  [...new Set(calls.flatMap((c) => [...transcriptOf(c).matchAll(/^\[tool result call_(\d+)\]$/gm)].map((m) => Number(m[1]))))].sort((a, b) => a - b);
+  [...new Set(calls.flatMap((c) => [...transcriptOf(c).matchAll(/^\[tool result call_(\d+)\]$/gm)].map((m) => Number(m[1]))))].sort(
+    (a, b) => a - b,
+  );
 
 function summaryOf(replay: Received): string {
   const summary = replay.json.messages.find((m: { content?: unknown }) => String(m.content).startsWith('[compaction-gateway]'));
@@ -56,11 +59,17 @@ function summaryOf(replay: Received): string {
 function expectRescuedWithDigest(r: Awaited<ReturnType<typeof rescue>>): number {
   expect(r.res.status).toBe(200);
   expect(r.res.json.choices[0].message.content).toBe('rescued answer');
-  expect(parseCompactionHeader(r.res.headers['x-gateway-compaction'] as string)).toMatchObject({ outcome: 'replayed', strategy: 'summarize' });
+  expect(parseCompactionHeader(r.res.headers['x-gateway-compaction'] as string)).toMatchObject({
+    outcome: 'replayed',
+    strategy: 'summarize',
+  });
   expect(r.chats).toHaveLength(2);
   expect(r.chats[1].body.length).toBeLessThanOrEqual(LIMIT_BYTES);
   const summary = summaryOf(r.chats[1]);
-  const digest = /The oldest ([\d,]+) messages \(about [\d,.]+\w? tokens\) were past the summarizer's cost cap for one compaction and were condensed without a model summary; a mechanical digest of them:\nTool calls: ([\d,]+) \(read_file [\d,]+\)\.\nThe summary of the newer messages follows\.\n\nSUMMARY: the agent read many files\./.exec(summary);
+  const digest =
+    /The oldest ([\d,]+) messages \(about [\d,.]+\w? tokens\) were past the summarizer's cost cap for one compaction and were condensed without a model summary; a mechanical digest of them:\nTool calls: ([\d,]+) \(read_file [\d,]+\)\.\nThe summary of the newer messages follows\.\n\nSUMMARY: the agent read many files\./.exec(
+      summary,
+    );
   expect(digest, summary.slice(0, 600)).not.toBeNull();
   expect(summary).toContain('[trail of the condensed messages, read off them by the gateway]');
   const digested = Number(digest![1].replace(/,/g, ''));

@@ -33,7 +33,8 @@ afterEach(async () => {
 
 /** A summary, in the API the call came in. */
 function summaryAnswer(req: Received, res: ServerResponse): void {
-  if (req.url.includes(':generateContent')) return json(res, 200, { candidates: [{ content: { role: 'model', parts: [{ text: 'SUMMARY' }] }, finishReason: 'STOP' }] });
+  if (req.url.includes(':generateContent'))
+    return json(res, 200, { candidates: [{ content: { role: 'model', parts: [{ text: 'SUMMARY' }] }, finishReason: 'STOP' }] });
   if (req.url.endsWith('/messages')) return json(res, 200, message('SUMMARY', 10, 'msg_summary'));
   return json(res, 200, completion('SUMMARY'));
 }
@@ -43,15 +44,33 @@ function provider(req: Received, res: ServerResponse): void {
   if (isSummarizer(req)) return summaryAnswer(req, res);
   const tokens = Math.ceil(req.body.length / 4);
   if (req.url.includes(':generateContent')) {
-    if (req.body.length > LIMIT) return json(res, 400, { error: { code: 400, message: `The input token count (${tokens}) exceeds the maximum number of tokens allowed (${LIMIT / 4}).`, status: 'INVALID_ARGUMENT' } });
+    if (req.body.length > LIMIT)
+      return json(res, 400, {
+        error: {
+          code: 400,
+          message: `The input token count (${tokens}) exceeds the maximum number of tokens allowed (${LIMIT / 4}).`,
+          status: 'INVALID_ARGUMENT',
+        },
+      });
     return json(res, 200, { candidates: [{ content: { role: 'model', parts: [{ text: 'rescued answer' }] }, finishReason: 'STOP' }] });
   }
   if (req.url.startsWith('/v1/messages')) {
-    if (req.body.length > LIMIT) return json(res, 400, { type: 'error', error: { type: 'invalid_request_error', message: `prompt is too long: ${tokens} tokens > ${LIMIT / 4} maximum` } });
+    if (req.body.length > LIMIT)
+      return json(res, 400, {
+        type: 'error',
+        error: { type: 'invalid_request_error', message: `prompt is too long: ${tokens} tokens > ${LIMIT / 4} maximum` },
+      });
     return json(res, 200, message('rescued answer', tokens));
   }
   if (req.body.length > LIMIT) {
-    return json(res, 400, { error: { message: `This model's maximum context length is ${LIMIT / 4} tokens. However, your messages resulted in ${tokens} tokens.`, type: 'invalid_request_error', param: 'messages', code: 'context_length_exceeded' } });
+    return json(res, 400, {
+      error: {
+        message: `This model's maximum context length is ${LIMIT / 4} tokens. However, your messages resulted in ${tokens} tokens.`,
+        type: 'invalid_request_error',
+        param: 'messages',
+        code: 'context_length_exceeded',
+      },
+    });
   }
   json(res, 200, completion('rescued answer'));
 }
@@ -88,8 +107,14 @@ const chatSdk = (apiKey: string) => new OpenAI({ baseURL: gateway!.baseUrl, apiK
 function messagesConversation(): Anthropic.MessageParam[] {
   const messages: Anthropic.MessageParam[] = [{ role: 'user', content: 'Fix the failing build.' }];
   for (let t = 0; t < 30; t++) {
-    messages.push({ role: 'assistant', content: [{ type: 'tool_use', id: `toolu_${t}`, name: 'read_file', input: { path: `src/f${t}.ts` } }] });
-    messages.push({ role: 'user', content: [{ type: 'tool_result', tool_use_id: `toolu_${t}`, content: `file ${t}\n${'x'.repeat(2_000)}` }] });
+    messages.push({
+      role: 'assistant',
+      content: [{ type: 'tool_use', id: `toolu_${t}`, name: 'read_file', input: { path: `src/f${t}.ts` } }],
+    });
+    messages.push({
+      role: 'user',
+      content: [{ type: 'tool_result', tool_use_id: `toolu_${t}`, content: `file ${t}\n${'x'.repeat(2_000)}` }],
+    });
   }
   messages.push({ role: 'user', content: 'And now?' });
   return messages;
@@ -97,10 +122,15 @@ function messagesConversation(): Anthropic.MessageParam[] {
 
 /** The same in Gemini's contents. */
 function geminiContents(dir = 'src') {
-  const contents: Array<{ role: string; parts: Array<Record<string, unknown>> }> = [{ role: 'user', parts: [{ text: `Fix the failing build in ${dir}.` }] }];
+  const contents: Array<{ role: string; parts: Array<Record<string, unknown>> }> = [
+    { role: 'user', parts: [{ text: `Fix the failing build in ${dir}.` }] },
+  ];
   for (let t = 0; t < 30; t++) {
     contents.push({ role: 'model', parts: [{ functionCall: { id: `c${t}`, name: 'read_file', args: { path: `${dir}/f${t}.ts` } } }] });
-    contents.push({ role: 'user', parts: [{ functionResponse: { id: `c${t}`, name: 'read_file', response: { output: `${dir} file ${t}\n${'x'.repeat(2_000)}` } } }] });
+    contents.push({
+      role: 'user',
+      parts: [{ functionResponse: { id: `c${t}`, name: 'read_file', response: { output: `${dir} file ${t}\n${'x'.repeat(2_000)}` } } }],
+    });
   }
   contents.push({ role: 'user', parts: [{ text: 'And now?' }] });
   return contents;
@@ -110,7 +140,9 @@ describe('a summarizer on another origin, without summarizer.apiKey', () => {
   it("gets neither the client's Bearer key nor its api-key (OpenAI SDK), and a WARN says so once", async () => {
     await start();
     for (let i = 0; i < 2; i++) {
-      const answer = await chatSdk(CLIENT_KEY).chat.completions.create(agentRequest(60) as never, { headers: { 'api-key': 'azure-SECRET-key', 'x-portkey-api-key': 'pk-SECRET-4444' } });
+      const answer = await chatSdk(CLIENT_KEY).chat.completions.create(agentRequest(60) as never, {
+        headers: { 'api-key': 'azure-SECRET-key', 'x-portkey-api-key': 'pk-SECRET-4444' },
+      });
       expect(answer.choices[0].message.content).toBe('rescued answer');
     }
     expectNoCredentials(summarizer!.received);
@@ -136,7 +168,12 @@ describe('a summarizer on another origin, without summarizer.apiKey', () => {
     for (const upstreamKey of [undefined, UPSTREAM_KEY]) {
       await start({ upstreamKey });
       // Claude Code's way: the key as x-api-key (this SDK sends its apiKey as a Bearer token).
-      const sdk = new Anthropic({ baseURL: gateway!.origin, apiKey: CLIENT_KEY, defaultHeaders: { 'x-api-key': CLIENT_KEY }, maxRetries: 0 });
+      const sdk = new Anthropic({
+        baseURL: gateway!.origin,
+        apiKey: CLIENT_KEY,
+        defaultHeaders: { 'x-api-key': CLIENT_KEY },
+        maxRetries: 0,
+      });
       const answer = await sdk.messages.create({ model: 'claude-test', max_tokens: 500, messages: messagesConversation() });
       expect(answer.content[0]).toMatchObject({ type: 'text', text: 'rescued answer' });
       expect(summarizer!.received.map((r) => r.url)).toEqual(['/v1/messages']);
@@ -182,7 +219,11 @@ describe('a summarizer with a key of its own, or on the upstream\u2019s origin',
 
   it("the upstream's origin on another path: the request's own credentials, as before", async () => {
     upstream = await startFakeUpstream(provider);
-    gateway = await startGateway({ upstream: { url: upstream.baseUrl }, summarizer: { url: `${upstream.origin}/summarizer/v1`, model: 'small' }, compaction: { mask: false } });
+    gateway = await startGateway({
+      upstream: { url: upstream.baseUrl },
+      summarizer: { url: `${upstream.origin}/summarizer/v1`, model: 'small' },
+      compaction: { mask: false },
+    });
     await chatSdk(CLIENT_KEY).chat.completions.create(agentRequest(60) as never);
     const calls = upstream.received.filter(isSummarizer);
     expect(calls.length).toBeGreaterThan(0);
@@ -196,15 +237,29 @@ describe('a summarizer with a key of its own, or on the upstream\u2019s origin',
   it("the upstream itself behind Portkey: its summarizer calls carry the client's x-portkey-* headers too", async () => {
     // Portkey refuses a call without its key; the summary must come from it, not the digest.
     upstream = await startFakeUpstream((req, res) => {
-      if (req.headers['x-portkey-api-key'] !== 'pk-team-key') return json(res, 401, { error: { message: 'x-portkey-api-key missing', type: 'authentication_error' } });
+      if (req.headers['x-portkey-api-key'] !== 'pk-team-key')
+        return json(res, 401, { error: { message: 'x-portkey-api-key missing', type: 'authentication_error' } });
       provider(req, res);
     });
     gateway = await startGateway({ upstream: { url: upstream.baseUrl }, compaction: { mask: false } });
-    const sdk = new OpenAI({ baseURL: gateway.baseUrl, apiKey: CLIENT_KEY, maxRetries: 0, defaultHeaders: { 'x-portkey-api-key': 'pk-team-key', 'x-portkey-provider': 'openai' } });
+    const sdk = new OpenAI({
+      baseURL: gateway.baseUrl,
+      apiKey: CLIENT_KEY,
+      maxRetries: 0,
+      defaultHeaders: { 'x-portkey-api-key': 'pk-team-key', 'x-portkey-provider': 'openai' },
+    });
     const { response } = await sdk.chat.completions.create(agentRequest(60) as never).withResponse();
-    expect(parseCompactionHeader(response.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'replayed', strategy: 'summarize' });
+    expect(parseCompactionHeader(response.headers.get('x-gateway-compaction'))).toMatchObject({
+      outcome: 'replayed',
+      strategy: 'summarize',
+    });
     const calls = upstream.received.filter(isSummarizer);
     expect(calls.length).toBeGreaterThan(0);
-    for (const call of calls) expect(call.headers).toMatchObject({ 'x-portkey-api-key': 'pk-team-key', 'x-portkey-provider': 'openai', authorization: `Bearer ${CLIENT_KEY}` });
+    for (const call of calls)
+      expect(call.headers).toMatchObject({
+        'x-portkey-api-key': 'pk-team-key',
+        'x-portkey-provider': 'openai',
+        authorization: `Bearer ${CLIENT_KEY}`,
+      });
   });
 });

@@ -20,28 +20,43 @@ afterEach(async () => {
   gateway = upstream = undefined;
 });
 
-const raw = (text: string, status = 200): Handler => (_req, res) => json(res, status, text);
+const raw =
+  (text: string, status = 200): Handler =>
+  (_req, res) =>
+    json(res, status, text);
 /** Every test here is about the summarizer: masking off, so the compaction always asks it. */
 const NO_MASK = { mask: false };
 
 const failures: Array<[name: string, summarizer: Handler, kind: string]> = [
   ['an empty 200 body', raw(''), 'bad_response'],
-  ['an HTML 200 page', (_req, res) => {
-    res.writeHead(200, { 'content-type': 'text/html' });
-    res.end('<html><body>Welcome to nginx!</body></html>');
-  }, 'bad_response'],
+  [
+    'an HTML 200 page',
+    (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/html' });
+      res.end('<html><body>Welcome to nginx!</body></html>');
+    },
+    'bad_response',
+  ],
   ['truncated JSON', raw('{"choices":[{"message":{"content":"half'), 'bad_response'],
   ['content that is not a string', raw('{"choices":[{"message":{"content":12345}}]}'), 'bad_response'],
   ['content that is only whitespace', raw('{"choices":[{"message":{"content":"  \\n\\t "}}]}'), 'bad_response'],
   ['a JSON null', raw('null'), 'bad_response'],
   ['a refusal (401)', raw('{"error":{"message":"Incorrect API key provided","code":"invalid_api_key"}}', 401), 'rejected'],
-  ['its own overlong error', raw('{"error":{"message":"maximum context length exceeded","code":"context_length_exceeded"}}', 400), 'overlong'],
+  [
+    'its own overlong error',
+    raw('{"error":{"message":"maximum context length exceeded","code":"context_length_exceeded"}}', 400),
+    'overlong',
+  ],
   ['a reset before the headers', (_req, res) => void res.socket!.resetAndDestroy(), 'unreachable'],
   ['a malformed HTTP response', (_req, res) => void res.socket!.end('HTTP/1.1 OK\r\n\r\n'), 'unreachable'],
-  ['headers, then a stalled body past its timeout', (_req, res) => {
-    res.writeHead(200, { 'content-type': 'application/json', 'content-length': '1000' });
-    res.write('{"choices":[');
-  }, 'timeout'],
+  [
+    'headers, then a stalled body past its timeout',
+    (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': '1000' });
+      res.write('{"choices":[');
+    },
+    'timeout',
+  ],
 ];
 
 async function rescueOnce(client: Client) {
@@ -52,7 +67,11 @@ describe('the summarizer fails; the fallback compacts and the replay happens', (
   it.each(failures)('%s', async (_name, summarizer, kind) => {
     const side = provider({ summarizer });
     upstream = await startFakeUpstream(side.handler);
-    gateway = await startGateway({ upstream: { url: upstream.baseUrl }, summarizer: { maxInputTokens: 500_000, timeoutMs: 2_000 }, compaction: NO_MASK });
+    gateway = await startGateway({
+      upstream: { url: upstream.baseUrl },
+      summarizer: { maxInputTokens: 500_000, timeoutMs: 2_000 },
+      compaction: NO_MASK,
+    });
     const baseline = await settledResources();
     const client = new Client();
 
@@ -147,7 +166,11 @@ describe('the summarizer deadline and the size of its answer', () => {
       },
     });
     upstream = await startFakeUpstream(side.handler);
-    gateway = await startGateway({ upstream: { url: upstream.baseUrl }, summarizer: { maxInputTokens: 500_000, timeoutMs: 300 }, compaction: NO_MASK });
+    gateway = await startGateway({
+      upstream: { url: upstream.baseUrl },
+      summarizer: { maxInputTokens: 500_000, timeoutMs: 300 },
+      compaction: NO_MASK,
+    });
     const client = new Client();
     const pending = client.post(`${gateway.baseUrl}/chat/completions`, agentRequest(60), {}, AbortSignal.timeout(1_500));
     await stalled;
@@ -172,9 +195,15 @@ describe('the summarizer deadline and the size of its answer', () => {
       },
     });
     upstream = await startFakeUpstream(side.handler);
-    gateway = await startGateway({ upstream: { url: upstream.baseUrl }, summarizer: { maxInputTokens: 500_000, timeoutMs: 500 }, compaction: NO_MASK });
+    gateway = await startGateway({
+      upstream: { url: upstream.baseUrl },
+      summarizer: { maxInputTokens: 500_000, timeoutMs: 500 },
+      compaction: NO_MASK,
+    });
     const client = new Client();
-    const res = await client.post(`${gateway.baseUrl}/chat/completions`, agentRequest(60), {}, AbortSignal.timeout(2_000)).catch((e: Error) => e);
+    const res = await client
+      .post(`${gateway.baseUrl}/chat/completions`, agentRequest(60), {}, AbortSignal.timeout(2_000))
+      .catch((e: Error) => e);
     expect(written).toBeLessThan(4 * 1024 * 1024);
     expect(res).not.toBeInstanceOf(Error);
     await client.close();

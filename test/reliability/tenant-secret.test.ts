@@ -42,18 +42,27 @@ afterAll(async () => {
 });
 
 async function replica(tenantSecret?: string): Promise<TestGateway> {
-  const g = await startGateway({ upstream: { url: upstream.baseUrl }, memory: { redisUrl: redis.url, ...(tenantSecret ? { tenantSecret } : {}) } });
+  const g = await startGateway({
+    upstream: { url: upstream.baseUrl },
+    memory: { redisUrl: redis.url, ...(tenantSecret ? { tenantSecret } : {}) },
+  });
   gateways.push(g);
   // Its Redis client connects in the background (no offline queue: a command before is a miss).
-  const connected = async () => (await redisCliAsync(redis.port, 'client', 'list')).split('\n').filter((l) => / name=compaction-gateway /.test(l)).length;
+  const connected = async () =>
+    (await redisCliAsync(redis.port, 'client', 'list')).split('\n').filter((l) => / name=compaction-gateway /.test(l)).length;
   await until('the replica to reach Redis', 10_000, async () => (await connected()) >= gateways.length);
   return g;
 }
 
-const session = (turns: number) => toolTurnsBody(turns, (t) => `contents of src/f${t}.ts\n${'export const value = compute();\n'.repeat(150)}`, { model: MODEL });
+const session = (turns: number) =>
+  toolTurnsBody(turns, (t) => `contents of src/f${t}.ts\n${'export const value = compute();\n'.repeat(150)}`, { model: MODEL });
 
 async function turn(g: TestGateway, turns: number): Promise<Record<string, string>> {
-  const res = await fetch(`${g.baseUrl}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_KEY}` }, body: JSON.stringify(session(turns)) });
+  const res = await fetch(`${g.baseUrl}/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_KEY}` },
+    body: JSON.stringify(session(turns)),
+  });
   expect(res.status).toBe(200);
   await res.text();
   return parseCompactionHeader(res.headers.get('x-gateway-compaction')) as Record<string, string>;

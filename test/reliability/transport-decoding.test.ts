@@ -63,7 +63,12 @@ describe('a gzip bomb as an upstream error body', () => {
   // First: RSS's high-water mark only rises, so the cleanest measure is the first bomb in the process.
   it('is relayed byte for byte when it is not overlong, and the gateway stays small', async () => {
     upstream.handle((_req, res) => {
-      res.writeHead(503, { 'content-type': 'application/json', 'content-encoding': 'gzip', 'content-length': overloadedBomb.length, 'x-from': 'upstream' });
+      res.writeHead(503, {
+        'content-type': 'application/json',
+        'content-encoding': 'gzip',
+        'content-length': overloadedBomb.length,
+        'x-from': 'upstream',
+      });
       res.end(overloadedBomb);
     });
     const before = { peak: peakRss(), rss: process.memoryUsage().rss };
@@ -81,7 +86,9 @@ describe('a gzip bomb as an upstream error body', () => {
     });
     const elapsedMs = performance.now() - started;
     const peakGrowth = peakRss() - before.peak;
-    console.log(`503 gzip bomb (2 MB -> 2 GiB): relayed in ${elapsedMs.toFixed(0)} ms; RSS ${mb(before.rss)} -> highest sample ${mb(highest)}; peak RSS grew ${mb(peakGrowth)}`);
+    console.log(
+      `503 gzip bomb (2 MB -> 2 GiB): relayed in ${elapsedMs.toFixed(0)} ms; RSS ${mb(before.rss)} -> highest sample ${mb(highest)}; peak RSS grew ${mb(peakGrowth)}`,
+    );
 
     expect(res.status).toBe(503);
     expect(res.headers['x-from']).toBe('upstream');
@@ -105,7 +112,9 @@ describe('a gzip bomb as an upstream error body', () => {
     );
     const elapsedMs = performance.now() - started;
     const peakGrowth = peakRss() - before.peak;
-    console.log(`overlong gzip bomb (2 MB -> 2 GiB): answered in ${elapsedMs.toFixed(0)} ms; RSS ${mb(before.rss)} -> highest sample ${mb(highest)}; peak RSS grew ${mb(peakGrowth)}`);
+    console.log(
+      `overlong gzip bomb (2 MB -> 2 GiB): answered in ${elapsedMs.toFixed(0)} ms; RSS ${mb(before.rss)} -> highest sample ${mb(highest)}; peak RSS grew ${mb(peakGrowth)}`,
+    );
 
     expect(res.status).toBe(200);
     expect(res.json.choices[0].message.content).toBe('rescued');
@@ -124,13 +133,23 @@ describe('a gzip bomb as an upstream error body', () => {
       json(res, 200, completion('ok'));
     });
     const bombs = Array.from({ length: 3 }, () =>
-      client.post(`${gateway.baseUrl}/chat/completions`, { model: 'gpt-x', messages: [{ role: 'user', content: 'bomb' }] }, {}, AbortSignal.timeout(15_000)),
+      client.post(
+        `${gateway.baseUrl}/chat/completions`,
+        { model: 'gpt-x', messages: [{ role: 'user', content: 'bomb' }] },
+        {},
+        AbortSignal.timeout(15_000),
+      ),
     );
     await sleep(20);
     const healthz = await request(`${gateway.origin}/healthz`, { dispatcher: client.agent, signal: AbortSignal.timeout(15_000) });
     expect(healthz.statusCode).toBe(200);
     await healthz.body.dump();
-    const plain = await client.post(`${gateway.baseUrl}/chat/completions`, { model: 'gpt-x', messages: [{ role: 'user', content: 'hi' }] }, {}, AbortSignal.timeout(15_000));
+    const plain = await client.post(
+      `${gateway.baseUrl}/chat/completions`,
+      { model: 'gpt-x', messages: [{ role: 'user', content: 'hi' }] },
+      {},
+      AbortSignal.timeout(15_000),
+    );
     expect(plain.status).toBe(200);
     for (const res of await Promise.all(bombs)) expect(res.status).toBe(503);
   });
@@ -159,15 +178,18 @@ describe('a gzip bomb as a request body', () => {
   // 64 KB on the wire, 64 MiB decoded: under the limit as sent, sixteen times over it decoded.
   const requestBomb = bomb('{"model":"gpt-x","messages":[{"role":"user","content":"', 8, '"}]}');
 
-  it.each(['/chat/completions', '/responses', '/messages'])('on %s: 413 in the gateway\'s error shape, nothing sent upstream', async (path) => {
-    expect(requestBomb.length).toBeLessThan(LIMIT);
-    const res = await client.post(`${gateway.baseUrl}${path}`, requestBomb, { 'content-encoding': 'gzip' }, AbortSignal.timeout(15_000));
-    expect(res.status).toBe(413);
-    // In the shape of the caller's API: Anthropic's on /messages.
-    if (path === '/messages') expectAnthropicError(res.json, 'request_too_large', 'request_too_large');
-    else expectOpenAIError(res.json, 'request_too_large');
-    expect(upstream.received).toHaveLength(0);
-  });
+  it.each(['/chat/completions', '/responses', '/messages'])(
+    "on %s: 413 in the gateway's error shape, nothing sent upstream",
+    async (path) => {
+      expect(requestBomb.length).toBeLessThan(LIMIT);
+      const res = await client.post(`${gateway.baseUrl}${path}`, requestBomb, { 'content-encoding': 'gzip' }, AbortSignal.timeout(15_000));
+      expect(res.status).toBe(413);
+      // In the shape of the caller's API: Anthropic's on /messages.
+      if (path === '/messages') expectAnthropicError(res.json, 'request_too_large', 'request_too_large');
+      else expectOpenAIError(res.json, 'request_too_large');
+      expect(upstream.received).toHaveLength(0);
+    },
+  );
 
   it('a compressed body within the limit goes upstream as sent, and its model is read for the log', async () => {
     const sent = gzipSync(request);
@@ -176,7 +198,15 @@ describe('a gzip bomb as a request body', () => {
     expect(upstream.received).toHaveLength(1);
     expect(upstream.received[0].body.equals(sent)).toBe(true);
     expect(upstream.received[0].headers['content-encoding']).toBe('gzip');
-    await expect.poll(() => gateway.logLines().filter((l) => l.msg === 'request completed').at(-1)?.model).toBe('gpt-x');
+    await expect
+      .poll(
+        () =>
+          gateway
+            .logLines()
+            .filter((l) => l.msg === 'request completed')
+            .at(-1)?.model,
+      )
+      .toBe('gpt-x');
   });
 });
 

@@ -41,7 +41,7 @@ const forwarded = (i = 0) => {
 };
 
 describe('through the official SDKs', () => {
-  it('openai chat.completions: the client address starts X-Forwarded-For; proto and host are this hop\'s', async () => {
+  it("openai chat.completions: the client address starts X-Forwarded-For; proto and host are this hop's", async () => {
     const sdk = new OpenAI({ baseURL: gateway.baseUrl, apiKey: 'sk-test', maxRetries: 0 });
     await sdk.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] });
     expect(forwarded()).toEqual({ for: '127.0.0.1', proto: 'http', host: host() });
@@ -59,7 +59,12 @@ describe('through the official SDKs', () => {
   });
 
   it('openai models.list (a pass-through route): the same', async () => {
-    const sdk = new OpenAI({ baseURL: gateway.baseUrl, apiKey: 'sk-test', maxRetries: 0, defaultHeaders: { 'x-forwarded-for': '198.51.100.1' } });
+    const sdk = new OpenAI({
+      baseURL: gateway.baseUrl,
+      apiKey: 'sk-test',
+      maxRetries: 0,
+      defaultHeaders: { 'x-forwarded-for': '198.51.100.1' },
+    });
     await sdk.models.list();
     expect(upstream.received[0].url).toBe('/v1/models');
     expect(forwarded()).toEqual({ for: '198.51.100.1, 127.0.0.1', proto: 'http', host: host() });
@@ -71,10 +76,14 @@ it.each([
   ['/v1/responses', 'rescued'],
   ['/v1/embeddings', 'pass-through'],
 ])('%s (%s): two X-Forwarded-For headers are one list, and the hop goes at its end', async (path) => {
-  const res = await client.post(`${gateway.origin}${path}`, { model: 'm', messages: [{ role: 'user', content: 'hi' }], input: 'hi' }, {
-    // undici sends a repeated header as two lines; Node reads them as one comma-joined list.
-    'x-forwarded-for': ['192.0.2.1', '192.0.2.2'] as unknown as string,
-  });
+  const res = await client.post(
+    `${gateway.origin}${path}`,
+    { model: 'm', messages: [{ role: 'user', content: 'hi' }], input: 'hi' },
+    {
+      // undici sends a repeated header as two lines; Node reads them as one comma-joined list.
+      'x-forwarded-for': ['192.0.2.1', '192.0.2.2'] as unknown as string,
+    },
+  );
   expect(res.status).toBe(200);
   expect(forwarded().for).toBe('192.0.2.1, 192.0.2.2, 127.0.0.1');
 });

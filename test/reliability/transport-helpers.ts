@@ -60,7 +60,13 @@ export interface SlowClient {
  * is open: at most `trickle.length` bytes, so the loop ends by itself. `opened` collects it, for
  * the test to destroy afterwards.
  */
-export function slowClient(origin: string, head: string | Buffer, opened: SlowClient[], trickle = '{"model":"m","messages":[' + ' '.repeat(200), everyMs = 100): Promise<SlowClient> {
+export function slowClient(
+  origin: string,
+  head: string | Buffer,
+  opened: SlowClient[],
+  trickle = '{"model":"m","messages":[' + ' '.repeat(200),
+  everyMs = 100,
+): Promise<SlowClient> {
   const { port, hostname } = new URL(origin);
   return new Promise((resolve, reject) => {
     let text = '';

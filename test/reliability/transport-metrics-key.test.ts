@@ -35,7 +35,10 @@ describe('with a metrics key', () => {
     ['a gateway key (the metrics key is its own)', { authorization: 'Bearer gw-key' }],
   ])('%s: 401 invalid_api_key, and no metric in the answer', async (_name, headers) => {
     upstream = await startFakeUpstream();
-    gateway = await startGateway({ upstream: { url: upstream.baseUrl, apiKey: 'sk-up' }, auth: { keys: ['gw-key'], metricsKey: METRICS_KEY } });
+    gateway = await startGateway({
+      upstream: { url: upstream.baseUrl, apiKey: 'sk-up' },
+      auth: { keys: ['gw-key'], metricsKey: METRICS_KEY },
+    });
     const res = await get('/metrics', headers);
     expect(res.status).toBe(401);
     expectOpenAIError(res.json, 'invalid_api_key');

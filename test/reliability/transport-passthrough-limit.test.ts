@@ -45,17 +45,20 @@ describe('a declared body over the limit', () => {
     expect(upstream.seen).toHaveLength(0);
   });
 
-  it.each(['/v1/embeddings', '/v1/files', '/v1beta/models/gemini-2.5-pro:countTokens'])('on %s: 413 before the body is read, and the connection closes', async (path) => {
-    const head = `POST ${path} HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\nContent-Length: ${LIMIT + 1}\r\n\r\n`;
-    const c = await slowClient(gateway.origin, head, opened);
-    expect(await c.closedWithin(5_000), c.received()).toBe(true);
-    const answer = rawStatus(c.received());
-    expect(answer.status, c.received()).toBe(413);
-    if (path.startsWith('/v1beta/')) expectGoogleError(JSON.parse(answer.body), 'request_too_large', 413, 'INVALID_ARGUMENT');
-    else expectOpenAIError(JSON.parse(answer.body), 'request_too_large');
-    expect(c.received()).toMatch(/\r\nconnection: close\r\n/i);
-    expect(upstream.seen, c.received()).toHaveLength(0);
-  });
+  it.each(['/v1/embeddings', '/v1/files', '/v1beta/models/gemini-2.5-pro:countTokens'])(
+    'on %s: 413 before the body is read, and the connection closes',
+    async (path) => {
+      const head = `POST ${path} HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\nContent-Length: ${LIMIT + 1}\r\n\r\n`;
+      const c = await slowClient(gateway.origin, head, opened);
+      expect(await c.closedWithin(5_000), c.received()).toBe(true);
+      const answer = rawStatus(c.received());
+      expect(answer.status, c.received()).toBe(413);
+      if (path.startsWith('/v1beta/')) expectGoogleError(JSON.parse(answer.body), 'request_too_large', 413, 'INVALID_ARGUMENT');
+      else expectOpenAIError(JSON.parse(answer.body), 'request_too_large');
+      expect(c.received()).toMatch(/\r\nconnection: close\r\n/i);
+      expect(upstream.seen, c.received()).toHaveLength(0);
+    },
+  );
 });
 
 describe('a compressed body', () => {
@@ -76,7 +79,10 @@ describe('a compressed body', () => {
     const res = await client.post(`${gateway.baseUrl}/embeddings`, sent, { 'content-encoding': coding }, AbortSignal.timeout(15_000));
     expect(res.status).toBe(413);
     expectOpenAIError(res.json, 'request_too_large');
-    const seen = await settle(() => upstream.seen.map((s) => s.outcome), (o) => !o.includes('pending'));
+    const seen = await settle(
+      () => upstream.seen.map((s) => s.outcome),
+      (o) => !o.includes('pending'),
+    );
     expect(seen).not.toContain('whole');
   });
 
@@ -90,13 +96,21 @@ describe('a compressed body', () => {
   });
 
   it('a Gemini pass-through path too', async () => {
-    const res = await client.post(`${gateway.origin}/v1beta/models/gemini-2.5-pro:countTokens`, gzipSync(decoded), { 'content-encoding': 'gzip' }, AbortSignal.timeout(15_000));
+    const res = await client.post(
+      `${gateway.origin}/v1beta/models/gemini-2.5-pro:countTokens`,
+      gzipSync(decoded),
+      { 'content-encoding': 'gzip' },
+      AbortSignal.timeout(15_000),
+    );
     expect(res.status).toBe(413);
     expectGoogleError(res.json, 'request_too_large', 413, 'INVALID_ARGUMENT');
   });
 
   it('a coding the gateway cannot undo goes as sent, and a corrupt body too', async () => {
-    for (const [coding, sent] of [['compress', gzipSync(decoded)], ['gzip', Buffer.from('not gzip at all')]] as const) {
+    for (const [coding, sent] of [
+      ['compress', gzipSync(decoded)],
+      ['gzip', Buffer.from('not gzip at all')],
+    ] as const) {
       upstream.seen.length = 0;
       const res = await client.post(`${gateway.baseUrl}/embeddings`, sent, { 'content-encoding': coding }, AbortSignal.timeout(15_000));
       expect(res.status, coding).toBe(200);
@@ -143,7 +157,10 @@ describe('a chunked body', () => {
     expectOpenAIError(JSON.parse((res as { text: string }).text), 'request_too_large');
     expect((res as { headers: Record<string, unknown> }).headers.connection).toBe('close');
     // Whatever the stand-in saw of it ended without its body.
-    const seen = await settle(() => upstream.seen.map((s) => s.outcome), (o) => !o.includes('pending'));
+    const seen = await settle(
+      () => upstream.seen.map((s) => s.outcome),
+      (o) => !o.includes('pending'),
+    );
     expect(seen).not.toContain('whole');
     expect(upstream.seen.every((s) => s.bytes <= LIMIT)).toBe(true);
   });

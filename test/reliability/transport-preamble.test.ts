@@ -43,7 +43,12 @@ it('an upstream that only pings: the client has message_start once the hold is o
   gateway = await startGateway({ upstream: { url: upstream.baseUrl, preambleHoldMs: 300 } });
   const sdk = new Anthropic({ baseURL: gateway.origin, apiKey: 'sk-ant-test', maxRetries: 0, timeout: 30_000 });
 
-  const stream = await sdk.messages.create({ model: 'claude-x', max_tokens: 100, stream: true, messages: [{ role: 'user', content: 'hi' }] });
+  const stream = await sdk.messages.create({
+    model: 'claude-x',
+    max_tokens: 100,
+    stream: true,
+    messages: [{ role: 'user', content: 'hi' }],
+  });
   // The SDK passes pings over: the first event it yields is message_start.
   let first: string | undefined;
   for await (const e of stream) {
@@ -103,7 +108,10 @@ it('a failure within the hold is still rescued', async () => {
     res.end(`event: error\ndata: ${JSON.stringify(promptTooLong(30_000, 20_000))}\n\n`);
   });
   gateway = await startGateway({ upstream: { url: upstream.baseUrl, preambleHoldMs: 3_000 }, summarizer: { maxInputTokens: 500_000 } });
-  const turns = Array.from({ length: 30 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: `turn ${i} ${'words '.repeat(200)}` }));
+  const turns = Array.from({ length: 30 }, (_, i) => ({
+    role: i % 2 ? 'assistant' : 'user',
+    content: `turn ${i} ${'words '.repeat(200)}`,
+  }));
   const res = await fetch(`${gateway.origin}/v1/messages`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'x-api-key': 'sk-ant-test' },

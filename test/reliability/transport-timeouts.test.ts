@@ -54,7 +54,11 @@ describe('the request timeout', () => {
   it('a client that trickles its headers is cut once server.headersTimeoutMs passes', async () => {
     upstream = await startFakeUpstream();
     gateway = await startGateway({ upstream: { url: upstream.baseUrl }, server: { requestTimeoutMs: 5_000, headersTimeoutMs: 800 } });
-    const client = await slowClient(gateway.origin, 'POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\n', 'X-Slow: ' + 'a'.repeat(200));
+    const client = await slowClient(
+      gateway.origin,
+      'POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\n',
+      'X-Slow: ' + 'a'.repeat(200),
+    );
     expect(await client.closedWithin(10_000)).toBe(true);
     expect(rawStatus(client.received()).status).toBe(408);
     expect(upstream.received).toHaveLength(0);
@@ -73,7 +77,10 @@ describe('the request timeout', () => {
       await sleep(2_500);
       json(res, 200, completion('worth the wait'));
     });
-    gateway = await startGateway({ upstream: { url: upstream.baseUrl }, server: { requestTimeoutMs: 1_000, headersTimeoutMs: 1_000, keepAliveTimeoutMs: 1_000 } });
+    gateway = await startGateway({
+      upstream: { url: upstream.baseUrl },
+      server: { requestTimeoutMs: 1_000, headersTimeoutMs: 1_000, keepAliveTimeoutMs: 1_000 },
+    });
     const sdk = new OpenAI({ baseURL: gateway.baseUrl, apiKey: 'sk-test', maxRetries: 0, timeout: 15_000 });
     const answer = await sdk.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'take your time' }] });
     expect(answer.choices[0].message.content).toBe('worth the wait');
@@ -84,14 +91,23 @@ describe('the request timeout', () => {
     const standIn = await abortTolerantUpstream();
     closeLater.push(standIn.close);
     // A short keep-alive timeout: the SDK's own idle connection goes too, and the count returns to where it was.
-    gateway = await startGateway({ upstream: { url: standIn.baseUrl }, server: { requestTimeoutMs: 3_000, headersTimeoutMs: 3_000, keepAliveTimeoutMs: 500 } });
+    gateway = await startGateway({
+      upstream: { url: standIn.baseUrl },
+      server: { requestTimeoutMs: 3_000, headersTimeoutMs: 3_000, keepAliveTimeoutMs: 500 },
+    });
     const idle = await openConnections(gateway);
-    const slow = await Promise.all(Array.from({ length: 50 }, (_, i) => slowClient(gateway!.origin, i % 2 ? CHAT_HEAD : CHAT_HEAD.replace('/v1/chat/completions', '/v1/embeddings'))));
+    const slow = await Promise.all(
+      Array.from({ length: 50 }, (_, i) =>
+        slowClient(gateway!.origin, i % 2 ? CHAT_HEAD : CHAT_HEAD.replace('/v1/chat/completions', '/v1/embeddings')),
+      ),
+    );
 
     const sdk = new OpenAI({ baseURL: gateway.baseUrl, apiKey: 'sk-test', maxRetries: 0, timeout: 15_000 });
     const answer = await sdk.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] });
     expect(answer.choices[0].message.content).toBe('ok');
-    console.log(`the legitimate client was answered with ${(await openConnections(gateway)) - idle - 1} of the 50 slow connections still open`);
+    console.log(
+      `the legitimate client was answered with ${(await openConnections(gateway)) - idle - 1} of the 50 slow connections still open`,
+    );
 
     const closed = await Promise.all(slow.map((c) => c.closedWithin(10_000)));
     expect(closed.filter(Boolean)).toHaveLength(50);
@@ -108,10 +124,16 @@ describe('an early answer closes the connection', () => {
 
   it.each([
     ['a chat request without the gateway key', CHAT_HEAD],
-    ['a Messages request with a wrong x-api-key', CHAT_HEAD.replace('/v1/chat/completions', '/v1/messages').replace('\r\n\r\n', '\r\nx-api-key: wrong\r\n\r\n')],
+    [
+      'a Messages request with a wrong x-api-key',
+      CHAT_HEAD.replace('/v1/chat/completions', '/v1/messages').replace('\r\n\r\n', '\r\nx-api-key: wrong\r\n\r\n'),
+    ],
     ['a pass-through request without the gateway key', CHAT_HEAD.replace('/v1/chat/completions', '/v1/embeddings')],
     ['a chat request whose Content-Length follows 2,000 other headers', CHAT_HEAD.replace('Content-Type', `${PADDING}Content-Type`)],
-    ['a pass-through request whose Content-Length follows 2,000 other headers', CHAT_HEAD.replace('/v1/chat/completions', '/v1/embeddings').replace('Content-Type', `${PADDING}Content-Type`)],
+    [
+      'a pass-through request whose Content-Length follows 2,000 other headers',
+      CHAT_HEAD.replace('/v1/chat/completions', '/v1/embeddings').replace('Content-Type', `${PADDING}Content-Type`),
+    ],
   ])('%s: 401, then the connection is closed while the client is still sending', async (_name, head) => {
     upstream = await startFakeUpstream();
     // The request timeout is the default (120 s): what closes the connection here is the 401.

@@ -3,7 +3,17 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { completion, json, sse, startFakeUpstream, streamEvents, type FakeUpstream, type Received } from '../helpers/fake-upstream.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
 import { agentRequest, parseCompactionHeader } from '../helpers/rescue.js';
-import { Client, deadPort, expectNothingLeftOpen, expectOpenAIError, settledResources, sleep, tracked, writeUntilBlocked, type Answer } from './helpers.js';
+import {
+  Client,
+  deadPort,
+  expectNothingLeftOpen,
+  expectOpenAIError,
+  settledResources,
+  sleep,
+  tracked,
+  writeUntilBlocked,
+  type Answer,
+} from './helpers.js';
 
 /*
  * The upstream misbehaving in every way a socket allows. For each: what the client gets, that
@@ -213,7 +223,10 @@ describe('the upstream misbehaves; the gateway survives', () => {
     const answer = await client.post(`${gateway.baseUrl}/chat/completions`, agentRequest(60));
     expect(answer.status).toBe(200);
     expect(answer.json.choices[0].message.content).toBe('rescued');
-    expect(parseCompactionHeader(answer.headers['x-gateway-compaction'] as string)).toMatchObject({ outcome: 'replayed', reason: 'body_too_large' });
+    expect(parseCompactionHeader(answer.headers['x-gateway-compaction'] as string)).toMatchObject({
+      outcome: 'replayed',
+      reason: 'body_too_large',
+    });
     await expectNothingLeftOpen(baseline, upstreamSide.unfinished, client);
   });
 });

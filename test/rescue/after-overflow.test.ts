@@ -55,8 +55,17 @@ interface Reads {
 
 const MEMORY_OPERATIONS = ['recall', 'knowsTenant', 'session', 'limitFor', 'accepted', 'lease'] as const;
 
-async function run(body: unknown, memory: CompactionMemory | null, windows?: Array<{ model: string; tokens: number; completionCounted: boolean }>): Promise<{ status: number; header?: Record<string, unknown>; reads: Reads }> {
-  const config = validateConfig({ upstream: { url: upstream.baseUrl, windows }, summarizer: { maxInputTokens: 500_000 }, memory: { enabled: true }, compaction: { mask: false } });
+async function run(
+  body: unknown,
+  memory: CompactionMemory | null,
+  windows?: Array<{ model: string; tokens: number; completionCounted: boolean }>,
+): Promise<{ status: number; header?: Record<string, unknown>; reads: Reads }> {
+  const config = validateConfig({
+    upstream: { url: upstream.baseUrl, windows },
+    summarizer: { maxInputTokens: 500_000 },
+    memory: { enabled: true },
+    compaction: { mask: false },
+  });
   const dispatcher = new Agent();
   agents.push(dispatcher);
   const upstreams = resolveUpstreams(config);
@@ -65,7 +74,15 @@ async function run(body: unknown, memory: CompactionMemory | null, windows?: Arr
   const parses = vi.spyOn(incoming, 'json', 'get');
   const spies = memory ? MEMORY_OPERATIONS.map((name) => [name, vi.spyOn(memory, name)] as const) : [];
   const ctx: RescueContext = {
-    deps: { config, dispatcher, upstreams, metrics: createMetrics(), memory, budget: new RescueBudget(64 * 2 ** 20), windows: new Windows(null) },
+    deps: {
+      config,
+      dispatcher,
+      upstreams,
+      metrics: createMetrics(),
+      memory,
+      budget: new RescueBudget(64 * 2 ** 20),
+      windows: new Windows(null),
+    },
     upstream: upstreams.all[0],
     dialect: chat,
     path: `${upstreams.all[0].target.basePath}/chat/completions`,
@@ -80,7 +97,11 @@ async function run(body: unknown, memory: CompactionMemory | null, windows?: Arr
   for await (const _ of outcome.answer.answer.body);
   // What a request's acceptance notes is not waited for: it has had its turn once the answer is read.
   await new Promise((r) => setImmediate(r));
-  const reads = { loads: loads.mock.calls.length, parses: parses.mock.calls.length, memory: Object.fromEntries(spies.map(([name, spy]) => [name, spy.mock.calls.length])) };
+  const reads = {
+    loads: loads.mock.calls.length,
+    parses: parses.mock.calls.length,
+    memory: Object.fromEntries(spies.map(([name, spy]) => [name, spy.mock.calls.length])),
+  };
   vi.restoreAllMocks();
   return { status: outcome.answer.answer.status, header: outcome.header ? parseCompactionHeader(outcome.header) : undefined, reads };
 }
@@ -90,7 +111,11 @@ const small = () => ({ model: 'fake-model', messages: [{ role: 'user', content: 
 
 it('after one refusal nothing could shrink, a small request of that tenant and model is read no more than on a fresh gateway', async () => {
   await startRefusing();
-  const memory = createMemory(validateConfig({ upstream: { url: upstream.baseUrl }, memory: { enabled: true } }), createMetrics(), pino({ level: 'silent' }))!;
+  const memory = createMemory(
+    validateConfig({ upstream: { url: upstream.baseUrl }, memory: { enabled: true } }),
+    createMetrics(),
+    pino({ level: 'silent' }),
+  )!;
   expect((await run(small(), memory)).reads).toEqual(NOTHING);
 
   // One user message of 20 KB: refused, and nothing in it can be compacted.
@@ -111,7 +136,11 @@ it('after one refusal nothing could shrink, a small request of that tenant and m
 
 it('after a compaction is remembered, a request smaller than its span is not read; the conversation\u2019s next turn is still compacted ahead', async () => {
   await startRefusing();
-  const memory = createMemory(validateConfig({ upstream: { url: upstream.baseUrl }, memory: { enabled: true } }), createMetrics(), pino({ level: 'silent' }))!;
+  const memory = createMemory(
+    validateConfig({ upstream: { url: upstream.baseUrl }, memory: { enabled: true } }),
+    createMetrics(),
+    pino({ level: 'silent' }),
+  )!;
   const turns = (n: number) => toolTurnsBody(n, (t) => `// file ${t}\n${'x'.repeat(90)}`);
   const first = await run(turns(100), memory);
   expect(first.header).toMatchObject({ outcome: 'replayed', trigger: 'rejected' });

@@ -19,7 +19,14 @@ beforeAll(async () => {
   upstream = await startFakeUpstream(async (req, res) => {
     if (req.headers['x-gateway-compaction'] === 'summarizer') return json(res, 200, completion('SUMMARY: the build was fixed.'));
     if (req.body.length > LIMIT) {
-      return json(res, 400, { error: { message: `This model's maximum context length is ${LIMIT / 4} tokens. However, your messages resulted in ${req.body.length} tokens.`, type: 'invalid_request_error', param: 'messages', code: 'context_length_exceeded' } });
+      return json(res, 400, {
+        error: {
+          message: `This model's maximum context length is ${LIMIT / 4} tokens. However, your messages resulted in ${req.body.length} tokens.`,
+          type: 'invalid_request_error',
+          param: 'messages',
+          code: 'context_length_exceeded',
+        },
+      });
     }
     if (req.json?.messages?.at(-1)?.content === 'wait for me') await new Promise<void>((resolve) => (release = resolve));
     json(res, 200, completion('the answer'));
@@ -37,7 +44,11 @@ const rounds = (n: number, task: string) => [
   { role: 'system' as const, content: 'You are a coding agent.' },
   { role: 'user' as const, content: task },
   ...Array.from({ length: n }, (_, i) => [
-    { role: 'assistant' as const, content: null, tool_calls: [{ id: `c${i}`, type: 'function' as const, function: { name: 'bash', arguments: '{"command":"npm test"}' } }] },
+    {
+      role: 'assistant' as const,
+      content: null,
+      tool_calls: [{ id: `c${i}`, type: 'function' as const, function: { name: 'bash', arguments: '{"command":"npm test"}' } }],
+    },
     { role: 'tool' as const, tool_call_id: `c${i}`, content: 'FAIL src/a.test.ts\n'.repeat(60) },
   ]).flat(),
 ];
@@ -55,7 +66,10 @@ it('a request of a known tenant that extends nothing holds no budget while its u
   expect(await inUse()).toBe(0);
 
   // Another conversation of the same tenant, small enough to be accepted, held by the upstream.
-  const pending = client.chat.completions.create({ model: 'gpt-test', messages: [...rounds(3, 'Write the docs.'), { role: 'user', content: 'wait for me' }] });
+  const pending = client.chat.completions.create({
+    model: 'gpt-test',
+    messages: [...rounds(3, 'Write the docs.'), { role: 'user', content: 'wait for me' }],
+  });
   await expect.poll(() => release !== undefined, { timeout: 5_000 }).toBe(true);
   expect(await inUse()).toBe(0);
   release!();

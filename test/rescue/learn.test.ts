@@ -12,11 +12,19 @@ import { readIncoming } from '../../src/rescue/request.js';
  * without memory, teaches nothing.
  */
 
-function ctxWith(body: unknown, learned: Array<[string, LearnedLimit]>, memory = true, clientHeaders: Record<string, string> = { authorization: 'Bearer sk-a' }): RescueContext {
+function ctxWith(
+  body: unknown,
+  learned: Array<[string, LearnedLimit]>,
+  memory = true,
+  clientHeaders: Record<string, string> = { authorization: 'Bearer sk-a' },
+): RescueContext {
   // Every lesson and lookup is the routed upstream's own.
   const own = (upstream: string) => expect(upstream).toBe('upstream-memory-key');
   const fake = {
-    learn: async (_tenant: string, upstream: string, model: string, bounds: LearnedLimit) => (own(upstream), void learned.push([model, bounds])),
+    learn: async (_tenant: string, upstream: string, model: string, bounds: LearnedLimit) => (
+      own(upstream),
+      void learned.push([model, bounds])
+    ),
     limitFor: async (_tenant: string, upstream: string, model: string) => (own(upstream), { limitTokens: model.length }),
     recall: async () => null,
     countLookup: () => {},
@@ -31,12 +39,17 @@ function ctxWith(body: unknown, learned: Array<[string, LearnedLimit]>, memory =
   } as unknown as RescueContext;
 }
 
-const overlong = (reason: 'context_length' | 'body_too_large', limits: Record<string, unknown>) => ({ overlong: true, reason, limits, rule: 'test' }) as never;
+const overlong = (reason: 'context_length' | 'body_too_large', limits: Record<string, unknown>) =>
+  ({ overlong: true, reason, limits, rule: 'test' }) as never;
 
 describe('learnFrom', () => {
   it('a stated window and a stated completion; never the prompt\u2019s bytes per token (that is the conversation\u2019s)', async () => {
     const learned: Array<[string, LearnedLimit]> = [];
-    await learnFrom(ctxWith({ model: 'm1' }, learned), overlong('context_length', { limitTokens: 8000, promptTokens: 9000, completionTokens: 500 }), 36_000);
+    await learnFrom(
+      ctxWith({ model: 'm1' }, learned),
+      overlong('context_length', { limitTokens: 8000, promptTokens: 9000, completionTokens: 500 }),
+      36_000,
+    );
     expect(learned).toEqual([['m1', { limitTokens: 8000, completionCounted: true, windowFrom: 36_000 }]]);
   });
 

@@ -48,7 +48,15 @@ async function run(body: unknown, memory: CompactionMemory) {
   const upstreams = resolveUpstreams(config);
   const target = upstreams.all[0].target;
   const ctx: RescueContext = {
-    deps: { config, dispatcher, upstreams, metrics: createMetrics(), memory, budget: new RescueBudget(64 * 2 ** 20), windows: new Windows(null) },
+    deps: {
+      config,
+      dispatcher,
+      upstreams,
+      metrics: createMetrics(),
+      memory,
+      budget: new RescueBudget(64 * 2 ** 20),
+      windows: new Windows(null),
+    },
     upstream: upstreams.all[0],
     dialect: chat,
     path: `${target.basePath}/chat/completions`,
@@ -76,7 +84,11 @@ it('a limit learned since a span was remembered lowers the aim of the compaction
     }
     return json(res, 200, completion('done'));
   });
-  const memory = createMemory(validateConfig({ upstream: { url: upstream.baseUrl }, memory: { enabled: true } }), createMetrics(), pino({ level: 'silent' }))!;
+  const memory = createMemory(
+    validateConfig({ upstream: { url: upstream.baseUrl }, memory: { enabled: true } }),
+    createMetrics(),
+    pino({ level: 'silent' }),
+  )!;
   const first = await run(smallTurns(100), memory);
   expect(first).toMatchObject({ outcome: 'replayed', trigger: 'rejected' });
 
@@ -93,7 +105,9 @@ it('a limit learned since a span was remembered lowers the aim of the compaction
   expect(ahead.body.length).toBeLessThanOrEqual(5_000);
   expect(ahead.json.messages).toHaveLength(10);
   expect(ahead.json.messages.slice(0, 2)).toEqual(body.messages.slice(0, 2));
-  expect(ahead.json.messages[2].content).toMatch(/^\[compaction-gateway\] The 394 earlier messages .*SUMMARY: files read\.\n\n\[trail of the condensed messages, read off them by the gateway\]\nfiles read: .*, src\/f196\.ts$/s);
+  expect(ahead.json.messages[2].content).toMatch(
+    /^\[compaction-gateway\] The 394 earlier messages .*SUMMARY: files read\.\n\n\[trail of the condensed messages, read off them by the gateway\]\nfiles read: .*, src\/f196\.ts$/s,
+  );
   expect(ahead.json.messages.slice(3)).toEqual(body.messages.slice(-7));
   expect(ahead.json.messages[3].tool_calls[0].function.arguments).toBe('{"path":"src/f197.ts"}');
   await memory.close();

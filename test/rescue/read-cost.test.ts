@@ -25,7 +25,8 @@ describe('reading a body for a rescue', () => {
   });
 
   it(`a conversation of more than ${MAX_RESCUED_ITEMS} items is not rescued either`, async () => {
-    const turns = (n: number) => Buffer.from(`{"model":"m","messages":[${'{"role":"user","content":"x"},'.repeat(n - 1)}{"role":"user","content":"x"}]}`);
+    const turns = (n: number) =>
+      Buffer.from(`{"model":"m","messages":[${'{"role":"user","content":"x"},'.repeat(n - 1)}{"role":"user","content":"x"}]}`);
     const over = readIncoming(turns(MAX_RESCUED_ITEMS + 1), undefined);
     expect(await over.load()).toBeNull();
     expect(over.tooManyItems).toBe(true);

@@ -29,7 +29,14 @@ const compacted = (over: Partial<Extract<CompactionResult, { outcome: 'compacted
   ...over,
 });
 
-const notShrunk: CompactionResult = { outcome: 'not_shrunk', why: 'nothing_to_shrink', summarizerCalls: 0, messagesBefore: 3, bytesBefore: 2048, tokensBefore: 683 };
+const notShrunk: CompactionResult = {
+  outcome: 'not_shrunk',
+  why: 'nothing_to_shrink',
+  summarizerCalls: 0,
+  messagesBefore: 3,
+  bytesBefore: 2048,
+  tokensBefore: 683,
+};
 
 function logger() {
   const lines: Array<{ level: string; obj: Record<string, unknown>; msg: string }> = [];
@@ -43,7 +50,9 @@ async function value(metrics: Metrics, name: string, labels: Record<string, stri
   const metric = metrics.registry.getSingleMetric(name.replace(/_(sum|count)$/, ''))!;
   const { values } = await metric.get();
   const match = values.find(
-    (v) => ((v as { metricName?: string }).metricName ?? (metric as unknown as { name: string }).name) === name && Object.entries(labels).every(([k, l]) => (v.labels as Record<string, unknown>)[k] === l),
+    (v) =>
+      ((v as { metricName?: string }).metricName ?? (metric as unknown as { name: string }).name) === name &&
+      Object.entries(labels).every(([k, l]) => (v.labels as Record<string, unknown>)[k] === l),
   );
   return match?.value;
 }
@@ -67,25 +76,53 @@ describe('compactionHeader', () => {
   });
 
   it('a compaction that did not shrink says why, and none of the after figures', () => {
-    const record: RescueRecord = { api: 'chat', outcome: 'not_shrunk', trigger: 'rejected', reason: 'body_too_large', compaction: notShrunk };
-    expect(compactionHeader(record)).toBe('outcome=not_shrunk, trigger=rejected, reason=body_too_large, why=nothing_to_shrink, messages-before=3, bytes-before=2048, tokens-before=683');
+    const record: RescueRecord = {
+      api: 'chat',
+      outcome: 'not_shrunk',
+      trigger: 'rejected',
+      reason: 'body_too_large',
+      compaction: notShrunk,
+    };
+    expect(compactionHeader(record)).toBe(
+      'outcome=not_shrunk, trigger=rejected, reason=body_too_large, why=nothing_to_shrink, messages-before=3, bytes-before=2048, tokens-before=683',
+    );
   });
 
   it('a clamp names its strategy and the completion before and after', () => {
-    const record: RescueRecord = { api: 'responses', outcome: 'replayed', trigger: 'rejected', reason: 'context_length', remedy: 'clamp', limit: 'stated', completion: { before: 8000, after: 1200 } };
-    expect(compactionHeader(record)).toBe('outcome=replayed, trigger=rejected, reason=context_length, limit=stated, strategy=clamp, completion-before=8000, completion-after=1200');
+    const record: RescueRecord = {
+      api: 'responses',
+      outcome: 'replayed',
+      trigger: 'rejected',
+      reason: 'context_length',
+      remedy: 'clamp',
+      limit: 'stated',
+      completion: { before: 8000, after: 1200 },
+    };
+    expect(compactionHeader(record)).toBe(
+      'outcome=replayed, trigger=rejected, reason=context_length, limit=stated, strategy=clamp, completion-before=8000, completion-after=1200',
+    );
   });
 
   it('a truncation names its strategy; a disabled rescue only its outcome and reason', () => {
-    expect(compactionHeader({ api: 'responses', outcome: 'replayed', trigger: 'rejected', reason: 'context_length', remedy: 'truncation' })).toBe(
-      'outcome=replayed, trigger=rejected, reason=context_length, strategy=truncation',
+    expect(
+      compactionHeader({ api: 'responses', outcome: 'replayed', trigger: 'rejected', reason: 'context_length', remedy: 'truncation' }),
+    ).toBe('outcome=replayed, trigger=rejected, reason=context_length, strategy=truncation');
+    expect(compactionHeader({ api: 'chat', outcome: 'disabled', trigger: 'rejected', reason: 'context_length' })).toBe(
+      'outcome=disabled, trigger=rejected, reason=context_length',
     );
-    expect(compactionHeader({ api: 'chat', outcome: 'disabled', trigger: 'rejected', reason: 'context_length' })).toBe('outcome=disabled, trigger=rejected, reason=context_length');
   });
 
   it('a proactive compaction with no cut still says cut=0', () => {
-    const header = compactionHeader({ api: 'chat', outcome: 'compacted', trigger: 'proactive', compaction: compacted({ summarizerMs: undefined, summarizerCalls: 0, memory: 'hit' }), limit: 'learned' });
-    expect(header).toBe('outcome=compacted, trigger=proactive, limit=learned, memory=hit, strategy=summarize, messages-before=212, messages-after=14, bytes-before=1234567, bytes-after=98765, tokens-before=411523, tokens-after=32921, cut=0');
+    const header = compactionHeader({
+      api: 'chat',
+      outcome: 'compacted',
+      trigger: 'proactive',
+      compaction: compacted({ summarizerMs: undefined, summarizerCalls: 0, memory: 'hit' }),
+      limit: 'learned',
+    });
+    expect(header).toBe(
+      'outcome=compacted, trigger=proactive, limit=learned, memory=hit, strategy=summarize, messages-before=212, messages-after=14, bytes-before=1234567, bytes-after=98765, tokens-before=411523, tokens-after=32921, cut=0',
+    );
   });
 });
 
@@ -96,17 +133,35 @@ describe('logDecision: one line, once the rescue ended, with the numbers in the 
     const { log, lines } = logger();
     logDecision(log, { ...base, outcome: 'disabled' });
     expect(lines).toHaveLength(1);
-    expect(lines[0].msg).toBe('upstream rejected the chat request as overlong (400 context_length, limit unknown): compaction is off for this request; passing the upstream error through');
-    expect(lines[0].obj).toEqual({ compaction: { api: 'chat', trigger: 'rejected', reason: 'context_length', rejectedStatus: 400, outcome: 'disabled' } });
+    expect(lines[0].msg).toBe(
+      'upstream rejected the chat request as overlong (400 context_length, limit unknown): compaction is off for this request; passing the upstream error through',
+    );
+    expect(lines[0].obj).toEqual({
+      compaction: { api: 'chat', trigger: 'rejected', reason: 'context_length', rejectedStatus: 400, outcome: 'disabled' },
+    });
   });
 
   it('a clamp', () => {
     const { log, lines } = logger();
-    logDecision(log, { ...base, outcome: 'replayed', remedy: 'clamp', limit: 'stated', completion: { before: 4096, after: 1000 }, durationMs: 1.6, replayStatus: 200 });
+    logDecision(log, {
+      ...base,
+      outcome: 'replayed',
+      remedy: 'clamp',
+      limit: 'stated',
+      completion: { before: 4096, after: 1000 },
+      durationMs: 1.6,
+      replayStatus: 200,
+    });
     expect(lines[0].msg).toBe(
       'upstream rejected the chat request as overlong (400 context_length, limit stated): the prompt fits; lowered the completion limit from 4096 to 1000, replayed once: the upstream answered 200',
     );
-    expect(lines[0].obj.compaction).toMatchObject({ strategy: 'clamp', completionBefore: 4096, completionAfter: 1000, durationMs: 2, remedy: 'clamp' });
+    expect(lines[0].obj.compaction).toMatchObject({
+      strategy: 'clamp',
+      completionBefore: 4096,
+      completionAfter: 1000,
+      durationMs: 2,
+      remedy: 'clamp',
+    });
     expect(lines[0].obj.compaction).not.toHaveProperty('completion');
   });
 
@@ -137,10 +192,26 @@ describe('logDecision: one line, once the rescue ended, with the numbers in the 
     const { log, lines } = logger();
     const replayed = { ...base, outcome: 'replayed', remedy: 'compaction', replayStatus: 200 } as const;
     logDecision(log, { ...replayed, limit: 'stated', compaction: compacted() });
-    logDecision(log, { ...replayed, limit: 'default', compaction: compacted({ strategy: 'fallback', summarizerMs: 250.4, summarizerFailure: 'rejected', cut: 3 }) });
-    logDecision(log, { ...replayed, limit: 'stated', compaction: compacted({ memory: 'hit', summarizerCalls: 0, summarizerMs: undefined }) });
-    logDecision(log, { ...replayed, limit: 'stated', compaction: compacted({ memory: 'hit', summarizerCalls: 1, bytesBefore: 1000, bytesAfter: 999 }) });
-    logDecision(log, { ...replayed, limit: 'stated', compaction: compacted({ memory: 'hit', summarizerCalls: 0, summarizerMs: undefined, strategy: 'mask' }) });
+    logDecision(log, {
+      ...replayed,
+      limit: 'default',
+      compaction: compacted({ strategy: 'fallback', summarizerMs: 250.4, summarizerFailure: 'rejected', cut: 3 }),
+    });
+    logDecision(log, {
+      ...replayed,
+      limit: 'stated',
+      compaction: compacted({ memory: 'hit', summarizerCalls: 0, summarizerMs: undefined }),
+    });
+    logDecision(log, {
+      ...replayed,
+      limit: 'stated',
+      compaction: compacted({ memory: 'hit', summarizerCalls: 1, bytesBefore: 1000, bytesAfter: 999 }),
+    });
+    logDecision(log, {
+      ...replayed,
+      limit: 'stated',
+      compaction: compacted({ memory: 'hit', summarizerCalls: 0, summarizerMs: undefined, strategy: 'mask' }),
+    });
     expect(lines.map((l) => l.msg)).toEqual([
       'upstream rejected the chat request as overlong (400 context_length, limit stated): compacted 212 items into 14 (1.23 MB -> 99 KB, summarize, 1.5 s), replayed once: the upstream answered 200',
       'upstream rejected the chat request as overlong (400 context_length, limit default): compacted 212 items into 14 (1.23 MB -> 99 KB, fallback, 250 ms, 3 kept contents cut to fit) after the summarizer failed (rejected), replayed once: the upstream answered 200',
@@ -150,14 +221,26 @@ describe('logDecision: one line, once the rescue ended, with the numbers in the 
     ]);
     expect(lines.map((l) => l.level)).toEqual(['warn', 'warn', 'warn', 'warn', 'warn']);
     const fields = lines[0].obj.compaction as Record<string, unknown>;
-    expect(fields).toMatchObject({ compaction: 'compacted', strategy: 'summarize', tokensBefore: 411523, summarizerMs: 1534, messagesAfter: 14 });
+    expect(fields).toMatchObject({
+      compaction: 'compacted',
+      strategy: 'summarize',
+      tokensBefore: 411523,
+      summarizerMs: 1534,
+      messagesAfter: 14,
+    });
     expect(fields).not.toHaveProperty('body');
     expect(fields).not.toHaveProperty('outcome', 'compacted');
   });
 
   it('a proactive compaction says it extends a remembered one and is sent compacted', () => {
     const { log, lines } = logger();
-    logDecision(log, { api: 'responses', outcome: 'compacted', trigger: 'proactive', limit: 'learned', compaction: compacted({ newSpan: { fixedEnd: 1 } as never }) });
+    logDecision(log, {
+      api: 'responses',
+      outcome: 'compacted',
+      trigger: 'proactive',
+      limit: 'learned',
+      compaction: compacted({ newSpan: { fixedEnd: 1 } as never }),
+    });
     expect(lines[0].msg).toBe(
       'responses request extends a conversation compacted before (remembered summary): compacted 212 items into 14 (1.23 MB -> 99 KB, summarize, 1.5 s), sending it compacted',
     );
@@ -166,7 +249,15 @@ describe('logDecision: one line, once the rescue ended, with the numbers in the 
 
   it('what happened to bound thinking: stripped, kept under drop_block, a binding retry, what the upstream dropped; in the header too', () => {
     const { log, lines } = logger();
-    const messages: RescueRecord = { ...base, api: 'messages', outcome: 'replayed', remedy: 'compaction', limit: 'stated', compaction: compacted(), replayStatus: 200 };
+    const messages: RescueRecord = {
+      ...base,
+      api: 'messages',
+      outcome: 'replayed',
+      remedy: 'compaction',
+      limit: 'stated',
+      compaction: compacted(),
+      replayStatus: 200,
+    };
     logDecision(log, { ...messages, bound: { stripped: 3, optIn: false } });
     logDecision(log, { ...messages, bound: { stripped: 1, optIn: true }, stateDropped: 1 });
     logDecision(log, { ...messages, bound: { stripped: 5, optIn: false }, bindingRetry: true });
@@ -180,9 +271,9 @@ describe('logDecision: one line, once the rescue ended, with the numbers in the 
     ]);
     expect(lines[1].obj.compaction).toMatchObject({ thinkingStripped: 1, blockBinding: 'drop_block', stateDropped: 1 });
     expect(lines[1].obj.compaction).not.toHaveProperty('restrip');
-    expect(compactionHeader({ ...messages, bound: { stripped: 5, optIn: false }, bindingRetry: true, stateDropped: 0, replayStatus: 200 })).toMatch(
-      /, thinking-stripped=5, block-binding=none, binding-retry=1, reasoning-dropped=0, replay-status=200$/,
-    );
+    expect(
+      compactionHeader({ ...messages, bound: { stripped: 5, optIn: false }, bindingRetry: true, stateDropped: 0, replayStatus: 200 }),
+    ).toMatch(/, thinking-stripped=5, block-binding=none, binding-retry=1, reasoning-dropped=0, replay-status=200$/);
     // An API without bound thinking says nothing of it.
     expect(compactionHeader({ ...messages, api: 'chat', bound: null })).not.toMatch(/thinking|binding/);
   });
@@ -200,22 +291,54 @@ describe('logDecision: one line, once the rescue ended, with the numbers in the 
     logDecision(log, { ...replay, outcome: 'replay_failed', replayResult: 'failed', replayError: 'Request aborted', clientLeft: true });
     expect(lines.map((l) => [l.level, l.msg.slice(l.msg.indexOf('): ') + 3)])).toEqual([
       ['warn', 'compacted 212 items into 14 (1.23 MB -> 99 KB, summarize, 1.5 s), replayed once: the upstream answered 200'],
-      ['error', 'compacted 212 items into 14 (1.23 MB -> 99 KB, summarize, 1.5 s), replayed once: the upstream answered 400, overlong still, passed to the client'],
-      ['error', 'compacted 212 items into 14 (1.23 MB -> 99 KB, summarize, 1.5 s), replayed once: the upstream answered 503, passed to the client'],
-      ['error', 'compacted 212 items into 14 (1.23 MB -> 99 KB, summarize, 1.5 s), replayed once, which failed before the upstream answered (connect ECONNREFUSED 127.0.0.1:9); the client gets an error'],
+      [
+        'error',
+        'compacted 212 items into 14 (1.23 MB -> 99 KB, summarize, 1.5 s), replayed once: the upstream answered 400, overlong still, passed to the client',
+      ],
+      [
+        'error',
+        'compacted 212 items into 14 (1.23 MB -> 99 KB, summarize, 1.5 s), replayed once: the upstream answered 503, passed to the client',
+      ],
+      [
+        'error',
+        'compacted 212 items into 14 (1.23 MB -> 99 KB, summarize, 1.5 s), replayed once, which failed before the upstream answered (connect ECONNREFUSED 127.0.0.1:9); the client gets an error',
+      ],
       ['error', 'no useful compaction (nothing_to_shrink, 3 items, 2 KB); passing the upstream error through'],
-      ['error', 'shed, rescues held about 9.00 MB already and it needed 2.00 MB more (budget 10.00 MB, compaction.rescueBudgetBytes); passing the upstream error through'],
+      [
+        'error',
+        'shed, rescues held about 9.00 MB already and it needed 2.00 MB more (budget 10.00 MB, compaction.rescueBudgetBytes); passing the upstream error through',
+      ],
       ['warn', 'compaction is off for this request; passing the upstream error through'],
-      ['warn', 'compacted 212 items into 14 (1.23 MB -> 99 KB, summarize, 1.5 s), replayed once; the client left before the upstream answered (Request aborted)'],
+      [
+        'warn',
+        'compacted 212 items into 14 (1.23 MB -> 99 KB, summarize, 1.5 s), replayed once; the client left before the upstream answered (Request aborted)',
+      ],
     ]);
     expect(lines[1].obj.compaction).toMatchObject({ outcome: 'replay_failed', replayStatus: 400, replayResult: 'still_overlong' });
-    expect(lines[3].obj.compaction).toMatchObject({ outcome: 'replay_failed', replayResult: 'failed', replayError: 'connect ECONNREFUSED 127.0.0.1:9' });
+    expect(lines[3].obj.compaction).toMatchObject({
+      outcome: 'replay_failed',
+      replayResult: 'failed',
+      replayError: 'connect ECONNREFUSED 127.0.0.1:9',
+    });
   });
 
   it('a request that would pass its window and cannot be made smaller is sent as it was, at WARN', () => {
     const { log, lines } = logger();
-    logDecision(log, { api: 'chat', outcome: 'not_shrunk', trigger: 'window', reason: 'context_length', limit: 'declared', window: { tokens: 8192, estimate: 9000 }, compaction: notShrunk });
-    expect(lines).toEqual([expect.objectContaining({ level: 'warn', msg: expect.stringMatching(/: no useful compaction \(nothing_to_shrink, 3 items, 2 KB\); sending it as it was$/) })]);
+    logDecision(log, {
+      api: 'chat',
+      outcome: 'not_shrunk',
+      trigger: 'window',
+      reason: 'context_length',
+      limit: 'declared',
+      window: { tokens: 8192, estimate: 9000 },
+      compaction: notShrunk,
+    });
+    expect(lines).toEqual([
+      expect.objectContaining({
+        level: 'warn',
+        msg: expect.stringMatching(/: no useful compaction \(nothing_to_shrink, 3 items, 2 KB\); sending it as it was$/),
+      }),
+    ]);
   });
 
   it('a replayed record with no compaction and no known remedy writes nothing', () => {
@@ -256,7 +379,13 @@ describe('metrics', () => {
 
   it('countCompaction records a compaction’s duration, calls, failure and sizes', async () => {
     const metrics = createMetrics();
-    countCompaction(metrics, 'chat', compacted({ summarizerFailure: 'timeout', summarizerTokens: { input: 5_000, output: 700, estimated: true } }), 2500, BY);
+    countCompaction(
+      metrics,
+      'chat',
+      compacted({ summarizerFailure: 'timeout', summarizerTokens: { input: 5_000, output: 700, estimated: true } }),
+      2500,
+      BY,
+    );
     const by = { upstream: 'default', model: 'gpt-small' };
     expect(await value(metrics, 'gateway_compaction_duration_seconds_sum')).toBe(2.5);
     expect(await value(metrics, 'gateway_summarizer_calls_total', by)).toBe(2);

@@ -72,7 +72,13 @@ describe('readIncoming: decoding', () => {
   });
 
   it('nulls inside are ordinary values (an assistant message with tool calls has content null)', () => {
-    const withNull = { model: 'm', messages: [{ role: 'assistant', content: null, tool_calls: [] }, { role: 'user', content: 'x' }] };
+    const withNull = {
+      model: 'm',
+      messages: [
+        { role: 'assistant', content: null, tool_calls: [] },
+        { role: 'user', content: 'x' },
+      ],
+    };
     expect(readIncoming(Buffer.from(JSON.stringify(withNull)), undefined).json).toEqual(withNull);
   });
 
@@ -154,7 +160,11 @@ describe('the rescue context helpers', () => {
 
   it('a changed body goes out marked, as plain JSON, every other header as sent', () => {
     const headers = { authorization: 'Bearer k', 'content-encoding': 'gzip', 'content-type': 'application/json' };
-    expect(markedHeaders(headers, 'outcome=replayed')).toEqual({ authorization: 'Bearer k', 'content-type': 'application/json', 'x-gateway-compaction': 'outcome=replayed' });
+    expect(markedHeaders(headers, 'outcome=replayed')).toEqual({
+      authorization: 'Bearer k',
+      'content-type': 'application/json',
+      'x-gateway-compaction': 'outcome=replayed',
+    });
     expect(headers['content-encoding']).toBe('gzip');
   });
 

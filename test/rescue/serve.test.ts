@@ -53,7 +53,8 @@ const tooLong = (limit: number, tokens: number) => ({
 /** Rejects bodies over `limitBytes` as a context overflow; the summarizer answers with a summary. */
 function provider(limitBytes: number, over: Partial<{ replay: Handler; summarizer: Handler }> = {}): Handler {
   return (req, res, raw) => {
-    if (isSummarizer(req)) return over.summarizer ? over.summarizer(req, res, raw) : json(res, 200, completion('SUMMARY: the build was fixed in f3.'));
+    if (isSummarizer(req))
+      return over.summarizer ? over.summarizer(req, res, raw) : json(res, 200, completion('SUMMARY: the build was fixed in f3.'));
     if (calls().length > 1 && over.replay) return over.replay(req, res, raw);
     if (req.body.length > limitBytes) return json(res, 400, tooLong(Math.floor(limitBytes / 4), Math.ceil(req.body.length / 4)));
     return json(res, 200, completion('rescued'));
@@ -72,9 +73,25 @@ interface Run {
 
 async function run(
   body: unknown,
-  o: { config?: ConfigInput; dialect?: Dialect; headers?: Record<string, string>; clientHeaders?: Record<string, string>; committed?: boolean; memory?: CompactionMemory | null; encoding?: string; raw?: Buffer; path?: string; gone?: ClientGone } = {},
+  o: {
+    config?: ConfigInput;
+    dialect?: Dialect;
+    headers?: Record<string, string>;
+    clientHeaders?: Record<string, string>;
+    committed?: boolean;
+    memory?: CompactionMemory | null;
+    encoding?: string;
+    raw?: Buffer;
+    path?: string;
+    gone?: ClientGone;
+  } = {},
 ): Promise<Run> {
-  const config = validateConfig({ upstream: { url: upstream.baseUrl }, summarizer: { maxInputTokens: 500_000 }, memory: { enabled: false }, ...o.config });
+  const config = validateConfig({
+    upstream: { url: upstream.baseUrl },
+    summarizer: { maxInputTokens: 500_000 },
+    memory: { enabled: false },
+    ...o.config,
+  });
   const lines: string[] = [];
   const log = pino({ level: 'debug' }, new Writable({ write: (c, _e, done) => (lines.push(c.toString()), done()) }));
   const metrics = createMetrics();
@@ -85,7 +102,15 @@ async function run(
   const raw = o.raw ?? Buffer.from(typeof body === 'string' ? body : JSON.stringify(body));
   const dialect = o.dialect ?? chat;
   const ctx: RescueContext = {
-    deps: { config, dispatcher, upstreams, metrics, memory: o.memory ?? null, budget: new RescueBudget(64 * 2 ** 20), windows: new Windows(null) },
+    deps: {
+      config,
+      dispatcher,
+      upstreams,
+      metrics,
+      memory: o.memory ?? null,
+      budget: new RescueBudget(64 * 2 ** 20),
+      windows: new Windows(null),
+    },
     upstream: upstreams.all[0],
     dialect,
     path: `${target.basePath}${o.path ?? (dialect === chat ? '/chat/completions' : '/responses')}`,
@@ -116,7 +141,9 @@ const NO_MASK = { compaction: { mask: false } } satisfies ConfigInput;
 
 async function count(metrics: Metrics, name: string, labels: Record<string, string>): Promise<number> {
   const { values } = await metrics.registry.getSingleMetric(name)!.get();
-  return values.filter((v) => Object.entries(labels).every(([k, l]) => (v.labels as Record<string, unknown>)[k] === l)).reduce((s, v) => s + v.value, 0);
+  return values
+    .filter((v) => Object.entries(labels).every(([k, l]) => (v.labels as Record<string, unknown>)[k] === l))
+    .reduce((s, v) => s + v.value, 0);
 }
 
 describe('a request the upstream takes', () => {
@@ -159,8 +186,19 @@ describe('compaction and one replay', () => {
     const summary = replay.json.messages.find((m: any) => typeof m.content === 'string' && m.content.startsWith('[compaction-gateway]'));
     expect(summary.content).toContain("because the request exceeded the model's context window");
     expect(summary.content).toContain('SUMMARY: the build was fixed in f3.');
-    expect(parseCompactionHeader(replay.headers['x-gateway-compaction'] as string)).toMatchObject({ outcome: 'replayed', reason: 'context_length', strategy: 'summarize' });
-    expect(r.header).toMatchObject({ outcome: 'replayed', trigger: 'rejected', reason: 'context_length', strategy: 'summarize', memory: 'miss', 'replay-status': 200 });
+    expect(parseCompactionHeader(replay.headers['x-gateway-compaction'] as string)).toMatchObject({
+      outcome: 'replayed',
+      reason: 'context_length',
+      strategy: 'summarize',
+    });
+    expect(r.header).toMatchObject({
+      outcome: 'replayed',
+      trigger: 'rejected',
+      reason: 'context_length',
+      strategy: 'summarize',
+      memory: 'miss',
+      'replay-status': 200,
+    });
     expect(r.ctx.notes.compaction).toBe(r.outcome.header);
 
     // The summarizer is the upstream's own model: its calls are sized to the window the refusal
@@ -180,12 +218,18 @@ describe('compaction and one replay', () => {
     expect(start).toMatchObject({ level: 30, api: 'chat', items: expect.any(Number) });
     expect(start.msg).toBe(`summarizing ${start.items} items for a compaction`);
     expect(start.items).toBeGreaterThan(20);
-    expect(r.logs.some((l) => l.level === 30 && new RegExp(`^summary ready in \\d+ ms \\(${n} summarizer call${n === 1 ? '' : 's'}\\)$`).test(l.msg))).toBe(true);
+    expect(
+      r.logs.some(
+        (l) => l.level === 30 && new RegExp(`^summary ready in \\d+ ms \\(${n} summarizer call${n === 1 ? '' : 's'}\\)$`).test(l.msg),
+      ),
+    ).toBe(true);
     const end = r.logs.find((l) => /^summary ready/.test(l.msg));
     expect(end).toMatchObject({ api: 'chat', calls: n });
     const warn = r.logs.filter((l) => l.level === 40);
     expect(warn).toHaveLength(1);
-    expect(warn[0].msg).toMatch(/^upstream rejected the chat request as overlong \(400 context_length, limit stated\): compacted \d+ items into \d+ .*, replayed once: the upstream answered 200$/);
+    expect(warn[0].msg).toMatch(
+      /^upstream rejected the chat request as overlong \(400 context_length, limit stated\): compacted \d+ items into \d+ .*, replayed once: the upstream answered 200$/,
+    );
 
     expect(await count(r.metrics, 'gateway_overlong_rejections_total', { api: 'chat', reason: 'context_length' })).toBe(1);
     expect(await count(r.metrics, 'gateway_compactions_total', { api: 'chat', strategy: 'summarize', outcome: 'replayed' })).toBe(1);
@@ -213,7 +257,9 @@ describe('compaction and one replay', () => {
     expect(r.status).toBe(200);
     const n = summarizerCalls().length;
     expect(n).toBeGreaterThan(1);
-    expect(r.logs.some((l) => l.level === 30 && new RegExp(`^summary ready in \\d+ ms \\(${n} summarizer calls\\)$`).test(l.msg))).toBe(true);
+    expect(r.logs.some((l) => l.level === 30 && new RegExp(`^summary ready in \\d+ ms \\(${n} summarizer calls\\)$`).test(l.msg))).toBe(
+      true,
+    );
   });
 
   it('a request that names no model asks the summarizer with an empty model', async () => {
@@ -227,13 +273,16 @@ describe('compaction and one replay', () => {
   it('a 413 is summarised as a size limit, and a summarizer that fails falls back, logged as such', async () => {
     upstream = await startFakeUpstream((req, res) => {
       if (isSummarizer(req)) return json(res, 500, { error: { message: 'down' } });
-      if (req.body.length > 20_000) return json(res, 413, { error: { type: 'request_too_large', message: 'Request exceeds the maximum size' } });
+      if (req.body.length > 20_000)
+        return json(res, 413, { error: { type: 'request_too_large', message: 'Request exceeds the maximum size' } });
       return json(res, 200, completion('rescued'));
     });
     const r = await run(agentBody(20), { config: NO_MASK });
     expect(r.status).toBe(200);
     expect(r.header).toMatchObject({ reason: 'body_too_large', strategy: 'fallback' });
-    const summary = calls()[1].json.messages.find((m: any) => typeof m.content === 'string' && m.content.startsWith('[compaction-gateway]'));
+    const summary = calls()[1].json.messages.find(
+      (m: any) => typeof m.content === 'string' && m.content.startsWith('[compaction-gateway]'),
+    );
     expect(summary.content).toContain("because the request exceeded the upstream's size limit");
     const failed = r.logs.find((l) => /^summarizer failed/.test(l.msg));
     expect(failed.level).toBe(40);
@@ -245,7 +294,12 @@ describe('compaction and one replay', () => {
     const other = await startFakeUpstream((_req, res) => json(res, 200, { output_text: 'SUMMARY from elsewhere' }));
     try {
       upstream = await startFakeUpstream(provider(20_000));
-      const r = await run(agentBody(20), { config: { summarizer: { url: other.baseUrl, model: 'small', api: 'responses', apiKey: 'sk-summ', maxInputTokens: 500_000 }, ...NO_MASK } });
+      const r = await run(agentBody(20), {
+        config: {
+          summarizer: { url: other.baseUrl, model: 'small', api: 'responses', apiKey: 'sk-summ', maxInputTokens: 500_000 },
+          ...NO_MASK,
+        },
+      });
       expect(r.status).toBe(200);
       expect(summarizerCalls()).toHaveLength(0);
       const [s] = other.received;
@@ -262,7 +316,9 @@ describe('compaction and one replay', () => {
     const other = await startFakeUpstream((_req, res) => json(res, 200, completion('SUMMARY anthropic-side')));
     try {
       upstream = await startFakeUpstream(provider(20_000));
-      await run(agentBody(20), { config: { summarizer: { url: other.baseUrl, api: 'messages', apiKey: 'sk-ant', maxInputTokens: 500_000 }, ...NO_MASK } });
+      await run(agentBody(20), {
+        config: { summarizer: { url: other.baseUrl, api: 'messages', apiKey: 'sk-ant', maxInputTokens: 500_000 }, ...NO_MASK },
+      });
       const [s] = other.received;
       expect(s.headers['x-api-key']).toBe('sk-ant');
       expect(s.headers.authorization).toBeUndefined();
@@ -273,7 +329,13 @@ describe('compaction and one replay', () => {
 
   it('a compaction that cannot help passes the rejection through, counted as not shrunk', async () => {
     upstream = await startFakeUpstream(provider(100));
-    const body = { model: 'fake-model', messages: [{ role: 'system', content: 'x'.repeat(5000) }, { role: 'user', content: 'hi' }] };
+    const body = {
+      model: 'fake-model',
+      messages: [
+        { role: 'system', content: 'x'.repeat(5000) },
+        { role: 'user', content: 'hi' },
+      ],
+    };
     const r = await run(body);
     expect(r.status).toBe(400);
     expect(calls()).toHaveLength(1);
@@ -302,7 +364,12 @@ describe('the replay’s answer', () => {
   });
 
   it('a replay refused with a 400 that is not about length is an upstream error', async () => {
-    upstream = await startFakeUpstream(provider(20_000, { replay: (_q, res) => json(res, 400, { error: { message: 'Invalid value for temperature', type: 'invalid_request_error', code: 'invalid_value' } }) }));
+    upstream = await startFakeUpstream(
+      provider(20_000, {
+        replay: (_q, res) =>
+          json(res, 400, { error: { message: 'Invalid value for temperature', type: 'invalid_request_error', code: 'invalid_value' } }),
+      }),
+    );
     const r = await run(agentBody(20));
     expect(r.status).toBe(400);
     expect(r.header).toMatchObject({ outcome: 'replay_failed', 'replay-status': 400 });
@@ -319,7 +386,10 @@ describe('the replay’s answer', () => {
     expect(await count(r.metrics, 'gateway_replays_total', { api: 'chat', result: 'failed' })).toBe(1);
     const loud = r.logs.filter((l) => l.level >= 40);
     expect(loud).toHaveLength(1);
-    expect(loud[0]).toMatchObject({ level: 50, compaction: { outcome: 'replay_failed', replayResult: 'failed', replayError: expect.any(String) } });
+    expect(loud[0]).toMatchObject({
+      level: 50,
+      compaction: { outcome: 'replay_failed', replayResult: 'failed', replayError: expect.any(String) },
+    });
     expect(loud[0].msg).toMatch(/, replayed once, which failed before the upstream answered \(.+\); the client gets an error$/);
   });
 
@@ -355,18 +425,31 @@ describe('when the gateway does not compact', () => {
   });
 
   it('a body it cannot read, or with no conversation: not shrunk, no_messages, with the size it was refused at', async () => {
-    upstream = await startFakeUpstream((_req, res) => json(res, 413, { error: { type: 'request_too_large', message: 'Request exceeds the maximum size' } }));
+    upstream = await startFakeUpstream((_req, res) =>
+      json(res, 413, { error: { type: 'request_too_large', message: 'Request exceeds the maximum size' } }),
+    );
     const garbage = await run('{"model":"m","messages":[', {});
     // In OpenAI's overflow words for the client's agent (the upstream's are not).
     expect(garbage.status).toBe(400);
-    expect(garbage.header).toEqual({ outcome: 'not_shrunk', trigger: 'rejected', reason: 'body_too_large', why: 'no_messages', 'messages-before': 0, 'bytes-before': 25, 'tokens-before': 0, 'overflow-error': 'translated' });
+    expect(garbage.header).toEqual({
+      outcome: 'not_shrunk',
+      trigger: 'rejected',
+      reason: 'body_too_large',
+      why: 'no_messages',
+      'messages-before': 0,
+      'bytes-before': 25,
+      'tokens-before': 0,
+      'overflow-error': 'translated',
+    });
     const empty = await run({ model: 'm', messages: [], prompt: 'x'.repeat(100) });
     expect(empty.header).toMatchObject({ outcome: 'not_shrunk', why: 'no_messages', 'bytes-before': 139 });
     expect(calls()).toHaveLength(2);
   });
 
   it('a body whose content coding cannot be undone: forwarded as it came, not shrunk, and the header says why', async () => {
-    upstream = await startFakeUpstream((_req, res) => json(res, 413, { error: { type: 'request_too_large', message: 'Request exceeds the maximum size' } }));
+    upstream = await startFakeUpstream((_req, res) =>
+      json(res, 413, { error: { type: 'request_too_large', message: 'Request exceeds the maximum size' } }),
+    );
     const corrupt = Buffer.from('not zstd at all, though it says so');
     const r = await run(null, { raw: corrupt, encoding: 'zstd' });
     expect(r.header).toMatchObject({ outcome: 'not_shrunk', why: 'undecodable_body' });
@@ -379,7 +462,8 @@ describe('when the gateway does not compact', () => {
       if (calls().length === 1)
         return json(res, 400, {
           error: {
-            message: "This model's maximum context length is 37000 tokens. However, you requested 40000 tokens (8000 in the messages, 32000 in the completion). Please reduce the length of the messages or completion.",
+            message:
+              "This model's maximum context length is 37000 tokens. However, you requested 40000 tokens (8000 in the messages, 32000 in the completion). Please reduce the length of the messages or completion.",
             type: 'invalid_request_error',
             code: 'context_length_exceeded',
           },
@@ -390,7 +474,16 @@ describe('when the gateway does not compact', () => {
     const r = await run(body);
     expect(r.status).toBe(200);
     expect(calls()[1].body.toString()).toBe(JSON.stringify({ ...body, max_tokens: 28_630 }));
-    expect(r.header).toEqual({ outcome: 'replayed', trigger: 'rejected', reason: 'context_length', limit: 'stated', strategy: 'clamp', 'completion-before': 32_000, 'completion-after': 28_630, 'replay-status': 200 });
+    expect(r.header).toEqual({
+      outcome: 'replayed',
+      trigger: 'rejected',
+      reason: 'context_length',
+      limit: 'stated',
+      strategy: 'clamp',
+      'completion-before': 32_000,
+      'completion-after': 28_630,
+      'replay-status': 200,
+    });
     expect(summarizerCalls()).toHaveLength(0);
   });
 });
@@ -399,7 +492,13 @@ describe('Responses: a history held upstream', () => {
   it('is replayed once with truncation "auto"', async () => {
     upstream = await startFakeUpstream((req, res) => {
       if (req.json.truncation === 'auto') return json(res, 200, { id: 'resp_2', object: 'response', status: 'completed', output: [] });
-      return json(res, 400, { error: { message: 'Your input exceeds the context window of this model. Please adjust your input and try again.', type: 'invalid_request_error', code: 'context_length_exceeded' } });
+      return json(res, 400, {
+        error: {
+          message: 'Your input exceeds the context window of this model. Please adjust your input and try again.',
+          type: 'invalid_request_error',
+          code: 'context_length_exceeded',
+        },
+      });
     });
     const body = { model: 'gpt-5', previous_response_id: 'resp_1', input: [{ role: 'user', content: 'next' }] };
     const r = await run(body, { dialect: responses });
@@ -412,7 +511,13 @@ describe('Responses: a history held upstream', () => {
 
   it('already truncated: nothing more to do', async () => {
     upstream = await startFakeUpstream((_req, res) =>
-      json(res, 400, { error: { message: 'Your input exceeds the context window of this model. Please adjust your input and try again.', type: 'invalid_request_error', code: 'context_length_exceeded' } }),
+      json(res, 400, {
+        error: {
+          message: 'Your input exceeds the context window of this model. Please adjust your input and try again.',
+          type: 'invalid_request_error',
+          code: 'context_length_exceeded',
+        },
+      }),
     );
     const r = await run({ model: 'gpt-5', previous_response_id: 'resp_1', truncation: 'auto', input: [] }, { dialect: responses });
     expect(r.status).toBe(400);
@@ -423,14 +528,26 @@ describe('Responses: a history held upstream', () => {
 
 describe('with memory', () => {
   const memoryConfig = (): ConfigInput => ({ memory: { enabled: true } });
-  const makeMemory = () => createMemory(validateConfig({ upstream: { url: upstream.baseUrl }, memory: { enabled: true } }), createMetrics(), pino({ level: 'silent' }))!;
+  const makeMemory = () =>
+    createMemory(
+      validateConfig({ upstream: { url: upstream.baseUrl }, memory: { enabled: true } }),
+      createMetrics(),
+      pino({ level: 'silent' }),
+    )!;
 
   it('a rejection teaches the stated limit; the next turn of the conversation goes compacted ahead', async () => {
     upstream = await startFakeUpstream(provider(20_000));
     const memory = makeMemory();
     const first = await run(agentBody(20), { config: memoryConfig(), memory, clientHeaders: { authorization: 'Bearer sk-client' } });
     expect(first.header).toMatchObject({ outcome: 'replayed', memory: 'miss' });
-    expect(await memory.limitFor(tenantOf({ authorization: 'Bearer sk-client' })!, upstream.baseUrl, 'fake-model', Buffer.byteLength(JSON.stringify(agentBody(20))))).toMatchObject({ limitTokens: 5000 });
+    expect(
+      await memory.limitFor(
+        tenantOf({ authorization: 'Bearer sk-client' })!,
+        upstream.baseUrl,
+        'fake-model',
+        Buffer.byteLength(JSON.stringify(agentBody(20))),
+      ),
+    ).toMatchObject({ limitTokens: 5000 });
 
     const body = agentBody(21);
     const next = await run(body, { config: memoryConfig(), memory, clientHeaders: { authorization: 'Bearer sk-client' } });
@@ -440,11 +557,18 @@ describe('with memory', () => {
     expect(calls()[2].body.length).toBeLessThan(20_000);
     expect(parseCompactionHeader(calls()[2].headers['x-gateway-compaction'] as string)).toMatchObject({ trigger: 'proactive' });
     // Accepted, it is an INFO line: a WARN is for what the upstream refused.
-    expect(next.logs.find((l) => /compacted before/.test(l.msg))).toMatchObject({ level: 30, msg: expect.stringMatching(/^chat request extends a conversation compacted before .*sending it compacted$/) });
+    expect(next.logs.find((l) => /compacted before/.test(l.msg))).toMatchObject({
+      level: 30,
+      msg: expect.stringMatching(/^chat request extends a conversation compacted before .*sending it compacted$/),
+    });
 
     const other = await run(body, { config: memoryConfig(), memory, clientHeaders: { authorization: 'Bearer sk-someone-else' } });
     expect(other.header).toMatchObject({ trigger: 'rejected' });
-    const optOut = await run(agentBody(21), { config: memoryConfig(), memory, clientHeaders: { authorization: 'Bearer sk-client', 'x-gateway-compaction': 'off' } });
+    const optOut = await run(agentBody(21), {
+      config: memoryConfig(),
+      memory,
+      clientHeaders: { authorization: 'Bearer sk-client', 'x-gateway-compaction': 'off' },
+    });
     expect(optOut.header).toMatchObject({ outcome: 'disabled' });
     await memory.close();
   });
@@ -479,7 +603,12 @@ describe('with memory', () => {
     const r = await run(agentBody(21), { config: memoryConfig(), memory, clientHeaders: tenant });
     const elapsedMs = performance.now() - started;
     const sent = calls()[2].body.length;
-    expect(r.header).toMatchObject({ trigger: 'proactive', 'tokens-before': Math.round(next / bytesPerToken), 'bytes-before': next, 'bytes-after': sent });
+    expect(r.header).toMatchObject({
+      trigger: 'proactive',
+      'tokens-before': Math.round(next / bytesPerToken),
+      'bytes-before': next,
+      'bytes-after': sent,
+    });
     expect(r.header!['tokens-after']).toBe(Math.round(sent / bytesPerToken));
     // The duration it reports lies within the call.
     const decided = r.logs.find((l) => l.compaction?.trigger === 'proactive');

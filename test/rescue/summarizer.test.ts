@@ -37,7 +37,11 @@ function endpoint(over: Partial<SummarizerEndpoint> = {}): SummarizerEndpoint {
   };
 }
 
-const summaryCall = (maxTokens = 1_000): SummarizerCall => ({ kind: 'summary', body: JSON.stringify({ model: 'summarizer-model', messages: [] }), maxTokens });
+const summaryCall = (maxTokens = 1_000): SummarizerCall => ({
+  kind: 'summary',
+  body: JSON.stringify({ model: 'summarizer-model', messages: [] }),
+  maxTokens,
+});
 const send = (e: SummarizerEndpoint, call = summaryCall(), signal = new AbortController().signal) => sendingTo(e)(call, signal);
 
 async function failure(promise: Promise<unknown>): Promise<SummarizerError> {
@@ -59,11 +63,26 @@ function after(ms: number): AbortSignal {
 describe('where a call goes', () => {
   it('summarize() through it: the transcript posted in the summarizer API, with its credentials and the summarizer mark; the trimmed text back', async () => {
     upstream = await startFakeUpstream((_req, res) => json(res, 200, completion('  The user wants the bug fixed.\n')));
-    const items = [{ who: 'user', text: 'Fix the bug', calls: [] }, { who: 'assistant', text: '', calls: [{ id: 'c1', name: 'read_file', args: '{"path":"a.ts"}' }] }];
-    const settings = { request: { model: 'm', max_completion_tokens: 5 }, timeoutMs: 10_000, maxInputTokens: 100_000, maxSummaryTokens: 1_000, maxCalls: 16, maxInputBytes: 4 * 1024 * 1024 };
+    const items = [
+      { who: 'user', text: 'Fix the bug', calls: [] },
+      { who: 'assistant', text: '', calls: [{ id: 'c1', name: 'read_file', args: '{"path":"a.ts"}' }] },
+    ];
+    const settings = {
+      request: { model: 'm', max_completion_tokens: 5 },
+      timeoutMs: 10_000,
+      maxInputTokens: 100_000,
+      maxSummaryTokens: 1_000,
+      maxCalls: 16,
+      maxInputBytes: 4 * 1024 * 1024,
+    };
     const e = endpoint();
     const result = await summarize(items, settings, { wire: e.wire, model: e.model, send: sendingTo(e) });
-    expect(result).toEqual({ text: 'The user wants the bug fixed.', calls: 1, tokens: { input: 12, output: 3, estimated: false }, digested: 0 });
+    expect(result).toEqual({
+      text: 'The user wants the bug fixed.',
+      calls: 1,
+      tokens: { input: 12, output: 3, estimated: false },
+      digested: 0,
+    });
     expect(upstream.received).toHaveLength(1);
     const [call] = upstream.received;
     expect(call.method).toBe('POST');
@@ -78,7 +97,10 @@ describe('where a call goes', () => {
       model: 'summarizer-model',
       messages: [
         { role: 'system', content: `${DEFAULT_SUMMARY_PROMPT}\n\n${TRANSCRIPT_RULES}` },
-        { role: 'user', content: '<conversation>\n[user]\n  Fix the bug\n\n[assistant]\n  -> calls read_file({"path":"a.ts"}) [c1]\n</conversation>' },
+        {
+          role: 'user',
+          content: '<conversation>\n[user]\n  Fix the bug\n\n[assistant]\n  -> calls read_file({"path":"a.ts"}) [c1]\n</conversation>',
+        },
       ],
       max_completion_tokens: 1_000,
       stream: false,
@@ -97,7 +119,12 @@ describe('where a call goes', () => {
   it.each([
     ['the provider\u2019s compaction, to its own path', responses.summarizer, 'compact', '/v1/responses/compact'],
     ['a summary in the Responses API', responses.summarizer, 'summary', '/v1/responses'],
-    ['a summary in Gemini\u2019s API, whose path names the model', gemini.summarizer, 'summary', '/v1/v1beta/models/summarizer-model:generateContent'],
+    [
+      'a summary in Gemini\u2019s API, whose path names the model',
+      gemini.summarizer,
+      'summary',
+      '/v1/v1beta/models/summarizer-model:generateContent',
+    ],
   ] as const)('%s', async (_name, wire, kind, path) => {
     upstream = await startFakeUpstream((_req, res) => json(res, 200, { output: [] }));
     await send(endpoint({ wire }), { ...summaryCall(), kind });

@@ -22,7 +22,13 @@ function scan(body: string | Buffer, cuts: number[] = []): ReturnType<ModelScann
 /** Every way of cutting a short body into two chunks, and into single bytes. */
 function everyCut(body: string): Array<ReturnType<ModelScanner['result']>> {
   const length = Buffer.byteLength(body);
-  const results = [scan(body), scan(body, Array.from({ length }, (_, i) => i))];
+  const results = [
+    scan(body),
+    scan(
+      body,
+      Array.from({ length }, (_, i) => i),
+    ),
+  ];
   for (let cut = 1; cut < length; cut++) results.push(scan(body, [cut]));
   return results;
 }
@@ -87,7 +93,12 @@ describe('the top-level model of a body', () => {
     const key = fc.oneof(fc.constantFrom('model', 'messages', 'metadata', 'Model', 'mode', 'models'), fc.string({ maxLength: 8 }));
     const value = fc.jsonValue({ maxDepth: 3 });
     const body = fc
-      .tuple(fc.array(fc.tuple(key, value), { maxLength: 8 }), fc.constantFrom('model', 'qwen3-coder', 'gpt-4.1', 'a"b', 'π\\'), fc.nat(8), fc.boolean())
+      .tuple(
+        fc.array(fc.tuple(key, value), { maxLength: 8 }),
+        fc.constantFrom('model', 'qwen3-coder', 'gpt-4.1', 'a"b', 'π\\'),
+        fc.nat(8),
+        fc.boolean(),
+      )
       .map(([members, model, at, escape]) => {
         const all = [...members];
         all.splice(Math.min(at, all.length), 0, ['model', model]);

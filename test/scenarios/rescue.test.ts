@@ -66,7 +66,10 @@ function streamText(res: Response) {
 
 /** What the stand-in's model says to its n-th call: a sentence, then a call to read the next file. */
 const said = (n: number) => `Let me read src/next${n}.ts.`;
-const reply = (_api: Api, n: number) => ({ text: said(n), call: { id: `read_next_${n}`, name: 'read_file', args: { path: `src/next${n}.ts` } } });
+const reply = (_api: Api, n: number) => ({
+  text: said(n),
+  call: { id: `read_next_${n}`, name: 'read_file', args: { path: `src/next${n}.ts` } },
+});
 
 /** The request with its instructions (kept byte for byte by any compaction) grown past `bytes`: nothing can make it fit. */
 function withHugeInstructions(wire: unknown, bytes: number): unknown {
@@ -86,13 +89,18 @@ function withHugeInstructions(wire: unknown, bytes: number): unknown {
 /** The conversation of a wire body, whichever API's. */
 const itemsOf = (wire: Body): unknown[] => wire.messages ?? wire.input ?? wire.contents;
 
-const isOverflow = (message: string | null) => message !== null && /too long|context length|context window|exceeds the maximum|Too Large/.test(message);
+const isOverflow = (message: string | null) =>
+  message !== null && /too long|context length|context window|exceeds the maximum|Too Large/.test(message);
 
 describe.each(FIXTURES.map((f) => [f.api, f] as const))('%s', (_api, f) => {
   const body = f.request(TURNS);
   const limitBytes = Math.floor(Buffer.byteLength(JSON.stringify(f.wire(body, false))) * 0.7);
 
-  async function start(tooLong: TooLong, config: Record<string, any> = {}, answers: Pick<StandInOptions, 'summarizer'> = {}): Promise<string> {
+  async function start(
+    tooLong: TooLong,
+    config: Record<string, any> = {},
+    answers: Pick<StandInOptions, 'summarizer'> = {},
+  ): Promise<string> {
     standIn = await startStandIn({ limitBytes, tooLong, reply, ...answers });
     // With the defaults: window discovery on, as a deployed gateway runs.
     gateway = await startGateway({ ...config, upstream: { url: f.upstreamUrl(standIn), discoverWindows: true, ...config.upstream } });
@@ -203,7 +211,11 @@ describe.each(FIXTURES.map((f) => [f.api, f] as const))('%s', (_api, f) => {
       const seen = new Promise<void>((resolve) => (clientSawContent = resolve));
       const origin = await start('stated');
       const events = [...f.preamble(), f.contentEvent()];
-      standIn!.script({ events, pause: { after: events.length, until: within(5_000, 'the client to receive the content', seen) }, end: 'reset' });
+      standIn!.script({
+        events,
+        pause: { after: events.length, until: within(5_000, 'the client to receive the content', seen) },
+        end: 'reset',
+      });
       const res = await within(5_000, 'response headers', f.post(origin, bytes(), { stream: true }));
       expect(res.status).toBe(200);
       const stream = streamText(res);
@@ -261,7 +273,10 @@ describe.each(FIXTURES.map((f) => [f.api, f] as const))('%s', (_api, f) => {
 
     it.skipIf(idle)('past its size bound, it is relayed instead of being held', async () => {
       // The time bound far off: the bytes held are what gives.
-      await held({ upstream: { preambleHoldMs: 60_000 } }, Array.from({ length: 400 }, (_, i) => f.idleEvent(i, 200)!));
+      await held(
+        { upstream: { preambleHoldMs: 60_000 } },
+        Array.from({ length: 400 }, (_, i) => f.idleEvent(i, 200)!),
+      );
     });
 
     it.skipIf(idle)('past upstream.preambleHoldMs, it is relayed: the client sees the stream start', async () => {
@@ -282,7 +297,8 @@ describe.each(FIXTURES.map((f) => [f.api, f] as const))('%s', (_api, f) => {
     // The summarizer spoke the request's own API, with the request's own credentials.
     for (const summarizer of standIn!.summarizerCalls()) {
       expect(apiOf(summarizer.url)).toBe(f.api);
-      for (const name of ['authorization', 'x-api-key', 'x-goog-api-key', 'anthropic-version']) expect(summarizer.headers[name], name).toBe(rejected.headers[name]);
+      for (const name of ['authorization', 'x-api-key', 'x-goog-api-key', 'anthropic-version'])
+        expect(summarizer.headers[name], name).toBe(rejected.headers[name]);
     }
   });
 
@@ -291,7 +307,8 @@ describe.each(FIXTURES.map((f) => [f.api, f] as const))('%s', (_api, f) => {
     const turn = await f.send(origin, body, { stream: false, headers: { 'x-agent-session': 'session-42' } });
     const { rejected, replay } = expectRescued(turn, 'stated');
     expect(replay.url).toBe(rejected.url);
-    for (const name of ['authorization', 'x-api-key', 'x-goog-api-key', 'anthropic-version', 'x-agent-session', 'user-agent']) expect(replay.headers[name], name).toBe(rejected.headers[name]);
+    for (const name of ['authorization', 'x-api-key', 'x-goog-api-key', 'anthropic-version', 'x-agent-session', 'user-agent'])
+      expect(replay.headers[name], name).toBe(rejected.headers[name]);
     expect(replay.headers['x-agent-session']).toBe('session-42');
   });
 
@@ -303,7 +320,11 @@ describe.each(FIXTURES.map((f) => [f.api, f] as const))('%s', (_api, f) => {
   ])('failing summarizer (%s)', (kind, answers, summarizer) => {
     it('the fallback digest condenses, the replay is accepted', async () => {
       const url = summarizer.url === 'dead' ? { url: `http://127.0.0.1:${await freePort()}` } : {};
-      const origin = await start('stated', { summarizer: { maxInputTokens: 500_000, ...summarizer, ...url }, compaction: { mask: false } }, answers);
+      const origin = await start(
+        'stated',
+        { summarizer: { maxInputTokens: 500_000, ...summarizer, ...url }, compaction: { mask: false } },
+        answers,
+      );
       const turn = await f.send(origin, body, { stream: true });
       const { replay } = expectRescued(turn, 'stated');
       expect(turn.header).toMatchObject({ strategy: 'fallback', 'summarizer-failure': kind });
@@ -336,7 +357,12 @@ describe.each(FIXTURES.map((f) => [f.api, f] as const))('%s', (_api, f) => {
     expect(res.status).toBe(400);
     expect(res.headers.get('content-type')).toBe('application/json');
     const body = (await res.json()) as any;
-    const words = { chat: /"code":"context_length_exceeded"/, responses: /"code":"context_length_exceeded"/, messages: /prompt is too long: \d+ tokens > \d+ maximum/, gemini: /exceeds the maximum number of tokens allowed/ }[f.api];
+    const words = {
+      chat: /"code":"context_length_exceeded"/,
+      responses: /"code":"context_length_exceeded"/,
+      messages: /prompt is too long: \d+ tokens > \d+ maximum/,
+      gemini: /exceeds the maximum number of tokens allowed/,
+    }[f.api];
     expect(JSON.stringify(body)).toMatch(words);
     // The API's own error shape, as its SDK reads it.
     if (f.api === 'messages') expect(body).toMatchObject({ type: 'error', error: { type: 'invalid_request_error' } });
@@ -391,21 +417,28 @@ describe.each(FIXTURES.map((f) => [f.api, f] as const))('%s', (_api, f) => {
     ['zstd', zstdCompress],
     ['gzip', (b: Buffer) => gzipSync(b)],
     ['br', (b: Buffer) => brotliCompressSync(b)],
-  ] as const)('a %s body (as Codex and Claude Code send large ones) is decoded for the rescue; the replay goes as plain JSON', async (coding, compress) => {
-    const origin = await start('stated');
-    const raw = Buffer.from(JSON.stringify(f.wire(body, false)));
-    const res = await f.post(origin, compress(raw), { stream: false, headers: { 'content-encoding': coding } });
-    expect(res.status).toBe(200);
-    expect(headerOf(res.headers.get('x-gateway-compaction'))).toMatchObject({ outcome: 'replayed', reason: 'context_length', 'messages-before': expect.any(Number) });
-    const [refused, replay] = standIn!.calls();
-    expect(standIn!.calls()).toHaveLength(2);
-    // The client's bytes went as they came; the replay is the gateway's own JSON, no coding.
-    expect(refused.headers['content-encoding']).toBe(coding);
-    expect(replay.headers['content-encoding']).toBeUndefined();
-    expect(replay.body.length).toBeLessThanOrEqual(limitBytes);
-    expect(f.brokenPairs(replay.json)).toEqual([]);
-    expect(standIn!.verdicts(f.api)).toEqual([expect.stringMatching(/./), null]);
-  });
+  ] as const)(
+    'a %s body (as Codex and Claude Code send large ones) is decoded for the rescue; the replay goes as plain JSON',
+    async (coding, compress) => {
+      const origin = await start('stated');
+      const raw = Buffer.from(JSON.stringify(f.wire(body, false)));
+      const res = await f.post(origin, compress(raw), { stream: false, headers: { 'content-encoding': coding } });
+      expect(res.status).toBe(200);
+      expect(headerOf(res.headers.get('x-gateway-compaction'))).toMatchObject({
+        outcome: 'replayed',
+        reason: 'context_length',
+        'messages-before': expect.any(Number),
+      });
+      const [refused, replay] = standIn!.calls();
+      expect(standIn!.calls()).toHaveLength(2);
+      // The client's bytes went as they came; the replay is the gateway's own JSON, no coding.
+      expect(refused.headers['content-encoding']).toBe(coding);
+      expect(replay.headers['content-encoding']).toBeUndefined();
+      expect(replay.body.length).toBeLessThanOrEqual(limitBytes);
+      expect(f.brokenPairs(replay.json)).toEqual([]);
+      expect(standIn!.verdicts(f.api)).toEqual([expect.stringMatching(/./), null]);
+    },
+  );
 
   it('a declared window: the request goes made to fit it, and the strict provider refuses nothing', async () => {
     const window = Math.floor(limitBytes / 4);

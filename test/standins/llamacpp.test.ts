@@ -13,7 +13,11 @@ let server: LlamaCpp;
 afterEach(async () => server?.close());
 
 async function call(method: string, path: string, body?: unknown) {
-  const res = await fetch(`${server.origin}${path}`, { method, headers: body === undefined ? {} : { 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const res = await fetch(`${server.origin}${path}`, {
+    method,
+    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
   const text = await res.text();
   let json: any;
   try {
@@ -66,7 +70,16 @@ describe('discovery', () => {
     expect(models.object).toBe('list');
     expect(models.models[0]).toMatchObject({ name: 'qwen3-8b', model: 'qwen3-8b', capabilities: ['completion'] });
     expect(models.data[0]).toMatchObject({ id: 'qwen3-8b', object: 'model', owned_by: 'llamacpp' });
-    expect(Object.keys(models.data[0].meta)).toEqual(['vocab_type', 'n_vocab', 'n_ctx', 'n_ctx_train', 'n_embd', 'n_params', 'size', 'ftype']);
+    expect(Object.keys(models.data[0].meta)).toEqual([
+      'vocab_type',
+      'n_vocab',
+      'n_ctx',
+      'n_ctx_train',
+      'n_embd',
+      'n_params',
+      'size',
+      'ftype',
+    ]);
     expect(models.data[0].meta).toMatchObject({ n_ctx: 8192, n_ctx_train: 40960 });
     await server.close();
     server = await startStandIn({ provider: 'llamacpp', nCtx: 8192, era: '2025' });
@@ -118,7 +131,12 @@ describe('the window', () => {
     expect(one.json.choices).toEqual([{ finish_reason: 'stop', index: 0, message: { role: 'assistant', content: 'ok' } }]);
     expect(one.json).toMatchObject({ model: 'Qwen3-8B-Q4_K_M.gguf', system_fingerprint: 'b7000-abcdef12', object: 'chat.completion' });
     expect(one.json.id).toMatch(/^chatcmpl-[0-9A-Za-z]{32}$/);
-    expect(one.json.usage).toEqual({ completion_tokens: 1, prompt_tokens: promptTokensOf(first), total_tokens: promptTokensOf(first) + 1, prompt_tokens_details: { cached_tokens: 0 } });
+    expect(one.json.usage).toEqual({
+      completion_tokens: 1,
+      prompt_tokens: promptTokensOf(first),
+      total_tokens: promptTokensOf(first) + 1,
+      prompt_tokens_details: { cached_tokens: 0 },
+    });
     const second = [...first, { role: 'assistant', content: 'ok' }, user(40)];
     const two = await call('POST', '/v1/chat/completions', { model: 'x', messages: second });
     expect(two.json.usage.prompt_tokens_details.cached_tokens).toBe(promptTokensOf(first));
@@ -126,7 +144,11 @@ describe('the window', () => {
   });
 
   it('streams the role delta first, the usage chunk only with include_usage, timings on the last chunk', async () => {
-    server = await startStandIn({ provider: 'llamacpp', nCtx: 8192, reply: () => ({ text: 'reading', call: { id: 'abc', name: 'read_file', args: { path: 'a.ts' } } }) });
+    server = await startStandIn({
+      provider: 'llamacpp',
+      nCtx: 8192,
+      reply: () => ({ text: 'reading', call: { id: 'abc', name: 'read_file', args: { path: 'a.ts' } } }),
+    });
     const body = { model: 'x', messages: [user(40)], stream: true };
     const chunks = (text: string) =>
       text
@@ -148,8 +170,16 @@ describe('the window', () => {
     const withUsage = chunks((await call('POST', '/v1/chat/completions', { ...body, stream_options: { include_usage: true } })).text)
       .slice(0, -1)
       .map((c) => JSON.parse(c));
-    expect(withUsage.at(-1)).toMatchObject({ choices: [], object: 'chat.completion.chunk', usage: { prompt_tokens: promptTokensOf(body.messages) } });
+    expect(withUsage.at(-1)).toMatchObject({
+      choices: [],
+      object: 'chat.completion.chunk',
+      usage: { prompt_tokens: promptTokensOf(body.messages) },
+    });
     const whole = await call('POST', '/v1/chat/completions', { ...body, stream: false });
-    expect(whole.json.choices[0].message).toEqual({ role: 'assistant', content: 'reading', tool_calls: [{ type: 'function', function: { name: 'read_file', arguments: '{"path":"a.ts"}' }, id: 'abc' }] });
+    expect(whole.json.choices[0].message).toEqual({
+      role: 'assistant',
+      content: 'reading',
+      tool_calls: [{ type: 'function', function: { name: 'read_file', arguments: '{"path":"a.ts"}' }, id: 'abc' }],
+    });
   });
 });

@@ -31,7 +31,11 @@ async function start(options: Partial<OllamaOptions> = {}) {
 }
 
 async function call(method: string, path: string, body?: unknown) {
-  const res = await fetch(`${ollama.origin}${path}`, { method, headers: body === undefined ? {} : { 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const res = await fetch(`${ollama.origin}${path}`, {
+    method,
+    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
   const text = await res.text();
   let json: any;
   try {
@@ -95,7 +99,14 @@ describe('discovery', () => {
     const [m] = ps.models;
     expect(Object.keys(m)).toEqual(['name', 'model', 'size', 'digest', 'details', 'expires_at', 'size_vram', 'context_length']);
     expect(m).toMatchObject({ name: 'qwen3:8b', model: 'qwen3:8b', context_length: 8192 });
-    expect(m.details).toEqual({ parent_model: '', format: 'gguf', family: 'qwen3', families: ['qwen3'], parameter_size: '8.2B', quantization_level: 'Q4_K_M' });
+    expect(m.details).toEqual({
+      parent_model: '',
+      format: 'gguf',
+      family: 'qwen3',
+      families: ['qwen3'],
+      parameter_size: '8.2B',
+      quantization_level: 'Q4_K_M',
+    });
     expect(Date.parse(m.expires_at)).toBeGreaterThan(Date.now());
   });
 
@@ -132,7 +143,16 @@ describe('truncation', () => {
   it('drops whole messages, the task first, keeping the system message and the last one; usage says what was kept', async () => {
     await start({ numCtx: 250 });
     const last = { role: 'user', content: 'Now run the tests again.' };
-    const messages = [SYSTEM, TASK, filler('assistant', 1), filler('user', 2), filler('assistant', 3), filler('user', 4), filler('assistant', 5), last];
+    const messages = [
+      SYSTEM,
+      TASK,
+      filler('assistant', 1),
+      filler('user', 2),
+      filler('assistant', 3),
+      filler('user', 4),
+      filler('assistant', 5),
+      last,
+    ];
     const total = promptTokensOf(messages);
     expect(total).toBeGreaterThan(250);
     // Ollama's loop, written out: drop from the front until it fits, the system message kept.
@@ -149,7 +169,15 @@ describe('truncation', () => {
     expect(seen[0].messages.at(-1)).toEqual(last);
     expect(seen[0].messages).not.toContainEqual(TASK);
     const [c] = ollama.chatCalls();
-    expect(c).toMatchObject({ promptTokens: total, keptTokens: kept, droppedMessages: dropped, truncated: true, taskKept: false, cut: null, numCtx: 250 });
+    expect(c).toMatchObject({
+      promptTokens: total,
+      keptTokens: kept,
+      droppedMessages: dropped,
+      truncated: true,
+      taskKept: false,
+      cut: null,
+      numCtx: 250,
+    });
     expect(ollama.truncations()).toEqual([]);
   });
 
@@ -169,8 +197,16 @@ describe('truncation', () => {
     expect(res.status).toBe(200);
     // 4 + 8000/4 = 2004 tokens; limit = 1000 - floor((1000 - 4) / 2) = 502.
     expect(res.json.usage.prompt_tokens).toBe(502);
-    expect(ollama.truncations()).toEqual(['level=WARN source=llama_server.go:317 msg="truncating input prompt" limit=502 prompt=2004 keep=4 new=502']);
-    expect(ollama.chatCalls()[0]).toMatchObject({ promptTokens: 2004, keptTokens: 502, truncated: true, taskKept: false, cut: { limit: 502, prompt: 2004, keep: 4, new: 502 } });
+    expect(ollama.truncations()).toEqual([
+      'level=WARN source=llama_server.go:317 msg="truncating input prompt" limit=502 prompt=2004 keep=4 new=502',
+    ]);
+    expect(ollama.chatCalls()[0]).toMatchObject({
+      promptTokens: 2004,
+      keptTokens: 502,
+      truncated: true,
+      taskKept: false,
+      cut: { limit: 502, prompt: 2004, keep: 4, new: 502 },
+    });
     expect(res.json.choices[0].message.content).toBe(LOST_TASK_ANSWER);
   });
 
@@ -210,7 +246,11 @@ describe('truncation', () => {
     const native = await call('POST', '/v1/chat/completions', { model: 'qwen3:8b', messages });
     expect(native.status).toBe(400);
     expect(native.json.error.type).toBe('invalid_request_error');
-    expect(JSON.parse(native.json.error.message).error).toMatchObject({ type: 'exceed_context_size_error', n_prompt_tokens: 504, n_ctx: 100 });
+    expect(JSON.parse(native.json.error.message).error).toMatchObject({
+      type: 'exceed_context_size_error',
+      n_prompt_tokens: 504,
+      n_ctx: 100,
+    });
   });
 });
 
@@ -235,44 +275,88 @@ describe('answers', () => {
     const withUsage = events((await call('POST', '/v1/chat/completions', { ...body, stream_options: { include_usage: true } })).text)
       .slice(0, -1)
       .map((c) => JSON.parse(c));
-    expect(withUsage.at(-1)).toMatchObject({ object: 'chat.completion.chunk', system_fingerprint: 'fp_ollama', choices: [], usage: { prompt_tokens: promptTokensOf([TASK]) } });
+    expect(withUsage.at(-1)).toMatchObject({
+      object: 'chat.completion.chunk',
+      system_fingerprint: 'fp_ollama',
+      choices: [],
+      usage: { prompt_tokens: promptTokensOf([TASK]) },
+    });
   });
 
   it('/api/chat: NDJSON by default, one JSON with stream:false, prompt_eval_count the kept tokens', async () => {
     await start({ numCtx: 4096 });
     const streamed = await call('POST', '/api/chat', { model: 'qwen3:8b', messages: [TASK] });
     expect(streamed.headers.get('content-type')).toBe('application/x-ndjson');
-    const lines = streamed.text.trim().split('\n').map((l) => JSON.parse(l));
+    const lines = streamed.text
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(lines.map((l) => l.done)).toEqual([false, true]);
     expect(lines[0].message).toEqual({ role: 'assistant', content: 'ok' });
     expect(lines[1]).toMatchObject({ done_reason: 'stop', prompt_eval_count: promptTokensOf([TASK]) });
     const whole = await call('POST', '/api/chat', { model: 'qwen3:8b', messages: [TASK], stream: false });
     expect(whole.headers.get('content-type')).toBe('application/json; charset=utf-8');
-    expect(Object.keys(whole.json)).toEqual(['model', 'created_at', 'message', 'done', 'done_reason', 'total_duration', 'load_duration', 'prompt_eval_count', 'prompt_eval_duration', 'eval_count', 'eval_duration']);
-    expect(whole.json).toMatchObject({ model: 'qwen3:8b', message: { role: 'assistant', content: 'ok' }, done: true, prompt_eval_count: promptTokensOf([TASK]) });
+    expect(Object.keys(whole.json)).toEqual([
+      'model',
+      'created_at',
+      'message',
+      'done',
+      'done_reason',
+      'total_duration',
+      'load_duration',
+      'prompt_eval_count',
+      'prompt_eval_duration',
+      'eval_count',
+      'eval_duration',
+    ]);
+    expect(whole.json).toMatchObject({
+      model: 'qwen3:8b',
+      message: { role: 'assistant', content: 'ok' },
+      done: true,
+      prompt_eval_count: promptTokensOf([TASK]),
+    });
   });
 
   it('answers a tool call in each API as Ollama writes it', async () => {
-    ollama = await startStandIn({ provider: 'ollama', numCtx: 4096, reply: () => ({ call: { id: 'call_a1b2c3d4', name: 'read_file', args: { path: 'src/a.ts' } } }) });
-    const tools = [{ type: 'function', function: { name: 'read_file', parameters: { type: 'object', properties: { path: { type: 'string' } } } } }];
+    ollama = await startStandIn({
+      provider: 'ollama',
+      numCtx: 4096,
+      reply: () => ({ call: { id: 'call_a1b2c3d4', name: 'read_file', args: { path: 'src/a.ts' } } }),
+    });
+    const tools = [
+      { type: 'function', function: { name: 'read_file', parameters: { type: 'object', properties: { path: { type: 'string' } } } } },
+    ];
     const v1 = await call('POST', '/v1/chat/completions', { model: 'qwen3:8b', messages: [TASK], tools });
     expect(v1.json.choices[0]).toEqual({
       index: 0,
-      message: { role: 'assistant', content: '', tool_calls: [{ id: 'call_a1b2c3d4', index: 0, type: 'function', function: { name: 'read_file', arguments: '{"path":"src/a.ts"}' } }] },
+      message: {
+        role: 'assistant',
+        content: '',
+        tool_calls: [
+          { id: 'call_a1b2c3d4', index: 0, type: 'function', function: { name: 'read_file', arguments: '{"path":"src/a.ts"}' } },
+        ],
+      },
       finish_reason: 'tool_calls',
     });
     expect(v1.json.usage.prompt_tokens).toBe(promptTokensOf([TASK], tools));
     const native = await call('POST', '/api/chat', { model: 'qwen3:8b', messages: [TASK], tools, stream: false });
-    expect(native.json.message.tool_calls).toEqual([{ id: 'call_a1b2c3d4', function: { index: 0, name: 'read_file', arguments: { path: 'src/a.ts' } } }]);
+    expect(native.json.message.tool_calls).toEqual([
+      { id: 'call_a1b2c3d4', function: { index: 0, name: 'read_file', arguments: { path: 'src/a.ts' } } },
+    ]);
   });
 
   it("refuses an unknown model with each API's 404", async () => {
     await start();
     const v1 = await call('POST', '/v1/chat/completions', { model: 'llama3', messages: [TASK] });
-    expect([v1.status, v1.text]).toEqual([404, '{"error":{"message":"model \'llama3\' not found","type":"not_found_error","param":null,"code":null}}\n']);
+    expect([v1.status, v1.text]).toEqual([
+      404,
+      '{"error":{"message":"model \'llama3\' not found","type":"not_found_error","param":null,"code":null}}\n',
+    ]);
     const native = await call('POST', '/api/chat', { model: 'llama3', messages: [TASK] });
     expect([native.status, native.json]).toEqual([404, { error: "model 'llama3' not found" }]);
-    expect((await call('POST', '/v1/chat/completions', { model: 'qwen3:8b', messages: [] })).json.error.message).toBe("[] is too short - 'messages'");
+    expect((await call('POST', '/v1/chat/completions', { model: 'qwen3:8b', messages: [] })).json.error.message).toBe(
+      "[] is too short - 'messages'",
+    );
     expect(ollama.chatCalls()).toEqual([]);
     expect((await call('GET', '/api/ps')).json.models).toEqual([]);
   });

@@ -13,7 +13,17 @@ import { expect, it } from 'vitest';
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const PIECES = /\b(startStrict(?:Anthropic|Chat|Gemini|Responses)|startOllama|startLlamaCpp|startWindowedProvider|startHostileStandIn)\b/;
 /** The files that define the pieces, and the one that starts them. */
-const OWN = new Set(['test/helpers/provider.ts', 'test/helpers/strict-anthropic.ts', 'test/helpers/strict-chat.ts', 'test/helpers/strict-gemini.ts', 'test/helpers/strict-responses.ts', 'test/helpers/strict-ollama.ts', 'test/helpers/strict-llamacpp.ts', 'test/helpers/windowed-provider.ts', 'test/helpers/hostile-standin.ts']);
+const OWN = new Set([
+  'test/helpers/provider.ts',
+  'test/helpers/strict-anthropic.ts',
+  'test/helpers/strict-chat.ts',
+  'test/helpers/strict-gemini.ts',
+  'test/helpers/strict-responses.ts',
+  'test/helpers/strict-ollama.ts',
+  'test/helpers/strict-llamacpp.ts',
+  'test/helpers/windowed-provider.ts',
+  'test/helpers/hostile-standin.ts',
+]);
 
 function sources(dir: string): string[] {
   return readdirSync(join(ROOT, dir), { withFileTypes: true }).flatMap((e) => {
@@ -26,12 +36,15 @@ function sources(dir: string): string[] {
 const files = [...sources('test'), ...sources('scripts')].map((f) => relative(ROOT, join(ROOT, f)));
 
 it('no test or script starts a strict piece but through startStandIn', () => {
-  const direct = files.filter((f) => !OWN.has(f) && f !== 'test/standins/one-fake.test.ts').filter((f) => PIECES.test(readFileSync(join(ROOT, f), 'utf8')));
+  const direct = files
+    .filter((f) => !OWN.has(f) && f !== 'test/standins/one-fake.test.ts')
+    .filter((f) => PIECES.test(readFileSync(join(ROOT, f), 'utf8')));
   expect(direct).toEqual([]);
 });
 
 it('one startStandIn and one startFakeUpstream', () => {
-  const defining = (name: string) => files.filter((f) => new RegExp(`(function|const)\\s+${name}\\b`).test(readFileSync(join(ROOT, f), 'utf8')));
+  const defining = (name: string) =>
+    files.filter((f) => new RegExp(`(function|const)\\s+${name}\\b`).test(readFileSync(join(ROOT, f), 'utf8')));
   expect(defining('startStandIn')).toEqual(['test/helpers/provider.ts']);
   expect(defining('startFakeUpstream')).toEqual(['test/helpers/fake-upstream.ts']);
 });

@@ -14,7 +14,17 @@ import type { StrictGemini, StrictGeminiOptions } from '../helpers/strict-gemini
 const MODEL = 'gemini-3.1-pro-preview';
 const KEY = 'AIza-test-key';
 const SYSTEM = { role: 'user', parts: [{ text: 'You review code.' }] };
-const TOOLS = [{ functionDeclarations: [{ name: 'read_file', description: 'Read a file', parametersJsonSchema: { type: 'object', properties: { file_path: { type: 'string' } } } }] }];
+const TOOLS = [
+  {
+    functionDeclarations: [
+      {
+        name: 'read_file',
+        description: 'Read a file',
+        parametersJsonSchema: { type: 'object', properties: { file_path: { type: 'string' } } },
+      },
+    ],
+  },
+];
 const USER = { role: 'user', parts: [{ text: 'Review src/.' }] };
 const SESSION = new URL('../fixtures/agent-sessions/gemini/', import.meta.url);
 
@@ -27,7 +37,10 @@ async function start(options: StrictGeminiOptions = {}) {
     provider: 'gemini',
     reply: (req) => {
       const n = req.json.contents.length;
-      return { text: `Let me read f${n}.ts next.`, functionCall: { id: `read_file_${n}`, name: 'read_file', args: { file_path: `f${n}.ts` } } };
+      return {
+        text: `Let me read f${n}.ts next.`,
+        functionCall: { id: `read_file_${n}`, name: 'read_file', args: { file_path: `f${n}.ts` } },
+      };
     },
     ...options,
   });
@@ -35,7 +48,11 @@ async function start(options: StrictGeminiOptions = {}) {
 
 type Method = 'generateContent' | 'streamGenerateContent' | 'countTokens';
 
-function send(method: Method, body: unknown, opts: { sse?: boolean; model?: string; headers?: Record<string, string>; query?: string } = {}) {
+function send(
+  method: Method,
+  body: unknown,
+  opts: { sse?: boolean; model?: string; headers?: Record<string, string>; query?: string } = {},
+) {
   const sse = opts.sse ?? method === 'streamGenerateContent';
   const query = [sse ? 'alt=sse' : '', opts.query ?? ''].filter(Boolean).join('&');
   return fetch(`${upstream.origin}/v1beta/models/${opts.model ?? MODEL}:${method}${query ? `?${query}` : ''}`, {
@@ -45,7 +62,12 @@ function send(method: Method, body: unknown, opts: { sse?: boolean; model?: stri
   });
 }
 
-const request = (contents: any[]) => ({ contents, systemInstruction: SYSTEM, tools: TOOLS, generationConfig: { thinkingConfig: { includeThoughts: true, thinkingLevel: 'HIGH' } } });
+const request = (contents: any[]) => ({
+  contents,
+  systemInstruction: SYSTEM,
+  tools: TOOLS,
+  generationConfig: { thinkingConfig: { includeThoughts: true, thinkingLevel: 'HIGH' } },
+});
 
 /** The data of each SSE event, checking Google's framing: `data: ` then `\r\n\r\n`. */
 async function events(res: Response): Promise<any[]> {
@@ -74,7 +96,11 @@ async function converse(answers: number, method: 'generateContent' | 'streamGene
   for (let n = 0; n < answers; n++) {
     const model = await modelTurn(await send(method, request(contents)), method);
     const { id, name } = model.parts.find((p: any) => p.functionCall).functionCall;
-    contents = [...contents, model, { role: 'user', parts: [{ functionResponse: { id, name, response: { output: `contents of the file ${n}` } } }] }];
+    contents = [
+      ...contents,
+      model,
+      { role: 'user', parts: [{ functionResponse: { id, name, response: { output: `contents of the file ${n}` } } }] },
+    ];
   }
   return contents;
 }
@@ -96,11 +122,13 @@ const NO_CONTENTS = invalid('* GenerateContentRequest.contents: contents is not 
 const UNREGISTERED = {
   error: {
     code: 403,
-    message: "Method doesn't allow unregistered callers (callers without established identity). Please use API Key or other form of API consumer identity to call this API.",
+    message:
+      "Method doesn't allow unregistered callers (callers without established identity). Please use API Key or other form of API consumer identity to call this API.",
     status: 'PERMISSION_DENIED',
   },
 };
-const windowError = (tokens: number, limit: number) => invalid(`The input token count (${tokens}) exceeds the maximum number of tokens allowed (${limit}).`);
+const windowError = (tokens: number, limit: number) =>
+  invalid(`The input token count (${tokens}) exceeds the maximum number of tokens allowed (${limit}).`);
 
 /** The part at contents[i].parts[j], changed. */
 const editPart = (contents: any[], i: number, j: number, change: (part: any) => any) =>
@@ -115,10 +143,17 @@ describe('answers', () => {
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^application\/json/);
     const answer: any = await res.json();
-    const parts = [{ text: 'Let me read f1.ts next.' }, { functionCall: { id: 'read_file_1', name: 'read_file', args: { file_path: 'f1.ts' } }, thoughtSignature: expect.any(String) }];
+    const parts = [
+      { text: 'Let me read f1.ts next.' },
+      { functionCall: { id: 'read_file_1', name: 'read_file', args: { file_path: 'f1.ts' } }, thoughtSignature: expect.any(String) },
+    ];
     expect(answer).toEqual({
       candidates: [{ content: { role: 'model', parts }, finishReason: 'STOP', index: 0 }],
-      usageMetadata: { promptTokenCount: Math.ceil(body.length / 4), candidatesTokenCount: expect.any(Number), totalTokenCount: expect.any(Number) },
+      usageMetadata: {
+        promptTokenCount: Math.ceil(body.length / 4),
+        candidatesTokenCount: expect.any(Number),
+        totalTokenCount: expect.any(Number),
+      },
       modelVersion: MODEL,
       responseId: expect.any(String),
     });
@@ -228,14 +263,22 @@ describe('the request', () => {
 });
 
 describe('thought signatures', () => {
-  it.each(['generateContent', 'streamGenerateContent'] as const)('a conversation built from its own parts is accepted turn after turn (%s)', async (method) => {
-    await start();
-    const contents = await converse(3, method);
-    expect((await send(method, request(contents))).status).toBe(200);
-    expect(upstream.checks()).toEqual(Array(4).fill({ refused: null }));
-    expect(upstream.issued().map((i) => i.call)).toEqual([0, 1, 2, 3]);
-    expect([contents[1], contents[3], contents[5]].map((c) => c.parts)).toEqual(upstream.issued().slice(0, 3).map((i) => i.parts));
-  });
+  it.each(['generateContent', 'streamGenerateContent'] as const)(
+    'a conversation built from its own parts is accepted turn after turn (%s)',
+    async (method) => {
+      await start();
+      const contents = await converse(3, method);
+      expect((await send(method, request(contents))).status).toBe(200);
+      expect(upstream.checks()).toEqual(Array(4).fill({ refused: null }));
+      expect(upstream.issued().map((i) => i.call)).toEqual([0, 1, 2, 3]);
+      expect([contents[1], contents[3], contents[5]].map((c) => c.parts)).toEqual(
+        upstream
+          .issued()
+          .slice(0, 3)
+          .map((i) => i.parts),
+      );
+    },
+  );
 
   it('the newest model turn without its signature: 400 naming the call and its position among all parts', async () => {
     await start();
@@ -248,7 +291,11 @@ describe('thought signatures', () => {
 
   it('position 2 for a call right after a one-part user turn, as Google reports it', async () => {
     await start();
-    const contents = [USER, { role: 'model', parts: [{ functionCall: { id: 'c1', name: 'list_directory', args: {} } }] }, { role: 'user', parts: [{ functionResponse: { id: 'c1', name: 'list_directory', response: {} } }] }];
+    const contents = [
+      USER,
+      { role: 'model', parts: [{ functionCall: { id: 'c1', name: 'list_directory', args: {} } }] },
+      { role: 'user', parts: [{ functionResponse: { id: 'c1', name: 'list_directory', response: {} } }] },
+    ];
     expect(await refused(await send('generateContent', request(contents)))).toEqual(missing('list_directory', 2));
   });
 
@@ -261,8 +308,14 @@ describe('thought signatures', () => {
   it.each([
     ['edited', (contents: any[]) => editPart(contents, 5, 1, (p) => ({ ...p, thoughtSignature: `${p.thoughtSignature.slice(0, -2)}AA` }))],
     ['not one it issued', (contents: any[]) => editPart(contents, 5, 1, (p) => ({ ...p, thoughtSignature: 'EvYBCvMBAdHtim9opaque' }))],
-    ['issued for another call', (contents: any[]) => editPart(contents, 5, 1, (p) => ({ ...p, thoughtSignature: contents[3].parts[1].thoughtSignature }))],
-    ['beside a call whose id changed', (contents: any[]) => editPart(contents, 5, 1, (p) => ({ ...p, functionCall: { ...p.functionCall, id: 'read_file_x' } }))],
+    [
+      'issued for another call',
+      (contents: any[]) => editPart(contents, 5, 1, (p) => ({ ...p, thoughtSignature: contents[3].parts[1].thoughtSignature })),
+    ],
+    [
+      'beside a call whose id changed',
+      (contents: any[]) => editPart(contents, 5, 1, (p) => ({ ...p, functionCall: { ...p.functionCall, id: 'read_file_x' } })),
+    ],
   ])('a signature %s: 400 not valid', async (_, change) => {
     await start();
     const contents = await converse(3);
@@ -285,9 +338,13 @@ describe('thought signatures', () => {
 
 describe('function responses', () => {
   const call = (id?: string) => ({ role: 'model', parts: [{ functionCall: { ...(id ? { id } : {}), name: 'read_file', args: {} } }] });
-  const response = (id?: string, name = 'read_file') => ({ role: 'user', parts: [{ functionResponse: { ...(id ? { id } : {}), name, response: { output: 'x' } } }] });
+  const response = (id?: string, name = 'read_file') => ({
+    role: 'user',
+    parts: [{ functionResponse: { ...(id ? { id } : {}), name, response: { output: 'x' } } }],
+  });
   // The calls sit in an earlier model turn (its signature unchecked); the newest model turn is text.
-  const after = (...turns: any[]) => request([USER, ...turns, { role: 'model', parts: [{ text: 'Done.' }] }, { role: 'user', parts: [{ text: 'Thanks.' }] }]);
+  const after = (...turns: any[]) =>
+    request([USER, ...turns, { role: 'model', parts: [{ text: 'Done.' }] }, { role: 'user', parts: [{ text: 'Thanks.' }] }]);
 
   it.each([
     ['without any call before it', [response('c1')]],
@@ -383,13 +440,17 @@ describe('the summarizer', () => {
   it('streams it when asked to', async () => {
     await start();
     const chunks = await events(await send('streamGenerateContent', { contents: [transcript] }, { headers: summarizer }));
-    expect(chunks.map((c) => c.candidates[0].content.parts)).toEqual([[{ text: 'SUMMARY of 47 chars: the user asked for a review of src/.' }]]);
+    expect(chunks.map((c) => c.candidates[0].content.parts)).toEqual([
+      [{ text: 'SUMMARY of 47 chars: the user asked for a review of src/.' }],
+    ]);
   });
 
   it('is checked for the window like any other request', async () => {
     await start({ limitBytes: 100 });
     const body = JSON.stringify({ contents: [transcript] });
-    expect(await refused(await send('generateContent', body, { headers: summarizer }))).toEqual(windowError(Math.ceil(body.length / 4), 25));
+    expect(await refused(await send('generateContent', body, { headers: summarizer }))).toEqual(
+      windowError(Math.ceil(body.length / 4), 25),
+    );
   });
 });
 
@@ -411,7 +472,11 @@ describe('the recorded Gemini CLI session', () => {
 
   it.each(['02-main.json', '13-main.json'])('%s carries another stand-in’s signatures: 400 not valid', async (file) => {
     await start();
-    const res = await fetch(`${upstream.origin}${url}`, { method: 'POST', headers: { ...headers, 'x-goog-api-key': KEY }, body: recorded(file) });
+    const res = await fetch(`${upstream.origin}${url}`, {
+      method: 'POST',
+      headers: { ...headers, 'x-goog-api-key': KEY },
+      body: recorded(file),
+    });
     expect(await refused(res)).toEqual(NOT_VALID);
   });
 });

@@ -12,7 +12,15 @@ import { startStandIn } from '../helpers/provider.js';
 
 const MODEL = 'gpt-6';
 const INSTRUCTIONS = 'You review code.';
-const TOOLS = [{ type: 'function', name: 'read_file', description: 'Read a file', parameters: { type: 'object', properties: { path: { type: 'string' } } }, strict: false }];
+const TOOLS = [
+  {
+    type: 'function',
+    name: 'read_file',
+    description: 'Read a file',
+    parameters: { type: 'object', properties: { path: { type: 'string' } } },
+    strict: false,
+  },
+];
 
 let upstream: StrictResponses;
 afterEach(async () => upstream?.close());
@@ -22,13 +30,23 @@ async function start(options: StrictResponsesOptions = {}) {
   let calls = 0;
   upstream = await startStandIn({
     provider: 'responses',
-    reply: () => (++calls % 2 === 1 ? { call: { call_id: `call_${calls}`, name: 'read_file', arguments: `{"path":"f${calls}.ts"}` } } : { text: `reviewed ${calls}` }),
+    reply: () =>
+      ++calls % 2 === 1
+        ? { call: { call_id: `call_${calls}`, name: 'read_file', arguments: `{"path":"f${calls}.ts"}` } }
+        : { text: `reviewed ${calls}` },
     ...options,
   });
   return new OpenAI({ baseURL: upstream.baseUrl, apiKey: 'x', maxRetries: 0 });
 }
 
-const request = (input: any[], extra: Record<string, unknown> = {}): any => ({ model: MODEL, instructions: INSTRUCTIONS, tools: TOOLS, store: false, input, ...extra });
+const request = (input: any[], extra: Record<string, unknown> = {}): any => ({
+  model: MODEL,
+  instructions: INSTRUCTIONS,
+  tools: TOOLS,
+  store: false,
+  input,
+  ...extra,
+});
 
 /** The user's first turn, then `answers` answers appended as returned, each followed by the user's
  * turn. With three: 1 rs_1, 2 fc_1, 3 its output, 4 rs_2, 5 msg_2, 6 user, 7 rs_3, 8 fc_3, 9 its output. */
@@ -38,7 +56,9 @@ async function converse(api: OpenAI, answers: number, send: 'create' | 'stream' 
     const params = request(input);
     const answer = send === 'create' ? await api.responses.create(params) : await api.responses.stream(params).finalResponse();
     const call: any = answer.output.find((item) => item.type === 'function_call');
-    const next = call ? { type: 'function_call_output', call_id: call.call_id, output: 'contents of the file' } : { role: 'user', content: `go on after ${n}` };
+    const next = call
+      ? { type: 'function_call_output', call_id: call.call_id, output: 'contents of the file' }
+      : { role: 'user', content: `go on after ${n}` };
     input = [...input, ...answer.output, next];
   }
   return input;
@@ -125,7 +145,12 @@ describe('a reasoning item and the item it was issued before', () => {
     const res = await fetch(`${upstream.baseUrl}/responses`, { method: 'POST', body: JSON.stringify(request(input)) });
     expect(res.status).toBe(400);
     expect(await res.json()).toEqual({
-      error: { message: "Item 'fc_3' of type 'function_call' was provided without its required 'reasoning' item: 'rs_3'.", type: 'invalid_request_error', param: 'input', code: null },
+      error: {
+        message: "Item 'fc_3' of type 'function_call' was provided without its required 'reasoning' item: 'rs_3'.",
+        type: 'invalid_request_error',
+        param: 'input',
+        code: null,
+      },
     });
   });
 
@@ -139,7 +164,12 @@ describe('a reasoning item and the item it was issued before', () => {
     const api = await start();
     const { status, error } = await refusal(api.responses.create(request((await converse(api, 3)).filter((item) => item.id !== 'fc_3'))));
     expect(status).toBe(400);
-    expect(error).toEqual({ message: "Item 'rs_3' of type 'reasoning' was provided without its required following item.", type: 'invalid_request_error', param: 'input', code: null });
+    expect(error).toEqual({
+      message: "Item 'rs_3' of type 'reasoning' was provided without its required following item.",
+      type: 'invalid_request_error',
+      param: 'input',
+      code: null,
+    });
   });
 
   it('both left out, with the ids of what stays, is accepted', async () => {
@@ -163,16 +193,31 @@ describe('encrypted content that is not what it issued', () => {
   ])('%s is a 400', async (_, tamper) => {
     const api = await start();
     const input = await converse(api, 3);
-    const { status, error } = await refusal(api.responses.create(request(replace(input, 4, { ...input[4], encrypted_content: tamper(input[4].encrypted_content) }))));
+    const { status, error } = await refusal(
+      api.responses.create(request(replace(input, 4, { ...input[4], encrypted_content: tamper(input[4].encrypted_content) }))),
+    );
     expect(status).toBe(400);
-    expect(error).toEqual({ message: 'The encrypted content for item rs_2 could not be verified.', type: 'invalid_request_error', param: null, code: 'invalid_encrypted_content' });
+    expect(error).toEqual({
+      message: 'The encrypted content for item rs_2 could not be verified.',
+      type: 'invalid_request_error',
+      param: null,
+      code: 'invalid_encrypted_content',
+    });
   });
 });
 
 describe('the window', () => {
   const big = [{ role: 'user', content: 'x'.repeat(3000) }];
-  const send = (stream: boolean) => fetch(`${upstream.baseUrl}/responses`, { method: 'POST', body: JSON.stringify(request(big, { stream })) });
-  const overflow = { error: { message: 'Your input exceeds the context window of this model. Please adjust your input and try again.', type: 'invalid_request_error', param: 'input', code: 'context_length_exceeded' } };
+  const send = (stream: boolean) =>
+    fetch(`${upstream.baseUrl}/responses`, { method: 'POST', body: JSON.stringify(request(big, { stream })) });
+  const overflow = {
+    error: {
+      message: 'Your input exceeds the context window of this model. Please adjust your input and try again.',
+      type: 'invalid_request_error',
+      param: 'input',
+      code: 'context_length_exceeded',
+    },
+  };
 
   it('context_length: a 400', async () => {
     await start({ limitBytes: 2000, style: 'context_length' });
@@ -183,14 +228,20 @@ describe('the window', () => {
 
   it('edge_413: an HTML 413 before anything is checked', async () => {
     await start({ limitBytes: 2000, style: 'edge_413' });
-    const res = await fetch(`${upstream.baseUrl}/responses`, { method: 'POST', body: JSON.stringify(request([...big, { type: 'reasoning', id: 'rs_x', summary: [] }])) });
+    const res = await fetch(`${upstream.baseUrl}/responses`, {
+      method: 'POST',
+      body: JSON.stringify(request([...big, { type: 'reasoning', id: 'rs_x', summary: [] }])),
+    });
     expect(res.status).toBe(413);
     expect(await res.text()).toContain('<title>413 Request Entity Too Large</title>');
   });
 
   it('stream_failed: created, in_progress, then response.failed; a 400 when not streaming', async () => {
     await start({ limitBytes: 2000, style: 'stream_failed' });
-    const events = (await (await send(true)).text()).split('\n\n').filter(Boolean).map((e) => JSON.parse(e.split('\ndata: ')[1]));
+    const events = (await (await send(true)).text())
+      .split('\n\n')
+      .filter(Boolean)
+      .map((e) => JSON.parse(e.split('\ndata: ')[1]));
     expect(events.map((e) => e.type)).toEqual(['response.created', 'response.in_progress', 'response.failed']);
     expect(events[2].response.error.code).toBe('context_length_exceeded');
     expect(await (await send(false)).json()).toEqual(overflow);
@@ -198,7 +249,10 @@ describe('the window', () => {
 
   it('comes after the reasoning checks', async () => {
     await start({ limitBytes: 2000 });
-    const res = await fetch(`${upstream.baseUrl}/responses`, { method: 'POST', body: JSON.stringify(request([...big, { type: 'reasoning', id: 'rs_x', summary: [], encrypted_content: 'nope' }])) });
+    const res = await fetch(`${upstream.baseUrl}/responses`, {
+      method: 'POST',
+      body: JSON.stringify(request([...big, { type: 'reasoning', id: 'rs_x', summary: [], encrypted_content: 'nope' }])),
+    });
     expect(((await res.json()) as any).error.code).toBe('invalid_encrypted_content');
   });
 });

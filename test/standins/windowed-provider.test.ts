@@ -21,7 +21,11 @@ function bodyOf(tokens: number, extra: Record<string, unknown> = {}): string {
 }
 
 async function post(body: string, headers: Record<string, string> = {}) {
-  const res = await fetch(`${upstream.baseUrl}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
+  const res = await fetch(`${upstream.baseUrl}/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body,
+  });
   return { status: res.status, type: res.headers.get('content-type'), text: await res.text() };
 }
 
@@ -32,23 +36,31 @@ describe.each([
   {
     wording: 'vllm-0.9' as VllmWording,
     envelope: flat,
-    completionOver: "This model's maximum context length is 1500 tokens. However, you requested 1501 tokens (1245 in the messages, 256 in the completion). Please reduce the length of the messages or completion.",
-    promptOver: "This model's maximum context length is 1500 tokens. However, you requested 2256 tokens (2000 in the messages, 256 in the completion). Please reduce the length of the messages or completion.",
-    noLimitOver: "This model's maximum context length is 1500 tokens. However, you requested 1500 tokens in the messages, Please reduce the length of the messages.",
+    completionOver:
+      "This model's maximum context length is 1500 tokens. However, you requested 1501 tokens (1245 in the messages, 256 in the completion). Please reduce the length of the messages or completion.",
+    promptOver:
+      "This model's maximum context length is 1500 tokens. However, you requested 2256 tokens (2000 in the messages, 256 in the completion). Please reduce the length of the messages or completion.",
+    noLimitOver:
+      "This model's maximum context length is 1500 tokens. However, you requested 1500 tokens in the messages, Please reduce the length of the messages.",
   },
   {
     wording: 'vllm-0.4' as VllmWording,
     envelope: flat,
-    completionOver: "This model's maximum context length is 1500 tokens. However, you requested 1501 tokens (1245 in the messages, 256 in the completion). Please reduce the length of the messages or completion.",
-    promptOver: "This model's maximum context length is 1500 tokens. However, you requested 2256 tokens (2000 in the messages, 256 in the completion). Please reduce the length of the messages or completion.",
+    completionOver:
+      "This model's maximum context length is 1500 tokens. However, you requested 1501 tokens (1245 in the messages, 256 in the completion). Please reduce the length of the messages or completion.",
+    promptOver:
+      "This model's maximum context length is 1500 tokens. However, you requested 2256 tokens (2000 in the messages, 256 in the completion). Please reduce the length of the messages or completion.",
     noLimitOver: 'max_tokens must be at least 1, got 0.',
   },
   {
     wording: 'vllm-0.10' as VllmWording,
     envelope: nested,
-    completionOver: "'max_tokens' or 'max_completion_tokens' is too large: 256. This model's maximum context length is 1500 tokens and your request has 1245 input tokens (256 > 1500 - 1245).",
-    promptOver: "This model's maximum context length is 1500 tokens. However, your request has 2000 input tokens. Please reduce the length of the input messages.",
-    noLimitOver: "This model's maximum context length is 1500 tokens. However, your request has 1500 input tokens. Please reduce the length of the input messages.",
+    completionOver:
+      "'max_tokens' or 'max_completion_tokens' is too large: 256. This model's maximum context length is 1500 tokens and your request has 1245 input tokens (256 > 1500 - 1245).",
+    promptOver:
+      "This model's maximum context length is 1500 tokens. However, your request has 2000 input tokens. Please reduce the length of the input messages.",
+    noLimitOver:
+      "This model's maximum context length is 1500 tokens. However, your request has 1500 input tokens. Please reduce the length of the input messages.",
   },
 ])('$wording', ({ wording, envelope, completionOver, promptOver, noLimitOver }) => {
   it('refuses a prompt over the window with the exact 400', async () => {
@@ -108,14 +120,24 @@ it('streams the answer when asked, and still refuses before streaming', async ()
 it("answers a summarizer call with a summary inside the call's max_tokens", async () => {
   upstream = await startStandIn({ provider: 'windowed', window: WINDOW });
   const transcript = `<conversation>\n${'alpha beta gamma delta epsilon zeta eta theta '.repeat(60)}\n</conversation>`;
-  const body = JSON.stringify({ model: 'm', messages: [{ role: 'system', content: 'Summarise.' }, { role: 'user', content: transcript }], max_tokens: 10, stream: false });
+  const body = JSON.stringify({
+    model: 'm',
+    messages: [
+      { role: 'system', content: 'Summarise.' },
+      { role: 'user', content: transcript },
+    ],
+    max_tokens: 10,
+    stream: false,
+  });
   const res = await post(body, { 'x-gateway-compaction': 'summarizer' });
   expect(res.status).toBe(200);
   const text = JSON.parse(res.text).choices[0].message.content;
   expect(text.length).toBeLessThanOrEqual(40);
   expect(text).toBe(`Summary 1 of ${transcript.length} characters: alpha beta gamma delta epsilon zeta`.slice(0, 40));
   const wide = await post(body.replace('"max_tokens":10', '"max_tokens":200'), { 'x-gateway-compaction': 'summarizer' });
-  expect(JSON.parse(wide.text).choices[0].message.content).toBe(`Summary 2 of ${transcript.length} characters: alpha beta gamma delta epsilon zeta`);
+  expect(JSON.parse(wide.text).choices[0].message.content).toBe(
+    `Summary 2 of ${transcript.length} characters: alpha beta gamma delta epsilon zeta`,
+  );
   expect(upstream.summarizerCalls().map((c) => c.answer)).toEqual([text, JSON.parse(wide.text).choices[0].message.content]);
   expect(upstream.mainCalls()).toEqual([]);
 });
@@ -138,24 +160,43 @@ it('with nginx in front, a body over its limit gets the 413 page before vLLM cou
 });
 
 it('a scripted reply: a tool call as vLLM writes it, whole or streamed, the usage chunk only when asked for', async () => {
-  upstream = await startStandIn({ provider: 'windowed', window: WINDOW, reply: (n) => ({ text: `step ${n}`, call: { id: `call_${n}`, name: 'read', args: { path: `f${n}.ts` } } }) });
+  upstream = await startStandIn({
+    provider: 'windowed',
+    window: WINDOW,
+    reply: (n) => ({ text: `step ${n}`, call: { id: `call_${n}`, name: 'read', args: { path: `f${n}.ts` } } }),
+  });
   const whole = JSON.parse((await post(bodyOf(100))).text);
   expect(whole.choices[0]).toEqual({
     index: 0,
-    message: { role: 'assistant', content: 'step 1', tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'read', arguments: '{"path":"f1.ts"}' } }] },
+    message: {
+      role: 'assistant',
+      content: 'step 1',
+      tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'read', arguments: '{"path":"f1.ts"}' } }],
+    },
     logprobs: null,
     finish_reason: 'tool_calls',
   });
   expect(whole.usage.prompt_tokens).toBe(100);
   const events = async (extra: Record<string, unknown>) =>
-    (await post(bodyOf(100, { stream: true, ...extra }))).text.split('\n\n').filter(Boolean).map((e) => e.replace(/^data: /, ''));
+    (await post(bodyOf(100, { stream: true, ...extra }))).text
+      .split('\n\n')
+      .filter(Boolean)
+      .map((e) => e.replace(/^data: /, ''));
   const plain = await events({});
   expect(plain.at(-1)).toBe('[DONE]');
   const chunks = plain.slice(0, -1).map((e) => JSON.parse(e));
-  expect(chunks.map((c) => c.choices[0]?.delta)).toEqual([{ role: 'assistant', content: '' }, { content: 'step 2' }, { tool_calls: [{ index: 0, id: 'call_2', type: 'function', function: { name: 'read', arguments: '{"path":"f2.ts"}' } }] }, {}]);
+  expect(chunks.map((c) => c.choices[0]?.delta)).toEqual([
+    { role: 'assistant', content: '' },
+    { content: 'step 2' },
+    { tool_calls: [{ index: 0, id: 'call_2', type: 'function', function: { name: 'read', arguments: '{"path":"f2.ts"}' } }] },
+    {},
+  ]);
   expect(chunks.at(-1).choices[0].finish_reason).toBe('tool_calls');
   const withUsage = (await events({ stream_options: { include_usage: true } })).slice(0, -1).map((e) => JSON.parse(e));
-  expect(withUsage.at(-1)).toMatchObject({ choices: [], usage: { prompt_tokens: Math.ceil(Buffer.byteLength(bodyOf(100, { stream: true, stream_options: { include_usage: true } })) / 4) } });
+  expect(withUsage.at(-1)).toMatchObject({
+    choices: [],
+    usage: { prompt_tokens: Math.ceil(Buffer.byteLength(bodyOf(100, { stream: true, stream_options: { include_usage: true } })) / 4) },
+  });
 });
 
 describe("GET /v1/models: vLLM's model card", () => {
@@ -173,7 +214,14 @@ describe("GET /v1/models: vLLM's model card", () => {
     expect(res.json.data).toHaveLength(1);
     const [model] = res.json.data;
     expect(Object.keys(model)).toEqual(['id', 'object', 'created', 'owned_by', 'root', 'parent', 'max_model_len', 'permission']);
-    expect(model).toMatchObject({ id: 'Qwen/Qwen3-8B', object: 'model', owned_by: 'vllm', root: 'Qwen/Qwen3-8B', parent: null, max_model_len: 1500 });
+    expect(model).toMatchObject({
+      id: 'Qwen/Qwen3-8B',
+      object: 'model',
+      owned_by: 'vllm',
+      root: 'Qwen/Qwen3-8B',
+      parent: null,
+      max_model_len: 1500,
+    });
     expect(Number.isInteger(model.created)).toBe(true);
     expect(model.permission).toHaveLength(1);
     const [permission] = model.permission;

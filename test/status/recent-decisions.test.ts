@@ -139,9 +139,25 @@ describe('RecentDecisions', () => {
 
     const on = new RecentDecisions(true);
     const masked = span({ strategy: 'mask', summaryText: '', trail: undefined, summarizedCount: 17, pinnedOffsets: [] });
-    on.decided(replayed({ compaction: compacted({ strategy: 'mask', summarizerCalls: 0, summarizerMs: undefined, summarizerTokens: undefined, span: masked, newSpan: masked }) }), {});
+    on.decided(
+      replayed({
+        compaction: compacted({
+          strategy: 'mask',
+          summarizerCalls: 0,
+          summarizerMs: undefined,
+          summarizerTokens: undefined,
+          span: masked,
+          newSpan: masked,
+        }),
+      }),
+      {},
+    );
     const [e] = on.entries();
-    expect(e).toMatchObject({ strategy: 'mask', masked: 17, items: [{ fate: 'kept' }, { from: 2, to: 42, fate: 'masked' }, { fate: 'kept' }] });
+    expect(e).toMatchObject({
+      strategy: 'mask',
+      masked: 17,
+      items: [{ fate: 'kept' }, { from: 2, to: 42, fate: 'masked' }, { fate: 'kept' }],
+    });
     expect(e).not.toHaveProperty('content');
     expect(e).not.toHaveProperty('summarizer');
   });
@@ -150,15 +166,68 @@ describe('RecentDecisions', () => {
     const recent = new RecentDecisions(false);
     recent.decided(replayed(), {});
     recent.decided(replayed({ outcome: 'replay_failed', replayStatus: 400 }), {});
-    recent.decided(replayed({ api: 'messages', upstream: 'claude', outcome: 'not_shrunk', compaction: { outcome: 'not_shrunk', why: 'nothing_to_shrink', summarizerCalls: 0, messagesBefore: 3, bytesBefore: 9, tokensBefore: 2 } }), {});
-    recent.decided(replayed({ trigger: 'proactive', outcome: 'compacted', reason: undefined, rejectedStatus: undefined, compaction: compacted({ summarizerCalls: 0, summarizerTokens: undefined, memory: 'hit' }) }), {});
+    recent.decided(
+      replayed({
+        api: 'messages',
+        upstream: 'claude',
+        outcome: 'not_shrunk',
+        compaction: {
+          outcome: 'not_shrunk',
+          why: 'nothing_to_shrink',
+          summarizerCalls: 0,
+          messagesBefore: 3,
+          bytesBefore: 9,
+          tokensBefore: 2,
+        },
+      }),
+      {},
+    );
+    recent.decided(
+      replayed({
+        trigger: 'proactive',
+        outcome: 'compacted',
+        reason: undefined,
+        rejectedStatus: undefined,
+        compaction: compacted({ summarizerCalls: 0, summarizerTokens: undefined, memory: 'hit' }),
+      }),
+      {},
+    );
     recent.cutStreamed({ api: 'chat', upstream: 'default', reportedTokens: 2048, expectedTokens: 9000, bytes: 36_000 }, { model: 'llama' });
     const totals = recent.totals();
     expect(totals).toEqual([
-      { upstream: 'default', api: 'chat', refused: 2, truncated: 1, rescued: 1, ahead: 1, failed: { replay_failed: 1 }, summarizerCalls: 6, summarizerTokens: { input: 140_000, output: 1_800 }, tokensRemoved: 3 * 77_500 },
-      { upstream: 'claude', api: 'messages', refused: 1, truncated: 0, rescued: 0, ahead: 0, failed: { not_shrunk: 1 }, summarizerCalls: 0, summarizerTokens: { input: 0, output: 0 }, tokensRemoved: 0 },
+      {
+        upstream: 'default',
+        api: 'chat',
+        refused: 2,
+        truncated: 1,
+        rescued: 1,
+        ahead: 1,
+        failed: { replay_failed: 1 },
+        summarizerCalls: 6,
+        summarizerTokens: { input: 140_000, output: 1_800 },
+        tokensRemoved: 3 * 77_500,
+      },
+      {
+        upstream: 'claude',
+        api: 'messages',
+        refused: 1,
+        truncated: 0,
+        rescued: 0,
+        ahead: 0,
+        failed: { not_shrunk: 1 },
+        summarizerCalls: 0,
+        summarizerTokens: { input: 0, output: 0 },
+        tokensRemoved: 0,
+      },
     ]);
-    expect(recent.entries()[0]).toMatchObject({ trigger: 'truncated', outcome: 'relayed', model: 'llama', windowTokens: 2048, before: { tokens: 9000, bytes: 36_000 }, after: { tokens: 2048 } });
+    expect(recent.entries()[0]).toMatchObject({
+      trigger: 'truncated',
+      outcome: 'relayed',
+      model: 'llama',
+      windowTokens: 2048,
+      before: { tokens: 9000, bytes: 36_000 },
+      after: { tokens: 2048 },
+    });
     // A copy: the page cannot change the tallies.
     totals[0].refused = 99;
     expect(recent.totals()[0].refused).toBe(2);

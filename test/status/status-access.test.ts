@@ -28,8 +28,17 @@ afterEach(async () => {
 /** A gateway with `config` on top of the stand-in, after one rescued request; the summary that request's replay carried. */
 async function afterRescue(config: ConfigInput, clientKey = 'sk-client'): Promise<string> {
   provider = await startStandIn({ limitBytes: 60_000, reply: () => ({ text: 'ok' }) });
-  gateway = await startGateway({ upstream: { url: provider.baseUrl, apiKey: 'sk-upstream' }, summarizer: { maxInputTokens: 500_000 }, ...config });
-  await new OpenAI({ baseURL: gateway.baseUrl, apiKey: clientKey, maxRetries: 0, defaultHeaders: { 'x-request-id': REQUEST_ID } }).chat.completions.create(agentRequest(60) as never);
+  gateway = await startGateway({
+    upstream: { url: provider.baseUrl, apiKey: 'sk-upstream' },
+    summarizer: { maxInputTokens: 500_000 },
+    ...config,
+  });
+  await new OpenAI({
+    baseURL: gateway.baseUrl,
+    apiKey: clientKey,
+    maxRetries: 0,
+    defaultHeaders: { 'x-request-id': REQUEST_ID },
+  }).chat.completions.create(agentRequest(60) as never);
   const replay = provider.calls('chat')[1];
   const summary = /SUMMARY of \d+ chars[^"\\]*/.exec(JSON.stringify(replay.json.messages));
   expect(summary).not.toBeNull();
@@ -37,7 +46,10 @@ async function afterRescue(config: ConfigInput, clientKey = 'sk-client'): Promis
 }
 
 /** GET over a plain socket, with any Host header (fetch would not send one of ours). */
-function get(path: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: Record<string, unknown>; text: string }> {
+function get(
+  path: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; headers: Record<string, unknown>; text: string }> {
   const url = new URL(path, gateway.origin);
   return new Promise((resolve, reject) => {
     const req = httpRequest({ host: url.hostname, port: url.port, path: url.pathname, headers }, (res) => {
@@ -55,13 +67,18 @@ const basic = (user: string, password: string) => `Basic ${Buffer.from(`${user}:
 describe('with gateway keys', () => {
   const config = { auth: { keys: [GATEWAY_KEY], metricsKey: METRICS_KEY }, server: { host: '0.0.0.0' } };
 
-  it.each(['/status', '/status.json', '/status.js', '/status.css'])('%s without a key: 401 in OpenAI shape, and a browser is asked to sign in', async (path) => {
-    await afterRescue(config, GATEWAY_KEY);
-    const res = await get(path);
-    expect(res.status).toBe(401);
-    expect(JSON.parse(res.text)).toEqual({ error: { message: expect.any(String), type: 'authentication_error', code: 'invalid_api_key', param: null } });
-    expect(res.headers['www-authenticate']).toMatch(/^Basic realm="[^"]+", charset="UTF-8"$/);
-  });
+  it.each(['/status', '/status.json', '/status.js', '/status.css'])(
+    '%s without a key: 401 in OpenAI shape, and a browser is asked to sign in',
+    async (path) => {
+      await afterRescue(config, GATEWAY_KEY);
+      const res = await get(path);
+      expect(res.status).toBe(401);
+      expect(JSON.parse(res.text)).toEqual({
+        error: { message: expect.any(String), type: 'authentication_error', code: 'invalid_api_key', param: null },
+      });
+      expect(res.headers['www-authenticate']).toMatch(/^Basic realm="[^"]+", charset="UTF-8"$/);
+    },
+  );
 
   it.each([
     ['the metrics key', { authorization: `Bearer ${METRICS_KEY}` }],
@@ -123,7 +140,10 @@ describe('without gateway keys', () => {
     const res = await get('/status.json', { host: '127.0.0.1' });
     expect(res.status).toBe(200);
     const doc = JSON.parse(res.text);
-    expect(doc.content).toEqual({ shown: false, why: expect.stringContaining('listens on 0.0.0.0, beyond loopback, and asks for no gateway key') });
+    expect(doc.content).toEqual({
+      shown: false,
+      why: expect.stringContaining('listens on 0.0.0.0, beyond loopback, and asks for no gateway key'),
+    });
     expect(doc.recent.entries[0]).toMatchObject({ outcome: 'replayed', strategy: 'summarize' });
     expect(doc.recent.entries[0]).not.toHaveProperty('content');
     // The request id may be the client's own x-request-id: a header value, kept from anyone unknown.
@@ -160,7 +180,12 @@ describe('status.enabled: false', () => {
 
 it('the page and its files: types, no caching, a policy that runs nothing but its own script', async () => {
   await afterRescue({});
-  const types: Record<string, RegExp> = { '/status': /^text\/html; charset=utf-8$/, '/status.json': /^application\/json/, '/status.js': /^text\/javascript/, '/status.css': /^text\/css/ };
+  const types: Record<string, RegExp> = {
+    '/status': /^text\/html; charset=utf-8$/,
+    '/status.json': /^application\/json/,
+    '/status.js': /^text\/javascript/,
+    '/status.css': /^text\/css/,
+  };
   for (const [path, type] of Object.entries(types)) {
     const res = await get(path);
     expect(res.status, path).toBe(200);

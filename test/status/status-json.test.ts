@@ -18,17 +18,35 @@ afterEach(async () => {
   await provider.close();
 });
 
-const SECRETS = { upstreamKey: 'sk-upstream-SECRET-a1', clientKey: 'sk-client-SECRET-b2', metricsKey: 'metrics-SECRET-c3', urlPassword: 'pw-SECRET-d4', urlKey: 'q-SECRET-e5', header: 'hdr-SECRET-f6' };
+const SECRETS = {
+  upstreamKey: 'sk-upstream-SECRET-a1',
+  clientKey: 'sk-client-SECRET-b2',
+  metricsKey: 'metrics-SECRET-c3',
+  urlPassword: 'pw-SECRET-d4',
+  urlKey: 'q-SECRET-e5',
+  header: 'hdr-SECRET-f6',
+};
 
 async function rescued() {
   provider = await startStandIn({ limitBytes: 60_000, reply: () => ({ text: 'rescued answer' }) });
   gateway = await startGateway({
     upstream: { url: provider.baseUrl, apiKey: SECRETS.upstreamKey },
-    upstreams: { other: { url: `https://agent:${SECRETS.urlPassword}@other.example/v1?api-key=${SECRETS.urlKey}`, apis: ['messages'], windows: [{ model: 'claude-*', tokens: 200_000 }] } },
+    upstreams: {
+      other: {
+        url: `https://agent:${SECRETS.urlPassword}@other.example/v1?api-key=${SECRETS.urlKey}`,
+        apis: ['messages'],
+        windows: [{ model: 'claude-*', tokens: 200_000 }],
+      },
+    },
     auth: { metricsKey: SECRETS.metricsKey },
     summarizer: { maxInputTokens: 500_000 },
   });
-  const sdk = new OpenAI({ baseURL: gateway.baseUrl, apiKey: SECRETS.clientKey, maxRetries: 0, defaultHeaders: { 'x-agent-note': SECRETS.header } });
+  const sdk = new OpenAI({
+    baseURL: gateway.baseUrl,
+    apiKey: SECRETS.clientKey,
+    maxRetries: 0,
+    defaultHeaders: { 'x-agent-note': SECRETS.header },
+  });
   const body = agentRequest(60);
   const { response } = await sdk.chat.completions.create(body as never).withResponse();
   return { header: parseCompactionHeader(response.headers.get('x-gateway-compaction')), body };
@@ -106,11 +124,27 @@ it('says what the gateway is: upstreams without credentials, their windows, auth
   // A request that fits: its answer's prompt count calibrates the model's bytes per token.
   await new OpenAI({ baseURL: gateway.baseUrl, apiKey: 'k', maxRetries: 0 }).chat.completions.create(agentRequest(3) as never);
   const doc: any = await (await fetch(`${gateway.origin}/status.json`)).json();
-  expect(doc.gateway).toMatchObject({ version: expect.stringMatching(/^\d+\.\d+\.\d+/), auth: { gatewayKeys: false, metricsKey: true }, memory: 'local (in-process)', compaction: 'summarize', proactive: true });
+  expect(doc.gateway).toMatchObject({
+    version: expect.stringMatching(/^\d+\.\d+\.\d+/),
+    auth: { gatewayKeys: false, metricsKey: true },
+    memory: 'local (in-process)',
+    compaction: 'summarize',
+    proactive: true,
+  });
   expect(doc.gateway.listening).toBe(`127.0.0.1:${new URL(gateway.origin).port}`);
   expect(doc.upstreams).toEqual([
-    { name: 'default', url: `${provider.baseUrl}`, apis: ['chat', 'responses', 'messages', 'gemini'], windows: { declared: [], discover: false, learned: [{ model: 'fake-model', bytesPerToken: expect.any(Number) }] } },
-    { name: 'other', url: 'https://other.example/v1', apis: ['messages'], windows: { declared: [{ model: 'claude-*', tokens: 200_000, completionCounted: true }], discover: false, learned: [] } },
+    {
+      name: 'default',
+      url: `${provider.baseUrl}`,
+      apis: ['chat', 'responses', 'messages', 'gemini'],
+      windows: { declared: [], discover: false, learned: [{ model: 'fake-model', bytesPerToken: expect.any(Number) }] },
+    },
+    {
+      name: 'other',
+      url: 'https://other.example/v1',
+      apis: ['messages'],
+      windows: { declared: [{ model: 'claude-*', tokens: 200_000, completionCounted: true }], discover: false, learned: [] },
+    },
   ]);
 });
 

@@ -43,7 +43,11 @@ afterEach(async () => {
 /** The gateway after one rescued request: its header, and the summary the replay carried. */
 async function rescued(config: ConfigInput = {}, key = 'sk-client') {
   provider = await startStandIn({ limitBytes: 4 * WINDOW, reply: () => ({ text: 'ok' }) });
-  gateway = await startGateway({ upstream: { url: provider.baseUrl, apiKey: 'sk-upstream' }, summarizer: { maxInputTokens: 500_000 }, ...config });
+  gateway = await startGateway({
+    upstream: { url: provider.baseUrl, apiKey: 'sk-upstream' },
+    summarizer: { maxInputTokens: 500_000 },
+    ...config,
+  });
   const sdk = new OpenAI({ baseURL: gateway.baseUrl, apiKey: key, maxRetries: 0 });
   const { response } = await sdk.chat.completions.create(agentRequest(60) as never).withResponse();
   const summary = /SUMMARY of \d+ chars[^"\\]*/.exec(JSON.stringify(provider.calls('chat')[1].json.messages))![0];
@@ -86,7 +90,14 @@ describe.skipIf(!chromium)('the status page in Chromium', () => {
     const bar = await page.$eval('li.decision svg.bar', (svg) => {
       const box = (sel: string) => svg.querySelector(sel)!.getBoundingClientRect();
       const whole = svg.getBoundingClientRect();
-      return { width: whole.width, left: whole.left, before: box('.before').width, after: box('.after').width, windowAt: box('.window').left + box('.window').width / 2 - whole.left, title: svg.querySelector('title')!.textContent };
+      return {
+        width: whole.width,
+        left: whole.left,
+        before: box('.before').width,
+        after: box('.after').width,
+        windowAt: box('.window').left + box('.window').width / 2 - whole.left,
+        title: svg.querySelector('title')!.textContent,
+      };
     });
     expect(bar.width).toBeGreaterThan(100);
     // Before is the largest of the three: it spans the bar.
@@ -105,7 +116,9 @@ describe.skipIf(!chromium)('the status page in Chromium', () => {
     expect(await textOf(page, 'li.decision pre.summary')).toBe(summary);
     expect(await page.$$eval('li.decision ul[class^="trail-"] li', (items) => items.length)).toBeGreaterThan(3);
     // The items strip: every item of the request, the condensed run the widest.
-    const strip = await page.$$eval('li.decision svg.items rect', (rects) => rects.map((r) => ({ fate: r.getAttribute('class'), width: r.getBoundingClientRect().width })));
+    const strip = await page.$$eval('li.decision svg.items rect', (rects) =>
+      rects.map((r) => ({ fate: r.getAttribute('class'), width: r.getBoundingClientRect().width })),
+    );
     expect(strip.map((r) => r.fate)).toContain('condensed');
     expect(Math.max(...strip.map((r) => r.width))).toBe(Math.max(...strip.filter((r) => r.fate === 'condensed').map((r) => r.width)));
     expect(await textOf(page, '.content-note')).toMatch(/is shown: the gateway listens on loopback/);
@@ -158,7 +171,10 @@ describe.skipIf(!chromium)('the status page in Chromium', () => {
     expect(await textOf(page, 'li.decision pre.summary')).toBe(summary);
     // The page's own refresh carries the sign-in too.
     const first = await page.$eval('main', (m) => m.getAttribute('data-updated'));
-    await page.waitForFunction(`document.querySelector('main').getAttribute('data-updated') !== ${JSON.stringify(first)}`, { timeout: 15_000, polling: 200 });
+    await page.waitForFunction(`document.querySelector('main').getAttribute('data-updated') !== ${JSON.stringify(first)}`, {
+      timeout: 15_000,
+      polling: 200,
+    });
     expect(await isOpen(page, '#details-1')).toBe(true);
     expect(await textOf(page, '#live')).toBe('');
     expect(problems).toEqual([]);

@@ -21,7 +21,9 @@ describe('the traces endpoint', () => {
   });
 
   it('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is used as it is, and wins', () => {
-    expect(urlFor({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://a:4318', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://b:9999/traces' })).toBe('http://b:9999/traces');
+    expect(urlFor({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://a:4318', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://b:9999/traces' })).toBe(
+      'http://b:9999/traces',
+    );
   });
 
   it('a value that is not an http(s) URL fails at start, at its key and variable', () => {
@@ -30,7 +32,9 @@ describe('the traces endpoint', () => {
       expect.unreachable();
     } catch (err) {
       expect(err).toBeInstanceOf(ConfigError);
-      expect((err as ConfigError).problems).toEqual([expect.stringMatching(/^telemetry\.otlpEndpoint \(from OTEL_EXPORTER_OTLP_ENDPOINT\): /)]);
+      expect((err as ConfigError).problems).toEqual([
+        expect.stringMatching(/^telemetry\.otlpEndpoint \(from OTEL_EXPORTER_OTLP_ENDPOINT\): /),
+      ]);
     }
   });
 });

@@ -40,7 +40,14 @@ export interface OtlpReceiver {
   close(): Promise<void>;
 }
 
-const SPAN_KIND = { SPAN_KIND_UNSPECIFIED: 0, SPAN_KIND_INTERNAL: 1, SPAN_KIND_SERVER: 2, SPAN_KIND_CLIENT: 3, SPAN_KIND_PRODUCER: 4, SPAN_KIND_CONSUMER: 5 } as const;
+const SPAN_KIND = {
+  SPAN_KIND_UNSPECIFIED: 0,
+  SPAN_KIND_INTERNAL: 1,
+  SPAN_KIND_SERVER: 2,
+  SPAN_KIND_CLIENT: 3,
+  SPAN_KIND_PRODUCER: 4,
+  SPAN_KIND_CONSUMER: 5,
+} as const;
 
 export async function startOtlpReceiver(): Promise<OtlpReceiver> {
   let connections = 0;
@@ -56,7 +63,8 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
     };
     if (req.method !== 'POST') return refuse(405, `method ${req.method}`);
     if (req.url !== '/v1/traces') return refuse(404, `path ${req.url}`);
-    if (!/^application\/json\s*(;|$)/.test(req.headers['content-type'] ?? '')) return refuse(415, `content-type ${req.headers['content-type']}`);
+    if (!/^application\/json\s*(;|$)/.test(req.headers['content-type'] ?? ''))
+      return refuse(415, `content-type ${req.headers['content-type']}`);
     let text: string;
     try {
       const raw = Buffer.concat(chunks);
@@ -101,7 +109,8 @@ function decodeRequest(body: any): ReceivedSpan[] {
       for (const s of ss.spans ?? []) {
         if (!/^[0-9a-f]{32}$/.test(s.traceId)) throw new Error(`traceId ${s.traceId}: not 32 hex digits`);
         if (!/^[0-9a-f]{16}$/.test(s.spanId)) throw new Error(`spanId ${s.spanId}: not 16 hex digits`);
-        if (s.parentSpanId !== undefined && s.parentSpanId !== '' && !/^[0-9a-f]{16}$/.test(s.parentSpanId)) throw new Error(`parentSpanId ${s.parentSpanId}`);
+        if (s.parentSpanId !== undefined && s.parentSpanId !== '' && !/^[0-9a-f]{16}$/.test(s.parentSpanId))
+          throw new Error(`parentSpanId ${s.parentSpanId}`);
         if (typeof s.name !== 'string' || s.name === '') throw new Error('span without a name');
         for (const t of [s.startTimeUnixNano, s.endTimeUnixNano]) if (!/^\d+$/.test(String(t))) throw new Error(`time ${t}`);
         if (BigInt(s.endTimeUnixNano) < BigInt(s.startTimeUnixNano)) throw new Error(`span ${s.name} ends before it starts`);

@@ -29,7 +29,13 @@ async function start(env: (receiver: OtlpReceiver) => Record<string, string>): P
   receiver = await startOtlpReceiver();
   provider = await startStandIn({ limitBytes: LIMIT, tooLong: 'stated', reply: () => ({ text: 'rescued answer' }) });
   // The summarizer is the upstream's own model, with a window wide enough for the whole middle.
-  proc = runGateway([], { PORT: '0', LOG_FORMAT: 'json', UPSTREAM_URL: provider.baseUrl, SUMMARIZER_MAX_INPUT_TOKENS: '500000', ...env(receiver) });
+  proc = runGateway([], {
+    PORT: '0',
+    LOG_FORMAT: 'json',
+    UPSTREAM_URL: provider.baseUrl,
+    SUMMARIZER_MAX_INPUT_TOKENS: '500000',
+    ...env(receiver),
+  });
   return listening(proc);
 }
 
@@ -74,7 +80,10 @@ describe('traces, with OTEL_EXPORTER_OTLP_ENDPOINT set', () => {
     expect(header).toMatchObject({ outcome: 'replayed', strategy: 'summarize' });
     // Another conversation, streamed: the replay's span ends with the stream it relays.
     const streamed = clientSpan();
-    const stream = await sdk(origin).chat.completions.create({ ...(agentRequest(61) as OpenAI.ChatCompletionCreateParamsNonStreaming), stream: true }, { headers: { traceparent: streamed.traceparent } });
+    const stream = await sdk(origin).chat.completions.create(
+      { ...(agentRequest(61) as OpenAI.ChatCompletionCreateParamsNonStreaming), stream: true },
+      { headers: { traceparent: streamed.traceparent } },
+    );
     let text = '';
     for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? '';
     expect(text).toBe('rescued answer');
@@ -90,13 +99,21 @@ describe('traces, with OTEL_EXPORTER_OTLP_ENDPOINT set', () => {
     // A probe is not traced; a pass-through request is, under its own client span.
     expect((await fetch(`${origin}/healthz`)).status).toBe(200);
     const other = clientSpan();
-    expect((await fetch(`${origin}/v1/models`, { headers: { traceparent: other.traceparent, authorization: 'Bearer sk-client-secret' } })).status).toBe(200);
+    expect(
+      (await fetch(`${origin}/v1/models`, { headers: { traceparent: other.traceparent, authorization: 'Bearer sk-client-secret' } }))
+        .status,
+    ).toBe(200);
     await stop();
 
     expect(receiver.refused()).toEqual([]);
     const spans = receiver.spans();
     const servers = spans.filter((s) => s.kind === SERVER);
-    expect(servers.map((s) => s.attributes['url.path']).sort()).toEqual(['/v1/chat/%63ompletions', '/v1/chat/completions', '/v1/chat/completions', '/v1/models']);
+    expect(servers.map((s) => s.attributes['url.path']).sort()).toEqual([
+      '/v1/chat/%63ompletions',
+      '/v1/chat/completions',
+      '/v1/chat/completions',
+      '/v1/models',
+    ]);
     const server = servers.find((s) => s.traceId === client.traceId)!;
     expect(server).toMatchObject({ traceId: client.traceId, parentSpanId: client.spanId, name: 'POST /v1/chat/completions', status: 0 });
     expect(server.resource).toMatchObject({ 'service.name': 'compaction-gateway', 'service.version': VERSION });
@@ -130,43 +147,92 @@ describe('traces, with OTEL_EXPORTER_OTLP_ENDPOINT set', () => {
     expect(summarizer).toHaveLength(summarizedFor(client.traceId).length);
     expect(children).toHaveLength(attempts.length + summarizer.length);
 
-    const where = { 'server.address': '127.0.0.1', 'server.port': Number(new URL(provider.origin).port), 'gen_ai.provider.name': 'openai', 'gen_ai.request.model': 'fake-model' };
+    const where = {
+      'server.address': '127.0.0.1',
+      'server.port': Number(new URL(provider.origin).port),
+      'gen_ai.provider.name': 'openai',
+      'gen_ai.request.model': 'fake-model',
+    };
     const [first, replay] = attempts;
     expect(first).toMatchObject({ name: 'chat fake-model', status: 2 });
-    expect(first.attributes).toMatchObject({ ...where, 'gen_ai.operation.name': 'chat', 'http.response.status_code': 400, 'error.type': '400', 'gateway.overlong': true, 'gateway.attempt.rewritten': false });
+    expect(first.attributes).toMatchObject({
+      ...where,
+      'gen_ai.operation.name': 'chat',
+      'http.response.status_code': 400,
+      'error.type': '400',
+      'gateway.overlong': true,
+      'gateway.attempt.rewritten': false,
+    });
     expect(first.attributes['gen_ai.conversation.compacted']).toBeUndefined();
     expect(replay).toMatchObject({ name: 'chat fake-model', status: 0 });
-    expect(replay.attributes).toMatchObject({ ...where, 'http.response.status_code': 200, 'gateway.attempt.rewritten': true, 'gen_ai.conversation.compacted': true });
+    expect(replay.attributes).toMatchObject({
+      ...where,
+      'http.response.status_code': 200,
+      'gateway.attempt.rewritten': true,
+      'gen_ai.conversation.compacted': true,
+    });
     for (const call of summarizer) {
       // The usage the stand-in's answer to that call stated: its prompt at 4 bytes a token, 5 tokens out.
       const received = summarizedFor(client.traceId).find((r) => r.headers.traceparent === `00-${client.traceId}-${call.spanId}-01`)!;
       expect(call.name).toBe('chat fake-model');
-      expect(call.attributes).toMatchObject({ ...where, 'gen_ai.operation.name': 'chat', 'http.response.status_code': 200, 'gen_ai.usage.input_tokens': Math.ceil(received.body.length / 4), 'gen_ai.usage.output_tokens': 5 });
+      expect(call.attributes).toMatchObject({
+        ...where,
+        'gen_ai.operation.name': 'chat',
+        'http.response.status_code': 200,
+        'gen_ai.usage.input_tokens': Math.ceil(received.body.length / 4),
+        'gen_ai.usage.output_tokens': 5,
+      });
     }
 
     // The upstream heard of each call's own span, never of the client's.
     // The strict rules refused each conversation's first attempt as past the window and took every replay, and the request sent ahead.
     const window = expect.stringMatching(/maximum context length is 15000 tokens/);
     expect(provider.verdicts('chat')).toEqual([window, null, window, null, null]);
-    const sent = provider.calls('chat').filter((r) => r.headers.traceparent?.includes(client.traceId)).map((r) => r.headers.traceparent);
+    const sent = provider
+      .calls('chat')
+      .filter((r) => r.headers.traceparent?.includes(client.traceId))
+      .map((r) => r.headers.traceparent);
     expect(sent).toEqual(attempts.map((a) => `00-${client.traceId}-${a.spanId}-01`));
-    const summarized = summarizedFor(client.traceId).map((r) => r.headers.traceparent).sort();
+    const summarized = summarizedFor(client.traceId)
+      .map((r) => r.headers.traceparent)
+      .sort();
     expect(summarized).toEqual(summarizer.map((s) => `00-${client.traceId}-${s.spanId}-01`).sort());
 
     const streamedServer = servers.find((s) => s.traceId === streamed.traceId)!;
     expect(streamedServer).toMatchObject({ parentSpanId: streamed.spanId, name: 'POST /v1/chat/completions' });
     expect(streamedServer.attributes).toMatchObject({ 'gen_ai.conversation.compacted': true, 'gateway.compaction.outcome': 'replayed' });
-    const streamedAttempts = spans.filter((s) => s.parentSpanId === streamedServer.spanId && s.attributes['gateway.summarizer'] === undefined).sort(byStart);
+    const streamedAttempts = spans
+      .filter((s) => s.parentSpanId === streamedServer.spanId && s.attributes['gateway.summarizer'] === undefined)
+      .sort(byStart);
     expect(streamedAttempts.map((s) => s.attributes['http.response.status_code'])).toEqual([400, 200]);
-    expect(provider.calls('chat').filter((r) => r.headers.traceparent?.includes(streamed.traceId)).map((r) => r.headers.traceparent)).toEqual(streamedAttempts.map((a) => `00-${streamed.traceId}-${a.spanId}-01`));
+    expect(
+      provider
+        .calls('chat')
+        .filter((r) => r.headers.traceparent?.includes(streamed.traceId))
+        .map((r) => r.headers.traceparent),
+    ).toEqual(streamedAttempts.map((a) => `00-${streamed.traceId}-${a.spanId}-01`));
 
     const fromMemory = servers.find((s) => s.attributes['url.path'] === '/v1/chat/%63ompletions')!;
     expect(fromMemory).toMatchObject({ traceId: again.traceId, parentSpanId: again.spanId, name: 'POST /v1/chat/completions' });
-    expect(fromMemory.attributes).toMatchObject({ 'gen_ai.conversation.compacted': true, 'gateway.compaction.outcome': 'compacted', 'gateway.compaction.trigger': 'proactive' });
+    expect(fromMemory.attributes).toMatchObject({
+      'gen_ai.conversation.compacted': true,
+      'gateway.compaction.outcome': 'compacted',
+      'gateway.compaction.trigger': 'proactive',
+    });
     const [aheadAttempt, ...more] = spans.filter((s) => s.parentSpanId === fromMemory.spanId);
     expect(more).toEqual([]);
-    expect(aheadAttempt.attributes).toMatchObject({ ...where, 'http.response.status_code': 200, 'gateway.attempt.rewritten': true, 'gen_ai.conversation.compacted': true });
-    expect(provider.calls('chat').filter((r) => r.headers.traceparent?.includes(again.traceId)).map((r) => r.headers.traceparent)).toEqual([`00-${again.traceId}-${aheadAttempt.spanId}-01`]);
+    expect(aheadAttempt.attributes).toMatchObject({
+      ...where,
+      'http.response.status_code': 200,
+      'gateway.attempt.rewritten': true,
+      'gen_ai.conversation.compacted': true,
+    });
+    expect(
+      provider
+        .calls('chat')
+        .filter((r) => r.headers.traceparent?.includes(again.traceId))
+        .map((r) => r.headers.traceparent),
+    ).toEqual([`00-${again.traceId}-${aheadAttempt.spanId}-01`]);
 
     const passthrough = servers.find((s) => s.attributes['url.path'] === '/v1/models')!;
     expect(passthrough).toMatchObject({ traceId: other.traceId, parentSpanId: other.spanId, name: 'GET' });
@@ -186,7 +252,10 @@ describe('traces, with OTEL_EXPORTER_OTLP_ENDPOINT set', () => {
   it('a request taken as sent, its answer whole with its headers: the usage the answer stated is on the attempt span', async () => {
     const origin = await start((r) => ({ OTEL_EXPORTER_OTLP_ENDPOINT: r.origin }));
     const client = clientSpan();
-    const data = await sdk(origin).chat.completions.create({ model: 'fake-model', messages: [{ role: 'user', content: 'Review src/.' }] }, { headers: { traceparent: client.traceparent } });
+    const data = await sdk(origin).chat.completions.create(
+      { model: 'fake-model', messages: [{ role: 'user', content: 'Review src/.' }] },
+      { headers: { traceparent: client.traceparent } },
+    );
     expect(data.choices[0].message.content).toBe('rescued answer');
     await stop();
 
@@ -194,7 +263,12 @@ describe('traces, with OTEL_EXPORTER_OTLP_ENDPOINT set', () => {
     expect(provider.verdicts('chat')).toEqual([null]);
     const attempts = receiver.spans().filter((s) => s.traceId === client.traceId && s.kind === CLIENT);
     expect(attempts).toHaveLength(1);
-    expect(attempts[0].attributes).toMatchObject({ 'gateway.attempt.rewritten': false, 'http.response.status_code': 200, 'gen_ai.usage.input_tokens': Math.ceil(received.body.length / 4), 'gen_ai.usage.output_tokens': 5 });
+    expect(attempts[0].attributes).toMatchObject({
+      'gateway.attempt.rewritten': false,
+      'http.response.status_code': 200,
+      'gen_ai.usage.input_tokens': Math.ceil(received.body.length / 4),
+      'gen_ai.usage.output_tokens': 5,
+    });
     expect(data.usage).toMatchObject({ prompt_tokens: Math.ceil(received.body.length / 4), completion_tokens: 5 });
   }, 60_000);
 });
@@ -204,7 +278,9 @@ describe('traces, with no endpoint set', () => {
     // The SDK's own variables alone turn nothing on.
     const origin = await start(() => ({ OTEL_SERVICE_NAME: 'should-not-matter', OTEL_BSP_SCHEDULE_DELAY: '10' }));
     const client = clientSpan();
-    const data = await sdk(origin).chat.completions.create(agentRequest(60) as OpenAI.ChatCompletionCreateParamsNonStreaming, { headers: { traceparent: client.traceparent } });
+    const data = await sdk(origin).chat.completions.create(agentRequest(60) as OpenAI.ChatCompletionCreateParamsNonStreaming, {
+      headers: { traceparent: client.traceparent },
+    });
     expect(data.choices[0].message.content).toBe('rescued answer');
     await stop();
 

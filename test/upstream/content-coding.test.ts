@@ -24,7 +24,10 @@ describe('codingsOf', () => {
     ['br', ['br']],
     ['gzip, br', ['gzip', 'br']],
     ['identity, ,gzip', ['gzip']],
-    [['gzip', 'br'], ['gzip', 'br']],
+    [
+      ['gzip', 'br'],
+      ['gzip', 'br'],
+    ],
     ['compress', null],
     ['gzip, x-custom', null],
   ] as const)('%j -> %j', (header, codings) => {
@@ -118,7 +121,9 @@ describe('zstd without a decoder of its own', () => {
 
   it('a window larger than the bound (and than 8 MiB) is refused, one within it decoded; skippable frames are skipped', async () => {
     // Node's own zstd takes any window up to libzstd's 128 MiB; fzstd, which allocates it, no more than the bound or 8 MiB.
-    expect((await decode(zstdFrame(0, [windowLog(24)], [rleBlock(1000, true, 0x61)]), ['zstd'], { limit: 64 * 1024 })).outcome).toBe(NATIVE_ZSTD ? 'complete' : 'corrupt');
+    expect((await decode(zstdFrame(0, [windowLog(24)], [rleBlock(1000, true, 0x61)]), ['zstd'], { limit: 64 * 1024 })).outcome).toBe(
+      NATIVE_ZSTD ? 'complete' : 'corrupt',
+    );
     const frame = zstdFrame(0, [windowLog(20)], [rleBlock(1000, true, 0x61)]);
     const skippable = Buffer.concat([Buffer.from([0x50, 0x2a, 0x4d, 0x18, 3, 0, 0, 0, 1, 2, 3])]);
     const out = await decode(Buffer.concat([skippable, frame]), ['zstd'], { limit: 2 * MiB });
@@ -139,7 +144,10 @@ const encoded: Array<[string, Coding[], Buffer]> = [
 
 describe.each([
   ['decode', async (input: Buffer, codings: Coding[], limit: number, truncated?: boolean) => decode(input, codings, { limit, truncated })],
-  ['decodeSync', async (input: Buffer, codings: Coding[], limit: number, truncated?: boolean) => decodeSync(input, codings, { limit, truncated })],
+  [
+    'decodeSync',
+    async (input: Buffer, codings: Coding[], limit: number, truncated?: boolean) => decodeSync(input, codings, { limit, truncated }),
+  ],
 ] as const)('%s', (name, run) => {
   it.each(encoded)('%s: whole, within the bound', async (_name, codings, input) => {
     const out = await run(input, codings, text.length);
@@ -158,7 +166,8 @@ describe.each([
   });
 
   it('not what its coding says: corrupt', async () => {
-    for (const coding of ['gzip', 'deflate', 'br', 'zstd'] as const) expect((await run(Buffer.from('plainly not compressed'), [coding], MiB)).outcome).toBe('corrupt');
+    for (const coding of ['gzip', 'deflate', 'br', 'zstd'] as const)
+      expect((await run(Buffer.from('plainly not compressed'), [coding], MiB)).outcome).toBe('corrupt');
   });
 
   it('cut off: corrupt, unless the input is known to be a prefix', async () => {
@@ -217,7 +226,9 @@ describe('decode, streaming', () => {
     const out = await decode(body, ['gzip'], { limit: 64 * MiB });
     const took = performance.now() - started;
     clearInterval(timer);
-    console.log(`64 MiB inflated in ${took.toFixed(0)} ms; a 2 ms timer ticked ${ticks} times meanwhile, longest gap ${longestGap.toFixed(1)} ms`);
+    console.log(
+      `64 MiB inflated in ${took.toFixed(0)} ms; a 2 ms timer ticked ${ticks} times meanwhile, longest gap ${longestGap.toFixed(1)} ms`,
+    );
     expect(out.outcome).toBe('complete');
     expect(out.bytes.length).toBe(64 * MiB);
     // At once (gunzipSync), the timer could not tick until the end.

@@ -10,7 +10,11 @@ import { resolveUpstreams } from '../../src/upstream/upstreams.js';
 // clients parse.
 
 describe('which proxy an origin goes through', () => {
-  const env = { HTTPS_PROXY: 'http://user:pw@proxy.corp:3128', HTTP_PROXY: 'http://plain.corp:8080', NO_PROXY: 'internal.corp,.svc.cluster.local,127.0.0.1:8000' };
+  const env = {
+    HTTPS_PROXY: 'http://user:pw@proxy.corp:3128',
+    HTTP_PROXY: 'http://plain.corp:8080',
+    NO_PROXY: 'internal.corp,.svc.cluster.local,127.0.0.1:8000',
+  };
   it.each([
     ['https://api.openai.com', undefined, env, 'http://proxy.corp:3128', 'HTTPS_PROXY'],
     ['http://vllm.internal:8000', undefined, env, 'http://plain.corp:8080', 'HTTP_PROXY'],
@@ -24,7 +28,13 @@ describe('which proxy an origin goes through', () => {
     ['https://api.openai.com', 'http://own.corp:1', env, 'http://own.corp:1', 'its proxy setting'],
     ['https://api.openai.com', undefined, {}, 'direct', 'no HTTPS_PROXY or HTTP_PROXY set'],
     // Lower-case names first, as curl and undici read them.
-    ['https://api.openai.com', undefined, { https_proxy: 'http://lower:1', HTTPS_PROXY: 'http://upper:1' }, 'http://lower:1', 'HTTPS_PROXY'],
+    [
+      'https://api.openai.com',
+      undefined,
+      { https_proxy: 'http://lower:1', HTTPS_PROXY: 'http://upper:1' },
+      'http://lower:1',
+      'HTTPS_PROXY',
+    ],
   ])('%s (proxy %s) goes via %s', (origin, proxy, e, via, because) => {
     expect(egressRoute(origin, proxy, e)).toMatchObject({ via: via.replace(/\/\/[^@]*@/, '//'), because });
   });
@@ -59,7 +69,7 @@ describe('which proxy an origin goes through', () => {
   });
 });
 
-describe('where one upstream\'s summaries come from, and with which key', () => {
+describe("where one upstream's summaries come from, and with which key", () => {
   const config = validateConfig({
     upstreams: {
       openai: { url: 'https://api.openai.com/v1', apiKey: 'sk-openai' },
@@ -86,18 +96,27 @@ describe('where one upstream\'s summaries come from, and with which key', () => 
     expect(of(name)).toMatchObject({ url, model, credential });
   });
 
-  it('the global summarizer key goes only where the global summarizer is, never to an upstream\'s own URL', () => {
+  it("the global summarizer key goes only where the global summarizer is, never to an upstream's own URL", () => {
     const withGlobal = validateConfig({
       summarizer: { url: 'https://s.example/v1', apiKey: 'sk-global' },
       upstreams: { a: { url: 'https://a.example/v1', summarizer: { url: 'https://b.example/v1' } }, c: { url: 'https://c.example/v1' } },
     });
     const u = resolveUpstreams(withGlobal);
-    expect(summarizerDestination(withGlobal, u, u.named('a')!)).toMatchObject({ url: 'https://b.example/v1', credential: { kind: 'none' } });
-    expect(summarizerDestination(withGlobal, u, u.named('c')!)).toMatchObject({ url: 'https://s.example/v1', credential: { kind: 'key', key: 'sk-global' } });
+    expect(summarizerDestination(withGlobal, u, u.named('a')!)).toMatchObject({
+      url: 'https://b.example/v1',
+      credential: { kind: 'none' },
+    });
+    expect(summarizerDestination(withGlobal, u, u.named('c')!)).toMatchObject({
+      url: 'https://s.example/v1',
+      credential: { kind: 'key', key: 'sk-global' },
+    });
     // A single upstream keeps the old rule: the summarizer is that upstream, with the summarizer's key.
     const single = validateConfig({ upstream: { url: 'https://a.example/v1' }, summarizer: { apiKey: 'sk-single' } });
     const one = resolveUpstreams(single);
-    expect(summarizerDestination(single, one, one.all[0])).toMatchObject({ url: 'https://a.example/v1', credential: { kind: 'key', key: 'sk-single' } });
+    expect(summarizerDestination(single, one, one.all[0])).toMatchObject({
+      url: 'https://a.example/v1',
+      credential: { kind: 'key', key: 'sk-single' },
+    });
   });
 });
 
@@ -106,19 +125,37 @@ describe("the gateway's own errors in each API's shape", () => {
     ['chat', { error: { message: 'm', type: 'invalid_request_error', code: 'no_upstream', param: null } }],
     ['responses', { error: { message: 'm', type: 'invalid_request_error', code: 'no_upstream', param: null } }],
     ['messages', { type: 'error', error: { type: 'not_found_error', message: 'm', code: 'no_upstream' } }],
-    ['gemini', { error: { code: 404, message: 'm', status: 'NOT_FOUND', details: [{ '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason: 'NO_UPSTREAM', domain: 'compaction-gateway' }] } }],
+    [
+      'gemini',
+      {
+        error: {
+          code: 404,
+          message: 'm',
+          status: 'NOT_FOUND',
+          details: [{ '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason: 'NO_UPSTREAM', domain: 'compaction-gateway' }],
+        },
+      },
+    ],
   ] as const)('%s', (api, body) => {
     expect(errorBodyFor(api, 'no_upstream', 'm')).toEqual(body);
   });
 
   it('maps statuses as Anthropic and Google name them', () => {
     const type = (code: Parameters<typeof errorBodyFor>[1]) => (errorBodyFor('messages', code) as { error: { type: string } }).error.type;
-    const status = (code: Parameters<typeof errorBodyFor>[1]) => (errorBodyFor('gemini', code) as { error: { status: string } }).error.status;
-    expect([type('invalid_api_key'), type('request_too_large'), type('upstream_timeout'), type('upstream_unreachable'), type('bad_request')]).toEqual([
-      'authentication_error', 'request_too_large', 'timeout_error', 'api_error', 'invalid_request_error',
-    ]);
+    const status = (code: Parameters<typeof errorBodyFor>[1]) =>
+      (errorBodyFor('gemini', code) as { error: { status: string } }).error.status;
+    expect([
+      type('invalid_api_key'),
+      type('request_too_large'),
+      type('upstream_timeout'),
+      type('upstream_unreachable'),
+      type('bad_request'),
+    ]).toEqual(['authentication_error', 'request_too_large', 'timeout_error', 'api_error', 'invalid_request_error']);
     expect([status('invalid_api_key'), status('upstream_timeout'), status('upstream_unreachable'), status('shutting_down')]).toEqual([
-      'UNAUTHENTICATED', 'DEADLINE_EXCEEDED', 'UNAVAILABLE', 'UNAVAILABLE',
+      'UNAUTHENTICATED',
+      'DEADLINE_EXCEEDED',
+      'UNAVAILABLE',
+      'UNAVAILABLE',
     ]);
   });
 });

@@ -9,7 +9,9 @@ import { WINDOW_TTL_MS, Windows } from '../../src/upstream/windows.js';
  * discovered in the background, observed from a cut; and each model's bytes per token.
  */
 
-function setup(o: { windows?: Array<{ model: string; tokens: number; completionCounted?: boolean }>; discover?: boolean; answers?: Discovered[] } = {}) {
+function setup(
+  o: { windows?: Array<{ model: string; tokens: number; completionCounted?: boolean }>; discover?: boolean; answers?: Discovered[] } = {},
+) {
   const config = validateConfig({ upstream: { url: 'http://127.0.0.1:9/v1', windows: o.windows, discoverWindows: o.discover ?? true } });
   const upstream = resolveUpstreams(config).all[0];
   let now = 1_000_000;
@@ -31,7 +33,12 @@ const settle = () => new Promise((resolve) => setImmediate(resolve));
 
 describe('Windows', () => {
   it('a declared window: the first glob that matches, asked of no one', async () => {
-    const { windows, upstream, asked } = setup({ windows: [{ model: 'qwen3*', tokens: 32_768 }, { model: '*', tokens: 8_192, completionCounted: false }] });
+    const { windows, upstream, asked } = setup({
+      windows: [
+        { model: 'qwen3*', tokens: 32_768 },
+        { model: '*', tokens: 8_192, completionCounted: false },
+      ],
+    });
     expect(windows.windowOf(upstream, 'chat', 'qwen3:8b', {})).toEqual({ tokens: 32_768, completionCounted: true, source: 'declared' });
     expect(windows.windowOf(upstream, 'chat', 'llama3', {})).toEqual({ tokens: 8_192, completionCounted: false, source: 'declared' });
     await settle();
@@ -40,7 +47,9 @@ describe('Windows', () => {
   });
 
   it('discovered in the background: not known for the request that asked, known for the next, once', async () => {
-    const { windows, upstream, asked, kinds } = setup({ answers: [{ found: { tokens: 16_384, completionCounted: false, from: 'ollama /api/ps' }, soon: false }] });
+    const { windows, upstream, asked, kinds } = setup({
+      answers: [{ found: { tokens: 16_384, completionCounted: false, from: 'ollama /api/ps' }, soon: false }],
+    });
     expect(windows.windowOf(upstream, 'chat', 'qwen3', { authorization: 'Bearer k' })).toBeUndefined();
     // A second request while the first discovery is on its way asks nothing more.
     expect(windows.windowOf(upstream, 'chat', 'qwen3', {})).toBeUndefined();
@@ -52,7 +61,12 @@ describe('Windows', () => {
   });
 
   it('a discovery that found nothing is asked again later; sooner for a model not loaded yet', async () => {
-    const { windows, upstream, asked, advance } = setup({ answers: [{ found: null, soon: true }, { found: null, soon: false }] });
+    const { windows, upstream, asked, advance } = setup({
+      answers: [
+        { found: null, soon: true },
+        { found: null, soon: false },
+      ],
+    });
     windows.windowOf(upstream, 'chat', 'm', {});
     await settle();
     windows.windowOf(upstream, 'chat', 'm', {});

@@ -18,14 +18,30 @@ function request(turns: number): Body {
     { role: 'user', content: TASK },
   ];
   for (let t = 1; t <= turns; t++) {
-    messages.push({ role: 'assistant', content: null, tool_calls: [{ id: `call_${t}`, type: 'function', function: { name: 'read_file', arguments: JSON.stringify({ path: `src/module${t}.ts` }) } }] });
+    messages.push({
+      role: 'assistant',
+      content: null,
+      tool_calls: [
+        { id: `call_${t}`, type: 'function', function: { name: 'read_file', arguments: JSON.stringify({ path: `src/module${t}.ts` }) } },
+      ],
+    });
     messages.push({ role: 'tool', tool_call_id: `call_${t}`, content: fileText(t) });
   }
   messages.push({ role: 'assistant', content: REMARK }, { role: 'user', content: QUESTION });
   return {
     model: 'gpt-test',
     messages,
-    tools: [{ type: 'function', function: { name: 'read_file', description: 'Read a file', strict: true, parameters: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'], additionalProperties: false } } }],
+    tools: [
+      {
+        type: 'function',
+        function: {
+          name: 'read_file',
+          description: 'Read a file',
+          strict: true,
+          parameters: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'], additionalProperties: false },
+        },
+      },
+    ],
     tool_choice: 'auto',
     parallel_tool_calls: false,
     max_tokens: 500,
@@ -65,7 +81,8 @@ function brokenPairs(body: Body): string[] {
     if (m.role === 'tool') {
       let k = i - 1;
       while (k >= 0 && messages[k].role === 'tool') k--;
-      if (!(messages[k]?.tool_calls ?? []).some((c: any) => c.id === m.tool_call_id)) broken.push(`messages[${i}]: output of ${m.tool_call_id} without its call`);
+      if (!(messages[k]?.tool_calls ?? []).some((c: any) => c.id === m.tool_call_id))
+        broken.push(`messages[${i}]: output of ${m.tool_call_id} without its call`);
     }
     for (const call of m.role === 'assistant' ? (m.tool_calls ?? []) : []) {
       let k = i + 1;
@@ -81,11 +98,20 @@ const client = (origin: string) => new OpenAI({ baseURL: `${origin}/v1`, apiKey:
 async function send(origin: string, body: Body, o: { stream: boolean; headers?: Record<string, string> }): Promise<Turn> {
   try {
     if (!o.stream) {
-      const { data, response } = await client(origin).chat.completions.create({ ...body, stream: false } as any, { headers: o.headers }).withResponse();
+      const { data, response } = await client(origin)
+        .chat.completions.create({ ...body, stream: false } as any, { headers: o.headers })
+        .withResponse();
       const message = data.choices[0].message;
-      return { status: response.status, header: headerOf(response.headers.get('x-gateway-compaction')), text: message.content ?? '', answer: message };
+      return {
+        status: response.status,
+        header: headerOf(response.headers.get('x-gateway-compaction')),
+        text: message.content ?? '',
+        answer: message,
+      };
     }
-    const { data, response } = await client(origin).chat.completions.create({ ...body, stream: true } as any, { headers: o.headers }).withResponse();
+    const { data, response } = await client(origin)
+      .chat.completions.create({ ...body, stream: true } as any, { headers: o.headers })
+      .withResponse();
     let text = '';
     const calls: any[] = [];
     for await (const chunk of data as unknown as AsyncIterable<OpenAI.ChatCompletionChunk>) {
@@ -101,7 +127,13 @@ async function send(origin: string, body: Body, o: { stream: boolean; headers?: 
     return { status: response.status, header: headerOf(response.headers.get('x-gateway-compaction')), text, answer };
   } catch (err) {
     if (!(err instanceof OpenAI.APIError)) throw err;
-    return { status: err.status!, header: headerOf(err.headers?.get('x-gateway-compaction')), text: '', answer: null, error: err.error?.message };
+    return {
+      status: err.status!,
+      header: headerOf(err.headers?.get('x-gateway-compaction')),
+      text: '',
+      answer: null,
+      error: err.error?.message,
+    };
   }
 }
 
@@ -114,12 +146,22 @@ export const chatFixture: ApiFixture = {
     const n = body.messages.length;
     return { ...body, messages: [...body.messages, turn.answer, { role: 'tool', tool_call_id: call.id, content: fileText(n) }] };
   },
-  reject: (style) => (style === 'page' ? { reason: 'body_too_large', statesWindow: false } : { reason: 'context_length', statesWindow: true }),
+  reject: (style) =>
+    style === 'page' ? { reason: 'body_too_large', statesWindow: false } : { reason: 'context_length', statesWindow: true },
   // A chat stream has no preamble: its first chunk is already the answer.
   preamble: () => [],
   idleEvent: () => null,
-  contentEvent: () => sse({ ...base, choices: [{ index: 0, delta: { role: 'assistant', content: CONTENT_TEXT }, logprobs: null, finish_reason: null }] }),
-  failureEvent: () => sse({ error: { message: CHAT_MESSAGES.window(8_192, 9_000), type: 'invalid_request_error', param: 'messages', code: 'context_length_exceeded' } }),
+  contentEvent: () =>
+    sse({ ...base, choices: [{ index: 0, delta: { role: 'assistant', content: CONTENT_TEXT }, logprobs: null, finish_reason: null }] }),
+  failureEvent: () =>
+    sse({
+      error: {
+        message: CHAT_MESSAGES.window(8_192, 9_000),
+        type: 'invalid_request_error',
+        param: 'messages',
+        code: 'context_length_exceeded',
+      },
+    }),
   send,
   async sdkStream(origin, body, onContent) {
     let text = '';
@@ -138,7 +180,11 @@ export const chatFixture: ApiFixture = {
   sdkFailure: /^thrown: This model's maximum context length is 8192 tokens/,
   wire: (body, stream) => ({ ...body, stream }),
   post: (origin, bytes, o) =>
-    fetch(`${origin}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}`, ...o.headers }, body: bytes }),
+    fetch(`${origin}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}`, ...o.headers },
+      body: bytes,
+    }),
   expectValidReplay: (rejected, replay) => expectValidChatReplay(rejected, replay),
   brokenPairs,
 };

@@ -1,4 +1,12 @@
-import { ApiError, FunctionCallingConfigMode, GoogleGenAI, HarmBlockThreshold, HarmCategory, ThinkingLevel, type GenerateContentConfig } from '@google/genai';
+import {
+  ApiError,
+  FunctionCallingConfigMode,
+  GoogleGenAI,
+  HarmBlockThreshold,
+  HarmCategory,
+  ThinkingLevel,
+  type GenerateContentConfig,
+} from '@google/genai';
 import { expect } from 'vitest';
 import type { Received } from '../../helpers/fake-upstream.js';
 import { MESSAGES } from '../../helpers/strict-gemini.js';
@@ -12,7 +20,17 @@ const API_KEY = 'AIza-scenario-key';
 /** Every field of the request besides contents, as the SDK sends them, and one it does not know. */
 const CONFIG = {
   systemInstruction: 'You are a coding agent.',
-  tools: [{ functionDeclarations: [{ name: 'read_file', description: 'Read a file', parametersJsonSchema: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] } }] }],
+  tools: [
+    {
+      functionDeclarations: [
+        {
+          name: 'read_file',
+          description: 'Read a file',
+          parametersJsonSchema: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] },
+        },
+      ],
+    },
+  ],
   toolConfig: { functionCallingConfig: { mode: FunctionCallingConfigMode.AUTO } },
   safetySettings: [{ category: HarmCategory.HARM_CATEGORY_DANGEROUS_CONTENT, threshold: HarmBlockThreshold.BLOCK_ONLY_HIGH }],
   temperature: 0.2,
@@ -24,8 +42,14 @@ const UNKNOWN = { futureField: { kept: ['as', 'sent'] } };
 function request(turns: number): Body {
   const contents: any[] = [{ role: 'user', parts: [{ text: TASK }] }];
   for (let t = 1; t <= turns; t++) {
-    contents.push({ role: 'model', parts: [{ functionCall: { id: `read_file_${t}`, name: 'read_file', args: { path: `src/module${t}.ts` } } }] });
-    contents.push({ role: 'user', parts: [{ functionResponse: { id: `read_file_${t}`, name: 'read_file', response: { output: fileText(t) } } }] });
+    contents.push({
+      role: 'model',
+      parts: [{ functionCall: { id: `read_file_${t}`, name: 'read_file', args: { path: `src/module${t}.ts` } } }],
+    });
+    contents.push({
+      role: 'user',
+      parts: [{ functionResponse: { id: `read_file_${t}`, name: 'read_file', response: { output: fileText(t) } } }],
+    });
   }
   contents.push({ role: 'model', parts: [{ text: REMARK }] }, { role: 'user', parts: [{ text: QUESTION }] });
   return { contents };
@@ -34,11 +58,20 @@ function request(turns: number): Body {
 /** The body the SDK writes for `contents` (what a Gemini CLI request looks like). */
 function wire(body: Body): Body {
   const { systemInstruction, tools, toolConfig, safetySettings, ...generationConfig } = CONFIG;
-  return { contents: body.contents, systemInstruction: { parts: [{ text: systemInstruction }], role: 'user' }, safetySettings, tools, toolConfig, generationConfig, ...UNKNOWN };
+  return {
+    contents: body.contents,
+    systemInstruction: { parts: [{ text: systemInstruction }], role: 'user' },
+    safetySettings,
+    tools,
+    toolConfig,
+    generationConfig,
+    ...UNKNOWN,
+  };
 }
 
 const newestModel = (contents: any[]) => contents.findLast((c) => c.role === 'model');
-const summaryOf = (contents: any[]) => contents.find((c) => c.parts.some((p: any) => typeof p.text === 'string' && p.text.includes('[compaction-gateway]')));
+const summaryOf = (contents: any[]) =>
+  contents.find((c) => c.parts.some((p: any) => typeof p.text === 'string' && p.text.includes('[compaction-gateway]')));
 const MASKED = '[tool output omitted by compaction-gateway: read_file, ';
 
 /** Every functionResponse right after the model turn that issued its call, and every call answered there. */
@@ -49,8 +82,10 @@ function brokenPairs(body: Body): string[] {
   contents.forEach((content, i) => {
     const responses = ids(content, 'functionResponse');
     const calls = ids(content, 'functionCall');
-    if (responses.length > 0 && JSON.stringify(ids(contents[i - 1], 'functionCall')) !== JSON.stringify(responses)) broken.push(`contents[${i}]: responses ${responses} not right after their calls`);
-    if (calls.length > 0 && JSON.stringify(ids(contents[i + 1], 'functionResponse')) !== JSON.stringify(calls)) broken.push(`contents[${i}]: calls ${calls} not answered right after`);
+    if (responses.length > 0 && JSON.stringify(ids(contents[i - 1], 'functionCall')) !== JSON.stringify(responses))
+      broken.push(`contents[${i}]: responses ${responses} not right after their calls`);
+    if (calls.length > 0 && JSON.stringify(ids(contents[i + 1], 'functionResponse')) !== JSON.stringify(calls))
+      broken.push(`contents[${i}]: calls ${calls} not answered right after`);
   });
   return broken;
 }
@@ -94,8 +129,16 @@ export function expectValidGeminiReplay(rejected: Received, replay: Received): v
 }
 
 const sdk = (origin: string) => new GoogleGenAI({ apiKey: API_KEY, httpOptions: { baseUrl: origin } });
-const params = (body: Body, headers: Record<string, string> = {}) => ({ model: MODEL, contents: body.contents, config: { ...CONFIG, httpOptions: { headers, extraBody: UNKNOWN } } });
-const textOf = (parts: any[]) => parts.filter((p) => typeof p.text === 'string').map((p) => p.text).join('');
+const params = (body: Body, headers: Record<string, string> = {}) => ({
+  model: MODEL,
+  contents: body.contents,
+  config: { ...CONFIG, httpOptions: { headers, extraBody: UNKNOWN } },
+});
+const textOf = (parts: any[]) =>
+  parts
+    .filter((p) => typeof p.text === 'string')
+    .map((p) => p.text)
+    .join('');
 
 async function send(origin: string, body: Body, o: { stream: boolean; headers?: Record<string, string> }): Promise<Turn> {
   try {
@@ -134,13 +177,26 @@ export const geminiFixture: ApiFixture = {
     const parts = turn.answer as any[];
     const calls = parts.filter((p) => p.functionCall).map((p) => p.functionCall);
     const n = body.contents.length;
-    return { ...body, contents: [...body.contents, { role: 'model', parts }, { role: 'user', parts: calls.map(({ id, name }) => ({ functionResponse: { id, name, response: { output: fileText(n) } } })) }] };
+    return {
+      ...body,
+      contents: [
+        ...body.contents,
+        { role: 'model', parts },
+        { role: 'user', parts: calls.map(({ id, name }) => ({ functionResponse: { id, name, response: { output: fileText(n) } } })) },
+      ],
+    };
   },
-  reject: (style) => (style === 'page' ? { reason: 'body_too_large', statesWindow: false } : { reason: 'context_length', statesWindow: true }),
+  reject: (style) =>
+    style === 'page' ? { reason: 'body_too_large', statesWindow: false } : { reason: 'context_length', statesWindow: true },
   // A Gemini stream has no preamble: every chunk is a whole response.
   preamble: () => [],
   idleEvent: () => null,
-  contentEvent: () => sse({ candidates: [{ content: { role: 'model', parts: [{ text: CONTENT_TEXT }] }, index: 0 }], modelVersion: MODEL, responseId: 'started-1' }),
+  contentEvent: () =>
+    sse({
+      candidates: [{ content: { role: 'model', parts: [{ text: CONTENT_TEXT }] }, index: 0 }],
+      modelVersion: MODEL,
+      responseId: 'started-1',
+    }),
   failureEvent: () => sse({ error: { code: 400, message: MESSAGES.window(50_000, 10_000), status: 'INVALID_ARGUMENT' } }),
   send,
   async sdkStream(origin, body, onContent) {

@@ -14,7 +14,12 @@ const text = (role: string, type: string, value: string) => ({ type: 'message', 
 function request(turns: number): Body {
   const input: any[] = [text('developer', 'input_text', 'You are Codex, a coding agent.'), text('user', 'input_text', TASK)];
   for (let t = 1; t <= turns; t++) {
-    input.push({ type: 'function_call', call_id: `call_${t}`, name: 'read_file', arguments: JSON.stringify({ path: `src/module${t}.ts` }) });
+    input.push({
+      type: 'function_call',
+      call_id: `call_${t}`,
+      name: 'read_file',
+      arguments: JSON.stringify({ path: `src/module${t}.ts` }),
+    });
     input.push({ type: 'function_call_output', call_id: `call_${t}`, output: fileText(t) });
   }
   input.push(text('assistant', 'output_text', REMARK), text('user', 'input_text', QUESTION));
@@ -22,7 +27,15 @@ function request(turns: number): Body {
     model: 'gpt-test',
     instructions: 'Work in the repository at /src.',
     input,
-    tools: [{ type: 'function', name: 'read_file', description: 'Read a file', strict: false, parameters: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] } }],
+    tools: [
+      {
+        type: 'function',
+        name: 'read_file',
+        description: 'Read a file',
+        strict: false,
+        parameters: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] },
+      },
+    ],
     tool_choice: 'auto',
     parallel_tool_calls: false,
     reasoning: { effort: 'medium', summary: 'auto' },
@@ -55,14 +68,19 @@ function brokenPairs(body: Body): string[] {
   const items: any[] = body.input;
   const calls = new Set(items.filter((i) => i.type === 'function_call').map((i) => i.call_id));
   const outputs = new Set(items.filter((i) => i.type === 'function_call_output').map((i) => i.call_id));
-  return [...[...outputs].filter((id) => !calls.has(id)).map((id) => `output of ${id} without its call`), ...[...calls].filter((id) => !outputs.has(id)).map((id) => `call ${id} without its output`)];
+  return [
+    ...[...outputs].filter((id) => !calls.has(id)).map((id) => `output of ${id} without its call`),
+    ...[...calls].filter((id) => !outputs.has(id)).map((id) => `call ${id} without its output`),
+  ];
 }
 
 const client = (origin: string) => new OpenAI({ baseURL: `${origin}/v1`, apiKey: API_KEY, maxRetries: 0 });
 
 async function send(origin: string, body: Body, o: { stream: boolean; headers?: Record<string, string> }): Promise<Turn> {
   try {
-    const { data, response } = await client(origin).responses.create({ ...body, stream: o.stream } as any, { headers: o.headers }).withResponse();
+    const { data, response } = await client(origin)
+      .responses.create({ ...body, stream: o.stream } as any, { headers: o.headers })
+      .withResponse();
     const header = headerOf(response.headers.get('x-gateway-compaction'));
     if (!o.stream) return { status: response.status, header, text: (data as any).output_text, answer: (data as any).output };
     const output: any[] = [];
@@ -74,7 +92,13 @@ async function send(origin: string, body: Body, o: { stream: boolean; headers?: 
     return { status: response.status, header, text: said, answer: output };
   } catch (err) {
     if (!(err instanceof OpenAI.APIError)) throw err;
-    return { status: err.status!, header: headerOf(err.headers?.get('x-gateway-compaction')), text: '', answer: null, error: err.error?.message };
+    return {
+      status: err.status!,
+      header: headerOf(err.headers?.get('x-gateway-compaction')),
+      text: '',
+      answer: null,
+      error: err.error?.message,
+    };
   }
 }
 
@@ -87,19 +111,38 @@ export const responsesFixture: ApiFixture = {
   next(body, turn) {
     const items = turn.answer as any[];
     const call = items.find((i) => i.type === 'function_call');
-    return { ...body, input: [...body.input, ...items, { type: 'function_call_output', call_id: call.call_id, output: fileText(body.input.length) }] };
+    return {
+      ...body,
+      input: [...body.input, ...items, { type: 'function_call_output', call_id: call.call_id, output: fileText(body.input.length) }],
+    };
   },
   // The API's 400 says the input exceeds the window, not by how much.
-  reject: (style) => (style === 'page' ? { reason: 'body_too_large', statesWindow: false } : { reason: 'context_length', statesWindow: false }),
+  reject: (style) =>
+    style === 'page' ? { reason: 'body_too_large', statesWindow: false } : { reason: 'context_length', statesWindow: false },
   preamble: () => preamble('resp_started'),
-  idleEvent: (i, pad) => event('response.in_progress', { response: responseObject('', 'in_progress', 'resp_started'), pad: 'x'.repeat(pad) }, 2 + i),
+  idleEvent: (i, pad) =>
+    event('response.in_progress', { response: responseObject('', 'in_progress', 'resp_started'), pad: 'x'.repeat(pad) }, 2 + i),
   contentEvent: () =>
     [
-      event('response.output_item.added', { output_index: 0, item: { type: 'message', id: 'msg_started', status: 'in_progress', role: 'assistant', content: [] } }, 2),
+      event(
+        'response.output_item.added',
+        { output_index: 0, item: { type: 'message', id: 'msg_started', status: 'in_progress', role: 'assistant', content: [] } },
+        2,
+      ),
       event('response.content_part.added', { ...at, part: { type: 'output_text', text: '', annotations: [] } }, 3),
       event('response.output_text.delta', { ...at, delta: CONTENT_TEXT, logprobs: [] }, 4),
     ].join(''),
-  failureEvent: () => event('response.failed', { response: { ...responseObject('', 'failed', 'resp_started'), error: { code: 'context_length_exceeded', message: CONTEXT_WINDOW_MESSAGE } } }, 5),
+  failureEvent: () =>
+    event(
+      'response.failed',
+      {
+        response: {
+          ...responseObject('', 'failed', 'resp_started'),
+          error: { code: 'context_length_exceeded', message: CONTEXT_WINDOW_MESSAGE },
+        },
+      },
+      5,
+    ),
   send,
   async sdkStream(origin, body, onContent) {
     let said = '';
@@ -119,7 +162,11 @@ export const responsesFixture: ApiFixture = {
   sdkFailure: /^event response\.failed: Your input exceeds the context window/,
   wire: (body, stream) => ({ ...body, stream }),
   post: (origin, bytes, o) =>
-    fetch(`${origin}/v1/responses`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}`, ...o.headers }, body: bytes }),
+    fetch(`${origin}/v1/responses`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}`, ...o.headers },
+      body: bytes,
+    }),
   expectValidReplay: (rejected, replay) => expectValidResponsesReplay(rejected, replay),
   brokenPairs,
 };
