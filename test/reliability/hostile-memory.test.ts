@@ -29,8 +29,12 @@ const SIDECAR = kitMemory('sidecar');
 const SHARED = kitMemory('shared');
 /** Peak RSS stays under this share of the container's limit (four 53 MB bodies at once on the sidecar: 77-95% measured). */
 const ROOM = 0.95;
-/** Several times the 100-250 ms measured on a loaded 2-core machine (the aim is ~300 ms). */
-const WORST_HEALTHZ_MS = 600;
+/**
+ * A hang, not a speed: /healthz answered within 26-85 ms (the event loop held at most 96 ms) on a
+ * quiet 2-core machine, 650-1,730 ms at a load of 8-14 on it; the one JSON.parse these bodies once
+ * got held every client 2.4-9.0 s. Speed is measured, not asserted (bench/findings.md).
+ */
+const WORST_HEALTHZ_MS = 2_000;
 const CLIENT_WAIT_MS = 50_000;
 
 let standIn: HostileStandIn | undefined;
