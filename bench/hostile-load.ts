@@ -15,7 +15,7 @@ import { readFileSync } from 'node:fs';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { agentConversationBody, manyStringsBody, tinyTurnsBody, wideObjectBody } from '../test/helpers/hostile-bodies.js';
-import { startHostileStandIn } from '../test/helpers/hostile-standin.js';
+import { startStandIn } from '../test/helpers/provider.js';
 
 const arg = (name: string, fallback: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -69,7 +69,7 @@ function peakRss(pid: number): number {
 }
 
 async function main() {
-  const upstream = await startHostileStandIn(LIMIT_BYTES);
+  const upstream = await startStandIn({ provider: 'hostile', limitBytes: LIMIT_BYTES });
   const upstreamUrl = upstream.baseUrl;
   const profile = process.argv.includes('--cpu-prof')
     ? ['--cpu-prof', '--cpu-prof-dir=/tmp/hostile-prof', ...(process.env.LAG_PRELOAD ? ['--import', process.env.LAG_PRELOAD] : [])]

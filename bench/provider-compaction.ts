@@ -8,7 +8,7 @@
  *   npx tsx bench/provider-compaction.ts
  */
 import { startGateway } from '../test/helpers/gateway.js';
-import { startStrictResponses } from '../test/helpers/strict-responses.js';
+import { startStandIn } from '../test/helpers/provider.js';
 
 const TURNS = 20;
 const LIMIT = 46_000;
@@ -25,7 +25,8 @@ interface Run {
 
 async function session(providerCompaction: boolean): Promise<Run> {
   let calls = 0;
-  const upstream = await startStrictResponses({
+  const upstream = await startStandIn({
+    provider: 'responses',
     limitBytes: LIMIT,
     style: 'context_length',
     reply: () => ({

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { expect, it } from 'vitest';
 
 /*
- * One fake: every test and script starts a provider through startStandIn (test/helpers/provider.ts),
+ * One fake: every test, script and bench starts a provider through startStandIn (test/helpers/provider.ts),
  * the strict pieces being its options; none starts one directly, and nothing else defines a
  * startStandIn or a startFakeUpstream (test/helpers/fake-upstream.ts is the server the stand-in is
  * made of).
@@ -33,7 +33,7 @@ function sources(dir: string): string[] {
   });
 }
 
-const files = [...sources('test'), ...sources('scripts')].map((f) => relative(ROOT, join(ROOT, f)));
+const files = [...sources('test'), ...sources('scripts'), ...sources('bench')].map((f) => relative(ROOT, join(ROOT, f)));
 
 it('no test or script starts a strict piece but through startStandIn', () => {
   const direct = files
