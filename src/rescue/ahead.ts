@@ -1,11 +1,9 @@
-import { keptPrefixEnd } from '../compaction/index.js';
 import { DEFAULT_BYTES_PER_TOKEN, learnedTarget, type Bounds, type SizeTarget } from '../compaction/target.js';
 import type { Conversation } from '../dialects/types.js';
-import { agentSessionOf } from '../memory/fingerprint.js';
 import type { CompactionMemory, Lease, Recalled } from '../memory/index.js';
 import { BECAUSE, compactFor } from './compact.js';
-import { holdBudget, modelOf, tooManyItems, type RescueContext } from './context.js';
-import { knows, learnedBounds, rememberSpan, rewriteOf, tenantFor, underLease, type Rewrite } from './memory.js';
+import { holdBudget, tooManyItems, type RescueContext } from './context.js';
+import { knows, learnedBounds, recallOf, rememberSpan, rewriteOf, tenantFor, underLease, type Rewrite } from './memory.js';
 import { countCompaction, type RescueRecord } from './report.js';
 import { isAgentCompaction } from './agent-compaction.js';
 import { summarizerModel } from './summarizer.js';
@@ -47,16 +45,7 @@ export async function compactAhead(ctx: RescueContext, memory: CompactionMemory)
   const conversation = json && !tooManyItems(json) ? ctx.dialect.read(json) : null;
   // An agent's own compaction call is about to replace what memory holds: it extends nothing.
   if (!json || !conversation || isAgentCompaction(ctx, json)) return null;
-  const recall = () =>
-    memory.recall(
-      tenant,
-      ctx.upstream.memoryKey,
-      ctx.dialect.api,
-      modelOf(ctx) ?? '',
-      conversation.items,
-      keptPrefixEnd(conversation),
-      agentSessionOf(ctx.clientHeaders),
-    );
+  const recall = () => recallOf(ctx, memory, tenant, conversation);
   if (!(await recall())) return null;
   const started = performance.now();
   // Extending the summary is a summary too: under the lease, recalled afresh (another request may have extended it meanwhile).

@@ -78,12 +78,14 @@ export function knows(ctx: RescueContext, memory: CompactionMemory, tenant: stri
 
 const askedTenants = new WeakMap<RescueContext, Promise<boolean>>();
 
-/** The remembered compaction this conversation extends, counted as a hit or a miss. */
-export async function recallFor(ctx: RescueContext, conversation: Conversation): Promise<Recalled | null> {
-  const memory = ctx.deps.memory;
-  const tenant = memory ? tenantFor(ctx) : null;
-  if (!memory || !tenant) return null;
-  const recalled = await memory.recall(
+/** What `memory` remembers of this request's conversation: its tenant, upstream, API, model, kept prefix and agent session. */
+export function recallOf(
+  ctx: RescueContext,
+  memory: CompactionMemory,
+  tenant: string,
+  conversation: Conversation,
+): Promise<Recalled | null> {
+  return memory.recall(
     tenant,
     ctx.upstream.memoryKey,
     ctx.dialect.api,
@@ -92,6 +94,14 @@ export async function recallFor(ctx: RescueContext, conversation: Conversation):
     keptPrefixEnd(conversation),
     agentSessionOf(ctx.clientHeaders),
   );
+}
+
+/** The remembered compaction this conversation extends, counted as a hit or a miss. */
+export async function recallFor(ctx: RescueContext, conversation: Conversation): Promise<Recalled | null> {
+  const memory = ctx.deps.memory;
+  const tenant = memory ? tenantFor(ctx) : null;
+  if (!memory || !tenant) return null;
+  const recalled = await recallOf(ctx, memory, tenant, conversation);
   memory.countLookup(recalled);
   return recalled;
 }
