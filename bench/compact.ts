@@ -52,6 +52,7 @@ const settings = {
   because: "the request exceeded the model's context window",
   compaction: config.compaction,
   summary: config.summarizer,
+  deadline: new AbortController().signal,
 };
 // The fallback asks no summarizer: one that is never called.
 const summarizer = { wire: chat.summarizer, model: 'fake-model', send: () => Promise.reject(new Error('the fallback asks no summarizer')) };

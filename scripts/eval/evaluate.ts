@@ -112,7 +112,13 @@ async function evaluateOne(
   watched.take();
   const result = await compact(
     { dialect, request: c.request, conversation, bodyBytes: bytesBefore },
-    { target: shareOf(bytesBefore, shares), because: BECAUSE, compaction: config.compaction, summary: config.summarizer },
+    {
+      target: shareOf(bytesBefore, shares),
+      because: BECAUSE,
+      compaction: config.compaction,
+      summary: config.summarizer,
+      deadline: AbortSignal.timeout(config.summarizer.timeoutMs),
+    },
     summarizer,
   );
   const tokens = tokensOf(watched.take(), summarizer.wire);

@@ -127,7 +127,7 @@ function summarySettings(input: CompactionInput, maxSummaryTokens: number): Summ
   const s = input.summary;
   return {
     request: input.request,
-    timeoutMs: s.timeoutMs,
+    deadline: input.deadline,
     maxInputTokens: s.maxInputTokens,
     maxSummaryTokens: Math.max(MIN_SUMMARY_TOKENS, Math.min(s.maxSummaryTokens, maxSummaryTokens)),
     prompt: s.prompt,

@@ -30,7 +30,9 @@ export interface CompactionSettings {
   because: string;
   compaction: Pick<Config['compaction'], 'strategy' | 'keepRecent' | 'mask' | 'summaryRole'>;
   /** What one summary may take and spend. */
-  summary: Pick<Config['summarizer'], 'timeoutMs' | 'maxInputTokens' | 'maxSummaryTokens' | 'prompt' | 'maxCalls' | 'maxInputBytes'>;
+  summary: Pick<Config['summarizer'], 'maxInputTokens' | 'maxSummaryTokens' | 'prompt' | 'maxCalls' | 'maxInputBytes'>;
+  /** The summarizer's deadline, the caller's: past it, the summary is the deterministic digest. */
+  deadline: AbortSignal;
   onSummary?: (event: SummaryEvent) => void;
 }
 

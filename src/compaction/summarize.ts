@@ -11,8 +11,8 @@ import { SummarizerError, type Summarizer, type SummarizerCall, type SummarizerT
 export interface SummarySettings {
   /** The request being rescued: the summarizer call follows its conventions where the API has a choice. */
   request: Record<string, unknown>;
-  /** One deadline for the whole run, however many calls it makes. */
-  timeoutMs: number;
+  /** One deadline for the whole run, however many calls it makes: past it, a `timeout`. */
+  deadline: AbortSignal;
   maxInputTokens: number;
   /** The most tokens one summary may take. */
   maxSummaryTokens: number;
@@ -66,7 +66,7 @@ export async function summarize(
   summarizer: Summarizer,
   previousSummary?: string,
 ): Promise<SummaryResult> {
-  const { deadline, clear } = deadlineOf(settings.timeoutMs);
+  const { deadline } = settings;
   const counter = newCounter();
   const s: Calls = { ...settings, ...summarizer };
   let current = s;
@@ -94,8 +94,6 @@ export async function summarize(
     const failure = asSummarizerError(err, counter.calls);
     failure.tokens = counter.tokens;
     throw failure;
-  } finally {
-    clear();
   }
 }
 
@@ -218,17 +216,6 @@ function callBody(s: Calls, transcript: string, maxTokens: number): unknown {
   });
 }
 
-/**
- * The whole run's deadline. A timer of our own, not AbortSignal.timeout: on Node 20 that signal
- * can be garbage-collected before it fires, and a stalled summarizer would then hold the client
- * forever.
- */
-function deadlineOf(ms: number): { deadline: AbortSignal; clear: () => void } {
-  const timeout = new AbortController();
-  const timer = setTimeout(() => timeout.abort(new DOMException('the summarizer did not answer in time', 'TimeoutError')), ms);
-  return { deadline: timeout.signal, clear: () => clearTimeout(timer) };
-}
-
 async function call(s: Calls, transcript: string, signal: AbortSignal, counter: Counter): Promise<string> {
   const body = JSON.stringify(callBody(s, transcript, s.maxSummaryTokens));
   const text = await post(s, { kind: 'summary', body, maxTokens: s.maxSummaryTokens }, signal, counter);
@@ -280,10 +267,9 @@ export async function providerCompact(
   const counter = newCounter();
   if (!compact) throw new SummarizerError('rejected', 'the API has no compaction of its own', 0);
   const s: Calls = { ...settings, ...summarizer };
-  const { deadline, clear } = deadlineOf(s.timeoutMs);
   try {
     const body = JSON.stringify(compact.body({ model: s.model, items, request: s.request }));
-    const text = await post(s, { kind: 'compact', body, maxTokens: 0 }, deadline, counter);
+    const text = await post(s, { kind: 'compact', body, maxTokens: 0 }, s.deadline, counter);
     let window: unknown[] | undefined;
     try {
       window = compact.window(JSON.parse(text));
@@ -294,8 +280,6 @@ export async function providerCompact(
     return { window, calls: counter.calls };
   } catch (err) {
     throw asSummarizerError(err, counter.calls);
-  } finally {
-    clear();
   }
 }
 

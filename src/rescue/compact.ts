@@ -24,10 +24,10 @@ export interface CompactOptions {
 
 /**
  * The one way the rescue compacts a request, after a refusal and ahead of the first attempt
- * alike: the conversation its dialect read from `json`, to `target`, with the config's settings
- * and the summarizer of this request's upstream.
+ * alike: the conversation its dialect read from `json`, to `target`, with the config's settings,
+ * the summarizer of this request's upstream and its deadline.
  */
-export function compactFor(
+export async function compactFor(
   ctx: RescueContext,
   json: Record<string, unknown>,
   conversation: Conversation,
@@ -35,25 +35,41 @@ export function compactFor(
   o: CompactOptions,
 ): Promise<CompactionResult> {
   const config = ctx.deps.config;
-  return compact(
-    {
-      dialect: ctx.dialect,
-      request: json,
-      conversation,
-      headers: ctx.headers,
-      bodyBytes: ctx.incoming.bytes,
-      recalled: o.recalled,
-      newestWhole: o.digestOnly,
-    },
-    {
-      target,
-      because: o.because,
-      compaction: o.digestOnly ? { ...config.compaction, strategy: 'fallback' } : config.compaction,
-      summary: config.summarizer,
-      onSummary: o.logSummary ? (e) => logSummary(ctx, e) : undefined,
-    },
-    summarizerFor(ctx, target),
-  );
+  const deadline = deadlineAfter(config.summarizer.timeoutMs);
+  try {
+    return await compact(
+      {
+        dialect: ctx.dialect,
+        request: json,
+        conversation,
+        headers: ctx.headers,
+        bodyBytes: ctx.incoming.bytes,
+        recalled: o.recalled,
+        newestWhole: o.digestOnly,
+      },
+      {
+        target,
+        because: o.because,
+        compaction: o.digestOnly ? { ...config.compaction, strategy: 'fallback' } : config.compaction,
+        summary: config.summarizer,
+        deadline: deadline.signal,
+        onSummary: o.logSummary ? (e) => logSummary(ctx, e) : undefined,
+      },
+      summarizerFor(ctx, target),
+    );
+  } finally {
+    deadline.clear();
+  }
+}
+
+/**
+ * A timer of our own, not AbortSignal.timeout: on Node 20 that signal can be garbage-collected
+ * before it fires, and a stalled summarizer would then hold the client forever.
+ */
+function deadlineAfter(ms: number): { signal: AbortSignal; clear: () => void } {
+  const timeout = new AbortController();
+  const timer = setTimeout(() => timeout.abort(new DOMException('the summarizer did not answer in time', 'TimeoutError')), ms);
+  return { signal: timeout.signal, clear: () => clearTimeout(timer) };
 }
 
 function logSummary(ctx: RescueContext, e: SummaryEvent): void {

@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   compact,
   keptPrefixEnd,
@@ -19,7 +19,7 @@ import { responses } from '../../src/dialects/responses.js';
 import type { Dialect } from '../../src/dialects/types.js';
 import type { MemoryEntry } from '../../src/memory/store.js';
 import { calls, deepFreeze, rCall, rOutput, rReasoning, rSay, rSystem, rUser, result, say, system, user } from './conversations.js';
-import { chatAnswer, fakeSummarizer, noSummarizer, settingsOf, type FakeSummarizer } from './fake-summarizer.js';
+import { chatAnswer, fakeSummarizer, hanging, noSummarizer, settingsOf, type FakeSummarizer } from './fake-summarizer.js';
 
 /*
  * compact(request, settings, summarizer), with no network: the summarizer is a plain function
@@ -421,6 +421,22 @@ describe('with a summarizer', () => {
     const r = await compact(...input({ config: { compaction: { strategy: 'summarize', keepRecent: 2 } } }));
     expect(r).toMatchObject({ outcome: 'compacted', strategy: 'fallback', summarizerCalls: 1, summarizerFailure: 'rejected' });
     expect(sent(r)[2]).toEqual({ role: 'user', content: INTRO + DIGEST + TRAIL });
+  });
+
+  it('the deadline the caller hands over ends a summary that does not answer: the digest, named `timeout`', async () => {
+    summarizer = fakeSummarizer(chat.summarizer, hanging);
+    const events: any[] = [];
+    const [subject, settings, s] = input({ config: { compaction: { strategy: 'summarize', keepRecent: 2 } }, events });
+    const deadline = new AbortController();
+    const pending = compact(subject, { ...settings, deadline: deadline.signal }, s);
+    await vi.waitFor(() => expect(summarizer!.calls).toHaveLength(1));
+    expect(summarizer!.calls[0].signal.aborted).toBe(false);
+    deadline.abort(new DOMException('the summarizer did not answer in time', 'TimeoutError'));
+    const r = await pending;
+    expect(r).toMatchObject({ outcome: 'compacted', strategy: 'fallback', summarizerCalls: 1, summarizerFailure: 'timeout' });
+    expect(sent(r)[2]).toEqual({ role: 'user', content: INTRO + DIGEST + TRAIL });
+    expect(summarizer!.calls[0].signal.aborted).toBe(true);
+    expect(events.at(-1)).toMatchObject({ phase: 'end', calls: 1, failure: 'timeout' });
   });
 
   it('a client gone away ends the compaction: nothing is sent', async () => {

@@ -66,12 +66,20 @@ export function chatAnswer(content: string, usage = { prompt_tokens: 12, complet
   };
 }
 
-/** compact()'s settings as the rescue hands them over from the config. */
+/** compact()'s settings as the rescue hands them over from the config (a deadline of `timeoutMs` from now). */
 export function settingsOf(
   config: Readonly<Config>,
   target: SizeTarget,
   because = 'a test',
   onSummary?: CompactionSettings['onSummary'],
 ): CompactionSettings {
-  return { target, because, compaction: config.compaction, summary: config.summarizer, onSummary };
+  const deadline = deadlineAfter(config.summarizer.timeoutMs);
+  return { target, because, compaction: config.compaction, summary: config.summarizer, deadline, onSummary };
+}
+
+/** A deadline that ends after `ms`, as the rescue's does (a timer of its own; unref'd: a test need not wait for it). */
+export function deadlineAfter(ms: number): AbortSignal {
+  const deadline = new AbortController();
+  setTimeout(() => deadline.abort(new DOMException('the summarizer did not answer in time', 'TimeoutError')), ms).unref();
+  return deadline.signal;
 }

@@ -12,6 +12,7 @@ import { gemini } from '../../src/dialects/gemini.js';
 import { messages } from '../../src/dialects/messages.js';
 import { responses } from '../../src/dialects/responses.js';
 import type { Dialect } from '../../src/dialects/types.js';
+import { settingsOf } from './fake-summarizer.js';
 import { conversationArb, deepFreeze, responsesConversationArb, system, user } from './conversations.js';
 
 /*
@@ -130,11 +131,11 @@ describe('compact() with masking on', () => {
     const unreachable = async (): Promise<never> => {
       throw new SummarizerError('unreachable', 'the summarizer could not be reached (ECONNREFUSED)', 0);
     };
-    return compact(
-      { dialect, request, conversation: dialect.read(request)!, bodyBytes },
-      { target, because: 'a test', compaction: config.compaction, summary: config.summarizer },
-      { wire: dialect.summarizer, model: 'm', send: unreachable },
-    );
+    return compact({ dialect, request, conversation: dialect.read(request)!, bodyBytes }, settingsOf(config, target), {
+      wire: dialect.summarizer,
+      model: 'm',
+      send: unreachable,
+    });
   };
 
   it('brings the request under its aim with no summarizer call, every item in place', async () => {

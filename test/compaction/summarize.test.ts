@@ -5,7 +5,15 @@ import { summarize, type SummarySettings } from '../../src/compaction/summarize.
 import { SummarizerError, type CallFit, type Summarizer } from '../../src/compaction/summarizer.js';
 import { chat } from '../../src/dialects/chat.js';
 import type { Rendered } from '../../src/dialects/types.js';
-import { chatAnswer, fakeSummarizer, hanging, type FakeSummarizer, type Scripted, type SentCall } from './fake-summarizer.js';
+import {
+  chatAnswer,
+  deadlineAfter,
+  fakeSummarizer,
+  hanging,
+  type FakeSummarizer,
+  type Scripted,
+  type SentCall,
+} from './fake-summarizer.js';
 
 /*
  * summarize(), the map-reduce over a plain summarizer function (fake-summarizer.ts; the rescue's
@@ -18,7 +26,7 @@ import { chatAnswer, fakeSummarizer, hanging, type FakeSummarizer, type Scripted
 function settings(over: Partial<SummarySettings> = {}): SummarySettings {
   return {
     request: { model: 'm', messages: [] },
-    timeoutMs: 10_000,
+    deadline: deadlineAfter(10_000),
     maxInputTokens: 100_000,
     maxSummaryTokens: 1_000,
     maxCalls: 16,
@@ -186,7 +194,7 @@ describe('a middle longer than the summarizer reads at once', () => {
     // Items of exactly half the 2,000-char window once rendered: one a part.
     const items = ['a', 'b', 'c', 'd', 'e', 'f'].map((c) => said('user', c.repeat(993)));
     // (Fewer than four at once would wait forever: the run's deadline ends it.)
-    const result = await run(items, settings({ maxInputTokens: 1_000, maxSummaryTokens: 500, timeoutMs: 5_000 }), summarizer);
+    const result = await run(items, settings({ maxInputTokens: 1_000, maxSummaryTokens: 500, deadline: deadlineAfter(5_000) }), summarizer);
     expect(result).toMatchObject({ text: 'ALL', calls: 7 });
     expect(arrived).toBe(6);
     expect(peak).toBe(4);
@@ -226,10 +234,10 @@ describe('how a failure is named', () => {
     ).toBe('bad_response');
   });
 
-  it('no answer within timeoutMs is a "timeout", however the call ended', async () => {
+  it('no answer before the deadline is a "timeout", however the call ended', async () => {
     const summarizer = answering(hanging);
     const started = performance.now();
-    const err = await failure(run([said('user', 'hi')], settings({ timeoutMs: 100 }), summarizer));
+    const err = await failure(run([said('user', 'hi')], settings({ deadline: deadlineAfter(100) }), summarizer));
     expect(err.kind).toBe('timeout');
     expect(err.message).toBe('the summarizer did not answer in time');
     expect(err.calls).toBe(1);

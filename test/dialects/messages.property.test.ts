@@ -91,7 +91,7 @@ it('every compacted Messages request is well formed, strips stale signed thinkin
       const target = sizeTarget({ reason: r.reason, limits, bodyBytes: body.length, requested: dialect.completion(json) }, undefined, 0.6);
       const result = await compact(
         { dialect: dialect, request: json, conversation: dialect.read(json)!, bodyBytes: body.length },
-        { target, because: 'a test', compaction: config.compaction, summary: config.summarizer },
+        { target, because: 'a test', compaction: config.compaction, summary: config.summarizer, deadline: new AbortController().signal },
         // The fallback asks no summarizer.
         { wire: dialect.summarizer, model: 'm', send: () => Promise.reject(new Error('the fallback asks no summarizer')) },
       );

@@ -90,7 +90,7 @@ describe('compaction end to end (deterministic fallback, no network)', () => {
         if (!conversation) return;
         const result = await compact(
           { dialect: chat, request: json, conversation, bodyBytes: body.length },
-          { target, because: 'a test', compaction: config.compaction, summary: config.summarizer },
+          { target, because: 'a test', compaction: config.compaction, summary: config.summarizer, deadline: new AbortController().signal },
           // The fallback asks no summarizer.
           { wire: chat.summarizer, model: 'm', send: () => Promise.reject(new Error('the fallback asks no summarizer')) },
         );

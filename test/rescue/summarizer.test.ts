@@ -56,7 +56,7 @@ async function failure(promise: Promise<unknown>): Promise<SummarizerError> {
 /** A signal that ends after `ms`, as the compaction's deadline does. */
 function after(ms: number): AbortSignal {
   const deadline = new AbortController();
-  setTimeout(() => deadline.abort(new DOMException('the summarizer did not answer in time', 'TimeoutError')), ms);
+  setTimeout(() => deadline.abort(new DOMException('the summarizer did not answer in time', 'TimeoutError')), ms).unref();
   return deadline.signal;
 }
 
@@ -69,7 +69,7 @@ describe('where a call goes', () => {
     ];
     const settings = {
       request: { model: 'm', max_completion_tokens: 5 },
-      timeoutMs: 10_000,
+      deadline: after(10_000),
       maxInputTokens: 100_000,
       maxSummaryTokens: 1_000,
       maxCalls: 16,

@@ -330,6 +330,10 @@ describe.each(FIXTURES.map((f) => [f.api, f] as const))('%s', (_api, f) => {
       expect(turn.header).toMatchObject({ strategy: 'fallback', 'summarizer-failure': kind });
       expect(replay.body.toString()).toContain('[compaction-gateway]');
       if (kind !== 'unreachable') expect(standIn!.summarizerCalls().length).toBeGreaterThan(0);
+      const warned = gateway!.logLines().filter((line) => line.failure !== undefined);
+      expect(warned).toEqual([
+        expect.objectContaining({ level: 40, failure: kind, msg: expect.stringMatching(/using the deterministic digest$/) }),
+      ]);
       const metrics = await (await fetch(`${origin}/metrics`)).text();
       expect(total(metrics, 'gateway_summarizer_failures_total', { kind, upstream: 'default' })).toBe(1);
       expect(metrics).toContain(`gateway_compactions_total{api="${f.api}",strategy="fallback",outcome="replayed",upstream="default"} 1`);
