@@ -424,18 +424,19 @@ describe('with a summarizer', () => {
   });
 
   it('the deadline the caller hands over ends a summary that does not answer: the digest, named `timeout`', async () => {
-    summarizer = fakeSummarizer(chat.summarizer, hanging);
+    const hangs = fakeSummarizer(chat.summarizer, hanging);
+    summarizer = hangs;
     const events: any[] = [];
     const [subject, settings, s] = input({ config: { compaction: { strategy: 'summarize', keepRecent: 2 } }, events });
     const deadline = new AbortController();
     const pending = compact(subject, { ...settings, deadline: deadline.signal }, s);
-    await vi.waitFor(() => expect(summarizer!.calls).toHaveLength(1));
-    expect(summarizer!.calls[0].signal.aborted).toBe(false);
+    await vi.waitFor(() => expect(hangs.calls).toHaveLength(1));
+    expect(hangs.calls[0].signal.aborted).toBe(false);
     deadline.abort(new DOMException('the summarizer did not answer in time', 'TimeoutError'));
     const r = await pending;
     expect(r).toMatchObject({ outcome: 'compacted', strategy: 'fallback', summarizerCalls: 1, summarizerFailure: 'timeout' });
     expect(sent(r)[2]).toEqual({ role: 'user', content: INTRO + DIGEST + TRAIL });
-    expect(summarizer!.calls[0].signal.aborted).toBe(true);
+    expect(hangs.calls[0].signal.aborted).toBe(true);
     expect(events.at(-1)).toMatchObject({ phase: 'end', calls: 1, failure: 'timeout' });
   });
 
