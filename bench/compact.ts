@@ -27,7 +27,7 @@ export interface CompactResult {
 }
 
 const { compact } = await importDist<typeof import('../src/compaction/index.js')>('compaction/index');
-const { sizeTarget } = await importDist<typeof import('../src/compaction/target.js')>('compaction/target');
+const { sizeTarget } = await importDist<typeof import('../src/compaction/size-target.js')>('compaction/size-target');
 const { chat } = await importDist<typeof import('../src/dialects/chat.js')>('dialects/chat');
 const { validateConfig } = await importDist<typeof import('../src/config/load.js')>('config/load');
 const { parseObject } = await importDist<typeof import('../src/lib/json-source.js')>('lib/json-source');

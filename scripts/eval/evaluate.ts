@@ -1,11 +1,11 @@
 import type { Dispatcher } from 'undici';
 import { compact, type Summarizer } from '../../src/compaction/index.js';
-import type { SizeTarget } from '../../src/compaction/target.js';
+import type { SizeTarget } from '../../src/compaction/size-target.js';
 import { validateConfig } from '../../src/config/load.js';
 import { DEFAULTS, type Config } from '../../src/config/schema.js';
 import { DIALECTS } from '../../src/dialects/index.js';
 import type { Api, Dialect } from '../../src/dialects/types.js';
-import { sendingTo } from '../../src/rescue/summarizer.js';
+import { sendingTo } from '../../src/rescue/summarizer-client.js';
 import { meter, tokensOf, type Tokens } from './meter.js';
 import { condensedItems, probesOf, scoreProbes, writtenBytes, type Score } from './probes.js';
 import type { EvalCase } from './sessions.js';
@@ -169,7 +169,7 @@ function configFor(mode: Mode, summarizer: SummarizerChoice): Readonly<Config> {
 }
 
 /**
- * The summarizer as the rescue makes it from the config (src/rescue/summarizer.ts, summarizerFor,
+ * The summarizer as the rescue makes it from the config (src/rescue/summarizer-client.ts, summarizerFor,
  * which needs a request in flight): the configured API or the request's, the configured key in
  * that API's header, else none (a request here carries no credentials of its own); its calls
  * through the rescue's own sending, on `dispatcher`.

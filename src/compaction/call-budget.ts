@@ -1,9 +1,10 @@
 /*
  * The call budget's arithmetic: what a run of summarizer calls over chunks of a transcript costs
  * (calls and bytes sent, the merges included), and so where the newest items one run can afford
- * start. Pure; summarize.ts makes the calls.
+ * start, and how large one call is. Pure; summary-pass.ts makes the calls.
  */
-import { SUMMARY_BYTES_PER_TOKEN } from './size.js';
+import { SUMMARY_BYTES_PER_TOKEN, jsonTextBytes } from './size.js';
+import type { CallFit } from './summarizer-port.js';
 import { entryBytes } from './transcript.js';
 
 /** One call's size: the transcript it carries, the summary it asks for, and the body around the transcript. */
@@ -11,6 +12,40 @@ export interface CallSize {
   budget: number;
   maxTokens: number;
   overhead: number;
+}
+
+/** Characters per token assumed when sizing the summarizer's input: conservative for code and JSON. */
+const CHARS_PER_TOKEN = 3;
+/** A chunk holds at least this many summaries' worth of text, so that every round of combining shrinks. */
+const CHUNK_SUMMARIES = 3;
+/** The smallest summary asked for when a window is tight. */
+export const MIN_SUMMARY_TOKENS = 64;
+
+/**
+ * How much transcript one call carries (JSON-escaped bytes) and the summary it asks for: within
+ * `maxInputTokens`, and within what fits the summarizer's window where that is known (`callFit`),
+ * the body around the transcript (`overheadAt` a completion) counted. In a tight window the summary
+ * asked for shrinks until a chunk holds a few summaries' worth; undefined when the window is too
+ * small for any.
+ */
+export function callSize(
+  s: { maxInputTokens: number; maxSummaryTokens: number; callFit?: CallFit },
+  overheadAt: (maxTokens: number) => number,
+): CallSize | undefined {
+  const byTokens = Math.max(2_000, (s.maxInputTokens - s.maxSummaryTokens) * CHARS_PER_TOKEN - 4_000);
+  if (!s.callFit) return { budget: byTokens, maxTokens: s.maxSummaryTokens, overhead: overheadAt(s.maxSummaryTokens) };
+  for (let tokens = s.maxSummaryTokens; tokens >= MIN_SUMMARY_TOKENS; tokens = Math.floor(tokens * 0.8)) {
+    const overhead = overheadAt(tokens);
+    const room = Math.min(byTokens, s.callFit(tokens) - overhead);
+    if (room >= CHUNK_SUMMARIES * tokens * SUMMARY_BYTES_PER_TOKEN) return { budget: room, maxTokens: tokens, overhead };
+  }
+  return undefined;
+}
+
+/** Room, within what is `left`, for a round of merging these pieces and for one last merge after it. */
+export function affordsRound(pieces: string[], c: CallSize, left: { calls: number; bytes: number }): boolean {
+  const bytes = pieces.reduce((sum, piece) => sum + jsonTextBytes(piece) + c.overhead, 0) + c.budget + c.overhead;
+  return pieces.length + 1 <= left.calls && bytes <= left.bytes;
 }
 
 /**

@@ -4,8 +4,9 @@ import { clampSummaryText, fallbackSummaryText, summaryIntro } from './fallback.
 import type { CompactionInput } from './input.js';
 import { summaryItemsOf, type RecalledView } from './recalled.js';
 import { SUMMARY_BYTES_PER_TOKEN, itemsBytes, jsonBytes } from './size.js';
-import { MIN_SUMMARY_TOKENS, providerCompact, summarize, type SummarySettings } from './summarize.js';
-import { SummarizerError, type SummarizerFailureKind, type SummarizerTokens } from './summarizer.js';
+import { MIN_SUMMARY_TOKENS } from './call-budget.js';
+import { providerCompact, summarize, type SummarySettings } from './summary-pass.js';
+import { SummarizerError, type SummarizerFailureKind, type SummarizerTokens } from './summarizer-port.js';
 import { trailOf, trailText, type Trail } from './trail.js';
 import type { Plan, Strategy } from './types.js';
 

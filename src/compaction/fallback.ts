@@ -45,7 +45,7 @@ function render(middle: Rendered[], bytes: number): string {
 
 /**
  * The digest of the oldest condensed items, which the summarizer's cost cap for one compaction
- * left unread (summarize.ts): it goes first, the model's summary of the newer items after it.
+ * left unread (summary-pass.ts): it goes first, the model's summary of the newer items after it.
  */
 export function cappedDigestText(oldest: Rendered[], bytes: number): string {
   return [

@@ -9,13 +9,13 @@ import { applyRecalled, type RecalledView } from './recalled.js';
 import { notShrunk, type CompactionResult, type NotShrunkWhy } from './result.js';
 import { SUMMARY_BYTES_PER_TOKEN, itemBytes, itemsBytes } from './size.js';
 import { keptPrefixEnd, maskedSpan, rememberedSpan, spanOf } from './span.js';
-import type { Summarizer } from './summarizer.js';
+import type { Summarizer } from './summarizer-port.js';
 
 export type { Compactable, CompactionSettings, SummaryEvent } from './input.js';
 export type { RememberedSpan } from './recalled.js';
 export type { BoundFigures, CompactionResult } from './result.js';
 export { keptPrefixEnd, type NewSpan } from './span.js';
-export type { Summarizer } from './summarizer.js';
+export type { Summarizer } from './summarizer-port.js';
 
 /** The share of the conversation budget a summary may take at most. */
 const SUMMARY_SHARE = 0.25;

@@ -1,8 +1,8 @@
 import type { Config } from '../config/schema.js';
 import type { Conversation, Dialect } from '../dialects/types.js';
 import type { RememberedSpan } from './recalled.js';
-import type { Summarizer, SummarizerFailureKind } from './summarizer.js';
-import type { SizeTarget } from './target.js';
+import type { Summarizer, SummarizerFailureKind } from './summarizer-port.js';
+import type { SizeTarget } from './size-target.js';
 
 /** What is compacted: the client's request as its dialect reads it, and what memory holds of it. Never modified. */
 export interface Compactable {

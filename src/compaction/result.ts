@@ -1,4 +1,4 @@
-import type { SummarizerFailureKind, SummarizerTokens } from './summarizer.js';
+import type { SummarizerFailureKind, SummarizerTokens } from './summarizer-port.js';
 import type { NewSpan } from './span.js';
 import type { Strategy } from './types.js';
 

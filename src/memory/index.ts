@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
-import type { Bounds } from '../compaction/target.js';
+import type { Bounds } from '../compaction/size-target.js';
 import type { Config } from '../config/schema.js';
 import type { MemoryMetrics, Metrics } from '../telemetry/metrics.js';
 import { sessionKey, spanBytes, spanDigests } from './fingerprint.js';

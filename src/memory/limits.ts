@@ -1,4 +1,4 @@
-import { DEFAULT_BYTES_PER_TOKEN, type Bounds } from '../compaction/target.js';
+import { DEFAULT_BYTES_PER_TOKEN, type Bounds } from '../compaction/size-target.js';
 import type { OverlongReason, StatedLimits } from '../overlong/types.js';
 
 /*

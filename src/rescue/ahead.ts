@@ -1,4 +1,4 @@
-import { DEFAULT_BYTES_PER_TOKEN, learnedTarget, type Bounds, type SizeTarget } from '../compaction/target.js';
+import { DEFAULT_BYTES_PER_TOKEN, learnedTarget, type Bounds, type SizeTarget } from '../compaction/size-target.js';
 import type { Conversation } from '../dialects/types.js';
 import type { CompactionMemory, Lease, Recalled } from '../memory/index.js';
 import { BECAUSE, compactFor } from './compact.js';
@@ -6,7 +6,7 @@ import { holdBudget, tooManyItems, type RescueContext } from './context.js';
 import { knows, learnedBounds, recallOf, rememberSpan, rewriteOf, tenantFor, underLease, type Rewrite } from './memory.js';
 import { countCompaction, type RescueRecord } from './report.js';
 import { isAgentCompaction } from './agent-compaction.js';
-import { summarizerModel } from './summarizer.js';
+import { summarizerModel } from './summarizer-client.js';
 
 /*
  * The compaction ahead of the first attempt, from memory: compacted by the same compactFor as the

@@ -1,9 +1,9 @@
 import { compact, type CompactionResult, type RememberedSpan, type SummaryEvent } from '../compaction/index.js';
-import type { SizeTarget } from '../compaction/target.js';
+import type { SizeTarget } from '../compaction/size-target.js';
 import type { Conversation } from '../dialects/types.js';
 import type { RescueContext } from './context.js';
 import { seconds } from './report.js';
-import { summarizerFor } from './summarizer.js';
+import { summarizerFor } from './summarizer-client.js';
 
 /** Why a compaction was made, in the words its summary's introduction uses. */
 export const BECAUSE = {

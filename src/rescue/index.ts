@@ -1,4 +1,11 @@
-import { DEFAULT_BYTES_PER_TOKEN, clampedCompletion, sizeTarget, smallest, type Bounds, type SizeTarget } from '../compaction/target.js';
+import {
+  DEFAULT_BYTES_PER_TOKEN,
+  clampedCompletion,
+  sizeTarget,
+  smallest,
+  type Bounds,
+  type SizeTarget,
+} from '../compaction/size-target.js';
 import { digestInSlices } from '../memory/fingerprint.js';
 import type { Conversation } from '../dialects/types.js';
 import type { Verdict } from '../overlong/types.js';
@@ -26,7 +33,7 @@ import {
   type SentBody,
 } from './window.js';
 import type { CompactionMemory } from '../memory/index.js';
-import { summarizerModel } from './summarizer.js';
+import { summarizerModel } from './summarizer-client.js';
 
 /*
  * The rescue, written once for every API: attempt -> overlong and nothing sent yet? -> make the

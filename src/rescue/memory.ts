@@ -1,5 +1,5 @@
 import { keptPrefixEnd, type BoundFigures, type CompactionResult, type NewSpan } from '../compaction/index.js';
-import type { Bounds, SizeTarget } from '../compaction/target.js';
+import type { Bounds, SizeTarget } from '../compaction/size-target.js';
 import type { Conversation } from '../dialects/types.js';
 import { agentSessionOf, tenantOf } from '../memory/fingerprint.js';
 import type { CompactionMemory, Lease, MemoryEntry, Recalled } from '../memory/index.js';

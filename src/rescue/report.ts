@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { BoundFigures, CompactionResult } from '../compaction/index.js';
-import type { LimitSource } from '../compaction/target.js';
+import type { LimitSource } from '../compaction/size-target.js';
 import type { Api } from '../dialects/types.js';
 import type { Metrics, SummarizerLabels } from '../telemetry/metrics.js';
 import type { OverlongReason } from '../overlong/types.js';

@@ -1,4 +1,4 @@
-import { DEFAULT_BYTES_PER_TOKEN } from '../compaction/target.js';
+import { DEFAULT_BYTES_PER_TOKEN } from '../compaction/size-target.js';
 import type { Verdict } from '../overlong/types.js';
 import { blobBytes, judgeTruncation, type Truncation } from '../overlong/truncation.js';
 import { credentialsOf } from '../upstream/discover.js';

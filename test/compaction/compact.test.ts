@@ -8,8 +8,8 @@ import {
   type Summarizer,
 } from '../../src/compaction/index.js';
 import { itemsBytes, jsonBytes } from '../../src/compaction/size.js';
-import { SummarizerError } from '../../src/compaction/summarizer.js';
-import type { SizeTarget } from '../../src/compaction/target.js';
+import { SummarizerError } from '../../src/compaction/summarizer-port.js';
+import type { SizeTarget } from '../../src/compaction/size-target.js';
 import { validateCompaction } from '../../src/compaction/validate.js';
 import { validateConfig } from '../../src/config/load.js';
 import type { ConfigInput } from '../../src/config/schema.js';
@@ -441,7 +441,7 @@ describe('with a summarizer', () => {
   });
 
   it('a client gone away ends the compaction: nothing is sent', async () => {
-    // (The rescue's summarizer says `aborted` once the client has left: test/rescue/summarizer.test.ts.)
+    // (The rescue's summarizer says `aborted` once the client has left: test/rescue/summarizer-client.test.ts.)
     summarizer = fakeSummarizer(chat.summarizer, () => {
       throw new SummarizerError('aborted', 'the client went away', 0);
     });

@@ -1,12 +1,12 @@
 import type { CompactionSettings } from '../../src/compaction/index.js';
-import type { Summarizer, SummarizerAnswer, SummarizerCall } from '../../src/compaction/summarizer.js';
-import type { SizeTarget } from '../../src/compaction/target.js';
+import type { Summarizer, SummarizerAnswer, SummarizerCall } from '../../src/compaction/summarizer-port.js';
+import type { SizeTarget } from '../../src/compaction/size-target.js';
 import type { Config } from '../../src/config/schema.js';
 import type { SummarizerWire } from '../../src/dialects/types.js';
 
 /*
  * A summarizer for compaction's own tests: a plain function in place of the network (the rescue's
- * real one, over the upstream client, is test/rescue/summarizer.test.ts). It records each call it
+ * real one, over the upstream client, is test/rescue/summarizer-client.test.ts). It records each call it
  * is sent, its body parsed, and answers as the test scripts it.
  */
 

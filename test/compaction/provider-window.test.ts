@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { compact, keptPrefixEnd, type CompactionResult } from '../../src/compaction/index.js';
-import type { SizeTarget } from '../../src/compaction/target.js';
+import type { SizeTarget } from '../../src/compaction/size-target.js';
 import { validateConfig } from '../../src/config/load.js';
 import { responses } from '../../src/dialects/responses.js';
 import type { MemoryEntry } from '../../src/memory/index.js';

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { expect, it } from 'vitest';
 import { compact } from '../../src/compaction/index.js';
-import { sizeTarget } from '../../src/compaction/target.js';
+import { sizeTarget } from '../../src/compaction/size-target.js';
 import { validateConfig } from '../../src/config/load.js';
 import { messages as dialect } from '../../src/dialects/messages.js';
 import { countBreakpoints, expectWellFormed } from '../helpers/anthropic.js';

@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { compact } from '../../src/compaction/index.js';
 import { jsonBytes } from '../../src/compaction/size.js';
-import { sizeTarget } from '../../src/compaction/target.js';
+import { sizeTarget } from '../../src/compaction/size-target.js';
 import { validateCompaction } from '../../src/compaction/validate.js';
 import { validateConfig } from '../../src/config/load.js';
 import { GatewayError } from '../../src/http/errors.js';

@@ -1,6 +1,6 @@
 import type { Dispatcher } from 'undici';
-import { SummarizerError, type SendCall, type Summarizer } from '../compaction/summarizer.js';
-import { boundsAfter, fitFor, type Bounds, type SizeTarget } from '../compaction/target.js';
+import { SummarizerError, type SendCall, type Summarizer } from '../compaction/summarizer-port.js';
+import { boundsAfter, fitFor, type Bounds, type SizeTarget } from '../compaction/size-target.js';
 import { pickHeaders } from '../dialects/parts.js';
 import { DIALECTS } from '../dialects/index.js';
 import type { SummarizerWire } from '../dialects/types.js';
@@ -14,7 +14,7 @@ import { learnFrom } from './memory.js';
 import { noCredentials, summarizerDestination } from './summarizer-credentials.js';
 
 /*
- * The summarizer a compaction gets (compaction/summarizer.ts): where its calls go, with which
+ * The summarizer a compaction gets (compaction/summarizer-port.ts): where its calls go, with which
  * credentials, sized to what is known of its window; and each call sent through the one upstream
  * client, ended when the client leaves, traced, its answer read within a bound.
  */

@@ -1,11 +1,11 @@
 import { cappedDigestText } from './fallback.js';
 import { COMBINE_NOTE, DEFAULT_SUMMARY_PROMPT, PARTIAL_NOTE, TRANSCRIPT_RULES } from './prompt.js';
 import type { Rendered, SummarizerWire } from '../dialects/types.js';
-import { newestAffordable, type CallSize } from './call-budget.js';
-import { SUMMARY_BYTES_PER_TOKEN, jsonTextBytes } from './size.js';
+import { affordsRound, callSize, newestAffordable, type CallSize } from './call-budget.js';
+import { SUMMARY_BYTES_PER_TOKEN } from './size.js';
 import { chunkTranscript, clipBytes, entryBytes, INDENT, renderBlock, renderItem } from './transcript.js';
 import { mapInSlices } from '../lib/time-slice.js';
-import { SummarizerError, type Summarizer, type SummarizerCall, type SummarizerTokens } from './summarizer.js';
+import { SummarizerError, type Summarizer, type SummarizerCall, type SummarizerTokens } from './summarizer-port.js';
 
 /** What one summary may take and spend (the config's summarizer.*), and the request it is for. */
 export interface SummarySettings {
@@ -37,14 +37,8 @@ export interface SummaryResult {
   digested: number;
 }
 
-/** Characters per token assumed when sizing the summarizer's input: conservative for code and JSON. */
-const CHARS_PER_TOKEN = 3;
 /** At most this many summarizer calls run at once when a long middle is split into chunks. */
 const PARALLEL_CALLS = 4;
-/** A chunk holds at least this many summaries' worth of text, so that every round of combining shrinks. */
-const CHUNK_SUMMARIES = 3;
-/** The smallest summary asked for when a window is tight. */
-export const MIN_SUMMARY_TOKENS = 64;
 /** A run refused as overlong is chunked again at most this many times. */
 const RECHUNKS = 2;
 /** Rounds of combining; a run that has not converged by then is not going to, and is merged in one call. */
@@ -168,15 +162,10 @@ async function condensePieces(pieces: string[], s: Calls, c: CallSize, deadline:
     const blocks = summaries.map((text, i) => renderBlock(`summary ${i + 1} of ${n}`, text, c.budget));
     pieces = chunkTranscript(blocks, c.budget);
     note = () => COMBINE_NOTE;
-    if (pieces.length > 1 && (round >= MAX_ROUNDS || !affordsRound(pieces, c, s, counter))) pieces = [squeezed(blocks, c.budget)];
+    const left = { calls: s.maxCalls - counter.calls, bytes: s.maxInputBytes - counter.bytes };
+    if (pieces.length > 1 && (round >= MAX_ROUNDS || !affordsRound(pieces, c, left))) pieces = [squeezed(blocks, c.budget)];
     if (pieces.length === 1) return call(s, `${COMBINE_NOTE}\n\n${pieces[0]}`, deadline, counter);
   }
-}
-
-/** Room for a round of merging these pieces, and for one last merge after it. */
-function affordsRound(pieces: string[], c: CallSize, s: Calls, counter: Counter): boolean {
-  const bytes = pieces.reduce((sum, piece) => sum + jsonTextBytes(piece) + c.overhead, 0) + c.budget + c.overhead;
-  return counter.calls + pieces.length + 1 <= s.maxCalls && counter.bytes + bytes <= s.maxInputBytes;
 }
 
 /** Summaries shortened to share one call: each its part of `budget`, the whole within it whatever. */
@@ -186,21 +175,10 @@ function squeezed(blocks: string[], budget: number): string {
   return clipBytes(shortened.join('\n\n'), budget, INDENT);
 }
 
-/**
- * How much transcript one call carries (JSON-escaped bytes) and the summary it asks for: within
- * `maxInputTokens`, and within what fits the summarizer's window where that is known, the
- * instructions, the longest note and the completion counted. In a tight window the summary asked
- * for shrinks until a chunk holds a few summaries' worth, or the window is too small for any.
- */
+/** A call's size for this run (call-budget.ts), its overhead what the instructions and the longest note take. */
 function sizing(s: Calls, counter: Counter): CallSize {
-  const byTokens = Math.max(2_000, (s.maxInputTokens - s.maxSummaryTokens) * CHARS_PER_TOKEN - 4_000);
-  const overheadAt = (tokens: number) => Buffer.byteLength(JSON.stringify(callBody(s, `${LONGEST_NOTE}\n\n`, tokens)));
-  if (!s.callFit) return { budget: byTokens, maxTokens: s.maxSummaryTokens, overhead: overheadAt(s.maxSummaryTokens) };
-  for (let tokens = s.maxSummaryTokens; tokens >= MIN_SUMMARY_TOKENS; tokens = Math.floor(tokens * 0.8)) {
-    const overhead = overheadAt(tokens);
-    const room = Math.min(byTokens, s.callFit(tokens) - overhead);
-    if (room >= CHUNK_SUMMARIES * tokens * SUMMARY_BYTES_PER_TOKEN) return { budget: room, maxTokens: tokens, overhead };
-  }
+  const size = callSize(s, (tokens) => Buffer.byteLength(JSON.stringify(callBody(s, `${LONGEST_NOTE}\n\n`, tokens))));
+  if (size) return size;
   throw new SummarizerError('overlong', "the summarizer model's window is too small for its instructions and a summary", counter.calls);
 }
 

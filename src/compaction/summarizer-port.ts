@@ -2,7 +2,7 @@ import type { SummarizerWire } from '../dialects/types.js';
 
 /*
  * What the compaction needs of a summarizer, and nothing more: the API its calls are written in,
- * and a function that sends one. The rescue builds it (rescue/summarizer.ts) on the upstream
+ * and a function that sends one. The rescue builds it (rescue/summarizer-client.ts) on the upstream
  * client, with the destination's credentials and the client's signal; compaction plans the calls,
  * writes their bodies and reads their answers, and never touches the network itself.
  */

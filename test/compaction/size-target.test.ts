@@ -9,7 +9,7 @@ import {
   type Bounds,
   type Rejection,
   type SizeTarget,
-} from '../../src/compaction/target.js';
+} from '../../src/compaction/size-target.js';
 import { classifyResponse } from '../../src/overlong/classify.js';
 import type { StatedLimits } from '../../src/overlong/types.js';
 

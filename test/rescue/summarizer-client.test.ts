@@ -1,20 +1,20 @@
 import { Agent } from 'undici';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { DEFAULT_SUMMARY_PROMPT, TRANSCRIPT_RULES } from '../../src/compaction/prompt.js';
-import { summarize } from '../../src/compaction/summarize.js';
-import { SummarizerError, type SummarizerCall } from '../../src/compaction/summarizer.js';
+import { summarize } from '../../src/compaction/summary-pass.js';
+import { SummarizerError, type SummarizerCall } from '../../src/compaction/summarizer-port.js';
 import { chat } from '../../src/dialects/chat.js';
 import { gemini } from '../../src/dialects/gemini.js';
 import { responses } from '../../src/dialects/responses.js';
-import { sendingTo, type SummarizerEndpoint } from '../../src/rescue/summarizer.js';
+import { sendingTo, type SummarizerEndpoint } from '../../src/rescue/summarizer-client.js';
 import { completion, json, startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
 
 /*
- * The summarizer's wire, as the rescue builds it (rescue/summarizer.ts sendingTo) on the upstream
+ * The summarizer's wire, as the rescue builds it (rescue/summarizer-client.ts sendingTo) on the upstream
  * client, against a summarizer on a loopback socket: where each call goes and with what headers,
  * how an answer and a refusal are read, the bound on an answer, and how each way a call can fail
  * is named (the header's `summarizer-failure`). What the calls carry is compaction's
- * (test/compaction/summarize.test.ts); the first test runs the two together.
+ * (test/compaction/summary-pass.test.ts); the first test runs the two together.
  */
 
 let upstream: FakeUpstream;

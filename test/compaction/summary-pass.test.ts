@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { COMBINE_NOTE, DEFAULT_SUMMARY_PROMPT, TRANSCRIPT_RULES } from '../../src/compaction/prompt.js';
 import { formatCount } from '../../src/compaction/shrink.js';
-import { summarize, type SummarySettings } from '../../src/compaction/summarize.js';
-import { SummarizerError, type CallFit, type Summarizer } from '../../src/compaction/summarizer.js';
+import { summarize, type SummarySettings } from '../../src/compaction/summary-pass.js';
+import { SummarizerError, type CallFit, type Summarizer } from '../../src/compaction/summarizer-port.js';
 import { chat } from '../../src/dialects/chat.js';
 import type { Rendered } from '../../src/dialects/types.js';
 import {
@@ -17,7 +17,7 @@ import {
 
 /*
  * summarize(), the map-reduce over a plain summarizer function (fake-summarizer.ts; the rescue's
- * real one is test/rescue/summarizer.test.ts): what each call carries (one call, or the parts of a
+ * real one is test/rescue/summarizer-client.test.ts): what each call carries (one call, or the parts of a
  * long middle and then their combination), what comes back, how each way it can fail is named (the
  * header's `summarizer=` and the fallback's reason); sized to the summarizer model's window, where
  * a refusal as overlong teaches it; and within its cost cap (maxCalls, maxInputBytes).
