@@ -6,6 +6,7 @@ import { SUMMARY_BYTES_PER_TOKEN } from './size.js';
 import { chunkTranscript, clipBytes, entryBytes, INDENT, renderBlock, renderItem } from './transcript.js';
 import { mapInSlices } from '../lib/time-slice.js';
 import { SummarizerError, type Summarizer, type SummarizerCall, type SummarizerTokens } from './summarizer-port.js';
+import { tryParseJson } from '../lib/json.js';
 
 /** What one summary may take and spend (the config's summarizer.*), and the request it is for. */
 export interface SummarySettings {
@@ -197,7 +198,7 @@ function callBody(s: Calls, transcript: string, maxTokens: number): unknown {
 async function call(s: Calls, transcript: string, signal: AbortSignal, counter: Counter): Promise<string> {
   const body = JSON.stringify(callBody(s, transcript, s.maxSummaryTokens));
   const text = await post(s, { kind: 'summary', body, maxTokens: s.maxSummaryTokens }, signal, counter);
-  const answer = parsedAnswer(text);
+  const answer = tryParseJson(text);
   const content = summaryContent(s.wire, answer);
   count(counter, s.wire.usage(answer), body, content ?? '');
   if (!content) throw new SummarizerError('bad_response', `summarizer answer had no text: ${text.slice(0, 300)}`, counter.calls);
@@ -258,14 +259,6 @@ export async function providerCompact(
     return { window, calls: counter.calls };
   } catch (err) {
     throw asSummarizerError(err, counter.calls);
-  }
-}
-
-function parsedAnswer(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
   }
 }
 

@@ -10,6 +10,7 @@
 import { createParser } from 'eventsource-parser';
 import { withoutEchoes } from './echo.js';
 import type { StatedLimits } from './types.js';
+import { tryParseJson } from '../lib/json.js';
 
 export interface Evidence {
   /** Lower-cased values of code-like keys (code, type, status, ...), from every error object. */
@@ -170,7 +171,7 @@ class Collector {
     // No length check: `s` comes from a body of at most MAX_PARSE_CHARS. JSON that starts with
     // `{` or `[` parses to an object or an array, never to a string or a number.
     if (end <= start) return;
-    const parsed = tryParse(s.slice(start, end + 1));
+    const parsed = tryParseJson(s.slice(start, end + 1));
     if (parsed !== undefined) this.walk(parsed, 0, nested);
   }
 
@@ -188,14 +189,6 @@ function isErrorCarrier(obj: Record<string, unknown>): boolean {
   if (obj.type === 'error' || obj.object === 'error') return true;
   // AWS restJson, Cohere v1, TGI and API Gateway put the text in a bare top-level `message`.
   return typeof obj.message === 'string' && !('choices' in obj) && !('delta' in obj);
-}
-
-function tryParse(s: string): unknown {
-  try {
-    return JSON.parse(s) as unknown;
-  } catch {
-    // Not JSON: undefined.
-  }
 }
 
 function looksLikeJson(s: string): boolean {
@@ -226,7 +219,7 @@ export function gatherEvidence(body: string, plainTextIsError: boolean, echoes: 
 }
 
 function readJsonOrLines(c: Collector, s: string): void {
-  const parsed = tryParse(s);
+  const parsed = tryParseJson(s);
   if (parsed !== undefined) {
     c.walk(parsed, 0, 0);
     return;
@@ -235,7 +228,7 @@ function readJsonOrLines(c: Collector, s: string): void {
   let any = false;
   if (lines.length > 1) {
     for (const line of lines) {
-      const v = tryParse(line.trim());
+      const v = tryParseJson(line.trim());
       if (v !== undefined) {
         any = true;
         c.walk(v, 0, 0);
@@ -266,7 +259,7 @@ function readSseEvent(c: Collector, name: string | undefined, data: string): voi
   const payload = data.trim();
   // An empty payload falls through: it is no JSON, and addText skips an empty text.
   if (payload === '[DONE]') return;
-  const parsed = looksLikeJson(payload) ? tryParse(payload) : undefined;
+  const parsed = looksLikeJson(payload) ? tryParseJson(payload) : undefined;
   if (parsed !== undefined) c.walk(parsed, 0, 0);
   else if (looksLikeJson(payload)) c.addBrokenJson(payload);
   else if (isError) c.addText(payload, 0);

@@ -12,6 +12,7 @@ import { CLIENT_CREDENTIALS } from '../upstream/headers.js';
 import { modelOf, type RescueContext } from './context.js';
 import { learnFrom } from './memory.js';
 import { noCredentials, summarizerDestination } from './summarizer-credentials.js';
+import { tryParseJson } from '../lib/json.js';
 
 /*
  * The summarizer a compaction gets (compaction/summarizer-port.ts): where its calls go, with which
@@ -139,7 +140,7 @@ export function sendingTo(e: SummarizerEndpoint): SendCall {
       traced?.failed(err);
       throw failureOf(err, e.gone, signal);
     }
-    traced?.answered(status, () => e.wire.usage(parsed(text)));
+    traced?.answered(status, () => e.wire.usage(tryParseJson(text)));
     return { status, text };
   };
 }
@@ -159,14 +160,6 @@ function failureOf(err: unknown, gone: AbortSignal, signal: AbortSignal): Summar
   const cause = (err instanceof GatewayError ? err.cause : err) as { code?: unknown; message?: unknown } | undefined;
   const said = typeof cause?.code === 'string' && cause.code ? cause.code : String(cause?.message ?? err);
   return new SummarizerError('unreachable', `the summarizer could not be reached (${said})`, 0, { cause: err });
-}
-
-function parsed(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
-  }
 }
 
 /**

@@ -16,6 +16,7 @@ import type { Config } from '../config/schema.js';
 import type { RequestNotes } from '../http/context.js';
 import { APIS, DIALECTS, type Api } from '../dialects/index.js';
 import type { SummarizerWire } from '../dialects/types.js';
+import { tryParseJson } from '../lib/json.js';
 
 /*
  * Traces, opt-in (docs/telemetry.md): on when an OTLP endpoint is configured, and then one server
@@ -191,7 +192,7 @@ export function traceAttempt(a: Attempt, headers: Record<string, string | string
       const type = String(answer.headers['content-type'] ?? '');
       const held = answer.held;
       if (held.complete && answer.status < 400 && type.includes('json') && answer.headers['content-encoding'] === undefined) {
-        setUsage(span, () => a.usage(parsed(held.bytes.toString('utf8'))));
+        setUsage(span, () => a.usage(tryParseJson(held.bytes.toString('utf8'))));
       }
       const body = answer.body;
       if (body.destroyed) end();
@@ -312,12 +313,4 @@ function setFailure(span: Span, err: unknown): void {
 function setUsage(span: Span, usage: () => { input: number; output: number } | undefined): void {
   const tokens = usage();
   if (tokens) span.setAttributes({ 'gen_ai.usage.input_tokens': tokens.input, 'gen_ai.usage.output_tokens': tokens.output });
-}
-
-function parsed(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
-  }
 }

@@ -2,6 +2,7 @@ import type { Dispatcher } from 'undici';
 import type { Api } from '../dialects/types.js';
 import { discard, holdBody } from './body.js';
 import type { Upstream } from './upstreams.js';
+import { tryParseJson } from '../lib/json.js';
 
 /** The header the gateway marks its own calls with (rescue/context.ts has it too; upstream/ may not import rescue/). */
 const COMPACTION_HEADER = 'x-gateway-compaction';
@@ -134,7 +135,7 @@ export class Discoverer {
         discard(res.body);
         return undefined;
       }
-      return JSON.parse(held.bytes.toString('utf8'));
+      return tryParseJson(held.bytes.toString('utf8'));
     } catch {
       return undefined;
     }

@@ -1,0 +1,8 @@
+/** `text` parsed as JSON, or undefined when it is not JSON. */
+export function tryParseJson(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
+}
