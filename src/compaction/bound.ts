@@ -29,7 +29,6 @@ export interface Rebound {
   request: Record<string, unknown>;
   /** Headers to set on the request sent (the opt-in's beta). */
   headers: Record<string, string>;
-  /** Bound blocks removed. */
   stripped: number;
   /** Whether stale blocks go covered by the provider's opt-in (`drop_block`): the gateway's or the caller's. */
   optIn: boolean;

@@ -59,7 +59,6 @@ function unitEnd(entries: readonly Entry[], start: number): number {
   }
 }
 
-/** Index of the last item with `role` at or after `from`; -1 when none. */
 export function lastOfRole(entries: readonly Entry[], role: Entry['role'], from = 0): number {
   for (let i = entries.length - 1; i >= from; i--) if (entries[i].role === role) return i;
   return -1;

@@ -20,7 +20,6 @@ export interface MaskInput {
   dialect: Pick<Dialect, 'mask' | 'render'>;
   /** Items before this stay as they are (the head, the opening, a remembered span). */
   keepFirst: number;
-  /** The JSON size of the items the result must be at or under. */
   aimBytes: number;
   /**
    * Mask every older output, not only down to the aim: where the limit is a guess (a 413 that
@@ -33,7 +32,6 @@ export interface Masked {
   items: unknown[];
   /** The index just after the last masked item: the span that changed. */
   end: number;
-  /** Outputs replaced. */
   masked: number;
 }
 

@@ -17,14 +17,11 @@ export interface RememberedSpan {
   summary: unknown;
   /** Every item that replaced the span: one summary, or the provider's compaction window. */
   summaryItems?: unknown[];
-  /** The summary's text, for an incremental summary. */
   summaryText: string;
   /** The trail of the work the summary ends with (absent in entries from before it had one). */
   trail?: Trail;
-  /** How many items the summary condenses. */
   summarizedCount: number;
   strategy: Strategy;
-  /** Summarizer calls it took to make, from scratch. */
   summarizerCalls: number;
   /** The compacted prefix's bound provider state; absent in entries from before (then all of it is stale). */
   bound?: BoundMemory;

@@ -39,7 +39,6 @@ export type CompactionResult =
       /** Null for an API with no bound state to strip. */
       bound: BoundFigures | null;
       restrip: Restrip;
-      /** Whether a remembered summary was reused. */
       memory: 'hit' | 'miss';
       /** Kept contents shortened as the last resort. */
       cut: number;

@@ -13,7 +13,6 @@ import { jsonBytes, jsonTextBytes, prefixWithinBytes, suffixWithinBytes } from '
 export interface ShrinkResult {
   items: unknown[];
   savedBytes: number;
-  /** Texts cut plus images replaced. */
   cut: number;
 }
 

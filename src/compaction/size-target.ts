@@ -12,7 +12,6 @@ export type LimitSource = 'stated' | 'learned' | 'default';
 export interface SizeTarget {
   /** A body must be smaller than this to be sent. */
   fitBytes: number;
-  /** A new compaction aims at or under this. */
   aimBytes: number;
   /** How many body bytes one token takes in this request, as far as anything tells. */
   bytesPerToken: number;
@@ -36,7 +35,6 @@ export interface Bounds {
   /** Whether that error counted the requested completion in its total. */
   completionCounted?: boolean;
   limitBytes?: number;
-  /** The smallest body the upstream refused as too large. */
   refusedBytes?: number;
 }
 
@@ -63,9 +61,7 @@ export const DEFAULT_BYTES_PER_TOKEN = 3;
 export interface Rejection {
   reason: OverlongReason;
   limits: StatedLimits;
-  /** Size of the body the upstream refused. */
   bodyBytes: number;
-  /** Completion tokens the request asked for. */
   requested: number | undefined;
 }
 

@@ -17,9 +17,8 @@ export function arrayBytes(elementBytes: readonly number[]): number {
 }
 
 /**
- * Each item's JSON size, measured once: a compaction measures the same items in the plan, the
- * assembly and the validation, and a 7 MB history serialised each time was most of its time and
- * peak memory. Compaction never mutates an item (a changed one is a new object).
+ * Each item's JSON size, measured once: the plan, the assembly and the validation measure the same
+ * items (bench/findings.md). Compaction never mutates an item (a changed one is a new object).
  */
 const measured = new WeakMap<object, number>();
 

@@ -3,14 +3,14 @@ import type { SummarizerWire } from '../dialects/types.js';
 /*
  * What the compaction needs of a summarizer, and nothing more: the API its calls are written in,
  * and a function that sends one. The rescue builds it (rescue/summarizer-client.ts) on the upstream
- * client, with the destination's credentials and the client's signal; compaction plans the calls,
- * writes their bodies and reads their answers, and never touches the network itself.
+ * client, with the destination's credentials and the client's signal, and hands compaction the
+ * deadline; compaction plans the calls, writes their bodies and reads their answers, and never
+ * touches the network or a timer itself.
  */
 
 /** One call the compaction asks for: a summary in the API's own model call, or the provider's own compaction. */
 export interface SummarizerCall {
   kind: 'summary' | 'compact';
-  /** The JSON body, as the API's wire wrote it. */
   body: string;
   /** The completion it asks for (0 for the provider's compaction, which asks none). */
   maxTokens: number;
@@ -50,11 +50,9 @@ export interface Summarizer {
 
 export type CallFit = (maxTokens: number) => number;
 
-/** A summarizer call's refusal, as it came back. */
 export interface Refusal {
   status: number;
   body: string;
-  /** The refused call's body size, and the completion it asked for. */
   bytes: number;
   maxTokens: number;
 }

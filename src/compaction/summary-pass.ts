@@ -15,7 +15,6 @@ export interface SummarySettings {
   /** One deadline for the whole run, however many calls it makes: past it, a `timeout`. */
   deadline: AbortSignal;
   maxInputTokens: number;
-  /** The most tokens one summary may take. */
   maxSummaryTokens: number;
   prompt?: string;
   /**
@@ -27,7 +26,6 @@ export interface SummarySettings {
   maxInputBytes: number;
 }
 
-/** A run's settings and its summarizer, as the functions below read them. */
 type Calls = SummarySettings & Summarizer;
 
 export interface SummaryResult {
@@ -129,7 +127,6 @@ async function mapReduce(items: Rendered[], s: Calls, deadline: AbortSignal, cou
 async function chunked(items: Rendered[], s: Calls, deadline: AbortSignal, counter: Counter, previousSummary?: string): Promise<Run> {
   const size = sizing(s, counter);
   const settings = { ...s, maxSummaryTokens: size.maxTokens };
-  // A hundred thousand turns are rendered and measured between time slices.
   const perItem = Math.floor(size.budget / 2);
   const blocks = await mapInSlices(items, (item) => renderItem(item, perItem));
   // Incremental: the summarizer reads its earlier summary, never the messages it condensed.
@@ -205,7 +202,6 @@ async function call(s: Calls, transcript: string, signal: AbortSignal, counter: 
   return content;
 }
 
-/** Adds a call's tokens: what its answer reports, else estimated from the sizes. */
 function count(counter: Counter, usage: { input: number; output: number } | undefined, body: string, output: string): void {
   const t = counter.tokens;
   t.input += usage?.input ?? Math.ceil(Buffer.byteLength(body) / SUMMARY_BYTES_PER_TOKEN);

@@ -275,7 +275,7 @@ function errorLine(result: string): string | undefined {
 
 /**
  * One list of the trail as it is read: each fact once, where it first came, in constant time a
- * fact (a history of 100k turns has 50k inputs: a list searched on each was 13 s of one rescue).
+ * fact (a history of 100k turns has 50k inputs: bench/findings.md).
  */
 class Facts {
   private readonly order = new Map<string, number>();

@@ -89,7 +89,6 @@ export function chunkTranscript(rendered: string[], maxBytes: number, sizes: rea
   return chunkSizes(sizes, maxBytes).map(([from, to]) => rendered.slice(from, to).join(SEPARATOR));
 }
 
-/** Between two turns of a chunk. */
 const SEPARATOR = '\n\n';
 
 /** What an entry adds to a chunk: its escaped bytes and a separator. */

@@ -26,11 +26,9 @@ export interface PlanInput {
  * `[...items[0..keepFirst], summary?, ...pinned, ...tail]` (a summary only when `middle` is not empty).
  */
 export interface Plan {
-  /** Indices of the items condensed into the summary, in order. */
   middle: number[];
   /** Indices of items kept after the summary though older than the tail: the last user input. */
   pinned: number[];
-  /** Index of the first tail item. */
   tailStart: number;
   /** The pinned items and the tail as they go out; a shortened one is a new object. */
   kept: unknown[];

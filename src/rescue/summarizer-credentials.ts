@@ -19,7 +19,6 @@ export interface SummarizerDestination {
   model?: string;
   /** How the call is credentialed: a key of its own, the request's credentials, or none. */
   credential: { kind: 'key'; key: string } | { kind: 'request' } | { kind: 'none' };
-  /** The upstream it is, when it is one by name. */
   upstream?: Upstream;
 }
 
@@ -32,7 +31,6 @@ function sameOrigin(a: string, b: string): boolean {
   }
 }
 
-/** The summarizer of `own`'s compactions. */
 export function summarizerDestination(config: Readonly<Config>, upstreams: Upstreams, own: Upstream): SummarizerDestination {
   const global = config.summarizer;
   const choice = own.summarizer;
