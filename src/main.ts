@@ -5,7 +5,7 @@ import type { DestinationStream } from 'pino';
 import { UsageError, flagList, parseArgs, usage } from './process/cli.js';
 import { unknownVariableWarning, unknownVariables, type UnknownVariable } from './config/load.js';
 import type { Config } from './config/schema.js';
-import { dropLogs, flushLogs, stdoutDestination, writeLogsNow } from './telemetry/logging.js';
+import { dropLogs, flushLogs, stdoutDestination, writeLogsNow } from './telemetry/log-destination.js';
 import { buildServer } from './server.js';
 import { startTelemetry } from './telemetry/traces.js';
 import { memoryRedis, probeRedis, redisUnreachable } from './memory/redis.js';
