@@ -1,5 +1,6 @@
 import { BlockList, isIP, type AddressInfo } from 'node:net';
-import { describeRedisTarget, redisTargetOf } from '../memory/redis.js';
+import { redisTargetOf } from '../memory/redis-target.js';
+import { describeRedisTarget } from '../memory/redis-wording.js';
 import type { Config } from '../config/schema.js';
 import type { Api } from '../dialects/types.js';
 import { summarizerDestination, uncredentialedSummarizer } from '../rescue/summarizer-credentials.js';
