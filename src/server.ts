@@ -39,6 +39,7 @@ import { apiOfUrl, byPrefix, resolveUpstreams, type Upstreams } from './upstream
 import { noteRecorded, tracedRequests, tracesUrl } from './telemetry/traces.js';
 import { Listeners, primaryHost } from './http/listeners.js';
 import type { RequestNotes } from './http/context.js';
+import { pathOf } from './lib/url.js';
 
 export interface ServerDeps {
   /** Where log lines go (default stdout); tests capture them here. */
@@ -324,11 +325,6 @@ function notFoundMessage(method: string, path: string, upstreams: Upstreams): st
   const [prefix, rest] = prefixed ? [`/${prefixed.upstream.name}`, prefixed.rest] : ['', path];
   if (!MISSING_V1.test(rest)) return unknown;
   return `${unknown} The gateway serves the API under ${prefix}/v1: add /v1 to the client's base URL (${method} ${prefix}/v1${rest}).`;
-}
-
-function pathOf(url: string): string {
-  const query = url.indexOf('?');
-  return query < 0 ? url : url.slice(0, query);
 }
 
 function hasBody(headers: FastifyRequest['headers']): boolean {

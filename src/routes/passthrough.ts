@@ -13,6 +13,7 @@ import { assertSafePath, assertSafeSegment } from '../upstream/target.js';
 import { refusal, type RequestModel, type Upstream, type Upstreams } from '../upstream/upstreams.js';
 import { modelOfReceived } from './body-model.js';
 import { collectBody } from './request-body.js';
+import { pathOf, queryOf } from '../lib/url.js';
 
 export interface PassthroughDeps {
   config: Readonly<Config>;
@@ -68,9 +69,7 @@ export async function passthroughRoutes(app: FastifyInstance, deps: PassthroughD
       : (request, reply, dest, options) =>
           reply.from(upstreamPrefix(upstreamOf(request), apiPrefix) + dest.slice(apiPrefix.length), options),
     preHandler: async (request) => {
-      const url = apiPath(request.raw.url ?? '');
-      const q = url.indexOf('?');
-      const path = q >= 0 ? url.slice(0, q) : url;
+      const path = pathOf(apiPath(request.raw.url ?? ''));
       assertPassthroughPath(path, apiPrefix);
       const api = apiOfPath(path);
       const pathModel = api === undefined ? undefined : DIALECTS[api].pathModel;
@@ -124,11 +123,6 @@ export async function passthroughRoutes(app: FastifyInstance, deps: PassthroughD
 /** Where an API prefix goes under an upstream's base URL: `/v1` is the base path itself; `/v1beta` goes on after it. */
 function upstreamPrefix(upstream: Upstream, apiPrefix: ApiPrefix): string {
   return apiPrefix === '/v1' ? upstream.target.basePath : `${upstream.target.basePath}/v1beta`;
-}
-
-function queryOf(url: string): string {
-  const q = url.indexOf('?');
-  return q < 0 ? '' : url.slice(q);
 }
 
 /**

@@ -14,6 +14,7 @@ import { refusal, type Upstream } from '../upstream/upstreams.js';
 import { assertSafePath, assertSafeSegment } from '../upstream/target.js';
 import { glancedModel, modelOfReceived } from './body-model.js';
 import { noteRequested } from '../telemetry/traces.js';
+import { pathOf, queryOf } from '../lib/url.js';
 
 /** One API's rescued endpoint: where it listens, where it goes upstream, and its dialect. */
 interface RescuedEndpoint extends ApiEndpoint {
@@ -86,11 +87,10 @@ async function serveRescued(
   const params = exchange.params ?? {};
   const api = endpoint.dialect.api;
   const client = new ClientResponse(exchange.res, exchange.id, api);
-  const query = exchange.url.indexOf('?');
   const upstreamPath = typeof endpoint.upstreamPath === 'string' ? endpoint.upstreamPath : endpoint.upstreamPath(params);
   const pathModel = endpoint.model?.(params);
   // A model named in the path goes into the upstream's path: one that would resolve elsewhere there goes nowhere.
-  const unsafe = unsafePath(query < 0 ? exchange.url : exchange.url.slice(0, query), upstreamPath, pathModel);
+  const unsafe = unsafePath(pathOf(exchange.url), upstreamPath, pathModel);
   if (unsafe) {
     exchange.log.info({ api }, `answered 400 invalid_path: ${unsafe.message}`);
     client.sendError(unsafe);
@@ -123,9 +123,10 @@ async function serveRescued(
   if (endpoint.dialect.streamEvent && headers['accept-encoding'] !== undefined) headers['accept-encoding'] = 'identity';
   // A key in the query is the client's: it goes no further where the gateway sends its own, or is a gateway key.
   const dropsKey = upstream.apiKey !== undefined || gatewayKeys;
-  const rest = query >= 0 ? queryWithoutKey(exchange.url.slice(query + 1), dropsKey) : '';
+  const query = queryOf(exchange.url);
+  const rest = query ? queryWithoutKey(query.slice(1), dropsKey) : '';
   // A query that was only the key goes with it.
-  const search = query < 0 || (dropsKey && rest === '') ? '' : `?${rest}`;
+  const search = query === '' || (dropsKey && rest === '') ? '' : `?${rest}`;
   const ctx = {
     deps,
     upstream,
@@ -134,10 +135,7 @@ async function serveRescued(
     incoming: readIncoming(body?.chunks, header(exchange.headers['content-encoding']), deps.config.server.bodyLimitBytes, body?.decoded),
     pathModel,
     headers,
-    clientHeaders:
-      endpoint.dialect.credential === 'x-goog-api-key'
-        ? withQueryKey(exchange.headers, query >= 0 ? exchange.url.slice(query + 1) : '')
-        : exchange.headers,
+    clientHeaders: endpoint.dialect.credential === 'x-goog-api-key' ? withQueryKey(exchange.headers, query.slice(1)) : exchange.headers,
     log: exchange.log,
     gone,
     requestId: exchange.id,
