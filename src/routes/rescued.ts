@@ -8,7 +8,7 @@ import { serve } from '../rescue/index.js';
 import { readIncoming } from '../rescue/request.js';
 import { ClientGone } from '../upstream/client-gone.js';
 import { collectBody, type ReceivedBody } from './request-body.js';
-import { queryWithoutKey, requestHeadersForUpstream } from '../upstream/headers.js';
+import { headerValue, queryWithoutKey, requestHeadersForUpstream } from '../upstream/headers.js';
 import { ClientResponse } from '../upstream/relay.js';
 import { refusal, type Upstream } from '../upstream/upstreams.js';
 import { assertSafePath, assertSafeSegment } from '../upstream/target.js';
@@ -132,7 +132,12 @@ async function serveRescued(
     upstream,
     dialect: endpoint.dialect,
     path: `${upstream.target.basePath}${upstreamPath}${search}`,
-    incoming: readIncoming(body?.chunks, header(exchange.headers['content-encoding']), deps.config.server.bodyLimitBytes, body?.decoded),
+    incoming: readIncoming(
+      body?.chunks,
+      headerValue(exchange.headers['content-encoding']),
+      deps.config.server.bodyLimitBytes,
+      body?.decoded,
+    ),
     pathModel,
     headers,
     clientHeaders: endpoint.dialect.credential === 'x-goog-api-key' ? withQueryKey(exchange.headers, query.slice(1)) : exchange.headers,
@@ -174,10 +179,6 @@ function withQueryKey(headers: IncomingHttpHeaders, query: string): IncomingHttp
   if (headers['x-goog-api-key'] !== undefined || !query.includes('key=')) return headers;
   const key = new URLSearchParams(query).get('key');
   return key ? { ...headers, 'x-goog-api-key': key } : headers;
-}
-
-function header(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value.join(',') : value;
 }
 
 /** Aborts upstream and summarizer work the moment the client disconnects before its answer ends. */
