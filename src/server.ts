@@ -12,7 +12,7 @@ import Fastify, {
 } from 'fastify';
 import type { Dispatcher } from 'undici';
 import type { DestinationStream } from 'pino';
-import './http/context.js';
+import './http/request-notes.js';
 import { basicPassword, createKeyCheck } from './http/auth.js';
 import type { Config } from './config/schema.js';
 import { ERRORS, GatewayError, errorBody, errorBodyFor, failureLog } from './http/errors.js';
@@ -38,7 +38,7 @@ import { createEgress } from './upstream/client.js';
 import { apiOfUrl, byPrefix, resolveUpstreams, type Upstreams } from './upstream/upstreams.js';
 import { noteRecorded, tracedRequests, tracesUrl } from './telemetry/traces.js';
 import { Listeners, primaryHost } from './http/listeners.js';
-import type { RequestNotes } from './http/context.js';
+import type { RequestNotes } from './http/request-notes.js';
 import { pathOf } from './lib/url.js';
 
 export interface ServerDeps {

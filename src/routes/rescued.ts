@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { RequestNotes } from '../http/context.js';
+import type { RequestNotes } from '../http/request-notes.js';
 import type { ApiEndpoint, Dialect } from '../dialects/types.js';
 import { GatewayError, failureLog, fromUpstreamFailure } from '../http/errors.js';
 import type { RescueDeps } from '../rescue/context.js';

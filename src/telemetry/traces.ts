@@ -13,7 +13,7 @@ import {
 } from '@opentelemetry/api';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config/schema.js';
-import type { RequestNotes } from '../http/context.js';
+import type { RequestNotes } from '../http/request-notes.js';
 import { APIS, DIALECTS, type Api } from '../dialects/index.js';
 import type { SummarizerWire } from '../dialects/types.js';
 import { pathOf } from '../lib/url.js';
