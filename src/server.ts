@@ -315,16 +315,15 @@ const ENDPOINT_LABELS = new Map(
   APIS.flatMap((api) => DIALECTS[api].endpoints.flatMap((e) => (e.label ? [[e.path, e.label] as const] : []))),
 );
 
-/** OpenAI-style paths that agents send without the `/v1` their base URL should end in. */
-const MISSING_V1 = /^\/(chat\/completions|responses|messages|completions|embeddings|models)(\/|$)/;
-
 function notFoundMessage(method: string, path: string, upstreams: Upstreams): string {
   const unknown = `Unknown route: ${method} ${path}.`;
   // Under an upstream's prefix too: `/openai/responses` is `/openai/v1/responses` without its /v1.
   const prefixed = byPrefix(upstreams, path);
   const [prefix, rest] = prefixed ? [`/${prefixed.upstream.name}`, prefixed.rest] : ['', path];
-  if (!MISSING_V1.test(rest)) return unknown;
-  return `${unknown} The gateway serves the API under ${prefix}/v1: add /v1 to the client's base URL (${method} ${prefix}/v1${rest}).`;
+  const api = APIS.find((a) => DIALECTS[a].missingPrefix?.test(rest));
+  if (api === undefined) return unknown;
+  const under = `${prefix}${DIALECTS[api].prefix}`;
+  return `${unknown} The gateway serves the API under ${under}: add ${DIALECTS[api].prefix} to the client's base URL (${method} ${under}${rest}).`;
 }
 
 function hasBody(headers: FastifyRequest['headers']): boolean {

@@ -6,7 +6,7 @@ import type { Dispatcher } from 'undici';
 import type { Config } from '../config/schema.js';
 import { DecodedSize, codingsOf } from '../upstream/content-coding.js';
 import { GatewayError, failureLog, fromUpstreamFailure } from '../http/errors.js';
-import { DIALECTS, apiOfPath } from '../dialects/index.js';
+import { DIALECTS, apiOfPath, underBase } from '../dialects/index.js';
 import type { Api, ApiPrefix, CredentialStyle } from '../dialects/types.js';
 import { DROP_FROM_STREAMED, queryWithoutKey, requestHeadersForUpstream, responseHeadersForClient } from '../upstream/headers.js';
 import { assertSafePath, assertSafeSegment } from '../upstream/target.js';
@@ -21,7 +21,7 @@ export interface PassthroughDeps {
   upstreams: Upstreams;
   /** The upstream of the prefix `/NAME` this registration serves; absent: the plain prefix, routed request by request. */
   upstream?: Upstream;
-  /** `/v1` (OpenAI, Anthropic), or `/v1beta` (Gemini, whose base URL is the origin: the prefix goes upstream as it came). */
+  /** `/v1` (OpenAI, Anthropic), or `/v1beta` (Gemini); where it goes upstream, the APIs' descriptors say (`underBase`). */
   apiPrefix: ApiPrefix;
 }
 
@@ -120,9 +120,8 @@ export async function passthroughRoutes(app: FastifyInstance, deps: PassthroughD
   });
 }
 
-/** Where an API prefix goes under an upstream's base URL: `/v1` is the base path itself; `/v1beta` goes on after it. */
 function upstreamPrefix(upstream: Upstream, apiPrefix: ApiPrefix): string {
-  return apiPrefix === '/v1' ? upstream.target.basePath : `${upstream.target.basePath}/v1beta`;
+  return underBase(upstream.target.basePath, apiPrefix);
 }
 
 /**
