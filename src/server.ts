@@ -55,8 +55,7 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** Begin shutdown: readiness fails from now on. */
     startDraining(): void;
-    /** The upstreams it serves, as the config resolved them. */
-    upstreams: Upstreams;
+      upstreams: Upstreams;
     /** Listens on `host` (both loopbacks for `localhost`, see http/listeners.ts) and `port`. */
     listenOn(host: string, port: number): Promise<void>;
     /** Closes every connection without a request in progress, on every address it listens on. */
@@ -64,7 +63,6 @@ declare module 'fastify' {
   }
 }
 
-/** Builds the gateway; never listens by itself. */
 export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): FastifyInstance {
   const upstreams = resolveUpstreams(config);
   const modelNames = config.auth.metricsKey !== undefined || config.auth.metricsModelNames;

@@ -45,7 +45,6 @@ export async function passthroughRoutes(app: FastifyInstance, deps: PassthroughD
   const gatewayKeys = deps.config.auth.keys.length > 0;
   const routed = new WeakMap<object, Upstream>();
   const upstreamOf = (request: object) => routed.get(request) ?? fixed!;
-  /** The request's path as the upstream's API has it: without the upstream's prefix. */
   const apiPath = (url: string) => (fixed ? url.slice(fixed.name.length + 1) : url);
   // In place of the plugin's own parsers (which hand the body on unchecked): the same stream, within the body limit.
   const limit = deps.config.server.bodyLimitBytes;

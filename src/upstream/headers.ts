@@ -160,7 +160,6 @@ const FROM_UPSTREAM_DROP = new Set(['x-gateway-compaction']);
 /** For a body streamed through untouched: its length stays the client's. */
 export const DROP_FROM_STREAMED = new Set(['x-gateway-compaction', 'x-request-id']);
 
-/** The upstream's response headers as the client sees them. */
 export function responseHeadersForClient(upstream: Headers, requestId: string): OutgoingHttpHeaders {
   // The compaction header is the gateway's word to its client: an upstream's is not passed on.
   const headers: OutgoingHttpHeaders = endToEnd(upstream, FROM_UPSTREAM_DROP);
