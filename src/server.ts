@@ -55,7 +55,7 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** Begin shutdown: readiness fails from now on. */
     startDraining(): void;
-      upstreams: Upstreams;
+    upstreams: Upstreams;
     /** Listens on `host` (both loopbacks for `localhost`, see http/listeners.ts) and `port`. */
     listenOn(host: string, port: number): Promise<void>;
     /** Closes every connection without a request in progress, on every address it listens on. */
