@@ -26,8 +26,9 @@ const gateway = features ? await gatewayParts() : undefined;
 async function gatewayParts() {
   const headers = await importDist<typeof import('../src/upstream/headers.js')>('upstream/headers');
   const { createMetrics } = await importDist<typeof import('../src/telemetry/metrics.js')>('telemetry/metrics');
-  const logging = await importDist<typeof import('../src/telemetry/logging.js')>('telemetry/logging');
-  return { ...headers, metrics: createMetrics(), log: logging.accessLogger('info', logging.stdoutDestination('json', false)) };
+  const { accessLogger } = await importDist<typeof import('../src/telemetry/access-log.js')>('telemetry/access-log');
+  const { stdoutDestination } = await importDist<typeof import('../src/telemetry/log-destination.js')>('telemetry/log-destination');
+  return { ...headers, metrics: createMetrics(), log: accessLogger('info', stdoutDestination('json', false)) };
 }
 const agent = new Agent({ keepAliveTimeout: 30_000, connections: null });
 const HOP_BY_HOP = new Set([

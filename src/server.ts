@@ -12,11 +12,14 @@ import Fastify, {
 } from 'fastify';
 import type { Dispatcher } from 'undici';
 import type { DestinationStream } from 'pino';
-import './http/context.js';
+import './http/request-notes.js';
 import { basicPassword, createKeyCheck } from './http/auth.js';
 import type { Config } from './config/schema.js';
 import { ERRORS, GatewayError, errorBody, errorBodyFor, failureLog } from './http/errors.js';
-import { accessLogger, lazyChildLogger, loggerOptions, stdoutDestination, type AccessLog } from './telemetry/logging.js';
+import { accessLogger, type AccessLog } from './telemetry/access-log.js';
+import { lazyChildLogger } from './telemetry/lazy-child-logger.js';
+import { stdoutDestination } from './telemetry/log-destination.js';
+import { loggerOptions } from './telemetry/logging.js';
 import { createMemory } from './memory/index.js';
 import { createMetrics, type Metrics } from './telemetry/metrics.js';
 import { API_PREFIXES, APIS, DIALECTS } from './dialects/index.js';
@@ -35,7 +38,8 @@ import { createEgress } from './upstream/client.js';
 import { apiOfUrl, byPrefix, resolveUpstreams, type Upstreams } from './upstream/upstreams.js';
 import { noteRecorded, tracedRequests, tracesUrl } from './telemetry/traces.js';
 import { Listeners, primaryHost } from './http/listeners.js';
-import type { RequestNotes } from './http/context.js';
+import type { RequestNotes } from './http/request-notes.js';
+import { pathOf } from './lib/url.js';
 
 export interface ServerDeps {
   /** Where log lines go (default stdout); tests capture them here. */
@@ -51,7 +55,6 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** Begin shutdown: readiness fails from now on. */
     startDraining(): void;
-    /** The upstreams it serves, as the config resolved them. */
     upstreams: Upstreams;
     /** Listens on `host` (both loopbacks for `localhost`, see http/listeners.ts) and `port`. */
     listenOn(host: string, port: number): Promise<void>;
@@ -60,7 +63,6 @@ declare module 'fastify' {
   }
 }
 
-/** Builds the gateway; never listens by itself. */
 export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): FastifyInstance {
   const upstreams = resolveUpstreams(config);
   const modelNames = config.auth.metricsKey !== undefined || config.auth.metricsModelNames;
@@ -311,21 +313,15 @@ const ENDPOINT_LABELS = new Map(
   APIS.flatMap((api) => DIALECTS[api].endpoints.flatMap((e) => (e.label ? [[e.path, e.label] as const] : []))),
 );
 
-/** OpenAI-style paths that agents send without the `/v1` their base URL should end in. */
-const MISSING_V1 = /^\/(chat\/completions|responses|messages|completions|embeddings|models)(\/|$)/;
-
 function notFoundMessage(method: string, path: string, upstreams: Upstreams): string {
   const unknown = `Unknown route: ${method} ${path}.`;
   // Under an upstream's prefix too: `/openai/responses` is `/openai/v1/responses` without its /v1.
   const prefixed = byPrefix(upstreams, path);
   const [prefix, rest] = prefixed ? [`/${prefixed.upstream.name}`, prefixed.rest] : ['', path];
-  if (!MISSING_V1.test(rest)) return unknown;
-  return `${unknown} The gateway serves the API under ${prefix}/v1: add /v1 to the client's base URL (${method} ${prefix}/v1${rest}).`;
-}
-
-function pathOf(url: string): string {
-  const query = url.indexOf('?');
-  return query < 0 ? url : url.slice(0, query);
+  const api = APIS.find((a) => DIALECTS[a].missingPrefix?.test(rest));
+  if (api === undefined) return unknown;
+  const under = `${prefix}${DIALECTS[api].prefix}`;
+  return `${unknown} The gateway serves the API under ${under}: add ${DIALECTS[api].prefix} to the client's base URL (${method} ${under}${rest}).`;
 }
 
 function hasBody(headers: FastifyRequest['headers']): boolean {

@@ -1,4 +1,5 @@
 import type { Dialect, Entry, ErrorFacts, OverflowWords, Rendered, Slot, ToolOutput } from './types.js';
+import { CODEX_COMPACTION } from './agents.js';
 import { hasInlineData, isRecord, lastCount, partsText, positiveInt, str, type Json, usageOf, wireBytes, withField } from './parts.js';
 
 /*
@@ -97,11 +98,18 @@ export const chat: Dialect = {
   api: 'chat',
   title: 'Chat Completions',
   prefix: '/v1',
+  upstreamBaseHoldsPrefix: true,
+  clientBaseUrl: { name: 'openai', withPrefix: true },
+  // With OpenAI's other paths, which its clients reach through the same base URL.
+  missingPrefix: /^\/(chat\/completions|completions|embeddings|models)(\/|$)/,
   paths: /^\/v1\/chat\/completions(\/|\?|$)/,
   endpoints: [{ path: '/v1/chat/completions', upstreamPath: '/chat/completions' }],
   credential: 'bearer',
   errorBody: openAiErrorBody,
   telemetry: { operation: 'chat', provider: 'openai', openaiApiType: 'chat_completions' },
+  // Codex speaks Chat Completions to a provider configured with `wire_api = "chat"`.
+  agentCompactions: [CODEX_COMPACTION],
+  modelWindow: null,
   read(request) {
     const messages = request.messages;
     if (!Array.isArray(messages) || messages.length === 0) return null;

@@ -189,12 +189,22 @@ export const gemini: Dialect = {
   api: 'gemini',
   title: 'Gemini',
   prefix: '/v1beta',
+  upstreamBaseHoldsPrefix: false,
+  clientBaseUrl: { name: 'gemini', withPrefix: false },
+  missingPrefix: null,
   paths: /^\/v1beta\//,
   endpoints: [endpoint('generateContent'), endpoint('streamGenerateContent')],
   credential: 'x-goog-api-key',
   pathModel,
   errorBody: googleErrorBody,
   telemetry: { operation: 'generate_content', provider: 'gcp.gemini' },
+  agentCompactions: [],
+  // models.get: the model's `inputTokenLimit`.
+  modelWindow: {
+    path: (model) => `/models/${encodeURIComponent(model)}`,
+    tokens: (card) => card.inputTokenLimit,
+    from: 'gemini models.get',
+  },
   read(request) {
     const list = request.contents;
     if (!Array.isArray(list) || list.length === 0 || !list.every((c) => isRecord(c) && Array.isArray(c.parts))) return null;

@@ -1,4 +1,5 @@
 import type { BoundState, Dialect, Entry, ErrorFacts, Rendered, Slot, StreamEventKind, ToolOutput } from './types.js';
+import { CLAUDE_CODE_COMPACTION } from './agents.js';
 import { derive } from '../lib/json-source.js';
 import {
   countEntries,
@@ -351,11 +352,16 @@ export const messages: Dialect = {
   api: 'messages',
   title: 'Anthropic Messages',
   prefix: '/v1',
+  upstreamBaseHoldsPrefix: true,
+  clientBaseUrl: { name: 'anthropic', withPrefix: false },
+  missingPrefix: /^\/messages(\/|$)/,
   paths: /^\/v1\/messages(\/|\?|$)/,
   endpoints: [{ path: '/v1/messages', upstreamPath: '/messages' }],
   credential: 'x-api-key',
   errorBody: anthropicErrorBody,
   telemetry: { operation: 'chat', provider: 'anthropic' },
+  agentCompactions: [CLAUDE_CODE_COMPACTION],
+  modelWindow: null,
   read(request) {
     const list = request.messages;
     if (!Array.isArray(list) || list.length === 0) return null;

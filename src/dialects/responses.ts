@@ -1,4 +1,5 @@
 import type { Dialect, Entry, Rendered, Slot, StreamEventKind, ToolOutput } from './types.js';
+import { CODEX_COMPACTION } from './agents.js';
 import { openAiErrorBody, openAiOverflow } from './chat.js';
 import {
   countEntries,
@@ -119,6 +120,9 @@ export const responses: Dialect = {
   api: 'responses',
   title: 'Responses',
   prefix: '/v1',
+  upstreamBaseHoldsPrefix: true,
+  clientBaseUrl: { name: 'openai', withPrefix: true },
+  missingPrefix: /^\/responses(\/|$)/,
   paths: /^\/v1\/responses(\/|\?|$)/,
   endpoints: [
     { path: '/v1/responses', upstreamPath: '/responses' },
@@ -127,6 +131,8 @@ export const responses: Dialect = {
   credential: 'bearer',
   errorBody: openAiErrorBody,
   telemetry: { operation: 'chat', provider: 'openai', openaiApiType: 'responses' },
+  agentCompactions: [CODEX_COMPACTION],
+  modelWindow: null,
   read(request) {
     if (typeof request.previous_response_id === 'string') return null;
     const input = request.input;

@@ -40,6 +40,23 @@ export interface ErrorFacts {
   param: string | null;
 }
 
+/** How one agent marks its own compaction call (dialects/agents.ts). */
+export interface AgentCompaction {
+  agent: string;
+  /** By the request's headers, or by its parsed body when that is at hand (null: not parsed). */
+  is(headers: Readonly<Record<string, string | string[] | undefined>>, json: Record<string, unknown> | null): boolean;
+}
+
+/** Where the API's own server says a model's context window (upstream/discover.ts). */
+interface ModelWindow {
+  /** The model's card, under the API's prefix. */
+  path(model: string): string;
+  /** The card's field that holds the input window, in tokens. */
+  tokens(card: Record<string, unknown>): unknown;
+  /** The call, as the log line names it. */
+  from: string;
+}
+
 /**
  * What the rest of the gateway knows of an API, all of it here: its routes, where its other
  * paths go, how a key is sent, how its errors look and how traces name its calls.
@@ -49,6 +66,22 @@ interface ApiDescriptor {
   /** How the API is named to a person. */
   title: string;
   prefix: ApiPrefix;
+  /**
+   * Whether an upstream's base URL for the API ends in the prefix (OpenAI's and Anthropic's
+   * `…/v1`: a path goes on after the base with the prefix taken off), or is the origin the prefix
+   * goes on after (Gemini's). APIs that share a prefix agree.
+   */
+  upstreamBaseHoldsPrefix: boolean;
+  /**
+   * The base URL the API's SDKs and agents are given, as the ready line lists it: under `name`, and
+   * with the prefix (OpenAI's SDKs and Codex) or without it, when they add it themselves (Anthropic's, Google's).
+   */
+  clientBaseUrl: { name: string; withPrefix: boolean };
+  /**
+   * The API's paths as a client whose base URL lacks the prefix sends them (`/chat/completions`):
+   * the 404 says to add it. Null: its clients add the prefix themselves.
+   */
+  missingPrefix: RegExp | null;
   /** The paths that belong to the API (its pass-through family too, `/v1/messages/count_tokens`). */
   paths: RegExp;
   /** The paths the gateway rescues; every other path of the API is passed through. */
@@ -61,6 +94,10 @@ interface ApiDescriptor {
   errorBody(error: ErrorFacts): unknown;
   /** The GenAI semantic conventions' names for a call in this API. */
   telemetry: { operation: string; provider: string; openaiApiType?: string };
+  /** The agents of this API known to send their own compaction call, and how each is recognised. */
+  agentCompactions: readonly AgentCompaction[];
+  /** Where the API's own server says a model's window; null where it has no such call (a list server's `/models` serves all). */
+  modelWindow: ModelWindow | null;
 }
 
 /**

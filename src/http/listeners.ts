@@ -93,7 +93,6 @@ export class Listeners {
 
 /** The loopback address of the other family, for a host that names both. */
 const LOOPBACKS: Record<string, string> = { localhost: '::1' };
-/** The machine has no such address, or no such family. */
 const UNAVAILABLE = new Set(['EADDRNOTAVAIL', 'EAFNOSUPPORT']);
 
 /** The host fastify binds first: `localhost` is its IPv4 loopback, whatever /etc/hosts says. */

@@ -5,7 +5,8 @@ import type { Config } from '../config/schema.js';
 import type { MemoryMetrics, Metrics } from '../telemetry/metrics.js';
 import { sessionKey, spanBytes, spanDigests } from './fingerprint.js';
 import { believed, disprovedFrom, loosened, type LearnedLimit } from './limits.js';
-import { RedisStore, redisTargetOf } from './redis.js';
+import { RedisStore } from './redis.js';
+import { redisTargetOf } from './redis-target.js';
 import { LocalStore, type MemoryEntry, type MemoryStore } from './store.js';
 
 export type { LearnedLimit } from './limits.js';

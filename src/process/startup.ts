@@ -1,7 +1,8 @@
 import { BlockList, isIP, type AddressInfo } from 'node:net';
-import { describeRedisTarget, redisTargetOf } from '../memory/redis.js';
+import { redisTargetOf } from '../memory/redis-target.js';
+import { describeRedisTarget } from '../memory/redis-wording.js';
 import type { Config } from '../config/schema.js';
-import type { Api } from '../dialects/types.js';
+import { APIS, DIALECTS, type Api } from '../dialects/index.js';
 import { summarizerDestination, uncredentialedSummarizer } from '../rescue/summarizer-credentials.js';
 import { egressRoute } from '../upstream/egress.js';
 import { resolveUpstreams, type Upstream, type Upstreams } from '../upstream/upstreams.js';
@@ -47,18 +48,14 @@ export function startupFields(
   };
 }
 
-/**
- * The base URL each kind of agent is given, for the APIs served there: OpenAI's SDKs and Codex
- * (`OPENAI_BASE_URL`) take it with `/v1`; Anthropic's (`ANTHROPIC_BASE_URL`) and Gemini's
- * (`GOOGLE_GEMINI_BASE_URL`) add their own version path to it.
- */
-function agentBaseUrls(origin: string, prefix: string, apis: ReadonlySet<Api>): { openai?: string; anthropic?: string; gemini?: string } {
-  const at = `${origin}${prefix}`;
-  return {
-    ...(apis.has('chat') || apis.has('responses') ? { openai: `${at}/v1` } : {}),
-    ...(apis.has('messages') ? { anthropic: at } : {}),
-    ...(apis.has('gemini') ? { gemini: at } : {}),
-  };
+/** The base URL each kind of agent is given, for the APIs served there, as their dialects say (`clientBaseUrl`). */
+function agentBaseUrls(origin: string, prefix: string, apis: ReadonlySet<Api>): Record<string, string> {
+  const urls: Record<string, string> = {};
+  for (const api of APIS.filter((a) => apis.has(a))) {
+    const { clientBaseUrl, prefix: apiPrefix } = DIALECTS[api];
+    urls[clientBaseUrl.name] ??= `${origin}${prefix}${clientBaseUrl.withPrefix ? apiPrefix : ''}`;
+  }
+  return urls;
 }
 
 /** The APIs a request without a prefix can be served in: the default upstream's, and those a route sends somewhere that serves them. */
@@ -195,7 +192,8 @@ export function startupWarnings(config: Readonly<Config>): string[] {
   const upstreams = resolveUpstreams(config);
   const urls: Array<[string, string | undefined]> = [
     ...upstreams.all
-      .filter((u) => !(u.apis.size === 1 && u.apis.has('gemini')))
+      // An upstream whose APIs' base URL is the origin (Gemini's alone) needs no version path.
+      .filter((u) => u.apis.size === 0 || [...u.apis].some((api) => DIALECTS[api].upstreamBaseHoldsPrefix))
       .map((u): [string, string] => [
         u.name === 'default' && !config.upstreams?.default ? 'upstream.url' : `upstreams.${u.name}.url`,
         u.url,

@@ -5,6 +5,7 @@ import type { Config } from '../config/schema.js';
 import type { StreamEventKind } from '../dialects/types.js';
 import { classifyResponse, classifyStreamEvent, mayCarryVerdict, type Verdict } from '../overlong/classify.js';
 import { fromUpstreamFailure } from '../http/errors.js';
+import { headerValue } from '../upstream/headers.js';
 import { firstChunk, holdBody, textOf, type HeldBody } from '../upstream/body.js';
 import type { UpstreamAnswer } from '../upstream/client.js';
 
@@ -44,7 +45,7 @@ export async function inspect(
   whole = false,
 ): Promise<InspectedAnswer> {
   const errorBodyLimit = limits.errorBodyLimitBytes;
-  const contentType = header(answer.headers['content-type']);
+  const contentType = headerValue(answer.headers['content-type']);
   const encoding = answer.headers['content-encoding'];
   if (answer.status >= 400) {
     const held = await holdBody(answer.body, errorBodyLimit);
@@ -126,8 +127,4 @@ function holdPreamble(body: Readable, events: StreamEvents, holdMs: number): Pro
 function mayCarryError(bytes: Buffer, encoding: string | string[] | undefined): boolean {
   // Compressed bytes cannot be searched; decoding a first chunk is cheap enough.
   return encoding !== undefined || mayCarryVerdict(bytes);
-}
-
-function header(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value[0] : value;
 }

@@ -6,6 +6,7 @@ import type { CompactionMemory, Lease, MemoryEntry, Recalled } from '../memory/i
 import { lessonOf } from '../memory/limits.js';
 import type { Verdict } from '../overlong/types.js';
 import { modelOf, type RescueContext } from './context.js';
+import { queryOf } from '../lib/url.js';
 
 /*
  * The rescue's use of the compaction memory: what a rejection teaches, which remembered summary a
@@ -25,8 +26,7 @@ const ANONYMOUS = 'anonymous';
  * Null: it has none.
  */
 export function tenantFor(ctx: Pick<RescueContext, 'clientHeaders' | 'path' | 'deps'>): string | null {
-  const query = ctx.path.indexOf('?');
-  const tenant = tenantOf(ctx.clientHeaders, query >= 0 ? ctx.path.slice(query + 1) : '', ctx.deps.config.memory.tenantSecret);
+  const tenant = tenantOf(ctx.clientHeaders, queryOf(ctx.path).slice(1), ctx.deps.config.memory.tenantSecret);
   return tenant ?? (ctx.deps.config.memory.shareAnonymous ? ANONYMOUS : null);
 }
 

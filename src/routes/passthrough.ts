@@ -6,13 +6,14 @@ import type { Dispatcher } from 'undici';
 import type { Config } from '../config/schema.js';
 import { DecodedSize, codingsOf } from '../upstream/content-coding.js';
 import { GatewayError, failureLog, fromUpstreamFailure } from '../http/errors.js';
-import { DIALECTS, apiOfPath } from '../dialects/index.js';
+import { DIALECTS, apiOfPath, underBase } from '../dialects/index.js';
 import type { Api, ApiPrefix, CredentialStyle } from '../dialects/types.js';
 import { DROP_FROM_STREAMED, queryWithoutKey, requestHeadersForUpstream, responseHeadersForClient } from '../upstream/headers.js';
 import { assertSafePath, assertSafeSegment } from '../upstream/target.js';
 import { refusal, type RequestModel, type Upstream, type Upstreams } from '../upstream/upstreams.js';
 import { modelOfReceived } from './body-model.js';
 import { collectBody } from './request-body.js';
+import { pathOf, queryOf } from '../lib/url.js';
 
 export interface PassthroughDeps {
   config: Readonly<Config>;
@@ -20,7 +21,7 @@ export interface PassthroughDeps {
   upstreams: Upstreams;
   /** The upstream of the prefix `/NAME` this registration serves; absent: the plain prefix, routed request by request. */
   upstream?: Upstream;
-  /** `/v1` (OpenAI, Anthropic), or `/v1beta` (Gemini, whose base URL is the origin: the prefix goes upstream as it came). */
+  /** `/v1` (OpenAI, Anthropic), or `/v1beta` (Gemini); where it goes upstream, the APIs' descriptors say (`underBase`). */
   apiPrefix: ApiPrefix;
 }
 
@@ -44,7 +45,6 @@ export async function passthroughRoutes(app: FastifyInstance, deps: PassthroughD
   const gatewayKeys = deps.config.auth.keys.length > 0;
   const routed = new WeakMap<object, Upstream>();
   const upstreamOf = (request: object) => routed.get(request) ?? fixed!;
-  /** The request's path as the upstream's API has it: without the upstream's prefix. */
   const apiPath = (url: string) => (fixed ? url.slice(fixed.name.length + 1) : url);
   // In place of the plugin's own parsers (which hand the body on unchecked): the same stream, within the body limit.
   const limit = deps.config.server.bodyLimitBytes;
@@ -68,9 +68,7 @@ export async function passthroughRoutes(app: FastifyInstance, deps: PassthroughD
       : (request, reply, dest, options) =>
           reply.from(upstreamPrefix(upstreamOf(request), apiPrefix) + dest.slice(apiPrefix.length), options),
     preHandler: async (request) => {
-      const url = apiPath(request.raw.url ?? '');
-      const q = url.indexOf('?');
-      const path = q >= 0 ? url.slice(0, q) : url;
+      const path = pathOf(apiPath(request.raw.url ?? ''));
       assertPassthroughPath(path, apiPrefix);
       const api = apiOfPath(path);
       const pathModel = api === undefined ? undefined : DIALECTS[api].pathModel;
@@ -121,14 +119,8 @@ export async function passthroughRoutes(app: FastifyInstance, deps: PassthroughD
   });
 }
 
-/** Where an API prefix goes under an upstream's base URL: `/v1` is the base path itself; `/v1beta` goes on after it. */
 function upstreamPrefix(upstream: Upstream, apiPrefix: ApiPrefix): string {
-  return apiPrefix === '/v1' ? upstream.target.basePath : `${upstream.target.basePath}/v1beta`;
-}
-
-function queryOf(url: string): string {
-  const q = url.indexOf('?');
-  return q < 0 ? '' : url.slice(q);
+  return underBase(upstream.target.basePath, apiPrefix);
 }
 
 /**

@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { RequestNotes } from '../http/context.js';
+import type { RequestNotes } from '../http/request-notes.js';
 import type { ApiEndpoint, Dialect } from '../dialects/types.js';
 import { GatewayError, failureLog, fromUpstreamFailure } from '../http/errors.js';
 import type { RescueDeps } from '../rescue/context.js';
@@ -8,12 +8,13 @@ import { serve } from '../rescue/index.js';
 import { readIncoming } from '../rescue/request.js';
 import { ClientGone } from '../upstream/client-gone.js';
 import { collectBody, type ReceivedBody } from './request-body.js';
-import { queryWithoutKey, requestHeadersForUpstream } from '../upstream/headers.js';
+import { headerValue, queryWithoutKey, requestHeadersForUpstream } from '../upstream/headers.js';
 import { ClientResponse } from '../upstream/relay.js';
 import { refusal, type Upstream } from '../upstream/upstreams.js';
 import { assertSafePath, assertSafeSegment } from '../upstream/target.js';
 import { glancedModel, modelOfReceived } from './body-model.js';
 import { noteRequested } from '../telemetry/traces.js';
+import { pathOf, queryOf } from '../lib/url.js';
 
 /** One API's rescued endpoint: where it listens, where it goes upstream, and its dialect. */
 interface RescuedEndpoint extends ApiEndpoint {
@@ -86,11 +87,10 @@ async function serveRescued(
   const params = exchange.params ?? {};
   const api = endpoint.dialect.api;
   const client = new ClientResponse(exchange.res, exchange.id, api);
-  const query = exchange.url.indexOf('?');
   const upstreamPath = typeof endpoint.upstreamPath === 'string' ? endpoint.upstreamPath : endpoint.upstreamPath(params);
   const pathModel = endpoint.model?.(params);
   // A model named in the path goes into the upstream's path: one that would resolve elsewhere there goes nowhere.
-  const unsafe = unsafePath(query < 0 ? exchange.url : exchange.url.slice(0, query), upstreamPath, pathModel);
+  const unsafe = unsafePath(pathOf(exchange.url), upstreamPath, pathModel);
   if (unsafe) {
     exchange.log.info({ api }, `answered 400 invalid_path: ${unsafe.message}`);
     client.sendError(unsafe);
@@ -123,21 +123,24 @@ async function serveRescued(
   if (endpoint.dialect.streamEvent && headers['accept-encoding'] !== undefined) headers['accept-encoding'] = 'identity';
   // A key in the query is the client's: it goes no further where the gateway sends its own, or is a gateway key.
   const dropsKey = upstream.apiKey !== undefined || gatewayKeys;
-  const rest = query >= 0 ? queryWithoutKey(exchange.url.slice(query + 1), dropsKey) : '';
+  const query = queryOf(exchange.url);
+  const rest = query ? queryWithoutKey(query.slice(1), dropsKey) : '';
   // A query that was only the key goes with it.
-  const search = query < 0 || (dropsKey && rest === '') ? '' : `?${rest}`;
+  const search = query === '' || (dropsKey && rest === '') ? '' : `?${rest}`;
   const ctx = {
     deps,
     upstream,
     dialect: endpoint.dialect,
     path: `${upstream.target.basePath}${upstreamPath}${search}`,
-    incoming: readIncoming(body?.chunks, header(exchange.headers['content-encoding']), deps.config.server.bodyLimitBytes, body?.decoded),
+    incoming: readIncoming(
+      body?.chunks,
+      headerValue(exchange.headers['content-encoding']),
+      deps.config.server.bodyLimitBytes,
+      body?.decoded,
+    ),
     pathModel,
     headers,
-    clientHeaders:
-      endpoint.dialect.credential === 'x-goog-api-key'
-        ? withQueryKey(exchange.headers, query >= 0 ? exchange.url.slice(query + 1) : '')
-        : exchange.headers,
+    clientHeaders: endpoint.dialect.credential === 'x-goog-api-key' ? withQueryKey(exchange.headers, query.slice(1)) : exchange.headers,
     log: exchange.log,
     gone,
     requestId: exchange.id,
@@ -176,10 +179,6 @@ function withQueryKey(headers: IncomingHttpHeaders, query: string): IncomingHttp
   if (headers['x-goog-api-key'] !== undefined || !query.includes('key=')) return headers;
   const key = new URLSearchParams(query).get('key');
   return key ? { ...headers, 'x-goog-api-key': key } : headers;
-}
-
-function header(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value.join(',') : value;
 }
 
 /** Aborts upstream and summarizer work the moment the client disconnects before its answer ends. */

@@ -29,14 +29,14 @@ ${renderMain(doc, now)}
 
 function renderMain(doc: StatusDocument, now: Date): string {
   return `<main id="status" data-updated="${now.toISOString()}">
-${header(doc, now)}
+${gatewayHeader(doc, now)}
 ${upstreams(doc.upstreams)}
 ${totals(doc)}
 ${recent(doc)}
 </main>`;
 }
 
-function header(doc: StatusDocument, now: Date): string {
+function gatewayHeader(doc: StatusDocument, now: Date): string {
   const g = doc.gateway;
   const auth = g.auth.gatewayKeys ? 'on (gateway keys)' : 'off';
   const facts = [

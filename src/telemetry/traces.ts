@@ -13,10 +13,11 @@ import {
 } from '@opentelemetry/api';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config/schema.js';
-import type { RequestNotes } from '../http/context.js';
+import type { RequestNotes } from '../http/request-notes.js';
 import { APIS, DIALECTS, type Api } from '../dialects/index.js';
 import type { SummarizerWire } from '../dialects/types.js';
 import { tryParseJson } from '../lib/json.js';
+import { pathOf } from '../lib/url.js';
 
 /*
  * Traces, opt-in (docs/telemetry.md): on when an OTLP endpoint is configured, and then one server
@@ -61,10 +62,8 @@ type Listener = (req: IncomingMessage, res: ServerResponse) => void;
  */
 export function tracedRequests(serve: Listener, skip: (path: string) => boolean): Listener {
   return (req, res) => {
-    const url = req.url ?? '/';
-    const query = url.indexOf('?');
     // The path only: a query may hold a key (Gemini's `?key=`).
-    const path = query < 0 ? url : url.slice(0, query);
+    const path = pathOf(req.url ?? '/');
     if (skip(path)) return serve(req, res);
     const method = req.method ?? 'GET';
     const parent = propagation.extract(ROOT_CONTEXT, req.headers);

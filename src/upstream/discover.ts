@@ -1,4 +1,5 @@
 import type { Dispatcher } from 'undici';
+import { API_PREFIXES, DIALECTS, underBase } from '../dialects/index.js';
 import type { Api } from '../dialects/types.js';
 import { discard, holdBody } from './body.js';
 import type { Upstream } from './upstreams.js';
@@ -19,7 +20,7 @@ const COMPACTION_HEADER = 'x-gateway-compaction';
  *   a list     GET {base}/models: the model's `max_model_len` (vLLM, SGLang), `context_length`
  *              (OpenRouter), `loaded_context_length` / `max_context_length` (LM Studio),
  *              `meta.n_ctx` (llama.cpp's list), `max_input_tokens`.
- *   Gemini     GET {base}/v1beta/models/{model}: `inputTokenLimit`.
+ *   an API's   where its dialect's `modelWindow` says (Gemini: models.get, `inputTokenLimit`).
  *
  * Which server an upstream is is asked once (Ollama answers /api/version, llama.cpp /props).
  */
@@ -76,9 +77,10 @@ export class Discoverer {
     headers: Record<string, string | string[]>,
   ): Promise<Discovered> {
     const base = upstream.target.basePath;
-    if (api === 'gemini') {
-      const card = await this.get(upstream, `${base}/v1beta/models/${encodeURIComponent(model)}`, headers);
-      return { found: windowOf(isRecord(card) ? card.inputTokenLimit : undefined, false, 'gemini models.get'), soon: false };
+    const { prefix, modelWindow } = DIALECTS[api];
+    if (modelWindow) {
+      const card = await this.get(upstream, `${underBase(base, prefix)}${modelWindow.path(model)}`, headers);
+      return { found: windowOf(isRecord(card) ? modelWindow.tokens(card) : undefined, false, modelWindow.from), soon: false };
     }
     if (kind === 'ollama') return this.ollama(upstream, model, headers);
     if (kind === 'llamacpp') {
@@ -144,7 +146,9 @@ export class Discoverer {
 
 /** The server's root: the base URL without its API version (`http://host:11434/v1` is `http://host:11434`). */
 function rootOf(upstream: Upstream): string {
-  return upstream.target.basePath.replace(/\/v1(beta)?$/, '');
+  const base = upstream.target.basePath;
+  const prefix = API_PREFIXES.find((p) => base.endsWith(p));
+  return prefix ? base.slice(0, -prefix.length) : base;
 }
 
 /** Ollama names a model `qwen3:8b`; a request may say `qwen3` for `qwen3:latest`. */

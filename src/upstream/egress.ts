@@ -13,7 +13,6 @@ import { isHttpUrl, isProxyUrl } from '../config/schema.js';
  * origin so that what the startup line says is what the pool does.
  */
 
-/** What one origin's pool is built from. */
 export interface EgressSettings {
   /** A proxy URL, `none`, or undefined: the environment decides. */
   proxy?: string;
@@ -170,7 +169,6 @@ export class Egress extends Dispatcher {
     for (const [origin, settings] of origins) this.add(origin, settings);
   }
 
-  /** How traffic to `url`'s origin goes. */
   routeOf(url: string): EgressRoute {
     const origin = new URL(url).origin;
     return this.routes.get(origin) ?? egressRoute(origin, this.fallback.proxy, this.env);

@@ -2,6 +2,11 @@ import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import type { CredentialStyle } from '../dialects/types.js';
 import { acceptedByUs } from './content-coding.js';
 
+/** A header's value as one string: repeated field lines joined as RFC 9110 (5.3) combines them. */
+export function headerValue(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value.join(', ') : value;
+}
+
 /**
  * RFC 9110 hop-by-hop headers, plus `host`, which undici sets from the upstream origin, and
  * `expect`: a 100-continue is answered at this hop (Node sends the 100) and the body goes up
@@ -155,7 +160,6 @@ const FROM_UPSTREAM_DROP = new Set(['x-gateway-compaction']);
 /** For a body streamed through untouched: its length stays the client's. */
 export const DROP_FROM_STREAMED = new Set(['x-gateway-compaction', 'x-request-id']);
 
-/** The upstream's response headers as the client sees them. */
 export function responseHeadersForClient(upstream: Headers, requestId: string): OutgoingHttpHeaders {
   // The compaction header is the gateway's word to its client: an upstream's is not passed on.
   const headers: OutgoingHttpHeaders = endToEnd(upstream, FROM_UPSTREAM_DROP);

@@ -2,6 +2,7 @@ import { APIS, DIALECTS, apiOfPath, type Api } from '../dialects/index.js';
 import { DEFAULTS, type Config } from '../config/schema.js';
 import { GatewayError } from '../http/errors.js';
 import { parseTarget, type UpstreamTarget } from './target.js';
+import { pathOf } from '../lib/url.js';
 
 /*
  * The upstreams a gateway serves and how a request finds its own, in this order: a path prefix
@@ -250,7 +251,6 @@ export function byPrefix(upstreams: Upstreams, path: string): { upstream: Upstre
 
 /** The API a request's URL belongs to, under an upstream's prefix or not: whose error shape the gateway's own errors take. */
 export function apiOfUrl(upstreams: Upstreams, url: string): Api | undefined {
-  const q = url.indexOf('?');
-  const path = q < 0 ? url : url.slice(0, q);
+  const path = pathOf(url);
   return apiOfPath(byPrefix(upstreams, path)?.rest ?? path);
 }

@@ -55,7 +55,6 @@ const NOT_LOADED_RETRY_MS = 1_000;
 const KIND_TTL_MS = 60 * 60_000;
 /** Each new prompt count moves the calibration this share of the way. */
 const CALIBRATION_WEIGHT = 0.5;
-/** Models remembered at once, all upstreams together. */
 const MAX_MODELS = 4096;
 
 export class Windows {

@@ -9,8 +9,9 @@ import type { ApiFixture } from '../scenarios/apis/fixture.js';
 
 /*
  * A new API is one dialect and one row of the scenario table (CONTRIBUTING, "Adding an API"):
- * every API in the one list has its dialect, a route of the gateway that answers it, its own
- * shape of the gateway's errors, and a row in test/scenarios/rescue.test.ts.
+ * every API in the one list has its dialect, with every fact of its descriptor, a route of the
+ * gateway that answers it, its own shape of the gateway's errors, its pass-through where its
+ * provider serves it, and a row in test/scenarios/rescue.test.ts.
  */
 
 const TABLE_URL = new URL('../scenarios/rescue.test.ts', import.meta.url);
@@ -59,6 +60,31 @@ describe('every API in the list', () => {
     }
   });
 
+  it.each(APIS)('%s states every fact the rest of the gateway reads off its descriptor', (api) => {
+    const d = DIALECTS[api];
+    expect(typeof d.title).toBe('string');
+    expect(typeof d.upstreamBaseHoldsPrefix).toBe('boolean');
+    expect(typeof d.clientBaseUrl.name).toBe('string');
+    expect(typeof d.clientBaseUrl.withPrefix).toBe('boolean');
+    // A client given the prefix in its base URL may lose it: the 404 says to add it back.
+    expect(d.missingPrefix === null ? !d.clientBaseUrl.withPrefix : d.missingPrefix instanceof RegExp).toBe(true);
+    expect(Array.isArray(d.agentCompactions)).toBe(true);
+    for (const agent of d.agentCompactions) {
+      expect(agent.agent).toMatch(/\w/);
+      expect(agent.is({}, null)).toBe(false);
+    }
+    expect(d.modelWindow === null || (d.modelWindow.path('m').startsWith('/') && d.modelWindow.from.length > 0)).toBe(true);
+    expect(typeof d.telemetry.operation).toBe('string');
+    expect(typeof d.telemetry.provider).toBe('string');
+    // One prefix goes upstream one way; one name on the ready line is one base URL.
+    for (const other of APIS.map((a) => DIALECTS[a])) {
+      if (other.prefix === d.prefix) expect(other.upstreamBaseHoldsPrefix).toBe(d.upstreamBaseHoldsPrefix);
+      if (other.clientBaseUrl.name === d.clientBaseUrl.name) {
+        expect([other.prefix, other.clientBaseUrl.withPrefix]).toEqual([d.prefix, d.clientBaseUrl.withPrefix]);
+      }
+    }
+  });
+
   it.each(APIS)('%s has a row in the scenario table', async (api) => {
     const rows = await scenarioRows();
     expect(rows.filter((row) => row.api === api)).toHaveLength(1);
@@ -91,6 +117,19 @@ describe('every API in the list', () => {
       // The gateway's code is in it, wherever the API's clients read it.
       expect(JSON.stringify(body)).toMatch(/request_too_large/i);
       expect(standIn.calls(api)).toHaveLength(1);
+
+      // Another path of the API's prefix arrives where its provider serves it, under the row's base URL.
+      const { prefix, missingPrefix } = DIALECTS[api];
+      const listed = await fetch(`${gateway.origin}${prefix}/models`);
+      await listed.arrayBuffer();
+      expect(standIn.received.map((r) => r.url)).toContain(`${prefix}/models`);
+
+      // The rescued path without the prefix: a 404 that says to add it, where the API's clients can lose it.
+      const bare = DIALECTS[api].endpoints[0].path.slice(prefix.length);
+      const lost = await fetch(`${gateway.origin}${bare}`, { method: 'POST', body: '{}', headers: { 'content-type': 'application/json' } });
+      expect(lost.status).toBe(404);
+      const said = JSON.stringify(await lost.json());
+      if (missingPrefix) expect(said).toContain(`add ${prefix} to the client's base URL`);
     },
   );
 });

@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
-import { chosenLogFormat } from '../../src/telemetry/logging.js';
+import { chosenLogFormat } from '../../src/telemetry/log-destination.js';
 import { startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
 import { jsonLines, listening, MAIN, runGateway, runProcess, type Proc } from '../helpers/process.js';
 

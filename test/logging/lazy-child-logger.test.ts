@@ -1,7 +1,7 @@
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { lazyChildLogger } from '../../src/telemetry/logging.js';
+import { lazyChildLogger } from '../../src/telemetry/lazy-child-logger.js';
 
 // request.log is built on first use: the same lines as a pino child, and no child at all for a
 // request that logs nothing (or only below the level).

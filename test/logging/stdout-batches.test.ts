@@ -4,7 +4,7 @@ import { jsonLines, listening, runGateway, type Proc } from '../helpers/process.
 
 /*
  * The real process's stdout: log lines are gathered into batches before they are written
- * (src/telemetry/logging.ts). Whatever a batch holds must still come out: within a moment when traffic is
+ * (src/telemetry/log-destination.ts). Whatever a batch holds must still come out: within a moment when traffic is
  * light, and before the process exits on SIGTERM, in the order the lines were logged.
  */
 
@@ -68,7 +68,7 @@ describe('log lines on stdout', () => {
 describe('an exit that skips the shutdown', () => {
   it('still writes the lines gathered but not yet handed over', async () => {
     const { runProcess, ROOT } = await import('../helpers/process.js');
-    const script = `import('./dist/telemetry/logging.js').then((m) => { const out = m.stdoutDestination('json'); out.write('{"msg":"first"}\\n'); out.write('{"msg":"last before exit"}\\n'); process.exit(3); });`;
+    const script = `import('./dist/telemetry/log-destination.js').then((m) => { const out = m.stdoutDestination('json'); out.write('{"msg":"first"}\\n'); out.write('{"msg":"last before exit"}\\n'); process.exit(3); });`;
     const child = runProcess(process.execPath, ['-e', script], {}, { cwd: ROOT });
     const exit = await child.exitWithin(10_000);
     expect(exit).not.toBe('still running');

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, validateConfig } from '../../src/config/load.js';
-import { describeRedisTarget, redisTargetOf } from '../../src/memory/redis.js';
-import { probeRedis, redisUnreachable } from '../../src/memory/redis.js';
+import { probeRedis } from '../../src/memory/redis-client.js';
+import { redisTargetOf } from '../../src/memory/redis-target.js';
+import { describeRedisTarget, redisUnreachable } from '../../src/memory/redis-wording.js';
 import { startupFields } from '../../src/process/startup.js';
 import { HAVE_REDIS, startRedis, type TestRedis } from '../helpers/redis.js';
 import { makePrivateCa, type PrivateCa } from '../helpers/tls-standin.js';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { probeRedis } from '../../src/memory/redis.js';
+import { probeRedis } from '../../src/memory/redis-client.js';
 import { HAVE_REDIS, redisCliAsync, startSentinelSet, type TestSentinelSet } from '../helpers/redis.js';
 import { overflowAt, sameTurnAtOnce, startReplicas, turn, type Replicas } from './replicas.js';
 
