@@ -34,7 +34,7 @@ import {
   type ProviderName,
 } from '../test/helpers/multi-upstream.js';
 import type { Reply } from '../test/helpers/provider.js';
-import { ROOT, run, startGatewayWith, write, type RunResult } from './agent-harness.js';
+import { moduleText, ROOT, run, startGatewayWith, write, type RunResult } from './agent-harness.js';
 import { startTrap } from './loopback.js';
 
 const bins = process.argv.slice(2);
@@ -212,7 +212,7 @@ function gatewayConfig() {
 function setUp(agent: AgentName) {
   const dir = join(work, agent);
   const project = join(dir, 'project');
-  for (let i = 1; i <= FILES; i++) write(join(project, 'src', `module${i}.ts`), moduleText(agent, i));
+  for (let i = 1; i <= FILES; i++) write(join(project, 'src', `module${i}.ts`), moduleText(i, `try:multi (${agent})`));
   const home = join(dir, 'home');
   const trap = traps[agent].origin;
   const env = {
@@ -279,13 +279,6 @@ function runPi(): Promise<CliResult> {
 
 function snippet(file: string): string {
   return readFileSync(join(ROOT, 'deploy', 'agents', file), 'utf8');
-}
-
-function moduleText(agent: AgentName, i: number): string {
-  const lines = [`// module${i}.ts: generated for try:multi (${agent})`];
-  for (let n = 0; lines.join('\n').length < 9_000; n++)
-    lines.push(`export function step${i}_${n}(value: number): number {\n  return value * ${n + 1} + ${i};\n}`);
-  return lines.join('\n');
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, request as httpRequest, type IncomingMessage, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ROOT, run, startGateway, write } from './agent-harness.js';
+import { moduleText, ROOT, run, startGateway, write } from './agent-harness.js';
 import { startRelay, type Turn } from './loopback.js';
 import type { Received } from '../test/helpers/fake-upstream.js';
 import type { BindingCheck, StrictAnthropicReject } from '../test/helpers/strict-anthropic.js';
@@ -107,7 +107,7 @@ interface Session {
 async function session(label: string, limitBytes: number | undefined): Promise<Session> {
   const work = mkdtempSync(join(tmpdir(), 'try-preserved-run-'));
   const project = join(work, 'project');
-  for (let i = 1; i <= FILES; i++) write(join(project, 'src', `module${i}.ts`), moduleText(i));
+  for (let i = 1; i <= FILES; i++) write(join(project, 'src', `module${i}.ts`), moduleText(i, 'try:preserved'));
   let steps = 0;
   const reply = (req: Received) => {
     const step = nextStep(req.json);
@@ -368,11 +368,4 @@ async function startRouter(target: string, others: string[]) {
   });
   const origin = await listen(server);
   return { origin, close: closer(server) };
-}
-
-function moduleText(i: number): string {
-  const lines = [`// module${i}.ts: generated for try:preserved`];
-  for (let n = 0; lines.join('\n').length < 9_000; n++)
-    lines.push(`export function step${i}_${n}(value: number): number {\n  return value * ${n + 1} + ${i};\n}`);
-  return lines.join('\n');
 }
