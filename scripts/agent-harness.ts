@@ -1,6 +1,6 @@
-// What the by-hand agent scripts (try-agents, try-multi, try-preserved, try-gemini)
-// share: writing files, running a CLI to its end (bounded), and a real gateway process on a
-// loopback port.
+// What the by-hand agent scripts (try-agents, try-multi, try-preserved, try-gemini, try-local)
+// share: writing files (and the generated ones a session reads), running a CLI to its end
+// (bounded), and a real gateway process on a loopback port.
 import { spawn, type SpawnOptions } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -123,4 +123,12 @@ async function launch(built: boolean, args: string[], env: Record<string, string
     clearTimeout(killer);
   };
   return { origin, stop, log: () => log };
+}
+
+/** A generated source file of about 9 KB, the `i`th a scripted session asks the CLI to read. */
+export function moduleText(i: number, label: string): string {
+  const lines = [`// module${i}.ts: generated for ${label}`];
+  for (let n = 0; lines.join('\n').length < 9_000; n++)
+    lines.push(`export function step${i}_${n}(value: number): number {\n  return value * ${n + 1} + ${i};\n}`);
+  return lines.join('\n');
 }

@@ -1,11 +1,11 @@
 // Builds the real container image with podman and checks the running container.
 //
-// `npm run check:docker` replays the Dockerfile in folders; it cannot see a wrong COPY, a file
-// missing from the image, a permission problem as USER node, or a HEALTHCHECK that fails inside
-// the container. This script builds the project's own Dockerfile, unchanged but for build args,
-// and checks what a sidecar user relies on: the probes answer, the HEALTHCHECK passes inside the
-// container, the process is not root, no devDependency shipped, a mounted config file is used, a
-// rescue works end to end, and `podman stop` drains and exits 0.
+// Only a real build sees a wrong COPY, a file missing from the image, a permission problem as
+// USER node, or a HEALTHCHECK that fails inside the container. This script builds the project's
+// own Dockerfile, unchanged but for build args, and checks what a sidecar user relies on: the
+// probes answer, the HEALTHCHECK passes inside the container (podman's own `healthcheck run`),
+// the process is not root, no devDependency shipped, a mounted config file is used, a rescue
+// works end to end, and `podman stop` drains and exits 0.
 //
 // This machine reaches no image registry, only Debian's mirror and the npm registry. So:
 // - the base image is made here, once per Node major, as the official slim image is made: Debian
@@ -25,12 +25,11 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { cp, mkdir, mkdtemp, readFile, readdir, writeFile } from 'node:fs/promises';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { freePort } from '../test/helpers/ports.js';
 import { startStandIn, type StandIn } from '../test/helpers/provider.js';
 import { dockerfileNodeMajor, nodeBinary, npm, packFromRegistry } from './node-binary.js';
 
@@ -497,16 +496,6 @@ function agentConversation(): ChatJson & { max_tokens: number } {
 
 // ---------------------------------------------------------------------------------------------
 // The container.
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject).listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as AddressInfo;
-      probe.close(() => resolve(port));
-    });
-  });
-}
 
 /**
  * The mounted config sets what only the file sets here: the upstream (no UPSTREAM_URL is passed)

@@ -19,12 +19,12 @@
 // Each step needs the one before; after a failure the rest are not run. Exits 1 on a failure.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
-import { type AddressInfo, connect } from 'node:net';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { freePort } from '../test/helpers/ports.js';
 import { startStandIn, type StandIn } from '../test/helpers/provider.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -268,14 +268,6 @@ let upstream: StandIn | undefined;
 /** The project's stand-in provider on loopback (test/helpers/provider.ts: each API's rules and errors), its answer known. */
 function startUpstream(): Promise<StandIn> {
   return startStandIn({ reply: () => ({ text: 'answer from the stand-in' }) });
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((ok) => server.close(() => ok()));
-  return port;
 }
 
 function portOpen(port: number): Promise<boolean> {

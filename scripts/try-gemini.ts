@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Received } from '../test/helpers/fake-upstream.js';
 import type { StrictGemini, StrictGeminiReject } from '../test/helpers/strict-gemini.js';
-import { ROOT, startGateway, write } from './agent-harness.js';
+import { moduleText, ROOT, startGateway, write } from './agent-harness.js';
 import { startStandIn } from '../test/helpers/provider.js';
 
 const MODES = ['edge_413', 'invalid_argument'] as const;
@@ -75,7 +75,7 @@ process.exit(ok ? 0 : 1);
 async function session(limits: { limitBytes?: number; style?: StrictGeminiReject } = {}): Promise<Outcome> {
   const work = mkdtempSync(join(tmpdir(), 'try-gemini-'));
   const project = join(work, 'project');
-  for (let i = 1; i <= FILES; i++) write(join(project, 'src', `module${i}.ts`), moduleText(i));
+  for (let i = 1; i <= FILES; i++) write(join(project, 'src', `module${i}.ts`), moduleText(i, 'try:gemini'));
   const standIn = await startStandIn({ provider: 'gemini', ...limits, reply });
   const gateway = await startGateway(standIn.origin, { built: true, path: '' });
   const home = join(work, 'home');
@@ -203,13 +203,6 @@ function shape(body: any): unknown {
             : Object.keys(p).join('+'),
     ),
   }));
-}
-
-function moduleText(i: number): string {
-  const lines = [`// module${i}.ts: generated for try:gemini`];
-  for (let n = 0; lines.join('\n').length < 9_000; n++)
-    lines.push(`export function step${i}_${n}(value: number): number {\n  return value * ${n + 1} + ${i};\n}`);
-  return lines.join('\n');
 }
 
 /** Runs a command in its own process group to its end, bounded: the whole group is killed at the bound. */

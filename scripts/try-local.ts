@@ -21,14 +21,13 @@
 // Everything listens on 127.0.0.1; pi's startup network (update checks, telemetry) is off, and its
 // HTTP(S)_PROXY is a trap on loopback that refuses and records anything bound elsewhere.
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, request as httpRequest, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Received } from '../test/helpers/fake-upstream.js';
 import type { Reply } from '../test/helpers/provider.js';
 import { LOST_TASK_ANSWER, promptTokensOf, type OllamaChatCall, type OllamaSeen } from '../test/helpers/strict-ollama.js';
 import { ROOT, run, startGateway, write, type RunResult } from './agent-harness.js';
+import { startRelay, startTrap, type Turn } from './loopback.js';
 import { startStandIn } from '../test/helpers/provider.js';
 
 const PI = { pkg: '@mariozechner/pi-coding-agent', version: '0.73.1' };
@@ -110,7 +109,7 @@ try {
 
 const okA = report(direct, false);
 const okB = report(through, true);
-console.log(`\ntrap (pi's traffic bound outside 127.0.0.1): ${trap.seen.length === 0 ? 'none' : trap.seen.join(', ')}`);
+console.log(`\ntrap (pi's traffic bound outside 127.0.0.1): ${[...trap.egress, ...trap.backend].join(', ') || 'none'}`);
 console.log(`total ${((Date.now() - started) / 1000).toFixed(1)} s`);
 const ok = okA && okB;
 console.log(
@@ -131,7 +130,8 @@ async function session(label: string, viaGateway: boolean): Promise<Outcome> {
     tokenDelayMs: TOKEN_DELAY_MS,
   });
   const gateway = viaGateway ? await startGateway(ollama.origin, { built }) : undefined;
-  const relay = gateway ? await startRelay(gateway.origin) : undefined;
+  const turns: Turn[] = [];
+  const relay = gateway ? await startRelay(gateway.origin, turns) : undefined;
   const baseUrl = relay ? `${relay.origin}/v1` : ollama.baseUrl;
   const dir = join(work, label);
   const home = join(dir, 'home');
@@ -155,7 +155,9 @@ async function session(label: string, viaGateway: boolean): Promise<Outcome> {
     calls: ollama.chatCalls(),
     discovery: ollama.discoveryCalls(),
     truncations: ollama.truncations(),
-    sent: relay?.bodies ?? ollama.received.filter((r) => r.url.startsWith('/v1/chat')).map((r) => r.json),
+    sent: relay
+      ? turns.filter((t) => t.path.startsWith('/v1/chat')).map((t) => jsonOrNull(t.body))
+      : ollama.received.filter((r) => r.url.startsWith('/v1/chat')).map((r) => r.json),
   };
   if (gateway) {
     await gateway.stop();
@@ -379,65 +381,10 @@ function msgOf(line: string): string {
   }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Loopback helpers: the relay that records what pi sent, and the egress trap
-
-/** Forwards every request to `target` as it came and records its JSON body. */
-async function startRelay(target: string): Promise<{ origin: string; bodies: any[]; close: () => Promise<void> }> {
-  const bodies: any[] = [];
-  const url = new URL(target);
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const body = Buffer.concat(chunks);
-      if (req.url?.startsWith('/v1/chat')) {
-        try {
-          bodies.push(JSON.parse(body.toString('utf8')));
-        } catch {
-          bodies.push(null);
-        }
-      }
-      const up = httpRequest(
-        { host: url.hostname, port: url.port, path: req.url, method: req.method, headers: { ...req.headers, host: url.host } },
-        (answer) => {
-          res.writeHead(answer.statusCode ?? 502, answer.headers);
-          answer.pipe(res);
-        },
-      );
-      up.on('error', (err) => {
-        if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain' });
-        res.end(`try:local relay: ${err.message}`);
-      });
-      up.end(body);
-    });
-  });
-  return { origin: await listen(server), bodies, close: () => close(server) };
-}
-
-/** A forward proxy that forwards nothing: it records where pi tried to go and refuses. */
-async function startTrap(): Promise<{ origin: string; seen: string[]; close: () => Promise<void> }> {
-  const seen: string[] = [];
-  const server = createServer((req, res) => {
-    seen.push(`${req.method} ${req.url}`);
-    res.writeHead(403, { 'content-type': 'text/plain' });
-    res.end('try:local: no traffic outside loopback\n');
-  });
-  server.on('connect', (req, socket) => {
-    seen.push(`CONNECT ${req.url}`);
-    socket.end('HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\n\r\n');
-  });
-  return { origin: await listen(server), seen, close: () => close(server) };
-}
-
-async function listen(server: Server): Promise<string> {
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
-
-function close(server: Server): Promise<void> {
-  return new Promise((r) => {
-    server.closeAllConnections();
-    server.close(() => r());
-  });
+function jsonOrNull(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
 }

@@ -20,8 +20,6 @@
 // its HTTP(S)_PROXY pointed at a trap on loopback that refuses and records anything bound outside
 // 127.0.0.1. Every run is bounded (RUN_MS). On failure the work folder (logs, requests) is kept and printed.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Received } from '../test/helpers/fake-upstream.js';
@@ -36,7 +34,8 @@ import {
   type ProviderName,
 } from '../test/helpers/multi-upstream.js';
 import type { Reply } from '../test/helpers/provider.js';
-import { ROOT, run, startGatewayWith, write, type RunResult } from './agent-harness.js';
+import { moduleText, ROOT, run, startGatewayWith, write, type RunResult } from './agent-harness.js';
+import { startTrap } from './loopback.js';
 
 const bins = process.argv.slice(2);
 if (bins.length !== 3) {
@@ -213,7 +212,7 @@ function gatewayConfig() {
 function setUp(agent: AgentName) {
   const dir = join(work, agent);
   const project = join(dir, 'project');
-  for (let i = 1; i <= FILES; i++) write(join(project, 'src', `module${i}.ts`), moduleText(agent, i));
+  for (let i = 1; i <= FILES; i++) write(join(project, 'src', `module${i}.ts`), moduleText(i, `try:multi (${agent})`));
   const home = join(dir, 'home');
   const trap = traps[agent].origin;
   const env = {
@@ -280,13 +279,6 @@ function runPi(): Promise<CliResult> {
 
 function snippet(file: string): string {
   return readFileSync(join(ROOT, 'deploy', 'agents', file), 'utf8');
-}
-
-function moduleText(agent: AgentName, i: number): string {
-  const lines = [`// module${i}.ts: generated for try:multi (${agent})`];
-  for (let n = 0; lines.join('\n').length < 9_000; n++)
-    lines.push(`export function step${i}_${n}(value: number): number {\n  return value * ${n + 1} + ${i};\n}`);
-  return lines.join('\n');
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -363,7 +355,7 @@ function report(name: ProviderName, p: Provider, result: CliResult, access: Acce
       .split('\n')
       .filter((l) => l.trim())
       .at(-1) ?? '';
-  const trap = traps[agent].seen;
+  const trap = [...traps[agent].egress, ...traps[agent].backend];
   const checks = {
     'exit 0': exit.code === 0,
     [`${FILES} tool calls answered`]: answered === FILES && finalSent,
@@ -464,34 +456,4 @@ function startProvider(name: ProviderName): Promise<Provider> {
   if (name === 'anthropic') return startAnthropicProvider({ limitBytes: limit, keys: [key!], reply });
   if (name === 'openai') return startOpenAi({ limitBytes: limit, keys: [key!], reply });
   return startLocal({ window: limit, reply });
-}
-
-async function listen(server: Server): Promise<string> {
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
-
-function close(server: Server): Promise<void> {
-  return new Promise((r) => {
-    server.closeAllConnections();
-    server.close(() => r());
-  });
-}
-
-// ---------------------------------------------------------------------------------------------
-// The egress trap
-
-/** A forward proxy that forwards nothing: it records where a CLI tried to go and refuses. */
-async function startTrap(): Promise<{ origin: string; seen: string[]; close: () => Promise<void> }> {
-  const seen: string[] = [];
-  const server = createServer((req, res) => {
-    seen.push(`${req.method} ${req.url}`);
-    res.writeHead(403, { 'content-type': 'text/plain' });
-    res.end('try:multi: no traffic outside loopback\n');
-  });
-  server.on('connect', (req, socket) => {
-    seen.push(`CONNECT ${req.url}`);
-    socket.end('HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\n\r\n');
-  });
-  return { origin: await listen(server), seen, close: () => close(server) };
 }

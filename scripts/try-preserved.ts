@@ -24,7 +24,8 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, request as httpRequest, type IncomingMessage, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ROOT, run, startGateway, write } from './agent-harness.js';
+import { moduleText, ROOT, run, startGateway, write } from './agent-harness.js';
+import { startRelay, type Turn } from './loopback.js';
 import type { Received } from '../test/helpers/fake-upstream.js';
 import type { BindingCheck, StrictAnthropicReject } from '../test/helpers/strict-anthropic.js';
 import type { ReasoningCheck, StrictResponsesReject } from '../test/helpers/strict-responses.js';
@@ -93,17 +94,6 @@ interface Call {
   body: any;
 }
 
-interface Turn {
-  n: number;
-  method: string;
-  path: string;
-  bytes: number;
-  status: number;
-  header: string | undefined;
-  /** The body as the CLI sent it. */
-  body: string;
-}
-
 interface Session {
   exit: { code: number | string; out: string; ms?: number };
   turns: Turn[];
@@ -117,7 +107,7 @@ interface Session {
 async function session(label: string, limitBytes: number | undefined): Promise<Session> {
   const work = mkdtempSync(join(tmpdir(), 'try-preserved-run-'));
   const project = join(work, 'project');
-  for (let i = 1; i <= FILES; i++) write(join(project, 'src', `module${i}.ts`), moduleText(i));
+  for (let i = 1; i <= FILES; i++) write(join(project, 'src', `module${i}.ts`), moduleText(i, 'try:preserved'));
   let steps = 0;
   const reply = (req: Received) => {
     const step = nextStep(req.json);
@@ -269,13 +259,13 @@ function report(s: Session): boolean {
     console.log(`  #${c.n + 1} ${c.bytes} bytes${c.compaction ? ' (rewritten by the gateway)' : ''}${said}${dropped}`);
   }
   console.log('gateway headers per overflowing turn (x-gateway-compaction on the answer):');
-  const headed = s.turns.filter((t) => t.header);
+  const headed = s.turns.filter((t) => t.compaction);
   for (const t of headed) {
-    const f = (k: string) => field(t.header, k) ?? '-';
+    const f = (k: string) => field(t.compaction, k) ?? '-';
     console.log(
-      `  turn ${t.n} (${t.bytes} bytes, status ${t.status}): outcome=${f('outcome')} trigger=${f('trigger')} thinking-stripped=${f('thinking-stripped')} block-binding=${f('block-binding')} binding-retry=${f('binding-retry')} reasoning-dropped=${f('reasoning-dropped')}`,
+      `  turn ${t.n} (${t.wireBytes} bytes, status ${t.status}): outcome=${f('outcome')} trigger=${f('trigger')} thinking-stripped=${f('thinking-stripped')} block-binding=${f('block-binding')} binding-retry=${f('binding-retry')} reasoning-dropped=${f('reasoning-dropped')}`,
     );
-    console.log(`    ${t.header}`);
+    console.log(`    ${t.compaction}`);
   }
   if (headed.length === 0) console.log('  (none)');
   console.log(`binding refusals: ${refusals.length}`);
@@ -351,42 +341,6 @@ async function readBody(req: IncomingMessage): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-/** CLI -> relay -> gateway: records each answer's status and x-gateway-compaction header, bytes untouched. */
-async function startRelay(target: string, turns: Turn[]) {
-  const server = createServer(async (req, res) => {
-    const body = await readBody(req);
-    const turn: Turn = {
-      n: turns.length + 1,
-      method: req.method ?? '',
-      path: (req.url ?? '').split('?')[0],
-      bytes: body.length,
-      status: 0,
-      header: undefined,
-      body: body.toString('utf8'),
-    };
-    turns.push(turn);
-    forward(
-      req,
-      target,
-      body,
-      (up) => {
-        turn.status = up.statusCode ?? 0;
-        const h = up.headers['x-gateway-compaction'];
-        turn.header = Array.isArray(h) ? h.join(', ') : h;
-        res.writeHead(up.statusCode ?? 502, up.headers);
-        up.pipe(res);
-      },
-      (err) => {
-        turn.status = 502;
-        res.writeHead(502);
-        res.end(String(err));
-      },
-    );
-  });
-  const origin = await listen(server);
-  return { origin, close: closer(server) };
-}
-
 /** gateway -> router -> stand-in for the model API; anything else (a models list) answered here. */
 async function startRouter(target: string, others: string[]) {
   const server = createServer(async (req, res) => {
@@ -414,11 +368,4 @@ async function startRouter(target: string, others: string[]) {
   });
   const origin = await listen(server);
   return { origin, close: closer(server) };
-}
-
-function moduleText(i: number): string {
-  const lines = [`// module${i}.ts: generated for try:preserved`];
-  for (let n = 0; lines.join('\n').length < 9_000; n++)
-    lines.push(`export function step${i}_${n}(value: number): number {\n  return value * ${n + 1} + ${i};\n}`);
-  return lines.join('\n');
 }

@@ -10,6 +10,9 @@
 // document is handed to the package's validator through a Proxy that records every field the
 // validator reads. The compiled validator reads each property its schema declares (and, for a
 // map, every key), so a field it never read is one the schema does not know.
+import { readFileSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseAllDocuments } from 'yaml';
 import * as admissionregistrationV1 from 'kubernetes-models/admissionregistration.k8s.io/v1';
 import * as appsV1 from 'kubernetes-models/apps/v1';
 import * as autoscalingV2 from 'kubernetes-models/autoscaling/v2';
@@ -88,4 +91,32 @@ function track(value: unknown, path: string, read: Set<string>, present: Set<str
       return Reflect.get(target, key, receiver);
     },
   });
+}
+
+/** One object of a manifest, with the file it came from. */
+export interface K8sDoc {
+  file: string;
+  obj: any;
+}
+
+/** Every object in the YAML files under `dir`, files in sorted order; a YAML error throws, naming the file. */
+export function kubernetesDocuments(dir: string): K8sDoc[] {
+  const files: string[] = [];
+  const walk = (d: string) => {
+    for (const entry of readdirSync(d, { withFileTypes: true })) {
+      const path = join(d, entry.name);
+      if (entry.isDirectory()) walk(path);
+      else if (/\.ya?ml$/.test(entry.name)) files.push(path);
+    }
+  };
+  walk(dir);
+  const docs: K8sDoc[] = [];
+  for (const file of files.sort()) {
+    for (const doc of parseAllDocuments(readFileSync(file, 'utf8'))) {
+      if (doc.errors.length > 0) throw new Error(doc.errors.map((e) => `${file}: ${e.message}`).join('\n'));
+      const obj = doc.toJS();
+      if (obj !== null && obj !== undefined) docs.push({ file, obj });
+    }
+  }
+  return docs;
 }

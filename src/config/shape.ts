@@ -19,7 +19,6 @@ export function schemaAt(path: readonly PropertyKey[]): z.ZodType | undefined {
   return node;
 }
 
-/** The keys a mapping at `path` may hold. */
 export function keysAt(path: readonly PropertyKey[]): string[] {
   const node = schemaAt(path);
   return node instanceof z.ZodObject ? Object.keys(node.shape) : [];

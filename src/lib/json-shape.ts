@@ -4,10 +4,9 @@ import { timeSlice } from './time-slice.js';
 
 /*
  * What parsing a JSON body will cost, counted off its bytes before it is parsed. V8 spends far
- * more on the structure than on the text: an object key in a wide object costs about 75 bytes
- * of heap, a short string 32, an empty list 40, an object 64 (bench/parse-heap.ts), so a body
- * of a few million keys or strings needs ten times its size. The scan walks the bytes once,
- * skipping string contents natively, and yields between slices like every other long loop.
+ * more on the structure than on the text (bench/findings.md has the figures), so a body of a few
+ * million keys or strings needs many times its size. The scan walks the bytes once, skipping
+ * string contents natively, and yields between slices like every other long loop.
  */
 
 export interface JsonShape {

@@ -36,7 +36,6 @@ export async function mapInSlices<T, U>(list: readonly T[], each: (value: T, ind
   return out;
 }
 
-/** Calls `each` on every element, yielding between slices. */
 export async function forEachInSlices<T>(list: readonly T[], each: (value: T, index: number) => void): Promise<void> {
   const slice = timeSlice();
   for (let i = 0; i < list.length; i++) {

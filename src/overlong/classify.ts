@@ -101,7 +101,6 @@ export function createClassifier(rules: readonly Rule[]): Classifier {
   };
 }
 
-/** A verdict and the evidence it was reached on. */
 interface Judged {
   evidence: Evidence;
   verdict: Verdict;

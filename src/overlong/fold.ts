@@ -28,7 +28,6 @@ function foldValue(s: string): string {
   return foldCase(s).replace(WHITESPACE_RUNS, ' ');
 }
 
-/** Which escapes a reading undoes. */
 export interface Unescape {
   entities: boolean;
   backslashes: boolean;

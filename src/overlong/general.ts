@@ -15,7 +15,6 @@ import type { Quantities } from './quantities.js';
 
 /** Characters of message text the general layer reads: errors say what they are early. */
 export const MAX_GENERAL_CHARS = 16 * 1024;
-/** Relations looked at per text. */
 const MAX_RELATIONS = 32;
 /** How far before a relation its subject is looked for. */
 const SUBJECT_CHARS = 80;

@@ -21,6 +21,6 @@ export type Verdict = { overlong: true; reason: OverlongReason; limits: StatedLi
 
 export interface UpstreamError {
   status: number;
-  contentType?: string; // may be undefined
+  contentType?: string;
   body: string; // already decompressed, decoded as UTF-8, at most ~1 MiB (may be truncated)
 }

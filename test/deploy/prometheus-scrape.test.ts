@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml, parseAllDocuments } from 'yaml';
 import { dashboardQueries, resolveAll } from '../../scripts/deploy/promql.js';
-import { podTargetLabels } from '../../scripts/deploy/relabel.js';
+import { podTargetLabels } from './relabel.js';
 import { completion, json, startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
 import { postChat, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { freePort } from '../helpers/ports.js';

@@ -4,10 +4,10 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
-import { validateComposeFile } from '../../scripts/deploy/compose-schema.js';
+import { validateComposeFile } from '../../scripts/deploy/compose.js';
 import { validateKubernetesObject } from '../../scripts/deploy/kubernetes.js';
 import { allValueOf, dashboardQueries, gatewayScopeProblems, labelValuesVariables, metricNames } from '../../scripts/deploy/promql.js';
-import { matches, parseMatchers, relabel } from '../../scripts/deploy/relabel.js';
+import { matches, parseMatchers, relabel } from './relabel.js';
 
 const COMPOSE = fileURLToPath(new URL('../../deploy/compose/docker-compose.yaml', import.meta.url));
 const SIDECAR = fileURLToPath(new URL('../../deploy/kubernetes/sidecar/agent.yaml', import.meta.url));

@@ -1,4 +1,4 @@
-// What check:deploy asks of a deploy file's gateway config beyond the gateway's own loader: which
+// What the deploy tests ask of a deploy file's gateway config beyond the gateway's own loader: which
 // variables the file makes the gateway read, and whether every upstream it names exists and can be
 // reached by name from where the gateway runs (a compose container, a pod).
 import { isIP } from 'node:net';
