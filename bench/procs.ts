@@ -9,6 +9,8 @@ export type { ProcStats } from './child.js';
 export interface BenchProcess {
   name: string;
   origin: string;
+  /** Request headers this target needs besides the client's own (Portkey: which provider, which host). */
+  headers?: Record<string, string>;
   pid: number;
   /** `memory`: with the heap and open handles, measured now or after full collections (bench/soak.ts). */
   stats(options?: { memory?: MemoryRequest }): Promise<ProcStats>;
