@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { procStats } from './dist-gateway.js';
-import type { BenchProcess } from './procs.js';
+import { stopOnExit, type BenchProcess } from './procs.js';
 
 /*
  * The peers `npm run bench` runs beside the gateway when they are installed here: nginx and
@@ -68,7 +68,7 @@ export async function startPeer(peer: Peer, upstream: string): Promise<PeerStart
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-2000)));
   const origin = `http://127.0.0.1:${port}`;
-  const stop = async () => {
+  const stop = stopOnExit(async () => {
     if (child.exitCode === null && child.signalCode === null) {
       const exited = new Promise((resolve) => child.once('exit', resolve));
       child.kill(peer === 'nginx' ? 'SIGQUIT' : peer === 'haproxy' ? 'SIGUSR1' : 'SIGTERM');
@@ -76,7 +76,7 @@ export async function startPeer(peer: Peer, upstream: string): Promise<PeerStart
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     }
     rmSync(dir, { recursive: true, force: true });
-  };
+  });
   for (let i = 0; ; i++) {
     try {
       const res = await request(`${origin}/v1/models`, { headers });

@@ -19,6 +19,26 @@ export interface BenchProcess {
   stop(): Promise<void>;
 }
 
+/**
+ * Stops of the processes that do not exit with the bench on their own (the gateways as `npm start`
+ * runs them, the peers): run.ts calls them when it gives up or is interrupted.
+ */
+const orphanable = new Set<() => Promise<void>>();
+
+/** Registers a stop; the returned stop runs it once and unregisters it. */
+export function stopOnExit(stop: () => Promise<void>): () => Promise<void> {
+  const once = () => {
+    orphanable.delete(once);
+    return stop();
+  };
+  orphanable.add(once);
+  return once;
+}
+
+export async function stopAll(): Promise<void> {
+  await Promise.allSettled([...orphanable].map((stop) => stop()));
+}
+
 const READY_TIMEOUT_MS = 20_000;
 const STATS_TIMEOUT_MS = 5_000;
 
