@@ -17,9 +17,9 @@ const START = fileURLToPath(new URL('../scripts/start.mjs', import.meta.url));
 const USER_HZ = 100;
 const READY_TIMEOUT_MS = 20_000;
 
-export async function startDistGateway(name: string, env: Record<string, string>): Promise<BenchProcess> {
+export async function startDistGateway(name: string, env: Record<string, string>, nodeFlags: string[] = []): Promise<BenchProcess> {
   const port = await freePort();
-  const child = spawn(process.execPath, [START], {
+  const child = spawn(process.execPath, [...nodeFlags, START], {
     env: { ...process.env, HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });

@@ -24,6 +24,8 @@ export interface RescueLoadOptions {
   /** A new overflowing conversation is sent this often (one at a time, the next when this one is answered or the interval is up). */
   everyMs: number;
   summaryDelayMs: number;
+  /** Node flags for the gateway process (bench/rescue-profile.ts: --cpu-prof). */
+  gatewayFlags?: string[];
   log: (line: string) => void;
 }
 
@@ -58,7 +60,7 @@ export async function measureRescueLoad(options: RescueLoadOptions): Promise<Res
   let gateway: BenchProcess | undefined;
   try {
     // Masking off: a rescue that masking alone could make fit would not call the summarizer, whose time is what a rescue is set against.
-    gateway = await startDistGateway('gateway', { UPSTREAM_URL: `${upstream.origin}/v1`, COMPACTION_MASK: 'false' });
+    gateway = await startDistGateway('gateway', { UPSTREAM_URL: `${upstream.origin}/v1`, COMPACTION_MASK: 'false' }, options.gatewayFlags);
     const url = `${gateway.origin}${CHAT_PATH}`;
     const small = () =>
       runLoad({ url, body: smallChatBody(), headers: SDK_HEADERS, connections: 16, seconds: options.seconds, rate: options.smallRate });
