@@ -1,5 +1,7 @@
-import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { measureRescueLoad } from './rescue-load.js';
 
 /*
@@ -10,8 +12,12 @@ import { measureRescueLoad } from './rescue-load.js';
  * and the functions whose own time fills the stretches over 5 ms. A stretch is one task only on a
  * quiet machine: at 500 small requests a second, or with the process waiting for a core, several
  * tasks run back to back, and a sample taken while it waits lands where it was preempted (often a
- * socket write that woke the reader).
+ * socket write that woke the reader). So the event loop's delay is also sampled (every 500 ms, by
+ * bench/event-loop-delay.mjs) in the gateway and in an idle node process beside it, the control:
+ * what the control sees is the machine's; what the gateway sees beyond it, the gateway's.
  */
+
+const DELAY = fileURLToPath(new URL('event-loop-delay.mjs', import.meta.url));
 
 interface Node {
   id: number;
@@ -65,19 +71,59 @@ function longTasks(profile: Profile): { tasks: number[]; selfInLong: Map<string,
   return { tasks: tasks.sort((a, b) => b - a), selfInLong };
 }
 
+/** The gateway's and the control's event-loop delay, window by window (500 ms), by phase. */
+function delaysByPhase(dir: string, phases: Array<[number, string]>): void {
+  const read = (name: string) =>
+    readFileSync(join(dir, `${name}.delay`), 'utf8')
+      .trim()
+      .split('\n')
+      .map((line) => line.split(' ').map(Number));
+  const control = read('control');
+  const phaseAt = (t: number) => phases.filter(([at]) => at <= t).at(-1)?.[1];
+  const by = new Map<string, { gateway: number[]; control: number[] }>();
+  for (const [t, , , max] of read('gateway')) {
+    const phase = phaseAt(t - 250);
+    const beside = control.reduce((a, b) => (Math.abs(b[0] - t) < Math.abs(a[0] - t) ? b : a));
+    if (!phase || phase === 'end') continue;
+    const entry = by.get(phase) ?? { gateway: [], control: [] };
+    entry.gateway.push(max);
+    entry.control.push(beside[3]);
+    by.set(phase, entry);
+  }
+  const at = (values: number[], q: number) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(values.length * q))];
+  for (const [phase, { gateway, control: c }] of by) {
+    process.stdout.write(
+      `${phase}: ${gateway.length} windows of 500 ms; the longest delay in a window, median / 90th percentile / most: ` +
+        `gateway ${at(gateway, 0.5).toFixed(1)} / ${at(gateway, 0.9).toFixed(1)} / ${Math.max(...gateway).toFixed(1)} ms, ` +
+        `control ${at(c, 0.5).toFixed(1)} / ${at(c, 0.9).toFixed(1)} / ${Math.max(...c).toFixed(1)} ms\n`,
+    );
+  }
+}
+
 async function main(): Promise<void> {
   const o = args(process.argv.slice(2));
   mkdirSync(o.dir, { recursive: true });
+  for (const f of readdirSync(o.dir)) if (f.endsWith('.delay')) rmSync(join(o.dir, f));
+  const control = spawn(process.execPath, ['--import', DELAY, '-e', 'setTimeout(() => {}, 3_600_000)'], {
+    env: { ...process.env, ELD_FILE: join(o.dir, 'control.delay') },
+    stdio: 'ignore',
+  });
+  const phases: Array<[number, string]> = [];
+  process.env.ELD_FILE = join(o.dir, 'gateway.delay');
   const result = await measureRescueLoad({
+    phase: (name) => phases.push([Date.now(), name]),
     rounds: o.rounds,
     seconds: o.seconds,
     smallRate: 500,
     everyMs: 500,
     summaryDelayMs: 100,
-    gatewayFlags: ['--cpu-prof', `--cpu-prof-dir=${o.dir}`],
+    gatewayFlags: ['--cpu-prof', `--cpu-prof-dir=${o.dir}`, '--import', DELAY],
     log: (line) => process.stderr.write(`${line}\n`),
   });
+  phases.push([Date.now(), 'end']);
+  control.kill();
   process.stdout.write(`${JSON.stringify(result)}\n`);
+  delaysByPhase(o.dir, phases);
   const file = readdirSync(o.dir)
     .filter((f) => f.endsWith('.cpuprofile'))
     .sort()
