@@ -4,7 +4,7 @@ import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
-import type { BenchProcess, ProcStats } from './procs.js';
+import { stopOnExit, type BenchProcess, type ProcStats } from './procs.js';
 
 /*
  * The gateway as `npm start` runs it: `node scripts/start.mjs` (the built dist/ in that same
@@ -17,9 +17,9 @@ const START = fileURLToPath(new URL('../scripts/start.mjs', import.meta.url));
 const USER_HZ = 100;
 const READY_TIMEOUT_MS = 20_000;
 
-export async function startDistGateway(name: string, env: Record<string, string>): Promise<BenchProcess> {
+export async function startDistGateway(name: string, env: Record<string, string>, nodeFlags: string[] = []): Promise<BenchProcess> {
   const port = await freePort();
-  const child = spawn(process.execPath, [START], {
+  const child = spawn(process.execPath, [...nodeFlags, START], {
     env: { ...process.env, HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
@@ -28,16 +28,18 @@ export async function startDistGateway(name: string, env: Record<string, string>
     stderr = (stderr + chunk.toString()).slice(-4000);
   });
   const origin = `http://127.0.0.1:${port}`;
-  const stop = () =>
-    new Promise<void>((resolve) => {
-      if (child.exitCode !== null || child.signalCode !== null) return resolve();
-      const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
-      child.once('exit', () => {
-        clearTimeout(timer);
-        resolve();
-      });
-      child.kill('SIGTERM');
-    });
+  const stop = stopOnExit(
+    () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
+        const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
+        child.once('exit', () => {
+          clearTimeout(timer);
+          resolve();
+        });
+        child.kill('SIGTERM');
+      }),
+  );
   const until = performance.now() + READY_TIMEOUT_MS;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`${name} exited (${child.exitCode}): ${stderr}`);

@@ -5,9 +5,9 @@ import { announce, listenLoopback } from './child.js';
 /*
  * The floor: a bare reverse proxy written directly on undici, the least a Node proxy can do.
  * Request and response bodies stream straight through; hop-by-hop headers are dropped. Whatever
- * the gateway costs above this is the gateway's own cost. It pipes with .pipe() rather than
- * stream.pipeline(), whose AbortController and DOMException per call would make the floor
- * lower than it need be (the gateway avoids them too).
+ * the gateway costs above this is the gateway's own cost. The answer is written by undici's
+ * stream() straight into the response, as the independent harness's undici proxy does
+ * (bench/findings.md, round 9: the two floors, one program).
  */
 
 const { upstream } = JSON.parse(process.argv[2] ?? '{}') as { upstream: string };
@@ -25,24 +25,24 @@ function endToEnd(headers: IncomingHttpHeaders | Record<string, string | string[
 
 const server = createServer((req, res) => {
   const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
-  agent
-    .request({
+  agent.stream(
+    {
       origin: upstream,
       path: req.url ?? '/',
       method: req.method as 'POST',
       headers: endToEnd(req.headers),
       body: hasBody ? req : null,
-    })
-    .then(
-      (answer) => {
-        res.writeHead(answer.statusCode, endToEnd(answer.headers));
-        answer.body.on('error', () => res.destroy()).pipe(res);
-        res.on('close', () => answer.body.destroy());
-      },
-      () => {
-        res.writeHead(502).end();
-      },
-    );
+    },
+    ({ statusCode, headers }) => {
+      res.writeHead(statusCode, endToEnd(headers));
+      return res;
+    },
+    (err) => {
+      if (!err) return;
+      if (!res.headersSent) res.writeHead(502);
+      res.end();
+    },
+  );
 });
 
 server.keepAliveTimeout = 30_000;

@@ -4,7 +4,7 @@ import { runLoad, type LoadResult } from './load.js';
 import { machineBusyMs, ownCpuMs } from './machine.js';
 import { startProcess, type BenchProcess } from './procs.js';
 import { startDistGateway } from './dist-gateway.js';
-import { startPeer, type Peer, type PeerStart } from './peers.js';
+import { PEERS, startPeer, type Peer, type PeerStart } from './peers.js';
 import { measureRescue, type RescueResult } from './rescue.js';
 import { measureRescueLoad, type RescueLoadOptions, type RescueLoadResult } from './rescue-load.js';
 import { agentChatBody, CHAT_PATH, oneStringChatBody, SDK_HEADERS, smallChatBody, streamChatBody } from './requests.js';
@@ -17,7 +17,7 @@ import type { UpstreamConfig } from './upstream-config.js';
  * the state a long-running gateway is in.
  */
 export type Target = 'floor' | 'gateway' | 'overflowed' | 'direct' | Peer;
-export const TARGETS: Target[] = ['direct', 'floor', 'gateway', 'overflowed', 'nginx', 'haproxy'];
+export const TARGETS: Target[] = ['direct', 'floor', 'gateway', 'overflowed', ...PEERS];
 /** `large`: 1 MiB of many messages (an agent's history); `string`: 1 MiB in one user message (a pasted file, a base64 image). */
 export type ScenarioName = 'small' | 'large' | 'string' | 'stream';
 
@@ -33,7 +33,7 @@ export interface BenchOptions {
   scenarios: ScenarioName[];
   /** Also run the clients straight at the fake upstream, for reference. */
   direct: boolean;
-  /** Run nginx and HAProxy beside the gateway where they are installed (bench/peers.ts). */
+  /** Run nginx, HAProxy and Portkey beside the gateway where they are installed (bench/peers.ts). */
   peers: boolean;
   smallConnections: number;
   largeConnections: number;
@@ -167,7 +167,7 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
     await primeOverflowed(procs.overflowed, options);
     const peers: BenchResult['peers'] = {};
     const peerProcs: Partial<Record<Peer, BenchProcess>> = {};
-    for (const peer of options.peers ? (['nginx', 'haproxy'] as Peer[]) : []) {
+    for (const peer of options.peers ? PEERS : []) {
       const { proc, ...about } = await startPeer(peer, upstream.origin);
       peers[peer] = about;
       if (proc) {
@@ -184,9 +184,9 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
       ...(options.direct ? ['direct' as const] : []),
     ];
     const proxyOf = (t: Target): BenchProcess | null =>
-      t === 'direct' ? null : t === 'nginx' || t === 'haproxy' ? peerProcs[t]! : procs[t];
+      t === 'direct' ? null : t === 'floor' || t === 'gateway' || t === 'overflowed' ? procs[t] : peerProcs[t]!;
     const origin = (t: Target) => (t === 'direct' ? procs.upstream : proxyOf(t)!).origin;
-    await checkTargets(targets.map(origin));
+    await checkTargets(targets.map((t) => proxyOf(t) ?? procs.upstream));
     const scenarios: ScenarioResult[] = [];
     const all = [procs.upstream, procs.floor, procs.gateway, procs.overflowed, ...Object.values(peerProcs)];
     for (const name of options.scenarios) {
@@ -214,20 +214,20 @@ async function runScenario(
   all: BenchProcess[],
   options: BenchOptions,
 ): Promise<ScenarioResult> {
-  const runs: Record<Target, Run[]> = { floor: [], gateway: [], overflowed: [], nginx: [], haproxy: [], direct: [] };
+  const runs = Object.fromEntries(TARGETS.map((t) => [t, []])) as unknown as Record<Target, Run[]>;
   const once = makeRun(name, all, options);
   if (options.warmupSeconds > 0) {
-    for (const t of targets) await once(origin(t), null, options.warmupSeconds);
+    for (const t of targets) await once(origin(t), null, options.warmupSeconds, proxy(t)?.headers);
   }
   for (let round = 0; round < options.rounds; round++) {
     // A B, B A, A B...: a drift in the machine's speed weighs on both targets alike.
     const order = round % 2 === 0 ? targets : [...targets].reverse();
     for (const t of order) {
-      let run = await once(origin(t), proxy(t), options.seconds);
+      let run = await once(origin(t), proxy(t), options.seconds, proxy(t)?.headers);
       // Another process took a share of the two cores: that run says little; run it again.
       for (let retry = 0; retry < options.disturbedRetries && run.foreignCores > DISTURBED_CORES; retry++) {
         options.log(`${name} round ${round + 1}/${options.rounds} ${t.padEnd(7)} disturbed (${describe(run)}); again`);
-        run = await once(origin(t), proxy(t), options.seconds);
+        run = await once(origin(t), proxy(t), options.seconds, proxy(t)?.headers);
       }
       runs[t].push(run);
       options.log(`${name} round ${round + 1}/${options.rounds} ${t.padEnd(7)} ${describe(run)}`);
@@ -247,7 +247,8 @@ function makeRun(name: ScenarioName, all: BenchProcess[], options: BenchOptions)
   const small = smallChatBody();
   const large = name === 'large' ? agentChatBody(options.largeBytes) : name === 'string' ? oneStringChatBody(options.largeBytes) : '';
   const streamed = streamChatBody();
-  return async (origin: string, proxy: BenchProcess | null, seconds: number): Promise<Run> => {
+  return async (origin: string, proxy: BenchProcess | null, seconds: number, extra?: Record<string, string>): Promise<Run> => {
+    const headers = { ...SDK_HEADERS, ...extra };
     const before = await proxy?.stats();
     const accounted = await benchCpuMs(all);
     const machine = machineBusyMs();
@@ -258,7 +259,7 @@ function makeRun(name: ScenarioName, all: BenchProcess[], options: BenchOptions)
       const stream = await runStreams({
         url,
         body: streamed,
-        headers: SDK_HEADERS,
+        headers,
         concurrency: options.streamConcurrency,
         seconds,
         events: options.streamEvents,
@@ -269,7 +270,7 @@ function makeRun(name: ScenarioName, all: BenchProcess[], options: BenchOptions)
       const body = name === 'small' ? small : large;
       const connections = name === 'small' ? options.smallConnections : options.largeConnections;
       run = {
-        load: await runLoad({ url, body, headers: SDK_HEADERS, connections, seconds, requests: options.requests }),
+        load: await runLoad({ url, body, headers, connections, seconds, requests: options.requests }),
         cpuUsPerRequest: Number.NaN,
         foreignCores: Number.NaN,
       };
@@ -326,14 +327,17 @@ async function primeOverflowed(gateway: BenchProcess, options: BenchOptions): Pr
   }
 }
 
-/** Every target must answer a small request with a 200 and the same bytes before anything is timed. */
-async function checkTargets(origins: string[]): Promise<void> {
+/**
+ * Every target must answer a small request with a 200 and the same answer before anything is
+ * timed: the same bytes, or for Portkey (which re-serialises the upstream's JSON) the same JSON.
+ */
+async function checkTargets(procs: BenchProcess[]): Promise<void> {
   const answers: string[] = [];
-  for (const origin of origins) {
-    const res = await request(`${origin}${CHAT_PATH}`, { method: 'POST', headers: SDK_HEADERS, body: smallChatBody() });
+  for (const { origin, headers, name } of procs) {
+    const res = await request(`${origin}${CHAT_PATH}`, { method: 'POST', headers: { ...SDK_HEADERS, ...headers }, body: smallChatBody() });
     const text = await res.body.text();
     if (res.statusCode !== 200) throw new Error(`${origin} answered ${res.statusCode}: ${text.slice(0, 300)}`);
-    answers.push(text);
+    answers.push(name === 'portkey' ? JSON.stringify(JSON.parse(text)) : text);
   }
-  if (new Set(answers).size !== 1) throw new Error('the targets answered the same request differently');
+  if (new Set(answers).size !== 1) throw new Error(`the targets answered the same request differently:\n${answers.join('\n')}`);
 }

@@ -1,24 +1,29 @@
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { procStats } from './dist-gateway.js';
-import type { BenchProcess } from './procs.js';
+import { stopOnExit, type BenchProcess } from './procs.js';
 
 /*
  * The peers `npm run bench` runs beside the gateway when they are installed here: nginx and
  * HAProxy (Debian: `apt-get install -y nginx haproxy`), each in the foreground with its config,
  * pid and temporary files in a directory of its own (the system's services are not involved),
  * one worker, keep-alive connections to the fake upstream, no buffering of bodies where the
- * proxy can stream them, and no access log (as ../shared/peer-bench runs nginx). Their CPU time is
- * the process tree's, from /proc. Portkey's gateway is not run: it is no dependency of this
- * project (see bench/findings.md, round 8).
+ * proxy can stream them, and no access log (as ../shared/peer-bench runs nginx); and Portkey's
+ * gateway, from bench/portkey/node_modules (`npm run bench:peers`; no dependency of the gateway).
+ * Their CPU time is the process tree's, from /proc.
  */
 
-export type Peer = 'nginx' | 'haproxy';
+export type Peer = 'nginx' | 'haproxy' | 'portkey';
+export const PEERS: Peer[] = ['nginx', 'haproxy', 'portkey'];
+
+const PORTKEY_DIR = fileURLToPath(new URL('portkey/', import.meta.url));
+const PORTKEY_ENTRY = join(PORTKEY_DIR, 'node_modules/@portkey-ai/gateway/build/start-server.js');
 
 export interface PeerStart {
   proc: BenchProcess | null;
@@ -28,13 +33,29 @@ export interface PeerStart {
 }
 
 export async function startPeer(peer: Peer, upstream: string): Promise<PeerStart> {
-  const binary = which(peer);
-  if (!binary) return { proc: null, skipped: `${peer} is not installed (Debian: apt-get install -y ${peer})` };
+  const binary = peer === 'portkey' ? (existsSync(PORTKEY_ENTRY) ? process.execPath : null) : which(peer);
+  if (!binary)
+    return {
+      proc: null,
+      skipped:
+        peer === 'portkey'
+          ? "Portkey's gateway is not installed (npm run bench:peers installs @portkey-ai/gateway into bench/portkey)"
+          : `${peer} is not installed (Debian: apt-get install -y ${peer})`,
+    };
   const dir = mkdtempSync(join(tmpdir(), `bench-${peer}-`));
   const port = await freePort();
   const up = new URL(upstream);
   let child: ChildProcess;
-  if (peer === 'nginx') {
+  // Portkey is pointed at the fake upstream per request (x-portkey-custom-host; it appends
+  // /chat/completions); loopback is in its default TRUSTED_CUSTOM_HOSTS.
+  const headers = peer === 'portkey' ? { 'x-portkey-provider': 'openai', 'x-portkey-custom-host': `${upstream}/v1` } : undefined;
+  if (peer === 'portkey') {
+    child = spawn(binary, [PORTKEY_ENTRY, `--port=${port}`, '--headless'], {
+      cwd: dir,
+      env: { PATH: process.env.PATH, NODE_ENV: 'production' },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+  } else if (peer === 'nginx') {
     mkdirSync(join(dir, 'tmp'));
     writeFileSync(join(dir, 'nginx.conf'), nginxConf(dir, port, up.host));
     child = spawn(binary, ['-p', dir, '-c', join(dir, 'nginx.conf'), '-e', join(dir, 'error.log')], {
@@ -47,18 +68,18 @@ export async function startPeer(peer: Peer, upstream: string): Promise<PeerStart
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-2000)));
   const origin = `http://127.0.0.1:${port}`;
-  const stop = async () => {
+  const stop = stopOnExit(async () => {
     if (child.exitCode === null && child.signalCode === null) {
       const exited = new Promise((resolve) => child.once('exit', resolve));
-      child.kill(peer === 'nginx' ? 'SIGQUIT' : 'SIGUSR1');
+      child.kill(peer === 'nginx' ? 'SIGQUIT' : peer === 'haproxy' ? 'SIGUSR1' : 'SIGTERM');
       await Promise.race([exited, sleep(5_000)]);
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     }
     rmSync(dir, { recursive: true, force: true });
-  };
+  });
   for (let i = 0; ; i++) {
     try {
-      const res = await request(`${origin}/v1/models`);
+      const res = await request(`${origin}/v1/models`, { headers });
       await res.body.arrayBuffer();
       if (res.statusCode === 200) break;
     } catch {
@@ -74,12 +95,13 @@ export async function startPeer(peer: Peer, upstream: string): Promise<PeerStart
     proc: {
       name: peer,
       origin,
+      headers,
       pid: child.pid!,
       stats: async () => treeStats(child.pid!),
       profile: () => Promise.reject(new Error(`${peer}: no profiler`)),
       stop,
     },
-    version: versionOf(binary, peer),
+    version: peer === 'portkey' ? portkeyVersion() : versionOf(binary, peer),
   };
 }
 
@@ -155,6 +177,12 @@ function childrenOf(pid: number): number[] {
   } catch {
     return [];
   }
+}
+
+function portkeyVersion(): string {
+  const read = (name: string) =>
+    (JSON.parse(readFileSync(join(PORTKEY_DIR, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
+  return `Portkey's gateway ${read('@portkey-ai/gateway')} (@hono/node-server ${read('@hono/node-server')}, Node ${process.versions.node})`;
 }
 
 function which(peer: Peer): string | null {

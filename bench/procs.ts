@@ -9,12 +9,34 @@ export type { ProcStats } from './child.js';
 export interface BenchProcess {
   name: string;
   origin: string;
+  /** Request headers this target needs besides the client's own (Portkey: which provider, which host). */
+  headers?: Record<string, string>;
   pid: number;
   /** `memory`: with the heap and open handles, measured now or after full collections (bench/soak.ts). */
   stats(options?: { memory?: MemoryRequest }): Promise<ProcStats>;
   /** Starts the V8 CPU profiler in the child; stopping returns its profile (bench/profile.ts). */
   profile(action: 'start' | 'stop'): Promise<unknown>;
   stop(): Promise<void>;
+}
+
+/**
+ * Stops of the processes that do not exit with the bench on their own (the gateways as `npm start`
+ * runs them, the peers): run.ts calls them when it gives up or is interrupted.
+ */
+const orphanable = new Set<() => Promise<void>>();
+
+/** Registers a stop; the returned stop runs it once and unregisters it. */
+export function stopOnExit(stop: () => Promise<void>): () => Promise<void> {
+  const once = () => {
+    orphanable.delete(once);
+    return stop();
+  };
+  orphanable.add(once);
+  return once;
+}
+
+export async function stopAll(): Promise<void> {
+  await Promise.allSettled([...orphanable].map((stop) => stop()));
 }
 
 const READY_TIMEOUT_MS = 20_000;

@@ -24,6 +24,10 @@ export interface RescueLoadOptions {
   /** A new overflowing conversation is sent this often (one at a time, the next when this one is answered or the interval is up). */
   everyMs: number;
   summaryDelayMs: number;
+  /** Called as each phase starts (bench/rescue-profile.ts marks its profile's time with it). */
+  phase?: (name: 'quiet' | 'rescuing') => void;
+  /** Node flags for the gateway process (bench/rescue-profile.ts: --cpu-prof). */
+  gatewayFlags?: string[];
   log: (line: string) => void;
 }
 
@@ -58,7 +62,7 @@ export async function measureRescueLoad(options: RescueLoadOptions): Promise<Res
   let gateway: BenchProcess | undefined;
   try {
     // Masking off: a rescue that masking alone could make fit would not call the summarizer, whose time is what a rescue is set against.
-    gateway = await startDistGateway('gateway', { UPSTREAM_URL: `${upstream.origin}/v1`, COMPACTION_MASK: 'false' });
+    gateway = await startDistGateway('gateway', { UPSTREAM_URL: `${upstream.origin}/v1`, COMPACTION_MASK: 'false' }, options.gatewayFlags);
     const url = `${gateway.origin}${CHAT_PATH}`;
     const small = () =>
       runLoad({ url, body: smallChatBody(), headers: SDK_HEADERS, connections: 16, seconds: options.seconds, rate: options.smallRate });
@@ -70,8 +74,10 @@ export async function measureRescueLoad(options: RescueLoadOptions): Promise<Res
     const busy: Array<{ load: LoadResult; cpuMs: number; rescued: Array<{ ms: number; summarizerMs: number }> }> = [];
     const accepted: number[] = [];
     for (let round = 0; round < options.rounds; round++) {
+      options.phase?.('quiet');
       const c0 = (await gateway.stats()).cpuMs;
       quiet.push({ load: await small(), cpuMs: (await gateway.stats()).cpuMs - c0 });
+      options.phase?.('rescuing');
       const c1 = (await gateway.stats()).cpuMs;
       const until = performance.now() + options.seconds * 1000;
       const rescuing = (async () => {

@@ -2,6 +2,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { PRESETS, runBench, type BenchOptions } from './harness.js';
 import { AGENTS_END, AGENTS_START } from './agents.js';
+import { stopAll } from './procs.js';
 import { renderReport } from './report.js';
 import { EVAL_END, EVAL_START, sectionOf } from '../scripts/eval/section.js';
 
@@ -11,8 +12,8 @@ import { EVAL_END, EVAL_START, sectionOf } from '../scripts/eval/section.js';
  */
 
 const USAGE = 'usage: npm run bench [-- --quick] [-- --out FILE]';
-/** Whatever happens, the run ends: children exit when this process does. */
-const HARD_LIMIT_MS = 25 * 60_000;
+/** Whatever happens, the run ends, and stops what it started (the children under tsx exit with it). */
+const HARD_LIMIT_MS = 40 * 60_000;
 
 async function main(argv: string[]): Promise<number> {
   const unknown = argv.filter((a, i) => !['--quick', '--out'].includes(a) && argv[i - 1] !== '--out');
@@ -25,10 +26,12 @@ async function main(argv: string[]): Promise<number> {
   const out = outIndex >= 0 ? argv[outIndex + 1] : quick ? undefined : fileURLToPath(new URL('../BENCHMARKS.md', import.meta.url));
   const options: BenchOptions = quick ? PRESETS.quick : PRESETS.full;
 
-  setTimeout(() => {
-    process.stderr.write(`bench: still running after ${HARD_LIMIT_MS / 1000} s; giving up\n`);
-    process.exit(1);
-  }, HARD_LIMIT_MS).unref();
+  const giveUp = (why: string) => {
+    process.stderr.write(`bench: ${why}; stopping what it started\n`);
+    void stopAll().finally(() => process.exit(1));
+  };
+  setTimeout(() => giveUp(`still running after ${HARD_LIMIT_MS / 1000} s`), HARD_LIMIT_MS).unref();
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => giveUp(signal));
 
   const result = await runBench(options);
   const { markdown, verdicts } = renderReport(result);

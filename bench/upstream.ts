@@ -54,7 +54,7 @@ const server = createServer((req, res) => {
     if (req.headers['x-gateway-compaction'] === 'summarizer') return summarize(res);
     if (config.limitBytes !== undefined && size > config.limitBytes && !req.headers[ACCEPT_ANY_SIZE]) return reject(res, size);
     if (req.headers[HOLD_ANSWER]) return;
-    const streamed = config.parseBodies ? parsedStream(Buffer.concat(chunks)) : isStream(chunks);
+    const streamed = config.parseBodies ? parsedStream(Buffer.concat(chunks)) : isStream(chunks, size);
     if (streamed === undefined) return badJson(res);
     if (streamed) return void stream(res);
     const answer = answerFor(size);
@@ -69,10 +69,13 @@ function sendJson(res: ServerResponse, status: number, body: Buffer): void {
   res.end(body);
 }
 
-function isStream(chunks: Buffer[]): boolean {
+function isStream(chunks: Buffer[], size: number): boolean {
   // Bench clients put `"stream":true` first; looking at the start spares a copy of large bodies.
-  return chunks.length > 0 && chunks[0].subarray(0, 64).includes(STREAM_MARK);
+  // A proxy that re-serialises the body (Portkey) moves it: a small body is searched whole.
+  if (chunks.length === 0) return false;
+  return chunks[0].subarray(0, 64).includes(STREAM_MARK) || (size <= SEARCHED_WHOLE && Buffer.concat(chunks).includes(STREAM_MARK));
 }
+const SEARCHED_WHOLE = 16 * 1024;
 
 /** Whether the body asks for a stream; undefined when it is not JSON. */
 function parsedStream(body: Buffer): boolean | undefined {
