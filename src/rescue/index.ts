@@ -8,8 +8,9 @@ import type { InspectedAnswer } from './inspect.js';
 import { attempt } from './attempt.js';
 import { compactAhead, memoryAhead, type Proactive } from './ahead.js';
 import { BECAUSE, compactFor } from './compact.js';
-import { holdBudget, markedHeaders, modelOf, optedOut, tooManyItems, type Decided, type RescueContext } from './context.js';
-import { learnedBounds, learnFrom, noteAccepted, recallFor, rememberSpan, rewriteOf, underLease, type Rewrite } from './memory.js';
+import { holdBudget, markedHeaders, optedOut, tooManyItems, type Decided, type RescueContext } from './context.js';
+import { learnFrom, noteAccepted, rememberedFor, rememberSpan, rewriteOf, underLease, type Rewrite } from './memory.js';
+import { identityOf } from './identity.js';
 import { compactionHeader, countCompaction, countRescue, isAhead, logDecision, type RescueRecord, type ReplayResult } from './report.js';
 import { noteRescue } from '../telemetry/traces.js';
 import { isAgentCompaction } from './agent-compaction.js';
@@ -187,12 +188,12 @@ async function rescue(
   if (trigger === 'truncated') {
     Object.assign(record, {
       limit: 'observed',
-      window: { tokens: limits.limitTokens ?? 0, estimate: limits.promptTokens ?? 0, model: modelOf(ctx) ?? ctx.notes.model },
+      window: { tokens: limits.limitTokens ?? 0, estimate: limits.promptTokens ?? 0, model: identityOf(ctx).model ?? ctx.notes.model },
     });
   } else {
     record.statedTokens = limits.limitTokens;
     deps.metrics.overlong.inc({ api: dialect.api, reason, upstream: ctx.upstream.name });
-    const model = modelOf(ctx) ?? ctx.notes.model;
+    const model = identityOf(ctx).model ?? ctx.notes.model;
     if (model && limits.limitTokens) deps.windows.contradicted(ctx.upstream, model, limits.limitTokens);
   }
   if (!hold.held) return shed(ctx, record, first, hold.cost);
@@ -269,18 +270,19 @@ async function compacted(
   if (agents) record.agentCompaction = true;
   const { compaction, used, remembered } = await underLease(ctx, conversation, async (lease) => {
     // After a compaction ahead was refused too, memory has had its say: start from the request.
-    const recalled = afterAhead || agents ? null : await recallFor(ctx, conversation);
+    const remembered = await rememberedFor(ctx, afterAhead || agents ? null : conversation);
+    const recalled = remembered.entry ?? undefined;
     const ratio = deps.config.compaction.targetRatio;
-    const learned = withKnownWindow(ctx, verdict, await learnedBounds(ctx));
-    const target = sizeTarget(rejection, learned, ratio, recalled?.entry.bytesPerToken);
+    const learned = withKnownWindow(ctx, verdict, remembered.bounds);
+    const target = sizeTarget(rejection, learned, ratio, recalled?.bytesPerToken);
     const because = BECAUSE[verdict.reason === 'body_too_large' ? 'body_too_large' : 'context_length'];
     const compactTo = (to: SizeTarget) =>
-      compactFor(ctx, json, conversation, to, { because, recalled: recalled?.entry, logSummary: true, digestOnly: agents });
+      compactFor(ctx, json, conversation, to, { because, recalled, logSummary: true, digestOnly: agents });
     let used = target;
     let compaction = await compactTo(used);
     // What other requests taught must not make this one unrescuable: it is tried once more with
     // what its own rejection says, which is never looser than what the upstream accepted or refused.
-    const own = learned ? sizeTarget(rejection, undefined, ratio, recalled?.entry.bytesPerToken) : null;
+    const own = learned ? sizeTarget(rejection, undefined, ratio, recalled?.bytesPerToken) : null;
     if (compaction.outcome === 'not_shrunk' && compaction.why === 'cannot_fit' && own && own.fitBytes > target.fitBytes) {
       used = own;
       compaction = await compactTo(used);
@@ -467,7 +469,7 @@ function overflowInApiWords(ctx: RescueContext, record: RescueRecord, answer: In
   const { translateOverflow, maxReplays } = ctx.deps.config.compaction;
   if (!translateOverflow || maxReplays === 0 || !answer.verdict.overlong) return null;
   const limits = answer.verdict.limits;
-  const model = modelOf(ctx) ?? ctx.notes.model;
+  const model = identityOf(ctx).model ?? ctx.notes.model;
   const bytesPerToken = (model && ctx.deps.windows.bytesPerToken(ctx.upstream, model)) || DEFAULT_BYTES_PER_TOKEN;
   const prompt = limits.promptTokens ?? record.compaction?.tokensBefore ?? Math.ceil(ctx.incoming.bytes / bytesPerToken);
   return inApiWords(ctx.dialect.api, answer, prompt || 1, limits.limitTokens ?? windowFor(ctx, model)?.tokens);

@@ -5,7 +5,8 @@ import { credentialsOf } from '../upstream/discover.js';
 import type { KnownWindow } from '../upstream/windows.js';
 import { decodeText } from '../upstream/body.js';
 import type { InspectedAnswer } from './inspect.js';
-import { holdBudget, modelOf, type RescueContext } from './context.js';
+import { holdBudget, type RescueContext } from './context.js';
+import { identityOf } from './identity.js';
 
 /*
  * Windows known before sending (upstream/windows.ts): a request whose estimate passes its model's
@@ -28,7 +29,7 @@ const WATCHED_MIN_BYTES = 4096;
  * whose window is not known, in the background; an agent's first request (its instructions and
  * tools) is that large, long before its conversation nears any window.
  */
-export function windowFor(ctx: RescueContext, model = modelOf(ctx) ?? ctx.notes.model): KnownWindow | undefined {
+export function windowFor(ctx: RescueContext, model = identityOf(ctx).model ?? ctx.notes.model): KnownWindow | undefined {
   if (!model) return undefined;
   return ctx.deps.windows.windowOf(
     ctx.upstream,
@@ -46,7 +47,7 @@ async function modelFor(ctx: RescueContext): Promise<string | undefined> {
   if (!(await holdBudget(ctx, 0)).held) return undefined;
   await ctx.incoming.load();
   // Read whole now: the access log and the answer's count go by it too.
-  return (ctx.notes.model = modelOf(ctx));
+  return (ctx.notes.model = identityOf(ctx).model);
 }
 
 /**

@@ -53,7 +53,7 @@ interface Reads {
   memory: Record<string, number>;
 }
 
-const MEMORY_OPERATIONS = ['recall', 'knowsTenant', 'session', 'limitFor', 'accepted', 'lease'] as const;
+const MEMORY_OPERATIONS = ['reachOf', 'thread', 'remembered', 'accepted', 'lease'] as const;
 
 async function run(
   body: unknown,
@@ -122,7 +122,7 @@ it('after one refusal nothing could shrink, a small request of that tenant and m
   const refused = await run({ model: 'fake-model', messages: [{ role: 'user', content: 'x'.repeat(20_000) }], max_tokens: 100 }, memory);
   expect(refused.status).toBe(400);
   expect(refused.header).toMatchObject({ outcome: 'not_shrunk' });
-  expect(refused.reads.memory.limitFor + refused.reads.loads).toBeGreaterThan(0);
+  expect(refused.reads.memory.remembered + refused.reads.loads).toBeGreaterThan(0);
 
   const after = await run(small(), memory);
   expect(after.status).toBe(200);
@@ -151,7 +151,7 @@ it('after a compaction is remembered, a request smaller than its span is not rea
 
   const next = await run(turns(110), memory);
   expect(next.header).toMatchObject({ outcome: 'compacted', trigger: 'proactive' });
-  expect(next.reads.memory.recall).toBeGreaterThan(0);
+  expect(next.reads.memory.remembered).toBeGreaterThan(0);
   await memory.close();
 });
 

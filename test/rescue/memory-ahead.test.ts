@@ -94,7 +94,7 @@ it('a limit learned since a span was remembered lowers the aim of the compaction
 
   // Learned since: a window of 2,500 tokens at 4 bytes: fit 9,000 bytes, aim 5,000 bytes, both
   // under what was remembered. The next turn, 100 turns longer, is compacted ahead at that aim.
-  await memory.learn(tenantOf(TENANT)!, upstream.baseUrl, 'fake-model', { limitTokens: 2500 });
+  await memory.learn({ tenant: tenantOf(TENANT)!, upstream: upstream.baseUrl, api: 'chat', model: 'fake-model' }, { limitTokens: 2500 });
   const body = smallTurns(200);
   const next = await run(body, memory);
   expect(next).toMatchObject({ outcome: 'compacted', trigger: 'proactive', limit: 'learned' });
