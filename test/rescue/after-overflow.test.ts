@@ -12,8 +12,9 @@ import { readIncoming } from '../../src/rescue/request.js';
 import { ClientGone } from '../../src/upstream/client-gone.js';
 import { resolveUpstreams } from '../../src/upstream/upstreams.js';
 import { Windows } from '../../src/upstream/windows.js';
-import { completion, json, startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
-import { isSummarizer, parseCompactionHeader, toolTurnsBody } from '../helpers/rescue.js';
+import { startStandIn } from '../helpers/provider.js';
+import { parseCompactionHeader, toolTurnsBody } from '../helpers/rescue.js';
+import type { StrictChat } from '../helpers/strict-chat.js';
 
 /*
  * After a tenant and model overflowed once, a request far below every limit it could meet, and
@@ -23,7 +24,7 @@ import { isSummarizer, parseCompactionHeader, toolTurnsBody } from '../helpers/r
  * request that does extend a remembered compaction is still compacted ahead.
  */
 
-let upstream: FakeUpstream;
+let upstream: StrictChat;
 const agents: Agent[] = [];
 afterEach(async () => {
   vi.restoreAllMocks();
@@ -36,14 +37,7 @@ const TENANT = { authorization: 'Bearer sk-client' };
 const LIMIT = 16_000;
 
 async function startRefusing(): Promise<void> {
-  upstream = await startFakeUpstream((req, res) => {
-    if (isSummarizer(req)) return json(res, 200, completion('SUMMARY: files read.'));
-    if (req.body.length > LIMIT) {
-      const message = `This model's maximum context length is ${LIMIT / 4} tokens. However, your messages resulted in ${Math.ceil(req.body.length / 4)} tokens. Please reduce the length of the messages.`;
-      return json(res, 400, { error: { message, type: 'invalid_request_error', param: 'messages', code: 'context_length_exceeded' } });
-    }
-    return json(res, 200, completion('done'));
-  });
+  upstream = await startStandIn({ provider: 'chat', limitBytes: LIMIT });
 }
 
 /** What one request cost the gateway beyond forwarding it: body reads, and each memory operation. */
@@ -156,7 +150,7 @@ it('after a compaction is remembered, a request smaller than its span is not rea
 });
 
 it('a request under its model\u2019s known window, counting the completion only where the window does, is not read to be made to fit', async () => {
-  upstream = await startFakeUpstream();
+  upstream = await startStandIn({ provider: 'chat' });
   // 10,000 tokens, the completion not counted: a request is made to fit past 95% of it (3 bytes a token until answers say otherwise).
   const windows = [{ model: 'fake-model', tokens: 10_000, completionCounted: false }];
   const sized = (bytes: number) => ({ model: 'fake-model', messages: [{ role: 'user', content: 'z'.repeat(bytes) }], max_tokens: 100 });
