@@ -1,6 +1,6 @@
 import pino from 'pino';
 import { Agent } from 'undici';
-import { afterEach, expect, it, vi } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { validateConfig } from '../../src/config/load.js';
 import { chat } from '../../src/dialects/chat.js';
 import { createMemory, type CompactionMemory } from '../../src/memory/index.js';
@@ -13,6 +13,7 @@ import { ClientGone } from '../../src/upstream/client-gone.js';
 import { resolveUpstreams } from '../../src/upstream/upstreams.js';
 import { Windows } from '../../src/upstream/windows.js';
 import { startStandIn } from '../helpers/provider.js';
+import { HAVE_REDIS, redisCliAsync, startRedis, until } from '../helpers/redis.js';
 import { parseCompactionHeader, toolTurnsBody } from '../helpers/rescue.js';
 import type { StrictChat } from '../helpers/strict-chat.js';
 
@@ -21,7 +22,8 @@ import type { StrictChat } from '../helpers/strict-chat.js';
  * extending no remembered compaction, costs what it costs on a fresh gateway (issue 47): its body
  * is not read (not loaded, not parsed), its tenant not looked up, nothing fingerprinted, and its
  * acceptance not noted. Counted through the request's own reader and the memory's methods; a
- * request that does extend a remembered compaction is still compacted ahead.
+ * request that does extend a remembered compaction is still compacted ahead. With Redis, what
+ * memory holds for a tenant is read from Redis, in one command a request, by every replica.
  */
 
 let upstream: StrictChat;
@@ -159,4 +161,64 @@ it('a request under its model\u2019s known window, counting the completion only 
   expect(under.reads).toMatchObject({ loads: 0, parses: 0 });
   const over = await run(sized(30_000), null, windows);
   expect(over.reads.loads).toBeGreaterThan(0);
+});
+
+/** Commands Redis ran since its counts were last reset (CONFIG RESETSTAT), the tests' own left out. */
+async function redisCommands(port: number): Promise<Record<string, number>> {
+  const stats = await redisCliAsync(port, 'info', 'commandstats');
+  const counts = [...stats.matchAll(/^cmdstat_([\w|]+):calls=(\d+)/gm)].map(([, name, calls]) => [name, Number(calls)] as const);
+  return Object.fromEntries(counts.filter(([name]) => !/^(config|info)/.test(name)));
+}
+
+if (!HAVE_REDIS && process.env.CI) throw new Error('redis-server is not installed, and CI needs the Redis tests to run');
+
+describe.skipIf(!HAVE_REDIS)('with Redis, shared by replicas', () => {
+  it('a small request of a tenant that only has a learned limit costs what it costs on a fresh gateway: one Redis read, no body read', async () => {
+    await startRefusing();
+    const redis = await startRedis();
+    const config = validateConfig({ upstream: { url: upstream.baseUrl }, memory: { redisUrl: redis.url } });
+    const [a, b] = [0, 1].map(() => createMemory(config, createMetrics(), pino({ level: 'silent' }))!);
+    try {
+      // Each connects in the background (no offline queue): ready once a read of its reaches Redis.
+      for (const replica of [a, b]) {
+        await redisCliAsync(redis.port, 'config', 'resetstat');
+        await until('the replica to reach Redis', 10_000, async () => {
+          await replica.reachOf('warm-up');
+          return (await redisCommands(redis.port)).get === 1;
+        });
+      }
+      /** One request through replica b, with the commands Redis ran for it (the acceptance's, not waited for, included). */
+      const through = async (body: unknown, replica = b) => {
+        await redisCliAsync(redis.port, 'config', 'resetstat');
+        const r = await run(body, replica);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        return { ...r, commands: await redisCommands(redis.port) };
+      };
+      const fresh = await through(small());
+      expect(fresh.status).toBe(200);
+      expect(fresh.reads).toEqual({ ...NOTHING, memory: { ...NOTHING.memory, reachOf: 1 } });
+      expect(fresh.commands).toEqual({ get: 1 });
+
+      // Refused on the other replica, nothing in it can be compacted: the limit is learned, in Redis.
+      const refused = await through({ model: 'fake-model', messages: [{ role: 'user', content: 'x'.repeat(20_000) }], max_tokens: 100 }, a);
+      expect(refused.header).toMatchObject({ outcome: 'not_shrunk' });
+      expect(Object.keys(refused.commands)).toContain('set');
+
+      const after = await through(small());
+      expect(after.status).toBe(200);
+      expect(after.reads).toEqual(fresh.reads);
+      expect(after.commands).toEqual(fresh.commands);
+
+      // A compaction replica a remembers is what b reads too: the conversation's next turn goes compacted ahead.
+      const turns = (n: number) => toolTurnsBody(n, (t) => `// file ${t}\n${'x'.repeat(90)}`);
+      expect((await through(turns(100), a)).header).toMatchObject({ outcome: 'replayed', memory: 'miss' });
+      expect((await through(turns(110))).header).toMatchObject({ outcome: 'compacted', trigger: 'proactive', memory: 'hit' });
+      const smallAfter = await through(small());
+      expect(smallAfter.reads).toEqual(fresh.reads);
+      expect(smallAfter.commands).toEqual(fresh.commands);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+      await redis.stop();
+    }
+  });
 });
