@@ -10,7 +10,7 @@ import { identityOf } from './identity.js';
 /*
  * The rescue's use of the compaction memory: what a rejection teaches, which remembered summary a
  * request extends, and remembering a new one (a request compacted before its first attempt, when
- * it extends one, is ahead.ts). All of it per tenant: a request that carries no credential
+ * it extends one, is proactive.ts). All of it per tenant: a request that carries no credential
  * has no memory at all, unless memory.shareAnonymous lets every such request share one (a
  * single-user sidecar). Every store failure counts as a miss: the gateway keeps working without
  * memory.

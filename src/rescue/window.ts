@@ -96,9 +96,9 @@ export function watched(ctx: RescueContext, bytes: number): boolean {
 
 /** The prompt count the held start of an answer says (a whole JSON body; a Messages stream's message_start), when it says one. */
 export function heldCount(ctx: RescueContext, answer: InspectedAnswer): number | undefined {
-  const streamed = String(answer.answer.headers['content-type'] ?? '').includes('text/event-stream');
+  const streamed = String(answer.response.headers['content-type'] ?? '').includes('text/event-stream');
   if (!streamed && !answer.held.complete) return undefined;
-  return ctx.dialect.promptCount(decodeText(answer.held.bytes, answer.answer.headers['content-encoding']));
+  return ctx.dialect.promptCount(decodeText(answer.held.bytes, answer.response.headers['content-encoding']));
 }
 
 /**

@@ -90,7 +90,7 @@ async function run(
     notes: { model: 'fake-model' },
   };
   const outcome = await serve(ctx, () => false);
-  for await (const _ of outcome.answer.answer.body);
+  for await (const _ of outcome.answer.response.body);
   // What a request's acceptance notes is not waited for: it has had its turn once the answer is read.
   await new Promise((r) => setImmediate(r));
   const reads = {
@@ -99,7 +99,7 @@ async function run(
     memory: Object.fromEntries(spies.map(([name, spy]) => [name, spy.mock.calls.length])),
   };
   vi.restoreAllMocks();
-  return { status: outcome.answer.answer.status, header: outcome.header ? parseCompactionHeader(outcome.header) : undefined, reads };
+  return { status: outcome.answer.response.status, header: outcome.header ? parseCompactionHeader(outcome.header) : undefined, reads };
 }
 
 const NOTHING: Reads = { loads: 0, parses: 0, memory: Object.fromEntries(MEMORY_OPERATIONS.map((name) => [name, 0])) };

@@ -123,11 +123,11 @@ async function run(
   };
   const outcome = await serve(ctx, () => o.committed ?? false);
   const chunks: Buffer[] = [];
-  for await (const chunk of outcome.answer.answer.body) chunks.push(Buffer.from(chunk));
+  for await (const chunk of outcome.answer.response.body) chunks.push(Buffer.from(chunk));
   const text = Buffer.concat([outcome.answer.held.bytes, ...chunks]).toString();
   return {
     outcome,
-    status: outcome.answer.answer.status,
+    status: outcome.answer.response.status,
     header: outcome.header ? parseCompactionHeader(outcome.header) : undefined,
     text,
     logs: lines.map((l) => JSON.parse(l)),

@@ -10,7 +10,7 @@ import { isAgentCompaction } from './agent-compaction.js';
 import { summarizerModel } from './summarizer.js';
 
 /*
- * The compaction ahead of the first attempt, from memory: compacted by the same compactFor as the
+ * The proactive compaction (compaction.proactive), before the first attempt, from memory: compacted by the same compactFor as the
  * rescue after a refusal, remembered by memory.ts.
  */
 
@@ -25,7 +25,7 @@ export interface Proactive {
  * mayRecall): then not even the request's credential is hashed (bench/findings.md), and the
  * first attempt waits on no promise. A limit learned from a refusal opens nothing here.
  */
-export function memoryAhead(ctx: RescueContext): CompactionMemory | null {
+export function proactiveMemory(ctx: RescueContext): CompactionMemory | null {
   const memory = ctx.deps.memory;
   return memory?.mayRecall(ctx.incoming.bytes) ? memory : null;
 }
@@ -36,7 +36,7 @@ export function memoryAhead(ctx: RescueContext): CompactionMemory | null {
  * limits set the target; they never trigger a compaction on their own. Returns null when the
  * request should go as the client sent it.
  */
-export async function compactAhead(ctx: RescueContext, memory: CompactionMemory): Promise<Proactive | null> {
+export async function compactProactively(ctx: RescueContext, memory: CompactionMemory): Promise<Proactive | null> {
   // Only a request as large as a span remembered for its tenant has its body parsed before the first attempt.
   const identity = identityOf(ctx);
   const tenant = identity.tenant;
@@ -55,11 +55,11 @@ export async function compactAhead(ctx: RescueContext, memory: CompactionMemory)
     const remembered = await memory.remembered(thread, ctx.incoming.bytes);
     if (!remembered.entry) return null;
     memory.countLookup(remembered.entry);
-    return aheadUnderLease(ctx, conversation, json, { entry: remembered.entry, bounds: remembered.bounds }, lease, started);
+    return proactivelyUnderLease(ctx, conversation, json, { entry: remembered.entry, bounds: remembered.bounds }, lease, started);
   });
 }
 
-async function aheadUnderLease(
+async function proactivelyUnderLease(
   ctx: RescueContext,
   conversation: Conversation,
   json: Record<string, unknown>,
@@ -70,7 +70,7 @@ async function aheadUnderLease(
   const memory = ctx.deps.memory!;
   const bytes = ctx.incoming.bytes;
   const { entry } = recalled;
-  const target = aheadTarget(entry, bytes, recalled.bounds, ctx);
+  const target = proactiveTarget(entry, bytes, recalled.bounds, ctx);
   const compaction = await compactFor(ctx, json, conversation, target, { because: BECAUSE.ahead, recalled: entry });
   const durationMs = performance.now() - started;
   countCompaction(ctx.deps.metrics, ctx.dialect.api, compaction, durationMs, { upstream: ctx.upstream.name, model: summarizerModel(ctx) });
@@ -95,7 +95,7 @@ async function aheadUnderLease(
 }
 
 /** What the remembered compaction knew to fit, tightened by anything learned since. */
-function aheadTarget(entry: MemoryEntry, bytes: number, learned: Bounds | undefined, ctx: RescueContext): SizeTarget {
+function proactiveTarget(entry: MemoryEntry, bytes: number, learned: Bounds | undefined, ctx: RescueContext): SizeTarget {
   const ratio = ctx.deps.config.compaction.targetRatio;
   const bytesPerToken = entry.bytesPerToken ?? DEFAULT_BYTES_PER_TOKEN;
   const fromLearned = learned ? learnedTarget(bytes, learned, ratio, ctx.dialect.completion(ctx.incoming.json ?? {}), bytesPerToken) : null;
