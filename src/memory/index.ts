@@ -19,7 +19,6 @@ export interface Who {
   api: string;
   /** Undefined when the request names none: then nothing is learned or believed for it. */
   model?: string;
-  /** The agent's own id of its session (fingerprint.ts agentSessionOf). */
   agentSession?: string;
 }
 
@@ -44,7 +43,7 @@ export interface Remembered {
 export interface Lease {
   readonly session: string;
   readonly token: string;
-  /** Frees it (if still this one's: never another's), and stops renewing it. */
+  /** Frees it if still this one's (never another's). */
   release(): Promise<void>;
 }
 
@@ -215,7 +214,6 @@ export class CompactionMemory {
     return this.store.mayHaveTenants() && (this.store.shared || bytes >= this.smallestDisproving);
   }
 
-  /** A conversation of the request, keyed (its kept prefix digested, unless the agent names its session). */
   thread(who: Who, items: readonly unknown[], fixedEnd: number): Thread {
     const session = sessionKey(who.tenant, who.upstream, who.api, who.model ?? '', items, fixedEnd, who.agentSession);
     return { who, session, items, fixedEnd };
@@ -240,7 +238,6 @@ export class CompactionMemory {
     if (bytes) this.metrics.learnedBodyLimit.set(who.model, bytes);
   }
 
-  /** A request of `bytes` was accepted: whatever it disproves of what was learned is dropped. */
   async accepted(who: Who, bytes: number): Promise<void> {
     if (who.model === undefined) return;
     const key = limitKey(who.tenant, who.upstream, who.model);
@@ -295,7 +292,7 @@ export function createMemory(config: Readonly<Config>, metrics: Pick<Metrics, 'm
   return new CompactionMemory(store, metrics.memory(), log);
 }
 
-/** The newest of `entries` whose span the thread repeats exactly (one running hash over its items); a span must leave the request's new turn after it. */
+/** The newest of `entries` whose span the thread repeats exactly, leaving the request's new turn after it. */
 function repeated(thread: Thread, entries: readonly MemoryEntry[]): MemoryEntry | null {
   const after = thread.items.length - thread.fixedEnd;
   const usable = entries.filter((e) => e.spanLength < after).sort((a, b) => b.spanLength - a.spanLength);

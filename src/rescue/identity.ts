@@ -22,11 +22,7 @@ export class RequestIdentity {
 
   constructor(private readonly ctx: RescueContext) {}
 
-  /**
-   * Whom the request's memory belongs to: its credentials, and a `key` in its query (as it goes
-   * upstream; a Gemini key the gateway takes out of it is in clientHeaders as x-goog-api-key).
-   * Null: it has none.
-   */
+  /** A hash of its credentials and the `key` in its query (a Gemini key taken out of it is in clientHeaders); null: none. */
   get tenant(): string | null {
     if (this.#tenant !== undefined) return this.#tenant;
     const { path, clientHeaders, deps } = this.ctx;
@@ -64,7 +60,6 @@ export class RequestIdentity {
     });
   }
 
-  /** What memory holds for the tenant (CompactionMemory.reachOf), asked once a request. */
   reach(memory: CompactionMemory, tenant: string): Promise<Reach> {
     return (this.#reach ??= memory.reachOf(tenant));
   }
@@ -82,7 +77,6 @@ export class RequestIdentity {
 
 const identities = new WeakMap<RescueContext, RequestIdentity>();
 
-/** The request's identity, made on first use. */
 export function identityOf(ctx: RescueContext): RequestIdentity {
   let identity = identities.get(ctx);
   if (!identity) identities.set(ctx, (identity = new RequestIdentity(ctx)));

@@ -396,14 +396,12 @@ async function sendRewritten(ctx: RescueContext, record: RescueRecord, rewrite: 
   }
 }
 
-/** A rewritten request's answer, and the body that got it. */
 interface Sent {
   answer: InspectedAnswer;
   bytes: number;
   body: Buffer;
 }
 
-/** Counts the bound state stripped, and what the upstream's answer says it dropped. */
 function noteBound(ctx: RescueContext, record: RescueRecord, answer: InspectedAnswer): void {
   const api = ctx.dialect.api;
   if (record.bound?.stripped) ctx.deps.metrics.boundBlocks.inc({ api, action: 'stripped' }, record.bound.stripped);

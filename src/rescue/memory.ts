@@ -31,11 +31,7 @@ export async function learnFrom(ctx: RescueContext, verdict: Verdict, rejectedBy
   if (Object.keys(lesson).length > 0) await memory.learn(who, lesson);
 }
 
-/**
- * What memory remembers for the request, in one question: what rejections taught about its tenant
- * and model (as far as it is believed for its size) and, given its conversation, the remembered
- * compaction that conversation extends (counted as a hit or a miss).
- */
+/** What memory remembers for the request, in one read: learned bounds and, given its conversation, the compaction it extends. */
 export async function rememberedFor(ctx: RescueContext, conversation: Conversation | null): Promise<Remembered> {
   const memory = ctx.deps.memory;
   const identity = identityOf(ctx);

@@ -22,7 +22,7 @@ export interface Proactive {
 /**
  * The memory to look in before the first attempt, or null while it remembers no compaction the
  * request could extend (none at all, or only ones of spans larger than the request: memory/index.ts
- * mayRecall): then not even the request's credential is hashed (bench/findings.md), and the
+ * mayRecall): then not even the request's credential is hashed, and the
  * first attempt waits on no promise. A limit learned from a refusal opens nothing here.
  */
 export function proactiveMemory(ctx: RescueContext): CompactionMemory | null {

@@ -18,7 +18,7 @@ import { identityOf } from './identity.js';
 const UNREAD_SHARE = 0.5;
 /** A request whose estimate (and completion, where the window counts it) passes this share of the window is made to fit. */
 const FIT_SHARE = 0.95;
-/** A request larger than this is not searched for base64 data (about 20 ms a MB of the event loop). */
+/** A request larger than this is not searched for base64 data: the search would hold the event loop too long. */
 const MAX_SEARCHED_BYTES = 8 * 1024 * 1024;
 /** Answers to requests smaller than this are not read for their counts: no server runs a window that small. */
 const WATCHED_MIN_BYTES = 4096;
