@@ -89,7 +89,6 @@ export function mayNearWindow(ctx: RescueContext): boolean {
   return ctx.incoming.bytes >= WATCHED_MIN_BYTES;
 }
 
-/** Whether an answer to a request of `bytes` is read for its prompt count. */
 export function watched(ctx: RescueContext, bytes: number): boolean {
   return bytes >= WATCHED_MIN_BYTES && (ctx.pathModel ?? ctx.notes.model) !== undefined;
 }
@@ -134,7 +133,6 @@ export function truncationVerdict(cut: Extract<Truncation, { truncated: true }>)
   };
 }
 
-/** Logs a cut the client got all the same (a stream already under way), with its numbers. */
 export function logStreamedCut(ctx: RescueContext, cut: Extract<Truncation, { truncated: true }>, bytes: number): void {
   const model = ctx.pathModel ?? ctx.notes.model;
   ctx.log.warn(
