@@ -7,17 +7,36 @@ import { sessionKey, spanBytes, spanDigests } from './fingerprint.js';
 import { believed, disprovedFrom, loosened, type LearnedLimit } from './limits.js';
 import { RedisStore } from './redis.js';
 import { redisTargetOf } from './redis-target.js';
-import { LocalStore, type MemoryEntry, type MemoryStore } from './store.js';
+import { LocalStore, NO_REACH, type MemoryEntry, type MemoryStore, type Reach } from './store.js';
 
 export type { LearnedLimit } from './limits.js';
-export type { MemoryEntry } from './store.js';
+export type { MemoryEntry, Reach } from './store.js';
 
-/** A remembered compaction that this request extends. */
-export interface Recalled {
-  session: string;
-  entry: MemoryEntry;
+/** Whom a request's memory belongs to and what it is keyed by: worked out once a request (rescue/identity.ts). */
+export interface Who {
+  tenant: string;
+  /** The upstream's memory key (its name and URL; upstreams.ts), so no two upstreams share what is remembered. */
+  upstream: string;
+  api: string;
+  /** Undefined when the request names none: then nothing is learned or believed for it. */
+  model?: string;
+  agentSession?: string;
 }
 
+/** One conversation of a request as memory keys it: whose it is, and its session (fingerprint.ts sessionKey). */
+export interface Thread {
+  readonly who: Who;
+  readonly session: string;
+  readonly items: readonly unknown[];
+  /** Where the kept prefix ends: a remembered span starts there. */
+  readonly fixedEnd: number;
+}
+
+/** What memory remembers for a request: the compaction it extends, and what was learned of its model's limits, as believed for its size. */
+export interface Remembered {
+  entry: MemoryEntry | null;
+  bounds: Bounds | undefined;
+}
 /**
  * The right to compact a conversation and remember what came of it, held by one request at a time
  * across every replica sharing the store (CompactionMemory.lease).
@@ -25,7 +44,7 @@ export interface Recalled {
 export interface Lease {
   readonly session: string;
   readonly token: string;
-  /** Frees it (if still this one's: never another's), and stops renewing it. */
+  /** Frees it if still this one's (never another's). */
   release(): Promise<void>;
 }
 
@@ -69,34 +88,21 @@ export class CompactionMemory {
     private readonly log: FastifyBaseLogger,
   ) {}
 
-  /** The newest remembered compaction whose span this request repeats exactly, if any. */
-  async recall(
-    tenant: string,
-    upstream: string,
-    api: string,
-    model: string,
-    items: readonly unknown[],
-    fixedEnd: number,
-    agentSession?: string,
-  ): Promise<Recalled | null> {
-    const session = this.session(tenant, upstream, api, model, items, fixedEnd, agentSession);
-    const entries = await this.guard('read', () => this.store.entries(session), []);
-    const after = items.length - fixedEnd;
-    // A span must leave something after it: the request the agent added since.
-    const usable = entries.filter((e) => e.spanLength < after).sort((a, b) => b.spanLength - a.spanLength);
-    if (usable.length === 0) return null;
-    const digests = spanDigests(
-      items,
-      fixedEnd,
-      usable.map((e) => e.spanLength),
-    );
-    const entry = usable.find((e, i) => digests[i] === e.spanDigest);
-    return entry ? { session, entry } : null;
+  /**
+   * What is remembered for a request of `bytes`, in one read: given its conversation, the newest
+   * remembered compaction whose span it repeats exactly; and the learned limits believed for it.
+   */
+  async remembered(of: Who | Thread, bytes: number): Promise<Remembered> {
+    const thread = 'session' in of ? of : null;
+    const who = thread ? thread.who : (of as Who);
+    const key = who.model === undefined ? null : limitKey(who.tenant, who.upstream, who.model);
+    const read = await this.guard('read', () => this.store.recall(thread?.session ?? null, key), { entries: [] });
+    return { entry: thread ? repeated(thread, read.entries) : null, bounds: believed(read.limit, bytes) };
   }
 
-  countLookup(hit: Recalled | null): void {
+  countLookup(hit: MemoryEntry | null): void {
     this.metrics.lookups.inc({ result: hit ? 'hit' : 'miss' });
-    if (hit) this.metrics.summarizerCallsSaved.inc(hit.entry.summarizerCalls);
+    if (hit) this.metrics.summarizerCallsSaved.inc(hit.summarizerCalls);
   }
 
   countProactive(): void {
@@ -104,33 +110,29 @@ export class CompactionMemory {
   }
 
   /**
-   * Remembers what a new summary stands for (the span of `items` after the kept prefix, by
-   * digest), while `lease` is still the session's: a lease lost meanwhile (expired, or gone in a
-   * failover and taken by another replica) writes nothing.
+   * Remembers what a new summary stands for (the span of the thread's items after the kept
+   * prefix, by digest), while `lease` is still the conversation's: a lease lost meanwhile (expired,
+   * or gone in a failover and taken by another replica) writes nothing.
    */
-  async remember(
-    lease: Lease,
-    tenant: string,
-    items: readonly unknown[],
-    fixedEnd: number,
-    entry: Omit<MemoryEntry, 'spanDigest'>,
-  ): Promise<void> {
+  async remember(lease: Lease, thread: Thread, entry: Omit<MemoryEntry, 'spanDigest'>): Promise<void> {
+    const { items, fixedEnd } = thread;
     const [spanDigest] = spanDigests(items, fixedEnd, [entry.spanLength]);
     if (!spanDigest) return;
+    const extending = Math.floor(spanBytes(items, fixedEnd, entry.spanLength) * EXTENDING_SHARE);
     // Before it is written: a request that extends it is looked up from the moment it can be recalled.
-    this.smallestExtending = Math.min(this.smallestExtending, Math.floor(spanBytes(items, fixedEnd, entry.spanLength) * EXTENDING_SHARE));
+    this.smallestExtending = Math.min(this.smallestExtending, extending);
     const written = await this.guard(
       'write',
       async () => {
-        const kept = await this.store.remember(lease.session, { ...entry, spanDigest }, lease.token);
-        if (kept) await this.store.markTenant(tenant);
+        const kept = await this.store.remember(thread.session, { ...entry, spanDigest }, lease.token);
+        if (kept) await this.store.markTenant(thread.who.tenant, { extending });
         return kept;
       },
       false,
     );
     if (!written && !this.storeDown)
       this.log.info(
-        { session: lease.session },
+        { session: thread.session },
         "the conversation's lease was lost while it was compacted (it expired, or Redis failed over); what it made is not remembered",
       );
   }
@@ -142,7 +144,8 @@ export class CompactionMemory {
    * caller recalls it. Null when the wait ran out, the client left, or the store failed: the
    * caller compacts on its own and remembers nothing, so two never both write one conversation.
    */
-  async lease(session: string, waitMs: number, signal?: AbortSignal): Promise<Lease | null> {
+  async lease(thread: Thread, waitMs: number, signal?: AbortSignal): Promise<Lease | null> {
+    const { session } = thread;
     const until = performance.now() + waitMs;
     let waited = false;
     // Bounded by time; the count is a second bound should the clock not move.
@@ -185,16 +188,19 @@ export class CompactionMemory {
     };
   }
 
-  /** Whether anything is remembered for this tenant: only then is a request read before its first attempt. */
-  async knowsTenant(tenant: string): Promise<boolean> {
-    return this.guard('read', () => this.store.hasTenant(tenant), false);
+  /**
+   * What the tenant's memory could concern (store.ts Reach), in one read: a request smaller than
+   * both sizes extends nothing remembered and disproves nothing learned, and is not read for them.
+   */
+  async reachOf(tenant: string): Promise<Reach> {
+    return (await this.guard('read', () => this.store.reachOf(tenant), undefined)) ?? NO_REACH;
   }
 
   /**
    * False when a request of `bytes` can extend no remembered compaction: nothing is remembered, or
    * (a store of this process alone) the request is smaller than every remembered span, so it
    * cannot repeat one. Then it is not read, its tenant not named, nothing looked up: a learned
-   * limit alone never reads a request before its first attempt (rescue/ahead.ts).
+   * limit alone never reads a request before its first attempt (rescue/proactive.ts).
    */
   mayRecall(bytes: number): boolean {
     return this.store.mayHaveTenants() && (this.store.shared || bytes >= this.smallestExtending);
@@ -209,51 +215,39 @@ export class CompactionMemory {
     return this.store.mayHaveTenants() && (this.store.shared || bytes >= this.smallestDisproving);
   }
 
-  /** `upstream`: the upstream's memory key (its name and URL; upstreams.ts), so no two upstreams share what is remembered. */
-  session(
-    tenant: string,
-    upstream: string,
-    api: string,
-    model: string,
-    items: readonly unknown[],
-    fixedEnd: number,
-    agentSession?: string,
-  ): string {
-    return sessionKey(tenant, upstream, api, model, items, fixedEnd, agentSession);
+  thread(who: Who, items: readonly unknown[], fixedEnd: number): Thread {
+    const session = sessionKey(who.tenant, who.upstream, who.api, who.model ?? '', items, fixedEnd, who.agentSession);
+    return { who, session, items, fixedEnd };
   }
 
-  /** What rejections taught about this tenant's requests to this upstream and model, as believed for a request of `bytes`. */
-  async limitFor(tenant: string, upstream: string, model: string, bytes: number): Promise<Bounds | undefined> {
-    return believed(await this.guard('read', () => this.store.limit(limitKey(tenant, upstream, model)), undefined), bytes);
-  }
-
-  /** Adds a refusal's lesson (limits.ts lessonOf); the tenant is marked, so its accepted requests can loosen it. */
-  async learn(tenant: string, upstream: string, model: string, lesson: LearnedLimit): Promise<void> {
-    const key = limitKey(tenant, upstream, model);
-    this.smallestDisproving = Math.min(this.smallestDisproving, disprovedFrom(lesson));
-    await this.guard(
+  /** Adds a refusal's lesson (limits.ts lessonOf); the tenant's reach says from what size an accepted request could loosen it. */
+  async learn(who: Who, lesson: LearnedLimit): Promise<void> {
+    if (who.model === undefined) return;
+    const disproving = disprovedFrom(lesson);
+    this.smallestDisproving = Math.min(this.smallestDisproving, disproving);
+    const known = await this.guard(
       'write',
       async () => {
-        await this.store.learn(key, lesson);
-        await this.store.markTenant(tenant);
+        const merged = await this.store.learn(limitKey(who.tenant, who.upstream, who.model!), lesson);
+        await this.store.markTenant(who.tenant, { disproving });
+        return merged;
       },
       undefined,
     );
-    const known = await this.guard('read', () => this.store.limit(key), undefined);
     const bytes = known?.limitBytes ?? known?.refusedBytes;
-    if (known?.limitTokens) this.metrics.learnedContextLimit.set(model, known.limitTokens);
-    if (bytes) this.metrics.learnedBodyLimit.set(model, bytes);
+    if (known?.limitTokens) this.metrics.learnedContextLimit.set(who.model, known.limitTokens);
+    if (bytes) this.metrics.learnedBodyLimit.set(who.model, bytes);
   }
 
-  /** A request of `bytes` was accepted: whatever it disproves of what was learned is dropped. */
-  async accepted(tenant: string, upstream: string, model: string, bytes: number): Promise<void> {
-    const key = limitKey(tenant, upstream, model);
+  async accepted(who: Who, bytes: number): Promise<void> {
+    if (who.model === undefined) return;
+    const key = limitKey(who.tenant, who.upstream, who.model);
     const known = await this.guard('read', () => this.store.limit(key), undefined);
     const rest = known ? loosened(known, bytes) : null;
     if (!rest) return;
     await this.guard('write', () => this.store.replaceLimit(key, rest), undefined);
     this.log.info(
-      { model, bytes, was: known, now: rest },
+      { model: who.model, bytes, was: known, now: rest },
       `an accepted request of ${bytes} bytes disproved a limit learned for its model; dropped`,
     );
   }
@@ -297,6 +291,19 @@ export function createMemory(config: Readonly<Config>, metrics: Pick<Metrics, 'm
   const redis = redisTargetOf(config.memory);
   const store = redis ? new RedisStore(redis, config.memory.ttlSeconds) : new LocalStore(config.memory.maxBytes, config.memory.ttlSeconds);
   return new CompactionMemory(store, metrics.memory(), log);
+}
+
+/** The newest of `entries` whose span the thread repeats exactly, leaving the request's new turn after it. */
+function repeated(thread: Thread, entries: readonly MemoryEntry[]): MemoryEntry | null {
+  const after = thread.items.length - thread.fixedEnd;
+  const usable = entries.filter((e) => e.spanLength < after).sort((a, b) => b.spanLength - a.spanLength);
+  if (usable.length === 0) return null;
+  const digests = spanDigests(
+    thread.items,
+    thread.fixedEnd,
+    usable.map((e) => e.spanLength),
+  );
+  return usable.find((e, i) => digests[i] === e.spanDigest) ?? null;
 }
 
 /** One key per tenant, upstream and model, of fixed length: a model name is the client's string. */

@@ -2,7 +2,7 @@ import { Cluster } from 'ioredis';
 import { mergedLimit, type LearnedLimit } from './limits.js';
 import { connectRedis, type RedisClient } from './redis-client.js';
 import type { RedisTarget } from './redis-target.js';
-import { withEntry, type MemoryEntry, type MemoryStore } from './store.js';
+import { withEntry, type MemoryEntry, type MemoryStore, type Reach } from './store.js';
 
 /*
  * The store that keeps the compaction memory in Redis (one node, a Cluster, a Sentinel set). Each
@@ -36,6 +36,9 @@ const RENEW = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('
 const RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`;
 const FENCED_SET = `if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('SET', KEYS[2], ARGV[2], 'EX', ARGV[3]) return 1 end return 0`;
 
+import { connectRedis, type RedisClient } from './redis-client.js';
+import type { RedisTarget } from './redis-target.js';
+import { withEntry, type MemoryEntry, type MemoryStore, type Reach } from './store.js';
 const LEASE_POLL_MS = 100;
 
 /**
@@ -44,10 +47,11 @@ const LEASE_POLL_MS = 100;
  * bounded, so a request never waits on it; the caller treats a failure as a miss.
  *
  * Keys, each a single-slot key: `PREFIX s:SESSION` (a conversation's entries), `PREFIX l:KEY`
- * (learned limits), `PREFIX t:TENANT` (a tenant has memory), and a conversation's lease
+ * (learned limits), `PREFIX t:TENANT` (a tenant has memory, and its reach: MARK_TENANT), and a conversation's lease
  * `{PREFIX s:SESSION}:lease`, whose hash tag is its entries key, so the fenced write of the two is
  * in one slot. The entries, limits and tenant keys are those of v5, unchanged: a replica of the
- * version before shares memory with this one during a rolling update (it takes no lease).
+ * version before shares memory with this one during a rolling update (it takes no lease, and asks
+ * only whether a tenant key exists).
  */
 export class RedisStore implements MemoryStore {
   readonly shared = true;
@@ -93,8 +97,24 @@ export class RedisStore implements MemoryStore {
     return text ? (JSON.parse(text) as LearnedLimit) : undefined;
   }
 
-  async learn(key: string, limit: LearnedLimit): Promise<void> {
-    await this.replaceLimit(key, mergedLimit(await this.limit(key), limit));
+  async recall(session: string | null, limitKey: string | null): Promise<{ entries: MemoryEntry[]; limit?: LearnedLimit }> {
+    const entriesKey = session === null ? null : this.keysOf(session).entries;
+    const keys = [entriesKey, limitKey === null ? null : `${this.prefix}l:${limitKey}`].filter((k) => k !== null);
+    if (keys.length === 0) return { entries: [] };
+    // A Cluster answers MGET only for keys of one slot: there, the reads go out together instead.
+    const texts = await within(this.redis instanceof Cluster ? Promise.all(keys.map((k) => this.redis.get(k))) : this.redis.mget(keys));
+    const entries = entriesKey === null ? null : texts[0];
+    const limit = limitKey === null ? null : texts.at(-1);
+    return {
+      entries: entries ? (JSON.parse(entries) as MemoryEntry[]) : [],
+      ...(limit ? { limit: JSON.parse(limit) as LearnedLimit } : {}),
+    };
+  }
+
+  async learn(key: string, limit: LearnedLimit): Promise<LearnedLimit> {
+    const merged = mergedLimit(await this.limit(key), limit);
+    await this.replaceLimit(key, merged);
+    return merged;
   }
 
   async replaceLimit(key: string, limit: LearnedLimit): Promise<void> {
@@ -102,12 +122,20 @@ export class RedisStore implements MemoryStore {
     else await within(this.redis.set(`${this.prefix}l:${key}`, JSON.stringify(limit), 'EX', this.ttlSeconds));
   }
 
-  async markTenant(tenant: string): Promise<void> {
-    await within(this.redis.set(`${this.prefix}t:${tenant}`, '1', 'EX', this.ttlSeconds));
+  async markTenant(tenant: string, reach: Partial<Reach>): Promise<void> {
+    const size = (n: number | undefined) => String(Math.min(n ?? NONE, NONE));
+    await within(
+      this.redis.eval(MARK_TENANT, 1, `${this.prefix}t:${tenant}`, size(reach.extending), size(reach.disproving), this.ttlSeconds),
+    );
   }
 
-  async hasTenant(tenant: string): Promise<boolean> {
-    return (await within(this.redis.exists(`${this.prefix}t:${tenant}`))) === 1;
+  async reachOf(tenant: string): Promise<Reach | undefined> {
+    const text = await within(this.redis.get(`${this.prefix}t:${tenant}`));
+    if (text === null) return undefined;
+    const sizes = /^(\d+) (\d+)$/.exec(text);
+    if (!sizes) return { extending: 0, disproving: 0 };
+    const size = (n: string) => (Number(n) >= NONE ? Infinity : Number(n));
+    return { extending: size(sizes[1]), disproving: size(sizes[2]) };
   }
 
   /** Another replica may have remembered any tenant: always ask Redis. */

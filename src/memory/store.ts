@@ -26,13 +26,16 @@ export interface MemoryStore {
   remember(session: string, entry: MemoryEntry, lease?: string): Promise<boolean>;
   /** What was learned under a key (one tenant, upstream and model: see CompactionMemory). */
   limit(key: string): Promise<LearnedLimit | undefined>;
-  /** Adds a lesson to what is known under the key (limits.ts mergedLimit). */
-  learn(key: string, limit: LearnedLimit): Promise<void>;
+  /** A conversation's entries and what was learned under `limitKey` (either may be left out: null), in one read. */
+  recall(session: string | null, limitKey: string | null): Promise<{ entries: MemoryEntry[]; limit?: LearnedLimit }>;
+  /** Adds a lesson to what is known under the key (limits.ts mergedLimit), and says what is known now. */
+  learn(key: string, limit: LearnedLimit): Promise<LearnedLimit>;
   /** Replaces what is known under the key (a loosened limit); an empty one forgets it. */
   replaceLimit(key: string, limit: LearnedLimit): Promise<void>;
-  /** Marks a tenant as having remembered compactions, and asks whether one has. */
-  markTenant(tenant: string): Promise<void>;
-  hasTenant(tenant: string): Promise<boolean>;
+  /** Lowers what is kept of a tenant's reach to `reach` where it is smaller (each size only falls). */
+  markTenant(tenant: string, reach: Partial<Reach>): Promise<void>;
+  /** The smallest requests of a tenant that anything remembered or learned for it could concern; undefined: nothing. */
+  reachOf(tenant: string): Promise<Reach | undefined>;
   /**
    * False only when no tenant can have anything remembered: every request then skips hashing its
    * credential and asking. A store shared between replicas can never say so.
@@ -51,6 +54,18 @@ export interface MemoryStore {
   close(): Promise<void>;
 }
 
+/**
+ * What a tenant's memory could concern, as sizes of request: `extending`, the smallest request
+ * that could extend a compaction remembered for it; `disproving`, the smallest accepted request
+ * that could disprove a limit learned for it. Infinity: none.
+ */
+export interface Reach {
+  extending: number;
+  disproving: number;
+}
+
+export const NO_REACH: Readonly<Reach> = { extending: Infinity, disproving: Infinity };
+
 /** Entries kept per conversation: later turns extend the newest; older ones rarely match again. */
 const ENTRIES_PER_SESSION = 4;
 
@@ -62,7 +77,7 @@ export function withEntry(list: MemoryEntry[], entry: MemoryEntry): MemoryEntry[
 /** In-process: a bounded LRU, by bytes, with a TTL. Nothing to set up. */
 export class LocalStore implements MemoryStore {
   readonly shared = false;
-  private readonly cache: LRUCache<string, MemoryEntry[] | LearnedLimit>;
+  private readonly cache: LRUCache<string, MemoryEntry[] | LearnedLimit | Reach>;
   /** Set by the first markTenant: from then on every request asks (entries expire; the flag need not). */
   private tenantsMarked = false;
   /** Conversations being compacted by a request of this process. */
@@ -94,8 +109,15 @@ export class LocalStore implements MemoryStore {
     return this.cache.get(`l:${key}`) as LearnedLimit | undefined;
   }
 
-  async learn(key: string, limit: LearnedLimit): Promise<void> {
-    this.cache.set(`l:${key}`, mergedLimit(await this.limit(key), limit));
+  async recall(session: string | null, limitKey: string | null): Promise<{ entries: MemoryEntry[]; limit?: LearnedLimit }> {
+    const limit = limitKey === null ? undefined : await this.limit(limitKey);
+    return { entries: session === null ? [] : await this.entries(session), ...(limit ? { limit } : {}) };
+  }
+
+  async learn(key: string, limit: LearnedLimit): Promise<LearnedLimit> {
+    const merged = mergedLimit(await this.limit(key), limit);
+    this.cache.set(`l:${key}`, merged);
+    return merged;
   }
 
   async replaceLimit(key: string, limit: LearnedLimit): Promise<void> {
@@ -103,13 +125,18 @@ export class LocalStore implements MemoryStore {
     else this.cache.set(`l:${key}`, limit);
   }
 
-  async markTenant(tenant: string): Promise<void> {
+  async markTenant(tenant: string, reach: Partial<Reach>): Promise<void> {
     this.tenantsMarked = true;
-    this.cache.set(`t:${tenant}`, {});
+    // Read and written in one turn of the event loop: two marks at once both count.
+    const was = (this.cache.get(`t:${tenant}`) as Reach | undefined) ?? NO_REACH;
+    this.cache.set(`t:${tenant}`, {
+      extending: Math.min(was.extending, reach.extending ?? Infinity),
+      disproving: Math.min(was.disproving, reach.disproving ?? Infinity),
+    });
   }
 
-  async hasTenant(tenant: string): Promise<boolean> {
-    return this.cache.has(`t:${tenant}`);
+  async reachOf(tenant: string): Promise<Reach | undefined> {
+    return this.cache.get(`t:${tenant}`) as Reach | undefined;
   }
 
   mayHaveTenants(): boolean {

@@ -97,15 +97,7 @@ export class RescueBudget {
   }
 }
 
-/*
- * Heap per piece of a body once read, measured with V8 on 64-bit Node (bench/parse-heap.ts): a
- * string 24-32 bytes, a key of a wide object about 75 (its dictionary entry and the key), a value
- * in a list 8, a fraction 24, an object 64, a list 40. The text itself is held once as read (two
- * bytes a character when any is outside Latin-1) and once in the strings parsed out of it. Per
- * item of a conversation, the compaction's own views, sizes and digests: 0.8-1.3 KB, from the least
- * heap a rescue of 100k tiny messages, or of 37k agent messages, completes in. The estimate is
- * 1.2-1.6 times that least heap for the bodies measured.
- */
+/* Heap per piece of a body once read, and per conversation item compacted (bench/parse-heap.ts; bench/findings.md). */
 const PER_BYTE = 2.75;
 const PER_BYTE_NOT_ASCII = 1;
 const PER_STRING = 32;
@@ -134,12 +126,7 @@ export function rescueCost(s: JsonShape): number {
   return s.bytes + rescueHeapCost(s);
 }
 
-/**
- * The default budget: half the heap limit for what rescues hold at once, bodies included, the
- * rest for everything else. 384 MB of heap (432 MB with the young generation) takes two 20 MB
- * agent conversations at once with two more waiting, or one of 53 MB alone, and sheds a body of
- * a million tiny messages, 3 million keys or 8 million strings before it is parsed.
- */
+/** The default budget: half the heap limit for what rescues hold at once, bodies included, the rest for everything else. */
 export function defaultRescueBudget(heapLimitBytes = getHeapStatistics().heap_size_limit): number {
   return Math.floor(heapLimitBytes * 0.5);
 }

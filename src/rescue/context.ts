@@ -66,7 +66,6 @@ export interface RescueContext {
   log: FastifyBaseLogger;
   /** Fires when the client leaves: cancels upstream and summarizer work. */
   gone: ClientGone;
-  /** The request's id (x-request-id), as its log lines carry it. */
   requestId?: string;
   /** What the access log tells; `model` as routing read it (routes/body-model.ts), or at a glance. */
   notes: {
@@ -83,9 +82,9 @@ export interface RescueContext {
 }
 
 /**
- * Holds the request's share of the rescue budget before its body is parsed (once: a compaction
- * ahead and the rescue after it share one); the estimated cost it asked for, and whether it was
- * given within `waitMs`. While it waits, its body counts.
+ * Holds the request's share of the rescue budget before its body is parsed (once: a proactive
+ * compaction and the rescue after it share one); the estimated cost it asked for, and whether it
+ * was given within `waitMs`. While it waits, its body counts.
  */
 export async function holdBudget(ctx: RescueContext, waitMs: number): Promise<{ held: boolean; cost: number }> {
   if (ctx.held) return { held: true, cost: 0 };

@@ -13,11 +13,20 @@ import { isBindingRefusal, refusesBoundState } from '../overlong/classify.js';
 import { decodeText, discard } from '../upstream/body.js';
 import type { InspectedAnswer } from './inspect.js';
 import { attempt } from './attempt.js';
-import { compactAhead, memoryAhead, type Proactive } from './ahead.js';
+import { compactProactively, proactiveMemory, type Proactive } from './proactive.js';
 import { BECAUSE, compactFor } from './compact.js';
-import { holdBudget, markedHeaders, modelOf, optedOut, tooManyItems, type Decided, type RescueContext } from './context.js';
-import { learnedBounds, learnFrom, noteAccepted, recallFor, rememberSpan, rewriteOf, underLease, type Rewrite } from './memory.js';
-import { compactionHeader, countCompaction, countRescue, isAhead, logDecision, type RescueRecord, type ReplayResult } from './report.js';
+import { holdBudget, markedHeaders, optedOut, tooManyItems, type Decided, type RescueContext } from './context.js';
+import { learnFrom, noteAccepted, rememberedFor, rememberSpan, rewriteOf, underLease, type Rewrite } from './memory.js';
+import { identityOf } from './identity.js';
+import {
+  compactionHeader,
+  countCompaction,
+  countRescue,
+  isProactive,
+  logDecision,
+  type RescueRecord,
+  type ReplayResult,
+} from './report.js';
 import { noteRescue } from '../telemetry/traces.js';
 import { isAgentCompaction } from './agent-compaction.js';
 import { inApiWords } from './overflow-error.js';
@@ -50,7 +59,7 @@ export interface Outcome {
 }
 
 /**
- * The first attempt (compacted ahead when memory says it extends a compacted conversation), and
+ * The first attempt (compacted proactively when memory says it extends a compacted conversation), and
  * the rescue when it is refused as overlong while nothing was sent. `committed` is the relay's
  * one check of whether any byte reached the client.
  */
@@ -72,21 +81,22 @@ function letGoOfBody(ctx: RescueContext): void {
 
 async function attemptAndRescue(ctx: RescueContext, committed: () => boolean): Promise<Outcome> {
   const config = ctx.deps.config;
-  const proactive = config.compaction.proactive && config.compaction.maxReplays > 0 && !optedOut(ctx);
-  const memory = proactive ? memoryAhead(ctx) : null;
+  const proactiveOn = config.compaction.proactive && config.compaction.maxReplays > 0 && !optedOut(ctx);
+  const memory = proactiveOn ? proactiveMemory(ctx) : null;
   // Most requests have nothing to look up: they wait on no promise.
-  const ahead = memory || (proactive && mayNearWindow(ctx)) ? await beforeFirst(ctx, memory) : null;
-  // Read for a compaction ahead that did not happen: the request goes as sent, holding nothing.
-  if (!ahead) letGoOfBody(ctx);
-  const sent = ahead ? await sendRewritten(ctx, ahead.record, ahead.rewrite) : null;
+  const proactive = memory || (proactiveOn && mayNearWindow(ctx)) ? await beforeFirst(ctx, memory) : null;
+  // Read for a proactive compaction that did not happen: the request goes as sent, holding nothing.
+  if (!proactive) letGoOfBody(ctx);
+  const sent = proactive ? await sendRewritten(ctx, proactive.record, proactive.rewrite) : null;
   const sentBytes = sent?.bytes ?? ctx.incoming.bytes;
   const watch = watched(ctx, sentBytes);
   const first = sent?.answer ?? (await attempt(ctx, ctx.incoming.wire, ctx.headers, undefined, watch));
-  if (!ahead && isBindingRefusal(first.verdict)) ctx.deps.metrics.bindingRefusals.inc({ api: ctx.dialect.api, request: 'client' });
-  if (ahead) countRescue(ctx.deps.metrics, ahead.record);
-  const header = ahead ? noted(ctx, ahead.record) : undefined;
-  if (first.verdict.overlong) return committed() ? { answer: first, header } : rescue(ctx, first, first.verdict, sentBytes, ahead !== null);
-  if (first.answer.status >= 400) return { answer: first, header };
+  if (!proactive && isBindingRefusal(first.verdict)) ctx.deps.metrics.bindingRefusals.inc({ api: ctx.dialect.api, request: 'client' });
+  if (proactive) countRescue(ctx.deps.metrics, proactive.record);
+  const header = proactive ? noted(ctx, proactive.record) : undefined;
+  if (first.verdict.overlong)
+    return committed() ? { answer: first, header } : rescue(ctx, first, first.verdict, sentBytes, proactive !== null);
+  if (first.response.status >= 400) return { answer: first, header };
   // An accepted request may disprove what was learned of its model's limits (its answer does not wait for that).
   void noteAccepted(ctx, sentBytes).catch((err: Error) =>
     ctx.log.warn({ err: err.message }, 'could not note an accepted request in memory'),
@@ -98,7 +108,7 @@ async function attemptAndRescue(ctx: RescueContext, committed: () => boolean): P
   const cut = judgeAnswer(ctx, body, count, 'held');
   // A silent cut seen before any byte was relayed is rescued as a refusal would be, once.
   if (!cut.truncated || committed()) return { answer: first, header };
-  return rescue(ctx, first, truncationVerdict(cut), sentBytes, ahead !== null, 'truncated');
+  return rescue(ctx, first, truncationVerdict(cut), sentBytes, proactive !== null, 'truncated');
 }
 
 /**
@@ -106,7 +116,7 @@ async function attemptAndRescue(ctx: RescueContext, committed: () => boolean): P
  * remembers, else to fit its model's known context window. Null: it goes as the client sent it.
  */
 async function beforeFirst(ctx: RescueContext, memory: CompactionMemory | null): Promise<Proactive | null> {
-  return (memory ? await compactAhead(ctx, memory) : null) ?? (mayNearWindow(ctx) ? await fitToWindow(ctx) : null);
+  return (memory ? await compactProactively(ctx, memory) : null) ?? (mayNearWindow(ctx) ? await fitToWindow(ctx) : null);
 }
 
 /**
@@ -169,7 +179,7 @@ async function rescue(
   first: InspectedAnswer,
   verdict: Extract<Verdict, { overlong: true }>,
   rejectedBytes: number,
-  afterAhead: boolean,
+  afterProactive: boolean,
   trigger: 'rejected' | 'truncated' = 'rejected',
 ): Promise<Outcome> {
   const { deps, dialect } = ctx;
@@ -189,17 +199,17 @@ async function rescue(
     outcome: 'disabled',
     trigger,
     reason,
-    rejectedStatus: first.answer.status,
+    rejectedStatus: first.response.status,
   };
   if (trigger === 'truncated') {
     Object.assign(record, {
       limit: 'observed',
-      window: { tokens: limits.limitTokens ?? 0, estimate: limits.promptTokens ?? 0, model: modelOf(ctx) ?? ctx.notes.model },
+      window: { tokens: limits.limitTokens ?? 0, estimate: limits.promptTokens ?? 0, model: identityOf(ctx).model ?? ctx.notes.model },
     });
   } else {
     record.statedTokens = limits.limitTokens;
     deps.metrics.overlong.inc({ api: dialect.api, reason, upstream: ctx.upstream.name });
-    const model = modelOf(ctx) ?? ctx.notes.model;
+    const model = identityOf(ctx).model ?? ctx.notes.model;
     if (model && limits.limitTokens) deps.windows.contradicted(ctx.upstream, model, limits.limitTokens);
   }
   if (!hold.held) return shed(ctx, record, first, hold.cost);
@@ -215,7 +225,7 @@ async function rescue(
       rejectedBytes,
     );
   if (tooManyItems(json)) return notShrunk(ctx, record, first, 'too_many_items', rejectedBytes);
-  const rewrite = await remedy(ctx, record, judged, json, rejectedBytes, afterAhead);
+  const rewrite = await remedy(ctx, record, judged, json, rejectedBytes, afterProactive);
   return rewrite ? replay(ctx, record, first, rewrite) : passThrough(ctx, record, first);
 }
 
@@ -231,7 +241,7 @@ async function remedy(
   verdict: Extract<Verdict, { overlong: true }>,
   json: Record<string, unknown>,
   rejectedBytes: number,
-  afterAhead: boolean,
+  afterProactive: boolean,
 ): Promise<Rewrite | null> {
   const { deps, dialect } = ctx;
   const { reason, limits } = verdict;
@@ -252,7 +262,7 @@ async function remedy(
     record.remedy = 'truncation';
     return plain(truncated);
   }
-  return compacted(ctx, record, verdict, conversation, rejectedBytes, afterAhead);
+  return compacted(ctx, record, verdict, conversation, rejectedBytes, afterProactive);
 }
 
 async function compacted(
@@ -261,7 +271,7 @@ async function compacted(
   verdict: Extract<Verdict, { overlong: true }>,
   conversation: Conversation,
   rejectedBytes: number,
-  afterAhead: boolean,
+  afterProactive: boolean,
 ): Promise<Rewrite | null> {
   const { deps, dialect } = ctx;
   const json = ctx.incoming.json!;
@@ -275,19 +285,20 @@ async function compacted(
   const agents = isAgentCompaction(ctx, json);
   if (agents) record.agentCompaction = true;
   const { compaction, used, remembered } = await underLease(ctx, conversation, async (lease) => {
-    // After a compaction ahead was refused too, memory has had its say: start from the request.
-    const recalled = afterAhead || agents ? null : await recallFor(ctx, conversation);
+    // After a proactive compaction was refused too, memory has had its say: start from the request.
+    const remembered = await rememberedFor(ctx, afterProactive || agents ? null : conversation);
+    const recalled = remembered.entry ?? undefined;
     const ratio = deps.config.compaction.targetRatio;
-    const learned = withKnownWindow(ctx, verdict, await learnedBounds(ctx));
-    const target = sizeTarget(rejection, learned, ratio, recalled?.entry.bytesPerToken);
+    const learned = withKnownWindow(ctx, verdict, remembered.bounds);
+    const target = sizeTarget(rejection, learned, ratio, recalled?.bytesPerToken);
     const because = BECAUSE[verdict.reason === 'body_too_large' ? 'body_too_large' : 'context_length'];
     const compactTo = (to: SizeTarget) =>
-      compactFor(ctx, json, conversation, to, { because, recalled: recalled?.entry, logSummary: true, digestOnly: agents });
+      compactFor(ctx, json, conversation, to, { because, recalled, logSummary: true, digestOnly: agents });
     let used = target;
     let compaction = await compactTo(used);
     // What other requests taught must not make this one unrescuable: it is tried once more with
     // what its own rejection says, which is never looser than what the upstream accepted or refused.
-    const own = learned ? sizeTarget(rejection, undefined, ratio, recalled?.entry.bytesPerToken) : null;
+    const own = learned ? sizeTarget(rejection, undefined, ratio, recalled?.bytesPerToken) : null;
     if (compaction.outcome === 'not_shrunk' && compaction.why === 'cannot_fit' && own && own.fitBytes > target.fitBytes) {
       used = own;
       compaction = await compactTo(used);
@@ -322,7 +333,7 @@ function withKnownWindow(
 
 async function replay(ctx: RescueContext, record: RescueRecord, first: InspectedAnswer, rewrite: Rewrite): Promise<Outcome> {
   record.outcome = 'replayed';
-  discard(first.answer.body);
+  discard(first.response.body);
   let answer: InspectedAnswer;
   try {
     ({ answer } = await sendRewritten(ctx, record, rewrite));
@@ -342,7 +353,7 @@ async function replay(ctx: RescueContext, record: RescueRecord, first: Inspected
   }
   const result = replayResult(answer);
   if (result !== 'success') record.outcome = 'replay_failed';
-  Object.assign(record, { replayStatus: answer.answer.status, replayResult: result });
+  Object.assign(record, { replayStatus: answer.response.status, replayResult: result });
   countRescue(ctx.deps.metrics, record, result);
   const given = forClient(ctx, record, answer);
   logDecision(ctx.log, record);
@@ -374,9 +385,9 @@ async function sendRewritten(ctx: RescueContext, record: RescueRecord, rewrite: 
     // Only a refusal of the blocks themselves is mended by removing them (not one of the opt-in).
     const again = refusesBoundState(answer.verdict) ? await rewrite.restrip() : null;
     if (again) {
-      discard(answer.answer.body);
+      discard(answer.response.body);
       ctx.log.warn(
-        { api: ctx.dialect.api, rule: answer.verdict.rule, status: answer.answer.status },
+        { api: ctx.dialect.api, rule: answer.verdict.rule, status: answer.response.status },
         'the upstream refused the bound thinking of the rewritten request; sending it once more with every thinking block after the edit stripped',
       );
       Object.assign(record, { bound: again.bound, bindingRetry: true });
@@ -387,24 +398,22 @@ async function sendRewritten(ctx: RescueContext, record: RescueRecord, rewrite: 
     noteBound(ctx, record, answer);
     return { answer, bytes: body.length, body };
   } finally {
-    // Sent ahead, its line tells the answer it got; a rescue's waits for the replay's end (replay).
-    if (isAhead(record)) logDecision(ctx.log, record, answer);
+    // Sent proactively, its line tells the answer it got; a rescue's waits for the replay's end (replay).
+    if (isProactive(record)) logDecision(ctx.log, record, answer);
   }
 }
 
-/** A rewritten request's answer, and the body that got it. */
 interface Sent {
   answer: InspectedAnswer;
   bytes: number;
   body: Buffer;
 }
 
-/** Counts the bound state stripped, and what the upstream's answer says it dropped. */
 function noteBound(ctx: RescueContext, record: RescueRecord, answer: InspectedAnswer): void {
   const api = ctx.dialect.api;
   if (record.bound?.stripped) ctx.deps.metrics.boundBlocks.inc({ api, action: 'stripped' }, record.bound.stripped);
-  if (answer.answer.status >= 400) return;
-  const dropped = ctx.dialect.droppedState?.(decodeText(answer.held.bytes, answer.answer.headers['content-encoding']));
+  if (answer.response.status >= 400) return;
+  const dropped = ctx.dialect.droppedState?.(decodeText(answer.held.bytes, answer.response.headers['content-encoding']));
   if (dropped === undefined) return;
   record.stateDropped = dropped;
   if (dropped > 0) ctx.deps.metrics.boundBlocks.inc({ api, action: 'dropped' }, dropped);
@@ -474,7 +483,7 @@ function overflowInApiWords(ctx: RescueContext, record: RescueRecord, answer: In
   const { translateOverflow, maxReplays } = ctx.deps.config.compaction;
   if (!translateOverflow || maxReplays === 0 || !answer.verdict.overlong) return null;
   const limits = answer.verdict.limits;
-  const model = modelOf(ctx) ?? ctx.notes.model;
+  const model = identityOf(ctx).model ?? ctx.notes.model;
   const bytesPerToken = (model && ctx.deps.windows.bytesPerToken(ctx.upstream, model)) || DEFAULT_BYTES_PER_TOKEN;
   const prompt = limits.promptTokens ?? record.compaction?.tokensBefore ?? Math.ceil(ctx.incoming.bytes / bytesPerToken);
   return inApiWords(ctx.dialect.api, answer, prompt || 1, limits.limitTokens ?? windowFor(ctx, model)?.tokens);
@@ -482,5 +491,5 @@ function overflowInApiWords(ctx: RescueContext, record: RescueRecord, answer: In
 
 function replayResult(replay: InspectedAnswer): ReplayResult {
   if (replay.verdict.overlong) return 'still_overlong';
-  return replay.answer.status >= 400 ? 'upstream_error' : 'success';
+  return replay.response.status >= 400 ? 'upstream_error' : 'success';
 }

@@ -10,7 +10,8 @@ import { firstChunk, holdBody, textOf, type HeldBody } from '../upstream/body.js
 import type { UpstreamAnswer } from '../upstream/client.js';
 
 export interface InspectedAnswer {
-  answer: UpstreamAnswer;
+  /** The upstream's response: status, headers and the body still to relay (its first bytes in `held`). */
+  response: UpstreamAnswer;
   /** What was read before deciding: the whole error body (bounded), a stream's preamble, or a success's first chunk. */
   held: HeldBody;
   verdict: Verdict;
@@ -56,7 +57,7 @@ export async function inspect(
   if (events && encoding === undefined && contentType?.includes('text/event-stream')) {
     const { held, failure } = await holdPreamble(answer.body, events, limits.preambleHoldMs);
     return failure === undefined
-      ? { answer, held, verdict: PASS, judge: () => PASS }
+      ? { response: answer, held, verdict: PASS, judge: () => PASS }
       : judged(answer, held, (request) => classifyStreamEvent(failure, request));
   }
   // A JSON answer to a rewritten request is held whole (bounded): what it says of the input comes at its end.
@@ -64,7 +65,7 @@ export async function inspect(
     whole && contentType?.includes('json')
       ? await holdBody(answer.body, errorBodyLimit)
       : await firstChunk(answer.body, Number(answer.headers['content-length']));
-  if (!mayCarryError(held.bytes, encoding)) return { answer, held, verdict: PASS, judge: () => PASS };
+  if (!mayCarryError(held.bytes, encoding)) return { response: answer, held, verdict: PASS, judge: () => PASS };
   const text = await textOf(held.bytes, encoding, errorBodyLimit);
   return judged(answer, held, (request) =>
     contentType?.includes('text/event-stream')
@@ -75,7 +76,7 @@ export async function inspect(
 
 /** The verdict on the text as it came, and the way to judge it again beside the request it answers. */
 function judged(answer: UpstreamAnswer, held: HeldBody, judge: (request?: unknown) => Verdict): InspectedAnswer {
-  return { answer, held, verdict: judge(), judge };
+  return { response: answer, held, verdict: judge(), judge };
 }
 
 /**

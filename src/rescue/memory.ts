@@ -1,34 +1,20 @@
-import { keptPrefixEnd, type BoundFigures, type CompactionResult, type NewSpan } from '../compaction/index.js';
-import type { Bounds, SizeTarget } from '../compaction/size-target.js';
+import type { BoundFigures, CompactionResult, NewSpan } from '../compaction/index.js';
+import type { SizeTarget } from '../compaction/size-target.js';
 import type { Conversation } from '../dialects/types.js';
-import { agentSessionOf, tenantOf } from '../memory/fingerprint.js';
-import type { CompactionMemory, Lease, MemoryEntry, Recalled } from '../memory/index.js';
+import type { Lease, MemoryEntry, Remembered } from '../memory/index.js';
 import { lessonOf } from '../memory/limits.js';
 import type { Verdict } from '../overlong/types.js';
-import { modelOf, type RescueContext } from './context.js';
-import { queryOf } from '../lib/url.js';
+import type { RescueContext } from './context.js';
+import { identityOf } from './identity.js';
 
 /*
  * The rescue's use of the compaction memory: what a rejection teaches, which remembered summary a
  * request extends, and remembering a new one (a request compacted before its first attempt, when
- * it extends one, is ahead.ts). All of it per tenant: a request that carries no credential
+ * it extends one, is proactive.ts). All of it per tenant: a request that carries no credential
  * has no memory at all, unless memory.shareAnonymous lets every such request share one (a
  * single-user sidecar). Every store failure counts as a miss: the gateway keeps working without
  * memory.
  */
-
-/** The one tenant of every request without a credential, where memory.shareAnonymous allows it. */
-const ANONYMOUS = 'anonymous';
-
-/**
- * Whom the request's memory belongs to: its credentials, and a `key` in its query (as it goes
- * upstream; a Gemini key the gateway takes out of it is in clientHeaders as x-goog-api-key).
- * Null: it has none.
- */
-export function tenantFor(ctx: Pick<RescueContext, 'clientHeaders' | 'path' | 'deps'>): string | null {
-  const tenant = tenantOf(ctx.clientHeaders, queryOf(ctx.path).slice(1), ctx.deps.config.memory.tenantSecret);
-  return tenant ?? (ctx.deps.config.memory.shareAnonymous ? ANONYMOUS : null);
-}
 
 /**
  * A rejection teaches a bound, per tenant, upstream and model (memory/limits.ts): a stated limit
@@ -37,93 +23,41 @@ export function tenantFor(ctx: Pick<RescueContext, 'clientHeaders' | 'path' | 'd
  */
 export async function learnFrom(ctx: RescueContext, verdict: Verdict, rejectedBytes: number): Promise<void> {
   const memory = ctx.deps.memory;
-  const model = modelOf(ctx);
-  if (!memory || !model || !verdict.overlong) return;
-  const tenant = tenantFor(ctx);
+  const who = memory && verdict.overlong ? identityOf(ctx).who() : null;
+  if (!memory || !who?.model || !verdict.overlong) return;
   // Per model only what does not depend on the content: a stated window, a body limit, a refused
   // size. How many bytes a token takes is the conversation's (kept with its compaction).
   const lesson = lessonOf(verdict.reason, verdict.limits, rejectedBytes);
-  if (tenant && Object.keys(lesson).length > 0) await memory.learn(tenant, ctx.upstream.memoryKey, model, lesson);
+  if (Object.keys(lesson).length > 0) await memory.learn(who, lesson);
 }
 
-/** What rejections taught about the request's tenant and model, as far as it is believed for this request's size. */
-export async function learnedBounds(ctx: RescueContext): Promise<Bounds | undefined> {
+/** What memory remembers for the request, in one read: learned bounds and, given its conversation, the compaction it extends. */
+export async function rememberedFor(ctx: RescueContext, conversation: Conversation | null): Promise<Remembered> {
   const memory = ctx.deps.memory;
-  const model = modelOf(ctx);
-  const tenant = memory && model ? tenantFor(ctx) : null;
-  return memory && model && tenant ? memory.limitFor(tenant, ctx.upstream.memoryKey, model, ctx.incoming.bytes) : undefined;
+  const identity = identityOf(ctx);
+  const of = memory && conversation ? identity.thread(memory, conversation) : identity.who();
+  if (!memory || !of) return { entry: null, bounds: undefined };
+  const remembered = await memory.remembered(of, ctx.incoming.bytes);
+  if (conversation) memory.countLookup(remembered.entry);
+  return remembered;
 }
 
 /**
  * The upstream accepted a request of `bytes` (what was sent: the client's, or a compaction ahead):
  * a limit learned for its tenant and model that says it could not fit is dropped
- * (memory/limits.ts). Only for a request large enough to disprove one (memory/index.ts mayLoosen), of a tenant the memory knows; the model as the access log read it off
- * the body's first bytes (never parsed for it). Resolves once the request's size is read (the body
- * is let go after); the store's read and write are not waited for.
+ * (memory/limits.ts). Only for a request large enough to disprove one (memory/index.ts mayLoosen,
+ * then the tenant's reach); the model as the access log read it off the body's first bytes (never
+ * parsed for it). Resolves once the request's size is read (the body is let go after); the store's
+ * read and write are not waited for.
  */
 export async function noteAccepted(ctx: RescueContext, bytes: number): Promise<void> {
   const memory = ctx.deps.memory;
-  const tenant = memory?.mayLoosen(bytes) ? tenantFor(ctx) : null;
-  if (!memory || !tenant || !(await knows(ctx, memory, tenant))) return;
-  const model = ctx.pathModel ?? ctx.notes.model;
-  if (model) await memory.accepted(tenant, ctx.upstream.memoryKey, model, bytes);
-}
-
-/** Whether memory knows the request's tenant, asked once a request (a compaction ahead and the acceptance after it share the answer). */
-export function knows(ctx: RescueContext, memory: CompactionMemory, tenant: string): Promise<boolean> {
-  let known = askedTenants.get(ctx);
-  if (known === undefined) askedTenants.set(ctx, (known = memory.knowsTenant(tenant)));
-  return known;
-}
-
-const askedTenants = new WeakMap<RescueContext, Promise<boolean>>();
-
-/** What `memory` remembers of this request's conversation: its tenant, upstream, API, model, kept prefix and agent session. */
-export function recallOf(
-  ctx: RescueContext,
-  memory: CompactionMemory,
-  tenant: string,
-  conversation: Conversation,
-): Promise<Recalled | null> {
-  return memory.recall(
-    tenant,
-    ctx.upstream.memoryKey,
-    ctx.dialect.api,
-    modelOf(ctx) ?? '',
-    conversation.items,
-    keptPrefixEnd(conversation),
-    agentSessionOf(ctx.clientHeaders),
-  );
-}
-
-/** The remembered compaction this conversation extends, counted as a hit or a miss. */
-export async function recallFor(ctx: RescueContext, conversation: Conversation): Promise<Recalled | null> {
-  const memory = ctx.deps.memory;
-  const tenant = memory ? tenantFor(ctx) : null;
-  if (!memory || !tenant) return null;
-  const recalled = await recallOf(ctx, memory, tenant, conversation);
-  memory.countLookup(recalled);
-  return recalled;
-}
-
-/** The conversation's key in memory, or null when it has none (memory off, no tenant). */
-function sessionOf(ctx: RescueContext, conversation: Conversation): { memory: CompactionMemory; tenant: string; session: string } | null {
-  const memory = ctx.deps.memory;
-  const tenant = memory ? tenantFor(ctx) : null;
-  if (!memory || !tenant) return null;
-  return {
-    memory,
-    tenant,
-    session: memory.session(
-      tenant,
-      ctx.upstream.memoryKey,
-      ctx.dialect.api,
-      modelOf(ctx) ?? '',
-      conversation.items,
-      keptPrefixEnd(conversation),
-      agentSessionOf(ctx.clientHeaders),
-    ),
-  };
+  if (!memory?.mayLoosen(bytes)) return;
+  const identity = identityOf(ctx);
+  const tenant = identity.tenant;
+  if (!tenant || bytes < (await identity.reach(memory, tenant)).disproving) return;
+  const who = identity.who(true);
+  if (who?.model) await memory.accepted(who, bytes);
 }
 
 /**
@@ -134,8 +68,9 @@ function sessionOf(ctx: RescueContext, conversation: Conversation): { memory: Co
  * remembers nothing. The lease is freed when `work` is done, before anything goes upstream.
  */
 export async function underLease<T>(ctx: RescueContext, conversation: Conversation, work: (lease: Lease | null) => Promise<T>): Promise<T> {
-  const at = sessionOf(ctx, conversation);
-  const lease = at ? await at.memory.lease(at.session, ctx.deps.config.summarizer.timeoutMs, ctx.gone.signal) : null;
+  const memory = ctx.deps.memory;
+  const thread = memory && identityOf(ctx).thread(memory, conversation);
+  const lease = thread ? await memory.lease(thread, ctx.deps.config.summarizer.timeoutMs, ctx.gone.signal) : null;
   try {
     return await work(lease);
   } finally {
@@ -155,11 +90,13 @@ export async function rememberSpan(
   target: SizeTarget,
   lease: Lease | null | 'take',
 ): Promise<void> {
-  const at = lease ? sessionOf(ctx, conversation) : null;
-  const held = at && (lease === 'take' ? await at.memory.lease(at.session, 0) : lease);
-  if (!at || !held) return;
+  const memory = ctx.deps.memory;
+  const thread = lease && memory ? identityOf(ctx).thread(memory, conversation) : null;
+  const held = thread && (lease === 'take' ? await memory!.lease(thread, 0) : lease);
+  if (!thread || !held) return;
   try {
-    await at.memory.remember(held, at.tenant, conversation.items, span.fixedEnd, entryOf(span, target));
+    // The span starts where this compaction's kept prefix ended (the thread's, for the same conversation).
+    await memory!.remember(held, { ...thread, fixedEnd: span.fixedEnd }, entryOf(span, target));
   } finally {
     if (lease === 'take') await held.release();
   }

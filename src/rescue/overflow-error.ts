@@ -18,15 +18,15 @@ import type { InspectedAnswer } from './inspect.js';
  * it says). The original body is let go.
  */
 export function inApiWords(api: Api, answer: InspectedAnswer, prompt: number, limit: number | undefined): InspectedAnswer | null {
-  if (!answer.verdict.overlong || !answer.held.complete || answer.answer.status < 400) return null;
+  if (!answer.verdict.overlong || !answer.held.complete || answer.response.status < 400) return null;
   const words = DIALECTS[api].overflow;
-  if (words.says(decodeText(answer.held.bytes, answer.answer.headers['content-encoding']))) return null;
+  if (words.says(decodeText(answer.held.bytes, answer.response.headers['content-encoding']))) return null;
   const bytes = Buffer.from(JSON.stringify(words.error(prompt, Math.max(1, limit ?? prompt - 1))));
   // What is left of the upstream's body goes; the relay sends the held bytes, whole.
-  discard(answer.answer.body);
+  discard(answer.response.body);
   return {
     ...answer,
-    answer: { ...answer.answer, status: 400, headers: { 'content-type': 'application/json', 'content-length': String(bytes.length) } },
+    response: { ...answer.response, status: 400, headers: { 'content-type': 'application/json', 'content-length': String(bytes.length) } },
     held: { bytes, complete: true },
   };
 }

@@ -106,8 +106,8 @@ function strategyOf(r: RescueRecord): string | undefined {
 /** Rescues whose client got the upstream's error although the gateway would have helped. */
 const FAILED: ReadonlySet<Outcome> = new Set(['replay_failed', 'not_shrunk', 'shed']);
 
-/** Made smaller before its first attempt (from memory, or to fit a known window), not after a refusal. */
-export function isAhead(r: RescueRecord): boolean {
+/** Made smaller proactively, before its first attempt (from memory, or to fit a known window; compaction.proactive), not after a refusal. */
+export function isProactive(r: RescueRecord): boolean {
   return r.trigger === 'proactive' || r.trigger === 'window';
 }
 
@@ -115,16 +115,16 @@ export function isAhead(r: RescueRecord): boolean {
  * The one line a rescue writes, once its end is known, with the numbers in the sentence: ERROR
  * when the client got the upstream's error although the gateway would have helped (replay_failed,
  * not_shrunk, shed), WARN when the upstream refused something and the request was saved, or the
- * client or the config asked for no rescue (disabled). A request compacted ahead is told with the
+ * client or the config asked for no rescue (disabled). A request compacted proactively is told with the
  * answer it got: INFO when the upstream accepted it (every later turn of a healthy long session),
  * else WARN. At debug, the summary text that stood in for the history goes in a line of its own
  * (logSummaryText).
  */
-export function logDecision(log: FastifyBaseLogger, r: RescueRecord, answer?: Pick<InspectedAnswer, 'answer' | 'verdict'>): void {
+export function logDecision(log: FastifyBaseLogger, r: RescueRecord, answer?: Pick<InspectedAnswer, 'response' | 'verdict'>): void {
   const c = r.compaction;
   const fields = { compaction: flat(r) };
   const what = whatHappened(r);
-  const failed = FAILED.has(r.outcome) && !isAhead(r) && !r.clientLeft;
+  const failed = FAILED.has(r.outcome) && !isProactive(r) && !r.clientLeft;
   const words = r.overflowError ? `; the client gets it as its API's own overflow error, so its agent can compact` : '';
   const say = (message: string) => (failed ? log.error(fields, `${message}${words}`) : log.warn(fields, `${message}${words}`));
   if (r.outcome === 'disabled') {
@@ -142,7 +142,7 @@ export function logDecision(log: FastifyBaseLogger, r: RescueRecord, answer?: Pi
   } else if (r.remedy === 'truncation') {
     say(`${what}: its history is held upstream (previous_response_id); truncation "auto", ${replayEnd(r)}`);
   } else if (c?.outcome === 'not_shrunk') {
-    const then = isAhead(r) ? 'sending it as it was' : 'passing the upstream error through';
+    const then = isProactive(r) ? 'sending it as it was' : 'passing the upstream error through';
     say(`${what}: no useful compaction (${c.why}, ${c.messagesBefore} items, ${size(c.bytesBefore)}); ${then}`);
   } else if (c?.outcome === 'compacted') {
     const took = c.summarizerMs !== undefined ? `, ${seconds(c.summarizerMs)}` : '';
@@ -150,12 +150,12 @@ export function logDecision(log: FastifyBaseLogger, r: RescueRecord, answer?: Pi
     const remembered = c.strategy === 'mask' ? 'remembered masking' : 'remembered summary';
     const memory = c.memory === 'hit' ? (c.summarizerCalls === 0 ? `, ${remembered} reused as it was` : `, ${remembered} extended`) : '';
     const cut = c.cut > 0 ? `, ${c.cut} kept contents cut to fit` : '';
-    const ahead = isAhead(r);
-    const then = ahead ? 'sending it compacted' : replayEnd(r);
-    const accepted = ahead && !r.bindingRetry && answer !== undefined && !answer.verdict.overlong && answer.answer.status < 400;
+    const proactive = isProactive(r);
+    const then = proactive ? 'sending it compacted' : replayEnd(r);
+    const accepted = proactive && !r.bindingRetry && answer !== undefined && !answer.verdict.overlong && answer.response.status < 400;
     const message = `${what}: compacted ${c.messagesBefore} items into ${c.messagesAfter} (${size(c.bytesBefore)} -> ${size(c.bytesAfter)}, ${c.strategy}${took}${memory}${cut})${fellBack}, ${then}${boundSaid(r)}`;
     if (accepted) log.info(fields, message);
-    else say(`${message}${ahead ? refusedAhead(answer) : ''}`);
+    else say(`${message}${proactive ? refusedProactive(answer) : ''}`);
     logSummaryText(log, r, c);
   }
 }
@@ -186,10 +186,10 @@ function whatHappened(r: RescueRecord): string {
   }
 }
 
-/** What the upstream did with a request compacted ahead that it did not accept. */
-function refusedAhead(answer: Pick<InspectedAnswer, 'answer' | 'verdict'> | undefined): string {
+/** What the upstream did with a request compacted proactively that it did not accept. */
+function refusedProactive(answer: Pick<InspectedAnswer, 'response' | 'verdict'> | undefined): string {
   if (!answer) return '';
-  const status = answer.answer.status;
+  const status = answer.response.status;
   if (answer.verdict.overlong) return `; the upstream refused it as overlong all the same (${status})`;
   return status >= 400 ? `; the upstream answered ${status}, passed through` : '';
 }
@@ -283,12 +283,12 @@ function flat(r: RescueRecord): Record<string, unknown> {
   };
 }
 
-/** Counted once a decision's end is known: a rescue's (never one made ahead) in gateway_rescues_total too. */
+/** Counted once a decision's end is known: a rescue's (never a proactive one) in gateway_rescues_total too. */
 export function countRescue(metrics: Metrics, r: RescueRecord, replay?: ReplayResult): void {
   const upstream = r.upstream ?? 'default';
   metrics.compactions.inc({ api: r.api, strategy: strategyOf(r) ?? 'none', outcome: r.outcome, upstream });
   // A rescue whose client left ended for no one: neither saved nor failed.
-  if (!isAhead(r) && !r.clientLeft) metrics.rescues.inc({ api: r.api, outcome: r.outcome, upstream });
+  if (!isProactive(r) && !r.clientLeft) metrics.rescues.inc({ api: r.api, outcome: r.outcome, upstream });
   if (replay) metrics.replays.inc({ api: r.api, result: replay, upstream });
 }
 

@@ -24,8 +24,7 @@ export interface IncomingRequest {
    */
   readonly json: Record<string, unknown> | null;
   /**
-   * `json`, parsed in slices that let other requests run between them (a 40 MB body is over a
-   * second of parsing). A body with a top-level list of more than MAX_RESCUED_ITEMS, or a piece
+   * `json`, parsed in slices that let other requests run between them. A body with a top-level list of more than MAX_RESCUED_ITEMS, or a piece
    * parsed at once (a message, a field) of more than MAX_PIECE_TOKENS, is not parsed at all: null,
    * and `tooManyItems` says why.
    */
@@ -50,11 +49,9 @@ export interface IncomingRequest {
 export const MAX_COMPACTABLE_DEPTH = 256;
 
 /**
- * A conversation longer than this is not rescued: each of the compaction's passes over it would
- * hold the event loop longer than other clients should wait (a 100k-message rescue stalls them
- * 120-190 ms at worst; a million messages, 2.3 s). No agent session comes near it. Such a body
- * is not parsed at all: a million tiny messages made into a million objects (and their source
- * texts) cost garbage-collector pauses of most of a second.
+ * A conversation longer than this is not rescued, nor parsed: each of the compaction's passes over
+ * it, and the collector's pauses over its objects, would hold the event loop longer than other
+ * clients should wait. No agent session comes near it.
  */
 export const MAX_RESCUED_ITEMS = 150_000;
 
@@ -79,10 +76,7 @@ export function readIncoming(
   return new LazyIncoming(wireOf(received), contentEncoding, limitBytes, decoded);
 }
 
-/**
- * Every request builds one, and most never read it: a class, whose getters live on its prototype,
- * costs a fraction of an object literal with getters and closures (bench/findings.md).
- */
+/** Every request builds one, and most never read it: a class, its getters on its prototype, is the cheap shape. */
 class LazyIncoming implements IncomingRequest {
   #joined: Buffer | undefined;
   #decoded: Buffer | null | undefined;

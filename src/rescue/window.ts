@@ -5,7 +5,8 @@ import { credentialsOf } from '../upstream/discover.js';
 import type { KnownWindow } from '../upstream/windows.js';
 import { decodeText } from '../upstream/body.js';
 import type { InspectedAnswer } from './inspect.js';
-import { holdBudget, modelOf, type RescueContext } from './context.js';
+import { holdBudget, type RescueContext } from './context.js';
+import { identityOf } from './identity.js';
 
 /*
  * Windows known before sending (upstream/windows.ts): a request whose estimate passes its model's
@@ -17,7 +18,7 @@ import { holdBudget, modelOf, type RescueContext } from './context.js';
 const UNREAD_SHARE = 0.5;
 /** A request whose estimate (and completion, where the window counts it) passes this share of the window is made to fit. */
 const FIT_SHARE = 0.95;
-/** A request larger than this is not searched for base64 data (about 20 ms a MB of the event loop). */
+/** A request larger than this is not searched for base64 data: the search would hold the event loop too long. */
 const MAX_SEARCHED_BYTES = 8 * 1024 * 1024;
 /** Answers to requests smaller than this are not read for their counts: no server runs a window that small. */
 const WATCHED_MIN_BYTES = 4096;
@@ -28,7 +29,7 @@ const WATCHED_MIN_BYTES = 4096;
  * whose window is not known, in the background; an agent's first request (its instructions and
  * tools) is that large, long before its conversation nears any window.
  */
-export function windowFor(ctx: RescueContext, model = modelOf(ctx) ?? ctx.notes.model): KnownWindow | undefined {
+export function windowFor(ctx: RescueContext, model = identityOf(ctx).model ?? ctx.notes.model): KnownWindow | undefined {
   if (!model) return undefined;
   return ctx.deps.windows.windowOf(
     ctx.upstream,
@@ -46,7 +47,7 @@ async function modelFor(ctx: RescueContext): Promise<string | undefined> {
   if (!(await holdBudget(ctx, 0)).held) return undefined;
   await ctx.incoming.load();
   // Read whole now: the access log and the answer's count go by it too.
-  return (ctx.notes.model = modelOf(ctx));
+  return (ctx.notes.model = identityOf(ctx).model);
 }
 
 /**
@@ -88,16 +89,15 @@ export function mayNearWindow(ctx: RescueContext): boolean {
   return ctx.incoming.bytes >= WATCHED_MIN_BYTES;
 }
 
-/** Whether an answer to a request of `bytes` is read for its prompt count. */
 export function watched(ctx: RescueContext, bytes: number): boolean {
   return bytes >= WATCHED_MIN_BYTES && (ctx.pathModel ?? ctx.notes.model) !== undefined;
 }
 
 /** The prompt count the held start of an answer says (a whole JSON body; a Messages stream's message_start), when it says one. */
 export function heldCount(ctx: RescueContext, answer: InspectedAnswer): number | undefined {
-  const streamed = String(answer.answer.headers['content-type'] ?? '').includes('text/event-stream');
+  const streamed = String(answer.response.headers['content-type'] ?? '').includes('text/event-stream');
   if (!streamed && !answer.held.complete) return undefined;
-  return ctx.dialect.promptCount(decodeText(answer.held.bytes, answer.answer.headers['content-encoding']));
+  return ctx.dialect.promptCount(decodeText(answer.held.bytes, answer.response.headers['content-encoding']));
 }
 
 /**
@@ -133,7 +133,6 @@ export function truncationVerdict(cut: Extract<Truncation, { truncated: true }>)
   };
 }
 
-/** Logs a cut the client got all the same (a stream already under way), with its numbers. */
 export function logStreamedCut(ctx: RescueContext, cut: Extract<Truncation, { truncated: true }>, bytes: number): void {
   const model = ctx.pathModel ?? ctx.notes.model;
   ctx.log.warn(

@@ -149,7 +149,7 @@ async function serveRescued(
   try {
     const outcome = await serve(ctx, () => client.committed);
     await client.relay(
-      outcome.answer.answer,
+      outcome.answer.response,
       outcome.answer.held,
       outcome.header ? { 'x-gateway-compaction': outcome.header } : undefined,
       outcome.tail,

@@ -113,18 +113,20 @@ describe('the in-process store', () => {
     expect(await store.limit('m')).toBeUndefined();
   });
 
-  it('remembers which tenants have compactions', async () => {
+  it('keeps each tenant\u2019s reach: the smallest request a remembered span or a learned limit could concern', async () => {
     const store = new LocalStore(1_000_000, 60);
-    expect(await store.hasTenant('t1')).toBe(false);
-    await store.markTenant('t1');
-    expect(await store.hasTenant('t1')).toBe(true);
-    expect(await store.hasTenant('t2')).toBe(false);
+    expect(await store.reachOf('t1')).toBeUndefined();
+    await store.markTenant('t1', { disproving: 16_001 });
+    expect(await store.reachOf('t1')).toEqual({ extending: Infinity, disproving: 16_001 });
+    await store.markTenant('t1', { extending: 9_000, disproving: 20_000 });
+    expect(await store.reachOf('t1')).toEqual({ extending: 9_000, disproving: 16_001 });
+    expect(await store.reachOf('t2')).toBeUndefined();
   });
 
   it('says when no tenant can be remembered, so requests skip hashing their credential', async () => {
     const store = new LocalStore(1_000_000, 60);
     expect(store.mayHaveTenants()).toBe(false);
-    await store.markTenant('t1');
+    await store.markTenant('t1', { extending: 100 });
     expect(store.mayHaveTenants()).toBe(true);
     await store.close();
     expect(store.mayHaveTenants()).toBe(false);

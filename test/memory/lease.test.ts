@@ -130,3 +130,39 @@ describe.skipIf(!HAVE_REDIS)('the lease in Redis', () => {
     expect(redisCli(redis!.port, 'exists', keys.lease)).toBe('0');
   });
 });
+
+describe.each(stores)('a tenant\u2019s reach and one read of what is remembered, %s', (_name, store) => {
+  it('keeps the smaller of each size two marks give (two replicas marking one tenant)', async () => {
+    const tenant = `tenant-${++n}`;
+    expect(await store().reachOf(tenant)).toBeUndefined();
+    await store().markTenant(tenant, { disproving: 32_001 });
+    expect(await store().reachOf(tenant)).toEqual({ extending: Infinity, disproving: 32_001 });
+    await Promise.all([
+      store().markTenant(tenant, { extending: 9_000, disproving: 40_000 }),
+      store().markTenant(tenant, { extending: 12_000 }),
+    ]);
+    expect(await store().reachOf(tenant)).toEqual({ extending: 9_000, disproving: 32_001 });
+  });
+
+  it('reads a conversation\u2019s entries and a learned limit together, either left out', async () => {
+    const s = fresh();
+    const key = `limit-${++n}`;
+    expect(await store().recall(s, key)).toEqual({ entries: [] });
+    await store().remember(s, entry(2));
+    expect(await store().learn(key, { limitTokens: 4000, windowFrom: 20_000 })).toEqual({ limitTokens: 4000, windowFrom: 20_000 });
+    expect(await store().recall(s, key)).toEqual({ entries: [entry(2)], limit: { limitTokens: 4000, windowFrom: 20_000 } });
+    expect(await store().recall(null, key)).toEqual({ entries: [], limit: { limitTokens: 4000, windowFrom: 20_000 } });
+    expect(await store().recall(s, null)).toEqual({ entries: [entry(2)] });
+  });
+});
+
+describe.skipIf(!HAVE_REDIS)('a tenant\u2019s reach in Redis', () => {
+  it('the mark a replica of the version before writes (1) reaches every request until it expires', async () => {
+    const tenant = `tenant-${++n}`;
+    redisCli(redis!.port, 'set', `compaction-gateway:v5:t:${tenant}`, '1', 'EX', '60');
+    expect(await redisStore!.reachOf(tenant)).toEqual({ extending: 0, disproving: 0 });
+    await redisStore!.markTenant(tenant, { extending: 9_000 });
+    expect(await redisStore!.reachOf(tenant)).toEqual({ extending: 0, disproving: 0 });
+    expect(Number(redisCli(redis!.port, 'ttl', `compaction-gateway:v5:t:${tenant}`))).toBeGreaterThan(0);
+  });
+});

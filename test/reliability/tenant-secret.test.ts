@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { completion, json, startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
-import { NGINX_413 } from '../helpers/provider.js';
+import { startStandIn } from '../helpers/provider.js';
 import { HAVE_REDIS, redisCliAsync, startRedis, until, type TestRedis } from '../helpers/redis.js';
-import { isSummarizer, parseCompactionHeader, toolTurnsBody } from '../helpers/rescue.js';
+import { parseCompactionHeader, toolTurnsBody } from '../helpers/rescue.js';
+import type { StrictChat } from '../helpers/strict-chat.js';
 import { tenantOf } from '../../src/memory/fingerprint.js';
 
 /*
@@ -20,20 +20,13 @@ const SECRET = 'replicas-share-this-secret-1234';
 const CLIENT_KEY = 'sk-tenant-alice-000000000000000000000000';
 
 let redis: TestRedis;
-let upstream: FakeUpstream;
+let upstream: StrictChat;
 const gateways: TestGateway[] = [];
 beforeAll(async () => {
   if (!HAVE_REDIS) return;
   redis = await startRedis();
-  upstream = await startFakeUpstream((req, res) => {
-    if (isSummarizer(req)) return json(res, 200, completion('SUMMARY: the files of the build were read.'));
-    if (req.body.length > BODY_LIMIT) {
-      res.writeHead(413, { 'content-type': 'text/html' });
-      res.end(NGINX_413);
-      return;
-    }
-    return json(res, 200, completion('the answer'));
-  });
+  // An edge in front of it refuses a body over BODY_LIMIT with its 413 page.
+  upstream = await startStandIn({ provider: 'chat', limitBytes: BODY_LIMIT, style: 'edge_413' });
 });
 afterAll(async () => {
   for (const g of gateways) await g.close();

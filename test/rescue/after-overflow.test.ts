@@ -1,6 +1,6 @@
 import pino from 'pino';
 import { Agent } from 'undici';
-import { afterEach, expect, it, vi } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { validateConfig } from '../../src/config/load.js';
 import { chat } from '../../src/dialects/chat.js';
 import { createMemory, type CompactionMemory } from '../../src/memory/index.js';
@@ -12,18 +12,21 @@ import { readIncoming } from '../../src/rescue/request.js';
 import { ClientGone } from '../../src/upstream/client-gone.js';
 import { resolveUpstreams } from '../../src/upstream/upstreams.js';
 import { Windows } from '../../src/upstream/windows.js';
-import { completion, json, startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
-import { isSummarizer, parseCompactionHeader, toolTurnsBody } from '../helpers/rescue.js';
+import { startStandIn } from '../helpers/provider.js';
+import { HAVE_REDIS, redisCliAsync, startRedis, until } from '../helpers/redis.js';
+import { parseCompactionHeader, toolTurnsBody } from '../helpers/rescue.js';
+import type { StrictChat } from '../helpers/strict-chat.js';
 
 /*
  * After a tenant and model overflowed once, a request far below every limit it could meet, and
  * extending no remembered compaction, costs what it costs on a fresh gateway (issue 47): its body
  * is not read (not loaded, not parsed), its tenant not looked up, nothing fingerprinted, and its
  * acceptance not noted. Counted through the request's own reader and the memory's methods; a
- * request that does extend a remembered compaction is still compacted ahead.
+ * request that does extend a remembered compaction is still compacted ahead. With Redis, what
+ * memory holds for a tenant is read from Redis, in one command a request, by every replica.
  */
 
-let upstream: FakeUpstream;
+let upstream: StrictChat;
 const agents: Agent[] = [];
 afterEach(async () => {
   vi.restoreAllMocks();
@@ -36,14 +39,7 @@ const TENANT = { authorization: 'Bearer sk-client' };
 const LIMIT = 16_000;
 
 async function startRefusing(): Promise<void> {
-  upstream = await startFakeUpstream((req, res) => {
-    if (isSummarizer(req)) return json(res, 200, completion('SUMMARY: files read.'));
-    if (req.body.length > LIMIT) {
-      const message = `This model's maximum context length is ${LIMIT / 4} tokens. However, your messages resulted in ${Math.ceil(req.body.length / 4)} tokens. Please reduce the length of the messages.`;
-      return json(res, 400, { error: { message, type: 'invalid_request_error', param: 'messages', code: 'context_length_exceeded' } });
-    }
-    return json(res, 200, completion('done'));
-  });
+  upstream = await startStandIn({ provider: 'chat', limitBytes: LIMIT });
 }
 
 /** What one request cost the gateway beyond forwarding it: body reads, and each memory operation. */
@@ -53,7 +49,7 @@ interface Reads {
   memory: Record<string, number>;
 }
 
-const MEMORY_OPERATIONS = ['recall', 'knowsTenant', 'session', 'limitFor', 'accepted', 'lease'] as const;
+const MEMORY_OPERATIONS = ['reachOf', 'thread', 'remembered', 'accepted', 'lease'] as const;
 
 async function run(
   body: unknown,
@@ -94,7 +90,7 @@ async function run(
     notes: { model: 'fake-model' },
   };
   const outcome = await serve(ctx, () => false);
-  for await (const _ of outcome.answer.answer.body);
+  for await (const _ of outcome.answer.response.body);
   // What a request's acceptance notes is not waited for: it has had its turn once the answer is read.
   await new Promise((r) => setImmediate(r));
   const reads = {
@@ -103,7 +99,7 @@ async function run(
     memory: Object.fromEntries(spies.map(([name, spy]) => [name, spy.mock.calls.length])),
   };
   vi.restoreAllMocks();
-  return { status: outcome.answer.answer.status, header: outcome.header ? parseCompactionHeader(outcome.header) : undefined, reads };
+  return { status: outcome.answer.response.status, header: outcome.header ? parseCompactionHeader(outcome.header) : undefined, reads };
 }
 
 const NOTHING: Reads = { loads: 0, parses: 0, memory: Object.fromEntries(MEMORY_OPERATIONS.map((name) => [name, 0])) };
@@ -122,7 +118,7 @@ it('after one refusal nothing could shrink, a small request of that tenant and m
   const refused = await run({ model: 'fake-model', messages: [{ role: 'user', content: 'x'.repeat(20_000) }], max_tokens: 100 }, memory);
   expect(refused.status).toBe(400);
   expect(refused.header).toMatchObject({ outcome: 'not_shrunk' });
-  expect(refused.reads.memory.limitFor + refused.reads.loads).toBeGreaterThan(0);
+  expect(refused.reads.memory.remembered + refused.reads.loads).toBeGreaterThan(0);
 
   const after = await run(small(), memory);
   expect(after.status).toBe(200);
@@ -151,12 +147,12 @@ it('after a compaction is remembered, a request smaller than its span is not rea
 
   const next = await run(turns(110), memory);
   expect(next.header).toMatchObject({ outcome: 'compacted', trigger: 'proactive' });
-  expect(next.reads.memory.recall).toBeGreaterThan(0);
+  expect(next.reads.memory.remembered).toBeGreaterThan(0);
   await memory.close();
 });
 
 it('a request under its model\u2019s known window, counting the completion only where the window does, is not read to be made to fit', async () => {
-  upstream = await startFakeUpstream();
+  upstream = await startStandIn({ provider: 'chat' });
   // 10,000 tokens, the completion not counted: a request is made to fit past 95% of it (3 bytes a token until answers say otherwise).
   const windows = [{ model: 'fake-model', tokens: 10_000, completionCounted: false }];
   const sized = (bytes: number) => ({ model: 'fake-model', messages: [{ role: 'user', content: 'z'.repeat(bytes) }], max_tokens: 100 });
@@ -165,4 +161,67 @@ it('a request under its model\u2019s known window, counting the completion only 
   expect(under.reads).toMatchObject({ loads: 0, parses: 0 });
   const over = await run(sized(30_000), null, windows);
   expect(over.reads.loads).toBeGreaterThan(0);
+});
+
+/** Commands Redis ran since its counts were last reset (CONFIG RESETSTAT), the tests' own left out. */
+async function redisCommands(port: number): Promise<Record<string, number>> {
+  const stats = await redisCliAsync(port, 'info', 'commandstats');
+  const counts = [...stats.matchAll(/^cmdstat_([\w|]+):calls=(\d+)/gm)].map(([, name, calls]) => [name, Number(calls)] as const);
+  return Object.fromEntries(counts.filter(([name]) => !/^(config|info)/.test(name)));
+}
+
+/** One GET at most: the tenant's reach (none when a slow failure just paused the store, on a loaded machine). */
+const atMostOneRead = (commands: Record<string, number>) => Object.entries(commands).every(([name, calls]) => name === 'get' && calls <= 1);
+
+if (!HAVE_REDIS && process.env.CI) throw new Error('redis-server is not installed, and CI needs the Redis tests to run');
+
+describe.skipIf(!HAVE_REDIS)('with Redis, shared by replicas', () => {
+  it('a small request of a tenant that only has a learned limit costs what it costs on a fresh gateway: one Redis read, no body read', async () => {
+    await startRefusing();
+    const redis = await startRedis();
+    const config = validateConfig({ upstream: { url: upstream.baseUrl }, memory: { redisUrl: redis.url } });
+    const [a, b] = [0, 1].map(() => createMemory(config, createMetrics(), pino({ level: 'silent' }))!);
+    try {
+      // Each connects in the background (no offline queue): ready once a read of its reaches Redis.
+      for (const replica of [a, b]) {
+        await redisCliAsync(redis.port, 'config', 'resetstat');
+        await until('the replica to reach Redis', 10_000, async () => {
+          await replica.reachOf('warm-up');
+          return (await redisCommands(redis.port)).get === 1;
+        });
+      }
+      /** One request through replica b, with the commands Redis ran for it (the acceptance's, not waited for, included). */
+      const through = async (body: unknown, replica = b) => {
+        await redisCliAsync(redis.port, 'config', 'resetstat');
+        const r = await run(body, replica);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        return { ...r, commands: await redisCommands(redis.port) };
+      };
+      const fresh = await through(small());
+      expect(fresh.status).toBe(200);
+      expect(fresh.reads).toEqual({ ...NOTHING, memory: { ...NOTHING.memory, reachOf: 1 } });
+      expect(atMostOneRead(fresh.commands)).toBe(true);
+
+      // Refused on the other replica, nothing in it can be compacted: the limit is learned, in Redis.
+      const refused = await through({ model: 'fake-model', messages: [{ role: 'user', content: 'x'.repeat(20_000) }], max_tokens: 100 }, a);
+      expect(refused.header).toMatchObject({ outcome: 'not_shrunk' });
+      expect(Object.keys(refused.commands)).toContain('set');
+
+      const after = await through(small());
+      expect(after.status).toBe(200);
+      expect(after.reads).toEqual(fresh.reads);
+      expect(atMostOneRead(after.commands), JSON.stringify(after.commands)).toBe(true);
+
+      // A compaction replica a remembers is what b reads too: the conversation's next turn goes compacted ahead.
+      const turns = (n: number) => toolTurnsBody(n, (t) => `// file ${t}\n${'x'.repeat(90)}`);
+      expect((await through(turns(100), a)).header).toMatchObject({ outcome: 'replayed', memory: 'miss' });
+      expect((await through(turns(110))).header).toMatchObject({ outcome: 'compacted', trigger: 'proactive', memory: 'hit' });
+      const smallAfter = await through(small());
+      expect(smallAfter.reads).toEqual(fresh.reads);
+      expect(atMostOneRead(smallAfter.commands), JSON.stringify(smallAfter.commands)).toBe(true);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+      await redis.stop();
+    }
+  });
 });

@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { chat } from '../../src/dialects/chat.js';
 import type { LearnedLimit } from '../../src/memory/limits.js';
 import type { RescueContext } from '../../src/rescue/context.js';
-import { learnedBounds, learnFrom, recallFor } from '../../src/rescue/memory.js';
+import type { Thread, Who } from '../../src/memory/index.js';
+import { learnFrom, rememberedFor } from '../../src/rescue/memory.js';
 import { readIncoming } from '../../src/rescue/request.js';
 
 /*
@@ -21,12 +22,14 @@ function ctxWith(
   // Every lesson and lookup is the routed upstream's own.
   const own = (upstream: string) => expect(upstream).toBe('upstream-memory-key');
   const fake = {
-    learn: async (_tenant: string, upstream: string, model: string, bounds: LearnedLimit) => (
-      own(upstream),
-      void learned.push([model, bounds])
-    ),
-    limitFor: async (_tenant: string, upstream: string, model: string) => (own(upstream), { limitTokens: model.length }),
-    recall: async () => null,
+    learn: async (who: Who, bounds: LearnedLimit) => (own(who.upstream), void learned.push([who.model!, bounds])),
+    // As the memory does: a request without a model is believed to meet no learned limit.
+    remembered: async (of: Who | Thread) => {
+      const who = 'session' in of ? of.who : of;
+      own(who.upstream);
+      return { entry: null, bounds: who.model ? { limitTokens: who.model.length } : undefined };
+    },
+    thread: (who: Who, items: unknown[], fixedEnd: number) => ({ who, session: 's', items, fixedEnd }),
     countLookup: () => {},
   };
   return {
@@ -102,15 +105,17 @@ describe('learnFrom', () => {
   });
 });
 
-describe('learnedBounds and recallFor', () => {
+describe('rememberedFor', () => {
   it('asks the memory for the request’s model; nothing without memory or a model', async () => {
-    expect(await learnedBounds(ctxWith({ model: 'abc' }, []))).toEqual({ limitTokens: 3 });
-    expect(await learnedBounds(ctxWith({ messages: [] }, []))).toBeUndefined();
-    expect(await learnedBounds(ctxWith({ model: 'abc' }, [], false))).toBeUndefined();
+    expect((await rememberedFor(ctxWith({ model: 'abc' }, []), null)).bounds).toEqual({ limitTokens: 3 });
+    expect((await rememberedFor(ctxWith({ messages: [] }, []), null)).bounds).toBeUndefined();
+    expect((await rememberedFor(ctxWith({ model: 'abc' }, [], false), null)).bounds).toBeUndefined();
   });
 
   it('recalls nothing without memory', async () => {
     const ctx = ctxWith({ model: 'abc', messages: [{ role: 'user', content: 'x' }] }, [], false);
-    expect(await recallFor(ctx, chat.read(ctx.incoming.json!)!)).toBeNull();
+    const conversation = chat.read(ctx.incoming.json!);
+    expect(conversation).not.toBeNull();
+    expect(await rememberedFor(ctx, conversation)).toEqual({ entry: null, bounds: undefined });
   });
 });

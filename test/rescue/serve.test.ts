@@ -123,11 +123,11 @@ async function run(
   };
   const outcome = await serve(ctx, () => o.committed ?? false);
   const chunks: Buffer[] = [];
-  for await (const chunk of outcome.answer.answer.body) chunks.push(Buffer.from(chunk));
+  for await (const chunk of outcome.answer.response.body) chunks.push(Buffer.from(chunk));
   const text = Buffer.concat([outcome.answer.held.bytes, ...chunks]).toString();
   return {
     outcome,
-    status: outcome.answer.answer.status,
+    status: outcome.answer.response.status,
     header: outcome.header ? parseCompactionHeader(outcome.header) : undefined,
     text,
     logs: lines.map((l) => JSON.parse(l)),
@@ -541,12 +541,12 @@ describe('with memory', () => {
     const first = await run(agentBody(20), { config: memoryConfig(), memory, clientHeaders: { authorization: 'Bearer sk-client' } });
     expect(first.header).toMatchObject({ outcome: 'replayed', memory: 'miss' });
     expect(
-      await memory.limitFor(
-        tenantOf({ authorization: 'Bearer sk-client' })!,
-        upstream.baseUrl,
-        'fake-model',
-        Buffer.byteLength(JSON.stringify(agentBody(20))),
-      ),
+      (
+        await memory.remembered(
+          { tenant: tenantOf({ authorization: 'Bearer sk-client' })!, upstream: upstream.baseUrl, api: 'chat', model: 'fake-model' },
+          Buffer.byteLength(JSON.stringify(agentBody(20))),
+        )
+      ).bounds,
     ).toMatchObject({ limitTokens: 5000 });
 
     const body = agentBody(21);
@@ -643,7 +643,8 @@ describe('with memory', () => {
     const memory = makeMemory();
     const tenant = { authorization: 'Bearer sk-client' };
     await run(agentBody(20, { max_tokens: 1500 }), { config: memoryConfig(), memory, clientHeaders: tenant });
-    await memory.learn(tenantOf(tenant)!, upstream.baseUrl, 'fake-model', { limitTokens: 3000, completionCounted: true });
+    const who = { tenant: tenantOf(tenant)!, upstream: upstream.baseUrl, api: 'chat', model: 'fake-model' };
+    await memory.learn(who, { limitTokens: 3000, completionCounted: true });
     limit = 6_000;
     const r = await run(agentBody(21, { max_tokens: 1500 }), { config: memoryConfig(), memory, clientHeaders: tenant });
     expect(r.header).toMatchObject({ outcome: 'compacted', trigger: 'proactive' });

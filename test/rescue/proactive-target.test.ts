@@ -18,8 +18,8 @@ import { completion, json, startFakeUpstream, type FakeUpstream } from '../helpe
 import { isSummarizer, parseCompactionHeader, toolTurnsBody } from '../helpers/rescue.js';
 
 /*
- * A compaction sent ahead aims at the smaller of what the remembered compaction aimed at and what
- * a limit learned since says to aim at (src/rescue/memory.ts, aheadTarget). The conversation has
+ * A proactive compaction aims at the smaller of what the remembered compaction aimed at and what
+ * a limit learned since says to aim at (src/rescue/proactive.ts, proactiveTarget). The conversation has
  * many small turns and keepRecent is high, so the kept tail grows until the aim stops it: the aim
  * shows in how much of the tail the request sent ahead keeps.
  */
@@ -68,7 +68,7 @@ async function run(body: unknown, memory: CompactionMemory) {
     notes: {},
   };
   const outcome = await serve(ctx, () => false);
-  for await (const _ of outcome.answer.answer.body);
+  for await (const _ of outcome.answer.response.body);
   return outcome.header ? parseCompactionHeader(outcome.header) : undefined;
 }
 
@@ -94,7 +94,7 @@ it('a limit learned since a span was remembered lowers the aim of the compaction
 
   // Learned since: a window of 2,500 tokens at 4 bytes: fit 9,000 bytes, aim 5,000 bytes, both
   // under what was remembered. The next turn, 100 turns longer, is compacted ahead at that aim.
-  await memory.learn(tenantOf(TENANT)!, upstream.baseUrl, 'fake-model', { limitTokens: 2500 });
+  await memory.learn({ tenant: tenantOf(TENANT)!, upstream: upstream.baseUrl, api: 'chat', model: 'fake-model' }, { limitTokens: 2500 });
   const body = smallTurns(200);
   const next = await run(body, memory);
   expect(next).toMatchObject({ outcome: 'compacted', trigger: 'proactive', limit: 'learned' });

@@ -1,15 +1,16 @@
 import { DEFAULT_BYTES_PER_TOKEN, learnedTarget, type Bounds, type SizeTarget } from '../compaction/size-target.js';
 import type { Conversation } from '../dialects/types.js';
-import type { CompactionMemory, Lease, Recalled } from '../memory/index.js';
+import type { CompactionMemory, Lease, MemoryEntry } from '../memory/index.js';
 import { BECAUSE, compactFor } from './compact.js';
 import { holdBudget, tooManyItems, type RescueContext } from './context.js';
-import { knows, learnedBounds, recallOf, rememberSpan, rewriteOf, tenantFor, underLease, type Rewrite } from './memory.js';
+import { identityOf } from './identity.js';
+import { rememberSpan, rewriteOf, underLease, type Rewrite } from './memory.js';
 import { countCompaction, type RescueRecord } from './report.js';
 import { isAgentCompaction } from './agent-compaction.js';
 import { summarizerModel } from './summarizer-client.js';
 
 /*
- * The compaction ahead of the first attempt, from memory: compacted by the same compactFor as the
+ * The proactive compaction (compaction.proactive), before the first attempt, from memory: compacted by the same compactFor as the
  * rescue after a refusal, remembered by memory.ts.
  */
 
@@ -21,10 +22,10 @@ export interface Proactive {
 /**
  * The memory to look in before the first attempt, or null while it remembers no compaction the
  * request could extend (none at all, or only ones of spans larger than the request: memory/index.ts
- * mayRecall): then not even the request's credential is hashed (bench/findings.md), and the
+ * mayRecall): then not even the request's credential is hashed, and the
  * first attempt waits on no promise. A limit learned from a refusal opens nothing here.
  */
-export function memoryAhead(ctx: RescueContext): CompactionMemory | null {
+export function proactiveMemory(ctx: RescueContext): CompactionMemory | null {
   const memory = ctx.deps.memory;
   return memory?.mayRecall(ctx.incoming.bytes) ? memory : null;
 }
@@ -35,46 +36,48 @@ export function memoryAhead(ctx: RescueContext): CompactionMemory | null {
  * limits set the target; they never trigger a compaction on their own. Returns null when the
  * request should go as the client sent it.
  */
-export async function compactAhead(ctx: RescueContext, memory: CompactionMemory): Promise<Proactive | null> {
-  // Only a tenant with something remembered has its body parsed before the first attempt.
-  const tenant = tenantFor(ctx);
-  if (!tenant || !(await knows(ctx, memory, tenant))) return null;
+export async function compactProactively(ctx: RescueContext, memory: CompactionMemory): Promise<Proactive | null> {
+  // Only a request as large as a span remembered for its tenant has its body parsed before the first attempt.
+  const identity = identityOf(ctx);
+  const tenant = identity.tenant;
+  if (!tenant || ctx.incoming.bytes < (await identity.reach(memory, tenant)).extending) return null;
   // Never waits: without a share of the rescue budget now, the request goes as sent.
   if (!(await holdBudget(ctx, 0)).held) return null;
   const json = await ctx.incoming.load();
   const conversation = json && !tooManyItems(json) ? ctx.dialect.read(json) : null;
   // An agent's own compaction call is about to replace what memory holds: it extends nothing.
   if (!json || !conversation || isAgentCompaction(ctx, json)) return null;
-  const recall = () => recallOf(ctx, memory, tenant, conversation);
-  if (!(await recall())) return null;
+  const thread = identity.thread(memory, conversation);
+  if (!thread || !(await memory.remembered(thread, ctx.incoming.bytes)).entry) return null;
   const started = performance.now();
   // Extending the summary is a summary too: under the lease, recalled afresh (another request may have extended it meanwhile).
   return underLease(ctx, conversation, async (lease) => {
-    const recalled = await recall();
-    if (!recalled) return null;
-    memory.countLookup(recalled);
-    return aheadUnderLease(ctx, conversation, json, recalled, lease, started);
+    const remembered = await memory.remembered(thread, ctx.incoming.bytes);
+    if (!remembered.entry) return null;
+    memory.countLookup(remembered.entry);
+    return proactivelyUnderLease(ctx, conversation, json, { entry: remembered.entry, bounds: remembered.bounds }, lease, started);
   });
 }
 
-async function aheadUnderLease(
+async function proactivelyUnderLease(
   ctx: RescueContext,
   conversation: Conversation,
   json: Record<string, unknown>,
-  recalled: Recalled,
+  recalled: { entry: MemoryEntry; bounds: Bounds | undefined },
   lease: Lease | null,
   started: number,
 ): Promise<Proactive | null> {
   const memory = ctx.deps.memory!;
   const bytes = ctx.incoming.bytes;
-  const target = aheadTarget(recalled, bytes, await learnedBounds(ctx), ctx);
-  const compaction = await compactFor(ctx, json, conversation, target, { because: BECAUSE.ahead, recalled: recalled.entry });
+  const { entry } = recalled;
+  const target = proactiveTarget(entry, bytes, recalled.bounds, ctx);
+  const compaction = await compactFor(ctx, json, conversation, target, { because: BECAUSE.ahead, recalled: entry });
   const durationMs = performance.now() - started;
   countCompaction(ctx.deps.metrics, ctx.dialect.api, compaction, durationMs, { upstream: ctx.upstream.name, model: summarizerModel(ctx) });
   if (compaction.outcome !== 'compacted') return null;
   // Remembered with what this conversation's own rejection said fits, not what was learned since:
   // a lesson is applied afresh each time, and may be dropped (memory/limits.ts).
-  const remembered = { ...target, fitBytes: recalled.entry.fitBytes, aimBytes: recalled.entry.aimBytes };
+  const remembered = { ...target, fitBytes: entry.fitBytes, aimBytes: entry.aimBytes };
   if (compaction.newSpan) await rememberSpan(ctx, conversation, compaction.newSpan, remembered, lease);
   memory.countProactive();
   const record: RescueRecord = {
@@ -92,15 +95,14 @@ async function aheadUnderLease(
 }
 
 /** What the remembered compaction knew to fit, tightened by anything learned since. */
-function aheadTarget(recalled: Recalled, bytes: number, learned: Bounds | undefined, ctx: RescueContext): SizeTarget {
-  const remembered = { fitBytes: recalled.entry.fitBytes, aimBytes: recalled.entry.aimBytes };
+function proactiveTarget(entry: MemoryEntry, bytes: number, learned: Bounds | undefined, ctx: RescueContext): SizeTarget {
   const ratio = ctx.deps.config.compaction.targetRatio;
-  const bytesPerToken = recalled.entry.bytesPerToken ?? DEFAULT_BYTES_PER_TOKEN;
+  const bytesPerToken = entry.bytesPerToken ?? DEFAULT_BYTES_PER_TOKEN;
   const fromLearned = learned ? learnedTarget(bytes, learned, ratio, ctx.dialect.completion(ctx.incoming.json ?? {}), bytesPerToken) : null;
-  const fitBytes = Math.min(remembered.fitBytes, fromLearned?.fitBytes ?? Infinity);
+  const fitBytes = Math.min(entry.fitBytes, fromLearned?.fitBytes ?? Infinity);
   return {
     fitBytes,
-    aimBytes: Math.min(remembered.aimBytes, fromLearned?.aimBytes ?? Infinity, fitBytes),
+    aimBytes: Math.min(entry.aimBytes, fromLearned?.aimBytes ?? Infinity, fitBytes),
     bytesPerToken,
     tokensBefore: Math.round(bytes / bytesPerToken),
     source: 'learned',
