@@ -36,9 +36,22 @@ const RENEW = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('
 const RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`;
 const FENCED_SET = `if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('SET', KEYS[2], ARGV[2], 'EX', ARGV[3]) return 1 end return 0`;
 
-import { connectRedis, type RedisClient } from './redis-client.js';
-import type { RedisTarget } from './redis-target.js';
-import { withEntry, type MemoryEntry, type MemoryStore, type Reach } from './store.js';
+/**
+ * A tenant's reach (store.ts Reach) is `EXTENDING DISPROVING` under its tenant key, each lowered
+ * in one script so that two replicas' marks keep the smaller of each; NONE stands for no size. A
+ * replica of the version before marks '1': that reaches every request, until the key expires.
+ */
+const NONE = 1e12;
+const MARK_TENANT = `local e, d = tonumber(ARGV[1]), tonumber(ARGV[2])
+local was = redis.call('GET', KEYS[1])
+if was then
+  local a, b = string.match(was, '^(%d+) (%d+)$')
+  if a then e = math.min(e, tonumber(a)) d = math.min(d, tonumber(b)) else e = 0 d = 0 end
+end
+redis.call('SET', KEYS[1], string.format('%d %d', e, d), 'EX', ARGV[3])
+return 1`;
+
+/** How often a replica waiting for another's lease asks whether it is free. */
 const LEASE_POLL_MS = 100;
 
 /**
