@@ -9,7 +9,8 @@ import { classifyResponse } from '../overlong/classify.js';
 import { traceSummarizerCall } from '../telemetry/traces.js';
 import { callUpstream, readText } from '../upstream/client.js';
 import { CLIENT_CREDENTIALS } from '../upstream/headers.js';
-import { modelOf, type RescueContext } from './context.js';
+import type { RescueContext } from './context.js';
+import { identityOf } from './identity.js';
 import { learnFrom } from './memory.js';
 import { noCredentials, summarizerDestination } from './summarizer-credentials.js';
 import { tryParseJson } from '../lib/json.js';
@@ -42,7 +43,9 @@ export function summarizerFor(ctx: RescueContext, target: SizeTarget): Summarize
         : noCredentials(ctx.deps.config, ctx.upstream, destination, ctx.log);
   const same = (a: string, b: string) => a.replace(/\/+$/, '') === b.replace(/\/+$/, '');
   const ownModel =
-    same(url, ctx.upstream.url) && api === ctx.dialect.api && (destination.model === undefined || destination.model === modelOf(ctx));
+    same(url, ctx.upstream.url) &&
+    api === ctx.dialect.api &&
+    (destination.model === undefined || destination.model === identityOf(ctx).model);
   // The provider's own compaction reads the request's own items and its window is bound to them:
   // only the upstream itself, in the request's API, model and credentials.
   const providerCompaction = ctx.deps.config.summarizer.providerCompaction && ownModel && credential.kind === 'request';
@@ -89,7 +92,7 @@ export function summarizerModel(
   ctx: RescueContext,
   destination = summarizerDestination(ctx.deps.config, ctx.deps.upstreams, ctx.upstream),
 ): string {
-  return destination.model ?? modelOf(ctx) ?? '';
+  return destination.model ?? identityOf(ctx).model ?? '';
 }
 
 /** Where one summarizer's calls go, and what ends them. */
