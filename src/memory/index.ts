@@ -61,7 +61,10 @@ const LEASE_RENEW_MS = 3_000;
 export class CompactionMemory {
   private storeDown = false;
   private pausedUntil = 0;
-  /** Local store only. Each only falls: an expired entry leaves it (a lookup too many, never one too few). */
+  /**
+   * For a store of this process alone: the smallest request that could extend a compaction, or disprove a
+   * limit, remembered here. Each only falls: an expired entry leaves it (a lookup too many, never one too few).
+   */
   private smallestExtending = Infinity;
   private smallestDisproving = Infinity;
 
