@@ -10,33 +10,24 @@ import { SummarizerError, type SummarizerFailureKind, type SummarizerTokens } fr
 import { trailOf, trailText, type Trail } from './trail.js';
 import type { Plan, Strategy } from './types.js';
 
-/** A plan, and the bytes it set aside for the summary. */
 export type Planned = Plan & { reserve: number };
 
 export interface Condensed {
-  /** What stands for the middle: one summary item, or the provider's window; none when nothing new was condensed. */
   items: unknown[];
   text: string;
   count: number;
   strategy: Strategy;
   calls: number;
   tokens?: SummarizerTokens;
-  /** The trail of the work so far (a provider's window keeps none of its own). */
   trail?: Trail;
   ms?: number;
   failure?: SummarizerFailureKind;
-  /** Why the provider's own compaction, asked for, was not used. */
   providerFailure?: SummarizerFailureKind;
 }
 
-/** The share of a summary's bytes its trail may take, and at most this many bytes. */
 const TRAIL_SHARE = 0.5;
 const TRAIL_MAX_BYTES = 6 * 1024;
 
-/**
- * What stands for the plan's middle: the provider's own compaction where it is asked for, else
- * the summarizer's summary, else (it failed) the deterministic digest.
- */
 export async function condense(
   plan: Planned,
   view: RecalledView,
@@ -58,7 +49,6 @@ export async function condense(
   // Opaque items (encrypted reasoning, compaction items) are dropped whole, never read.
   const readableAt = plan.middle.filter((i) => entries[i].role !== 'opaque');
   const readable = await mapInSlices(readableAt, (i) => input.dialect.render(view.items[i]));
-  // The trail reads the request's own items (a masked output is whole there).
   const own = (i: number, k: number) =>
     original[view.originalIndex(i)] === view.items[i] ? readable[k] : input.dialect.render(original[view.originalIndex(i)]);
   const trailItems = await mapInSlices(readableAt, (i, k) => ({ rendered: own(i, k), answers: entries[i].answers }));
@@ -68,7 +58,6 @@ export async function condense(
   const intro = summaryIntro(count, input.because);
   const role = compaction.summaryRole;
   const budget = Math.max(0, plan.reserve - jsonBytes(input.dialect.summaryItem(intro, role)));
-  // The trail takes what it needs of its share; the summary has the rest.
   const trailPart = trailText(trail, Math.min(TRAIL_MAX_BYTES, Math.floor(budget * TRAIL_SHARE)));
   const textBudget = Math.max(0, budget - (trailPart ? jsonBytes(`\n\n${trailPart}`) - 2 : 0));
   const made = (text: string, rest: Omit<Condensed, 'items' | 'text' | 'count' | 'trail'>): Condensed => {
@@ -101,17 +90,12 @@ export async function condense(
   }
 }
 
-/**
- * The provider's own compaction of the middle (after a remembered window of its own, which it can
- * read), where it is asked for and the middle fits what the upstream takes: its window, or why not.
- */
 async function providerWindow(
   plan: Planned,
   view: RecalledView,
   input: CompactionInput,
 ): Promise<{ window: unknown[]; calls: number } | { failure: SummarizerFailureKind; calls: number } | null> {
   if (!input.summarizer.providerCompaction || !input.summarizer.wire.compact) return null;
-  // What stood for the older span goes with it, our summary as readable text, a window as it is.
   const earlier = input.recalled ? summaryItemsOf(input.recalled) : [];
   const items = [...earlier, ...plan.middle.map((i) => view.items[i])];
   // The compaction call is a request to the same model: what is over the limit cannot go there either.

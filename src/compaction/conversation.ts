@@ -1,35 +1,23 @@
 import type { Entry } from '../dialects/types.js';
 
 /*
- * The shape of a conversation, whatever its API:
- *
- *   head     leading instructions, kept byte-identical (the provider's prompt-cache prefix)
- *   opening  the user's first input (the task) and anything else before the model first spoke;
- *            kept as it is, before the summary, so the summary follows what it summarises
- *   rest     turns: condensed from the oldest, or kept, one unit at a time
- *
- * A unit is the smallest run of items that can be kept or dropped on its own: a tool call with
- * every result that answers it, and an item that joins the next (a reasoning item) with that one.
+ * The head is kept byte-identical (the provider's prompt-cache prefix). A unit is the smallest run of
+ * items kept or dropped on its own: a tool call with every result that answers it.
  */
 
-/** How many leading items are instructions. */
 export function headEnd(entries: readonly Entry[]): number {
   let i = 0;
   while (i < entries.length && entries[i].role === 'instruction') i++;
   return i;
 }
 
-/**
- * Where the opening ends: the first item the model or a tool produced after the head. The last
- * item is never part of it, so there is always something after the kept prefix.
- */
+/** The last item is never part of the opening: there is always something after the kept prefix. */
 export function openingEnd(entries: readonly Entry[]): number {
   let i = headEnd(entries);
   while (i < entries.length - 1 && (entries[i].role === 'user' || entries[i].role === 'instruction')) i++;
   return i;
 }
 
-/** Units of `entries[from..]`, as [start, end) pairs in order. */
 export function unitsOf(entries: readonly Entry[], from: number): Array<[number, number]> {
   const units: Array<[number, number]> = [];
   let start = from;

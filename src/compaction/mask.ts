@@ -6,36 +6,26 @@ import { resultLine } from './trail.js';
 import { timeSlice } from '../lib/time-slice.js';
 
 /*
- * The rung between lowering the completion limit and summarising: observation masking. Old tool
- * outputs, oldest first, become one line each (the tool, the output's size, what the call was and
- * what it showed), until the conversation is under the aim; the calls, the assistant's text and
- * the person's turns stay where they are. No model is asked anything. Measured on agent sessions,
- * it keeps what matters to the next step about as well as a summary, at no cost (see
- * BENCHMARKS.md); when masking every older output is not enough, the conversation is summarised.
+ * Observation masking, the rung before summarising: old tool outputs, oldest first, become one line
+ * each until the conversation is under the aim. No model is asked anything.
  */
 
 export interface MaskInput {
   items: readonly unknown[];
   entries: readonly Entry[];
   dialect: Pick<Dialect, 'mask' | 'render'>;
-  /** Items before this stay as they are (the head, the opening, a remembered span). */
   keepFirst: number;
   aimBytes: number;
-  /**
-   * Mask every older output, not only down to the aim: where the limit is a guess (a 413 that
-   * states none), the aim is too, and the request should come as far under it as masking goes.
-   */
+  /** Where the limit is a guess (a 413 that states none), so is the aim: go as far under it as masking goes. */
   all?: boolean;
 }
 
 export interface Masked {
   items: unknown[];
-  /** The index just after the last masked item: the span that changed. */
   end: number;
   masked: number;
 }
 
-/** The conversation with its oldest outputs masked down to the aim; null when masking all of them does not get there. */
 export async function maskOutputs(input: MaskInput): Promise<Masked | null> {
   const { items, entries, dialect } = input;
   const units = unitsOf(entries, input.keepFirst);

@@ -4,17 +4,8 @@ import { itemBytes } from './size.js';
 import type { Plan, PlanFailure, PlanInput } from './types.js';
 
 /*
- * Deciding what survives compaction, after the first `keepFirst` items (kept as they are):
- *
- *   middle  condensed into one summary, from the oldest unit on
- *   pinned  the last user input, when it falls before the tail: kept, after the summary
- *   tail    the newest units, as many as fit under the aim (at most `keepRecent` items, at least
- *           the last unit)
- *
- * Nothing new is cut while something old can be condensed: the tail gives up its oldest units to
- * the middle before any kept content is shortened, and shortening (shrink.ts) takes the oldest
- * kept content first. Items are measured once each; the rest is arithmetic on those sizes. The
- * summary counts as `summaryReserveBytes` plus one comma.
+ * Nothing new is cut while something old can be condensed: the tail gives up its oldest units to the
+ * middle before any kept content is shortened. Items are measured once; the rest is arithmetic.
  */
 
 export function planCompaction(input: PlanInput): Plan | PlanFailure {
@@ -34,8 +25,6 @@ export function planCompaction(input: PlanInput): Plan | PlanFailure {
   const aim = Math.min(input.aimBytes ?? targetBytes, targetBytes);
   while (first > 0) {
     const wider = first - 1;
-    // (The tail starts as the newest unit whatever its length: a wider one is over keepRecent
-    // whenever that unit already is.)
     if (items.length - units[wider][0] > input.keepRecent) break;
     if (total(wider) > aim) break;
     first = wider;
@@ -46,10 +35,8 @@ export function planCompaction(input: PlanInput): Plan | PlanFailure {
   const pinned = lastUser >= keepFirst && lastUser < tailStart ? [lastUser] : [];
   const kept = [...pinned, ...range(tailStart, items.length)].map((i) => items[i]);
   const before = total(first);
-  // The person's last input is theirs: never cut (compaction condenses around it).
   const lastUserKept = lastUser < keepFirst ? -1 : pinned.length > 0 ? 0 : pinned.length + lastUser - tailStart;
-  // Over what is known to fit, cutting is unavoidable: then cut down to the aim, which is the
-  // better guess at the limit (a 413 states none) and leaves room for the next turns.
+  // Cut down to the aim: the better guess at the limit (a 413 states none), with room for the next turns.
   const shrunk = shrinkKept(kept, input.dialect, before > targetBytes ? before - aim : 0, lastUserKept, input.newestWhole === true);
   if (middle.length === 0 && shrunk.cut === 0) return { failure: 'nothing_to_shrink' };
   if (before - shrunk.savedBytes > targetBytes) return { failure: 'cannot_fit' };
@@ -63,11 +50,7 @@ function hasMiddle(units: Array<[number, number]>, first: number, lastUser: numb
   return end - start > (lastUser >= start && lastUser < end ? 1 : 0);
 }
 
-/**
- * Whether the middle items, each with its comma, take more than `bytes`: exactly the condition for
- * the compacted list to be smaller than the input. Measured lazily: the middle is usually most of a
- * multi-megabyte request and a few items already settle it.
- */
+/** Lazily: the middle is usually most of a multi-megabyte request and a few items already settle it. */
 function outweighs(middle: number[], cost: (i: number) => number, bytes: number): boolean {
   let total = 0;
   for (const i of middle) {

@@ -2,12 +2,8 @@ import type { Dialect, Slot } from '../dialects/types.js';
 import { jsonBytes, jsonTextBytes, prefixWithinBytes, suffixWithinBytes } from './size.js';
 
 /*
- * The last resort, when the kept items alone are over the target even after everything older was
- * condensed: inline images become a short text, then long texts lose their middle (their start and
- * end stay, with a marker saying how much was cut). The oldest kept content goes first and the
- * last item last, so the newest tool result is cut only when nothing else is left. Every step
- * saves an exact number of bytes (a string or part is swapped for a smaller one), so the planner
- * keeps its arithmetic. Changed items are copies; the input is never touched.
+ * The last resort: images become a short text, then long texts lose their middle, oldest first. Every
+ * step saves an exact number of bytes, so the planner keeps its arithmetic. Changed items are copies.
  */
 
 export interface ShrinkResult {
@@ -16,14 +12,9 @@ export interface ShrinkResult {
   cut: number;
 }
 
-/** Characters always kept at each end of a cut text, so the reader still sees how it starts and ends. */
 export const MIN_KEEP_CHARS = 300;
 
-/**
- * Saves at least `excessBytes` from `items` if it can (oldest first, the last item last), never
- * touching the item at `protectedIndex` (the person's last input, or -1), nor, with `lastWhole`,
- * the last item's last text (an agent's instruction, after the tool results it rides with).
- */
+/** With `lastWhole`, the last item's last text stays: an agent's instruction, after the tool results it rides with. */
 export function shrinkKept(
   items: readonly unknown[],
   dialect: Pick<Dialect, 'slots'>,
@@ -76,12 +67,10 @@ function textEdit(text: string, need: number): { value: string; saved: number } 
   return saved > 0 ? { value, saved } : null;
 }
 
-/** The smallest a text is cut to: MIN_KEEP_CHARS at each end and the marker. */
 export function textFloor(text: string): number {
   return jsonTextBytes(text, 0, MIN_KEEP_CHARS) + jsonTextBytes(text, text.length - MIN_KEEP_CHARS) + markerBytesAtMost(text.length);
 }
 
-/** A copy of `value` with the thing at `path` replaced; only the objects along the path are copied. */
 export function setAt(value: unknown, path: readonly (string | number)[], replacement: unknown): unknown {
   if (path.length === 0) return replacement;
   const [key, ...rest] = path;
@@ -101,7 +90,6 @@ export function formatSize(bytes: number): string {
   return `${bytes} bytes`;
 }
 
-/** The line that stands where the middle of a text was cut out. */
 export function cutMarker(cutChars: number): string {
   return `\n[... ${formatCount(cutChars)} characters cut by compaction-gateway ...]\n`;
 }
@@ -110,10 +98,6 @@ function markerBytesAtMost(textLength: number): number {
   return jsonBytes(cutMarker(textLength)) - 2;
 }
 
-/**
- * Keeps the start and the end of `text` so that the result, marker included, escapes to at most
- * `targetBytes` (and at least MIN_KEEP_CHARS at each end when the target allows).
- */
 export function cutText(text: string, targetBytes: number): string {
   const budget = Math.max(0, targetBytes - markerBytesAtMost(text.length));
   const minHead = jsonTextBytes(text, 0, Math.min(MIN_KEEP_CHARS, text.length));

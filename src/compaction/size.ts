@@ -1,25 +1,19 @@
 import { sourceText } from '../lib/json-source.js';
 
-/** Bytes one token of a summary takes, when estimating (sizing a summary's room, metering a call). */
 export const SUMMARY_BYTES_PER_TOKEN = 4;
 
-/** UTF-8 byte length of `JSON.stringify(value)`; 0 for what JSON cannot represent (undefined). */
 export function jsonBytes(value: unknown): number {
   const json: string | undefined = JSON.stringify(value);
   return json === undefined ? 0 : Buffer.byteLength(json, 'utf8');
 }
 
-/** Size of a JSON array whose elements have the given sizes: brackets plus one comma between each. */
 export function arrayBytes(elementBytes: readonly number[]): number {
   let total = 2 + Math.max(0, elementBytes.length - 1);
   for (const bytes of elementBytes) total += bytes;
   return total;
 }
 
-/**
- * Each item's JSON size, measured once: the plan, the assembly and the validation measure the same
- * items (bench/findings.md). Compaction never mutates an item (a changed one is a new object).
- */
+/** Safe to cache: compaction never mutates an item (a changed one is a new object). */
 const measured = new WeakMap<object, number>();
 
 export function itemBytes(item: unknown): number {
@@ -34,7 +28,6 @@ export function itemBytes(item: unknown): number {
   return bytes;
 }
 
-/** The bytes `items` are written with as a JSON array (each parsed item as its source text), from per-item sizes, the way the planner counts. */
 export function itemsBytes(items: readonly unknown[]): number {
   return arrayBytes(items.map(itemBytes));
 }
@@ -59,7 +52,6 @@ function unitBytes(code: number): number {
 const isHigh = (code: number): boolean => code >= 0xd800 && code <= 0xdbff;
 const isLow = (code: number): boolean => code >= 0xdc00 && code <= 0xdfff;
 
-/** Width (1 or 2 code units) and JSON bytes of the code point starting at `i`, within `end`. */
 function stepForward(text: string, i: number, end = text.length): [number, number] {
   const code = text.charCodeAt(i);
   if (isHigh(code) && i + 1 < end && isLow(text.charCodeAt(i + 1))) return [2, 4];
@@ -67,7 +59,6 @@ function stepForward(text: string, i: number, end = text.length): [number, numbe
   return [1, unitBytes(code)];
 }
 
-/** Width and JSON bytes of the code point ending just before `end`. */
 function stepBackward(text: string, end: number): [number, number] {
   const code = text.charCodeAt(end - 1);
   if (isLow(code) && end >= 2 && isHigh(text.charCodeAt(end - 2))) return [2, 4];
@@ -75,7 +66,6 @@ function stepBackward(text: string, end: number): [number, number] {
   return [1, unitBytes(code)];
 }
 
-/** JSON bytes of `text.slice(start, end)` once escaped, without the surrounding quotes. */
 export function jsonTextBytes(text: string, start = 0, end = text.length): number {
   let bytes = 0;
   for (let i = start; i < end;) {

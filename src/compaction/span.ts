@@ -9,20 +9,12 @@ import { itemsBytes } from './size.js';
 import type { Trail } from './trail.js';
 import type { Plan, Strategy } from './types.js';
 
-/*
- * The span a summary stands for, as memory keeps it: where it starts and ends in the request,
- * which items stay pinned after it, what stands for it, and how fresh the bound state after it is.
- * A later turn of the conversation rebuilds the same prefix bytes from it.
- */
-
 export interface NewSpan {
   fixedEnd: number;
   spanLength: number;
   pinnedOffsets: number[];
-  /** The items that stand for the span: one summary, or the provider's compaction window. */
   summary: unknown[];
   summaryText: string;
-  /** The trail the summary ends with, for the next summary to carry forward. */
   trail?: Trail;
   summarizedCount: number;
   strategy: Strategy;
@@ -30,14 +22,11 @@ export interface NewSpan {
   bound: BoundMemory;
 }
 
-/** The largest opening input kept whole before the summary. */
 const OPENING_MAX_BYTES = 32 * 1024;
 
 /**
- * The instructions and the opening input are kept before the summary, unless the opening itself
- * is large (a pasted file as the task): then it is condensed with the rest, and only the person's
- * last input is kept whole. A fixed size, so that every turn of a conversation agrees on it (the
- * compaction memory finds a conversation by that prefix).
+ * A large opening (a pasted file as the task) is condensed with the rest. A fixed size, so every turn
+ * agrees on it: the compaction memory finds a conversation by that prefix.
  */
 export function keptPrefixEnd(conversation: Conversation): number {
   const head = headEnd(conversation.entries);
@@ -45,17 +34,14 @@ export function keptPrefixEnd(conversation: Conversation): number {
   return itemsBytes(conversation.items.slice(head, opening)) > OPENING_MAX_BYTES ? head : opening;
 }
 
-/**
- * A new summary is a new prefix: every bound block the request carries was made before it. A cut
- * kept item is not rebuilt alike on a later turn, so nothing made after such a prefix is fresh either.
- */
+/** A cut kept item is not rebuilt alike on a later turn, so nothing made after such a prefix is fresh. */
 export function freshBound(input: CompactionInput, cut: number): BoundMemory {
   // A refusal's lesson holds for the conversation: it carries over to the summary's extensions.
   const stripAll = input.recalled?.bound?.stripAll === true || input.stripAll === true;
   return { freshFrom: cut > 0 ? Number.MAX_SAFE_INTEGER : input.conversation.items.length, stripAll };
 }
 
-/** The remembered compaction as it stands, for a turn that reuses its summary (entries from before bound state was kept: all stale). */
+/** Entries from before bound state was kept: all stale. */
 export function rememberedSpan(entry: RememberedSpan, fixedEnd: number): NewSpan {
   const { spanLength, pinnedOffsets, summaryText, trail, summarizedCount, strategy, summarizerCalls } = entry;
   const bound = entry.bound ?? { freshFrom: Number.MAX_SAFE_INTEGER, stripAll: false };
@@ -63,7 +49,6 @@ export function rememberedSpan(entry: RememberedSpan, fixedEnd: number): NewSpan
   return { fixedEnd, spanLength, pinnedOffsets, summary, summaryText, trail, summarizedCount, strategy, summarizerCalls, bound };
 }
 
-/** The span of the original request that the new summary stands for, with its pinned items. */
 export function spanOf(view: RecalledView, plan: Plan, fixedEnd: number, summary: Condensed, input: CompactionInput): NewSpan {
   const recalled = input.recalled;
   return {
@@ -80,11 +65,7 @@ export function spanOf(view: RecalledView, plan: Plan, fixedEnd: number, summary
   };
 }
 
-/**
- * A masked conversation, its span from the kept prefix to its last masked output. The span is new
- * from the kept prefix on, as every later turn rebuilds it from memory (copies of its items): bound
- * state in it goes as it will go then, not as it would on this turn alone.
- */
+/** Bound state goes as it will when later turns rebuild the span from memory, not as on this turn alone. */
 export function maskedSpan(
   input: CompactionInput,
   view: RecalledView,

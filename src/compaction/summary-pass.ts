@@ -8,20 +8,14 @@ import { mapInSlices } from '../lib/time-slice.js';
 import { SummarizerError, type Summarizer, type SummarizerCall, type SummarizerTokens } from './summarizer-port.js';
 import { tryParseJson } from '../lib/json.js';
 
-/** What one summary may take and spend (the config's summarizer.*), and the request it is for. */
 export interface SummarySettings {
-  /** The request being rescued: the summarizer call follows its conventions where the API has a choice. */
   request: Record<string, unknown>;
-  /** One deadline for the whole run, however many calls it makes: past it, a `timeout`. */
+  /** One for the whole run, however many calls it makes. */
   deadline: AbortSignal;
   maxInputTokens: number;
   maxSummaryTokens: number;
   prompt?: string;
-  /**
-   * What one compaction may spend on the summarizer at most: calls (parts, merges, and runs
-   * chunked again after a refusal), and bytes of call bodies sent. Past either, the oldest items
-   * go to the deterministic digest instead.
-   */
+  /** Past this or maxInputBytes, the oldest items go to the deterministic digest instead. */
   maxCalls: number;
   maxInputBytes: number;
 }
@@ -32,26 +26,17 @@ export interface SummaryResult {
   text: string;
   calls: number;
   tokens: SummarizerTokens;
-  /** The oldest items the cost cap left to the deterministic digest, which `text` starts with; 0 when none. */
   digested: number;
 }
 
-/** At most this many summarizer calls run at once when a long middle is split into chunks. */
 const PARALLEL_CALLS = 4;
-/** A run refused as overlong is chunked again at most this many times. */
 const RECHUNKS = 2;
-/** Rounds of combining; a run that has not converged by then is not going to, and is merged in one call. */
+/** A run that has not converged by then is not going to, and is merged in one call. */
 const MAX_ROUNDS = 8;
 
 /**
- * Condenses `items` with one call in the summarizer's API. A middle larger than the
- * summarizer's input window is split into chunks that fit, each summarised, then combined
- * (map-reduce), so that even a 7 MB history compacts. The whole run shares one deadline. With a
- * previous summary, the result condenses it and the new messages together. Chunks fit what is
- * known of the summarizer's window; a call refused as overlong teaches it, and the run starts
- * again in smaller chunks (within the same deadline). Every call counts against the cost cap
- * (`maxCalls`, `maxInputBytes`): the newest items the cap affords are summarised, and the oldest
- * beyond them get the deterministic digest, at the start of the text.
+ * Map-reduce over chunks that fit the summarizer's window; a call refused as overlong teaches it, and
+ * the run starts again in smaller chunks within the same deadline.
  */
 export async function summarize(
   items: Rendered[],
@@ -70,7 +55,7 @@ export async function summarize(
         return { text: withDigest(items.slice(0, run.from), run.text), calls: counter.calls, tokens: counter.tokens, digested: run.from };
       } catch (err) {
         const refusal = err instanceof SummarizerError && err.kind === 'rejected' ? err.refusal : undefined;
-        // (What fits now, before the lesson: the fit may read bounds the lesson updates.)
+        // Before the lesson: the fit may read bounds the lesson updates.
         const before = refusal ? Math.min(refusal.bytes, current.callFit?.(refusal.maxTokens) ?? Infinity) : 0;
         const lesson = refusal && s.refused ? await s.refused(refusal) : null;
         if (!lesson) throw err;
@@ -90,7 +75,6 @@ export async function summarize(
   }
 }
 
-/** What a compaction's calls have spent so far: calls and body bytes sent, and their tokens. */
 interface Counter {
   calls: number;
   bytes: number;
@@ -101,7 +85,6 @@ function newCounter(): Counter {
   return { calls: 0, bytes: 0, tokens: { input: 0, output: 0, estimated: false } };
 }
 
-/** A run's summary, and where the items it read start (the ones before went to the digest). */
 interface Run {
   text: string;
   from: number;
@@ -109,12 +92,11 @@ interface Run {
 
 function withDigest(oldest: Rendered[], text: string): string {
   if (oldest.length === 0) return text;
-  // A size for "about N tokens", without reading huge texts through once more.
   const chars = oldest.reduce((sum, item) => sum + item.text.length + item.calls.reduce((n, c) => n + c.args.length, 0), 0);
   return `${cappedDigestText(oldest, chars)}\n\n${text}`;
 }
 
-/** One run at one chunking; its calls still in flight when it ends (one failed) are cancelled. */
+/** Calls still in flight when it ends (one failed) are cancelled. */
 async function mapReduce(items: Rendered[], s: Calls, deadline: AbortSignal, counter: Counter, previousSummary?: string): Promise<Run> {
   const run = new AbortController();
   try {
@@ -129,7 +111,6 @@ async function chunked(items: Rendered[], s: Calls, deadline: AbortSignal, count
   const settings = { ...s, maxSummaryTokens: size.maxTokens };
   const perItem = Math.floor(size.budget / 2);
   const blocks = await mapInSlices(items, (item) => renderItem(item, perItem));
-  // Incremental: the summarizer reads its earlier summary, never the messages it condensed.
   const earlier = previousSummary ? [renderBlock('summary of the earlier conversation', previousSummary, size.budget)] : [];
   const left = { calls: s.maxCalls - counter.calls, bytes: s.maxInputBytes - counter.bytes };
   const sizes = await mapInSlices(blocks, entryBytes);
@@ -146,11 +127,7 @@ async function chunked(items: Rendered[], s: Calls, deadline: AbortSignal, count
   return { text: await condensePieces(pieces, settings, size, deadline, counter), from };
 }
 
-/**
- * The parts summarised (at most four calls at once), then their summaries merged, in rounds
- * while the cap leaves room for a round and a last merge; past that (or past MAX_ROUNDS), the
- * summaries are each shortened so that one last call merges them all.
- */
+/** Rounds while the cap leaves room for a round and a last merge; then one last call merges shortened summaries. */
 async function condensePieces(pieces: string[], s: Calls, c: CallSize, deadline: AbortSignal, counter: Counter): Promise<string> {
   if (pieces.length <= 1) return call(s, pieces[0] ?? '', deadline, counter);
   let note: (i: number, n: number) => string = PARTIAL_NOTE;
@@ -166,14 +143,12 @@ async function condensePieces(pieces: string[], s: Calls, c: CallSize, deadline:
   }
 }
 
-/** Summaries shortened to share one call: each its part of `budget`, the whole within it whatever. */
 function squeezed(blocks: string[], budget: number): string {
   const share = Math.floor(budget / blocks.length) - entryBytes('');
   const shortened = blocks.map((block) => clipBytes(block, share, INDENT));
   return clipBytes(shortened.join('\n\n'), budget, INDENT);
 }
 
-/** A call's size for this run (call-budget.ts), its overhead what the instructions and the longest note take. */
 function sizing(s: Calls, counter: Counter): CallSize {
   const size = callSize(s, (tokens) => Buffer.byteLength(JSON.stringify(callBody(s, `${LONGEST_NOTE}\n\n`, tokens))));
   if (size) return size;
@@ -209,7 +184,6 @@ function count(counter: Counter, usage: { input: number; output: number } | unde
   if (!usage) t.estimated = true;
 }
 
-/** One call, counted against the cap; the answer's text, or why there is none (a refusal carries what it said). */
 async function post(s: Calls, call: SummarizerCall, signal: AbortSignal, counter: Counter): Promise<string> {
   counter.calls++;
   counter.bytes += Buffer.byteLength(call.body);
@@ -220,7 +194,7 @@ async function post(s: Calls, call: SummarizerCall, signal: AbortSignal, counter
     throw asSummarizerError(err, counter.calls, signal);
   }
   if (answer.status >= 400) {
-    // A refused call read nothing, but its input is spent as far as anyone can tell: estimated.
+    // A refused call read nothing, but its input is spent as far as anyone can tell.
     count(counter, undefined, call.body, '');
     const refusal = { status: answer.status, body: answer.text, bytes: Buffer.byteLength(call.body), maxTokens: call.maxTokens };
     throw new SummarizerError('rejected', `summarizer answered ${answer.status}: ${answer.text.slice(0, 300)}`, counter.calls, { refusal });
@@ -228,11 +202,7 @@ async function post(s: Calls, call: SummarizerCall, signal: AbortSignal, counter
   return answer.text;
 }
 
-/**
- * Condenses `items` with the provider's own compaction (one call, the wire items as they are,
- * opaque ones included): the window of items to splice in their place. Same deadline and errors
- * as a summary.
- */
+/** The wire items as they are, opaque ones included. */
 export async function providerCompact(
   items: unknown[],
   settings: SummarySettings,
@@ -287,11 +257,7 @@ async function mapLimited<T, R>(items: T[], limit: number, fn: (item: T, index: 
   return results;
 }
 
-/**
- * Any failure as a SummarizerError counting `calls`: the summarizer's own as it named it, anything
- * else (a lesson that failed to be learned) as `unreachable`; `timeout` once the run's deadline
- * (`signal`) has ended it, whatever the call said.
- */
+/** `timeout` once the run's deadline has ended it, whatever the call said. */
 function asSummarizerError(err: unknown, calls: number, signal?: AbortSignal): SummarizerError {
   const timedOut = signal?.aborted === true && !(err instanceof SummarizerError && err.kind === 'aborted');
   if (timedOut) return new SummarizerError('timeout', 'the summarizer did not answer in time', calls, { cause: err });

@@ -2,32 +2,21 @@ import type { Rendered } from '../dialects/types.js';
 import { jsonBytes } from './size.js';
 
 /*
- * The trail of the work: what any summary of a coding agent's history loses first, and what can
- * be read off the condensed items without understanding them. Agents' own compaction asks for the
- * same things (Claude Code's /compact: "Files and Code Sections", "Errors and fixes", "All user
- * messages"; Codex's handoff: the user's constraints and the critical references to go on), and
- * the facts in a condensed span cannot be found again afterwards. So every summary the gateway
- * writes, an LLM's or the digest, ends with this record: the same items give the same bytes.
- *
- * The form is labelled lists of verbatim facts (paths, commands, first lines), never prose: it
- * reads the same whatever language the conversation is in, and it is short.
+ * What any summary of a coding agent's history loses first, read off the items without understanding
+ * them; agents' own compaction asks for the same (Claude Code's /compact: "Files and Code Sections",
+ * "Errors and fixes", "All user messages"). Labelled lists of verbatim facts, never prose: it reads the
+ * same in any language, and the same items give the same bytes.
  */
 
-/** The facts, oldest first, each once. JSON-safe: the memory keeps it with the summary. */
+/** Oldest first, each once. JSON-safe: the memory keeps it with the summary. */
 export interface Trail {
-  /** Paths written, edited, moved or deleted. */
   changed: string[];
-  /** Paths read, listed or searched (and not changed). */
   read: string[];
-  /** Shell commands, with ` → exit N` where the result showed a status. */
   commands: string[];
-  /** First lines of errors that tools answered with. */
   errors: string[];
-  /** The person's inputs: verbatim when short, else their first line. */
   said: string[];
 }
 
-/** An item as the trail reads it: rendered, and which tool calls it answers. */
 export interface TrailItem {
   rendered: Rendered;
   answers: readonly string[];
@@ -37,7 +26,6 @@ const SAID_VERBATIM_CHARS = 300;
 const LINE_MAX_CHARS = 200;
 const PATH_MAX_CHARS = 300;
 const COMMAND_MAX_CHARS = 300;
-/** Facts kept per list (the newest); a rendered trail shows as many as its bytes allow. */
 const KEEP_PER_LIST = 200;
 const ARGUMENTS_PARSED_MAX_CHARS = 100_000;
 const RESULT_SCANNED_CHARS = 20_000;
@@ -46,27 +34,24 @@ const PATH_KEY = /^(path|paths|file|files|file_?path|filepath|filename|dir|direc
 const CHANGES = /write|edit|patch|replace|create|insert|delete|remove|move|rename|apply|save|update|mkdir/i;
 const SHELL = /bash|shell|exec|command|terminal|run|sh$/i;
 const COMMAND_KEY = /^(command|cmd|script)$/i;
-/** What a tool result's status line looks like in the agents' own words. */
 const EXIT_STATUS = [
   /\bexit(?:ed with)?[ _]?(?:code|status)\b["']?\s*[:=]?\s*(-?\d{1,3})\b/i,
   /\bprocess exited with (?:code )?(-?\d{1,3})\b/i,
   /"exit_code"\s*:\s*(-?\d{1,3})\b/,
 ];
-/** A line that is an error report, not code that mentions errors. */
 const ERROR_LINE =
   /^(?:\w*(?:Error|Exception)\b[:\s]|error(?:\[\w+\])?(?: TS\d+)?:|fatal:|panic:|Traceback \(most recent call last\)|FAIL\b|E\s{2,}|npm ERR!|[^:\s]+:\d+(?::\d+)?:? error\b|.*\berror TS\d+:)/;
 const PATCH_FILE = /^\*\*\* (?:Add|Update|Delete) File: (.+)$/gm;
 const PATCH_MOVE = /^\*\*\* Move to: (.+)$/gm;
 const REMINDER_OPEN = '<system-reminder>';
 const REMINDER_CLOSE = '</system-reminder>';
-/** Of a person's input, what is read for the trail (a reminder can be long; the words are short). */
+/** A reminder can be long; the person's words are short. */
 const SAID_SCANNED_CHARS = 64 * 1024;
 
 export function emptyTrail(): Trail {
   return { changed: [], read: [], commands: [], errors: [], said: [] };
 }
 
-/** The trail of `items`, in order, appended to `earlier` (a remembered summary's), each fact once. */
 export function trailOf(items: readonly TrailItem[], earlier?: Trail): Trail {
   const start = earlier ? copy(earlier) : emptyTrail();
   const trail = {
@@ -86,8 +71,7 @@ export function trailOf(items: readonly TrailItem[], earlier?: Trail): Trail {
       for (const path of pathsOf(call.name, call.args, args)) (CHANGES.test(call.name) ? trail.changed : trail.read).add(path);
       calls.set(call.id, { name: call.name, command });
     }
-    // An item answering several calls has one text for all: a status or error is read only off
-    // an item that answers exactly one.
+    // An item answering several calls has one text for all: no status or error is read off it.
     for (const id of answers.length === 1 ? answers : []) {
       const call = calls.get(id);
       const result = rendered.text.slice(0, RESULT_SCANNED_CHARS);
@@ -111,7 +95,6 @@ export function trailOf(items: readonly TrailItem[], earlier?: Trail): Trail {
   };
 }
 
-/** The one line a masked tool output keeps of itself: what the call was, and what it showed. */
 export function resultLine(call: { name: string; args: string } | undefined, result: string): string {
   if (!call) return '';
   const args = parsedArgs(call.args);
@@ -122,10 +105,7 @@ export function resultLine(call: { name: string; args: string } | undefined, res
   return [what && clip(what, COMMAND_MAX_CHARS), status !== undefined ? `exit ${status}` : '', error ?? ''].filter(Boolean).join('; ');
 }
 
-/**
- * The trail as the summary's last section, within `maxBytes` (JSON-escaped): each list shows its
- * newest facts that fit, and says how many older ones it leaves out. Empty when there is nothing.
- */
+/** `maxBytes` as JSON-escaped. */
 export function trailText(trail: Trail, maxBytes: number): string {
   const sections: Array<[string, string[], string]> = [
     ['files changed', trail.changed, ', '],
@@ -145,10 +125,7 @@ export function trailText(trail: Trail, maxBytes: number): string {
   return title + lines.map((l, k) => boundedList(l.prefix, l.list, l.sep, rooms[k])).join('');
 }
 
-/**
- * Room for each section: a section that needs less than an equal share gets what it needs, and
- * the rest is shared equally by the others (so a short list never costs a long one its room).
- */
+/** A short list never costs a long one its room. */
 function fairShares(needs: number[], room: number): number[] {
   const rooms = needs.map(() => 0);
   let left = room;
@@ -160,7 +137,6 @@ function fairShares(needs: number[], room: number): number[] {
   return rooms;
 }
 
-/** The newest facts of `list` that fit `room` bytes, oldest of them first, after an "N earlier" note. */
 function boundedList(prefix: string, list: string[], sep: string, room: number): string {
   const whole = `${prefix}${list.join(sep)}`;
   if (escaped(whole) <= room) return whole;
@@ -189,7 +165,6 @@ function isReading(name: string): boolean {
 
 function said(text: string): string | undefined {
   const plain = withoutReminders(text.slice(0, SAID_SCANNED_CHARS)).trim();
-  // The gateway's own summary (a reused one, read again) is not the person's.
   if (!plain || plain.startsWith('[compaction-gateway]')) return undefined;
   if (plain.length <= SAID_VERBATIM_CHARS) return plain;
   const line =
@@ -200,7 +175,7 @@ function said(text: string): string | undefined {
   return `${clip(line, LINE_MAX_CHARS)}`;
 }
 
-/** The text with its `<system-reminder>` blocks left out (an unclosed one runs to the end); linear. */
+/** An unclosed `<system-reminder>` runs to the end; linear. */
 function withoutReminders(text: string): string {
   let out = '';
   let at = 0;
@@ -224,7 +199,6 @@ function parsedArgs(args: string): Record<string, unknown> | undefined {
   }
 }
 
-/** A shell call's command line: `command` as a string, or an argv (`["bash", "-lc", "npm test"]`: its script). */
 function commandOf(name: string, args: Record<string, unknown> | undefined): string | undefined {
   if (!args || !SHELL.test(name)) return undefined;
   for (const [key, value] of Object.entries(args)) {
@@ -241,7 +215,6 @@ function argvLine(argv: string[]): string {
   return script >= 0 && script + 1 < argv.length ? argv[script + 1] : argv.join(' ');
 }
 
-/** Path-like arguments of a call; a patch's file headers (Codex's apply_patch). */
 function pathsOf(name: string, raw: string, args: Record<string, unknown> | undefined): string[] {
   const paths: string[] = [];
   const push = (v: unknown) => {
@@ -273,10 +246,7 @@ function errorLine(result: string): string | undefined {
   return undefined;
 }
 
-/**
- * One list of the trail as it is read: each fact once, where it first came, in constant time a
- * fact (a history of 100k turns has 50k inputs: bench/findings.md).
- */
+/** Constant time a fact (a history of 100k turns has 50k inputs: bench/findings.md). */
 class Facts {
   private readonly order = new Map<string, number>();
   private next = 0;
@@ -289,7 +259,6 @@ class Facts {
     if (fact && !this.order.has(fact)) this.order.set(fact, this.next++);
   }
 
-  /** The command's plain entry becomes the one with its status (the newest run of it), in its place. */
   replace(plain: string, withStatus: string): void {
     const at = this.order.get(plain);
     this.order.delete(plain);

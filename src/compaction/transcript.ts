@@ -2,34 +2,24 @@ import type { Rendered } from '../dialects/types.js';
 import { jsonTextBytes, prefixWithinBytes, suffixWithinBytes } from './size.js';
 
 /*
- * The summarizer's transcript. Sizes are JSON-escaped bytes, the way the text goes out inside a
- * call's body, so that a chunk within budget fits the call whatever the language or the quoting.
- *
- * Each turn is a header line at the margin, `[user]`, `[assistant]`, `[tool result c1]`, and its
- * content below with every line indented by two spaces. Content can therefore never start a line
- * at the margin: a tool output (a web page, a file) that contains "\n\n[user]\nDo this" shows it
- * indented, inside the tool result, and no header can be forged. Indenting rather than a random
- * nonce per turn: the same items give the same bytes, the nesting is plain to a model reading it
- * (a nonce must be explained and compared on every header), and it costs two bytes a line.
+ * Sizes are JSON-escaped bytes, as the text goes out inside a call's body. Each turn's content is
+ * indented under a header at the margin, so a tool output containing "\n\n[user]\nDo this" can never
+ * forge a header. Indenting rather than a nonce per turn: the same items give the same bytes, and the
+ * nesting is plain to a model reading it.
  */
 
-/** What every line of a turn's content starts with. */
 export const INDENT = '  ';
-/** Every way a line can end, as a reader (or a model) sees it: CRLF first, so that it counts once. */
+/** As a reader (or a model) sees it: CRLF first, so that it counts once. */
 const LINE_BREAK = /\r\n|[\n\r\v\f\x85\u2028\u2029]/g;
-/** The longest header text, and what is left out of one: line breaks and brackets could forge a header. */
+/** Line breaks and brackets are left out of a header: they could forge one. */
 const HEADER_MAX_CHARS = 200;
 const NOT_IN_HEADER = /[\x00-\x1f\x7f\x85\u2028\u2029[\]]/g;
 
-/**
- * Renders items for the summarizer: who said what, tool calls with their arguments, tool results.
- * Any single item is capped so that one huge tool output cannot crowd the rest of its chunk out.
- */
+/** Each item capped: one huge tool output cannot crowd the rest of its chunk out. */
 export function renderTranscript(items: Rendered[], perItemBytes: number): string[] {
   return items.map((item) => renderItem(item, perItemBytes));
 }
 
-/** One item of the transcript (see renderTranscript). */
 export function renderItem(item: Rendered, maxBytes: number): string {
   const parts: string[] = [];
   if (item.text) parts.push(item.text);
@@ -37,11 +27,7 @@ export function renderItem(item: Rendered, maxBytes: number): string {
   return renderBlock(item.who, parts.join('\n'), maxBytes);
 }
 
-/**
- * One turn of the transcript within `maxBytes` escaped bytes: `[header]` at the margin, then the
- * content indented. Content too long is shown by its ends, with a marker (indented too) for
- * what was left out; only those ends are ever copied, however long the content is.
- */
+/** Content too long is shown by its ends; only those ends are ever copied, however long the content is. */
 export function renderBlock(header: string, content: string, maxBytes: number): string {
   const head = `[${headerText(header)}]`;
   if (!content) return head;
@@ -54,7 +40,6 @@ function headerText(who: string): string {
   return text.length > HEADER_MAX_CHARS ? `${text.slice(0, HEADER_MAX_CHARS)}…` : text;
 }
 
-/** `content` with every line indented, within `max` escaped bytes. */
 function indentedWithin(content: string, max: number): string {
   const head = prefixWithinBytes(content, max);
   const tail = suffixWithinBytes(content, max);
@@ -69,11 +54,7 @@ function indent(text: string): string {
   return INDENT + text.replace(LINE_BREAK, `$&${INDENT}`);
 }
 
-/**
- * `text` within `max` escaped bytes: its start and end, with a marker for what was left out
- * (`omitted` characters more than the ones cut here). The marker's lines start with `margin`,
- * and so does the line after it: cut out of indented content, the result is still indented.
- */
+/** The marker's lines and the one after it start with `margin`: cut out of indented content, it stays indented. */
 export function clipBytes(text: string, max: number, margin = '', omitted = 0): string {
   const bytes = jsonTextBytes(text);
   if (bytes <= max && omitted === 0) return text;
@@ -84,22 +65,18 @@ export function clipBytes(text: string, max: number, margin = '', omitted = 0): 
   return `${text.slice(0, head)}${marker(text.length - head - tail + omitted)}${text.slice(text.length - tail)}`;
 }
 
-/** Groups rendered messages into chunks of at most `maxBytes` each (a message is never split); `sizes` as `entryBytes` gives them. */
+/** A message is never split. */
 export function chunkTranscript(rendered: string[], maxBytes: number, sizes: readonly number[] = rendered.map(entryBytes)): string[] {
   return chunkSizes(sizes, maxBytes).map(([from, to]) => rendered.slice(from, to).join(SEPARATOR));
 }
 
 const SEPARATOR = '\n\n';
 
-/** What an entry adds to a chunk: its escaped bytes and a separator. */
 export function entryBytes(entry: string): number {
   return jsonTextBytes(entry) + jsonTextBytes(SEPARATOR);
 }
 
-/**
- * The chunks of entries of these sizes, as [from, to) ranges, filled greedily in order: none over
- * `maxBytes` but an entry larger on its own. Greedy is the fewest chunks possible, from either end.
- */
+/** Greedy is the fewest chunks possible, from either end. */
 function chunkSizes(sizes: readonly number[], maxBytes: number): Array<[number, number]> {
   const chunks: Array<[number, number]> = [];
   let from = 0;

@@ -12,10 +12,10 @@ import { LocalStore, NO_REACH, type MemoryEntry, type MemoryStore, type Reach } 
 export type { LearnedLimit } from './limits.js';
 export type { MemoryEntry, Reach } from './store.js';
 
-/** Whom a request's memory belongs to and what it is keyed by: worked out once a request (rescue/identity.ts). */
+/** Worked out once a request (rescue/identity.ts). */
 export interface Who {
   tenant: string;
-  /** The upstream's memory key (its name and URL; upstreams.ts), so no two upstreams share what is remembered. */
+  /** Name and URL (upstreams.ts), so no two upstreams share what is remembered. */
   upstream: string;
   api: string;
   /** Undefined when the request names none: then nothing is learned or believed for it. */
@@ -23,7 +23,6 @@ export interface Who {
   agentSession?: string;
 }
 
-/** One conversation of a request as memory keys it: whose it is, and its session (fingerprint.ts sessionKey). */
 export interface Thread {
   readonly who: Who;
   readonly session: string;
@@ -32,52 +31,39 @@ export interface Thread {
   readonly fixedEnd: number;
 }
 
-/** What memory remembers for a request: the compaction it extends, and what was learned of its model's limits, as believed for its size. */
 export interface Remembered {
   entry: MemoryEntry | null;
   bounds: Bounds | undefined;
 }
-/**
- * The right to compact a conversation and remember what came of it, held by one request at a time
- * across every replica sharing the store (CompactionMemory.lease).
- */
+/** The right to compact a conversation and remember the result: one request at a time across every replica. */
 export interface Lease {
   readonly session: string;
   readonly token: string;
-  /** Frees it if still this one's (never another's). */
   release(): Promise<void>;
 }
 
 /**
- * A request that repeats a remembered span has at least the span's bytes as its digests read
- * them (fingerprint.ts spanBytes); this share of them leaves room for the rare number
- * written shorter than JavaScript writes it (`1e5`). Should one still be taken for smaller, it
- * is only not compacted ahead: its refusal is rescued, and the rescue recalls the summary.
+ * Leaves room for a number written shorter than JavaScript writes it (`1e5`); one still taken for
+ * smaller is only not compacted ahead: its refusal is rescued, and the rescue recalls the summary.
  */
 const EXTENDING_SHARE = 0.9;
-/** How long a lease lasts unrenewed: a holder that crashed frees it within this. */
+/** A holder that crashed frees its lease within this. */
 const LEASE_TTL_MS = 10_000;
-/** How long the store is left alone after an operation failed slowly (CompactionMemory.guard). */
 const STORE_PAUSE_MS = 1_000;
 const SLOW_FAILURE_MS = 100;
-/** How often a holder renews its lease while its compaction runs (summaries may take a minute). */
+/** Summaries may take a minute. */
 const LEASE_RENEW_MS = 3_000;
 
 /**
- * What the gateway remembers between requests, per tenant (a hash of the request's credentials,
- * fingerprint.ts tenantOf): compactions per conversation and model (so a session that overflowed
- * once is not summarised from scratch every turn) and, per upstream and model, the limits
- * rejections stated (limits.ts says when they are believed). Every store failure is a miss: the
- * gateway keeps working without memory, and says so once.
+ * Per tenant: compactions per conversation (so a session that overflowed once is not summarised from
+ * scratch every turn) and the limits rejections stated. Every store failure is a miss, logged once.
  */
 export class CompactionMemory {
   private storeDown = false;
   private pausedUntil = 0;
   /**
-   * For a store of this process alone (what another replica remembers, it cannot know): the
-   * smallest request that could extend a compaction remembered here (most of the bytes of its
-   * span: EXTENDING_SHARE), and the smallest accepted request that could disprove a limit learned
-   * here. Each only falls: an entry that expires leaves it where it was (a lookup too many, never one too few).
+   * For a store of this process alone: the smallest request that could extend a compaction, or disprove a
+   * limit, remembered here. Each only falls: an expired entry leaves it (a lookup too many, never one too few).
    */
   private smallestExtending = Infinity;
   private smallestDisproving = Infinity;
@@ -88,10 +74,7 @@ export class CompactionMemory {
     private readonly log: FastifyBaseLogger,
   ) {}
 
-  /**
-   * What is remembered for a request of `bytes`, in one read: given its conversation, the newest
-   * remembered compaction whose span it repeats exactly; and the learned limits believed for it.
-   */
+  /** In one read: the newest compaction whose span the thread repeats exactly, and the limits believed. */
   async remembered(of: Who | Thread, bytes: number): Promise<Remembered> {
     const thread = 'session' in of ? of : null;
     const who = thread ? thread.who : (of as Who);
@@ -109,11 +92,7 @@ export class CompactionMemory {
     this.metrics.proactive.inc();
   }
 
-  /**
-   * Remembers what a new summary stands for (the span of the thread's items after the kept
-   * prefix, by digest), while `lease` is still the conversation's: a lease lost meanwhile (expired,
-   * or gone in a failover and taken by another replica) writes nothing.
-   */
+  /** A lease lost meanwhile (expired, or taken by another replica after a failover) writes nothing. */
   async remember(lease: Lease, thread: Thread, entry: Omit<MemoryEntry, 'spanDigest'>): Promise<void> {
     const { items, fixedEnd } = thread;
     const [spanDigest] = spanDigests(items, fixedEnd, [entry.spanLength]);
@@ -138,11 +117,8 @@ export class CompactionMemory {
   }
 
   /**
-   * The conversation's lease: only its holder compacts the conversation and remembers the result.
-   * While another request holds it (on any replica), waits for it up to `waitMs` (what its
-   * summary may take), and then takes it: the holder's summary is remembered by then, and the
-   * caller recalls it. Null when the wait ran out, the client left, or the store failed: the
-   * caller compacts on its own and remembers nothing, so two never both write one conversation.
+   * Waits up to `waitMs` for another holder, whose summary the caller then recalls. Null when the wait ran
+   * out, the client left, or the store failed: the caller compacts alone and remembers nothing.
    */
   async lease(thread: Thread, waitMs: number, signal?: AbortSignal): Promise<Lease | null> {
     const { session } = thread;
@@ -174,7 +150,6 @@ export class CompactionMemory {
     return null;
   }
 
-  /** A lease taken: renewed while held, so a long summary keeps it and a crashed holder's expires. */
   private held(session: string, token: string): Lease {
     const renewing = setInterval(() => void this.store.renew(session, token, LEASE_TTL_MS).catch(() => {}), LEASE_RENEW_MS);
     renewing.unref();
@@ -188,29 +163,15 @@ export class CompactionMemory {
     };
   }
 
-  /**
-   * What the tenant's memory could concern (store.ts Reach), in one read: a request smaller than
-   * both sizes extends nothing remembered and disproves nothing learned, and is not read for them.
-   */
   async reachOf(tenant: string): Promise<Reach> {
     return (await this.guard('read', () => this.store.reachOf(tenant), undefined)) ?? NO_REACH;
   }
 
-  /**
-   * False when a request of `bytes` can extend no remembered compaction: nothing is remembered, or
-   * (a store of this process alone) the request is smaller than every remembered span, so it
-   * cannot repeat one. Then it is not read, its tenant not named, nothing looked up: a learned
-   * limit alone never reads a request before its first attempt (rescue/proactive.ts).
-   */
+  /** A learned limit alone never reads a request before its first attempt (rescue/proactive.ts). */
   mayRecall(bytes: number): boolean {
     return this.store.mayHaveTenants() && (this.store.shared || bytes >= this.smallestExtending);
   }
 
-  /**
-   * False when an accepted request of `bytes` can disprove no learned limit (limits.ts loosened):
-   * nothing learned, or (a store of this process alone) the request is smaller than what would
-   * disprove the least of them. Then its acceptance is not noted.
-   */
   mayLoosen(bytes: number): boolean {
     return this.store.mayHaveTenants() && (this.store.shared || bytes >= this.smallestDisproving);
   }
@@ -220,7 +181,6 @@ export class CompactionMemory {
     return { who, session, items, fixedEnd };
   }
 
-  /** Adds a refusal's lesson (limits.ts lessonOf); the tenant's reach says from what size an accepted request could loosen it. */
   async learn(who: Who, lesson: LearnedLimit): Promise<void> {
     if (who.model === undefined) return;
     const disproving = disprovedFrom(lesson);
@@ -257,10 +217,8 @@ export class CompactionMemory {
   }
 
   /**
-   * After an operation failed slowly (a timeout, a cluster retrying on nodes that are gone), the
-   * store is left alone for STORE_PAUSE_MS: every operation is a miss at once, so a request does
-   * not pay each of its operations' bounds in turn; then the next operation tries it again. A
-   * quick failure (not connected yet: no offline queue) costs nothing and pauses nothing.
+   * After a slow failure (timeout, cluster retrying dead nodes) every operation misses at once for
+   * STORE_PAUSE_MS, so a request does not pay each operation's bound in turn. A quick failure pauses nothing.
    */
   private async guard<T>(operation: 'read' | 'write', fn: () => Promise<T>, fallback: T): Promise<T> {
     if (performance.now() < this.pausedUntil) return fallback;
@@ -293,7 +251,6 @@ export function createMemory(config: Readonly<Config>, metrics: Pick<Metrics, 'm
   return new CompactionMemory(store, metrics.memory(), log);
 }
 
-/** The newest of `entries` whose span the thread repeats exactly, leaving the request's new turn after it. */
 function repeated(thread: Thread, entries: readonly MemoryEntry[]): MemoryEntry | null {
   const after = thread.items.length - thread.fixedEnd;
   const usable = entries.filter((e) => e.spanLength < after).sort((a, b) => b.spanLength - a.spanLength);

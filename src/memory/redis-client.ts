@@ -4,19 +4,14 @@ import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis'
 import type { RedisTarget } from './redis-target.js';
 import { describeRedisError } from './redis-wording.js';
 
-/** One command's answer comes within this, or the command failed. */
 const COMMAND_TIMEOUT_MS = 500;
 const CONNECT_TIMEOUT_MS = 1_000;
-/** Reconnecting, forever, at most this far apart: Redis comes back, or a replica is promoted. */
+/** Forever: Redis comes back, or a replica is promoted. */
 const reconnectDelay = (attempt: number) => Math.min(attempt * 200, 2_000);
 
 export type RedisClient = Redis | Cluster;
 
-/**
- * A client for the target. `store`: commands fail at once while it is not connected (no offline
- * queue: a request never waits for Redis to come back) and it reconnects by itself; `probe`:
- * one try, for the startup check.
- */
+/** No offline queue for `store`: a request never waits for Redis to come back. */
 export function connectRedis(target: RedisTarget, use: 'store' | 'probe', connectTimeoutMs = CONNECT_TIMEOUT_MS): RedisClient {
   const retry = use === 'store' ? reconnectDelay : () => null;
   const tls = tlsOf(target);
@@ -24,13 +19,11 @@ export function connectRedis(target: RedisTarget, use: 'store' | 'probe', connec
     ...(target.username ? { username: target.username } : {}),
     ...(target.password ? { password: target.password } : {}),
     ...(tls ? { tls } : {}),
-    // Shown by CLIENT LIST: an operator tells the gateway's connections apart.
     connectionName: use === 'store' ? 'compaction-gateway' : 'compaction-gateway-probe',
     connectTimeout: connectTimeoutMs,
     commandTimeout: COMMAND_TIMEOUT_MS,
     maxRetriesPerRequest: 0,
-    // A master that became a replica (a failover seen from a connection that stayed up) refuses
-    // writes: reconnect, and Sentinel or the Cluster's slots say where the master is now.
+    // A master demoted under a live connection refuses writes: reconnect to find the new one.
     reconnectOnError: (err) => /^READONLY/.test(err.message),
     lazyConnect: use === 'probe',
   };
@@ -38,8 +31,6 @@ export function connectRedis(target: RedisTarget, use: 'store' | 'probe', connec
     const options: ClusterOptions = {
       enableOfflineQueue: false,
       clusterRetryStrategy: retry,
-      // A command to a node that is gone is tried again on what the refreshed slots say, a few
-      // times at most: the operation's bound stops it anyway.
       maxRedirections: 4,
       retryDelayOnFailover: 100,
       retryDelayOnClusterDown: 100,
@@ -62,26 +53,19 @@ export function connectRedis(target: RedisTarget, use: 'store' | 'probe', connec
     ...(tls ? { sentinelTLS: tls, enableTLSForSentinelMode: true } : {}),
     sentinelCommandTimeout: COMMAND_TIMEOUT_MS,
     sentinelRetryStrategy: retry,
-    // Not ioredis's failoverDetector: its disconnect on +switch-master, while the client is still
-    // reconnecting to a master that died, ends the client for good (ioredis 5.11). A dead master
-    // closes the connection, and a demoted one answers READONLY: either way it reconnects.
+    // Not ioredis's failoverDetector: its disconnect on +switch-master, while still reconnecting to a
+    // dead master, ends the client for good (ioredis 5.11). Dead or demoted masters reconnect anyway.
   });
 }
 
 function tlsOf(target: RedisTarget): ConnectionOptions | undefined {
   if (!target.tls) return undefined;
-  // Read once, at start: load.ts checked the file is there and holds a certificate.
   return target.caFile ? { ca: readFileSync(target.caFile) } : {};
 }
 
 const REDIS_PROBE_MS = 1_000;
 
-/**
- * Whether Redis answers a PING within a second: null when it does, else what went wrong in
- * plain words. `target`: a URL, or memory.redis as a whole (a cluster: its slots are read; a
- * Sentinel set: the master it names). The gateway starts either way (memory is an
- * optimisation, and reconnects).
- */
+/** Null when Redis answers a PING in time. The gateway starts either way: memory is an optimisation. */
 export async function probeRedis(target: string | RedisTarget, timeoutMs = REDIS_PROBE_MS): Promise<string | null> {
   const redis = connectRedis(
     typeof target === 'string' ? { kind: 'node', url: target, tls: /^rediss:/i.test(target) } : target,

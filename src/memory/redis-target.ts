@@ -1,6 +1,5 @@
 import type { Config } from '../config/schema.js';
 
-/** Where Redis is, as config says it (memory.redis, memory.redisUrl), in one shape. */
 export type RedisTarget =
   | ({ kind: 'node'; url: string } & RedisAuth)
   | ({ kind: 'cluster'; nodes: Address[] } & RedisAuth)
@@ -26,7 +25,6 @@ export interface Address {
   port: number;
 }
 
-/** The Redis the memory uses, or undefined: in-process memory. */
 export function redisTargetOf(memory: Readonly<Config['memory']>): RedisTarget | undefined {
   const given = typeof memory.redis === 'string' ? { url: memory.redis } : (memory.redis ?? {});
   const url = given.url ?? memory.redisUrl;
@@ -54,13 +52,11 @@ export function redisTargetOf(memory: Readonly<Config['memory']>): RedisTarget |
   return url ? { kind: 'node', url, ...auth } : undefined;
 }
 
-/** `host:port`, `[v6]:port`. */
 function addressOf(text: string): Address {
   const at = text.lastIndexOf(':');
   return { host: text.slice(0, at).replace(/^\[(.*)\]$/, '$1'), port: Number(text.slice(at + 1)) };
 }
 
-/** The Redis the memory uses, for main's probe at start: undefined with memory off or in-process. */
 export function memoryRedis(config: Readonly<Config>): RedisTarget | undefined {
   return config.memory.enabled ? redisTargetOf(config.memory) : undefined;
 }

@@ -1,11 +1,5 @@
 import type { Address, RedisTarget } from './redis-target.js';
 
-/*
- * What the operator reads about Redis: where it is, with no secret, and what a failure to reach it
- * means, in plain words.
- */
-
-/** The target as the ready line says it, with no secret: `redis cluster 10.0.0.1:6379, ...`. */
 export function describeRedisTarget(target: RedisTarget): string {
   const tls = target.tls && !(target.kind === 'node' && /^rediss:/i.test(target.url)) ? ', TLS' : '';
   const list = (addresses: Address[]) =>
@@ -20,14 +14,12 @@ export function describeRedisTarget(target: RedisTarget): string {
   }
 }
 
-/** A Redis URL with its password masked (`redis://user:***@host:6379/0`). */
 function loggableRedisUrl(url: string): string {
   const parsed = new URL(url);
   const user = parsed.username || parsed.password ? `${parsed.username}${parsed.password ? ':***' : ''}@` : '';
   return `${parsed.protocol}//${user}${parsed.host}${parsed.pathname === '/' ? '' : parsed.pathname}`;
 }
 
-/** The startup WARN for a Redis the probe did not reach: its address (no secret) and the sentence. */
 export function redisUnreachable(target: RedisTarget, problem: string): { redis: string; message: string } {
   const redis = describeRedisTarget(target).replace(/^redis /, '');
   const what =
@@ -42,7 +34,6 @@ export function redisUnreachable(target: RedisTarget, problem: string): { redis:
   };
 }
 
-/** What a Redis client error means, in plain words (for the startup WARN, and any other Redis warning). */
 export function describeRedisError(err: Error & { code?: string }, timeoutMs: number): string {
   const text = `${err.code ?? ''} ${err.message}`;
   if (/ECONNREFUSED/.test(text)) return 'connection refused: nothing listens at that address';

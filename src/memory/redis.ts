@@ -4,19 +4,9 @@ import { connectRedis, type RedisClient } from './redis-client.js';
 import type { RedisTarget } from './redis-target.js';
 import { withEntry, type MemoryEntry, type MemoryStore, type Reach } from './store.js';
 
-/*
- * The store that keeps the compaction memory in Redis (one node, a Cluster, a Sentinel set). Each
- * command is bounded (a failure is a miss: CompactionMemory.guard), so a request never waits on
- * Redis for longer than OPERATION_TIMEOUT_MS, whatever Redis is doing: down, failing over, resharding.
- */
-
-/**
- * A whole operation, within this: a Cluster retries a command on another node while slots move
- * (MOVED, TRYAGAIN, a node gone), and each try has its own command timeout.
- */
+/** A whole operation: a Cluster retries a command on other nodes while slots move, each try with its own timeout. */
 const OPERATION_TIMEOUT_MS = 1_000;
 
-/** `promise`, or a rejection after `ms`: no operation outlasts its bound, whatever the client does. */
 function within<T>(promise: Promise<T>, ms = OPERATION_TIMEOUT_MS): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
@@ -26,20 +16,16 @@ function within<T>(promise: Promise<T>, ms = OPERATION_TIMEOUT_MS): Promise<T> {
 }
 
 /*
- * Leases: one compaction of a conversation at a time, across every replica (CompactionMemory.lease).
- * A lease is a key holding its holder's random token, set with NX and an expiry. Only the holder
- * renews or frees it, and only while it is the holder's (compare, then act, in one script), and
- * its write of the conversation's entries checks the same way: a replica whose lease expired, or
- * was lost in a failover and taken by another, writes nothing. Both keys are in one cluster slot.
+ * A lease holds its holder's random token (SET NX PX). Renew, free and the entries' write compare, then act,
+ * in one script: a replica whose lease expired or was taken after a failover writes nothing.
  */
 const RENEW = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0`;
 const RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`;
 const FENCED_SET = `if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('SET', KEYS[2], ARGV[2], 'EX', ARGV[3]) return 1 end return 0`;
 
 /**
- * A tenant's reach (store.ts Reach) is `EXTENDING DISPROVING` under its tenant key, each lowered
- * in one script so that two replicas' marks keep the smaller of each; NONE stands for no size. A
- * replica of the version before marks '1': that reaches every request, until the key expires.
+ * `EXTENDING DISPROVING`, lowered in one script so two replicas' marks keep the smaller of each. A replica
+ * of the version before marks '1': that reaches every request, until the key expires.
  */
 const NONE = 1e12;
 const MARK_TENANT = `local e, d = tonumber(ARGV[1]), tonumber(ARGV[2])
@@ -51,20 +37,11 @@ end
 redis.call('SET', KEYS[1], string.format('%d %d', e, d), 'EX', ARGV[3])
 return 1`;
 
-/** How often a replica waiting for another's lease asks whether it is free. */
 const LEASE_POLL_MS = 100;
 
 /**
- * Shared by every replica pointed at the same Redis: one node, a Cluster or a Sentinel set.
- * Commands fail at once while Redis is down or moving (no offline queue) and each operation is
- * bounded, so a request never waits on it; the caller treats a failure as a miss.
- *
- * Keys, each a single-slot key: `PREFIX s:SESSION` (a conversation's entries), `PREFIX l:KEY`
- * (learned limits), `PREFIX t:TENANT` (a tenant has memory, and its reach: MARK_TENANT), and a conversation's lease
- * `{PREFIX s:SESSION}:lease`, whose hash tag is its entries key, so the fenced write of the two is
- * in one slot. The entries, limits and tenant keys are those of v5, unchanged: a replica of the
- * version before shares memory with this one during a rolling update (it takes no lease, and asks
- * only whether a tenant key exists).
+ * The lease key's hash tag is its entries key, so the fenced write is in one slot. Entries, limits and
+ * tenant keys are v5's, unchanged: a replica of the version before shares memory during a rolling update.
  */
 export class RedisStore implements MemoryStore {
   readonly shared = true;
@@ -73,9 +50,7 @@ export class RedisStore implements MemoryStore {
   constructor(
     target: RedisTarget,
     private readonly ttlSeconds: number,
-    // v5: sessions are keyed by model too, and learned limits by tenant, upstream and model (a
-    // hash), with the size of the request that stated each; a v4 replica would share one tenant's
-    // lesson with every other. (v4: entries may be masked spans and carry a trail.)
+    // v5: a v4 replica would share one tenant's lesson with every other.
     private readonly prefix = 'compaction-gateway:v5:',
   ) {
     this.redis = connectRedis(target, 'store');
@@ -84,7 +59,6 @@ export class RedisStore implements MemoryStore {
     if (this.redis instanceof Cluster) this.redis.on('node error', () => {});
   }
 
-  /** The keys of a conversation (exported for the tests that look into Redis). */
   keysOf(session: string): { entries: string; lease: string } {
     const entries = `${this.prefix}s:${session}`;
     return { entries, lease: `{${entries}}:lease` };
@@ -169,10 +143,8 @@ export class RedisStore implements MemoryStore {
   }
 
   /**
-   * Asks every LEASE_POLL_MS: a wait happens only when two replicas compact one conversation at
-   * once, and costs at most ms / LEASE_POLL_MS small reads. Pub/sub would need a subscriber
-   * connection per replica (per node, in a cluster) and could miss its message in a failover, so
-   * it would need this poll behind it anyway.
+   * A poll: pub/sub would need a subscriber connection per replica (per node, in a cluster) and could
+   * miss its message in a failover, so it would need this poll behind it anyway.
    */
   async whenFree(session: string, ms: number, signal?: AbortSignal): Promise<void> {
     const until = performance.now() + ms;

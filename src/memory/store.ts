@@ -4,61 +4,40 @@ import { mergedLimit, type LearnedLimit } from './limits.js';
 
 export type { LearnedLimit } from './limits.js';
 
-/** One remembered compaction of a conversation: the span as the compaction reads it, and how the store knows it again. */
 export interface MemoryEntry extends RememberedSpan {
-  /** Chain digest of the span's items (see fingerprint.ts): reuse needs an exact match. */
+  /** Reuse needs an exact match. */
   spanDigest: string;
-  /** What was known to fit when it was made, and where it aimed. */
   fitBytes: number;
   aimBytes: number;
-  /** The conversation's bytes per token, as the rejection that made it said (absent: not known). */
+  /** As the rejection that made it said. */
   bytesPerToken?: number;
   createdAt: number;
 }
 
 export interface MemoryStore {
-  /** The session's entries, newest first. */
+  /** Newest first. */
   entries(session: string): Promise<MemoryEntry[]>;
-  /**
-   * Adds an entry to the session's. With `lease`, only while that lease is still the session's
-   * (a fenced write): false, and nothing written, once it is not.
-   */
+  /** With `lease`, a fenced write: false, and nothing written, once the lease is not the session's. */
   remember(session: string, entry: MemoryEntry, lease?: string): Promise<boolean>;
-  /** What was learned under a key (one tenant, upstream and model: see CompactionMemory). */
   limit(key: string): Promise<LearnedLimit | undefined>;
-  /** A conversation's entries and what was learned under `limitKey` (either may be left out: null), in one read. */
   recall(session: string | null, limitKey: string | null): Promise<{ entries: MemoryEntry[]; limit?: LearnedLimit }>;
-  /** Adds a lesson to what is known under the key (limits.ts mergedLimit), and says what is known now. */
   learn(key: string, limit: LearnedLimit): Promise<LearnedLimit>;
-  /** Replaces what is known under the key (a loosened limit); an empty one forgets it. */
+  /** An empty limit forgets it. */
   replaceLimit(key: string, limit: LearnedLimit): Promise<void>;
-  /** Lowers what is kept of a tenant's reach to `reach` where it is smaller (each size only falls). */
+  /** Each size only falls. */
   markTenant(tenant: string, reach: Partial<Reach>): Promise<void>;
-  /** The smallest requests of a tenant that anything remembered or learned for it could concern; undefined: nothing. */
   reachOf(tenant: string): Promise<Reach | undefined>;
-  /**
-   * False only when no tenant can have anything remembered: every request then skips hashing its
-   * credential and asking. A store shared between replicas can never say so.
-   */
+  /** A store shared between replicas can never say false. */
   mayHaveTenants(): boolean;
-  /** Whether other processes write it too (Redis): then what this process remembered is not all there is. */
   readonly shared: boolean;
-  /** Takes the conversation's lease as `lease` for `ttlMs` (SET NX PX): false while another holds it. */
   acquire(session: string, lease: string, ttlMs: number): Promise<boolean>;
-  /** Extends the lease while it is still `lease`'s: false once it is not (expired, or taken since). */
   renew(session: string, lease: string, ttlMs: number): Promise<boolean>;
-  /** Frees the lease if it is still `lease`'s (compare and delete): never another's. */
   release(session: string, lease: string): Promise<void>;
-  /** Resolves once the conversation's lease is free, after `ms` at most, or when `signal` aborts. */
   whenFree(session: string, ms: number, signal?: AbortSignal): Promise<void>;
   close(): Promise<void>;
 }
 
-/**
- * What a tenant's memory could concern, as sizes of request: `extending`, the smallest request
- * that could extend a compaction remembered for it; `disproving`, the smallest accepted request
- * that could disprove a limit learned for it. Infinity: none.
- */
+/** Smallest request sizes that could extend a remembered compaction / disprove a learned limit; Infinity: none. */
 export interface Reach {
   extending: number;
   disproving: number;
@@ -66,7 +45,7 @@ export interface Reach {
 
 export const NO_REACH: Readonly<Reach> = { extending: Infinity, disproving: Infinity };
 
-/** Entries kept per conversation: later turns extend the newest; older ones rarely match again. */
+/** Later turns extend the newest; older ones rarely match again. */
 const ENTRIES_PER_SESSION = 4;
 
 export function withEntry(list: MemoryEntry[], entry: MemoryEntry): MemoryEntry[] {
@@ -80,7 +59,6 @@ export class LocalStore implements MemoryStore {
   private readonly cache: LRUCache<string, MemoryEntry[] | LearnedLimit | Reach>;
   /** Set by the first markTenant: from then on every request asks (entries expire; the flag need not). */
   private tenantsMarked = false;
-  /** Conversations being compacted by a request of this process. */
   private readonly leases = new Map<string, LocalLease>();
 
   constructor(maxBytes: number, ttlSeconds: number) {
@@ -97,9 +75,8 @@ export class LocalStore implements MemoryStore {
 
   async remember(session: string, entry: MemoryEntry, lease?: string): Promise<boolean> {
     if (lease !== undefined && this.leases.get(session)?.token !== lease) return false;
-    // A copy of its own, as Redis keeps one: a string parsed out of a request is a slice of the
-    // request's whole text (V8's JSON.parse), and an entry holding one line of it would keep a
-    // 20 MB body alive for as long as it is remembered.
+    // A copy of its own: a string parsed out of a request is a slice of the request's whole text (V8's
+    // JSON.parse), and an entry holding one would keep a 20 MB body alive for as long as it is remembered.
     const own = JSON.parse(JSON.stringify(entry)) as MemoryEntry;
     this.cache.set(`s:${session}`, withEntry(await this.entries(session), own));
     return true;
@@ -177,7 +154,6 @@ export class LocalStore implements MemoryStore {
     for (const [session, held] of this.leases) this.drop(session, held.token);
   }
 
-  /** The lease goes if it is still `lease`'s, and whoever waits for it goes on. */
   private drop(session: string, lease: string): void {
     const held = this.leases.get(session);
     if (held?.token !== lease) return;
@@ -195,7 +171,6 @@ interface LocalLease {
   expiry: NodeJS.Timeout;
 }
 
-/** Resolves with `promise`, after `ms`, or when `signal` aborts, whichever comes first; leaves no timer behind. */
 async function firstOf(promise: Promise<unknown>, ms: number, signal?: AbortSignal): Promise<void> {
   if (signal?.aborted || ms <= 0) return;
   let timer: NodeJS.Timeout | undefined;

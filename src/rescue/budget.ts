@@ -3,18 +3,14 @@ import type { Gauge } from 'prom-client';
 import type { JsonShape } from '../lib/json-shape.js';
 
 /*
- * How much memory rescues may hold at once, gateway-wide: their bodies as received, and what
- * reading them takes (estimated before the parse, rescueCost). Past the budget a rescue waits its
- * turn briefly, holding its body meanwhile (which counts), and is then shed: the client gets the
- * upstream's own error, as when compaction is off, and the process stays up for everyone else.
+ * Past the budget a rescue waits briefly, its body counting, and is then shed: the client gets the
+ * upstream's own error, and the process stays up for everyone else.
  */
 
-/** A held share of the budget, given back once. */
 export type Release = () => void;
 
 interface Waiter {
   bytes: number;
-  /** What it holds while it waits: its body. */
   waiting: number;
   grant: (release: Release | null) => void;
 }
@@ -31,17 +27,11 @@ export class RescueBudget {
     gauge?.set({ state: 'in_use' }, 0);
   }
 
-  /** Bytes held by rescues now, waiting ones included. */
   get inUse(): number {
     return this.used;
   }
 
-  /**
-   * A share of `bytes`, at once when it fits, else as soon as it does within `waitMs`, in the
-   * order asked, counting `waiting` (the body it holds) meanwhile; null when it does not (or
-   * `signal` aborts first): the rescue is shed. A rescue larger than the whole budget, or one
-   * whose body does not even fit beside what is held, is shed at once.
-   */
+  /** In the order asked; null: the rescue is shed (at once when its body does not even fit beside what is held). */
   hold(bytes: number, waitMs: number, signal?: AbortSignal, waiting = 0): Promise<Release | null> {
     if (bytes > this.limitBytes || signal?.aborted) return Promise.resolve(null);
     if (this.queue.length === 0 && this.used + bytes <= this.limitBytes) return Promise.resolve(this.take(bytes));
@@ -107,7 +97,6 @@ const PER_OBJECT = 64;
 const PER_ARRAY = 40;
 const PER_ITEM = 1024;
 
-/** The heap a rescue of a body of this shape takes at its peak: reading it, and compacting it. */
 export function rescueHeapCost(s: JsonShape): number {
   const perByte = PER_BYTE + (s.ascii ? 0 : PER_BYTE_NOT_ASCII);
   return Math.ceil(
@@ -121,7 +110,7 @@ export function rescueHeapCost(s: JsonShape): number {
   );
 }
 
-/** What a rescue holds at its peak: its body as received (outside the heap) and the heap it takes. */
+/** Its body as received is outside the heap. */
 export function rescueCost(s: JsonShape): number {
   return s.bytes + rescueHeapCost(s);
 }

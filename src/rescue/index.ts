@@ -45,34 +45,26 @@ import type { CompactionMemory } from '../memory/index.js';
 import { summarizerModel } from './summarizer-client.js';
 
 /*
- * The rescue, written once for every API: attempt -> overlong and nothing sent yet? -> make the
- * request smaller -> replay once -> record. The dialect in the context is the only part that
- * knows the wire format.
+ * Written once for every API: attempt -> overlong and nothing sent yet? -> make the request smaller ->
+ * replay once -> record. Only the context's dialect knows the wire format.
  */
 
-/** What the client gets: the answer to relay, and the header that records what was done. */
 export interface Outcome {
   answer: InspectedAnswer;
   header?: string;
-  /** Reads the last bytes of a relayed stream, once it ended, for the prompt count it reports. */
   tail?: (bytes: Buffer) => void;
 }
 
-/**
- * The first attempt (compacted proactively when memory says it extends a compacted conversation), and
- * the rescue when it is refused as overlong while nothing was sent. `committed` is the relay's
- * one check of whether any byte reached the client.
- */
+/** `committed` is the relay's one check of whether any byte reached the client. */
 export async function serve(ctx: RescueContext, committed: () => boolean): Promise<Outcome> {
   try {
     return await attemptAndRescue(ctx, committed);
   } finally {
-    // Whatever the answer, it is known: the parsed body and the budget it held go (it may stream for minutes).
+    // The answer may stream for minutes: the parsed body and its budget go now.
     letGoOfBody(ctx);
   }
 }
 
-/** The parsed body and its share of the rescue budget go: nothing is held while the upstream thinks. */
 function letGoOfBody(ctx: RescueContext): void {
   ctx.held?.();
   ctx.held = undefined;
@@ -83,9 +75,7 @@ async function attemptAndRescue(ctx: RescueContext, committed: () => boolean): P
   const config = ctx.deps.config;
   const proactiveOn = config.compaction.proactive && config.compaction.maxReplays > 0 && !optedOut(ctx);
   const memory = proactiveOn ? proactiveMemory(ctx) : null;
-  // Most requests have nothing to look up: they wait on no promise.
   const proactive = memory || (proactiveOn && mayNearWindow(ctx)) ? await beforeFirst(ctx, memory) : null;
-  // Read for a proactive compaction that did not happen: the request goes as sent, holding nothing.
   if (!proactive) letGoOfBody(ctx);
   const sent = proactive ? await sendRewritten(ctx, proactive.record, proactive.rewrite) : null;
   const sentBytes = sent?.bytes ?? ctx.incoming.bytes;
@@ -97,7 +87,6 @@ async function attemptAndRescue(ctx: RescueContext, committed: () => boolean): P
   if (first.verdict.overlong)
     return committed() ? { answer: first, header } : rescue(ctx, first, first.verdict, sentBytes, proactive !== null);
   if (first.response.status >= 400) return { answer: first, header };
-  // An accepted request may disprove what was learned of its model's limits (its answer does not wait for that).
   void noteAccepted(ctx, sentBytes).catch((err: Error) =>
     ctx.log.warn({ err: err.message }, 'could not note an accepted request in memory'),
   );
@@ -111,22 +100,13 @@ async function attemptAndRescue(ctx: RescueContext, committed: () => boolean): P
   return rescue(ctx, first, truncationVerdict(cut), sentBytes, proactive !== null, 'truncated');
 }
 
-/**
- * Made smaller before the first attempt: from memory, when the request extends a compaction it
- * remembers, else to fit its model's known context window. Null: it goes as the client sent it.
- */
 async function beforeFirst(ctx: RescueContext, memory: CompactionMemory | null): Promise<Proactive | null> {
   return (memory ? await compactProactively(ctx, memory) : null) ?? (mayNearWindow(ctx) ? await fitToWindow(ctx) : null);
 }
 
-/**
- * A request that would pass its model's known window goes made to fit it, by the rescue's own
- * ladder (a lower completion limit, masking, a summary), as if the upstream had refused it with
- * that window: the refusal, or the silent cut, it would have met is not waited for.
- */
+/** As if the upstream had refused it with that window: the refusal, or the silent cut, is not waited for. */
 async function fitToWindow(ctx: RescueContext): Promise<Proactive | null> {
   const over = await overWindow(ctx);
-  // Parsed by overWindow, and only when the request nears its window.
   const json = over ? ctx.incoming.json : null;
   if (!over || !json || tooManyItems(json)) return null;
   const { verdict, window } = over;
@@ -142,7 +122,6 @@ async function fitToWindow(ctx: RescueContext): Promise<Proactive | null> {
   };
   const rewrite = await remedy(ctx, record, verdict, json, ctx.incoming.bytes, false);
   if (!rewrite) {
-    // It goes as sent: whatever the upstream then says is rescued as usual.
     logDecision(ctx.log, record);
     countRescue(ctx.deps.metrics, record);
     ctx.deps.decisions?.decided(record, decided(ctx, record));
@@ -153,7 +132,6 @@ async function fitToWindow(ctx: RescueContext): Promise<Proactive | null> {
   return { rewrite, record };
 }
 
-/** A relayed stream's last bytes: the prompt count they report, judged; a cut is counted, logged and taught. */
 function judgeStreamed(ctx: RescueContext, body: SentBody, tail: Buffer): void {
   const count = ctx.dialect.promptCount(tail.toString('utf8'));
   if (count === undefined) return;
@@ -170,10 +148,7 @@ function judgeStreamed(ctx: RescueContext, body: SentBody, tail: Buffer): void {
   ctx.deps.decisions?.cutStreamed(streamed, { requestId: ctx.requestId, model: ctx.pathModel ?? ctx.notes.model });
 }
 
-/**
- * One rejection costs at most one remedy and one replay. When the gateway cannot help (opted
- * out, nothing worth shrinking, a body it cannot read), the client gets the upstream's own error.
- */
+/** At most one remedy and one replay a rejection; when the gateway cannot help, the upstream's own error. */
 async function rescue(
   ctx: RescueContext,
   first: InspectedAnswer,
@@ -184,12 +159,10 @@ async function rescue(
 ): Promise<Outcome> {
   const { deps, dialect } = ctx;
   const hold = await holdBudget(ctx, deps.config.compaction.rescueWaitMs);
-  // A client that left while waiting was not shed: there is no one to answer.
   if (!hold.held && ctx.gone.aborted) throw new Error('the client disconnected while its rescue waited for the budget');
   const json = hold.held ? await ctx.incoming.load() : null;
-  // Judged once more beside the request: what the client wrote and the error echoes makes no
-  // verdict (a value quoting "maximum context length is 40 tokens"); then it is the client's error.
-  // A silent cut is the gateway's own reading of the upstream's count: there is no text to echo.
+  // Judged beside the request: what the client wrote and the error echoes makes no verdict (a value
+  // quoting "maximum context length is 40 tokens"). A silent cut has no text to echo.
   const judged = json && trigger === 'rejected' ? first.judge(json) : verdict;
   if (!judged.overlong) return { answer: first };
   const { reason, limits } = judged;
@@ -229,12 +202,7 @@ async function rescue(
   return rewrite ? replay(ctx, record, first, rewrite) : passThrough(ctx, record, first);
 }
 
-/**
- * The smaller request that answers `verdict`: lossless first (the prompt fits, only prompt plus
- * the requested completion does not: the completion limit lowered), else the upstream's own
- * truncation of a history it holds, else the conversation compacted. Null when none helps: then
- * `record` says why (`not_shrunk`).
- */
+/** Lossless first (a lowered completion limit), else the upstream's own truncation, else compaction. */
 async function remedy(
   ctx: RescueContext,
   record: RescueRecord,
@@ -277,15 +245,11 @@ async function compacted(
   const json = ctx.incoming.json!;
   const started = performance.now();
   const rejection = { reason: verdict.reason, limits: verdict.limits, bodyBytes: rejectedBytes, requested: dialect.completion(json) };
-  // Hashed ahead in slices: looking up and remembering a long history then takes no long stretch.
   if (deps.memory) await digestInSlices(conversation.items);
-  // One request at a time compacts a conversation, on any replica (rescue/memory.ts underLease):
-  // another's summary is waited for, then recalled here and reused, not made twice.
-  // An agent's own compaction call: no summary of the gateway's, nothing recalled or remembered.
+  // One request at a time compacts a conversation, on any replica: another's summary is recalled, not made twice.
   const agents = isAgentCompaction(ctx, json);
   if (agents) record.agentCompaction = true;
   const { compaction, used, remembered } = await underLease(ctx, conversation, async (lease) => {
-    // After a proactive compaction was refused too, memory has had its say: start from the request.
     const remembered = await rememberedFor(ctx, afterProactive || agents ? null : conversation);
     const recalled = remembered.entry ?? undefined;
     const ratio = deps.config.compaction.targetRatio;
@@ -296,8 +260,7 @@ async function compacted(
       compactFor(ctx, json, conversation, to, { because, recalled, logSummary: true, digestOnly: agents });
     let used = target;
     let compaction = await compactTo(used);
-    // What other requests taught must not make this one unrescuable: it is tried once more with
-    // what its own rejection says, which is never looser than what the upstream accepted or refused.
+    // What other requests taught must not make this one unrescuable: tried once more with its own rejection's.
     const own = learned ? sizeTarget(rejection, undefined, ratio, recalled?.bytesPerToken) : null;
     if (compaction.outcome === 'not_shrunk' && compaction.why === 'cannot_fit' && own && own.fitBytes > target.fitBytes) {
       used = own;
@@ -317,10 +280,6 @@ async function compacted(
   return rewriteOf(ctx, conversation, compaction, used, remembered);
 }
 
-/**
- * What was learned, with the model's known context window when the verdict states none (a 413
- * page, a refusal without numbers): the compaction and its summarizer's calls fit it too.
- */
 function withKnownWindow(
   ctx: RescueContext,
   verdict: Extract<Verdict, { overlong: true }>,
@@ -360,17 +319,13 @@ async function replay(ctx: RescueContext, record: RescueRecord, first: Inspected
   return finish(ctx, record, given);
 }
 
-/** A rewrite with nothing bound to mend: a lowered completion limit, the upstream's own truncation. */
 function plain(body: Buffer): Rewrite {
   return { body, headers: {}, restrip: async () => null };
 }
 
 /**
- * Sends a request the gateway rewrote, and logs the decision with what came of it. When the
- * upstream refuses the rewrite's bound state (a binding 400: the gateway's own doing, as the
- * client's request was accepted before it was rewritten), it is sent once more with every bound
- * block after the edit point stripped, and the conversation's memory says so from then on: the one
- * exception to "replay once", bounded to one more call.
+ * A binding 400 on the rewrite is the gateway's own doing: it is sent once more with every bound block after
+ * the edit point stripped, and memory says so from then on. The one exception to "replay once".
  */
 async function sendRewritten(ctx: RescueContext, record: RescueRecord, rewrite: Rewrite): Promise<Sent> {
   const send = (r: Pick<Rewrite, 'body' | 'headers'>) =>
@@ -382,7 +337,6 @@ async function sendRewritten(ctx: RescueContext, record: RescueRecord, rewrite: 
     let body = rewrite.body;
     answer = await send(rewrite);
     countRefusal(answer);
-    // Only a refusal of the blocks themselves is mended by removing them (not one of the opt-in).
     const again = refusesBoundState(answer.verdict) ? await rewrite.restrip() : null;
     if (again) {
       discard(answer.response.body);
@@ -398,7 +352,6 @@ async function sendRewritten(ctx: RescueContext, record: RescueRecord, rewrite: 
     noteBound(ctx, record, answer);
     return { answer, bytes: body.length, body };
   } finally {
-    // Sent proactively, its line tells the answer it got; a rescue's waits for the replay's end (replay).
     if (isProactive(record)) logDecision(ctx.log, record, answer);
   }
 }
@@ -419,7 +372,6 @@ function noteBound(ctx: RescueContext, record: RescueRecord, answer: InspectedAn
   if (dropped > 0) ctx.deps.metrics.boundBlocks.inc({ api, action: 'dropped' }, dropped);
 }
 
-/** The header a proactive compaction's answer goes with, once that answer is known; the span and the status page get the decision. */
 function noted(ctx: RescueContext, record: RescueRecord): string {
   const header = compactionHeader(record);
   ctx.notes.compaction = header;
@@ -448,7 +400,7 @@ function notShrunkRecord(record: RescueRecord, why: 'no_messages' | 'too_many_it
   record.compaction = { outcome: 'not_shrunk', why, summarizerCalls: 0, messagesBefore: 0, bytesBefore: bytes, tokensBefore: 0 };
 }
 
-/** Too many bytes under rescue already: the upstream's own answer, and the process stays up for everyone. */
+/** Too many bytes under rescue: the upstream's own answer, and the process stays up for everyone. */
 function shed(ctx: RescueContext, record: RescueRecord, first: InspectedAnswer, cost: number): Outcome {
   record.outcome = 'shed';
   record.budget = { inUse: ctx.deps.budget.inUse, limit: ctx.deps.budget.limitBytes, cost };
@@ -466,18 +418,13 @@ function finish(ctx: RescueContext, record: RescueRecord, answer: InspectedAnswe
   return { answer, header: noted(ctx, record) };
 }
 
-/** What the client gets of an answer the rescue ends with: an overflow in its API's own words when it can be put so (below). */
 function forClient(ctx: RescueContext, record: RescueRecord, answer: InspectedAnswer): InspectedAnswer {
   const translated = record.outcome === 'replayed' ? null : overflowInApiWords(ctx, record, answer);
   if (translated) record.overflowError = 'translated';
   return translated ?? answer;
 }
 
-/**
- * A refusal for length the client gets as it is (nothing could be rescued), in its API's own
- * overflow words when the upstream's are not (an nginx 413 page): the agent's own compaction
- * then starts (compaction.translateOverflow; rescue/overflow-error.ts).
- */
+/** In the API's own overflow words when the upstream's are not (an nginx 413 page): the agent's own compaction then starts. */
 function overflowInApiWords(ctx: RescueContext, record: RescueRecord, answer: InspectedAnswer): InspectedAnswer | null {
   // With the rescue off (maxReplays 0) the gateway is a plain proxy: nothing is translated either.
   const { translateOverflow, maxReplays } = ctx.deps.config.compaction;

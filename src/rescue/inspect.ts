@@ -10,35 +10,22 @@ import { firstChunk, holdBody, textOf, type HeldBody } from '../upstream/body.js
 import type { UpstreamAnswer } from '../upstream/client.js';
 
 export interface InspectedAnswer {
-  /** The upstream's response: status, headers and the body still to relay (its first bytes in `held`). */
   response: UpstreamAnswer;
-  /** What was read before deciding: the whole error body (bounded), a stream's preamble, or a success's first chunk. */
   held: HeldBody;
   verdict: Verdict;
-  /**
-   * The verdict again, beside the body the answer is to (parsed): text the request supplied and
-   * the error echoes never makes one (overlong/echo.ts). The rescue asks before it learns anything.
-   */
+  /** Text the request supplied and the error echoes never makes a verdict (overlong/echo.ts). */
   judge: (request: unknown) => Verdict;
 }
 
-/** Reads a stream's events as the dialect sees them: preamble (hold), output (relay) or failure (judge). */
 export type StreamEvents = (event: string | undefined, data: string) => StreamEventKind;
 
 const PASS: Verdict = { overlong: false, rule: 'success' };
-/** The most bytes of preamble events held before giving up and relaying (they are a few hundred bytes). */
+/** Preamble events are a few hundred bytes. */
 const PREAMBLE_LIMIT_BYTES = 64 * 1024;
 
-/** How much of an answer may be held before deciding: bytes of a body, time for a stream's preamble. */
 export type HoldLimits = Pick<Config['upstream'], 'errorBodyLimitBytes' | 'preambleHoldMs'>;
 
-/**
- * Reads just enough of an answer to classify it, holding those bytes for the relay: an error body
- * up to `errorBodyLimitBytes`; for a stream whose API announces itself before any output
- * (Responses, Messages), every event up to the first that carries output or a failure, for
- * `preambleHoldMs` at most; otherwise a success's first chunk, since a stream (or an aggregator's
- * 200) can carry an overflow error in-band, or with `whole` its body up to `errorBodyLimitBytes`.
- */
+/** A success's first chunk is read too: a stream (or an aggregator's 200) can carry an overflow error in-band. */
 export async function inspect(
   answer: UpstreamAnswer,
   limits: HoldLimits,
@@ -74,17 +61,13 @@ export async function inspect(
   );
 }
 
-/** The verdict on the text as it came, and the way to judge it again beside the request it answers. */
 function judged(answer: UpstreamAnswer, held: HeldBody, judge: (request?: unknown) => Verdict): InspectedAnswer {
   return { response: answer, held, verdict: judge(), judge };
 }
 
 /**
- * Holds whole events while they are preamble; stops at the first output event (nothing decided,
- * everything relayed from there), at a failure (its data is judged), at the end of the stream,
- * past PREAMBLE_LIMIT_BYTES, or after `holdMs`: a stream that only pings (Anthropic's `ping`) may
- * go on for minutes before its first token, and its client should see it start. A failure after
- * that is relayed as it comes; the rescue's chance is given up. Leaves the stream paused.
+ * Bounded by `holdMs`: a stream that only pings (Anthropic's `ping`) may go on for minutes before its first
+ * token, and its client should see it start. A failure after that is relayed. Leaves the stream paused.
  */
 function holdPreamble(body: Readable, events: StreamEvents, holdMs: number): Promise<{ held: HeldBody; failure?: string }> {
   return new Promise((resolve, reject) => {

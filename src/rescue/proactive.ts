@@ -9,48 +9,30 @@ import { countCompaction, type RescueRecord } from './report.js';
 import { isAgentCompaction } from './agent-compaction.js';
 import { summarizerModel } from './summarizer-client.js';
 
-/*
- * The proactive compaction (compaction.proactive), before the first attempt, from memory: compacted by the same compactFor as the
- * rescue after a refusal, remembered by memory.ts.
- */
-
 export interface Proactive {
   rewrite: Rewrite;
   record: RescueRecord;
 }
 
-/**
- * The memory to look in before the first attempt, or null while it remembers no compaction the
- * request could extend (none at all, or only ones of spans larger than the request: memory/index.ts
- * mayRecall): then not even the request's credential is hashed, and the
- * first attempt waits on no promise. A limit learned from a refusal opens nothing here.
- */
+/** Null: not even the credential is hashed, and the first attempt waits on no promise. A learned limit opens nothing. */
 export function proactiveMemory(ctx: RescueContext): CompactionMemory | null {
   const memory = ctx.deps.memory;
   return memory?.mayRecall(ctx.incoming.bytes) ? memory : null;
 }
 
-/**
- * A request that extends a remembered compaction is sent compacted before its first attempt: the
- * remembered summary as it is while the result fits what is known to fit, else extended. Learned
- * limits set the target; they never trigger a compaction on their own. Returns null when the
- * request should go as the client sent it.
- */
+/** Learned limits set the target; they never trigger a compaction on their own. */
 export async function compactProactively(ctx: RescueContext, memory: CompactionMemory): Promise<Proactive | null> {
-  // Only a request as large as a span remembered for its tenant has its body parsed before the first attempt.
   const identity = identityOf(ctx);
   const tenant = identity.tenant;
   if (!tenant || ctx.incoming.bytes < (await identity.reach(memory, tenant)).extending) return null;
-  // Never waits: without a share of the rescue budget now, the request goes as sent.
   if (!(await holdBudget(ctx, 0)).held) return null;
   const json = await ctx.incoming.load();
   const conversation = json && !tooManyItems(json) ? ctx.dialect.read(json) : null;
-  // An agent's own compaction call is about to replace what memory holds: it extends nothing.
   if (!json || !conversation || isAgentCompaction(ctx, json)) return null;
   const thread = identity.thread(memory, conversation);
   if (!thread || !(await memory.remembered(thread, ctx.incoming.bytes)).entry) return null;
   const started = performance.now();
-  // Extending the summary is a summary too: under the lease, recalled afresh (another request may have extended it meanwhile).
+  // Recalled afresh under the lease: another request may have extended it meanwhile.
   return underLease(ctx, conversation, async (lease) => {
     const remembered = await memory.remembered(thread, ctx.incoming.bytes);
     if (!remembered.entry) return null;
@@ -75,8 +57,7 @@ async function proactivelyUnderLease(
   const durationMs = performance.now() - started;
   countCompaction(ctx.deps.metrics, ctx.dialect.api, compaction, durationMs, { upstream: ctx.upstream.name, model: summarizerModel(ctx) });
   if (compaction.outcome !== 'compacted') return null;
-  // Remembered with what this conversation's own rejection said fits, not what was learned since:
-  // a lesson is applied afresh each time, and may be dropped (memory/limits.ts).
+  // Not what was learned since: a lesson is applied afresh each time, and may be dropped.
   const remembered = { ...target, fitBytes: entry.fitBytes, aimBytes: entry.aimBytes };
   if (compaction.newSpan) await rememberSpan(ctx, conversation, compaction.newSpan, remembered, lease);
   memory.countProactive();
@@ -94,7 +75,6 @@ async function proactivelyUnderLease(
   return { rewrite: rewriteOf(ctx, conversation, compaction, remembered, lease !== null), record };
 }
 
-/** What the remembered compaction knew to fit, tightened by anything learned since. */
 function proactiveTarget(entry: MemoryEntry, bytes: number, learned: Bounds | undefined, ctx: RescueContext): SizeTarget {
   const ratio = ctx.deps.config.compaction.targetRatio;
   const bytesPerToken = entry.bytesPerToken ?? DEFAULT_BYTES_PER_TOKEN;

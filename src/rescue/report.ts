@@ -9,57 +9,39 @@ import type { WindowSource } from '../upstream/windows.js';
 
 export type Outcome = 'replayed' | 'replay_failed' | 'not_shrunk' | 'disabled' | 'compacted' | 'shed';
 export type ReplayResult = 'success' | 'upstream_error' | 'still_overlong' | 'failed';
-/** What made the replay smaller: a lowered completion limit, the upstream's own truncation, or compaction. */
 type Remedy = 'clamp' | 'truncation' | 'compaction';
 
-/** Everything one rescue did, as the header, the log line and the metrics tell it. */
 export interface RescueRecord {
   api: Api;
-  /** The upstream it went to (its config name). */
   upstream?: string;
   outcome: Outcome;
-  /**
-   * What set it off: an overlong rejection; memory before the first attempt; the model's known
-   * context window before the first attempt; an answer the upstream silently cut.
-   */
   trigger: 'rejected' | 'proactive' | 'window' | 'truncated';
-  /** Absent for a proactive compaction, which had no rejection. */
   reason?: OverlongReason;
   rejectedStatus?: number;
-  /** The window a rejection stated, in tokens, where it stated one: this request's, or (learned) an earlier one's. */
+  /** This request's rejection's, or (learned) an earlier one's. */
   statedTokens?: number;
   remedy?: Remedy;
   compaction?: CompactionResult;
-  /** The completion limit before and after a clamp. */
   completion?: { before: number; after: number };
   limit?: LimitSource | WindowSource;
-  /** The window that set off a `window` or `truncated` trigger, the request's estimate against it, and the model. */
   window?: { tokens: number; estimate: number; model?: string };
   durationMs?: number;
   replayStatus?: number;
-  /** How the replay ended, and why it got no answer when it got none. */
   replayResult?: ReplayResult;
   replayError?: string;
-  /** The client left before the replay was answered: no one got an error, and it is no failure of the rescue. */
+  /** No one got an error: no failure of the rescue. */
   clientLeft?: boolean;
-  /** Bound state (signed thinking) after the edit point: stripped, or covered by the opt-in; null for an API that has none. */
   bound?: BoundFigures | null;
-  /** The upstream refused the rewrite's bound state, and it was sent once more with all of it stripped. */
   bindingRetry?: boolean;
-  /** Bound items the upstream's answer says it dropped (its input_transformations). */
+  /** From the answer's input_transformations. */
   stateDropped?: number;
-  /** The upstream's refusal for length went to the client in its API's own overflow words (rescue/overflow-error.ts). */
   overflowError?: 'translated';
-  /** The request was the agent's own compaction call: made to fit without a summary of the gateway's, nothing remembered. */
   agentCompaction?: boolean;
-  /** A shed rescue: the memory rescues held when it gave up waiting, the budget, and what it would have cost (all estimated, rescueCost). */
+  /** All estimated (rescueCost). */
   budget?: { inUse: number; limit: number; cost: number };
 }
 
-/**
- * The `x-gateway-compaction` value: an RFC 8941 dictionary of tokens and integers, e.g.
- * `outcome=replayed, reason=context_length, strategy=summarize, messages-before=212, ...`.
- */
+/** An RFC 8941 dictionary of tokens and integers. */
 export function compactionHeader(r: RescueRecord): string {
   const c = r.compaction;
   const done = c?.outcome === 'compacted' ? c : undefined;
@@ -103,22 +85,15 @@ function strategyOf(r: RescueRecord): string | undefined {
   return r.compaction?.outcome === 'compacted' ? r.compaction.strategy : undefined;
 }
 
-/** Rescues whose client got the upstream's error although the gateway would have helped. */
 const FAILED: ReadonlySet<Outcome> = new Set(['replay_failed', 'not_shrunk', 'shed']);
 
-/** Made smaller proactively, before its first attempt (from memory, or to fit a known window; compaction.proactive), not after a refusal. */
 export function isProactive(r: RescueRecord): boolean {
   return r.trigger === 'proactive' || r.trigger === 'window';
 }
 
 /**
- * The one line a rescue writes, once its end is known, with the numbers in the sentence: ERROR
- * when the client got the upstream's error although the gateway would have helped (replay_failed,
- * not_shrunk, shed), WARN when the upstream refused something and the request was saved, or the
- * client or the config asked for no rescue (disabled). A request compacted proactively is told with the
- * answer it got: INFO when the upstream accepted it (every later turn of a healthy long session),
- * else WARN. At debug, the summary text that stood in for the history goes in a line of its own
- * (logSummaryText).
+ * ERROR when the client got the upstream's error although the gateway would have helped; a proactive
+ * compaction accepted is INFO (every later turn of a healthy long session), else WARN.
  */
 export function logDecision(log: FastifyBaseLogger, r: RescueRecord, answer?: Pick<InspectedAnswer, 'response' | 'verdict'>): void {
   const c = r.compaction;
@@ -160,7 +135,6 @@ export function logDecision(log: FastifyBaseLogger, r: RescueRecord, answer?: Pi
   }
 }
 
-/** How a rescue's one replay ended, as its line ends. */
 function replayEnd(r: RescueRecord): string {
   if (r.clientLeft) return `replayed once; the client left before the upstream answered (${r.replayError ?? 'aborted'})`;
   if (r.replayStatus === undefined)
@@ -170,7 +144,6 @@ function replayEnd(r: RescueRecord): string {
   return `replayed once: the upstream answered ${r.replayStatus}${still}, passed to the client`;
 }
 
-/** What set a decision off, as the log line's sentence starts. */
 function whatHappened(r: RescueRecord): string {
   const w = r.window;
   const of = w?.model ? ` of ${w.model}` : '';
@@ -186,7 +159,6 @@ function whatHappened(r: RescueRecord): string {
   }
 }
 
-/** What the upstream did with a request compacted proactively that it did not accept. */
 function refusedProactive(answer: Pick<InspectedAnswer, 'response' | 'verdict'> | undefined): string {
   if (!answer) return '';
   const status = answer.response.status;
@@ -194,17 +166,14 @@ function refusedProactive(answer: Pick<InspectedAnswer, 'response' | 'verdict'> 
   return status >= 400 ? `; the upstream answered ${status}, passed through` : '';
 }
 
-/** The most of a summary's text one debug line carries (UTF-16 code units); its whole length is said beside it. */
+/** UTF-16 code units. */
 const SUMMARY_LOG_CHARS = 16 * 1024;
 
 const DEBUG_LEVELS = new Set(['debug', 'trace']);
 
 /**
- * At debug only: what the model got instead of the history, one line per compaction. The summary
- * is the conversation's own content (the person's words, code, tool output, retold), so the line
- * says so (`content: "user"`): logs that must not hold prompts keep debug off. A summary reused
- * from memory unchanged was logged when it was made; masked outputs and a provider's own window
- * have no text of ours.
+ * The summary is the conversation's own content retold, so the line says so (`content: "user"`): logs
+ * that must not hold prompts keep debug off. A summary reused unchanged was logged when it was made.
  */
 function logSummaryText(log: FastifyBaseLogger, r: RescueRecord, c: Extract<CompactionResult, { outcome: 'compacted' }>): void {
   if (!DEBUG_LEVELS.has(log.level)) return;
@@ -234,13 +203,12 @@ function logSummaryText(log: FastifyBaseLogger, r: RescueRecord, c: Extract<Comp
   log.debug(fields, `what the model got instead of ${standsFor}: ${what}; user content, logged at debug only`);
 }
 
-/** The first `chars` code units of `text`, never half of a surrogate pair. */
+/** Never half of a surrogate pair. */
 function cutAt(text: string, chars: number): string {
   const code = text.charCodeAt(chars - 1);
   return text.slice(0, code >= 0xd800 && code <= 0xdbff ? chars - 1 : chars);
 }
 
-/** What happened to bound thinking and reasoning, when anything did: "; 3 thinking blocks stripped, ...". */
 function boundSaid(r: RescueRecord): string {
   const said = [
     r.bound?.stripped ? `${r.bound.stripped} stale thinking block${r.bound.stripped === 1 ? '' : 's'} stripped` : '',
@@ -251,10 +219,8 @@ function boundSaid(r: RescueRecord): string {
   return said.length > 0 ? `; ${said.join(', ')}` : '';
 }
 
-/** Compaction result fields that are not figures. */
 const NOT_LOGGED = new Set(['body', 'newSpan', 'span', 'headers', 'restrip', 'bound']);
 
-/** The log object: one level, rounded, nothing large. */
 function flat(r: RescueRecord): Record<string, unknown> {
   const c = r.compaction;
   const { compaction: _c, statedTokens: _stated, completion, durationMs, bound, budget, window, ...rest } = r;
@@ -283,7 +249,6 @@ function flat(r: RescueRecord): Record<string, unknown> {
   };
 }
 
-/** Counted once a decision's end is known: a rescue's (never a proactive one) in gateway_rescues_total too. */
 export function countRescue(metrics: Metrics, r: RescueRecord, replay?: ReplayResult): void {
   const upstream = r.upstream ?? 'default';
   metrics.compactions.inc({ api: r.api, strategy: strategyOf(r) ?? 'none', outcome: r.outcome, upstream });
@@ -292,13 +257,10 @@ export function countRescue(metrics: Metrics, r: RescueRecord, replay?: ReplayRe
   if (replay) metrics.replays.inc({ api: r.api, result: replay, upstream });
 }
 
-/**
- * Counted when the decision is made, before the replay's answer is known. The summarizer's spend
- * goes to the upstream of the request compacted and the model its summarizer calls named.
- */
+/** Before the replay's answer is known. */
 export function countCompaction(metrics: Metrics, api: Api, c: CompactionResult, durationMs: number, summarizer: SummarizerLabels): void {
   metrics.compactionDuration.observe(durationMs / 1000);
-  // Asked for only when the summarizer was used: a model never summarised with gets no series.
+  // A model never summarised with gets no series.
   const by = () => metrics.summarizerLabels(summarizer.upstream, summarizer.model);
   if (c.summarizerCalls > 0) metrics.summarizerCalls.inc(by(), c.summarizerCalls);
   if (c.outcome !== 'compacted') return;

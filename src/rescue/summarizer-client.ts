@@ -15,21 +15,10 @@ import { learnFrom } from './memory.js';
 import { noCredentials, summarizerDestination } from './summarizer-credentials.js';
 import { tryParseJson } from '../lib/json.js';
 
-/*
- * The summarizer a compaction gets (compaction/summarizer-port.ts): where its calls go, with which
- * credentials, sized to what is known of its window; and each call sent through the one upstream
- * client, ended when the client leaves, traced, its answer read within a bound.
- */
-
-/**
- * Where summaries come from: the configured summarizer, or by default the upstream itself in the
- * API of the request being rescued, with the request's own credentials. When it is the upstream's
- * own model, its calls are sized to what `target` knows of that model's window.
- */
+/** By default the upstream itself, in the request's API and with its own credentials. */
 export function summarizerFor(ctx: RescueContext, target: SizeTarget): Summarizer {
   const destination = summarizerDestination(ctx.deps.config, ctx.deps.upstreams, ctx.upstream);
   const { url, credential } = destination;
-  // Another upstream by name speaks one of its own APIs: the request's when it serves it.
   const served = destination.upstream?.apis;
   const api = destination.api ?? (served && !served.has(ctx.dialect.api) ? [...served][0] : ctx.dialect.api);
   const wire = DIALECTS[api].summarizer;
@@ -46,8 +35,7 @@ export function summarizerFor(ctx: RescueContext, target: SizeTarget): Summarize
     same(url, ctx.upstream.url) &&
     api === ctx.dialect.api &&
     (destination.model === undefined || destination.model === identityOf(ctx).model);
-  // The provider's own compaction reads the request's own items and its window is bound to them:
-  // only the upstream itself, in the request's API, model and credentials.
+  // The provider's own compaction is bound to the request's items: only the upstream itself can do it.
   const providerCompaction = ctx.deps.config.summarizer.providerCompaction && ownModel && credential.kind === 'request';
   const window = { bounds: ownModel ? (target.bounds ?? {}) : {}, bytesPerToken: target.bytesPerToken };
   const headers = { ...wire.headers(ctx.headers), ...own };
@@ -65,14 +53,12 @@ export function summarizerFor(ctx: RescueContext, target: SizeTarget): Summarize
     }),
     providerCompaction,
     callFit: ownModel && target.bounds ? (tokens) => callFit(window.bounds, window.bytesPerToken, tokens) : undefined,
-    // A refusal as overlong teaches the summarizer's window; the upstream's own model keeps the lesson.
     refused: async (refusal) => {
       const verdict = classifyResponse({ status: refusal.status, body: refusal.body });
       if (!verdict.overlong) return null;
       const rejection = { reason: verdict.reason, limits: verdict.limits, bodyBytes: refusal.bytes, requested: refusal.maxTokens };
       const taught = boundsAfter(rejection, window.bounds);
-      // The refused call itself is a bound too (a stated window drops it from what a request
-      // learns), and it says how dense its tokens were: its prompt took more than the window left.
+      // The refused call is a bound too, and says how dense its tokens were.
       const room = (verdict.limits.limitTokens ?? 0) - refusal.maxTokens;
       const densest = room > 0 ? refusal.bytes / room : Infinity;
       window.bounds = { ...taught.bounds, refusedBytes: Math.min(refusal.bytes, taught.bounds.refusedBytes ?? Infinity) };
@@ -87,7 +73,6 @@ export function summarizerFor(ctx: RescueContext, target: SizeTarget): Summarize
   };
 }
 
-/** The model a request's summarizer calls name: the configured one, else the request's own ('' when it names none). */
 export function summarizerModel(
   ctx: RescueContext,
   destination = summarizerDestination(ctx.deps.config, ctx.deps.upstreams, ctx.upstream),
@@ -95,23 +80,18 @@ export function summarizerModel(
   return destination.model ?? identityOf(ctx).model ?? '';
 }
 
-/** Where one summarizer's calls go, and what ends them. */
 export interface SummarizerEndpoint {
-  /** The gateway's one dispatcher (upstream/client.ts createEgress). */
   dispatcher: Dispatcher;
-  /** The API's base URL, e.g. https://api.openai.com/v1. */
+  /** e.g. https://api.openai.com/v1. */
   url: string;
   model: string;
   wire: SummarizerWire;
-  /** Headers that authenticate the call (never sent anywhere but `url`), and any the API requires. */
+  /** Never sent anywhere but `url`. */
   headers: Record<string, string>;
-  /** The most bytes of a provider compaction's answer read (upstream.errorBodyLimitBytes). */
   windowLimit: number;
-  /** The client leaving: every call in flight ends, as `aborted`. */
   gone: AbortSignal;
 }
 
-/** Each call a POST through the upstream client, marked as the gateway's own; its answer read whole, within a bound. */
 export function sendingTo(e: SummarizerEndpoint): SendCall {
   const base = e.url.replace(/\/+$/, '');
   return async (call, signal) => {
@@ -120,7 +100,6 @@ export function sendingTo(e: SummarizerEndpoint): SendCall {
     if (path === undefined) throw new SummarizerError('rejected', 'the API has no compaction of its own', 0);
     const url = new URL(`${base}${path}`);
     const headers = { 'content-type': 'application/json', accept: 'application/json', 'x-gateway-compaction': 'summarizer', ...e.headers };
-    // A traced request's summarizer call is a span of its own, and carries its traceparent (not the caller's baggage).
     const traced = traceSummarizerCall({ url, model: e.model, wire: e.wire, compact, maxTokens: call.maxTokens }, headers);
     const ended = AbortSignal.any([e.gone, signal]);
     const limit = compact ? e.windowLimit : answerLimit(call.maxTokens);
@@ -153,32 +132,25 @@ function answerLimit(maxTokens: number): number {
   return Math.max(64 * 1024, maxTokens * 16);
 }
 
-/** A failed call in the summarizer's words: the client's leaving first, then the call's own end, then what the upstream client said. */
 function failureOf(err: unknown, gone: AbortSignal, signal: AbortSignal): SummarizerError {
   if (err instanceof SummarizerError) return err;
   if (gone.aborted) return new SummarizerError('aborted', 'the client went away', 0, { cause: err });
   if (signal.aborted || (err instanceof GatewayError && err.code === 'upstream_timeout'))
     return new SummarizerError('timeout', 'the summarizer did not answer in time', 0, { cause: err });
-  // What undici said, as the upstream client kept it.
   const cause = (err instanceof GatewayError ? err.cause : err) as { code?: unknown; message?: unknown } | undefined;
   const said = typeof cause?.code === 'string' && cause.code ? cause.code : String(cause?.message ?? err);
   return new SummarizerError('unreachable', `the summarizer could not be reached (${said})`, 0, { cause: err });
 }
 
 /**
- * What fits one summarizer call: its completion is counted whatever the rejection's words said
- * (vLLM, OpenAI and Anthropic all refuse prompt + max_tokens over the window; a rejection that
- * names only the prompt does not say they do not).
+ * The completion is counted whatever the rejection said: vLLM, OpenAI and Anthropic all refuse
+ * prompt + max_tokens over the window.
  */
 function callFit(bounds: Bounds, bytesPerToken: number, tokens: number): number {
   return fitFor({ ...bounds, completionCounted: true }, bytesPerToken, tokens);
 }
 
-/**
- * The credentials the request went upstream with; a Gemini key sent as `?key=` as the header it
- * stands for. A gateway in front (Portkey) reads its own key and routing from `x-portkey-*`
- * headers: they go along too, to the same upstream only.
- */
+/** A Gemini `?key=` as its header; Portkey's `x-portkey-*` routing headers go along, to the same upstream only. */
 function requestCredentials(ctx: RescueContext): Record<string, string> {
   const headers = pickHeaders(ctx.headers, [
     ...CLIENT_CREDENTIALS,
@@ -194,10 +166,8 @@ function keyHeaders(style: SummarizerWire['credential'], key: string): Record<st
 }
 
 /**
- * The call's headers without W3C baggage: the trace context the call carries is the gateway's own
- * span, but a traced request's context also holds the caller's baggage (its own key-values: a
- * user, a session), which the propagator would write into every call, to a summarizer that may be
- * another provider.
+ * The propagator would write the caller's baggage (a user, a session) into every call, to a summarizer
+ * that may be another provider.
  */
 function withoutBaggage(headers: Record<string, string>): Record<string, string> {
   if (!('baggage' in headers)) return headers;

@@ -8,27 +8,15 @@ import type { InspectedAnswer } from './inspect.js';
 import { holdBudget, type RescueContext } from './context.js';
 import { identityOf } from './identity.js';
 
-/*
- * Windows known before sending (upstream/windows.ts): a request whose estimate passes its model's
- * window is made to fit before its first attempt; an answer's prompt count calibrates the estimate
- * and shows a silent truncation (overlong/truncation.ts).
- */
-
-/** A request estimated under this share of its window is sent as it is, unparsed (and one that fits with the most of a completion counted, see overWindow). */
+/** Under this share of its window a request is sent unparsed. */
 const UNREAD_SHARE = 0.5;
-/** A request whose estimate (and completion, where the window counts it) passes this share of the window is made to fit. */
 const FIT_SHARE = 0.95;
-/** A request larger than this is not searched for base64 data: the search would hold the event loop too long. */
+/** Larger is not searched for base64 data: the search would hold the event loop too long. */
 const MAX_SEARCHED_BYTES = 8 * 1024 * 1024;
-/** Answers to requests smaller than this are not read for their counts: no server runs a window that small. */
+/** No server runs a window this small (about a thousand tokens). */
 const WATCHED_MIN_BYTES = 4096;
 
-/**
- * The window in force for the request's model, when one is known. A request large enough that a
- * window could matter (WATCHED_MIN_BYTES, about a thousand tokens) starts a discovery for a model
- * whose window is not known, in the background; an agent's first request (its instructions and
- * tools) is that large, long before its conversation nears any window.
- */
+/** An agent's first request (instructions and tools) is large enough to start a discovery, long before it nears any window. */
 export function windowFor(ctx: RescueContext, model = identityOf(ctx).model ?? ctx.notes.model): KnownWindow | undefined {
   if (!model) return undefined;
   return ctx.deps.windows.windowOf(
@@ -40,21 +28,15 @@ export function windowFor(ctx: RescueContext, model = identityOf(ctx).model ?? c
   );
 }
 
-/** The model a request names: in its path, off its first bytes, or, for a request large enough to need a window, from its body. */
 async function modelFor(ctx: RescueContext): Promise<string | undefined> {
   const peeked = ctx.pathModel ?? ctx.notes.model;
   if (peeked || !ctx.deps.windows.knowsAny(ctx.upstream) || ctx.incoming.bytes < WATCHED_MIN_BYTES) return peeked;
   if (!(await holdBudget(ctx, 0)).held) return undefined;
   await ctx.incoming.load();
-  // Read whole now: the access log and the answer's count go by it too.
   return (ctx.notes.model = identityOf(ctx).model);
 }
 
-/**
- * The verdict for a request over its model's known window: as if the upstream had stated the
- * window and counted the request at its calibrated estimate. Null when it fits, when no window is
- * known, or when it cannot be read (then it goes as sent).
- */
+/** As if the upstream had stated the window and counted the request at its calibrated estimate. */
 export async function overWindow(
   ctx: RescueContext,
 ): Promise<{ verdict: Extract<Verdict, { overlong: true }>; window: KnownWindow } | null> {
@@ -64,7 +46,6 @@ export async function overWindow(
   const bytes = ctx.incoming.bytes;
   const estimate = Math.ceil(bytes / (ctx.deps.windows.bytesPerToken(ctx.upstream, model) ?? DEFAULT_BYTES_PER_TOKEN));
   if (estimate < window.tokens * UNREAD_SHARE) return null;
-  // The most of a completion limit counted below: a request that fits with it is not read for its own.
   const mostCounted = window.completionCounted ? window.tokens * (1 - ctx.deps.config.compaction.targetRatio) : 0;
   if (estimate + mostCounted <= window.tokens * FIT_SHARE) return null;
   if (!(await holdBudget(ctx, 0)).held) return null;
@@ -84,7 +65,6 @@ export async function overWindow(
   return { verdict: { overlong: true, reason: 'context_length', rule: `window_${window.source}`, limits }, window };
 }
 
-/** Whether a request is large enough that a window could matter (and a discovery may start for it). */
 export function mayNearWindow(ctx: RescueContext): boolean {
   return ctx.incoming.bytes >= WATCHED_MIN_BYTES;
 }
@@ -93,17 +73,12 @@ export function watched(ctx: RescueContext, bytes: number): boolean {
   return bytes >= WATCHED_MIN_BYTES && (ctx.pathModel ?? ctx.notes.model) !== undefined;
 }
 
-/** The prompt count the held start of an answer says (a whole JSON body; a Messages stream's message_start), when it says one. */
 export function heldCount(ctx: RescueContext, answer: InspectedAnswer): number | undefined {
   const streamed = String(answer.response.headers['content-type'] ?? '').includes('text/event-stream');
   if (!streamed && !answer.held.complete) return undefined;
   return ctx.dialect.promptCount(decodeText(answer.held.bytes, answer.response.headers['content-encoding']));
 }
 
-/**
- * What an answer's count of `reported` prompt tokens says of a request of `sent` bytes: a cut
- * (and then the window is at most what was kept), or a calibration of the model's bytes per token.
- */
 export function judgeAnswer(ctx: RescueContext, sent: SentBody, reported: number, stage: 'held' | 'streamed'): Truncation {
   const model = ctx.pathModel ?? ctx.notes.model;
   if (!model) return { truncated: false };
@@ -111,8 +86,7 @@ export function judgeAnswer(ctx: RescueContext, sent: SentBody, reported: number
   const { bytes } = sent;
   const bytesPerToken = windows.bytesPerToken(ctx.upstream, model);
   let verdict = judgeTruncation({ bytes, reported, bytesPerToken });
-  // Only a request that looks cut is searched for base64 data, counted in tiles, not bytes; one
-  // too large to search in one stretch is not judged (nothing learned of it).
+  // Base64 data is counted in tiles, not bytes: only a request that looks cut is searched for it.
   if (verdict.truncated && bytes > MAX_SEARCHED_BYTES) return { truncated: false };
   const body = verdict.truncated ? sent.body() : null;
   if (body) verdict = judgeTruncation({ bytes, reported, bytesPerToken, blobBytes: blobBytes(body) });
@@ -123,7 +97,6 @@ export function judgeAnswer(ctx: RescueContext, sent: SentBody, reported: number
   return verdict;
 }
 
-/** The verdict a silent cut stands for: the window is at most what the upstream kept, the request what it was estimated at. */
 export function truncationVerdict(cut: Extract<Truncation, { truncated: true }>): Extract<Verdict, { overlong: true }> {
   return {
     overlong: true,
@@ -150,7 +123,6 @@ export function logStreamedCut(ctx: RescueContext, cut: Extract<Truncation, { tr
   );
 }
 
-/** A request as the upstream got it: its size, and its bytes (plain JSON) when a cut is to be checked. */
 export interface SentBody {
   bytes: number;
   body: () => Buffer | null;
