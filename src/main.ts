@@ -93,10 +93,8 @@ function exitWith(code: number, text: string, to: 'stdout' | 'stderr' = 'stderr'
 }
 
 /**
- * SIGTERM/SIGINT: readiness fails, no new connections, in-flight requests and streams finish,
- * exit 0; past `graceMs`, exit 1 with whatever is still open. The deadline is armed before
- * anything else runs, and every later step is guarded, so nothing (a log write that throws, a
- * connection that never closes, an upstream that stalls) can keep the process alive past it.
+ * SIGTERM/SIGINT: readiness fails, no new connections, in-flight work finishes, exit 0; past `graceMs`, exit 1. The deadline is armed
+ * first and every later step guarded, so nothing (a throwing log write, a connection that never closes, a stalled upstream) outlives it.
  */
 function exitOnSignals(app: FastifyInstance, logStream: DestinationStream, graceMs: number): void {
   let stopping = false;

@@ -58,7 +58,6 @@ declare module 'fastify' {
     upstreams: Upstreams;
     /** Listens on `host` (both loopbacks for `localhost`, see http/listeners.ts) and `port`. */
     listenOn(host: string, port: number): Promise<void>;
-    /** Closes every connection without a request in progress, on every address it listens on. */
     closeIdleConnections(): void;
   }
 }
@@ -161,9 +160,8 @@ export function buildServer(config: Readonly<Config>, deps: ServerDeps = {}): Fa
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const gatewayError = toGatewayError(error);
     logError(request, error, gatewayError);
-    // Answered before its body was read (a 401, a 413): the client may still be sending it, slowly
-    // or for ever, and the connection would be held meanwhile. Node closes it after this answer.
-    // A 401 with requests pipelined behind it too: they were sent before the client saw it, and none of them runs.
+    // Answered before its body was read (a 401, a 413): the client may keep sending it slowly or for ever; Node closes the connection
+    // after this answer. A 401 with requests pipelined behind it too: they were sent before the client saw it, and none of them runs.
     const pipelined = (waiting.get(request.raw.socket) ?? 0) > 0;
     const closes =
       (gatewayError.status === 401 && pipelined) ||
@@ -211,9 +209,8 @@ function addKeyCheck(app: FastifyInstance, check: ReturnType<typeof createKeyChe
     // The matched route, not the raw URL: the router decodes it (/%76%31/… is /v1/…).
     const route = request.routeOptions.url ?? '';
     if (PROBES.has(route)) return;
-    // Pipelined behind a request still being answered: its turn first. Node parses and hands over
-    // every request of a pipeline at once; a 401 before this one closes the connection, and then
-    // this one must not run.
+    // Pipelined behind a request still being answered: its turn first. Node hands over every request of a pipeline at once; a 401
+    // before this one closes the connection, and then this one must not run.
     if (reply.raw.socket === null && !(await turnComes(reply.raw, request.raw.socket))) {
       throw new GatewayError('bad_request', 'The connection was closed before this pipelined request could be answered.');
     }
@@ -231,7 +228,6 @@ function addKeyCheck(app: FastifyInstance, check: ReturnType<typeof createKeyChe
   });
 }
 
-/** Requests pipelined on a connection, waiting for the answers before theirs. */
 const waiting = new WeakMap<Socket, number>();
 
 /** Whether a response queued behind others on `socket` gets it (Node assigns it when the one before finishes), or the connection closes first. */
@@ -278,8 +274,8 @@ function recordRequest(
 }
 
 /**
- * The `route` label: the matched route, or for a pass-through request its bounded endpoint family;
- * a route under an upstream's prefix as the same route without it (the `upstream` label says which).
+ * The matched route; a pass-through's bounded endpoint family; a route under an upstream's prefix without it (the `upstream` label
+ * says which).
  */
 function routeLabel(matched: string | undefined, url: string, upstreams?: Upstreams): string {
   if (matched === undefined) return 'unmatched';
@@ -329,8 +325,8 @@ function hasBody(headers: FastifyRequest['headers']): boolean {
 }
 
 /**
- * Requests Node's parser refuses before any route runs (CR/LF or NUL in a header, oversized
- * headers) still get an OpenAI-shaped answer, then the connection closes.
+ * Requests Node's parser refuses before any route (CR/LF or NUL in a header, oversized headers) still get an OpenAI-shaped answer,
+ * then a close.
  */
 function answerClientError(err: Error & { code?: string }, socket: Duplex): void {
   if (!socket.writable) {

@@ -1,7 +1,6 @@
 type Env = Record<string, string | undefined>;
 
 export interface Expansion {
-  /** One line per value that cannot be expanded, with its key path. */
   problems: string[];
   /** Each expanded value's key path and the first variable it names, for the problem lines. */
   sources: Map<string, string>;
@@ -14,11 +13,9 @@ const NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const WHOLE = /^\$\{[^}]*\}$/;
 
 /**
- * Expands `${NAME}` and `${NAME:-default}` in the string values of a parsed config file (never in
- * keys, never bare `$NAME`), in place. The default applies when NAME is unset or empty, as with
- * an empty environment variable; `$${` is a literal `${`. A value that expands to nothing is
- * dropped, so the key keeps its default. A value that is one whole reference goes through
- * `readWhole`. Values under `skip` (set by the environment, which wins) are left alone.
+ * `${NAME}` and `${NAME:-default}` in string values only (never keys, never bare `$NAME`), in place; the default applies when NAME is
+ * unset or empty, `$${` is a literal `${`. A value that expands to nothing is dropped so the key keeps its default; values under `skip`
+ * (the environment set them, and it wins) are left alone.
  */
 export function expandVariables(tree: Record<string, unknown>, env: Env, skip: ReadonlySet<string>, readWhole: ReadWhole): Expansion {
   const result: Expansion = { problems: [], sources: new Map() };

@@ -98,9 +98,8 @@ export const ENV_NAMES = ENV_KEYS.map(([name]) => name);
 const ENV_PREFIXES = /^(UPSTREAM|GATEWAY|COMPACTION|SUMMARIZER|MEMORY)_/;
 
 /**
- * Defaults < file (`--config FILE`, else CONFIG, else `defaultFile` if it exists) < environment. Validated once; the result is frozen.
- * `${VAR}` and `${VAR:-default}` in the file's string values come from `env` (src/config/expand.ts).
- * Throws ConfigError listing every problem, key by key.
+ * Defaults < file (`--config FILE`, else CONFIG, else `defaultFile` if it exists) < environment; frozen. Throws ConfigError
+ * listing every problem.
  */
 export function loadConfig(argv: readonly string[], env: Env, defaultFile?: string): Readonly<Config> {
   const file = configSource(argv, env, defaultFile);
@@ -121,7 +120,6 @@ export function loadConfig(argv: readonly string[], env: Env, defaultFile?: stri
 
 export interface UnknownVariable {
   name: string;
-  /** The variable probably meant, and the key it sets. */
   meant?: { name: string; key: string };
 }
 
@@ -142,7 +140,6 @@ export function unknownVariables(env: Env): UnknownVariable[] {
     });
 }
 
-/** The sentence an operator reads about one unknown variable. */
 export function unknownVariableWarning({ name, meant }: UnknownVariable): string {
   const guess = meant ? `: did you mean ${meant.name} (${meant.key})?` : `; the gateway's variables are listed by --help`;
   return `environment variable ${name} is set, but the gateway reads no such variable and ignores it${guess}`;
@@ -231,10 +228,8 @@ function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
 }
 
 /**
- * The bad value as the problem line shows it (`; got "loud"`), only where it cannot be a key: a
- * number or a boolean; a URL that parses, without its credentials, query or fragment; a short
- * word. Never a key field's, never one read from a variable named for a credential, never the
- * rest: a key pasted into the wrong field or variable is described by its length.
+ * Shown only where it cannot be a key: a number, a boolean, a URL without credentials, query or fragment, a short word. Never a key
+ * field's value nor one from a variable named for a credential: a key pasted into the wrong place is described by its length.
  */
 function shownValue(path: readonly PropertyKey[], value: unknown, source: string | undefined): string {
   if (value === undefined || (typeof value === 'object' && value !== null)) return '';

@@ -49,8 +49,8 @@ const httpUrl = z.string().refine(isHttpUrl, 'must be an http:// or https:// URL
 const positiveInt = z.number().int().positive();
 
 /**
- * Context windows the operator knows, per model: a glob on the request's model (`*` any run of
- * characters, `?` one) and the window in tokens. The first match wins. docs/windows.md.
+ * Per model: a glob on the request's model (`*` any run, `?` one character) and the window in tokens; first match wins.
+ * docs/windows.md.
  */
 const windows = z
   .array(
@@ -91,10 +91,7 @@ const proxySetting = z
   .string()
   .refine((p) => p === 'none' || isProxyUrl(p), 'must be none, or a proxy URL with no path: http://host:port or https://host:port');
 
-/**
- * The default upstream (`upstream.url`, UPSTREAM_URL), and what every named upstream takes
- * unless it sets its own: timeouts, the error-body bound, the preamble hold, egress.
- */
+/** The default upstream, and what every named upstream takes unless it sets its own: timeouts, error-body bound, preamble hold, egress. */
 const upstream = z
   .object({
     url: httpUrl.optional(),
@@ -211,9 +208,8 @@ const redisUrl = z.string().refine((u) => /^rediss?:\/\//i.test(u), 'must be a r
 const redisAddress = z.string().regex(/^(\[[0-9A-Fa-f:.]+\]|[^\s:[\]/@]+):\d{1,5}$/, 'must be host:port');
 
 /**
- * Where the shared memory lives, beyond one URL: a Redis Cluster (seed nodes) or a Sentinel set
- * (the sentinels and the master's name), with credentials and TLS. Without url, cluster or
- * sentinels it adds credentials and TLS to memory.redisUrl. docs/memory.md.
+ * A Redis Cluster (seed nodes) or a Sentinel set, with credentials and TLS; without url, cluster or sentinels it adds those to
+ * memory.redisUrl.
  */
 const redisTarget = z
   .object({
@@ -295,8 +291,8 @@ const summarizer = z
     maxInputBytes: positiveInt.default(DEFAULTS.summarizerMaxInputBytes),
     prompt: z.string().min(1).optional(),
     /**
-     * Condense with the provider's own compaction where the upstream has it (OpenAI's
-     * `/responses/compact`), the summarizer as the fallback. Off by default.
+     * Condense with the provider's own compaction where the upstream has it (OpenAI's `/responses/compact`), the summarizer as
+     * fallback.
      */
     providerCompaction: z.boolean().default(false),
   })
@@ -317,11 +313,10 @@ const telemetry = z
 /** The status page and its JSON (docs/operations.md#the-status-page). */
 const status = z
   .object({
-    /** Serve /status and /status.json. */
     enabled: z.boolean().default(true),
     /**
-     * Show what the gateway wrote in a conversation (the summary, the trail): only ever on a
-     * loopback gateway or to a request carrying a gateway key; false never keeps or shows it.
+     * What the gateway wrote in a conversation (summary, trail): only on a loopback gateway or with a gateway key; false never
+     * keeps or shows it.
      */
     content: z.boolean().default(true),
   })
@@ -455,7 +450,6 @@ function upstreamProblems(config: z.infer<typeof configObject>): Array<{ path: P
 }
 
 export type Config = z.infer<typeof configSchema>;
-/** What a caller may pass: every key optional, as in a config file. */
 export type ConfigInput = z.input<typeof configSchema>;
 
 /** Upstreams on one origin share its connection pool, so they must agree on how it connects. */

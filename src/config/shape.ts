@@ -24,7 +24,6 @@ export function keysAt(path: readonly PropertyKey[]): string[] {
   return node instanceof z.ZodObject ? Object.keys(node.shape) : [];
 }
 
-/** Every key path in the schema, such as `upstream.apiKey`. */
 export function allKeyPaths(path: string[] = []): string[][] {
   return keysAt(path).flatMap((key) => [[...path, key], ...allKeyPaths([...path, key])]);
 }

@@ -1,9 +1,6 @@
 /**
- * The candidate most likely meant by a misspelt name, or undefined when none is close: case,
- * `_` and `-` are ignored (`api_key` is `apiKey`, `UPSTREAM_APIKEY` is `UPSTREAM_API_KEY`), then
- * up to one edit per four characters (a swap of two letters is one edit), else a candidate that
- * contains the name or is contained in it (`base_url` -> `url`, `timeout` -> `timeoutMs`) unless
- * `spellingOnly`.
+ * Case, `_` and `-` are ignored (`api_key` is `apiKey`), then up to one edit per four characters (a swap is one edit), else a candidate
+ * containing the name or contained in it (`base_url` -> `url`, `timeout` -> `timeoutMs`) unless `spellingOnly`; undefined if none is close.
  */
 export function closest(name: string, candidates: readonly string[], spellingOnly = false): string | undefined {
   const word = normal(name);

@@ -2,17 +2,11 @@ import type { ApiEndpoint, Dialect, Entry, ErrorFacts, Rendered, Slot, ToolOutpu
 import { isRecord, lastCount, positiveInt, str, type Json, usageOf, wireBytes, withField } from './parts.js';
 
 /*
- * The Gemini API (Gemini CLI): the conversation is `contents`, turns of role `user` or `model`
- * made of `parts`; `systemInstruction`, `tools`, `toolConfig`, `generationConfig` and the rest of
- * the request are outside it and go back as sent. The model is in the path, not the body. A model
- * turn issues calls with its `functionCall` parts; the next user turn answers them with
- * `functionResponse` parts, matched by `id` (by name where a client sends none).
+ * Gemini (Gemini CLI): `contents` of `user`/`model` turns made of `parts`; everything else goes back as sent, and the model is in the
+ * path. `functionResponse` parts answer the previous turn's `functionCall`s by `id` (by name where a client sends none).
  *
- * A `thoughtSignature` beside a part is the model's opaque state: a model turn is never edited,
- * only kept whole or condensed whole, so every signature that is kept is byte-exact, and the
- * newest model turn (the one whose function-call signatures the API checks) is always kept.
- * Compaction puts a user-role summary between kept turns, so write() merges same-role
- * neighbours (user turns only: a model turn is never rebuilt).
+ * A `thoughtSignature` is the model's opaque state: a model turn is only kept or condensed whole, so kept signatures are byte-exact,
+ * and the newest model turn (whose call signatures the API checks) is always kept. write() merges neighbouring user turns only.
  */
 
 const MEDIA = new Set(['inlineData', 'fileData']);
@@ -134,7 +128,6 @@ function generationConfig(request: Json): Json {
 /** The route's model parameter: a path segment up to the first colon. */
 const MODEL = ':model(^[^:]+)';
 
-/** One of the API's model calls: the model from the route's parameters, the path upstream built from it. */
 function endpoint(action: string): ApiEndpoint {
   return {
     path: `/v1beta/models/${MODEL}::${action}`,
@@ -150,10 +143,7 @@ function pathModel(path: string): string | undefined {
   return match ? decodeURIComponent(match[1]) : undefined;
 }
 
-/**
- * A gateway error as Google's clients parse their provider's: `{error: {code, message, status,
- * details}}` with a google.rpc status name, and the gateway's code as an ErrorInfo reason.
- */
+/** `{error: {code, message, status, details}}` with a google.rpc status name, and the gateway's code as an ErrorInfo reason. */
 function googleErrorBody(e: ErrorFacts): unknown {
   const status = GOOGLE_STATUSES[e.status] ?? (e.status >= 500 ? 'INTERNAL' : 'INVALID_ARGUMENT');
   return {
@@ -179,12 +169,7 @@ const GOOGLE_STATUSES: Record<number, string> = {
   504: 'DEADLINE_EXCEEDED',
 };
 
-/**
- * The Gemini API (Gemini CLI, the @google/genai SDK): the model is in the path, as clients build
- * it at the base URL's root (`/v1beta/models/{model}:generateContent`, and
- * `:streamGenerateContent?alt=sse`, whose events are whole answers). The gateway's own upstream
- * key goes as `x-goog-api-key`. countTokens and the rest of /v1beta are passed through.
- */
+/** The model is in the path at the base URL's root (`/v1beta/models/{model}:streamGenerateContent?alt=sse`: events are whole answers). */
 export const gemini: Dialect = {
   api: 'gemini',
   title: 'Gemini',
@@ -199,7 +184,6 @@ export const gemini: Dialect = {
   errorBody: googleErrorBody,
   telemetry: { operation: 'generate_content', provider: 'gcp.gemini' },
   agentCompactions: [],
-  // models.get: the model's `inputTokenLimit`.
   modelWindow: {
     path: (model) => `/models/${encodeURIComponent(model)}`,
     tokens: (card) => card.inputTokenLimit,

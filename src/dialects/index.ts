@@ -17,10 +17,7 @@ export function apiOfPath(path: string): Api | undefined {
 /** The path prefixes the APIs are served under, each once. */
 export const API_PREFIXES: readonly ApiPrefix[] = [...new Set(APIS.map((api) => DIALECTS[api].prefix))];
 
-/**
- * Where an API's prefix is under an upstream's base path: the base path itself where the API's
- * base URL ends in it (`/v1`), else the prefix goes on after it (Gemini's `/v1beta`).
- */
+/** The base path itself where the API's base URL ends in the prefix (`/v1`), else the prefix after it (Gemini's `/v1beta`). */
 export function underBase(basePath: string, prefix: ApiPrefix): string {
   const holds = APIS.some((api) => DIALECTS[api].prefix === prefix && DIALECTS[api].upstreamBaseHoldsPrefix);
   return holds ? basePath : `${basePath}${prefix}`;

@@ -16,23 +16,15 @@ import {
 } from './parts.js';
 
 /*
- * The Anthropic Messages API (Claude Code): the conversation is `messages`; the top-level `system`
- * and `tools` are outside it and go back as sent. An assistant message issues calls with its
- * `tool_use` blocks; the next user message answers them with `tool_result` blocks, which must come
- * first in its content. Server tools (`server_tool_use` and their `*_tool_result`) are paired
- * inside one assistant message, so nothing crosses messages for them. A `role: "system"` entry
- * inside `messages` (Claude Code sends one) is an instruction, kept in place.
+ * Anthropic Messages (Claude Code): `system` and `tools` are outside `messages` and go back as sent. `tool_result` blocks answer the
+ * previous message's `tool_use` and must come first in its content; server tools pair inside one assistant message. A `role: "system"`
+ * entry inside `messages` (Claude Code sends one) is an instruction, kept in place.
  *
- * `thinking` and `redacted_thinking` blocks are signed and bound to everything before them
- * (preserved thinking): the top-level `system` and `tools` and every message and non-thinking
- * block before the block, compared by value, cache_control aside; thinking blocks kept must be an
- * unbroken run of the ones the model produced. So a message holding one is never shortened, and
- * after the compaction's edit point a stale block is removed (from the start of the run: valid)
- * or, where the API insists on it, kept and covered by `drop_block` (see `bound` below).
+ * `thinking`/`redacted_thinking` blocks are signed and bound to everything before them (system, tools, every earlier message and
+ * block, by value, cache_control aside), and kept ones must be an unbroken run of what the model produced. So a message holding one
+ * is never shortened; after the edit point a stale block is removed from the run's start, or kept under `drop_block` (`bound`).
  *
- * The API wants the first turn a user's and user and assistant turns alternating. Compaction
- * puts a user-role summary between kept messages, so write() merges same-role neighbours (a
- * system entry between them does not separate them); problems() checks what write() sends.
+ * Turns must alternate, the user's first: a user-role summary between kept messages means write() merges same-role neighbours.
  */
 
 const THINKING = new Set(['thinking', 'redacted_thinking']);
@@ -131,7 +123,6 @@ function blockSlots(out: Slot[], block: unknown, path: (string | number)[]): voi
   }
 }
 
-// ---------------------------------------------------------------------------------------------
 // What goes on the wire: same-role turns merged
 
 function isTurn(item: unknown): item is Json & { role: 'user' | 'assistant' } {
@@ -152,11 +143,7 @@ function merge(run: Json[]): Json {
   return { ...run[0], content: [...blocks.filter(isResult), ...blocks.filter((x) => !isResult(x))] };
 }
 
-/**
- * The messages as they go upstream: a user or assistant message following one of the same role
- * (system entries in between do not count) is merged into it, each run once. Messages not merged
- * are the same objects, byte-identical.
- */
+/** A message after one of the same role (system entries between do not count) is merged into it; unmerged ones stay byte-identical. */
 export function wireMessages(items: readonly unknown[]): unknown[] {
   const out: unknown[] = [];
   const runs = new Map<number, Json[]>();
@@ -208,7 +195,6 @@ function problems(items: unknown[]): string[] {
   return found;
 }
 
-// ---------------------------------------------------------------------------------------------
 // cache_control breakpoints
 
 function marked(block: unknown): boolean {
@@ -227,11 +213,7 @@ export function breakpoints(messages: readonly unknown[]): number {
   return n;
 }
 
-/**
- * Compaction only keeps, drops and merges blocks, so it cannot add a breakpoint; this makes that
- * a guarantee of the wire format: any above the original's count are removed, oldest first (the
- * newest one marks the longest prefix worth caching).
- */
+/** Compaction cannot add a breakpoint; this guarantees it: any above the original's count go, oldest first (the newest caches most). */
 function withinBreakpoints(original: Json, messages: unknown[]): unknown[] {
   const before = Array.isArray(original.messages) ? breakpoints(original.messages) : 0;
   let excess = breakpoints(messages) - before;
@@ -249,7 +231,6 @@ function withinBreakpoints(original: Json, messages: unknown[]): unknown[] {
   return messages.map((m) => (excess > 0 && isRecord(m) && Array.isArray(m.content) ? { ...m, content: m.content.map(strip) } : m));
 }
 
-// ---------------------------------------------------------------------------------------------
 // Preserved thinking
 
 /** The beta that lets a request carry `thinking.block_binding`. */
@@ -264,9 +245,8 @@ function thinkingOf(request: Json): Json | undefined {
 }
 
 /**
- * With thinking `enabled`, the final assistant message of an open tool round (its tool_use
- * answered by the last message) must start with its thinking block: removing it is refused, so
- * a stale one there is kept under `drop_block`.
+ * With thinking `enabled`, an open tool round's last assistant message must start with its thinking: a stale one stays under
+ * `drop_block`.
  */
 function isOpenRound(request: Json, items: readonly unknown[], i: number): boolean {
   if (thinkingOf(request)?.type !== 'enabled') return false;
@@ -306,8 +286,6 @@ const bound: BoundState = {
   },
 };
 
-// ---------------------------------------------------------------------------------------------
-
 function streamEvent(event: string | undefined, data: string): StreamEventKind {
   const type = event ?? /"type"\s*:\s*"([^"]+)"/.exec(data.slice(0, 200))?.[1];
   if (type && PREAMBLE.has(type)) return 'preamble';
@@ -316,10 +294,7 @@ function streamEvent(event: string | undefined, data: string): StreamEventKind {
   return type === 'error' || type === 'message_delta' ? 'failure' : 'output';
 }
 
-/**
- * A gateway error as Anthropic's clients parse their provider's: its type by status as Anthropic's
- * error docs list them, and the gateway's code in an extra `code`.
- */
+/** Anthropic's error type by status as its error docs list them, and the gateway's code in an extra `code`. */
 function anthropicErrorBody(e: ErrorFacts): unknown {
   return {
     type: 'error',
@@ -343,11 +318,7 @@ const ANTHROPIC_TYPES: Record<number, string> = {
   529: 'overloaded_error',
 };
 
-/**
- * The Anthropic Messages API: Claude Code (which adds `?beta=true`, kept on the way up). The
- * gateway's own upstream key goes as `x-api-key`, as Anthropic expects it. count_tokens and the
- * rest of /v1/messages/* are passed through.
- */
+/** Claude Code adds `?beta=true`, kept on the way up; the gateway's own key goes as `x-api-key`; count_tokens and the rest pass through. */
 export const messages: Dialect = {
   api: 'messages',
   title: 'Anthropic Messages',

@@ -1,7 +1,3 @@
-/*
- * Small readers shared by the dialects: they look at plain JSON values, not at any one API.
- */
-
 import { writeDerived } from '../lib/json-source.js';
 
 export type Json = Record<string, unknown>;
@@ -46,11 +42,7 @@ export function usageOf(answer: unknown, at: string, input: string, output: stri
   return typeof i === 'number' && typeof o === 'number' && i >= 0 && o >= 0 ? { input: i, output: o } : undefined;
 }
 
-/**
- * The last number an answer's text (a JSON body, or a stream's events) gives under `"key"`: usage
- * comes last in every API's answer. A key inside a string value is escaped (`\"key\"`) and never
- * read. Undefined when none.
- */
+/** Usage comes last in every API's answer; a key inside a string value is escaped (`\"key\"`) and never read. */
 export function lastCount(text: string, key: string): number | undefined {
   const quoted = `"${key}"`;
   let at = text.lastIndexOf(quoted);
@@ -64,7 +56,6 @@ export function lastCount(text: string, key: string): number | undefined {
 
 const COUNT_AFTER_KEY = /^\s*:\s*(\d{1,12})(?![\d.])/;
 
-/** UTF-8 bytes of a value's JSON. */
 export function wireBytes(value: unknown): number {
   return Buffer.byteLength(JSON.stringify(value) ?? '');
 }
@@ -88,11 +79,7 @@ export function pickHeaders(headers: Record<string, string | string[]>, names: r
   return out;
 }
 
-/**
- * The `input_transformations` list an upstream puts on an answer (what it changed in the input
- * before the model read it), from the held start of the answer: a whole JSON body, or the first
- * stream event whose payload carries it (`at` finds it there). Undefined when none is held.
- */
+/** From the held start of an answer: a whole JSON body, or the first stream event whose payload carries it (`at` finds it there). */
 export function heldTransformations(held: string, at: (payload: Json) => unknown): unknown[] | undefined {
   if (!held.includes('"input_transformations"')) return undefined;
   const payloads = held.trimStart().startsWith('{') ? [held] : dataLines(held);

@@ -17,14 +17,10 @@ import {
 } from './parts.js';
 
 /*
- * The OpenAI Responses API (Codex CLI): the conversation is `input`, a list of items. Messages
- * carry content parts; a `function_call` (and every other `*_call`) is answered by the
- * `*_call_output` with its `call_id`. Reasoning items (with encrypted content) and compaction
- * items are the provider's own state: never read or edited, kept or dropped whole, a reasoning
- * item always with the item after it (the API refuses a call without its reasoning). Newer models
- * drop a reasoning item whose prefix changed, silently, and list it in the answer's
- * `input_transformations`: the gateway counts those and strips nothing itself. A request with
- * `previous_response_id` keeps its history upstream, where the gateway cannot compact it.
+ * OpenAI Responses (Codex CLI): `input` items; every `*_call` is answered by the `*_call_output` with its `call_id`. Reasoning and
+ * compaction items are provider state: kept or dropped whole, a reasoning item always with the item after it (the API refuses a
+ * call without its reasoning). Newer models silently drop a reasoning item whose prefix changed and list it in
+ * `input_transformations`: the gateway counts those and strips nothing. `previous_response_id` keeps history upstream.
  */
 
 const OPAQUE = new Set(['reasoning', 'compaction', 'compaction_summary', 'item_reference']);

@@ -1,11 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 
-/**
- * Checks a presented gateway key against the configured ones: a Bearer token (OpenAI's SDKs,
- * Claude Code with ANTHROPIC_AUTH_TOKEN) or an `x-api-key` (Anthropic's SDKs, Claude Code with
- * ANTHROPIC_API_KEY); either may carry it. Every presented key is hashed to equal length and
- * compared with every configured key, so timing says nothing about which bytes matched.
- */
+/** Bearer (OpenAI SDKs, ANTHROPIC_AUTH_TOKEN) or `x-api-key` (Anthropic SDKs); hashed to one length, all compared: timing says nothing. */
 export function createKeyCheck(keys: readonly string[]): (authorization: string | undefined, apiKey?: string | string[]) => boolean {
   const digests = keys.map(sha256);
   return (authorization, apiKey) => {
@@ -29,11 +24,7 @@ function sha256(value: string): Buffer {
   return createHash('sha256').update(value).digest();
 }
 
-/**
- * The password of HTTP Basic credentials (`Authorization: Basic base64(user:password)`), which a
- * browser asks its user for and then sends with every request to the same place: how a person
- * opens the status page with a gateway key. The user name is ignored.
- */
+/** Basic auth's password (user ignored): a browser asks once and resends it, so a person can open the status page with a gateway key. */
 export function basicPassword(authorization: string | undefined): string | undefined {
   const match = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(authorization ?? '');
   if (!match) return undefined;

@@ -1,10 +1,6 @@
 import { DIALECTS, type Api } from '../dialects/index.js';
 
-/**
- * Every error the gateway itself answers with. Callers and tests match on `code`; docs/errors.md
- * lists each one with what to do (test/docs/tables.test.ts keeps the two equal). Upstream errors
- * are never rewritten into these.
- */
+/** Callers and tests match on `code`; docs/errors.md lists each (tables.test.ts keeps them equal). Upstream errors are never rewritten. */
 export const ERRORS = {
   invalid_json: { status: 400, type: 'invalid_request_error', message: 'The request body is not valid JSON.' },
   bad_request: { status: 400, type: 'invalid_request_error', message: 'The request is malformed.' },
@@ -54,16 +50,12 @@ export class GatewayError extends Error {
     return errorBody(this.code, this.message, this.param);
   }
 
-  /** The error in the shape the caller's API gives its own (OpenAI's when the API is not known). */
   bodyFor(api: Api | undefined): unknown {
     return errorBodyFor(api, this.code, this.message, this.param);
   }
 }
 
-/**
- * A gateway error as each API's clients parse their provider's (its dialect's `errorBody`);
- * OpenAI's shape when the API is not known. Clients and tests match on the gateway's code.
- */
+/** As each API's clients parse their provider's errors (its dialect's `errorBody`); OpenAI's shape when the API is not known. */
 export function errorBodyFor(api: Api | undefined, code: ErrorCode, message?: string, param: string | null = null): unknown {
   if (api === undefined) return errorBody(code, message, param);
   const { status, type } = ERRORS[code];
@@ -114,13 +106,7 @@ export function fromUpstreamFailure(err: unknown): GatewayError {
   return new GatewayError('upstream_bad_response', `The upstream failed while answering (${code || detail}).`, { cause: err });
 }
 
-/**
- * The one WARN line for a request the gateway answered with its own error: the status and code
- * the client actually got, and the underlying error's code. No stack: these are operating
- * conditions (an upstream down, a timeout), not bugs, and the message already says what happened.
- * With `sentStatus`, the response had already started with that status (relayed from upstream),
- * so the client got it and then a cut connection, not the error's own status.
- */
+/** No stack: operating conditions, not bugs. With `sentStatus` the response had started (relayed): the client got that, then a cut. */
 export function failureLog(error: GatewayError, sentStatus?: number): { fields: FailureFields; message: string } {
   const cause = error.cause as { code?: unknown } | undefined;
   const causeCode = typeof cause?.code === 'string' ? cause.code : undefined;
@@ -140,6 +126,5 @@ export interface FailureFields {
   status: number;
   code: ErrorCode;
   cause: string | undefined;
-  /** The response had started: the client got `status`, then the connection was closed. */
   cut?: true;
 }

@@ -3,7 +3,6 @@ export interface RequestNotes {
   route: string;
   /** The model the request names: its body's top-level `model` (routes/body-model.ts), or the one its path names. */
   model?: string;
-  /** The upstream it was routed to (its config name). */
   upstream?: string;
   upstreamStatus?: number;
   upstreamTtfbMs?: number;

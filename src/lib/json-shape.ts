@@ -3,10 +3,8 @@ import { BACKSLASH, CLOSE_ARRAY, CLOSE_OBJECT, COLON, COMMA, OPEN_ARRAY, OPEN_OB
 import { timeSlice } from './time-slice.js';
 
 /*
- * What parsing a JSON body will cost, counted off its bytes before it is parsed. V8 spends far
- * more on the structure than on the text (bench/findings.md has the figures), so a body of a few
- * million keys or strings needs many times its size. The scan walks the bytes once, skipping
- * string contents natively, and yields between slices like every other long loop.
+ * What parsing a JSON body will cost, counted off its bytes before it is parsed: V8 spends far more on the structure than on the
+ * text (bench/findings.md), so a body of a few million keys or strings needs many times its size.
  */
 
 export interface JsonShape {
@@ -17,18 +15,15 @@ export interface JsonShape {
   arrays: number;
   /** Strings, keys included. */
   strings: number;
-  /** Object keys (their `:`). */
   keys: number;
   /** The `,` between values: each a value or entry more than the containers' first ones. */
   commas: number;
   /** Elements of the top-level lists (a conversation's messages): the rescue handles each on its own. */
   items: number;
-  /** Elements of the longest top-level list. */
   longestList: number;
   /**
-   * The most tokens (strings, `{`, `[`, `,`, `:`) in one piece the rescue's reader hands to
-   * JSON.parse at once: a top-level field that is not a list, or one element of a top-level list.
-   * What one parse holds the event loop for grows with it.
+   * Most tokens (strings, `{`, `[`, `,`, `:`) in one piece the rescue's reader hands to JSON.parse at once; one parse's stall
+   * grows with it.
    */
   largestPiece: number;
 }

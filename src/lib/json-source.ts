@@ -1,18 +1,11 @@
 /*
- * A request body parsed so that it can be written back as it came. The top-level object is read
- * field by field, and each top-level array element by element, every piece with JSON.parse and
- * its source text remembered. Writing a derived request copies the source text of every field and
- * element that is still the value parsed from it, and serialises only what the rescue changed:
- * `"seed": 12345678901234567890` and `1.0` go upstream as the client wrote them, and a kept item
- * costs a string slice instead of a JSON.stringify.
- *
- * Reading piece by piece is also what lets a huge body be parsed without holding the event loop:
- * the parser pauses between elements once its time slice is spent.
+ * Each top-level field and each top-level array element is parsed on its own with its source text remembered, so a derived request
+ * copies the text of everything the rescue did not change: `"seed": 12345678901234567890` and `1.0` go upstream as written, a kept
+ * item costs a slice instead of a JSON.stringify, and a huge body is parsed with pauses between elements.
  */
 
 import { timeSlice } from './time-slice.js';
 
-/** A top-level field as sent: its key and value text, and the value parsed from it. */
 interface SourceField {
   key: string;
   text: string;
@@ -23,7 +16,6 @@ interface SourceField {
 const fields = new WeakMap<object, Map<string, SourceField>>();
 const elements = new WeakMap<object, string>();
 
-/** The JSON text an item was parsed from, when it is an element of a parsed request's top-level array. */
 export function sourceText(item: unknown): string | undefined {
   return typeof item === 'object' && item !== null ? elements.get(item) : undefined;
 }
@@ -32,11 +24,8 @@ export function sourceText(item: unknown): string | undefined {
 export const TOO_MANY_ITEMS = Symbol('too many items');
 
 /**
- * The top-level JSON object in `text`, or null when the text is not one or nests deeper than
- * `maxDepth` (the root counts 1). Same result as JSON.parse, duplicate keys (the last wins) and
- * `__proto__` (an own field) included. Yields to other work between time slices. A top-level
- * array of more than `maxItems` elements ends the reading there: TOO_MANY_ITEMS, whatever
- * follows (a million messages are not made into a million objects only to be refused).
+ * Same result as JSON.parse (duplicate keys: the last wins; `__proto__` an own field); null when not an object or deeper than `maxDepth`
+ * (root counts 1). A top-level array over `maxItems` ends the read: TOO_MANY_ITEMS (a million messages are not built to be refused).
  */
 export async function parseObject(
   text: string,
@@ -69,7 +58,6 @@ export function parseObjectNow(text: string, maxDepth: number): Record<string, u
   }
 }
 
-/** The reader: a generator that stops at each point where `due()` says it may pause. */
 function* readObject(
   text: string,
   maxDepth: number,
@@ -117,7 +105,6 @@ function* readObject(
   }
 }
 
-/** A top-level array, element by element (each remembered with its text), and where it ends. */
 function* readArray(
   text: string,
   start: number,
@@ -146,9 +133,8 @@ function* readArray(
 }
 
 /**
- * `{ ...request, ...changes }` as JSON text: a field whose value is still the one parsed keeps its
- * text as sent, an array keeps the text of each element parsed from the request, and only the
- * rest is serialised. A key whose value is undefined is left out, as JSON.stringify does.
+ * `{ ...request, ...changes }` as JSON text: a value still the one parsed keeps its text as sent; undefined values are left out,
+ * as JSON.stringify does.
  */
 export function writeDerived(request: Record<string, unknown>, changes: Record<string, unknown> = {}): string {
   const source = fields.get(request);
@@ -211,9 +197,8 @@ function stringEnd(text: string, i: number): number {
 }
 
 /**
- * Just past the value that starts at `i`, found by its brackets and strings alone (JSON.parse of
- * the piece checks the rest); -1 when it does not end, or nests past `maxDepth` counting its
- * container's `depth`.
+ * Just past the value at `i`, by brackets and strings alone (JSON.parse of the piece checks the rest); -1 if unended or past
+ * `maxDepth`.
  */
 function valueEnd(text: string, i: number, depth: number, maxDepth: number): number {
   const first = text.charCodeAt(i);

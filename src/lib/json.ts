@@ -1,4 +1,3 @@
-/** `text` parsed as JSON, or undefined when it is not JSON. */
 export function tryParseJson(text: string): unknown {
   try {
     return JSON.parse(text) as unknown;

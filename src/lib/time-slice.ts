@@ -29,7 +29,6 @@ export function letOthersRun(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
 }
 
-/** `list.map(each)`, yielding between slices. */
 export async function mapInSlices<T, U>(list: readonly T[], each: (value: T, index: number) => U): Promise<U[]> {
   const out: U[] = [];
   await forEachInSlices(list, (value, i) => out.push(each(value, i)));

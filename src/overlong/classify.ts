@@ -1,12 +1,8 @@
 /**
- * Does an upstream rejection mean "this request is too long"? The one place in the
- * gateway that reads provider error text (see test/fixtures/README.md for the decisions).
- *
- * Order of evidence: the body before the status (llama.cpp has answered overflows with
- * 500, aggregators with 200); structured codes before phrases; phrases before numbers;
- * numbers only to overrule an overflow whose requested completion leaves no room for a
- * prompt. Two statuses are decisive on their own: 429 is a rate limit whatever it says,
- * and 413 is a body-size rejection unless its body says it is a per-minute quota.
+ * The one place that reads provider error text (decisions: test/fixtures/README.md). Body before status (llama.cpp has answered
+ * overflows with 500, aggregators with 200); codes before phrases; phrases before numbers; numbers only to overrule an overflow
+ * whose requested completion leaves no room for a prompt. 429 is a rate limit whatever it says; 413 a body-size rejection unless
+ * its body says per-minute quota.
  */
 import { echoesIn } from './echo.js';
 import { gatherEvidence, MAX_SCAN_CHARS, type Evidence } from './evidence.js';
@@ -36,10 +32,7 @@ import type { StatedLimits, UpstreamError, Verdict } from './types.js';
 export type { StatedLimits, Verdict } from './types.js';
 export type { Rule } from './rules.js';
 
-/**
- * `request`: the body the error answers, parsed (JSON), read only when a verdict would act: text
- * it supplied (echo.ts) never makes one.
- */
+/** `request`: the body the error answers, read only when a verdict would act: text it supplied (echo.ts) never makes one. */
 export interface Classifier {
   /** An error response (status >= 400, or a 200 JSON body that carries an error object). */
   classifyResponse(error: UpstreamError, request?: unknown): Verdict;
@@ -58,11 +51,7 @@ export function mayCarryVerdict(bytes: Buffer): boolean {
   return VERDICT_MARKS.some((mark) => bytes.includes(mark));
 }
 
-/**
- * A classifier that runs these specific rules (rows of the tables in rules.ts, in the tables'
- * order) before the general layer. The gateway runs them all; scripts/lofo.ts builds classifiers
- * with families left out to measure how well the general layer does without them.
- */
+/** Specific rules in the tables' order, then the general layer; scripts/lofo.ts leaves families out to measure the general layer. */
 export function createClassifier(rules: readonly Rule[]): Classifier {
   const read = readerOf(rules);
   const response = (status: number, body: string, echoes: readonly string[]): Judged => {
@@ -106,11 +95,7 @@ interface Judged {
   verdict: Verdict;
 }
 
-/**
- * The verdict once text the request supplied is cut out, when the first one would act (an
- * overflow the gateway rescues and learns from, a refusal of bound state it mends). Most errors
- * are judged once; an error that echoes nothing of the request is too.
- */
+/** Once text the request supplied is cut out, when the first verdict would act (a rescued overflow, a mended bound-state refusal). */
 function unechoed(first: Judged, request: unknown, again: (echoes: readonly string[]) => Judged): Verdict {
   if (request === undefined || !(first.verdict.overlong || BINDING_RULES.has(first.verdict.rule))) return first.verdict;
   const echoes = echoesIn(first.evidence.text, request);
@@ -118,7 +103,6 @@ function unechoed(first: Judged, request: unknown, again: (echoes: readonly stri
   return echoes.length === 0 ? first.verdict : again(echoes).verdict;
 }
 
-/** The gateway's classifier: every specific rule, then the general layer. */
 export const { classifyResponse, classifyStreamEvent } = createClassifier(RULES);
 
 /** An answer that stopped for the window before any output: the request did not fit, said as a stop reason. */
@@ -126,24 +110,18 @@ function windowStop(): Verdict {
   return { overlong: true, reason: 'context_length', limits: {}, rule: 'window_stop_reason' };
 }
 
-/**
- * Evidence plus what the general layer and the specific rules read in it, made once per error.
- * All of it up front, though a veto may leave some unread: each rule is one bounded pass.
- */
+/** Made once per error, all up front though a veto may leave some unread: each rule is one bounded pass. */
 interface Reading extends Evidence {
   prose: string;
   codeWords: string;
   /** A refusal of bound provider state (BINDING_PHRASES). */
   binding?: string;
-  /** An overflow said by a code or a phrase. */
   overlong?: Signal;
   /** Too big, but not the prompt (NOT_OVERLONG_PHRASES). */
   notOverlong?: string;
-  /** The numbers the specific wordings state, numeric fields filling the gaps. */
   stated: StatedLimits;
 }
 
-/** How a classifier built from `rules` reads an error: each table cut down to the rows given. */
 function readerOf(rules: readonly Rule[]): (evidence: Evidence) => Reading {
   const given = new Set(rules);
   const binding = BINDING_PHRASES.filter((r) => given.has(r));
@@ -181,10 +159,7 @@ export function isBindingRefusal(verdict: Verdict): boolean {
 
 const BINDING_RULES = new Set(BINDING_PHRASES.map((p) => p.rule));
 
-/**
- * A refusal of signed state itself (bound to another prefix, or a signature that does not verify),
- * which removing that state mends; not a refusal of the opt-in or of a missing open-round block.
- */
+/** Signed state refused itself (another prefix, a bad signature), which removing it mends; not the opt-in or a missing open-round block. */
 export function refusesBoundState(verdict: Verdict): boolean {
   return !verdict.overlong && verdict.rule === 'thinking_bound_elsewhere';
 }
@@ -236,11 +211,7 @@ function findVeto(r: Reading): string | undefined {
   return findGeneralVeto(r.prose, r.codeWords);
 }
 
-/**
- * What the fields an error blames are: the conversation (content), the completion limit, or
- * another field of the request (schema). Content wins: an error that names the conversation
- * is about its size.
- */
+/** Content wins: an error that names the conversation among the fields it blames is about its size. */
 function blamedField(r: Reading): 'content' | 'completion' | 'schema' | undefined {
   const paths = r.paths.map((p) => p.trim()).filter((p) => p !== '' && p !== 'null');
   if (paths.length === 0) return undefined;
@@ -248,10 +219,7 @@ function blamedField(r: Reading): 'content' | 'completion' | 'schema' | undefine
   return paths.some((p) => COMPLETION_PATH.test(p)) ? 'completion' : 'schema';
 }
 
-/**
- * What a 413 is vetoed by: only a rate limit or a quota, said in its text or its codes' words
- * (`rate_limit_exceeded`, `insufficient_quota`, `RESOURCE_EXHAUSTED`).
- */
+/** Only a rate limit or a quota vetoes a 413, in its text or its codes' words (`insufficient_quota`, `RESOURCE_EXHAUSTED`). */
 function findRateLimit(r: Reading): string | undefined {
   const veto = findGeneralVeto(r.prose, r.codeWords);
   return veto === 'rate_limit' || veto === 'quota' ? veto : undefined;
@@ -268,10 +236,7 @@ function findOverlongCode(r: Evidence, codes: ReadonlyMap<string, CodeRule>): Si
   return undefined;
 }
 
-/**
- * OpenAI's `string_above_max_length` caps one string: a message's content (compaction
- * shrinks it) or a tool name/description (a schema error). Unknown targets count as schema.
- */
+/** OpenAI's cap on one string: a message's content (compaction shrinks it) or a tool name/description (schema); unknown targets: schema. */
 function stringLimitTarget(r: Evidence): 'content' | 'schema' | undefined {
   if (!r.codes.includes('string_above_max_length')) return undefined;
   if (r.paths.some((p) => SCHEMA_PATH.test(p))) return 'schema';

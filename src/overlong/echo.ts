@@ -1,21 +1,9 @@
 /**
- * Text the request itself supplied, found again in the error that answers it. A provider that
- * refuses a value often quotes it back ("Invalid value: '<the client's role string>'"), so a
- * client can make an error say anything ("maximum context length is 40 tokens"); none of that may
- * make a verdict or state a limit. classify.ts judges an error once as it came and, when that
- * verdict would act (an overflow, a refusal of bound state), once more with these echoes cut out.
- *
- * An echo is a string value of the request (keys are the API's words, not the client's), found
- * in the error text:
- *   - whole: all of a value of at least MIN_ECHO_CHARS characters; a shorter one only inside
- *     quotes ('user', "gpt-4o", `x`), where the provider marks it as a value;
- *   - truncated: a prefix of a value (at least MIN_ECHO_CHARS) that the text ends with an
- *     ellipsis or with the quote opened right before it, or a suffix that follows an ellipsis
- *     (pydantic's "first...last").
- * A value's middle is never an echo: a person who pasted an earlier error into the conversation
- * must not lose the rescue of the next real one, whose sentence shares most of its words.
- * Matching is on folded text (fold.ts): a provider that escapes, re-cases or re-spaces what it
- * quotes quotes it still.
+ * A provider that refuses a value often quotes it back ("Invalid value: '<the client's role string>'"), so a client can make an error
+ * say anything ("maximum context length is 40 tokens"): no echo may make a verdict or state a limit. An echo is a request string value
+ * found in the error, whole (MIN_ECHO_CHARS or more; shorter only inside quotes), or a prefix the text ends with an ellipsis or the quote
+ * opened before it, or a suffix after an ellipsis (pydantic's "first...last"). Never a value's middle: a person who pasted an earlier
+ * error into the conversation must not lose the rescue of the next real one. Matching is on folded text (fold.ts).
  */
 import { FoldedEnd, FoldedValue, foldedReadings } from './fold.js';
 
@@ -29,18 +17,7 @@ const MAX_PLACES = 8;
 const QUOTES = new Set(["'", '"', '`']);
 const SHORT_QUOTED = /(['"`])([^'"`\n]{1,15})\1/g;
 
-/**
- * The echoes of `request`'s values in `text`, as the exact strings of `text` to cut (a short one
- * with its quotes), longest first; null when there are more than MAX_ECHOES (no verdict is read
- * from such a text). One walk over the request, with no recursion (bodies nest deeply) and no bound
- * but the body's own: a bound would be a place to hide a value. Per value, a bitmap of the text's
- * first characters spares the lookup of nearly every one that cannot be there.
- *
- * A provider may quote a value otherwise than it came: HTML-escaped (`&#39;`, `&quot;`), inside
- * JSON it wrote itself (`\"`, `\n`), upper-cased, its whitespace collapsed. Values and text are
- * compared folded (fold.ts: case, runs of whitespace), the text both as it is and with one level
- * of escapes undone; what is cut is the text's own characters that the folded match came from.
- */
+/** Null past MAX_ECHOES. No recursion (bodies nest deeply), no bound but the body's (a bound would be a place to hide a value). */
 export function echoesIn(text: string, request: unknown): string[] | null {
   if (text.length < 3 || request === null || typeof request !== 'object') return [];
   const readings = foldedReadings(text).map((folded) => ({ folded, index: new TextIndex(folded.text), quoted: shortQuoted(folded.text) }));
@@ -91,7 +68,6 @@ export function echoesIn(text: string, request: unknown): string[] | null {
   return echoes.length > MAX_ECHOES ? null : echoes;
 }
 
-/** The short values the folded text holds inside quotes. */
 function shortQuoted(folded: string): Set<string> {
   const quoted = new Set<string>();
   for (const m of folded.matchAll(SHORT_QUOTED)) quoted.add(m[2]);
@@ -119,7 +95,6 @@ class TextIndex {
   private readonly heads = new Uint8Array(HEAD_BITS >>> 3);
   /** A hash of each run, which a value's folded ends are checked against before anything is folded or copied. */
   private readonly runs = new Set<number>();
-  /** Whether the text has an ellipsis, after which alone a value's end is an echo (cutBefore). */
   readonly ellipsis: boolean;
 
   constructor(private readonly text: string) {
@@ -137,7 +112,6 @@ class TextIndex {
     }
   }
 
-  /** Calls `found` with the span (in the folded text) of each whole or truncated echo of one long value. */
   echoesOf(value: FoldedValue, found: (at: number, end: number) => void): void {
     const head = value.head(MIN_ECHO_CHARS);
     if (this.mayStart(head)) {
@@ -185,11 +159,7 @@ class TextIndex {
   }
 }
 
-/**
- * Where a prefix of a value that the text holds from `at` for `length` characters ends, if the
- * text marks it as cut short there (an ellipsis, or the quote it was opened with), else 0. The
- * value may go on with dots the ellipsis shares.
- */
+/** Where a prefix of a value the text holds from `at` ends, if marked cut short (an ellipsis, or its opening quote), else 0. */
 function truncatedAt(text: string, at: number, length: number): number {
   const open = text[at - 1];
   for (let end = at + length; end >= at + Math.max(MIN_ECHO_CHARS, length - 3); end--) {

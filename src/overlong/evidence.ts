@@ -1,12 +1,4 @@
-/**
- * Turns an upstream body into evidence the rules can read: error codes, the paths a
- * validation error names, the human-readable messages, and numeric fields.
- *
- * Bodies arrive as JSON, JSON arrays, JSON re-wrapped as a string inside `message`
- * (LiteLLM, OpenRouter), Python reprs pasted into a message, SSE or NDJSON events,
- * HTML pages and plain text. Everything here is bounded so that a hostile or broken
- * body costs at most a few passes over its first megabytes.
- */
+/** JSON, JSON in `message` (LiteLLM, OpenRouter), Python reprs, SSE, NDJSON, HTML, text: bounded to a few passes over the first MBs. */
 import { createParser } from 'eventsource-parser';
 import { withoutEchoes } from './echo.js';
 import type { StatedLimits } from './types.js';
@@ -17,33 +9,25 @@ export interface Evidence {
   codes: string[];
   /** Request paths an error blames (`param`, or `Invalid 'x'` in the message). */
   paths: string[];
-  /** Message-like strings, joined by newlines, at most MAX_SCAN_CHARS long. */
   text: string;
   /** Numbers servers report as fields rather than prose (llama.cpp). */
   fields: StatedLimits;
   /** Whether an error object / error event was seen (matters for 200 bodies and stream events). */
   carriesError: boolean;
-  /**
-   * A finish or stop reason saying the model's window ran out (`model_context_window_exceeded`),
-   * seen where no output was: no text and no output tokens. An answer that stopped so after some
-   * output is an answer.
-   */
+  /** `model_context_window_exceeded` and kin, seen where no output was; an answer that stopped so after some output is an answer. */
   windowStopBeforeOutput: boolean;
 }
 
-/** Phrase matching never looks past this many characters of message text. */
 export const MAX_SCAN_CHARS = 64 * 1024;
 /** Bodies are truncated upstream at ~1 MiB; anything beyond this is not parsed. */
 const MAX_PARSE_CHARS = 2 * 1024 * 1024;
 /** JSON nesting walked; real error envelopes are less than 6 deep. */
 const MAX_DEPTH = 16;
-/** JSON found inside a string inside JSON, re-parsed at most this many levels. */
 const MAX_NESTED_JSON = 3;
 /** JSON nodes visited per body, so a huge array of objects cannot stall the relay. */
 const MAX_NODES = 5000;
 /** SSE events / NDJSON lines looked at; the error is always among the first ones. */
 const MAX_EVENTS = 16;
-/** Characters of an SSE text read: enough for MAX_EVENTS events with comments and ids. */
 const MAX_SSE_CHARS = 64 * 1024;
 
 const TEXT_KEYS = new Set(['message', 'error', 'detail', 'details', 'msg', 'error_message', 'errormessage', 'description', 'raw', 'title']);
@@ -65,7 +49,6 @@ const NAMED_PARAMETER = /\bparameter [`'"]([A-Za-z_][\w.[\]]{0,100})[`'"]/g;
 const LEADING_PATH = /(?:^|\n)[ \t*-]{0,4}([A-Za-z_]\w{0,40}(?:\.\w{1,60}|\[\d{1,6}\]){1,12}):\s/g;
 const ERROR_KEY = /["'](?:error|exception)["']\s*:|["']type["']\s*:\s*["']error["']/;
 const STOP_KEYS = new Set(['finish_reason', 'stop_reason', 'finishreason']);
-/** A stop reason that names the window: the input filled it before the model said anything. */
 const WINDOW_STOP = /context[ _-]?(?:window|length)|max[ _-]?context|prompt[ _-]?too[ _-]?long|input[ _-]?too[ _-]?long/i;
 const OUTPUT_TOKEN_KEYS = new Set(['completion_tokens', 'output_tokens', 'candidatestokencount']);
 const OUTPUT_TEXT_KEYS = new Set(['content', 'text', 'output_text', 'thinking', 'arguments', 'partial_json']);
@@ -143,7 +126,6 @@ class Collector {
     if (v.length <= 100) this.codes.push(v.toLowerCase());
   }
 
-  /** A message: kept for phrase matching, scanned for repr codes, and re-parsed if it wraps JSON. */
   addText(text: string, nested: number): void {
     const room = MAX_SCAN_CHARS - this.textChars;
     if (room <= 0 || text.length === 0) return;
@@ -175,14 +157,12 @@ class Collector {
     if (parsed !== undefined) this.walk(parsed, 0, nested);
   }
 
-  /** Text that looks like JSON but did not parse (truncated body, partial chunk). */
   addBrokenJson(s: string): void {
     if (ERROR_KEY.test(s.slice(0, MAX_SCAN_CHARS))) this.carriesError = true;
     this.addText(s, MAX_NESTED_JSON);
   }
 }
 
-/** An object that reports a failure rather than content. */
 function isErrorCarrier(obj: Record<string, unknown>): boolean {
   const err = obj.error;
   if (err !== undefined && err !== null && err !== false && err !== '') return true;
@@ -198,12 +178,7 @@ function looksLikeJson(s: string): boolean {
 
 const SSE_FIELD = /(?:^|\n)(?:data|event):/;
 
-/**
- * Evidence from a whole response body or from one stream event.
- * `plainTextIsError`: a non-JSON body of an error response is the error text itself;
- * a non-JSON stream chunk counts only if it says "error". `echoes`: text the request supplied,
- * which no rule reads.
- */
+/** `plainTextIsError`: a non-JSON error body is the error text; a non-JSON stream chunk counts only if it says "error". */
 export function gatherEvidence(body: string, plainTextIsError: boolean, echoes: readonly string[] = []): Evidence {
   const c = new Collector(echoes);
   const trimmed = body.slice(0, MAX_PARSE_CHARS).trim();
@@ -238,10 +213,7 @@ function readJsonOrLines(c: Collector, s: string): void {
   if (!any) c.addBrokenJson(s);
 }
 
-/**
- * Server-sent events (parsed by eventsource-parser): `event: error` marks an error; each `data:`
- * payload is read as JSON. A last event without its closing blank line still counts.
- */
+/** `event: error` marks an error; each `data:` is read as JSON; a last event without its closing blank line still counts. */
 function readSse(c: Collector, s: string): void {
   let events = 0;
   const parser = createParser({

@@ -1,13 +1,4 @@
-/**
- * Text as echo.ts compares it: a provider may quote a request's value otherwise than it came,
- * HTML-escaped (`&#39;`, `&quot;`, `&lt;`), inside JSON it wrote itself (`\"`, `\n`), upper- or
- * lower-cased, its whitespace collapsed or its line breaks made spaces. Both sides are folded the
- * same way: case (full case mapping, so `STRASSE` is `straße`) and every run of whitespace one
- * space. The error text is read twice, as it is and with one level of escapes undone (the inverse
- * of escaping once, whatever the value held); a value is never unescaped, so a value made of
- * escapes cannot make it differ from its own quotation. A folded text keeps where each of its
- * characters came from: what is cut is the error's own characters.
- */
+/** Full case mapping (`STRASSE` is `straße`), whitespace runs one space; a value is never unescaped, so it matches its own quotation. */
 
 const WHITESPACE = /\s/;
 const WHITESPACE_RUNS = /\s+/g;
@@ -23,7 +14,6 @@ function foldCase(s: string): string {
   return folded.includes('\u03c2') ? folded.replaceAll('\u03c2', '\u03c3') : folded;
 }
 
-/** A value folded: case, and each run of whitespace one space. */
 function foldValue(s: string): string {
   return foldCase(s).replace(WHITESPACE_RUNS, ' ');
 }
@@ -56,7 +46,6 @@ function escapeAt(s: string, i: number, undo: Unescape): { char: string; end: nu
   return char === undefined ? undefined : { char, end: i + 2 };
 }
 
-/** An error's text folded, with the span of the original each folded character came from. */
 export class FoldedText {
   text = '';
   private readonly from: number[] = [];
@@ -92,16 +81,12 @@ export class FoldedText {
     return this.original.slice(this.from[at], this.to[end - 1]);
   }
 
-  /** Calls `found` with every place `needle` (folded) stands in the folded text. */
   eachPlace(needle: string, found: (at: number, end: number) => void): void {
     for (let at = this.text.indexOf(needle); at >= 0; at = this.text.indexOf(needle, at + 1)) found(at, at + needle.length);
   }
 }
 
-/**
- * The readings of an error's text an echo is looked for in: as it is, and with each kind of escape
- * it holds undone (HTML, backslashes, both: a value escaped one way keeps the other kind as written).
- */
+/** As it is, and with each kind of escape undone (HTML, backslashes, both: a value escaped one way keeps the other as written). */
 export function foldedReadings(text: string): FoldedText[] {
   const entities = text.includes('&');
   const backslashes = text.includes('\\');
@@ -112,11 +97,7 @@ export function foldedReadings(text: string): FoldedText[] {
   return undo.map((u) => new FoldedText(text, u));
 }
 
-/**
- * The first (or last) characters of a value folded, read into a buffer without copying the value,
- * where they are ASCII (else FoldedValue). Most values are looked at only this far: the text holds
- * nothing that starts or ends like them.
- */
+/** A value's ends folded into a buffer without copying it, where ASCII: most values are never looked at further. */
 export class FoldedEnd {
   readonly codes: Uint16Array;
   /** Characters read: all of the value folded when fewer than the buffer holds. */
@@ -128,7 +109,6 @@ export class FoldedEnd {
     this.codes = new Uint16Array(size);
   }
 
-  /** Reads the value's first (or last, into the buffer's end) characters; false where one is not ASCII. */
   read(value: string, fromEnd: boolean): boolean {
     const codes = this.codes;
     const size = this.size;
@@ -162,17 +142,12 @@ export class FoldedEnd {
     return true;
   }
 
-  /** The characters read, as a string. */
   text(fromEnd: boolean): string {
     return String.fromCharCode(...(fromEnd ? this.codes.subarray(this.size - this.count) : this.codes.subarray(0, this.count)));
   }
 }
 
-/**
- * A value of the request folded (its ends trimmed), read from either end only as far as a
- * comparison needs: a value may be tens of megabytes, and most are never compared past their
- * first characters.
- */
+/** Read from either end only as far as a comparison needs: a value may be tens of megabytes. */
 export class FoldedValue {
   private readonly raw: string;
   private headCache = '';
@@ -184,7 +159,6 @@ export class FoldedValue {
     this.raw = value.trim();
   }
 
-  /** The first `n` folded characters, or all of them when there are fewer. */
   head(n: number): string {
     while (!this.headWhole && this.headCache.length < n + 2) {
       const take = Math.max(64, 2 * (n + 2), 2 * this.headCache.length);
@@ -195,7 +169,6 @@ export class FoldedValue {
     return this.headCache.length <= n ? this.headCache : this.headCache.slice(0, n);
   }
 
-  /** The last `n` folded characters, or all of them when there are fewer. */
   tail(n: number): string {
     while (!this.tailWhole && this.tailCache.length < n + 2) {
       const take = Math.max(64, 2 * (n + 2), 2 * this.tailCache.length);

@@ -1,14 +1,7 @@
 /**
- * The general layer: reads what an error says, not how one provider says it.
- *
- * An error is read as statements: a relation (exceeds, is too long, is longer than, must be
- * <=, overflows, ...) whose subject is the input (prompt, input, context, messages, request,
- * tokens, length, payload, body), the output (max_tokens and its kin, completion, output
- * tokens) or an attachment (an image, a file). The input over a limit is an overflow; the
- * output over its cap is not (lowering max_tokens is the fix); neither is an attachment over
- * its own limit. Stated numbers decide when the words do not (quantities.ts), and vetoes
- * (rate limits, quotas, billing, auth, content filters, unknown models, schema errors,
- * overload, timeouts) settle "not overlong" before anything else is read.
+ * Reads what an error says, not how one provider says it: a relation (exceeds, is too long, must be <=...) whose subject is the
+ * input (an overflow), the output (max_tokens: lowering it is the fix) or an attachment (its own limit). Stated numbers decide when
+ * words do not (quantities.ts); vetoes (rate limits, quotas, billing, auth, filters, unknown models, schema, overload, timeouts) first.
  */
 import type { OverlongReason } from './types.js';
 import type { Quantities } from './quantities.js';
@@ -16,9 +9,7 @@ import type { Quantities } from './quantities.js';
 /** Characters of message text the general layer reads: errors say what they are early. */
 export const MAX_GENERAL_CHARS = 16 * 1024;
 const MAX_RELATIONS = 32;
-/** How far before a relation its subject is looked for. */
 const SUBJECT_CHARS = 80;
-/** How far after a weak relation its limit is looked for. */
 const OBJECT_CHARS = 80;
 
 interface Veto {
@@ -26,7 +17,6 @@ interface Veto {
   pattern: RegExp;
 }
 
-/** Read in this order; the first that matches decides. */
 const VETOES: readonly Veto[] = [
   {
     rule: 'rate_limit',
@@ -119,7 +109,6 @@ const ADVICE =
 export interface Statements {
   /** The input over a limit, said with a strong subject (prompt, context, request, ...). */
   input?: OverlongReason;
-  /** The same with only a weak subject (tokens, length, size). */
   weakInput?: OverlongReason;
   output: boolean;
   attachment: boolean;
@@ -168,11 +157,7 @@ function sentenceTail(s: string): string {
   return s.slice(cut + 1); // no stop: cut is -1, the whole of s
 }
 
-/**
- * The kind of the noun closest to the relation; "input and max_tokens", "inputs tokens +
- * max_new_tokens" name both, which is the input counted with the completion: an input kind.
- * A weak noun (tokens, length) takes the kind of the nearest strong one.
- */
+/** "input and max_tokens" name both: the input counted with the completion, an input kind. A weak noun takes the nearest strong one's. */
 function subjectKind(subject: string): Kind | undefined {
   let best: Kind | undefined;
   // Every term ends after position 0, so the first one found beats 0.
@@ -195,15 +180,9 @@ function subjectKind(subject: string): Kind | undefined {
   return strong ?? best;
 }
 
-/** An overflow carries its reason; a "not overlong" answer only the rule that decided. */
 export type GeneralDecision = { overlong: true; rule: string; reason: OverlongReason } | { overlong: false; rule: string };
 
-/**
- * The general verdict, or undefined when the text says nothing either way. Strong words
- * first; then the input's numbers; then the output or an attachment being what is too big;
- * then a stated total, weak words, a body over its byte limit, "exceeded by N", and advice
- * to shorten the input.
- */
+/** Strong words; the input's numbers; output or attachment too big; a stated total, weak words, a byte limit, "exceeded by N", advice. */
 export function decideGeneral(said: Statements, numbers: Quantities): GeneralDecision | undefined {
   if (said.input !== undefined) return overflow('general_input_over_limit', said.input);
   // A name or an id over its length is what was measured, whatever the numbers beside it.

@@ -1,12 +1,4 @@
-/**
- * The general reading of the numbers an error states, whoever wrote it: each number gets a
- * role (the limit, the input's size, the requested completion, a total that may include the
- * completion) from the words right around it, and a unit (tokens, characters, bytes).
- * "A + B > C" and "B > C - A" are read as input + completion against the window.
- *
- * The numbers the specific rules read (rules.ts) win where they match; this fills the gaps and lets
- * the general layer say "the input's number exceeds the limit's, in one unit".
- */
+/** A role and unit per number from the words around it; "A + B > C", "B > C - A": input + completion vs window. rules.ts's win. */
 import type { StatedLimits } from './types.js';
 
 export interface Quantities {
@@ -85,7 +77,6 @@ interface Stated {
   unit: Unit;
 }
 
-/** Read every usable number of `text` (already bounded by the caller). */
 export function readQuantities(text: string): Quantities {
   const found: Stated[] = [];
   const ends = clauseEnds(text);
@@ -147,7 +138,6 @@ function assemble(text: string, found: readonly Stated[]): Quantities {
   };
 }
 
-/** The input alone, or the input plus the completion, over the window. */
 function promptOver(limits: StatedLimits): boolean {
   const { limitTokens: limit, promptTokens: prompt = NaN, completionTokens: completion = NaN } = limits;
   return over(prompt, limit) || over(prompt + completion, limit);
@@ -203,7 +193,6 @@ function clauseEnds(text: string): number[] {
   return ends;
 }
 
-/** The clause holding `at`: from the last end before it to the next end after it. */
 function clauseAround(ends: readonly number[], at: number, length: number): [number, number] {
   let from = 0;
   let to = length;

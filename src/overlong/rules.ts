@@ -1,11 +1,7 @@
 /**
- * The specific rules: codes, phrases and number statements as one provider family words them.
- * Each sentence is written once: a phrase that decides also reads the numbers it states, by
- * named groups. Each entry names its family, so a classifier can be built without a family's
- * rules (or without any: the general layer alone, see general.ts) to measure how well it
- * generalises (`npm run classify:lofo`). Each has a fixture in test/fixtures/upstream-errors.json
- * or a case in the tests. Phrases are anchored on several words: a bare "context" or "too long"
- * never decides.
+ * Codes, phrases and number statements as one provider family words them; a deciding phrase reads its numbers by named groups. Each
+ * entry names its family so `npm run classify:lofo` can leave it out; each has a fixture (test/fixtures/upstream-errors.json) or a
+ * test. Phrases are anchored on several words: a bare "context" or "too long" never decides.
  */
 import type { OverlongReason } from './types.js';
 
@@ -37,7 +33,6 @@ export interface NumberPattern {
   pattern: RegExp;
 }
 
-/** Any row of the tables below; a classifier is built from a list of them (classify.ts createClassifier). */
 export type Rule = CodeRule | PhraseRule | NumberPattern;
 
 /** Error codes / types that mean the request is too long, whatever the status. */
@@ -49,12 +44,7 @@ export const OVERLONG_CODES: readonly CodeRule[] = [
   { family: 'http', code: 'fst_err_ctp_body_too_large', reason: 'body_too_large' }, // fastify bodyLimit
 ];
 
-/**
- * Codes that settle "not overlong" before any phrase is read, where the code's own words do
- * not. Codes whose words say what they are (rate_limit_exceeded, insufficient_quota,
- * content_filter, invalid_api_key, authentication_error, overloaded_error, ...) need no entry:
- * the general vetoes read them as words (general.ts codeWords), also in bodies with no text.
- */
+/** Codes that settle "not overlong" where their own words do not (general.ts codeWords reads rate_limit_exceeded and kin as words). */
 export const NOT_OVERLONG_CODES: ReadonlyMap<string, string> = new Map([
   ['permission_error', 'auth'], // Anthropic 403: "Your API key does not have permission to use the specified resource."
 ]);
@@ -66,10 +56,7 @@ export const CONTENT_PATH = /^(?:messages|input|prompt|contents)(?:\[|\.|$)/;
 /** The completion limit's fields: a size complaint about one is a value cap (the clamp's business), never an overflow. */
 export const COMPLETION_PATH =
   /^(?:max_tokens|max_completion_tokens|max_output_tokens|max_new_tokens|num_predict|(?:generation_?config\.)?max_?output_?tokens)$/i;
-/**
- * A complaint about one value's size, as schema validators word it: a string or array over its
- * maximum length, a number over its maximum value, a name at most N characters.
- */
+/** One value's size as schema validators word it: a string or array over its maximum length, a number over its maximum, a name. */
 export const SIZE_COMPLAINT =
   /\b(?:string|array|list) too long\b|\b(?:with )?(?:a )?max(?:imum)? length(?: of)?\b|\bat most \d{1,9} (?:characters|chars|items|elements|entries|bytes)\b|\bshould have at most\b|\b(?:integer|number|value) above (?:the )?max(?:imum)? value\b|\bexpected a value <=|\bcannot exceed \d{1,9}\b/i;
 
@@ -89,11 +76,7 @@ export const NOT_OVERLONG_PHRASES: readonly PhraseRule[] = [
   { family: 'anthropic', rule: 'attachment_limit', pattern: /\bimage dimensions exceed max allowed size\b/i },
 ];
 
-/**
- * Refusals of signed state bound to its prefix, or of the request's opt-in to drop such state
- * (Anthropic's preserved thinking; Bedrock's wording alike): never an overflow, and the rescue's
- * to mend when the gateway's own rewrite caused it. Checked before anything else is read.
- */
+/** Signed state bound to its prefix, or the opt-in to drop it (Anthropic's preserved thinking; Bedrock alike): never an overflow. */
 export const BINDING_PHRASES: readonly PhraseRule[] = [
   // "messages.5.content.0: Invalid `signature` in `thinking` block. The block is bound to a different conversation. ..."
   { family: 'anthropic', rule: 'thinking_bound_elsewhere', pattern: /\bInvalid `?signature`? in `?(?:redacted_)?thinking`? block\b/i },
@@ -103,11 +86,7 @@ export const BINDING_PHRASES: readonly PhraseRule[] = [
   { family: 'anthropic', rule: 'thinking_must_lead', pattern: /\bfinal assistant message must start with a thinking block\b/i },
 ];
 
-/**
- * Anchored phrases, in the order they are tried. A phrase's named groups are the numbers its
- * sentence states; groups in an optional tail leave the phrase deciding when the numbers are not
- * there. Numbers are bounded digit runs between literal words: no nested quantifiers.
- */
+/** Tried in order; named groups are the stated numbers (optional tails decide without them); bounded digit runs, no nested quantifiers. */
 export const OVERLONG_PHRASES: readonly OverlongPhrase[] = [
   // OpenAI family: OpenAI, Azure, DeepSeek, vLLM, FastChat, text-generation-webui, OpenRouter ("This endpoint's ...")
   {
@@ -279,8 +258,7 @@ export const OVERLONG_PHRASES: readonly OverlongPhrase[] = [
   { family: 'vllm', rule: 'negative_max_tokens', reason: CONTEXT, pattern: /\bmax_tokens must be at least 1, got (?:-\d|0(?!\d|\.\d))/i },
   // LiteLLM names the class even when the provider text is unfamiliar
   { family: 'litellm', rule: 'litellm_context_window_exceeded', reason: CONTEXT, pattern: /\bContextWindowExceededError\b/ },
-  // Body-size rejections: Google front end, AWS API Gateway / Lambda, nginx, Cloudflare,
-  // Envoy, fastify, express, Vercel, Anthropic edge
+  // Body-size rejections: Google front end, AWS API Gateway / Lambda, nginx, Cloudflare, Envoy, fastify, express, Vercel, Anthropic edge
   {
     family: 'http',
     rule: 'request_body_size_exceeded',
@@ -300,10 +278,7 @@ export const OVERLONG_PHRASES: readonly OverlongPhrase[] = [
   { family: 'http', rule: 'request_too_long', reason: BODY, pattern: /(?:^|\n)request too long\.?(?:\n|$)/i },
 ];
 
-/**
- * Sentences that state numbers but decide nothing themselves: the other clauses of a message a
- * phrase above decides, or wordings several providers share. Read after the phrases' own numbers.
- */
+/** Sentences that state numbers but decide nothing: other clauses of a message a phrase decides, or wordings providers share. */
 const NUMBER_PATTERNS: readonly NumberPattern[] = [
   { family: 'openai', pattern: /messages resulted in (?:over )?(?<promptTokens>\d{1,12}) tokens/i },
   { family: 'openai', pattern: /\((?<promptTokens>\d{1,12}) in the messages, (?<completionTokens>\d{1,12}) in the completion\)/i },
@@ -329,10 +304,8 @@ const NUMBER_PATTERNS: readonly NumberPattern[] = [
   },
 ];
 
-/** Every wording whose numbers are read, in reading order: the phrases' own, then the numbers-only sentences. */
 export const STATEMENTS: readonly NumberPattern[] = [...OVERLONG_PHRASES, ...NUMBER_PATTERNS];
 
-/** Every specific rule: what the gateway runs; scripts/lofo.ts leaves families out. */
 export const RULES: readonly Rule[] = [
   ...OVERLONG_CODES,
   ...BINDING_PHRASES,

@@ -1,22 +1,10 @@
 /*
- * A silent truncation: the upstream answered, but read less than it was sent. Ollama cuts a
- * prompt longer than its window and answers 200 (the oldest messages first, the task among them;
- * then the middle of one long message), and reports the tokens it kept as the prompt's count. The
- * only sign is that count: below what the request must have had.
- *
- * What a request must have had is estimated from its bytes:
- *
- *   - calibrated: this model's earlier answers counted its requests at B bytes a token. From one
- *     turn to the next of an agent's session that ratio moves by under 1% (the recorded pi and
- *     opencode sessions, counted as Ollama renders them: test/overlong/truncation.test.ts); a
- *     count more than CALIBRATED_MARGIN below the estimate, and by at least MIN_MISSING_TOKENS,
- *     is a cut;
- *   - uncalibrated: no text tokenises coarser than about 8 bytes a token, JSON escapes (a `\u4e2d`
- *     is 6 bytes of one CJK character) make it up to 12; a count of fewer than one token for
- *     every UNCALIBRATED_BYTES_PER_TOKEN bytes is a cut, whatever the model.
- *
- * Base64 data (images, PDFs) is counted by the upstream in tiles or pages, not by its bytes: it is
- * left out of the bytes before either rule (blobBytes).
+ * The upstream answered but read less than it was sent: Ollama cuts a prompt over its window and answers 200 (oldest messages
+ * first, then the middle of a long one), reporting the tokens it kept as the prompt's count. That count is the only sign:
+ *   - calibrated: the model's earlier answers counted B bytes a token, which moves under 1% turn to turn (the recorded pi and
+ *     opencode sessions: test/overlong/truncation.test.ts); a count CALIBRATED_MARGIN and MIN_MISSING_TOKENS below is a cut;
+ *   - uncalibrated: no text tokenises coarser than ~8 bytes a token, JSON escapes up to 12 (`\u4e2d` is 6 bytes of one character).
+ * Base64 data is counted in tiles or pages, not bytes: left out first (blobBytes).
  */
 
 /** A count this share below the calibrated estimate is a cut. */
@@ -25,18 +13,13 @@ export const CALIBRATED_MARGIN = 0.15;
 export const MIN_MISSING_TOKENS = 256;
 /** With no calibration: a request counted at more bytes a token than this was cut. */
 export const UNCALIBRATED_BYTES_PER_TOKEN = 16;
-/**
- * A count below this is no cut to a window: no server runs an agent's model with a window that
- * small (Ollama's smallest default is 2,048, llama.cpp's 4,096).
- */
+/** No server runs an agent's model with a smaller window (Ollama's smallest default is 2,048, llama.cpp's 4,096). */
 export const MIN_REPORTED_TOKENS = 512;
 /** Base64 runs at least this long are data, not text. */
 const BLOB_RUN = 1024;
 
 export interface TruncationCheck {
-  /** Bytes of the request the upstream answered, as sent. */
   bytes: number;
-  /** The prompt tokens its answer reports. */
   reported: number;
   /** This model's bytes per token from earlier answers, when any. */
   bytesPerToken?: number;

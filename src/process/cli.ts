@@ -1,6 +1,5 @@
 import { ENV_NAMES } from '../config/load.js';
 
-/** What the command line asks for. Everything else is configured by file and environment. */
 export type Command = { run: 'help' } | { run: 'version' } | { run: 'check' } | { run: 'serve' };
 
 export class UsageError extends Error {
@@ -15,9 +14,8 @@ const FLAGS = [
 ] as const;
 
 /**
- * Reads argv (without node and the script). Only the flags above exist: anything else, such as
- * `--port 9000`, is an error rather than a silent default, since every other setting comes from
- * the config file or the environment.
+ * Only the flags above exist: anything else (`--port 9000`) is an error, not a silent default, since every other setting comes
+ * from file or environment.
  */
 export function parseArgs(argv: readonly string[]): Command {
   let command: Command = { run: 'serve' };
@@ -54,7 +52,6 @@ export function usage(): string {
   ].join('\n');
 }
 
-/** The flags, one line, for an error message. */
 export function flagList(): string {
   return FLAGS.map(([flag]) => flag).join(', ');
 }

@@ -10,11 +10,7 @@ type Env = Record<string, string | undefined>;
 /** A config the gateway can start with and the file it came from, or every reason it cannot: one line each. */
 export type Preflight = { config: Readonly<Config>; source: string | undefined } | { problems: string[] };
 
-/**
- * What a start decides before it builds anything: the config loaded and validated, the proxy
- * variables the upstreams' traffic would take, the open-gateway refusal. Serving and `--check`
- * both rest on it, so a config that passes `--check` is one the gateway starts with.
- */
+/** Serving and `--check` both rest on this, so a config that passes `--check` is one the gateway starts with. */
 export function preflight(argv: readonly string[], env: Env, shipped: string): Preflight {
   let config: Readonly<Config>;
   try {
@@ -48,9 +44,8 @@ function proxyProblems(config: Readonly<Config>, env: Env): string[] {
 }
 
 /**
- * `--check`'s report on a config that passed preflight: every upstream resolved as serving would
- * (its pool built, CA file and proxy included, then closed without a connection), where its
- * traffic goes, and the warnings the ready line would carry.
+ * Every upstream resolved as serving would (pool built, CA file and proxy included, closed without a connection), and the ready
+ * line's warnings.
  */
 export async function checkReport(
   config: Readonly<Config>,

@@ -8,10 +8,8 @@ import { egressRoute } from '../upstream/egress.js';
 import { resolveUpstreams, type Upstream, type Upstreams } from '../upstream/upstreams.js';
 
 /**
- * What an operator needs to read from the first lines of the log: the base URLs to give agents
- * (from `running.origin`, where the gateway listens), which config is in force, where requests go
- * (every upstream: its URL, whose key, which proxy), and what will not work as they might expect.
- * Never a credential.
+ * The first log lines: base URLs for agents, the config in force, where every upstream's requests go, what may surprise. Never a
+ * credential.
  */
 export function startupFields(
   config: Readonly<Config>,
@@ -69,9 +67,8 @@ function unprefixedApis(config: Readonly<Config>, upstreams: Upstreams): Set<Api
 }
 
 /**
- * `http://HOST:PORT` of the address the server listens on, for the ready line. A wildcard address
- * (0.0.0.0, ::) is shown as 127.0.0.1: it serves there too, and a host name or another interface's
- * address may not be what reaches it (a container's name, a NAT). Undefined for a pipe.
+ * A wildcard address (0.0.0.0, ::) is shown as 127.0.0.1: it serves there too, and a host name or another interface's address may not
+ * reach it (a container's name, a NAT). Undefined for a pipe.
  */
 export function listeningOrigin(address: AddressInfo | string | null): string | undefined {
   if (address === null || typeof address === 'string') return undefined;
@@ -81,9 +78,8 @@ export function listeningOrigin(address: AddressInfo | string | null): string | 
 }
 
 /**
- * A listen that failed for a reason of this machine or of the config, as one line naming the keys;
- * undefined for anything else. A port in use may free itself (an old process still draining), so
- * it exits 1, which a supervisor retries; the others stay wrong until the config changes: exit 2.
+ * A port in use may free itself (an old process draining): exit 1, which a supervisor retries; the other failures need a config
+ * change: exit 2.
  */
 export function listenFailure(
   err: NodeJS.ErrnoException,
@@ -103,7 +99,6 @@ const LISTEN_FAILURES: Record<string, string> = {
   EAI_AGAIN: 'the host name could not be resolved now (DNS)',
 };
 
-/** One upstream as the startup line tells it. */
 function upstreamLine(config: Readonly<Config>, upstreams: Upstreams, u: Upstream, env: Record<string, string | undefined>) {
   const route = egressRoute(u.target.origin, u.proxy, env);
   const summarizer = summarizerDestination(config, upstreams, u);
@@ -133,9 +128,8 @@ function upstreamLine(config: Readonly<Config>, upstreams: Upstreams, u: Upstrea
 }
 
 /**
- * Why the gateway will not start with this config, or undefined. Holding the provider key with
- * no gateway key on an address beyond loopback would hand that key to anyone who reaches the
- * port (the image binds 0.0.0.0): that takes `auth.allowOpen`, said on purpose.
+ * Provider key, no gateway key, beyond loopback: anyone reaching the port spends the key (the image binds 0.0.0.0).
+ * `auth.allowOpen` says it on purpose.
  */
 export function openGatewayRefusal(config: Readonly<Config>): string | undefined {
   if (!isOpenGateway(config) || config.auth.allowOpen) return undefined;
@@ -221,7 +215,6 @@ export function startupWarnings(config: Readonly<Config>): string[] {
   return warnings;
 }
 
-/** Where compaction memory lives, as the ready line says it (no secret). */
 export function memoryLine(memory: Readonly<Config['memory']>): string {
   if (!memory.enabled) return 'off';
   const redis = redisTargetOf(memory);

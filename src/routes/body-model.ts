@@ -3,13 +3,9 @@ import type { RequestModel } from '../upstream/upstreams.js';
 import type { ReceivedBody } from './request-body.js';
 
 /*
- * The model a request body names, as the upstream's JSON parser will read it: the top-level
- * `model` wherever it stands (OpenAI's and Anthropic's Python SDKs write `messages` first), the
- * last one where the key repeats, escapes decoded; never a nested one (`metadata.model`, a tool's
- * schema). One pass over the bytes, chunk by chunk, that builds nothing: nested values are skipped
- * by counting brackets, strings by searching for their closing quote, and only the top-level keys
- * and the model's own value are decoded. A body whose model this cannot read (not a JSON object,
- * no top-level `model`, one that is not a string) says why.
+ * The model a body names as the upstream's JSON parser reads it: the top-level `model` wherever it stands (the Python SDKs write
+ * `messages` first), the last where the key repeats, escapes decoded; never a nested one (`metadata.model`, a tool's schema). One
+ * pass over the bytes that builds nothing: only top-level keys and the model's value are decoded.
  */
 
 /** A model name longer than this (as sent, escapes included) is not read: no provider has one. */
@@ -105,7 +101,6 @@ export class ModelScanner {
     }
   }
 
-  /** The model, once the whole body has been written. */
   result(): RequestModel {
     if (this.#state !== DONE) return { unreadable: 'the body is not a JSON object' };
     if (this.#model === undefined) return { unreadable: 'the body has no top-level "model"' };
@@ -257,10 +252,8 @@ export class ModelScanner {
 }
 
 /**
- * The model a body names at a glance, for a gateway whose routes do not read it (the access log,
- * the metrics, the window): a `"model":"..."` in its first or last 2 KB, where SDKs write it (the
- * TypeScript ones first, the Python ones after the conversation). Not read past that: a wrong
- * guess here routes nothing.
+ * For routes that do not read the model (the access log, the metrics, the window): a `"model":"..."` in the body's first or last 2 KB,
+ * where SDKs write it (TypeScript first, Python after the conversation). A wrong guess here routes nothing.
  */
 export function glancedModel(body: ReceivedBody | undefined): string | undefined {
   const bytes = body?.decoded ?? (body?.chunks.length === 1 ? body.chunks[0] : undefined);

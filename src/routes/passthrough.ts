@@ -26,11 +26,8 @@ export interface PassthroughDeps {
 }
 
 /**
- * Every other /v1/* path (models, embeddings, completions, responses, audio, files...): bodies
- * streamed untouched both ways through @fastify/http-proxy, on the gateway's one dispatcher.
- * Registered once per upstream under its prefix (`/openai/v1/*`), and once for the plain prefix,
- * where each request goes where routing sends it: by its path's API (count_tokens is the Messages
- * API's), the model its body names where a route reads models (Gemini: its path), else the default.
+ * Every other /v1/* path: bodies streamed untouched both ways through @fastify/http-proxy on the gateway's dispatcher. Registered per
+ * upstream prefix (`/openai/v1/*`) and once for the plain prefix, routed by path API, body model (where a route reads it), else default.
  */
 export async function passthroughRoutes(app: FastifyInstance, deps: PassthroughDeps): Promise<void> {
   // reply-from logs every upstream failure itself, with its stack, before onError runs (and
@@ -124,9 +121,8 @@ function upstreamPrefix(upstream: Upstream, apiPrefix: ApiPrefix): string {
 }
 
 /**
- * Where a route reads models: the whole body is read before the request is routed (the model the
- * upstream reads may be its last key), within the limit and decoded as the rescued routes decode
- * it, and then the same bytes go upstream. An empty body names no model.
+ * The whole body is read before routing (the model the upstream reads may be its last key), decoded as the rescued routes do; the
+ * same bytes go on.
  */
 function readModel(
   payload: IncomingMessage,
@@ -149,11 +145,8 @@ function namesModelInBody(api: Api | undefined): boolean {
 }
 
 /**
- * A body streamed upstream as it arrives, within the limit: a declared length over it is refused
- * before anything is read (Node's parser lets no more than a declared length through); a chunked
- * body is counted on its way, and fails the upstream request the moment it passes the limit. A
- * compressed one goes as it came, and what it decodes to is counted on its way too (a few KB of
- * gzip can inflate to gigabytes): its end waits for the count, and it fails the same way.
+ * A declared length over the limit is refused before reading (Node's parser lets no more through); a chunked or compressed body is
+ * counted on its way (a few KB of gzip can inflate to gigabytes) and fails the upstream request the moment it passes the limit.
  */
 function limited(payload: IncomingMessage, limit: number, done: (err: Error | null, body?: unknown) => void): void {
   const declared = Number(payload.headers['content-length']);
@@ -189,9 +182,8 @@ function isTooLarge(err: unknown): boolean {
 }
 
 /**
- * The router matches percent-decoded paths, so `/%76%31/models` reaches this route, while the
- * gateway-key check reads the raw URL. Only the literal `/v1/` prefix is served (the bare base
- * URL holds nothing an agent needs), and nothing that turns into a traversal when decoded twice.
+ * The router matches percent-decoded paths (`/%76%31/models`) while the key check reads the raw URL: only a literal `/v1/`,
+ * nothing that decodes twice into a traversal.
  */
 export function assertPassthroughPath(path: string, prefix: ApiPrefix = '/v1'): void {
   if (!path.startsWith(`${prefix}/`)) throw new GatewayError('not_found', `Unknown route: ${path}.`);

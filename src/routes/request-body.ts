@@ -7,22 +7,15 @@ export interface ReceivedBody {
   /** The chunks as Node's parser delivered them: what goes upstream on the first attempt. */
   chunks: Buffer[];
   /**
-   * The body with its content codings undone, within the body limit: undefined when it had none,
-   * null when they cannot be undone here (an unknown coding, corrupt data). Such a body is still
-   * forwarded as sent; it just cannot be compacted.
+   * Content codings undone, within the limit: undefined when it had none, null when they cannot be undone here (it is still
+   * forwarded, not compacted).
    */
   decoded?: Buffer | null;
 }
 
 /**
- * Collects a request body as the chunks Node's HTTP parser delivered (each its own copy of the
- * socket's bytes), without joining them: the first attempt sends them upstream as they are, and
- * only a rescue joins them. fastify's `parseAs: 'buffer'` joined every body into a new buffer
- * (a 1 MiB copy per 1 MiB request, and as much external memory for V8's collector to chase).
- * The checks are fastify's own: the declared length against the limit before reading, the
- * received length against both after, the same error codes. A compressed body is decoded once it
- * is in, as a stream, and its decoded size has the same limit: a few KB of gzip can inflate to
- * gigabytes.
+ * Kept as the parser's chunks, not joined: the first attempt sends them as they are and only a rescue joins them (fastify's `parseAs:
+ * 'buffer'` copied every body once more). Fastify's own checks and error codes; a compressed body's decoded size has the same limit.
  */
 export function collectBody(payload: IncomingMessage, limitBytes: number, done: (err: Error | null, body?: ReceivedBody) => void): void {
   const declared = Number(payload.headers['content-length']);
@@ -61,7 +54,6 @@ export function collectBody(payload: IncomingMessage, limitBytes: number, done: 
   payload.resume();
 }
 
-/** Hands the body on, decoded first when it came compressed. */
 function withDecoded(
   chunks: Buffer[],
   contentEncoding: string | undefined,

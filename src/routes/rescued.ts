@@ -36,10 +36,8 @@ export async function rescuedRoutes(app: FastifyInstance, opts: { deps: RescueDe
   }
 }
 
-/** One request to a rescued endpoint, as its fastify route received it. */
 interface RescuedExchange {
   id: string;
-  /** The request's path and query, as sent. */
   url: string;
   headers: IncomingHttpHeaders;
   log: FastifyBaseLogger;
@@ -171,10 +169,7 @@ function unsafePath(clientPath: string, upstreamPath: string, pathModel: string 
   }
 }
 
-/**
- * The client's headers as the rescue reads them (tenant, opt-out), with a Gemini key sent as
- * `?key=` read as the `x-goog-api-key` it stands for: a tenant of its own, and the summarizer's credential.
- */
+/** With a Gemini `?key=` read as the `x-goog-api-key` it stands for: a tenant of its own, and the summarizer's credential. */
 function withQueryKey(headers: IncomingHttpHeaders, query: string): IncomingHttpHeaders {
   if (headers['x-goog-api-key'] !== undefined || !query.includes('key=')) return headers;
   const key = new URLSearchParams(query).get('key');

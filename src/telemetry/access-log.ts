@@ -8,10 +8,8 @@ export interface AccessLog {
 }
 
 /**
- * The one line per request, on the logger's stream and in pino's shape (level, time, service, the
- * fields, msg). Every field is a figure the gateway computes (method, path without the query,
- * status, timings, the compaction summary), never a header or a body, so it needs neither
- * redaction nor pino's field-by-field serialisation: one JSON.stringify of the fields.
+ * Every field is a figure the gateway computes, never a header or a body: no redaction or pino serialisers, one JSON.stringify in
+ * pino's shape.
  */
 export function accessLogger(level: string, stream: DestinationStream): AccessLog {
   const threshold = pino.levels.values[level] ?? Number.POSITIVE_INFINITY;

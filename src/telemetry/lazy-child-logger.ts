@@ -4,10 +4,8 @@ import pino, { type Bindings, type ChildLoggerOptions } from 'pino';
 type LogMethod = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace';
 
 /**
- * fastify's per-request logger (`request.log`), built on first use. fastify makes a pino child for
- * every request; the gateway's requests log through it only when something goes wrong (the access
- * line has its own writer), so most never need one. A call below the logger's level is dropped
- * without building it; the rest go to the real child, with the same bindings, redaction and stream.
+ * fastify makes a pino child per request, but requests log through it only when something goes wrong: built on first call at or
+ * above level.
  */
 export function lazyChildLogger(parent: FastifyBaseLogger, bindings: Bindings, options: ChildLoggerOptions): FastifyBaseLogger {
   return new LazyChildLogger(parent, bindings, options);

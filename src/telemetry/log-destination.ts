@@ -9,11 +9,7 @@ export function chosenLogFormat(format: LogFormat, isTTY: boolean): 'json' | 'pr
   return format;
 }
 
-/**
- * stdout, through pino's asynchronous destination (written from libuv's thread pool), or through
- * pino-pretty, loaded only when the format is pretty. JSON lines go out in batches of 4 KB, or
- * whatever came in 200 ms; the shutdown (`flushLogs`) and any other exit write what a batch holds.
- */
+/** pino's async destination (libuv's pool) or pino-pretty, loaded only when pretty. JSON lines go in 4 KB batches or every 200 ms. */
 export function stdoutDestination(format: LogFormat = 'json', isTTY = process.stdout.isTTY === true): DestinationStream {
   nonBlockingStdout();
   // SonicBoom keeps its own minimum too: with none, its flush() would report done at once.
@@ -25,7 +21,6 @@ export function stdoutDestination(format: LogFormat = 'json', isTTY = process.st
 const LOG_BATCH_CHARS = 4096;
 const LOG_BATCH_MS = 200;
 
-/** The parts of pino's SonicBoom destination the gateway uses. */
 interface Sonic extends DestinationStream {
   destroyed?: boolean;
   flush?: (cb?: (err?: Error) => void) => void;
@@ -34,11 +29,7 @@ interface Sonic extends DestinationStream {
   on(event: string, listener: (...args: unknown[]) => void): unknown;
 }
 
-/**
- * Log lines gathered into one string per batch before SonicBoom sees them, as an array joined once
- * (SonicBoom would measure its growing string on every write). Access lines and pino's both come
- * through here, so their order is kept.
- */
+/** Joined once per batch (SonicBoom re-measures a growing string on every write); access and pino lines share it, so order is kept. */
 class LineBatcher implements DestinationStream {
   #parts: string[] = [];
   #chars = 0;
@@ -73,10 +64,7 @@ class LineBatcher implements DestinationStream {
   }
 }
 
-/**
- * Hands over a batch that has waited LOG_BATCH_MS. (SonicBoom's own `periodicFlush` would let a
- * write that throws, on a broken stdout, escape from its timer and end the process.)
- */
+/** Not SonicBoom's `periodicFlush`: a write that throws on a broken stdout would escape its timer and end the process. */
 function batched(sonic: Sonic): DestinationStream {
   const batcher = new LineBatcher(sonic);
   setInterval(() => {
@@ -104,20 +92,16 @@ function batched(sonic: Sonic): DestinationStream {
 }
 
 /**
- * Puts fd 1 in non-blocking mode when it is a pipe or a socket. A piped stdout is a blocking fd:
- * once its reader stops and the pipe is full, a thread-pool write sits in write(2) for good, and
- * `process.exit()` waits for it (Node joins the pool's threads on exit). Non-blocking, the write
- * fails with EAGAIN and is retried on a timer, which the exit drops. Opening Node's own stdout
- * stream is what switches the mode: libuv sets O_NONBLOCK when it opens a pipe.
+ * A piped stdout is a blocking fd: once its reader stops, a pool write sits in write(2) for good and `process.exit()` waits for it.
+ * Non-blocking, it fails with EAGAIN and retries on a timer the exit drops. Opening Node's stdout stream makes libuv set O_NONBLOCK.
  */
 function nonBlockingStdout(): void {
   void process.stdout;
 }
 
 /**
- * Writes what the log destination holds, then calls `done(true)`; or `done(false)` after
- * `withinMs` without it (a pipe nobody reads), having dropped the destination so that pino's
- * synchronous flush at exit, which retries a full pipe forever, has nothing left to do.
+ * `done(false)` after `withinMs` (a pipe nobody reads), dropping the destination: pino's sync flush at exit retries a full pipe
+ * forever.
  */
 export function flushLogs(stream: DestinationStream, withinMs: number, done: (flushed: boolean) => void): void {
   const sonic = sonicOf(stream);
@@ -160,7 +144,6 @@ export function writeLogsNow(stream: DestinationStream): void {
   }
 }
 
-/** Drops whatever the destination still holds; later writes go nowhere. */
 export function dropLogs(stream: DestinationStream): void {
   if (stream instanceof LineBatcher) stream.drop();
   try {

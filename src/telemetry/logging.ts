@@ -1,9 +1,6 @@
 import pino, { type LoggerOptions } from 'pino';
 
-/**
- * Paths pino blanks out wherever they appear in a log object. Credentials never reach a log line,
- * even when a whole request or error object is logged.
- */
+/** Blanked wherever they appear, so credentials never reach a line even when a whole request or error object is logged. */
 const REDACT_PATHS = [
   'req.headers.authorization',
   'req.headers["api-key"]',
@@ -20,7 +17,6 @@ const REDACT_PATHS = [
   '*.keys',
 ];
 
-/** The `service` field of every log line. */
 export const SERVICE = 'compaction-gateway';
 
 export function loggerOptions(level: string): LoggerOptions {

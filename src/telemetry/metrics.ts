@@ -1,12 +1,8 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { APIS } from '../dialects/types.js';
 
-/*
- * Label values the alerting rules need to see at 0 before the first event: a counter series
- * that appears only on its first increment makes `rate()` and `increase()` miss that event.
- * Kept in step with the code that counts them (classifier reasons, rescue outcomes, summarizer
- * failure kinds, memory store operations).
- */
+// Label values at 0 before the first event: a series that appears on its first increment makes `rate()` and `increase()` miss it.
+// Kept in step with the code that counts them.
 const OVERLONG_REASONS = ['context_length', 'body_too_large'] as const;
 const REPLAY_RESULTS = ['success', 'upstream_error', 'still_overlong', 'failed'] as const;
 /** How a rescue of a refusal ended for the client: saved, an error the gateway could not spare it, or no rescue asked for. */
@@ -36,9 +32,8 @@ const COMPACTION_LABELS = [
 ];
 
 /**
- * prom-client's default metrics, less three gauges named `_total` (`nodejs_active_handles_total`,
- * `..._requests_total`, `..._resources_total`), which `promtool check metrics` rejects: only
- * counters may end in `_total`. Their values are `sum(nodejs_active_handles)` and so on.
+ * Three gauges named `_total` that `promtool check metrics` rejects (only counters may); `sum(nodejs_active_handles)` gives their
+ * values.
  */
 const MISNAMED_DEFAULTS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
 
@@ -51,10 +46,8 @@ export interface SummarizerLabels {
 }
 
 /**
- * Every metric the gateway exports, on its own registry (so tests can build many gateways). The
- * rescue's series carry the `upstream` label, its values the config's upstream names (bounded by
- * the config), each started at zero. The summarizer's carry `model` too: those the config names
- * (`summarizers`) start at zero, a request's own model when it is first summarised with.
+ * On its own registry (tests build many gateways). `upstream` labels are the config's names, each started at zero; `model` on the
+ * summarizer's series: the config's models start at zero, a request's own when first summarised with.
  */
 export function createMetrics(
   upstreamNames: readonly string[] = ['default'],
@@ -232,7 +225,6 @@ export function createMetrics(
   startAtZero(rescues, perUpstream(combinations({ api: APIS, outcome: RESCUE_OUTCOMES })));
   const summarizerModel = modelLabel();
   const seenSummarizers = new Set<string>();
-  /** The labels of one upstream's summarizer model, bounded; each of its series at 0 the first time. */
   // The config's summarizer models are the operator's: shown whatever options.modelNames says.
   const configured = new Set(summarizers.map((s) => s.model));
   const summarizerLabels = (upstream: string, model: string): SummarizerLabels => {
@@ -315,7 +307,6 @@ export interface MetricsOptions {
   modelNames?: boolean;
 }
 
-/** The `model` label's one value where model names are not shown. */
 const HIDDEN_MODEL = 'hidden';
 
 /** A gauge by model, the request's `model` (a client's choice): its label values are bounded (boundedLabel). */
@@ -327,7 +318,6 @@ function modelGauge(gauge: Gauge<'model'>, bound: (model: string) => string): Mo
   return { set: (model, value) => gauge.set({ model: bound(model) }, value) };
 }
 
-/** What the compaction memory counts (memory/index.ts). */
 export interface MemoryMetrics {
   lookups: Counter<'result'>;
   summarizerCallsSaved: Counter;
@@ -393,8 +383,8 @@ function memoryMetrics(registry: Registry, modelLabel: () => (model: string) => 
 }
 
 /**
- * Bounds a label whose values come from clients (model names): the first `max` distinct values
- * are kept, every later one becomes "other", so a client cannot grow the series without limit.
+ * For client-chosen values (model names): the first `max` distinct ones kept, later ones "other", so no client grows the series
+ * unbounded.
  */
 export function boundedLabel(max: number): (value: string) => string {
   const seen = new Set<string>();

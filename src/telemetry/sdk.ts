@@ -6,10 +6,8 @@ import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic
 import type { FastifyBaseLogger } from 'fastify';
 
 /*
- * The OpenTelemetry SDK, loaded (by traces.ts, with a dynamic import) only when tracing is on.
- * Spans are batched and sent as OTLP/HTTP JSON to one URL. The SDK reads its own standard
- * variables besides: OTEL_EXPORTER_OTLP_HEADERS and _TIMEOUT, OTEL_BSP_*, OTEL_TRACES_SAMPLER
- * (parent-based by default: a client's unsampled trace stays unsampled), OTEL_RESOURCE_ATTRIBUTES.
+ * Loaded only when tracing is on. The SDK also reads its standard variables: OTEL_EXPORTER_OTLP_HEADERS and _TIMEOUT, OTEL_BSP_*,
+ * OTEL_TRACES_SAMPLER (parent-based by default: a client's unsampled trace stays so), OTEL_RESOURCE_ATTRIBUTES.
  */
 
 export interface SdkSettings {
@@ -62,7 +60,6 @@ function problemsTo(log: FastifyBaseLogger): DiagLogger {
   return { error: say, warn: say, info: quiet, debug: quiet, verbose: quiet };
 }
 
-/** The URL without credentials or a query, for the log. */
 function shownUrl(url: string): string {
   const u = new URL(url);
   return `${u.protocol}//${u.host}${u.pathname}`;

@@ -20,15 +20,10 @@ import { tryParseJson } from '../lib/json.js';
 import { pathOf } from '../lib/url.js';
 
 /*
- * Traces, opt-in (docs/telemetry.md): on when an OTLP endpoint is configured, and then one server
- * span per request, a child span per upstream attempt and per summarizer call, GenAI attributes
- * and the compaction's own. Off, the SDK is never loaded (startTelemetry imports it), the server
- * installs no wrapper, and every helper below finds no span in the context of the API's no-op
- * context manager and returns at once. Nothing a span carries is the conversation's content:
- * names, models, sizes, counts and statuses only.
+ * Opt-in (docs/telemetry.md). Off, the SDK is never loaded, no wrapper is installed, and every helper finds no span in the no-op
+ * context and returns at once. No span carries conversation content: names, models, sizes, counts and statuses only.
  */
 
-/** The OTLP/HTTP traces URL, or undefined when tracing is off. */
 export function tracesUrl(telemetry: Config['telemetry']): string | undefined {
   if (telemetry.tracesEndpoint) return telemetry.tracesEndpoint;
   // As OTEL_EXPORTER_OTLP_ENDPOINT is read everywhere: a base URL, the signal's path appended.
@@ -55,10 +50,8 @@ const tracer = trace.getTracer('compaction-gateway');
 type Listener = (req: IncomingMessage, res: ServerResponse) => void;
 
 /**
- * `serve` inside a server span: a client's `traceparent` is its parent, it ends when the response
- * closes, and the request and response are bound to its context, so that whatever runs for this
- * request (fastify's route, the rescue, the summarizer) finds it as the active span.
- * Paths `skip` names (probes, scrapes) are served untraced.
+ * A client's `traceparent` is the parent; req and res are bound to the span's context so the route, rescue and summarizer find it.
+ * Ends at close.
  */
 export function tracedRequests(serve: Listener, skip: (path: string) => boolean): Listener {
   return (req, res) => {
@@ -90,13 +83,11 @@ function endServerSpan(span: Span, res: ServerResponse): void {
   span.end();
 }
 
-/** The recording server span of the request being served, if any. */
 function serverSpan(): Span | undefined {
   const span = trace.getActiveSpan();
   return span?.isRecording() ? span : undefined;
 }
 
-/** A rescued request's API and model, on its server span. */
 export function noteRequested(api: Api, model: string | undefined): void {
   serverSpan()?.setAttributes(genAi(api, model));
 }
@@ -144,7 +135,6 @@ export interface AttemptTrace extends CallTrace<Record<string, string | string[]
   answered(answer: JudgedAnswer): void;
 }
 
-/** An attempt's answer as the rescue judged it, in plain fields. */
 interface JudgedAnswer {
   status: number;
   headers: Record<string, string | string[] | undefined>;
@@ -158,7 +148,6 @@ interface JudgedAnswer {
 export interface Attempt {
   api: Api;
   model: string | undefined;
-  /** The upstream's config name and origin. */
   upstream: string;
   origin: string;
   /** The gateway rewrote the request (a replay, or compacted ahead), and whether a compacted conversation is what it carries. */
@@ -168,7 +157,6 @@ export interface Attempt {
   usage: SummarizerWire['usage'];
 }
 
-/** A child span for one attempt upstream, when the request is traced; else null. */
 export function traceAttempt(a: Attempt, headers: Record<string, string | string[]>): AttemptTrace | null {
   const parent = tracedContext();
   if (!parent) return null;
@@ -215,7 +203,6 @@ export interface SummarizerCall {
   maxTokens: number;
 }
 
-/** A child span for one summarizer call, when the request is traced; else null. */
 export function traceSummarizerCall(c: SummarizerCall, headers: Record<string, string>): SummarizerTrace | null {
   const parent = tracedContext();
   if (!parent) return null;
@@ -271,10 +258,7 @@ function withTraceparent<H extends Record<string, string | string[]>>(headers: H
   return out as H;
 }
 
-/**
- * The context of the request being traced (its server span's, or a child's), or null: tracing
- * is off, or the span is the API's invalid stand-in (no SDK registered), and the call goes as it is.
- */
+/** Null when tracing is off or the span is the API's invalid stand-in (no SDK registered): the call goes as it is. */
 function tracedContext(): Context | null {
   const active = context.active();
   const span = trace.getSpan(active);

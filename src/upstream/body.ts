@@ -4,17 +4,12 @@ import { codingsOf, decode, decodeSync } from './content-coding.js';
 import { fromUpstreamFailure } from '../http/errors.js';
 
 export interface HeldBody {
-  /** The bytes read so far, exactly as the upstream sent them. */
   bytes: Buffer;
   /** True when the stream ended within the limit; otherwise the rest is still in the stream. */
   complete: boolean;
 }
 
-/**
- * Reads up to `limit` bytes and stops there, leaving the stream paused so the rest can still be
- * relayed. (A `for await` loop would destroy the stream on `break`.) A body that fails before
- * then (idle timeout, reset) rejects with the gateway's own error, as the call itself would.
- */
+/** Leaves the stream paused at `limit` so the rest can be relayed (`for await` would destroy it on `break`); fails as the gateway does. */
 export function holdBody(body: Readable, limit: number): Promise<HeldBody> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -40,11 +35,7 @@ export function holdBody(body: Readable, limit: number): Promise<HeldBody> {
   });
 }
 
-/**
- * Drops what is left of an upstream body and aborts its request. undici's body reports an
- * unfinished stream's destruction as an 'error' event; with nobody listening any more, that
- * would be an uncaught exception, so it is heard and ignored here.
- */
+/** undici reports an unfinished body's destruction as an 'error' event: with nobody listening it would be uncaught, so it is heard here. */
 export function discard(body: Readable): void {
   body.on('error', ignore);
   body.destroy();
@@ -52,12 +43,7 @@ export function discard(body: Readable): void {
 
 function ignore(): void {}
 
-/**
- * Waits for the first chunk of a body (or its end), leaving the stream paused. That chunk is the
- * whole body when the stream has ended, or when it is as long as the answer's Content-Length
- * says: HTTP's own word, known before the stream emits 'end' (which it does only once read on).
- * A small answer usually comes whole with its headers, and is then relayed in one write.
- */
+/** The first chunk is the whole body when the stream ended or it is as long as Content-Length says (known before 'end' is emitted). */
 export function firstChunk(body: Readable, declaredLength = Number.NaN): Promise<HeldBody> {
   // Usually the first chunk came in with the headers and is buffered already: taken without a
   // promise and three listeners per request (bench/findings.md, "what each kept shortcut is worth").
@@ -73,12 +59,7 @@ export function drain(body: Readable): void {
   body.resume();
 }
 
-/**
- * A held (possibly cut-off) body as text for the classifier: at most `limit` decoded bytes, the
- * first ones, which is where an error says what it is. An unknown coding gives the bytes as they
- * are, corrupt data an empty text; never an exception. The client still gets the upstream's own
- * bytes: this text is only read.
- */
+/** The first `limit` decoded bytes, where an error says what it is; unknown coding: the bytes as they are, corrupt: ''; never throws. */
 export async function textOf(bytes: Buffer, contentEncoding: string | string[] | undefined, limit: number): Promise<string> {
   const codings = codingsOf(contentEncoding);
   if (codings === null || codings.length === 0) return bytes.toString('utf8');
@@ -89,10 +70,7 @@ export async function textOf(bytes: Buffer, contentEncoding: string | string[] |
   return decoded.bytes.toString('utf8');
 }
 
-/**
- * The same, at once, for a caller that cannot wait: past `limit` decoded bytes it gives up (an
- * empty text) rather than inflate a bomb.
- */
+/** At once, for a caller that cannot wait: past `limit` decoded bytes it gives up (an empty text) rather than inflate a bomb. */
 export function decodeText(
   bytes: Buffer,
   contentEncoding: string | string[] | undefined,

@@ -1,10 +1,8 @@
 import { EventEmitter } from 'node:events';
 
 /**
- * Fires when the client leaves before its answer is complete, and cancels the upstream request.
- * undici takes an EventEmitter with an `aborted` field as a request's signal (a public option of
- * its request API); an AbortController per request costs EventTarget listeners (bench/findings.md),
- * so a real AbortSignal is made only when something needs one: the summarizer, on the rescue path.
+ * undici takes an EventEmitter with an `aborted` field as a request's signal (public in its request API); an AbortController per
+ * request costs EventTarget listeners (bench/findings.md), so a real AbortSignal is made only when needed: the summarizer's.
  */
 export class ClientGone extends EventEmitter {
   aborted = false;

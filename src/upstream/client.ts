@@ -6,11 +6,7 @@ import { Egress, type EgressSettings } from './egress.js';
 import type { UpstreamTarget } from './target.js';
 import type { Upstreams } from './upstreams.js';
 
-/**
- * The one dispatcher of every call the gateway makes: a keep-alive pool per origin, each
- * upstream's with its own proxy, CA and timeouts; a summarizer's URL elsewhere with the shared
- * settings (`upstream.*`) and the environment's proxy.
- */
+/** A keep-alive pool per origin, each upstream's with its proxy, CA and timeouts; a summarizer elsewhere: `upstream.*`, the env's proxy. */
 export function createEgress(config: Readonly<Config>, upstreams: Upstreams, env: Record<string, string | undefined>): Egress {
   const shared: EgressSettings = { ...config.upstream, proxy: config.upstream.proxy, caFile: undefined };
   const origins = new Map<string, EgressSettings>();
@@ -35,7 +31,6 @@ export interface UpstreamAnswer {
   status: number;
   headers: Record<string, string | string[] | undefined>;
   body: Dispatcher.ResponseData['body'];
-  /** Milliseconds from sending the request to receiving the response headers. */
   ttfbMs: number;
 }
 
@@ -66,11 +61,7 @@ export async function callUpstream(dispatcher: Dispatcher, call: UpstreamCall): 
   }
 }
 
-/**
- * An answer's body read whole, for a call the gateway makes of its own (the summarizer's): its
- * text, or null past `limit` bytes (the rest is let go). A body that fails first rejects as
- * callUpstream does, with the gateway's own error.
- */
+/** For the gateway's own calls (the summarizer's): null past `limit` bytes; a body that fails first rejects as callUpstream does. */
 export async function readText(answer: UpstreamAnswer, limit: number): Promise<string | null> {
   const held = await holdBody(answer.body, limit + 1);
   if (held.complete) return held.bytes.toString('utf8');

@@ -3,13 +3,9 @@ import zlib from 'node:zlib';
 import { zstdDecodeStream, zstdDecodeSync } from './zstd.js';
 
 /*
- * Content codings undone with a bound on what comes out: the one decoder for request bodies
- * (routes/request-body.ts, rescue/request.ts) and the upstream's bodies (upstream/body.ts), and the
- * one table (CODINGS) of what can be undone, which also says what the upstream is offered. A few
- * KB of gzip can inflate to gigabytes, so the bound is on the decoded bytes, never the encoded
- * ones. `decode` runs zlib as a stream: its work is done in libuv's thread pool, 64 KiB at a time,
- * and it stops at the bound, so that no body holds the event loop or the heap. `decodeSync` is for
- * the few callers that cannot wait; it gives up at the bound (zlib's `maxOutputLength`).
+ * The one decoder for request bodies and upstream bodies, and the one table (CODINGS) of what can be undone, which also says what the
+ * upstream is offered. A few KB of gzip can inflate to gigabytes, so the bound is on decoded bytes. `decode` streams through zlib in
+ * libuv's pool (64 KiB at a time) and stops at the bound; `decodeSync` gives up there (`maxOutputLength`).
  */
 
 export type Coding = 'gzip' | 'deflate' | 'br' | 'zstd';
@@ -22,13 +18,8 @@ export interface DecodeOptions {
 }
 
 export interface Decoded {
-  /** What came out: at most `limit` bytes. */
   bytes: Buffer;
-  /**
-   * `complete`: everything, within the bound; `over`: there was more than the bound; `corrupt`:
-   * the input is not valid in its coding. With `decode`, `bytes` holds what came out before it
-   * stopped (the first `limit` bytes, when over); `decodeSync` gives nothing unless complete.
-   */
+  /** `over`: past the bound (`decode` keeps the first `limit` bytes, `decodeSync` nothing unless complete); `corrupt`: invalid input. */
   outcome: 'complete' | 'over' | 'corrupt';
 }
 
@@ -45,7 +36,6 @@ export const CAN_ZSTD = typeof zstd.createZstdDecompress === 'function' && typeo
 const CHUNK_BYTES = 64 * 1024;
 const EMPTY = Buffer.alloc(0);
 
-/** How one coding is undone: as a stream, or at once with at most `limit` bytes out. */
 interface Undoing {
   stream(truncated: boolean, limit: number): Decompressor | Transform;
   sync(bytes: Buffer, truncated: boolean, limit: number): Buffer;
@@ -54,17 +44,12 @@ interface Undoing {
 interface CodingEntry extends Undoing {
   /** The names a Content-Encoding or Accept-Encoding may give it. */
   names: readonly string[];
-  /** Whether this Node can undo it. */
   available: boolean;
   /** Tried when the input is not valid as the coding says. */
   orElse?: Undoing;
 }
 
-/**
- * Every coding the gateway can undo, and how. A body in any other coding is not decoded (a
- * request is forwarded as sent, an error body is read as it is), and the upstream is offered
- * only these (acceptedByUs), so that it answers in a coding the classifier can read.
- */
+/** Other codings are not decoded (forwarded as sent, read as is); the upstream is offered only these, so the classifier can read it. */
 const CODINGS: Record<Coding, CodingEntry> = {
   gzip: {
     names: ['gzip', 'x-gzip'],
@@ -105,17 +90,13 @@ const CODINGS: Record<Coding, CodingEntry> = {
       },
 };
 
-/** Each name a header may use, for the codings this Node can undo. */
 const BY_NAME = new Map<string, Coding>(
   (Object.entries(CODINGS) as Array<[Coding, CodingEntry]>)
     .filter(([, entry]) => entry.available)
     .flatMap(([coding, entry]) => entry.names.map((name) => [name, coding] as const)),
 );
 
-/**
- * The codings a Content-Encoding lists, in the order they were applied (`identity` and empty
- * entries skipped); null when one of them cannot be undone here.
- */
+/** In the order applied (`identity` and empty entries skipped); null when one of them cannot be undone here. */
 export function codingsOf(header: string | string[] | undefined): Coding[] | null {
   const value = Array.isArray(header) ? header.join(',') : header;
   if (!value) return [];
@@ -130,10 +111,7 @@ export function codingsOf(header: string | string[] | undefined): Coding[] | nul
   return codings;
 }
 
-/**
- * A client's Accept-Encoding less the codings the gateway cannot undo, for the upstream: it must
- * answer in one the classifier can read. `identity` and `*` stay; when nothing else is left, `identity`.
- */
+/** The upstream must answer in a coding the classifier can read: `identity` and `*` stay; when nothing else is left, `identity`. */
 export function acceptedByUs(acceptEncoding: string): string {
   const entries = acceptEncoding.split(',').map((entry) => entry.trim());
   const kept = entries.filter((entry) => {
@@ -208,12 +186,7 @@ function run(input: readonly Buffer[], stream: Decompressor | Transform, limit: 
   });
 }
 
-/**
- * What a body decodes to, counted as it streams past and never kept: for a body that goes on as
- * it came (the pass-through) but whose decoded size has a limit. Give it each chunk, then `end()`:
- * `over` as soon as any stage's output passes `limit` (the decoders stop there), `corrupt` when
- * the input is not valid in its coding, else `complete`. `outcome` is known early when over.
- */
+/** For the pass-through, whose decoded size has a limit: feed chunks, then `end()`; `over` as soon as any stage passes `limit`. */
 export class DecodedSize {
   outcome: Decoded['outcome'] | undefined;
   private readonly stages: CountedStage[];
@@ -318,10 +291,7 @@ function join(chunks: readonly Buffer[]): Buffer {
   return chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
 }
 
-/**
- * The same, at once: for a caller that cannot wait. Each stage may produce at most `limit`
- * bytes, which bounds both its memory and its time; past that the outcome is `over`, with nothing.
- */
+/** At once: each stage makes at most `limit` bytes, which bounds its memory and time; past that the outcome is `over`, with nothing. */
 export function decodeSync(input: Buffer, codings: readonly Coding[], options: DecodeOptions): Decoded {
   let bytes = input;
   try {

@@ -9,17 +9,13 @@ import { tryParseJson } from '../lib/json.js';
 const COMPACTION_HEADER = 'x-gateway-compaction';
 
 /*
- * Asking an upstream for a model's context window, where the server says it. Every answer is
- * read bounded and within a deadline, and only these servers' own fields are believed, never a
- * model's trained context (Ollama's `model_info.*.context_length`, llama.cpp's `n_ctx_train`):
- * a server runs a model with a smaller window than it was trained for.
+ * Only these servers' own fields are believed, never a model's trained context (Ollama's `model_info.*.context_length`,
+ * llama.cpp's `n_ctx_train`): a server runs a model with a smaller window than it was trained for. Answers are bounded and timed.
  *
- *   Ollama     GET /api/ps: `context_length` of a loaded model (what it runs with); else
- *              POST /api/show: `num_ctx` in its `parameters`, when the Modelfile sets it.
+ *   Ollama     GET /api/ps: `context_length` of a loaded model; else POST /api/show: `num_ctx` when the Modelfile sets it.
  *   llama.cpp  GET /props: `default_generation_settings.n_ctx` (one slot's window).
- *   a list     GET {base}/models: the model's `max_model_len` (vLLM, SGLang), `context_length`
- *              (OpenRouter), `loaded_context_length` / `max_context_length` (LM Studio),
- *              `meta.n_ctx` (llama.cpp's list), `max_input_tokens`.
+ *   a list     GET {base}/models: `max_model_len` (vLLM, SGLang), `context_length` (OpenRouter), `loaded_context_length` /
+ *              `max_context_length` (LM Studio), `meta.n_ctx` (llama.cpp's list), `max_input_tokens`.
  *   an API's   where its dialect's `modelWindow` says (Gemini: models.get, `inputTokenLimit`).
  *
  * Which server an upstream is is asked once (Ollama answers /api/version, llama.cpp /props).
@@ -41,7 +37,6 @@ export interface Discovered {
 
 export type ServerKind = 'ollama' | 'llamacpp' | 'list';
 
-/** How long one discovery call may take, and the most of its answer read. */
 const CALL_MS = 5_000;
 const ANSWER_LIMIT_BYTES = 1024 * 1024;
 /** A window below this is no window a server would run an agent with: a misread field. */
@@ -110,7 +105,6 @@ export class Discoverer {
     return { found: declared, soon: declared === null && loaded === undefined };
   }
 
-  /** One GET (or a POST of `body`) to the upstream's origin: its JSON, or undefined for anything else. */
   private async get(upstream: Upstream, path: string, headers: Record<string, string | string[]>, body?: unknown): Promise<unknown> {
     const signal = AbortSignal.timeout(CALL_MS);
     try {

@@ -5,12 +5,9 @@ import { Agent, Dispatcher, ProxyAgent } from 'undici';
 import { isHttpUrl, isProxyUrl } from '../config/schema.js';
 
 /*
- * How the gateway's outbound traffic leaves: one connection pool per origin (an upstream's, a
- * summarizer's), each going straight there or through a forward proxy. A proxy is the origin's
- * own `proxy` when it sets one (`none`: never), else HTTPS_PROXY for https:// and HTTP_PROXY for
- * http:// (lower-case names first; an https:// origin without HTTPS_PROXY uses HTTP_PROXY), unless
- * NO_PROXY lists its host: the rules of undici's EnvHttpProxyAgent and curl, decided here once per
- * origin so that what the startup line says is what the pool does.
+ * One pool per origin, straight or through a proxy: the origin's own `proxy` (`none`: never), else HTTPS_PROXY for https:// and
+ * HTTP_PROXY for http:// (lower-case first; https:// without HTTPS_PROXY uses HTTP_PROXY) unless NO_PROXY lists the host. The rules
+ * of undici's EnvHttpProxyAgent and curl, decided once per origin so the startup line says what the pool does.
  */
 
 export interface EgressSettings {
@@ -25,7 +22,6 @@ export interface EgressSettings {
 
 /** How traffic to one origin goes, as the startup line says it (a proxy's credentials never shown). */
 export interface EgressRoute {
-  /** `direct`, or the proxy's origin. */
   via: string;
   /** Why: the upstream's own `proxy`, HTTPS_PROXY, HTTP_PROXY, NO_PROXY, or no proxy set. */
   because: string;
@@ -35,7 +31,6 @@ export interface EgressRoute {
 
 type Env = Record<string, string | undefined>;
 
-/** The proxy an origin's traffic goes through, if any, and why. */
 export function egressRoute(origin: string, proxy: string | undefined, env: Env): EgressRoute {
   if (proxy === 'none') return { via: 'direct', because: 'proxy: none' };
   if (proxy !== undefined) return { via: new URL(proxy).origin, because: 'its proxy setting', proxyUrl: proxy };
@@ -57,11 +52,7 @@ export function egressRoute(origin: string, proxy: string | undefined, env: Env)
   return { via: isHttpUrl(chosen.url) ? new URL(chosen.url).origin : 'not a URL', because: chosen.name, proxyUrl: chosen.url };
 }
 
-/**
- * The proxy variable an origin's traffic would go through, when its value is not an http:// or
- * https:// URL of an origin (curl reads `proxy:3128` as http://, undici refuses it): a sentence naming the
- * variable, with any credentials in it masked. Undefined when that traffic takes no such variable.
- */
+/** A proxy variable this traffic takes whose value is not an http(s) origin URL (curl reads `proxy:3128` as http://, undici refuses it). */
 export function proxyVariableProblem(origin: string, proxy: string | undefined, env: Env): string | undefined {
   const route = egressRoute(origin, proxy, env);
   if (!route.proxyUrl || proxy !== undefined || isProxyUrl(route.proxyUrl)) return undefined;
@@ -77,10 +68,8 @@ function envValue(env: Env, lower: string): string | undefined {
 }
 
 /**
- * NO_PROXY, as curl reads it: `*`, or entries with an optional port, each a host name (its
- * subdomains too; a leading `.` or `*.` is the same), an IP address (that address only), or a
- * CIDR block (`10.0.0.0/8`, `fd00::/8`) matching the addresses in it. No name is resolved: an
- * upstream given by its IP matches IP and CIDR entries, one given by name matches names.
+ * As curl reads it: `*`, or entries with an optional port, each a host name (subdomains too; a leading `.` or `*.` the same), an IP
+ * address, or a CIDR block. No name is resolved: an upstream given by IP matches IP and CIDR entries, one given by name, names.
  */
 export function noProxyMatches(url: URL, noProxy: string): boolean {
   if (noProxy.trim() === '*') return true;
@@ -109,7 +98,6 @@ function entryParts(entry: string): { name: string; port?: number } {
   };
 }
 
-/** Whether the address `host` (of `family`) is the entry's address, or in its CIDR block. */
 function inBlock(host: string, family: number, entry: string): boolean {
   const cidr = /^(.+)\/(\d{1,3})$/.exec(entry);
   const address = cidr ? cidr[1] : entry;
@@ -122,7 +110,6 @@ function inBlock(host: string, family: number, entry: string): boolean {
   return block.check(host, type);
 }
 
-/** One origin's pool: keep-alive connections, straight or tunnelled through the proxy. */
 function poolFor(route: EgressRoute, settings: EgressSettings, env: Env): Dispatcher {
   const tls = { timeout: settings.connectTimeoutMs, ...(settings.caFile ? { ca: trusted(settings.caFile, env) } : {}) };
   const common = {
@@ -136,11 +123,7 @@ function poolFor(route: EgressRoute, settings: EgressSettings, env: Env): Dispat
   return new ProxyAgent({ uri: route.proxyUrl, requestTls: tls, proxyTls: tls, ...common });
 }
 
-/**
- * The CAs trusted where a caFile is set. A `ca` list replaces Node's default one, which holds
- * Node's bundled roots and NODE_EXTRA_CA_CERTS: both are kept (a TLS-inspecting proxy's CA often
- * comes as NODE_EXTRA_CA_CERTS), and the file is added.
- */
+/** A `ca` list replaces Node's default (bundled roots, NODE_EXTRA_CA_CERTS: often a TLS-inspecting proxy's): both kept, file added. */
 function trusted(caFile: string, env: Env): string[] {
   const extra = env.NODE_EXTRA_CA_CERTS;
   let extraPem: string[] = [];
@@ -152,10 +135,7 @@ function trusted(caFile: string, env: Env): string[] {
   return [...rootCertificates, ...extraPem, readFileSync(caFile, 'utf8')];
 }
 
-/**
- * The gateway's one dispatcher: each request goes to its origin's pool. An origin it was not
- * built with (none in the gateway's own traffic) goes by the environment with `fallback`'s settings.
- */
+/** An origin it was not built with (none in the gateway's own traffic) goes by the environment with `fallback`'s settings. */
 export class Egress extends Dispatcher {
   private readonly pools = new Map<string, Dispatcher>();
   readonly routes = new Map<string, EgressRoute>();

@@ -7,11 +7,7 @@ export function headerValue(value: string | string[] | undefined): string | unde
   return Array.isArray(value) ? value.join(', ') : value;
 }
 
-/**
- * RFC 9110 hop-by-hop headers, plus `host`, which undici sets from the upstream origin, and
- * `expect`: a 100-continue is answered at this hop (Node sends the 100) and the body goes up
- * whole, so it means nothing upstream (undici refuses to send it: UND_ERR_NOT_SUPPORTED).
- */
+/** Plus `host` (undici sets it) and `expect`: Node answers a 100-continue here, and undici refuses to send it (UND_ERR_NOT_SUPPORTED). */
 const HOP_BY_HOP = new Set([
   'connection',
   'expect',
@@ -42,7 +38,6 @@ function unsafe(value: HeaderValue): boolean {
   return typeof value === 'string' && (value.includes('\r') || value.includes('\n'));
 }
 
-/** The header names a Connection header lists, which end at this hop too. */
 function connectionNamed(connection: HeaderValue): ReadonlySet<string> {
   if (connection === undefined) return NONE;
   const usual = USUAL_CONNECTION.get(connection);
@@ -92,10 +87,7 @@ export interface CredentialOptions {
   gatewayKeys?: boolean;
 }
 
-/**
- * A query as it goes upstream (without its `?`): as sent, less a client's Gemini `key` when that
- * is not the client's to send on (the gateway sends its own, or it is a gateway key).
- */
+/** Less a client's Gemini `key` when it is not the client's to send on (the gateway sends its own, or it is a gateway key). */
 export function queryWithoutKey(query: string, dropKey: boolean): string {
   if (!dropKey || !query.includes('key=')) return query;
   const params = new URLSearchParams(query);
@@ -112,11 +104,7 @@ export interface Hop {
   host: string | undefined;
 }
 
-/**
- * The headers a request carries upstream: end-to-end ones, the gateway's credentials if it has
- * its own, only decodable encodings, this hop in `X-Forwarded-*`, and the request id. On the chat
- * route the body goes separately, so its length is undici's; the passthrough keeps the client's.
- */
+/** On the chat route the body goes separately, so its length is undici's; the passthrough keeps the client's. */
 export function requestHeadersForUpstream(
   incoming: IncomingHttpHeaders,
   requestId: string,
@@ -139,11 +127,7 @@ export function requestHeadersForUpstream(
   return headers;
 }
 
-/**
- * As a proxy tells the next one: the client's address appended to the `X-Forwarded-For` it sent
- * (a list, earliest first, which only the upstream can decide how far to trust); the scheme and
- * host an earlier proxy recorded kept, else this hop's (the gateway itself speaks plain HTTP).
- */
+/** The client's address appended to its `X-Forwarded-For` (only the upstream can decide how far to trust it); earlier proto, host kept. */
 function forwarded(headers: Record<string, string | string[]>, hop: Hop): void {
   const address = hop.address?.startsWith('::ffff:') && hop.address.includes('.') ? hop.address.slice(7) : hop.address;
   if (address) {

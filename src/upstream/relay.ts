@@ -5,11 +5,7 @@ import type { GatewayError } from '../http/errors.js';
 import { responseHeadersForClient } from './headers.js';
 import { discard, drain, type HeldBody } from './body.js';
 
-/**
- * The only code that writes to the client on the chat route, and so the one place that knows
- * whether anything was sent yet. Everything before the first write may still change its mind
- * (classify, compact, replay); nothing after it may.
- */
+/** The only writer to the client on the chat route: before its first write the gateway may classify, compact, replay; after, not. */
 export class ClientResponse {
   constructor(
     private readonly res: ServerResponse,
@@ -23,15 +19,11 @@ export class ClientResponse {
     return this.res.headersSent;
   }
 
-  /** The client went away; nothing more can be sent. */
   get gone(): boolean {
     return this.res.destroyed || this.res.writableEnded;
   }
 
-  /**
-   * Relays an upstream answer: its status and end-to-end headers, the bytes already held, then the
-   * rest of its body as it arrives (backpressure through pipe; each chunk its own write).
-   */
+  /** Status, end-to-end headers, the held bytes, then the rest as it arrives (backpressure through pipe; each chunk its own write). */
   async relay(
     answer: { status: number; headers: Record<string, string | string[] | undefined>; body: Readable },
     held: HeldBody,
@@ -71,12 +63,7 @@ export class ClientResponse {
   }
 }
 
-/**
- * `body.pipe(res)`, settled as `pipeline` settles: resolves once `res` has finished; when the
- * body fails or the client leaves first, destroys both (the upstream request is aborted) and
- * rejects. `pipeline` (an AbortController, a DOMException and two end-of-stream watchers per
- * call) cost a small request 10% more CPU than these three listeners.
- */
+/** `body.pipe(res)` settled as `pipeline` settles, without its per-call AbortController and watchers (bench/findings.md). */
 function pipeBody(body: Readable, res: ServerResponse): Promise<void> {
   return new Promise((resolve, reject) => {
     const settle = (err?: Error) => {
@@ -98,7 +85,6 @@ function pipeBody(body: Readable, res: ServerResponse): Promise<void> {
 /** The most of an answer's end kept for `tail`: a stream's usage comes in its last event or two. */
 const TAIL_BYTES = 16 * 1024;
 
-/** Keeps the last TAIL_BYTES of a body as it is relayed. */
 function lastBytes(body: Readable, held: Buffer): () => Buffer {
   let chunks: Buffer[] = held.length > 0 ? [held] : [];
   let size = held.length;

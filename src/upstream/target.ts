@@ -16,12 +16,7 @@ const DOT_SEGMENT = /(^|\/)\.\.?(\/|$)/;
 /** `%252e`, `%252f`, `%255c`, `%2500`: a dot, slash, backslash or NUL for a server that decodes twice. */
 const DOUBLE_ENCODED = /%25(2e|2f|5c|00)/i;
 
-/**
- * Refuses paths that a server could resolve outside the base path once it decodes them:
- * `.`/`..` segments in raw or percent-encoded form, encoded slashes and backslashes, and their
- * double-encoded forms.
- * `path` is the request's path, without the query string.
- */
+/** `.`/`..` segments raw or percent-encoded, encoded slashes and backslashes, and their double-encoded forms; `path` without the query. */
 export function assertSafePath(path: string): void {
   let decoded: string;
   try {

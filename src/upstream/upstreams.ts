@@ -5,12 +5,9 @@ import { parseTarget, type UpstreamTarget } from './target.js';
 import { pathOf } from '../lib/url.js';
 
 /*
- * The upstreams a gateway serves and how a request finds its own, in this order: a path prefix
- * naming one (`/anthropic/v1/messages` is `/v1/messages` against `anthropic`), then the first of
- * `routes` that matches the request's API and model, then `defaultUpstream`. A single-upstream
- * config (`upstream.url`, UPSTREAM_URL) is one upstream named `default`, and every request goes
- * to it as before. The gateway never translates between APIs: a route matches only an upstream
- * that serves the request's API.
+ * A request finds its upstream by a path prefix (`/anthropic/v1/messages` is `/v1/messages` against `anthropic`), then the first
+ * matching `routes` entry, then `defaultUpstream`; a single-upstream config is one named `default`. The gateway never translates
+ * between APIs: a route matches only an upstream that serves the request's API.
  */
 
 /** Where a summarizer call goes for one upstream's compactions, when not to the request's own upstream and model. */
@@ -40,16 +37,12 @@ export interface Upstream {
   summarizer: SummarizerChoice;
   /** What memory and learned limits are keyed by: its name and its URL (a name moved elsewhere starts afresh). */
   memoryKey: string;
-  /** Context windows the config declares for its models, first match wins. */
   windows: readonly DeclaredWindow[];
-  /** Whether the gateway asks it for its models' windows (upstream/windows.ts). */
   discoverWindows: boolean;
 }
 
-/** A context window the config declares for the models a glob matches. */
 interface DeclaredWindow {
   model: RegExp;
-  /** The glob as the config wrote it. */
   glob: string;
   tokens: number;
   completionCounted: boolean;
@@ -68,10 +61,7 @@ interface UnknownModel {
   unreadable: string;
 }
 
-/**
- * The model a request names: its body's top-level `model` (routes/body-model.ts) or the one its
- * path names; undefined for a request that names none by its nature (a GET, an empty body).
- */
+/** The body's top-level `model` (routes/body-model.ts) or the path's; undefined for a request naming none by nature (a GET, no body). */
 export type RequestModel = string | UnknownModel | undefined;
 
 /** Why no upstream serves a request: a sentence for the client, in its API's error shape; `unknownModel` when it is refused for a model it could not read. */
@@ -97,17 +87,13 @@ export class Upstreams {
     return this.byName.get(name);
   }
 
-  /** Whether routing needs the request's model: some rule reads it. */
   get readsModel(): boolean {
     return this.rules.some((r) => r.model !== undefined || r.unknownModel);
   }
 
   /**
-   * The upstream of a request without a prefix: the first rule that matches its API and model and
-   * whose upstream serves that API, else the default. `api` is undefined for a path of no API
-   * (`/v1/models`, `/v1/files`): only the default serves it. A model that could not be read is
-   * never guessed: it matches no model's glob, and where a rule would have read it, only a rule
-   * for unknown models places it.
+   * `api` undefined (`/v1/models`, `/v1/files`): only the default serves it. A model that could not be read is never guessed: it matches
+   * no glob, and where a rule would have read it, only a rule for unknown models places it.
    */
   pick(api: Api | undefined, model: RequestModel): Upstream | NoUpstream {
     if (api !== undefined) {
@@ -132,7 +118,6 @@ export class Upstreams {
     return { refused: this.noneServes(api, typeof model === 'string' ? model : undefined) };
   }
 
-  /** The upstream a prefix names, when it serves `api`. */
   prefixed(upstream: Upstream, api: Api | undefined): Upstream | NoUpstream {
     if (api === undefined || upstream.apis.has(api)) return upstream;
     return {
@@ -164,7 +149,6 @@ function isUnknown(model: RequestModel): model is UnknownModel {
   return typeof model === 'object';
 }
 
-/** The upstreams a validated config describes. */
 export function resolveUpstreams(config: Readonly<Config>): Upstreams {
   const shared = config.upstream;
   const list: Upstream[] = [];
@@ -238,10 +222,7 @@ export function globPattern(glob: string): RegExp {
   return new RegExp(`^${body}$`, 's');
 }
 
-/**
- * The upstream a path's first segment names, and the path without it: `/anthropic/v1/messages`
- * is `/v1/messages` against `anthropic`. Null when the first segment names none.
- */
+/** `/anthropic/v1/messages` is `/v1/messages` against `anthropic`; null when the first segment names none. */
 export function byPrefix(upstreams: Upstreams, path: string): { upstream: Upstream; rest: string } | null {
   const end = path.indexOf('/', 1);
   if (end < 0) return null;

@@ -4,19 +4,12 @@ import type { Discoverer, Found, ServerKind } from './discover.js';
 import type { Upstream } from './upstreams.js';
 
 /*
- * What the gateway knows of each upstream model's context window before it sends anything, and
- * how many request bytes a token of it takes. Per upstream and model, shared by every tenant (a
- * server runs a model with one window, whoever asks):
- *
- *   declared    the config's (upstream.windows, upstreams.NAME.windows): the operator's word;
- *   discovered  what the server says (upstream/discover.ts), asked in the background: a request
- *               never waits for it, a window not yet known is just not used;
- *   observed    the prompt count of an answer the server silently cut (overlong/truncation.ts):
- *               at most what it runs with, so it bounds either of the others.
- *
- * In force: the observed window when there is one and it is smaller, else the declared one, else
- * the discovered one. A discovered or observed window expires, and one that an answer contradicts
- * (a prompt counted larger than it) is dropped and asked again.
+ * Per upstream and model, shared by every tenant (a server runs a model with one window, whoever asks):
+ *   declared    the config's: the operator's word;
+ *   discovered  what the server says (upstream/discover.ts), asked in the background: a request never waits for it;
+ *   observed    the prompt count of an answer the server silently cut: at most what it runs with, so it bounds the others.
+ * In force: observed when smaller, else declared, else discovered. Discovered and observed windows expire, and one an answer
+ * contradicts (a prompt counted larger) is dropped and asked again.
  */
 
 export type WindowSource = 'declared' | 'discovered' | 'observed';
@@ -38,7 +31,6 @@ interface ModelState {
   samples: number;
 }
 
-/** What was learned of one model: its discovered window (and where from), an observed cut, the calibration. */
 export interface LearnedModel {
   model: string;
   discovered?: { tokens: number; from: string };
@@ -51,7 +43,6 @@ export const WINDOW_TTL_MS = 10 * 60_000;
 /** After a discovery that found nothing: ask again after this long; sooner for a model the server has not loaded yet. */
 const NOT_FOUND_RETRY_MS = 60_000;
 const NOT_LOADED_RETRY_MS = 1_000;
-/** Which server an upstream is, asked again after this long. */
 const KIND_TTL_MS = 60 * 60_000;
 /** Each new prompt count moves the calibration this share of the way. */
 const CALIBRATION_WEIGHT = 0.5;
@@ -69,10 +60,7 @@ export class Windows {
     private readonly now: () => number = Date.now,
   ) {}
 
-  /**
-   * The window in force for `model` on `upstream`, or undefined; with `ask`, a model with none
-   * known (and none asked lately) is asked for in the background, with `credentials`, the request's own.
-   */
+  /** With `ask`, a model with none known (and none asked lately) is asked for in the background, with the request's own `credentials`. */
   windowOf(
     upstream: Upstream,
     api: Api,
@@ -98,10 +86,7 @@ export class Windows {
     return base;
   }
 
-  /**
-   * The models of `upstream` whose window or bytes per token its answers or its server told, most
-   * recently used first, at most `max`; read only (nothing expires or is asked by reading).
-   */
+  /** Most recently used first, at most `max`; read only (nothing expires or is asked by reading). */
   learned(upstream: Upstream, max: number): LearnedModel[] {
     const prefix = keyOf(upstream, '');
     const now = this.now();
@@ -122,20 +107,15 @@ export class Windows {
     return out;
   }
 
-  /** Whether any window is known for a model of `upstream` (declared or learned). */
   knowsAny(upstream: Upstream): boolean {
     return upstream.windows.length > 0 || this.anyKnown.has(upstream.memoryKey);
   }
 
-  /** Bytes per token of `model`'s requests, as its answers counted them; undefined before the first. */
   bytesPerToken(upstream: Upstream, model: string): number | undefined {
     return this.models.get(keyOf(upstream, model))?.bytesPerToken;
   }
 
-  /**
-   * An answer counted `tokens` for a request of `bytes`, whole: the calibration moves toward it,
-   * and an observed window it passes is dropped (the server took more than that).
-   */
+  /** The calibration moves toward `bytes`/`tokens`, and an observed window it passes is dropped (the server took more than that). */
   calibrate(upstream: Upstream, model: string, bytes: number, tokens: number): void {
     if (!(tokens > 0 && bytes > 0)) return;
     const state = this.state(upstream, model);

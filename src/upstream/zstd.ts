@@ -2,11 +2,8 @@ import { Transform } from 'node:stream';
 import { Decompress } from 'fzstd';
 
 /*
- * zstd for a Node without its own (before 22.15): fzstd, a pure JavaScript decoder, behind a
- * check of every frame's header. fzstd allocates each frame's window, or its whole content when
- * the frame says its size, as the header asks: a 12-byte frame could ask for 2 GB. So no frame is
- * decoded whose window or declared size passes the bound (nor libzstd's own default limit on a
- * window, 128 MiB), and what comes out is counted as it comes, as zlib's streams are.
+ * fzstd (pure JavaScript) for a Node before 22.15, behind a check of every frame's header: fzstd allocates the window or declared size
+ * the header asks for (a 12-byte frame could ask for 2 GB), so frames past the bound or libzstd's 128 MiB window limit are refused.
  */
 
 /** libzstd's default largest window a decoder accepts (ZSTD_WINDOWLOG_LIMIT_DEFAULT, 2^27). */
@@ -24,11 +21,7 @@ class ZstdError extends Error {
   readonly code = 'ERR_ZSTD_FRAME';
 }
 
-/**
- * Throws unless every frame of `input` (all of it, or a prefix when `truncated`) has a window the
- * bound allows and says no size over `limit`: a frame that says more is over the bound before
- * anything is decoded (an error whose code says so), a window too large is refused.
- */
+/** A frame that says more than `limit` is over before anything is decoded (an error whose code says so); a window too large is refused. */
 function checkFrames(input: Buffer, limit: number, truncated: boolean): void {
   const most = Math.min(MAX_WINDOW, Math.max(limit, SMALLEST_WINDOW_ALLOWED));
   let at = 0;
@@ -108,10 +101,7 @@ export function zstdDecodeSync(input: Buffer, limit: number, truncated = false):
   return out.length === 1 ? out[0] : Buffer.concat(out);
 }
 
-/**
- * As a stream, for decode(): the input is taken whole (it is in memory already), its frames
- * checked, then decoded, each piece pushed as it comes; the caller stops reading at its bound.
- */
+/** For decode(): the input is whole already; frames checked, then decoded, pieces pushed as they come; the caller stops at its bound. */
 export function zstdDecodeStream(truncated: boolean, limit: number): Transform {
   const input: Buffer[] = [];
   return new Transform({
