@@ -1,10 +1,10 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { stopOnExit, type BenchProcess, type ProcStats } from './procs.js';
+import { freePort } from '../test/helpers/ports.js';
 
 /*
  * The gateway as `npm start` runs it: `node scripts/start.mjs` (the built dist/ in that same
@@ -74,15 +74,4 @@ export function procStats(pid: number): ProcStats {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? 0) * 1024;
   return { cpuMs: ((Number(fields[11]) + Number(fields[12])) * 1000) / USER_HZ, rssBytes: kb('VmRSS'), maxRssBytes: kb('VmHWM') };
-}
-
-function freePort(): Promise<number> {
-  return new Promise((done, fail) => {
-    const server = createServer();
-    server.once('error', fail);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => done(port));
-    });
-  });
 }

@@ -1,6 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
@@ -9,6 +8,7 @@ import { startProcess } from './procs.js';
 import { CHAT_PATH, SDK_HEADERS, agentChatBody, smallChatBody } from './requests.js';
 import { median } from './stats.js';
 import type { UpstreamConfig } from './upstream-config.js';
+import { freePort } from '../test/helpers/ports.js';
 
 /*
  * npx tsx bench/overflowed.ts [--dist DIR]... [--rounds N] [--seconds S] [--body small|many|string]
@@ -54,17 +54,6 @@ function cpuMsOf(pid: number): number {
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   // utime and stime are fields 14 and 15 of the line, 12 and 13 after the command's closing parenthesis.
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / USER_HZ;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((done, fail) => {
-    const server = createServer();
-    server.once('error', fail);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => done(port));
-    });
-  });
 }
 
 async function startGateway(label: string, dist: string, upstream: string): Promise<Gateway> {

@@ -1,6 +1,5 @@
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -8,6 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { procStats } from './dist-gateway.js';
 import { stopOnExit, type BenchProcess } from './procs.js';
+import { freePort } from '../test/helpers/ports.js';
 
 /*
  * The peers `npm run bench` runs beside the gateway when they are installed here: nginx and
@@ -201,15 +201,4 @@ function versionOf(binary: string, peer: Peer): string {
   // nginx prints its version on stderr, HAProxy on stdout.
   const run = spawnSync(binary, ['-v'], { encoding: 'utf8' });
   return (`${run.stdout ?? ''}${run.stderr ?? ''}`.trim().split('\n')[0] || peer).trim();
-}
-
-function freePort(): Promise<number> {
-  return new Promise((done, fail) => {
-    const server = createServer();
-    server.once('error', fail);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => done(port));
-    });
-  });
 }
