@@ -7,7 +7,17 @@ import { startDistGateway } from './dist-gateway.js';
 import { PEERS, startPeer, type Peer, type PeerStart } from './peers.js';
 import { measureRescue, type RescueResult } from './rescue.js';
 import { measureRescueLoad, type RescueLoadOptions, type RescueLoadResult } from './rescue-load.js';
-import { agentChatBody, CHAT_PATH, oneStringChatBody, SDK_HEADERS, smallChatBody, streamChatBody } from './requests.js';
+import {
+  agentChatBody,
+  BARE_HEADERS,
+  BARE_MODEL,
+  bareChatBody,
+  CHAT_PATH,
+  oneStringChatBody,
+  SDK_HEADERS,
+  smallChatBody,
+  streamChatBody,
+} from './requests.js';
 import { runStreams, type StreamResult } from './streams.js';
 import type { UpstreamConfig } from './upstream-config.js';
 
@@ -18,8 +28,11 @@ import type { UpstreamConfig } from './upstream-config.js';
  */
 export type Target = 'floor' | 'gateway' | 'overflowed' | 'direct' | Peer;
 export const TARGETS: Target[] = ['direct', 'floor', 'gateway', 'overflowed', ...PEERS];
-/** `large`: 1 MiB of many messages (an agent's history); `string`: 1 MiB in one user message (a pasted file, a base64 image). */
-export type ScenarioName = 'small' | 'large' | 'string' | 'stream';
+/**
+ * `large`: 1 MiB of many messages (an agent's history); `string`: 1 MiB in one user message (a
+ * pasted file, a base64 image); `bare`: a small request as the independent harness sends it.
+ */
+export type ScenarioName = 'small' | 'bare' | 'large' | 'string' | 'stream';
 
 export interface BenchOptions {
   /** Rounds per scenario; each round runs every target once, in alternating order. */
@@ -54,7 +67,7 @@ export interface BenchOptions {
 }
 
 const BASE = {
-  scenarios: ['small', 'large', 'string', 'stream'] as ScenarioName[],
+  scenarios: ['small', 'bare', 'large', 'string', 'stream'] as ScenarioName[],
   smallConnections: 32,
   largeConnections: 8,
   largeBytes: 1024 * 1024,
@@ -99,7 +112,7 @@ export const PRESETS = {
     warmupSeconds: 0,
     direct: false,
     peers: false,
-    scenarios: ['small'] as ScenarioName[],
+    scenarios: ['small', 'bare'] as ScenarioName[],
     rescue: null,
     rescueLoad: null,
     disturbedRetries: 0,
@@ -244,11 +257,11 @@ export const DISTURBED_CORES = 0.1;
  * whatever CPU the machine spent outside the bench's processes meanwhile.
  */
 function makeRun(name: ScenarioName, all: BenchProcess[], options: BenchOptions) {
-  const small = smallChatBody();
+  const small = name === 'bare' ? bareChatBody() : smallChatBody();
   const large = name === 'large' ? agentChatBody(options.largeBytes) : name === 'string' ? oneStringChatBody(options.largeBytes) : '';
   const streamed = streamChatBody();
   return async (origin: string, proxy: BenchProcess | null, seconds: number, extra?: Record<string, string>): Promise<Run> => {
-    const headers = { ...SDK_HEADERS, ...extra };
+    const headers = { ...(name === 'bare' ? BARE_HEADERS : SDK_HEADERS), ...extra };
     const before = await proxy?.stats();
     const accounted = await benchCpuMs(all);
     const machine = machineBusyMs();
@@ -267,8 +280,9 @@ function makeRun(name: ScenarioName, all: BenchProcess[], options: BenchOptions)
       });
       run = { stream, cpuUsPerRequest: Number.NaN, foreignCores: Number.NaN };
     } else {
-      const body = name === 'small' ? small : large;
-      const connections = name === 'small' ? options.smallConnections : options.largeConnections;
+      const isSmall = name === 'small' || name === 'bare';
+      const body = isSmall ? small : large;
+      const connections = isSmall ? options.smallConnections : options.largeConnections;
       run = {
         load: await runLoad({ url, body, headers, connections, seconds, requests: options.requests }),
         cpuUsPerRequest: Number.NaN,
@@ -308,16 +322,19 @@ function describe(run: Run): string {
 /**
  * What a gateway that has run a while has seen, for the bench's tenant (its credential) and model:
  * a request nothing could shrink, refused for length (a learned limit, `not_shrunk`), and an agent
- * conversation refused, compacted and replayed (a remembered compaction). Each is checked.
+ * conversation refused, compacted and replayed (a remembered compaction). Each is checked. The
+ * `bare` scenario's tenant and model get the refusal too, as the independent harness's checks
+ * give its gateway one before the load.
  */
 async function primeOverflowed(gateway: BenchProcess, options: BenchOptions): Promise<void> {
   const overlong = options.largeBytes * 2;
-  const sends: Array<[string, string, number]> = [
-    [oneStringChatBody(overlong), 'outcome=not_shrunk', 400],
-    [agentChatBody(overlong, 11), 'outcome=replayed', 200],
+  const sends: Array<[Record<string, string>, string, string, number]> = [
+    [SDK_HEADERS, oneStringChatBody(overlong), 'outcome=not_shrunk', 400],
+    [SDK_HEADERS, agentChatBody(overlong, 11), 'outcome=replayed', 200],
+    [BARE_HEADERS, oneStringChatBody(overlong, BARE_MODEL), 'outcome=not_shrunk', 400],
   ];
-  for (const [body, outcome, status] of sends) {
-    const res = await request(`${gateway.origin}${CHAT_PATH}`, { method: 'POST', headers: SDK_HEADERS, body });
+  for (const [headers, body, outcome, status] of sends) {
+    const res = await request(`${gateway.origin}${CHAT_PATH}`, { method: 'POST', headers, body });
     await res.body.arrayBuffer();
     const header = String(res.headers['x-gateway-compaction'] ?? '');
     if (res.statusCode !== status || !header.includes(outcome))

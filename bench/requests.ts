@@ -19,6 +19,26 @@ export const SDK_HEADERS: Record<string, string> = {
 
 export const CHAT_PATH = '/v1/chat/completions';
 
+/**
+ * What the independent harness (../shared/peer-bench, copied where it runs) sends: two headers and
+ * a 191-byte body. The `bare` scenario sends exactly this, so its ratios can be set beside that
+ * harness's; the other scenarios send what an agent sends.
+ */
+export const BARE_HEADERS: Record<string, string> = { 'content-type': 'application/json', authorization: 'Bearer sk-bench-0000' };
+export const BARE_MODEL = 'gpt-4o-mini';
+
+export function bareChatBody(): string {
+  return JSON.stringify({
+    model: BARE_MODEL,
+    messages: [
+      { role: 'system', content: 'You are a helpful assistant.' },
+      { role: 'user', content: 'Say hello in one short sentence.' },
+    ],
+    temperature: 0.2,
+    max_tokens: 256,
+  });
+}
+
 /** A small chat request, the common case: a system prompt and one question (~300 bytes). */
 export function smallChatBody(): string {
   return JSON.stringify({
@@ -52,9 +72,9 @@ export function agentChatBody(bytes: number, seed = 3): string {
 }
 
 /** A request of `bytes` bytes whose user message is one string: a pasted file, a base64 image. */
-export function oneStringChatBody(bytes: number): string {
+export function oneStringChatBody(bytes: number, model = 'fake-model'): string {
   const shell = {
-    model: 'fake-model',
+    model,
     messages: [
       { role: 'system', content: 'You are a helpful assistant.' },
       { role: 'user', content: '' },
