@@ -4,7 +4,7 @@
  */
 
 /** How long a loop may hold the event loop before it yields. */
-const SLICE_MS = 10;
+const SLICE_MS = 4;
 
 export interface TimeSlice {
   /** Whether the slice is spent: cheap enough to ask on every iteration. */
