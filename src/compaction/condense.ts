@@ -65,8 +65,11 @@ export async function condense(
     const whole = trailPart ? `${clamped}\n\n${trailPart}` : clamped;
     return { items: [...keptWindow, input.dialect.summaryItem(intro + whole, role)], text: clamped, trail, count, ...rest };
   };
-  const middleBytes = itemsBytes(plan.middle.map((i) => view.items[i]));
-  const fallback = () => [recalled?.summaryText, fallbackSummaryText(readable, middleBytes, textBudget)].filter(Boolean).join('\n\n');
+  // Sized only when the fallback is written: a pass over the whole middle, on the event loop.
+  const fallback = () => {
+    const middleBytes = itemsBytes(plan.middle.map((i) => view.items[i]));
+    return [recalled?.summaryText, fallbackSummaryText(readable, middleBytes, textBudget)].filter(Boolean).join('\n\n');
+  };
   const earlierCalls = byProvider?.calls ?? 0;
   if (compaction.strategy === 'fallback') return made(fallback(), { strategy: 'fallback', calls: 0 });
   input.onSummary?.({ phase: 'start', items: readable.length });

@@ -4,7 +4,7 @@ import type { Rendered, SummarizerWire } from '../dialects/types.js';
 import { affordsRound, callSize, newestAffordable, type CallSize } from './call-budget.js';
 import { SUMMARY_BYTES_PER_TOKEN } from './size.js';
 import { chunkTranscript, clipBytes, entryBytes, INDENT, renderBlock, renderItem } from './transcript.js';
-import { mapInSlices } from '../lib/time-slice.js';
+import { letOthersRun, mapInSlices } from '../lib/time-slice.js';
 import { SummarizerError, type Summarizer, type SummarizerCall, type SummarizerTokens } from './summarizer-port.js';
 import { tryParseJson } from '../lib/json.js';
 
@@ -168,6 +168,8 @@ function callBody(s: Calls, transcript: string, maxTokens: number): unknown {
 }
 
 async function call(s: Calls, transcript: string, signal: AbortSignal, counter: Counter): Promise<string> {
+  // Each call's body is written in a task of its own, not in one with the chunking and the other calls'.
+  await letOthersRun();
   const body = JSON.stringify(callBody(s, transcript, s.maxSummaryTokens));
   const text = await post(s, { kind: 'summary', body, maxTokens: s.maxSummaryTokens }, signal, counter);
   const answer = tryParseJson(text);
