@@ -33,6 +33,8 @@ export const TARGETS: Target[] = ['direct', 'floor', 'gateway', 'overflowed', ..
  * pasted file, a base64 image); `bare`: a small request as the independent harness sends it.
  */
 export type ScenarioName = 'small' | 'bare' | 'large' | 'string' | 'stream';
+/** Small requests, the SDK's or the independent harness's: their connections, their targets. */
+export const isSmallScenario = (name: ScenarioName): boolean => name === 'small' || name === 'bare';
 
 export interface BenchOptions {
   /** Rounds per scenario; each round runs every target once, in alternating order. */
@@ -280,9 +282,8 @@ function makeRun(name: ScenarioName, all: BenchProcess[], options: BenchOptions)
       });
       run = { stream, cpuUsPerRequest: Number.NaN, foreignCores: Number.NaN };
     } else {
-      const isSmall = name === 'small' || name === 'bare';
-      const body = isSmall ? small : large;
-      const connections = isSmall ? options.smallConnections : options.largeConnections;
+      const body = isSmallScenario(name) ? small : large;
+      const connections = isSmallScenario(name) ? options.smallConnections : options.largeConnections;
       run = {
         load: await runLoad({ url, body, headers, connections, seconds, requests: options.requests }),
         cpuUsPerRequest: Number.NaN,

@@ -1,7 +1,16 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
-import { DISTURBED_CORES, TARGETS, type BenchResult, type Run, type ScenarioName, type ScenarioResult, type Target } from './harness.js';
+import {
+  DISTURBED_CORES,
+  isSmallScenario,
+  TARGETS,
+  type BenchResult,
+  type Run,
+  type ScenarioName,
+  type ScenarioResult,
+  type Target,
+} from './harness.js';
 import { BARE_HEADERS, bareChatBody, smallChatBody } from './requests.js';
 import { median } from './stats.js';
 
@@ -166,7 +175,7 @@ function loadRows(s: ScenarioResult): Row[] {
     { metric: 'proxy CPU per request (µs)', values: cpu, digits: 0 },
   ];
   // The targets (47): small 0.75x throughput, 1.5x CPU and p99; 1 MiB of either shape 0.9x throughput, 1.5x CPU.
-  const isSmall = s.name === 'small' || s.name === 'bare';
+  const isSmall = isSmallScenario(s.name);
   rows[0].target = atLeast(rps, isSmall ? 0.75 : 0.9);
   rows[3].target = atMost(cpu, 1.5);
   if (isSmall) rows[2].target = atMost(p99, 1.5);

@@ -2,18 +2,13 @@ import pino from 'pino';
 import { Agent } from 'undici';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { validateConfig } from '../../src/config/load.js';
-import { chat } from '../../src/dialects/chat.js';
 import { createMemory, type CompactionMemory } from '../../src/memory/index.js';
 import { createMetrics } from '../../src/telemetry/metrics.js';
-import { RescueBudget } from '../../src/rescue/budget.js';
-import type { RescueContext } from '../../src/rescue/context.js';
 import { serve } from '../../src/rescue/index.js';
 import { readIncoming } from '../../src/rescue/request.js';
-import { ClientGone } from '../../src/upstream/client-gone.js';
-import { resolveUpstreams } from '../../src/upstream/upstreams.js';
-import { Windows } from '../../src/upstream/windows.js';
 import { startStandIn } from '../helpers/provider.js';
 import { HAVE_REDIS, redisCliAsync, startRedis, until } from '../helpers/redis.js';
+import { rescueContext } from '../helpers/rescue-context.js';
 import { parseCompactionHeader, toolTurnsBody } from '../helpers/rescue.js';
 import type { StrictChat } from '../helpers/strict-chat.js';
 
@@ -64,31 +59,19 @@ async function run(
   });
   const dispatcher = new Agent();
   agents.push(dispatcher);
-  const upstreams = resolveUpstreams(config);
   const incoming = readIncoming(Buffer.from(JSON.stringify(body)), undefined);
   const loads = vi.spyOn(incoming, 'load');
   const parses = vi.spyOn(incoming, 'json', 'get');
   const spies = memory ? MEMORY_OPERATIONS.map((name) => [name, vi.spyOn(memory, name)] as const) : [];
-  const ctx: RescueContext = {
-    deps: {
-      config,
-      dispatcher,
-      upstreams,
-      metrics: createMetrics(),
-      memory,
-      budget: new RescueBudget(64 * 2 ** 20),
-      windows: new Windows(null),
-    },
-    upstream: upstreams.all[0],
-    dialect: chat,
-    path: `${upstreams.all[0].target.basePath}/chat/completions`,
+  const ctx = rescueContext({
+    config,
+    dispatcher,
+    memory,
     incoming,
-    headers: { 'content-type': 'application/json', ...TENANT },
-    clientHeaders: { ...TENANT },
-    log: pino({ level: 'silent' }),
-    gone: new ClientGone(),
+    headers: TENANT,
+    clientHeaders: TENANT,
     notes: { model: 'fake-model' },
-  };
+  });
   const outcome = await serve(ctx, () => false);
   for await (const _ of outcome.answer.response.body);
   // What a request's acceptance notes is not waited for: it has had its turn once the answer is read.

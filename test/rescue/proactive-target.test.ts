@@ -1,20 +1,15 @@
-import { RescueBudget } from '../../src/rescue/budget.js';
-import { Windows } from '../../src/upstream/windows.js';
 import pino from 'pino';
 import { Agent } from 'undici';
 import { afterEach, expect, it } from 'vitest';
 import { validateConfig } from '../../src/config/load.js';
 import type { ConfigInput } from '../../src/config/schema.js';
-import { chat } from '../../src/dialects/chat.js';
 import { tenantOf } from '../../src/memory/fingerprint.js';
 import { createMemory, type CompactionMemory } from '../../src/memory/index.js';
 import { createMetrics } from '../../src/telemetry/metrics.js';
-import type { RescueContext } from '../../src/rescue/context.js';
 import { serve } from '../../src/rescue/index.js';
 import { readIncoming } from '../../src/rescue/request.js';
-import { ClientGone } from '../../src/upstream/client-gone.js';
-import { resolveUpstreams } from '../../src/upstream/upstreams.js';
 import { completion, json, startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.js';
+import { rescueContext } from '../helpers/rescue-context.js';
 import { isSummarizer, parseCompactionHeader, toolTurnsBody } from '../helpers/rescue.js';
 
 /*
@@ -45,28 +40,14 @@ async function run(body: unknown, memory: CompactionMemory) {
   const config = validateConfig({ upstream: { url: upstream.baseUrl }, summarizer: { maxInputTokens: 500_000 }, ...CONFIG });
   const dispatcher = new Agent();
   agents.push(dispatcher);
-  const upstreams = resolveUpstreams(config);
-  const target = upstreams.all[0].target;
-  const ctx: RescueContext = {
-    deps: {
-      config,
-      dispatcher,
-      upstreams,
-      metrics: createMetrics(),
-      memory,
-      budget: new RescueBudget(64 * 2 ** 20),
-      windows: new Windows(null),
-    },
-    upstream: upstreams.all[0],
-    dialect: chat,
-    path: `${target.basePath}/chat/completions`,
+  const ctx = rescueContext({
+    config,
+    dispatcher,
+    memory,
     incoming: readIncoming(Buffer.from(JSON.stringify(body)), undefined),
-    headers: { 'content-type': 'application/json', ...TENANT },
-    clientHeaders: { ...TENANT },
-    log: pino({ level: 'silent' }),
-    gone: new ClientGone(),
-    notes: {},
-  };
+    headers: TENANT,
+    clientHeaders: TENANT,
+  });
   const outcome = await serve(ctx, () => false);
   for await (const _ of outcome.answer.response.body);
   return outcome.header ? parseCompactionHeader(outcome.header) : undefined;

@@ -1,5 +1,3 @@
-import { RescueBudget } from '../../src/rescue/budget.js';
-import { Windows } from '../../src/upstream/windows.js';
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { Agent } from 'undici';
@@ -16,8 +14,8 @@ import type { RescueContext } from '../../src/rescue/context.js';
 import { serve, type Outcome } from '../../src/rescue/index.js';
 import { readIncoming } from '../../src/rescue/request.js';
 import { ClientGone } from '../../src/upstream/client-gone.js';
-import { resolveUpstreams } from '../../src/upstream/upstreams.js';
 import { completion, json, startFakeUpstream, type FakeUpstream, type Handler } from '../helpers/fake-upstream.js';
+import { rescueContext } from '../helpers/rescue-context.js';
 import { isSummarizer, parseCompactionHeader, toolTurnsBody } from '../helpers/rescue.js';
 
 /*
@@ -97,30 +95,21 @@ async function run(
   const metrics = createMetrics();
   const dispatcher = new Agent();
   agents.push(dispatcher);
-  const upstreams = resolveUpstreams(config);
-  const target = upstreams.all[0].target;
   const raw = o.raw ?? Buffer.from(typeof body === 'string' ? body : JSON.stringify(body));
   const dialect = o.dialect ?? chat;
-  const ctx: RescueContext = {
-    deps: {
-      config,
-      dispatcher,
-      upstreams,
-      metrics,
-      memory: o.memory ?? null,
-      budget: new RescueBudget(64 * 2 ** 20),
-      windows: new Windows(null),
-    },
-    upstream: upstreams.all[0],
+  const ctx = rescueContext({
+    config,
+    dispatcher,
+    metrics,
+    memory: o.memory,
     dialect,
-    path: `${target.basePath}${o.path ?? (dialect === chat ? '/chat/completions' : '/responses')}`,
+    path: o.path ?? (dialect === chat ? '/chat/completions' : '/responses'),
     incoming: readIncoming(raw, o.encoding),
-    headers: { 'content-type': 'application/json', authorization: 'Bearer sk-client', ...o.headers },
-    clientHeaders: { ...o.clientHeaders },
+    headers: { authorization: 'Bearer sk-client', ...o.headers },
+    clientHeaders: o.clientHeaders,
     log,
-    gone: o.gone ?? new ClientGone(),
-    notes: {},
-  };
+    gone: o.gone,
+  });
   const outcome = await serve(ctx, () => o.committed ?? false);
   const chunks: Buffer[] = [];
   for await (const chunk of outcome.answer.response.body) chunks.push(Buffer.from(chunk));
